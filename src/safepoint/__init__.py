@@ -1,0 +1,53 @@
+"""safepoint: checkpoints that make AI-agent runs survivable.
+
+    >>> import safepoint
+    >>> store = safepoint.open_store("memory://")
+    >>> cp = safepoint.Checkpoint(run_id="demo")
+    >>> cp.messages.append({"role": "user", "content": "hi"})
+    >>> _ = store.save(cp)
+    >>> store.load("demo").messages
+    [{'content': 'hi', 'role': 'user'}]
+"""
+
+from __future__ import annotations
+
+from .errors import (
+    Conflict,
+    CorruptCheckpoint,
+    InvalidArgument,
+    InvalidCheckpoint,
+    InvalidURL,
+    NotFound,
+    NotJSONCompatible,
+    SafepointError,
+    StoreClosed,
+    StoreError,
+)
+from .model import Checkpoint, CheckpointInfo, Page, ParentRef, RunInfo, Status, new_run_id
+from .store import DEFAULT_URL, Store, open_store
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_URL",
+    "Checkpoint",
+    "CheckpointInfo",
+    "Conflict",
+    "CorruptCheckpoint",
+    "InvalidArgument",
+    "InvalidCheckpoint",
+    "InvalidURL",
+    "NotFound",
+    "NotJSONCompatible",
+    "Page",
+    "ParentRef",
+    "RunInfo",
+    "SafepointError",
+    "Status",
+    "Store",
+    "StoreClosed",
+    "StoreError",
+    "__version__",
+    "new_run_id",
+    "open_store",
+]

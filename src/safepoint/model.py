@@ -1,0 +1,186 @@
+"""What a checkpoint is, and what the store says about runs — no I/O here."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Any, Generic, TypeVar
+
+from .messagelist import MessageList, StoredView, thaw
+
+JSONDict = dict[str, Any]
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_T = TypeVar("_T")
+
+
+class Status(StrEnum):
+    """Where a run stands. Stored with every checkpoint and on the run row."""
+
+    RUNNING = "running"
+    WAITING = "waiting"  # paused for human input
+    PAUSED = "paused"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+def new_run_id() -> str:
+    """A fresh, unique run id (a UUID4 string)."""
+    return str(uuid.uuid4())
+
+
+@dataclass(frozen=True, slots=True)
+class ParentRef:
+    """Where a forked run came from."""
+
+    run_id: str
+    step: int
+
+
+@dataclass(kw_only=True, eq=False)
+class Checkpoint:
+    """The complete snapshot of a run at one step boundary.
+
+    Build one for a new run (``step`` 0), save it, then keep the same object
+    going — ``cp.step += 1`` or ``cp = cp.next()`` — and save again. The
+    object carries what its last save persisted, so the next save writes only
+    the new messages. All values must be plain JSON data.
+
+    ``created_at`` and ``digest`` are set by the store when it saves or loads.
+    """
+
+    run_id: str = field(default_factory=new_run_id)
+    step: int = 0
+    schema_version: int = 1
+    messages: list[JSONDict] = field(default_factory=list)
+    counters: dict[str, int | float] = field(default_factory=dict)
+    pending_action: JSONDict | None = None
+    cursors: JSONDict = field(default_factory=dict)
+    state: JSONDict = field(default_factory=dict)
+    status: Status = Status.RUNNING
+    labels: dict[str, str] = field(default_factory=dict)
+    parent: ParentRef | None = None
+    created_at: datetime | None = None
+    digest: str | None = None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Keep messages a tracked MessageList even when a new list is assigned:
+        # the store then compares it against what it holds to find the delta.
+        if name == "messages" and not isinstance(value, MessageList):
+            old = self.__dict__.get("messages")
+            stored = old.stored if isinstance(old, MessageList) else None
+            tracked = MessageList(value, stored)
+            tracked.clean_prefix = 0
+            value = tracked
+        elif name == "status" and not isinstance(value, Status):
+            value = Status(value)
+        object.__setattr__(self, name, value)
+
+    @property
+    def stored_view(self) -> StoredView | None:
+        """What the last save or load of this object persisted (internal)."""
+        messages = self.messages
+        return messages.stored if isinstance(messages, MessageList) else None
+
+    def next(self) -> Checkpoint:
+        """A copy at ``step + 1``, ready to be changed and saved as the next step.
+
+        Stored messages are shared (they are immutable); everything else is
+        copied, so changing the new checkpoint never alters this one.
+        """
+        messages = self.messages
+        copied = MessageList(messages, messages.stored if isinstance(messages, MessageList) else None)
+        if isinstance(messages, MessageList):
+            copied.clean_prefix = messages.clean_prefix
+        else:
+            copied.clean_prefix = 0
+        return Checkpoint(
+            run_id=self.run_id,
+            step=self.step + 1,
+            schema_version=self.schema_version,
+            messages=copied,
+            counters=dict(self.counters),
+            pending_action=thaw(self.pending_action),
+            cursors=thaw(self.cursors),
+            state=thaw(self.state),
+            status=self.status,
+            labels=dict(self.labels),
+            parent=self.parent,
+        )
+
+    def to_dict(self) -> JSONDict:
+        """Plain data (JSON-compatible) — what ``safepoint show --json`` prints."""
+        return {
+            "run_id": self.run_id,
+            "step": self.step,
+            "schema_version": self.schema_version,
+            "status": str(self.status),
+            "messages": thaw(list(self.messages)),
+            "counters": dict(self.counters),
+            "pending_action": thaw(self.pending_action),
+            "cursors": thaw(self.cursors),
+            "state": thaw(self.state),
+            "labels": dict(self.labels),
+            "parent": None
+            if self.parent is None
+            else {"run_id": self.parent.run_id, "step": self.parent.step},
+            "created_at": None if self.created_at is None else self.created_at.isoformat(),
+            "digest": self.digest,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointInfo:
+    """One entry of a run's history: the header, without the messages."""
+
+    run_id: str
+    step: int
+    schema_version: int
+    status: Status
+    created_at: datetime
+    message_count: int
+    digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """One run as the store knows it (its latest checkpoint's summary)."""
+
+    run_id: str
+    status: Status
+    head_step: int
+    schema_version: int
+    labels: dict[str, str]
+    counters: dict[str, int | float]
+    created_at: datetime
+    updated_at: datetime
+    parent: ParentRef | None
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[_T]):
+    """One page of a listing; pass ``next_cursor`` back to get the next page."""
+
+    items: Sequence[_T]
+    next_cursor: str | None
+
+    def __iter__(self) -> Iterator[_T]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+def from_micros(micros: int) -> datetime:
+    """UTC datetime from integer microseconds since the epoch (how stores keep time)."""
+    return _EPOCH + timedelta(microseconds=micros)
+
+
+def to_micros(moment: datetime) -> int:
+    """Integer microseconds since the epoch; naive datetimes are taken as UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // timedelta(microseconds=1)

@@ -1,0 +1,261 @@
+"""Every store operation, written once, as a generator of named queries.
+
+An operation yields ``Query`` objects and receives each one's rows back; it
+never touches a connection. A driver (SQLite now, PostgreSQL and async
+drivers next) opens the transaction, runs the queries the operation asks for
+and commits when the generator returns — or rolls back when it raises. This
+is how sync and async stores share one implementation of each operation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from .. import codec
+from ..errors import Conflict, NotFound
+from ..messagelist import MessageList, StoredView
+from ..model import Checkpoint, CheckpointInfo, ParentRef, RunInfo, Status, from_micros
+from .serialize import MessagePlan, decode_checkpoint, header_bytes, plan_messages
+
+Row = tuple[Any, ...]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """Run the named query with ``params``; or, with ``many``, once per dict in it."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+    many: list[dict[str, Any]] | None = None
+
+
+Op = Generator[Query, list[Row], T]
+
+
+@dataclass(frozen=True, slots=True)
+class SaveResult:
+    plan: MessagePlan
+    ranges: list[tuple[int, int]]
+    digest: bytes
+
+
+def save(cp: Checkpoint, view: StoredView | None, plan: MessagePlan, now: int) -> Op[SaveResult]:
+    """Append ``cp`` as the run's next step: new messages, the checkpoint row, the run row.
+
+    ``plan`` was worked out before the transaction from ``view``; if the run's
+    head turns out not to be that view (another object saved since, or the
+    checkpoint was built from scratch) the plan is redone against the head.
+    """
+    rows = yield Query("run_head", {"run_id": cp.run_id})
+    if not rows:
+        if cp.step != 0:
+            raise Conflict(cp.run_id, cp.step, None)
+        if plan.keep:  # the view belonged to a run that was deleted since
+            plan = plan_messages(None, cp.messages)
+        run_ref, first_seq = None, 0
+    else:
+        run_ref, head_step, first_seq, head_digest = rows[0]
+        if cp.step != head_step + 1:
+            raise Conflict(cp.run_id, cp.step, head_step)
+        if view is None or view.digest != bytes(head_digest):
+            head = yield from _load(cp.run_id, head_step)
+            plan = plan_messages(head.stored_view, cp.messages)
+
+    ranges = plan.ranges(first_seq)
+    header = header_bytes(cp, now, plan.total, plan.chains[-1] if plan.chains else codec.EMPTY_CHAIN)
+    digest = codec.digest(header)
+    run_row = {
+        "run_id": cp.run_id,
+        "status": cp.status.value,
+        "step": cp.step,
+        "schema_version": cp.schema_version,
+        "labels": codec.encode(cp.labels).decode(),
+        "counters": codec.encode(cp.counters).decode(),
+        "next_seq": first_seq + len(plan.bodies),
+        "digest": digest,
+        "now": now,
+    }
+    if run_ref is None:
+        inserted = yield Query("insert_run", {**run_row, "parent_run_id": None, "parent_step": None})
+        run_ref = inserted[0][0]
+    else:
+        yield Query("advance_run", {**run_row, "run_ref": run_ref})
+    if plan.bodies:
+        yield Query(
+            "insert_message",
+            many=[{"run_ref": run_ref, "seq": first_seq + i, "body": body} for i, body in enumerate(plan.bodies)],
+        )
+    yield Query(
+        "insert_checkpoint",
+        {
+            "run_ref": run_ref,
+            "step": cp.step,
+            "schema_version": cp.schema_version,
+            "status": cp.status.value,
+            "now": now,
+            "message_count": plan.total,
+            "ranges": codec.encode(ranges).decode(),
+            "header": header,
+            "digest": digest,
+        },
+    )
+    return SaveResult(plan, ranges, digest)
+
+
+def load(run_id: str, step: int | None) -> Op[Checkpoint]:
+    """The latest checkpoint of the run, or the one at ``step``; two queries either way."""
+    return (yield from _load(run_id, step))
+
+
+def _load(run_id: str, step: int | None) -> Op[Checkpoint]:
+    if step is None:
+        rows = yield Query("checkpoint_latest", {"run_id": run_id})
+    else:
+        rows = yield Query("checkpoint_at", {"run_id": run_id, "step": step})
+    if not rows:
+        raise NotFound(run_id, step)
+    run_ref, found_step, ranges, header, digest = rows[0]
+    bodies = yield Query("view_messages", {"run_ref": run_ref, "ranges": ranges})
+    return decode_checkpoint(run_id, found_step, header, digest, ranges, [row[0] for row in bodies])
+
+
+def history(run_id: str) -> Op[list[CheckpointInfo]]:
+    """Every checkpoint header of the run, oldest first."""
+    rows = yield Query("history", {"run_id": run_id})
+    if not rows:
+        raise NotFound(run_id)
+    return [
+        CheckpointInfo(
+            run_id=run_id,
+            step=step,
+            schema_version=version,
+            status=Status(status),
+            created_at=from_micros(created),
+            message_count=count,
+            digest=bytes(digest).hex(),
+        )
+        for step, version, status, created, count, digest in rows
+    ]
+
+
+def run_info(run_id: str) -> Op[RunInfo]:
+    """The run row of ``run_id``."""
+    rows = yield Query("run_info", {"run_id": run_id})
+    if not rows:
+        raise NotFound(run_id)
+    return _run_info(rows[0])
+
+
+def list_runs(
+    *,
+    statuses: list[str] | None,
+    labels: dict[str, str] | None,
+    updated_since: int | None,
+    before_id: int | None,
+    limit: int,
+) -> Op[tuple[list[RunInfo], int | None]]:
+    """One page of runs, newest first, and the row id to continue before (if more)."""
+    rows = yield Query(
+        "list_runs",
+        {
+            "statuses": None if statuses is None else codec.encode(statuses).decode(),
+            "labels": None if labels is None else codec.encode(labels).decode(),
+            "updated_since": updated_since,
+            "before_id": before_id,
+            "limit": limit + 1,  # one extra row says whether another page exists
+        },
+    )
+    page = [_run_info(row) for row in rows[:limit]]
+    more = rows[limit - 1][0] if len(rows) > limit else None
+    return page, more
+
+
+def _run_info(row: Row) -> RunInfo:
+    _id, run_id, status, head, version, labels, counters, created, updated, parent_id, parent_step = row
+    return RunInfo(
+        run_id=run_id,
+        status=Status(status),
+        head_step=head,
+        schema_version=version,
+        labels=codec.decode(labels),
+        counters=codec.decode(counters),
+        created_at=from_micros(created),
+        updated_at=from_micros(updated),
+        parent=None if parent_id is None else ParentRef(parent_id, parent_step),
+    )
+
+
+def fork(run_id: str, step: int | None, new_run_id: str, labels: dict[str, str] | None, now: int) -> Op[Checkpoint]:
+    """Start ``new_run_id`` from a verified copy of ``run_id``'s checkpoint at ``step``."""
+    source = yield from _load(run_id, step)
+    exists = yield Query("run_exists", {"run_id": new_run_id})
+    if exists:
+        raise Conflict(new_run_id, source.step, None, detail=f"cannot fork into run {new_run_id!r}: it already exists")
+    view = source.stored_view
+    assert view is not None  # a loaded checkpoint always carries its view
+    forked = Checkpoint(
+        run_id=new_run_id,
+        step=source.step,
+        schema_version=source.schema_version,
+        counters=source.counters,
+        pending_action=source.pending_action,
+        cursors=source.cursors,
+        state=source.state,
+        status=source.status,
+        labels=source.labels if labels is None else labels,
+        parent=ParentRef(run_id, source.step),
+    )
+    header = header_bytes(forked, now, view.count, view.chain_at(view.count))
+    digest = codec.digest(header)
+    ranges = [(0, view.count)] if view.count else []
+    inserted = yield Query(
+        "insert_run",
+        {
+            "run_id": new_run_id,
+            "status": forked.status.value,
+            "step": forked.step,
+            "schema_version": forked.schema_version,
+            "labels": codec.encode(forked.labels).decode(),
+            "counters": codec.encode(forked.counters).decode(),
+            "parent_run_id": run_id,
+            "parent_step": source.step,
+            "next_seq": view.count,
+            "digest": digest,
+            "now": now,
+        },
+    )
+    new_ref = inserted[0][0]
+    source_ref = (yield Query("run_exists", {"run_id": run_id}))[0][0]
+    yield Query("copy_view_messages", {"new_ref": new_ref, "run_ref": source_ref, "ranges": codec.encode(list(view.ranges)).decode()})
+    yield Query(
+        "insert_checkpoint",
+        {
+            "run_ref": new_ref,
+            "step": forked.step,
+            "schema_version": forked.schema_version,
+            "status": forked.status.value,
+            "now": now,
+            "message_count": view.count,
+            "ranges": codec.encode(ranges).decode(),
+            "header": header,
+            "digest": digest,
+        },
+    )
+    new_view = StoredView(new_run_id, forked.step, digest, view.count, view.chains[: view.count], tuple(ranges))
+    object.__setattr__(forked, "messages", MessageList(source.messages, new_view))
+    forked.created_at = from_micros(now)
+    forked.digest = digest.hex()
+    return forked
+
+
+def delete_run(run_id: str) -> Op[None]:
+    """Remove the run with all its checkpoints and messages."""
+    rows = yield Query("run_exists", {"run_id": run_id})
+    if not rows:
+        raise NotFound(run_id)
+    run_ref = rows[0][0]
+    for name in ("delete_messages", "delete_checkpoints", "delete_run"):
+        yield Query(name, {"run_ref": run_ref})

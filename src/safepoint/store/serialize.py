@@ -1,0 +1,221 @@
+"""Checkpoint <-> stored bytes, shared by every backend. Pure: no I/O.
+
+A stored checkpoint is three things:
+
+* a *header*: canonical JSON of every field but the messages, plus the
+  message count and the digest chain value after the last message;
+* its *digest*: sha256 of the header bytes;
+* a list of *ranges* into the run's append-only message log.
+
+``plan_messages`` works out which messages a save must append, from what the
+checkpoint object knows the store already holds (its ``StoredView``), so the
+common case — messages appended since the last save — touches only the new
+ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .. import codec
+from ..errors import CorruptCheckpoint, InvalidCheckpoint, NotJSONCompatible
+from ..messagelist import MessageList, StoredView, freeze
+from ..model import Checkpoint, ParentRef, Status, from_micros
+
+MAX_RUN_ID_LENGTH = 255
+
+
+def validate_fields(cp: Checkpoint) -> None:
+    """Refuse a checkpoint whose non-message fields can't be stored, naming the field."""
+    if not isinstance(cp.run_id, str) or not cp.run_id or len(cp.run_id) > MAX_RUN_ID_LENGTH:
+        raise InvalidCheckpoint(f"run_id must be a non-empty str of at most {MAX_RUN_ID_LENGTH} characters")
+    codec.check_json(cp.run_id, "run_id")
+    if "\x00" in cp.run_id:
+        raise InvalidCheckpoint("run_id must not contain NUL characters")
+    for name in ("step", "schema_version"):
+        value = getattr(cp, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise InvalidCheckpoint(f"{name} must be a non-negative int, not {value!r}")
+    if cp.schema_version < 1:
+        raise InvalidCheckpoint("schema_version must be at least 1")
+    _check_mapping(cp.counters, "counters")
+    for key, number in cp.counters.items():
+        if isinstance(number, bool) or not isinstance(number, int | float):
+            raise NotJSONCompatible(f"counters.{key}", f"{type(number).__name__} is not a number")
+    _check_mapping(cp.labels, "labels")
+    for key, label in cp.labels.items():
+        if not isinstance(label, str):
+            raise NotJSONCompatible(f"labels.{key}", f"{type(label).__name__} is not a str")
+    if cp.pending_action is not None:
+        _check_mapping(cp.pending_action, "pending_action")
+    _check_mapping(cp.cursors, "cursors")
+    _check_mapping(cp.state, "state")
+    if not isinstance(cp.status, Status):
+        raise InvalidCheckpoint(f"status must be a Status, not {cp.status!r}")
+
+
+def _check_mapping(value: Any, path: str) -> None:
+    if not isinstance(value, dict):
+        raise NotJSONCompatible(path, f"{type(value).__name__} is not a dict")
+    codec.check_json(value, path)
+
+
+def encode_message(message: Any, index: int) -> bytes:
+    """Canonical bytes of one message, refusing anything that isn't a JSON dict."""
+    path = f"messages[{index}]"
+    if not isinstance(message, dict):
+        raise NotJSONCompatible(path, f"{type(message).__name__} is not a message (messages are dicts)")
+    codec.check_json(message, path)
+    return codec.encode(message)
+
+
+@dataclass(slots=True)
+class MessagePlan:
+    """What a save does to the message log.
+
+    ``keep`` leading messages are already stored (in ``kept_ranges``);
+    ``bodies`` are appended; ``chains`` covers the whole new view.
+    """
+
+    keep: int
+    kept_ranges: list[tuple[int, int]]
+    bodies: list[bytes]
+    chains: list[bytes]
+    total: int
+
+    def ranges(self, first_seq: int) -> list[tuple[int, int]]:
+        """The new view's ranges when ``bodies`` get seqs from ``first_seq`` on."""
+        ranges = list(self.kept_ranges)
+        if self.bodies:
+            end = first_seq + len(self.bodies)
+            if ranges and ranges[-1][1] == first_seq:
+                # Plain append: the last range just grows, so a run that is
+                # never rewritten keeps a single range.
+                ranges[-1] = (ranges[-1][0], end)
+            else:
+                ranges.append((first_seq, end))
+        return ranges
+
+
+def plan_messages(view: StoredView | None, messages: list[Any]) -> MessagePlan:
+    """Work out the delta between ``messages`` and the stored ``view``.
+
+    Messages before the list's ``clean_prefix`` are known unchanged and are
+    never looked at. Past it (after a rewrite, or for a list that was not
+    loaded from the store) messages are encoded and compared by digest chain,
+    so rewriting only a few recent turns still shares the untouched prefix.
+    """
+    total = len(messages)
+    keep, chain, pending = 0, codec.EMPTY_CHAIN, None
+    if view is not None:
+        tracked = isinstance(messages, MessageList) and messages.stored is view
+        keep = min(messages.clean_prefix if tracked else 0, view.count, total)  # type: ignore[attr-defined]
+        chain = view.chain_at(keep)
+        while keep < min(total, view.count):
+            body = encode_message(messages[keep], keep)
+            candidate = codec.extend_chain(chain, (body,))[0]
+            if candidate != view.chains[keep]:
+                pending = body  # the first changed message: already encoded, reuse it
+                break
+            chain = candidate
+            keep += 1
+    bodies = [pending] if pending is not None else []
+    bodies.extend(encode_message(messages[i], i) for i in range(keep + len(bodies), total))
+    new_chains = codec.extend_chain(chain, bodies)
+    if view is None:
+        chains = new_chains
+    elif keep == view.count == len(view.chains):
+        # The common append case: extend the shared list in place (O(new)).
+        # Views that already use it look only at their first ``count`` entries.
+        chains = view.chains
+        chains.extend(new_chains)
+    else:
+        chains = view.chains[:keep] + new_chains
+    kept_ranges = view.ranges_for_prefix(keep) if view is not None else []
+    return MessagePlan(keep=keep, kept_ranges=kept_ranges, bodies=bodies, chains=chains, total=total)
+
+
+def header_bytes(cp: Checkpoint, created_at: int, count: int, chain: bytes) -> bytes:
+    """Canonical header of ``cp``: every field but the messages, which it pins by chain."""
+    header = {
+        "run_id": cp.run_id,
+        "step": cp.step,
+        "schema_version": cp.schema_version,
+        "status": cp.status.value,
+        "counters": cp.counters,
+        "pending_action": cp.pending_action,
+        "cursors": cp.cursors,
+        "state": cp.state,
+        "labels": cp.labels,
+        "parent": None if cp.parent is None else [cp.parent.run_id, cp.parent.step],
+        "created_at": created_at,
+        "messages": {"count": count, "chain": chain.hex()},
+    }
+    return codec.encode(header)
+
+
+def finish_save(cp: Checkpoint, plan: MessagePlan, ranges: list[tuple[int, int]], created_at: int, digest: bytes) -> None:
+    """After the commit: record in ``cp`` what the store now holds.
+
+    New messages are swapped for frozen copies so that later in-place edits
+    of stored messages fail loudly instead of going unsaved.
+    """
+    frozen = MessageList(
+        [*cp.messages[: plan.keep], *(freeze(m) for m in cp.messages[plan.keep :])],
+        StoredView(cp.run_id, cp.step, digest, plan.total, plan.chains, tuple(ranges)),
+    )
+    object.__setattr__(cp, "messages", frozen)
+    cp.created_at = from_micros(created_at)
+    cp.digest = digest.hex()
+
+
+def decode_checkpoint(
+    run_id: str,
+    step: int,
+    header: bytes,
+    stored_digest: bytes,
+    ranges_json: str | bytes,
+    bodies: list[bytes],
+) -> Checkpoint:
+    """Rebuild and verify a stored checkpoint; ``CorruptCheckpoint`` on any mismatch."""
+
+    def corrupt(detail: str) -> CorruptCheckpoint:
+        return CorruptCheckpoint(run_id, step, detail)
+
+    if codec.digest(bytes(header)) != bytes(stored_digest):
+        raise corrupt("header does not match its digest")
+    try:
+        fields = codec.decode(header)
+        ranges = tuple((int(a), int(b)) for a, b in codec.decode(ranges_json))
+    except (ValueError, TypeError) as exc:
+        raise corrupt("header or ranges are not valid JSON") from exc
+    if fields.get("run_id") != run_id or fields.get("step") != step:
+        raise corrupt(f"header belongs to run {fields.get('run_id')!r} step {fields.get('step')!r}")
+    expected = fields["messages"]["count"]
+    if len(bodies) != expected:
+        raise corrupt(f"expected {expected} messages, found {len(bodies)}")
+    chains = codec.extend_chain(codec.EMPTY_CHAIN, (bytes(b) for b in bodies))
+    if (chains[-1] if chains else codec.EMPTY_CHAIN).hex() != fields["messages"]["chain"]:
+        raise corrupt("messages do not match the digest chain")
+    try:
+        messages = [freeze(codec.decode(body)) for body in bodies]
+    except ValueError as exc:
+        raise corrupt("a message is not valid JSON") from exc
+    parent = fields["parent"]
+    cp = Checkpoint(
+        run_id=run_id,
+        step=step,
+        schema_version=fields["schema_version"],
+        messages=MessageList(messages, StoredView(run_id, step, bytes(stored_digest), len(messages), chains, ranges)),
+        counters=fields["counters"],
+        pending_action=fields["pending_action"],
+        cursors=fields["cursors"],
+        state=fields["state"],
+        status=Status(fields["status"]),
+        labels=fields["labels"],
+        parent=None if parent is None else ParentRef(parent[0], parent[1]),
+        created_at=from_micros(fields["created_at"]),
+        digest=bytes(stored_digest).hex(),
+    )
+    return cp

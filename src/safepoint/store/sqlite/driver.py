@@ -1,0 +1,178 @@
+"""The SQLite driver: one connection, explicit transactions, DDL revisions.
+
+Durability settings (DESIGN invariant 1): WAL with ``synchronous=FULL``, so a
+commit has reached the disk when ``save`` returns. Writes take the write lock
+up front with ``BEGIN IMMEDIATE``; ``busy_timeout`` makes a second process
+wait for it instead of failing. Several processes may share one file.
+
+``memory://`` is served by this driver too, on a private in-memory database:
+same SQL, same behaviour, nothing on disk (for tests).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ...errors import StoreClosed, StoreError
+from ..ops import Op, Row
+from ..sqlfiles import Revision, load_queries, load_revisions, read_text
+
+T = TypeVar("T")
+_PACKAGE = __package__ or "safepoint.store.sqlite"
+QUERIES = load_queries(_PACKAGE)
+REVISIONS = load_revisions(_PACKAGE)
+
+_REVISIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS safepoint_ddl_revisions (
+    revision    INTEGER PRIMARY KEY,
+    name        TEXT    NOT NULL,
+    applied_at  INTEGER NOT NULL   -- unixepoch() when applied
+)"""
+
+
+class SQLiteDriver:
+    """Runs store operations on one SQLite connection, one at a time."""
+
+    dialect = "sqlite"
+
+    def __init__(
+        self,
+        path: str | None,
+        *,
+        busy_timeout: float = 30.0,
+        trace: Callable[[str], None] | None = None,
+    ) -> None:
+        self.path = path
+        if path is not None:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            conn = sqlite3.connect(
+                ":memory:" if path is None else path,
+                isolation_level=None,  # we issue BEGIN/COMMIT ourselves
+                check_same_thread=False,  # guarded by self._lock instead
+                timeout=busy_timeout,
+            )
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            if path is not None:
+                conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open SQLite database {path!r}: {exc}") from exc
+        self._conn: sqlite3.Connection | None = conn
+        self._lock = threading.Lock()
+        if trace is not None:
+            conn.set_trace_callback(trace)
+        self.setup()
+
+    # -- running operations --------------------------------------------------
+
+    def run(self, op: Op[T], *, write: bool) -> T:
+        """Drive ``op`` inside one transaction; commit on return, roll back on error."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot start a transaction: {exc}") from exc
+            try:
+                result = self._drive(conn, op)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return result
+
+    def _drive(self, conn: sqlite3.Connection, op: Op[T]) -> T:
+        rows: list[Row] | None = None
+        while True:
+            try:
+                query = op.send(rows)  # type: ignore[arg-type]
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            sql = QUERIES[query.name]
+            try:
+                if query.many is not None:
+                    conn.executemany(sql, query.many)
+                    rows = []
+                else:
+                    rows = conn.execute(sql, query.params).fetchall()
+            except sqlite3.Error as exc:
+                op.close()
+                raise StoreError(f"query {query.name!r} failed: {exc}") from exc
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StoreClosed("the store is closed")
+        return self._conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    # -- DDL -------------------------------------------------------------------
+
+    def setup(self) -> list[int]:
+        """Bring safepoint's tables up to date; returns the revisions applied now.
+
+        A fresh database gets ``schema.sql`` in one go; an existing one gets
+        each missing revision in order. Both happen under the write lock, so
+        processes starting together cannot apply a revision twice.
+        """
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute(_REVISIONS_TABLE)
+                applied = {row[0] for row in conn.execute("SELECT revision FROM safepoint_ddl_revisions")}
+                if not applied:
+                    execute_script(conn, read_text(_PACKAGE, "schema.sql"))
+                    todo = REVISIONS
+                else:
+                    todo = [r for r in REVISIONS if r.number not in applied]
+                    for revision in todo:
+                        execute_script(conn, revision.sql)
+                for revision in todo:
+                    record_revision(conn, revision)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return [r.number for r in todo]
+
+    def execute_raw(self, sql: str, params: tuple[Any, ...] = ()) -> list[Row]:
+        """Run one statement outside the named queries (tests and benchmarks only)."""
+        with self._lock:
+            return self._connection().execute(sql, params).fetchall()
+
+
+def execute_script(conn: sqlite3.Connection, script: str) -> None:
+    """Run each statement of ``script`` inside the current transaction.
+
+    ``sqlite3.executescript`` would COMMIT first, breaking the all-or-nothing
+    DDL upgrade, hence this statement-by-statement loop.
+    """
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            conn.execute(buffer)
+            buffer = ""
+    if buffer.strip() and not all(
+        part.strip().startswith("--") or not part.strip() for part in buffer.splitlines()
+    ):
+        raise StoreError("DDL script ends with an incomplete statement")
+
+
+def record_revision(conn: sqlite3.Connection, revision: Revision) -> None:
+    conn.execute(
+        "INSERT INTO safepoint_ddl_revisions (revision, name, applied_at) VALUES (?, ?, unixepoch())",
+        (revision.number, revision.name),
+    )
