@@ -1,12 +1,12 @@
 """safepoint: checkpoints that make AI-agent runs survivable.
 
-    >>> import safepoint
-    >>> store = safepoint.open_store("memory://")
-    >>> cp = safepoint.Checkpoint(run_id="demo")
-    >>> cp.messages.append({"role": "user", "content": "hi"})
-    >>> _ = store.save(cp)
-    >>> store.load("demo").messages
-    [{'content': 'hi', 'role': 'user'}]
+>>> import safepoint
+>>> store = safepoint.open_store("memory://")
+>>> cp = safepoint.Checkpoint(run_id="demo")
+>>> cp.messages.append({"role": "user", "content": "hi"})
+>>> _ = store.save(cp)
+>>> store.load("demo").messages
+[{'content': 'hi', 'role': 'user'}]
 """
 
 from __future__ import annotations

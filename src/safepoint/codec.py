@@ -58,8 +58,11 @@ def check_json(value: Any, path: str) -> None:
                 if not isinstance(key, str):
                     raise NotJSONCompatible(
                         f"{where}[{key!r}]",
-                        f"dict key of type {type(key).__name__} is not JSON-compatible "
-                        "(keys must be str)",
+                        f"dict key of type {type(key).__name__} is not JSON-compatible (keys must be str)",
+                    )
+                if not _is_valid_unicode(key):
+                    raise NotJSONCompatible(
+                        f"{where}[{key!r}]", "dict key contains a lone surrogate (not valid UTF-8)"
                     )
                 stack.append((child, f"{where}.{key}" if key.isidentifier() else f"{where}[{key!r}]"))
             continue

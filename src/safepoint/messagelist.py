@@ -23,6 +23,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NoReturn, SupportsIndex
 
+from safepoint.codec import EMPTY_CHAIN
+
 _FROZEN_HINT = "messages already saved are immutable; replace the message instead of mutating it"
 
 
@@ -91,8 +93,6 @@ class StoredView:
 
     def chain_at(self, count: int) -> bytes:
         """Chain value after the first ``count`` messages of this view."""
-        from .codec import EMPTY_CHAIN
-
         return self.chains[count - 1] if count else EMPTY_CHAIN
 
     def ranges_for_prefix(self, count: int) -> list[tuple[int, int]]:
@@ -165,7 +165,7 @@ class MessageList(list[Any]):
         self._touch(0)
         super().reverse()
 
-    def __imul__(self, n: SupportsIndex) -> MessageList:  # type: ignore[override]
+    def __imul__(self, n: SupportsIndex) -> MessageList:
         if n.__index__() < 1:
             self._touch(0)
         super().__imul__(n)

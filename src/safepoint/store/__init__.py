@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from ..errors import InvalidURL
+from safepoint.errors import InvalidURL
+
 from .facade import Store
 
 DEFAULT_URL = "sqlite:///.safepoint/state.db"
@@ -44,7 +45,8 @@ def _sqlite_path(url: str) -> str:
 
 
 def _open_sqlite(url: str, path: str | None, options: dict[str, Any]) -> Store:
-    from .sqlite.driver import SQLiteDriver
+    # Imported here so that importing safepoint never loads drivers it won't use.
+    from safepoint.store.sqlite.driver import SQLiteDriver  # noqa: PLC0415
 
     allowed = {"busy_timeout", "trace"}
     unknown = set(options) - allowed

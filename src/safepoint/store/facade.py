@@ -13,8 +13,9 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
-from ..errors import InvalidArgument
-from ..model import Checkpoint, CheckpointInfo, Page, RunInfo, Status, new_run_id, to_micros
+from safepoint.errors import InvalidArgument
+from safepoint.model import Checkpoint, CheckpointInfo, Page, RunInfo, Status, new_run_id, to_micros
+
 from . import ops
 from .serialize import finish_save, plan_messages, validate_fields
 
@@ -75,7 +76,8 @@ class Store:
         now = now_micros()
         result = self._driver.run(ops.save(cp, view, plan, now), write=True)
         finish_save(cp, result.plan, result.ranges, now, result.digest)
-        assert cp.created_at is not None and cp.digest is not None
+        assert cp.created_at is not None
+        assert cp.digest is not None
         return CheckpointInfo(
             run_id=cp.run_id,
             step=cp.step,

@@ -13,10 +13,11 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .. import codec
-from ..errors import Conflict, NotFound
-from ..messagelist import MessageList, StoredView
-from ..model import Checkpoint, CheckpointInfo, ParentRef, RunInfo, Status, from_micros
+from safepoint import codec
+from safepoint.errors import Conflict, NotFound
+from safepoint.messagelist import MessageList, StoredView
+from safepoint.model import Checkpoint, CheckpointInfo, ParentRef, RunInfo, Status, from_micros
+
 from .serialize import MessagePlan, decode_checkpoint, header_bytes, plan_messages
 
 Row = tuple[Any, ...]
@@ -86,7 +87,9 @@ def save(cp: Checkpoint, view: StoredView | None, plan: MessagePlan, now: int) -
     if plan.bodies:
         yield Query(
             "insert_message",
-            many=[{"run_ref": run_ref, "seq": first_seq + i, "body": body} for i, body in enumerate(plan.bodies)],
+            many=[
+                {"run_ref": run_ref, "seq": first_seq + i, "body": body} for i, body in enumerate(plan.bodies)
+            ],
         )
     yield Query(
         "insert_checkpoint",
@@ -119,7 +122,14 @@ def _load(run_id: str, step: int | None) -> Op[Checkpoint]:
         raise NotFound(run_id, step)
     run_ref, found_step, ranges, header, digest = rows[0]
     bodies = yield Query("view_messages", {"run_ref": run_ref, "ranges": ranges})
-    return decode_checkpoint(run_id, found_step, header, digest, ranges, [row[0] for row in bodies])
+    return decode_checkpoint(
+        run_id=run_id,
+        step=found_step,
+        header=header,
+        stored_digest=digest,
+        ranges_json=ranges,
+        bodies=[row[0] for row in bodies],
+    )
 
 
 def history(run_id: str) -> Op[list[CheckpointInfo]]:
@@ -174,7 +184,19 @@ def list_runs(
 
 
 def _run_info(row: Row) -> RunInfo:
-    _id, run_id, status, head, version, labels, counters, created, updated, parent_id, parent_step = row
+    (
+        _id,
+        run_id,
+        status,
+        head,
+        version,
+        labels,
+        counters,
+        created,
+        updated,
+        parent_id,
+        parent_step,
+    ) = row
     return RunInfo(
         run_id=run_id,
         status=Status(status),
@@ -188,12 +210,19 @@ def _run_info(row: Row) -> RunInfo:
     )
 
 
-def fork(run_id: str, step: int | None, new_run_id: str, labels: dict[str, str] | None, now: int) -> Op[Checkpoint]:
+def fork(
+    run_id: str, step: int | None, new_run_id: str, labels: dict[str, str] | None, now: int
+) -> Op[Checkpoint]:
     """Start ``new_run_id`` from a verified copy of ``run_id``'s checkpoint at ``step``."""
     source = yield from _load(run_id, step)
     exists = yield Query("run_exists", {"run_id": new_run_id})
     if exists:
-        raise Conflict(new_run_id, source.step, None, detail=f"cannot fork into run {new_run_id!r}: it already exists")
+        raise Conflict(
+            new_run_id,
+            source.step,
+            None,
+            detail=f"cannot fork into run {new_run_id!r}: it already exists",
+        )
     view = source.stored_view
     assert view is not None  # a loaded checkpoint always carries its view
     forked = Checkpoint(
@@ -229,7 +258,14 @@ def fork(run_id: str, step: int | None, new_run_id: str, labels: dict[str, str] 
     )
     new_ref = inserted[0][0]
     source_ref = (yield Query("run_exists", {"run_id": run_id}))[0][0]
-    yield Query("copy_view_messages", {"new_ref": new_ref, "run_ref": source_ref, "ranges": codec.encode(list(view.ranges)).decode()})
+    yield Query(
+        "copy_view_messages",
+        {
+            "new_ref": new_ref,
+            "run_ref": source_ref,
+            "ranges": codec.encode(list(view.ranges)).decode(),
+        },
+    )
     yield Query(
         "insert_checkpoint",
         {
@@ -244,7 +280,9 @@ def fork(run_id: str, step: int | None, new_run_id: str, labels: dict[str, str] 
             "digest": digest,
         },
     )
-    new_view = StoredView(new_run_id, forked.step, digest, view.count, view.chains[: view.count], tuple(ranges))
+    new_view = StoredView(
+        new_run_id, forked.step, digest, view.count, view.chains[: view.count], tuple(ranges)
+    )
     object.__setattr__(forked, "messages", MessageList(source.messages, new_view))
     forked.created_at = from_micros(now)
     forked.digest = digest.hex()

@@ -18,10 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .. import codec
-from ..errors import CorruptCheckpoint, InvalidCheckpoint, NotJSONCompatible
-from ..messagelist import MessageList, StoredView, freeze
-from ..model import Checkpoint, ParentRef, Status, from_micros
+from safepoint import codec
+from safepoint.errors import CorruptCheckpoint, InvalidCheckpoint, NotJSONCompatible
+from safepoint.messagelist import MessageList, StoredView, freeze
+from safepoint.model import Checkpoint, ParentRef, Status, from_micros
 
 MAX_RUN_ID_LENGTH = 255
 
@@ -155,7 +155,9 @@ def header_bytes(cp: Checkpoint, created_at: int, count: int, chain: bytes) -> b
     return codec.encode(header)
 
 
-def finish_save(cp: Checkpoint, plan: MessagePlan, ranges: list[tuple[int, int]], created_at: int, digest: bytes) -> None:
+def finish_save(
+    cp: Checkpoint, plan: MessagePlan, ranges: list[tuple[int, int]], created_at: int, digest: bytes
+) -> None:
     """After the commit: record in ``cp`` what the store now holds.
 
     New messages are swapped for frozen copies so that later in-place edits
@@ -171,6 +173,7 @@ def finish_save(cp: Checkpoint, plan: MessagePlan, ranges: list[tuple[int, int]]
 
 
 def decode_checkpoint(
+    *,
     run_id: str,
     step: int,
     header: bytes,
@@ -203,11 +206,13 @@ def decode_checkpoint(
     except ValueError as exc:
         raise corrupt("a message is not valid JSON") from exc
     parent = fields["parent"]
-    cp = Checkpoint(
+    return Checkpoint(
         run_id=run_id,
         step=step,
         schema_version=fields["schema_version"],
-        messages=MessageList(messages, StoredView(run_id, step, bytes(stored_digest), len(messages), chains, ranges)),
+        messages=MessageList(
+            messages, StoredView(run_id, step, bytes(stored_digest), len(messages), chains, ranges)
+        ),
         counters=fields["counters"],
         pending_action=fields["pending_action"],
         cursors=fields["cursors"],
@@ -218,4 +223,3 @@ def decode_checkpoint(
         created_at=from_micros(fields["created_at"]),
         digest=bytes(stored_digest).hex(),
     )
-    return cp

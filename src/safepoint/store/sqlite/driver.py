@@ -17,9 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ...errors import StoreClosed, StoreError
-from ..ops import Op, Row
-from ..sqlfiles import Revision, load_queries, load_revisions, read_text
+from safepoint.errors import StoreClosed, StoreError
+from safepoint.store.ops import Op, Row
+from safepoint.store.sqlfiles import Revision, load_queries, load_revisions, read_text
 
 T = TypeVar("T")
 _PACKAGE = __package__ or "safepoint.store.sqlite"

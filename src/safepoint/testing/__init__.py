@@ -1,0 +1,1 @@
+"""Shipped test kits: the scripted agent, crash-test helpers and the backend conformance suite."""
