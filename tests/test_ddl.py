@@ -8,8 +8,13 @@ from typing import Any
 
 import pytest
 
-from safepoint.store.sqlite.driver import REVISIONS, SQLiteDriver, execute_script, record_revision
-from safepoint.store.sqlite.driver import _REVISIONS_TABLE as REVISIONS_TABLE
+from safepoint.store.sqlite.driver import (
+    REVISIONS,
+    REVISIONS_TABLE,
+    SQLiteDriver,
+    execute_script,
+    record_revision,
+)
 
 
 def describe(path: Path) -> dict[str, Any]:

@@ -37,8 +37,7 @@ def store_options(func: F) -> F:
         show_default=True,
         help="Store URL (env SAFEPOINT_STORE).",
     )(func)
-    func = click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")(func)
-    return func
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")(func)
 
 
 def handle_errors(func: F) -> F:
@@ -79,6 +78,7 @@ def main() -> None:
 @click.option("--cursor", default=None, help="Continue from a previous page's next_cursor.")
 @handle_errors
 def runs(
+    *,
     store_url: str,
     as_json: bool,
     status: tuple[str, ...],
@@ -125,7 +125,7 @@ def runs(
     "--messages", "show_messages", default=10, show_default=True, help="How many recent messages to show."
 )
 @handle_errors
-def show(store_url: str, as_json: bool, run_id: str, step: int | None, show_messages: int) -> None:
+def show(*, store_url: str, as_json: bool, run_id: str, step: int | None, show_messages: int) -> None:
     """Show one checkpoint of a run (the latest unless --step)."""
     with _open(store_url) as store:
         cp = store.load(run_id, step)
@@ -139,7 +139,7 @@ def show(store_url: str, as_json: bool, run_id: str, step: int | None, show_mess
 
 @main.command()
 @click.option("--store", "store_url", envvar="SAFEPOINT_STORE", default=DEFAULT_URL, show_default=True)
-def demo(store_url: str) -> None:
+def demo(*, store_url: str) -> None:
     """Run the scripted agent, SIGKILL it mid-run, resume it in a fresh process."""
     from safepoint.demo import main as run_demo  # noqa: PLC0415  # only this command needs it
 

@@ -26,7 +26,7 @@ _PACKAGE = __package__ or "safepoint.store.sqlite"
 QUERIES = load_queries(_PACKAGE)
 REVISIONS = load_revisions(_PACKAGE)
 
-_REVISIONS_TABLE = """
+REVISIONS_TABLE = """
 CREATE TABLE IF NOT EXISTS safepoint_ddl_revisions (
     revision    INTEGER PRIMARY KEY,
     name        TEXT    NOT NULL,
@@ -130,7 +130,7 @@ class SQLiteDriver:
             conn = self._connection()
             conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.execute(_REVISIONS_TABLE)
+                conn.execute(REVISIONS_TABLE)
                 applied = {row[0] for row in conn.execute("SELECT revision FROM safepoint_ddl_revisions")}
                 if not applied:
                     execute_script(conn, read_text(_PACKAGE, "schema.sql"))
