@@ -34,6 +34,42 @@ def check_json(value: Any, path: str) -> None:
     Tuples are refused on purpose: they would come back as lists, and a
     checkpoint must load exactly as it was saved.
     """
+    # Every save validates what it writes, so the common case (exact built-in
+    # types, no errors) takes a quick pass that builds no path strings; only
+    # when it finds something unusual does the walk below name the path.
+    try:
+        if _plain_json(value):
+            return
+    except RecursionError:
+        pass
+    _walk(value, path)
+
+
+def _plain_json(value: Any) -> bool:
+    """True when ``value`` is JSON made only of exact built-in types."""
+    kind = type(value)
+    if kind is str:
+        return value.isascii() or _is_valid_unicode(value)
+    if kind is dict:
+        for key, child in value.items():
+            if type(key) is not str or not (key.isascii() or _is_valid_unicode(key)):
+                return False
+            if not _plain_json(child):
+                return False
+        return True
+    if kind is list:
+        for child in value:  # noqa: SIM110  # a plain loop: all() with a generator is slower on this hot path
+            if not _plain_json(child):
+                return False
+        return True
+    if kind is int:
+        return _INT_MIN <= value <= _INT_MAX  # type: ignore[no-any-return]
+    if kind is float:
+        return math.isfinite(value)
+    return value is None or kind is bool
+
+
+def _walk(value: Any, path: str) -> None:
     # An explicit stack, not recursion: deeply nested tool outputs must not hit
     # the interpreter's recursion limit.
     stack: list[tuple[Any, str]] = [(value, path)]

@@ -51,14 +51,13 @@ def save(cp: Checkpoint, view: StoredView | None, plan: MessagePlan, now: int) -
     checkpoint was built from scratch) the plan is redone against the head.
     """
     rows = yield Query("run_head", {"run_id": cp.run_id})
-    if not rows:
+    first_seq, run_ref, head_step, head_digest, head_status = rows[0]
+    if run_ref is None:
         if cp.step != 0:
             raise Conflict(cp.run_id, cp.step, None)
         if plan.keep:  # the view belonged to a run that was deleted since
             plan = plan_messages(None, cp.messages)
-        run_ref, first_seq = None, 0
     else:
-        run_ref, head_step, first_seq, head_digest = rows[0]
         if cp.step != head_step + 1:
             raise Conflict(cp.run_id, cp.step, head_step)
         if view is None or view.digest != bytes(head_digest):
@@ -75,7 +74,6 @@ def save(cp: Checkpoint, view: StoredView | None, plan: MessagePlan, now: int) -
         "schema_version": cp.schema_version,
         "labels": codec.encode(cp.labels).decode(),
         "counters": codec.encode(cp.counters).decode(),
-        "next_seq": first_seq + len(plan.bodies),
         "digest": digest,
         "now": now,
     }
@@ -84,6 +82,8 @@ def save(cp: Checkpoint, view: StoredView | None, plan: MessagePlan, now: int) -
         run_ref = inserted[0][0]
     else:
         yield Query("advance_run", {**run_row, "run_ref": run_ref})
+        if head_status != cp.status.value:
+            yield Query("set_run_status", {"status": cp.status.value, "run_ref": run_ref})
     if plan.bodies:
         yield Query(
             "insert_message",
@@ -215,8 +215,8 @@ def fork(
 ) -> Op[Checkpoint]:
     """Start ``new_run_id`` from a verified copy of ``run_id``'s checkpoint at ``step``."""
     source = yield from _load(run_id, step)
-    exists = yield Query("run_exists", {"run_id": new_run_id})
-    if exists:
+    (first_seq, exists, *_), *_ = yield Query("run_head", {"run_id": new_run_id})
+    if exists is not None:
         raise Conflict(
             new_run_id,
             source.step,
@@ -239,7 +239,7 @@ def fork(
     )
     header = header_bytes(forked, now, view.count, view.chain_at(view.count))
     digest = codec.digest(header)
-    ranges = [(0, view.count)] if view.count else []
+    ranges = [(first_seq, first_seq + view.count)] if view.count else []
     inserted = yield Query(
         "insert_run",
         {
@@ -251,7 +251,6 @@ def fork(
             "counters": codec.encode(forked.counters).decode(),
             "parent_run_id": run_id,
             "parent_step": source.step,
-            "next_seq": view.count,
             "digest": digest,
             "now": now,
         },
@@ -263,6 +262,7 @@ def fork(
         {
             "new_ref": new_ref,
             "run_ref": source_ref,
+            "first_seq": first_seq,
             "ranges": codec.encode(list(view.ranges)).decode(),
         },
     )

@@ -163,11 +163,14 @@ def finish_save(
     New messages are swapped for frozen copies so that later in-place edits
     of stored messages fail loudly instead of going unsaved.
     """
-    frozen = MessageList(
-        [*cp.messages[: plan.keep], *(freeze(m) for m in cp.messages[plan.keep :])],
-        StoredView(cp.run_id, cp.step, digest, plan.total, plan.chains, tuple(ranges)),
-    )
-    object.__setattr__(cp, "messages", frozen)
+    messages = cp.messages
+    assert isinstance(messages, MessageList)  # Checkpoint.__setattr__ guarantees it
+    # In place, touching only the new messages: rebuilding the list would make
+    # every save cost O(history) again.
+    fresh = [freeze(m) for m in messages[plan.keep :]]
+    list.__setitem__(messages, slice(plan.keep, None), fresh)
+    messages.stored = StoredView(cp.run_id, cp.step, digest, plan.total, plan.chains, tuple(ranges))
+    messages.clean_prefix = plan.total
     cp.created_at = from_micros(created_at)
     cp.digest = digest.hex()
 

@@ -3,66 +3,82 @@
 --
 -- Writes run inside BEGIN IMMEDIATE, which takes SQLite's single write lock
 -- up front: a read-then-write transaction can then never fail half way with
--- SQLITE_BUSY, and the "is this the next step?" check cannot race.
+-- SQLITE_BUSY, and the "is this the next step?" check cannot race. (That is
+-- also why SQLite needs no SKIP LOCKED: there is only ever one writer.)
+--
+-- A run's checkpoints live at ids run_ref * 2^32 + step (see the DDL).
 
 -- name: run_head
-SELECT id, head_step, next_seq, head_digest FROM safepoint_runs WHERE run_id = :run_id;
+-- Always one row: the next free message seq, then the run (NULLs if new).
+-- max(seq) is the rightmost key of the rowid tree: O(log n), and race-free
+-- under the write lock.
+SELECT (SELECT coalesce(max(seq), -1) + 1 FROM safepoint_messages),
+       r.id, r.head_step, r.head_digest, r.status
+FROM (SELECT 1) LEFT JOIN safepoint_runs AS r ON r.run_id = :run_id;
 
 -- name: insert_run
 INSERT INTO safepoint_runs (
-    run_id, status, head_step, schema_version, labels, counters,
-    parent_run_id, parent_step, next_seq, head_digest, created_at, updated_at
+    run_id, status, head_step, head_digest, schema_version, labels, counters,
+    parent_run_id, parent_step, created_at, updated_at
 ) VALUES (
-    :run_id, :status, :step, :schema_version, :labels, :counters,
-    :parent_run_id, :parent_step, :next_seq, :digest, :now, :now
+    :run_id, :status, :step, :digest, :schema_version, :labels, :counters,
+    :parent_run_id, :parent_step, :now, :now
 ) RETURNING id;
 
 -- name: advance_run
+-- status is left out on purpose: assigning it, even to the same value,
+-- rewrites its index entry — an extra page per commit. set_run_status runs
+-- only when the status really changes.
 UPDATE safepoint_runs
-SET status = :status, head_step = :step, schema_version = :schema_version,
-    labels = :labels, counters = :counters, next_seq = :next_seq,
-    head_digest = :digest, updated_at = :now
+SET head_step = :step, head_digest = :digest, schema_version = :schema_version,
+    labels = :labels, counters = :counters, updated_at = :now
 WHERE id = :run_ref AND head_step = :step - 1;
 
+-- name: set_run_status
+UPDATE safepoint_runs SET status = :status WHERE id = :run_ref;
+
 -- name: insert_message
-INSERT INTO safepoint_messages (run_ref, seq, body) VALUES (:run_ref, :seq, :body);
+INSERT INTO safepoint_messages (seq, run_ref, body) VALUES (:seq, :run_ref, :body);
 
 -- name: insert_checkpoint
 INSERT INTO safepoint_checkpoints (
-    run_ref, step, schema_version, status, created_at, message_count, ranges, header, digest
+    id, run_ref, step, schema_version, status, created_at, message_count, ranges, header, digest
 ) VALUES (
-    :run_ref, :step, :schema_version, :status, :now, :message_count, :ranges, :header, :digest
+    :run_ref * 4294967296 + :step, :run_ref, :step, :schema_version, :status, :now,
+    :message_count, :ranges, :header, :digest
 );
 
 -- name: checkpoint_latest
 SELECT r.id, c.step, c.ranges, c.header, c.digest
 FROM safepoint_runs AS r
-JOIN safepoint_checkpoints AS c ON c.run_ref = r.id AND c.step = r.head_step
+JOIN safepoint_checkpoints AS c ON c.id = r.id * 4294967296 + r.head_step
 WHERE r.run_id = :run_id;
 
 -- name: checkpoint_at
 SELECT r.id, c.step, c.ranges, c.header, c.digest
 FROM safepoint_runs AS r
-JOIN safepoint_checkpoints AS c ON c.run_ref = r.id AND c.step = :step
+JOIN safepoint_checkpoints AS c ON c.id = r.id * 4294967296 + :step
 WHERE r.run_id = :run_id;
 
 -- name: view_messages
 -- One query whatever the number of ranges: json_each walks the range list
--- and each range is an index range scan on (run_ref, seq).
+-- and each range is a rowid range scan. Rows of another run are filtered
+-- out, so a damaged range shows up as missing messages (CorruptCheckpoint).
 SELECT m.body
 FROM json_each(:ranges) AS r
 JOIN safepoint_messages AS m
-  ON m.run_ref = :run_ref
- AND m.seq >= r.value ->> 0
+  ON m.seq >= r.value ->> 0
  AND m.seq < r.value ->> 1
+WHERE m.run_ref = :run_ref
 ORDER BY r.key, m.seq;
 
 -- name: history
 SELECT c.step, c.schema_version, c.status, c.created_at, c.message_count, c.digest
 FROM safepoint_runs AS r
-JOIN safepoint_checkpoints AS c ON c.run_ref = r.id
+JOIN safepoint_checkpoints AS c
+  ON c.id BETWEEN r.id * 4294967296 AND r.id * 4294967296 + 4294967295
 WHERE r.run_id = :run_id
-ORDER BY c.step;
+ORDER BY c.id;
 
 -- name: run_exists
 SELECT id FROM safepoint_runs WHERE run_id = :run_id;
@@ -92,20 +108,29 @@ LIMIT :limit;
 
 -- name: copy_view_messages
 -- Fork: the new run gets its own copy of the messages the source checkpoint
--- sees, renumbered 0..n-1, so the two runs never share log rows.
-INSERT INTO safepoint_messages (run_ref, seq, body)
-SELECT :new_ref, ROW_NUMBER() OVER (ORDER BY r.key, m.seq) - 1, m.body
+-- sees, at fresh seqs from :first_seq on, so the two runs never share rows.
+INSERT INTO safepoint_messages (seq, run_ref, body)
+SELECT :first_seq + ROW_NUMBER() OVER (ORDER BY r.key, m.seq) - 1, :new_ref, m.body
 FROM json_each(:ranges) AS r
 JOIN safepoint_messages AS m
-  ON m.run_ref = :run_ref
- AND m.seq >= r.value ->> 0
- AND m.seq < r.value ->> 1;
+  ON m.seq >= r.value ->> 0
+ AND m.seq < r.value ->> 1
+WHERE m.run_ref = :run_ref;
 
 -- name: delete_messages
-DELETE FROM safepoint_messages WHERE run_ref = :run_ref;
+-- Every row of a run is seen by the checkpoint whose save appended it, so
+-- the run's rows lie between the lowest and highest seq its ranges name.
+DELETE FROM safepoint_messages
+WHERE run_ref = :run_ref
+  AND seq BETWEEN
+      (SELECT min(span.value ->> 0) FROM safepoint_checkpoints AS c, json_each(c.ranges) AS span
+       WHERE c.id BETWEEN :run_ref * 4294967296 AND :run_ref * 4294967296 + 4294967295)
+  AND (SELECT max(span.value ->> 1) FROM safepoint_checkpoints AS c, json_each(c.ranges) AS span
+       WHERE c.id BETWEEN :run_ref * 4294967296 AND :run_ref * 4294967296 + 4294967295);
 
 -- name: delete_checkpoints
-DELETE FROM safepoint_checkpoints WHERE run_ref = :run_ref;
+DELETE FROM safepoint_checkpoints
+WHERE id BETWEEN :run_ref * 4294967296 AND :run_ref * 4294967296 + 4294967295;
 
 -- name: delete_run
 DELETE FROM safepoint_runs WHERE id = :run_ref;

@@ -1,33 +1,40 @@
 -- Revision 1: runs, their checkpoints, and the append-only message log.
 --
--- Runs get an integer surrogate key (id) so the two large tables repeat a
--- small integer per row instead of the run_id string.
+-- Why the keys look the way they do: under synchronous=FULL a save's cost is
+-- bounded by the pages its commit writes to the WAL. Rows appended at the
+-- right edge of a rowid table cost one leaf page (SQLite's quick balance);
+-- a separate index, or a WITHOUT ROWID table, costs one or more extra pages
+-- per commit. So both large tables are rowid tables keyed for append, with
+-- no secondary index.
 
 CREATE TABLE safepoint_runs (
     id              INTEGER PRIMARY KEY,
     run_id          TEXT    NOT NULL UNIQUE,
     status          TEXT    NOT NULL,
     head_step       INTEGER NOT NULL,
+    head_digest     BLOB    NOT NULL,          -- digest of the head checkpoint
     schema_version  INTEGER NOT NULL,
     labels          TEXT    NOT NULL,          -- JSON object of str -> str
     counters        TEXT    NOT NULL,          -- JSON object, the head's counters
     parent_run_id   TEXT,
     parent_step     INTEGER,
-    next_seq        INTEGER NOT NULL,          -- next free seq in this run's message log
-    head_digest     BLOB    NOT NULL,          -- digest of the head checkpoint
     created_at      INTEGER NOT NULL,          -- microseconds since the epoch, UTC
     updated_at      INTEGER NOT NULL
 );
 
+-- updated_at changes on every save, so it is deliberately not indexed:
+-- runs(updated_since=...) is a rare listing filter and may scan.
 CREATE INDEX safepoint_runs_status ON safepoint_runs (status, id);
-CREATE INDEX safepoint_runs_updated ON safepoint_runs (updated_at);
 
--- One row per (run, step). header is the canonical JSON of everything but the
--- messages (it carries the message count and digest chain); ranges says which
--- spans of the message log the checkpoint sees, as a JSON list of [start, end).
+-- One row per (run, step), keyed id = run_ref * 2^32 + step: a run's
+-- checkpoints are one contiguous key range, found without an index.
+-- header is the canonical JSON of everything but the messages (it carries
+-- the message count and digest chain); ranges says which spans of the message
+-- log the checkpoint sees, as a JSON list of [start, end) seqs.
 CREATE TABLE safepoint_checkpoints (
+    id              INTEGER PRIMARY KEY,
     run_ref         INTEGER NOT NULL REFERENCES safepoint_runs (id),
-    step            INTEGER NOT NULL,
+    step            INTEGER NOT NULL CHECK (step >= 0 AND step < 4294967296),
     schema_version  INTEGER NOT NULL,
     status          TEXT    NOT NULL,
     created_at      INTEGER NOT NULL,
@@ -35,14 +42,16 @@ CREATE TABLE safepoint_checkpoints (
     ranges          TEXT    NOT NULL,
     header          BLOB    NOT NULL,
     digest          BLOB    NOT NULL,          -- sha256 of header
-    PRIMARY KEY (run_ref, step)
+    CHECK (id = run_ref * 4294967296 + step)
 );
 
--- Messages are written once and never updated; a history rewrite appends new
--- rows and starts a new range, so older checkpoints still see their rows.
+-- The message log of every run, in one sequence (seq is the rowid, so new
+-- messages append at the right edge). Rows are written once and never
+-- updated; a history rewrite appends new rows and starts a new range, so
+-- older checkpoints still see theirs. run_ref lets a load check that a range
+-- really points into its own run.
 CREATE TABLE safepoint_messages (
+    seq             INTEGER PRIMARY KEY,
     run_ref         INTEGER NOT NULL REFERENCES safepoint_runs (id),
-    seq             INTEGER NOT NULL,
-    body            BLOB    NOT NULL,          -- canonical JSON of one message
-    PRIMARY KEY (run_ref, seq)
+    body            BLOB    NOT NULL           -- canonical JSON of one message
 );
