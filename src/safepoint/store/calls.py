@@ -1,0 +1,142 @@
+"""What each public store method does around its transaction, written once.
+
+A ``Call`` is the whole recipe of one public method: the work done before the
+transaction (validation, encoding — so bad values are refused before any write
+and locks are held briefly), the operation the driver runs in one transaction,
+and the work done after commit. ``Store`` runs a call by blocking on its
+driver; an async store runs the same call by awaiting. Neither holds logic.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+from safepoint.errors import InvalidArgument
+from safepoint.model import Checkpoint, CheckpointInfo, Page, RunInfo, Status, new_run_id, to_micros
+
+from . import ops
+from .serialize import finish_save, plan_messages, validate_fields
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T, R]):
+    """One transaction (``op``), and what turns its result into the method's return value."""
+
+    op: ops.Op[T]
+    write: bool
+    finish: Callable[[T], R]
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def now_micros() -> int:
+    return time.time_ns() // 1000
+
+
+def save(cp: Checkpoint) -> Call[ops.SaveResult, CheckpointInfo]:
+    validate_fields(cp)
+    view = cp.stored_view
+    if view is not None and view.run_id != cp.run_id:
+        view = None
+    plan = plan_messages(view, cp.messages)
+    now = now_micros()
+
+    def finish(result: ops.SaveResult) -> CheckpointInfo:
+        finish_save(cp, result.plan, result.ranges, now, result.digest)
+        assert cp.created_at is not None
+        assert cp.digest is not None
+        return CheckpointInfo(
+            run_id=cp.run_id,
+            step=cp.step,
+            schema_version=cp.schema_version,
+            status=cp.status,
+            created_at=cp.created_at,
+            message_count=result.plan.total,
+            digest=cp.digest,
+        )
+
+    return Call(ops.save(cp, view, plan, now), True, finish)
+
+
+def load(run_id: str, step: int | None) -> Call[Checkpoint, Checkpoint]:
+    return Call(ops.load(run_id, step), False, _same)
+
+
+def history(run_id: str) -> Call[list[CheckpointInfo], list[CheckpointInfo]]:
+    return Call(ops.history(run_id), False, _same)
+
+
+def run_info(run_id: str) -> Call[RunInfo, RunInfo]:
+    return Call(ops.run_info(run_id), False, _same)
+
+
+def runs(
+    *,
+    status: Status | str | Iterable[Status | str] | None,
+    labels: dict[str, str] | None,
+    updated_since: datetime | None,
+    limit: int,
+    cursor: str | None,
+) -> Call[tuple[list[RunInfo], int | None], Page[RunInfo]]:
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise InvalidArgument(f"limit must be a positive int, not {limit!r}")
+    if labels is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+        raise InvalidArgument("labels must map str to str")
+    op = ops.list_runs(
+        statuses=None if status is None else _statuses(status),
+        labels=labels,
+        updated_since=None if updated_since is None else to_micros(updated_since),
+        before_id=_decode_cursor(cursor),
+        limit=limit,
+    )
+
+    def finish(result: tuple[list[RunInfo], int | None]) -> Page[RunInfo]:
+        items, more = result
+        return Page(items, None if more is None else _encode_cursor(more))
+
+    return Call(op, False, finish)
+
+
+def fork(
+    run_id: str, step: int | None, new_run_id_: str | None, labels: dict[str, str] | None
+) -> Call[Checkpoint, Checkpoint]:
+    target = new_run_id_ or new_run_id()
+    validate_fields(Checkpoint(run_id=target, labels=labels or {}))
+    return Call(ops.fork(run_id, step, target, labels, now_micros()), True, _same)
+
+
+def delete_run(run_id: str) -> Call[None, None]:
+    return Call(ops.delete_run(run_id), True, _same)
+
+
+def _statuses(status: Status | str | Iterable[Status | str]) -> list[str]:
+    wanted = [status] if isinstance(status, str) else list(status)
+    try:
+        return [Status(s).value for s in wanted]
+    except ValueError as exc:
+        known = ", ".join(s.value for s in Status)
+        raise InvalidArgument(f"unknown status in {wanted!r} (known: {known})") from exc
+
+
+def _encode_cursor(row_id: int) -> str:
+    return base64.urlsafe_b64encode(str(row_id).encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str | None) -> int | None:
+    if cursor is None:
+        return None
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        return int(base64.urlsafe_b64decode(padded.encode()).decode())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidArgument(f"cursor {cursor!r} is not one this store returned") from exc
