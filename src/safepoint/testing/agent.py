@@ -22,17 +22,17 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import operator
 import os
-import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import NotFound
-from ..model import Checkpoint, Status
-from ..store import Store, open_store
+from safepoint.errors import NotFound
+from safepoint.model import Checkpoint, Status
+from safepoint.store import Store, open_store
 
 Args = dict[str, Any]
 PRICE_IN, PRICE_OUT = 0.3, 1.5  # cents per 1000 tokens, like a small hosted model
@@ -70,12 +70,7 @@ def search(args: Args) -> str:
 def calculator(args: Args) -> str:
     """``a op b`` on integers — just enough arithmetic, with no ``eval``."""
     a, op, b = str(args["expression"]).split()
-    ops: dict[str, Callable[[int, int], int]] = {
-        "+": lambda x, y: x + y,
-        "-": lambda x, y: x - y,
-        "*": lambda x, y: x * y,
-    }
-    return str(ops[op](int(a), int(b)))
+    return str({"+": operator.add, "-": operator.sub, "*": operator.mul}[op](int(a), int(b)))
 
 
 def read_document(args: Args) -> str:
@@ -192,21 +187,20 @@ def run_agent(
     """
     if total_steps < 1:
         raise ValueError(f"total_steps must be at least 1, not {total_steps}")
+    cp: Checkpoint | None
+    try:
+        cp = store.load(run_id)
+    except NotFound:
+        cp = None
     log = Journal(journal)
     try:
-        try:
-            cp = store.load(run_id)
-        except NotFound:
-            log.step(run_id, 0)
-            cp = _start(run_id, seed, total_steps, documents)
-            _finish_if_last(cp)
-            store.save(cp)
-            if on_step is not None:
-                on_step(cp)
-        while cp.status is not Status.DONE:
-            cp = cp.next()
-            log.step(run_id, cp.step)
-            _work_step(cp)
+        while cp is None or cp.status is not Status.DONE:
+            log.step(run_id, 0 if cp is None else cp.step + 1)  # before any of the step's work
+            if cp is None:
+                cp = _start(run_id, seed, total_steps, documents)
+            else:
+                cp = cp.next()
+                _work_step(cp)
             _finish_if_last(cp)
             store.save(cp)
             if on_step is not None:
@@ -214,30 +208,6 @@ def run_agent(
         return cp
     finally:
         log.close()
-
-
-class StatementKiller:
-    """A store ``trace`` that SIGKILLs this process inside its ``save``-th save.
-
-    It dies at statement ``statement`` of that transaction (0 is ``BEGIN
-    IMMEDIATE``), or at its ``COMMIT`` if the save has fewer statements — in
-    both cases before the commit runs, so the step must not survive.
-    """
-
-    def __init__(self, save: int, statement: int) -> None:
-        self.save, self.statement = save, statement
-        self.armed = False  # set after open_store: its DDL transaction is not a save
-        self._saves, self._index = 0, -1
-
-    def __call__(self, sql: str) -> None:
-        if not self.armed:
-            return
-        if sql == "BEGIN IMMEDIATE":
-            self._saves, self._index = self._saves + 1, -1
-        if self._saves == self.save:
-            self._index += 1
-            if self._index == self.statement or sql == "COMMIT":
-                os.kill(os.getpid(), signal.SIGKILL)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -254,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     killer = None
     if a.kill_in_save:
+        from safepoint.testing.crashkit import StatementKiller  # noqa: PLC0415  # crash tests only
+
         save, statement = (int(x) for x in a.kill_in_save.split(":"))
         killer = StatementKiller(save, statement)
 
@@ -266,15 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     with open_store(a.store, **({} if killer is None else {"trace": killer})) as store:
         if killer is not None:
             killer.armed = True
-        cp = run_agent(
-            store,
-            a.run_id,
-            total_steps=a.total_steps,
-            seed=a.seed,
-            documents=a.documents,
-            on_step=on_step,
-            journal=a.journal,
-        )
+        config = {"total_steps": a.total_steps, "seed": a.seed, "documents": a.documents}
+        cp = run_agent(store, a.run_id, on_step=on_step, journal=a.journal, **config)
     print(f"done {cp.step} {cp.state['answer']}", flush=True)
     return 0
 
