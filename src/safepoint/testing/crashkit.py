@@ -42,6 +42,13 @@ class CrashCheckFailed(AssertionError):
     """A crash test found a broken promise; the message says which."""
 
 
+def statement_label(sql: str) -> str:
+    """A short name for an SQL statement: ``INSERT INTO safepoint_messages``, ``COMMIT`` …"""
+    words = " ".join(line for line in sql.splitlines() if not line.lstrip().startswith("--")).split()
+    keep = {"INSERT": 3, "UPDATE": 2, "DELETE": 3, "BEGIN": 2}.get(words[0].upper(), 1) if words else 0
+    return " ".join(words[:keep])
+
+
 class StatementKiller:
     """A store ``trace`` that SIGKILLs this process inside its ``save``-th save.
 
@@ -65,7 +72,7 @@ class StatementKiller:
             self._index += 1
             if self._index == self.statement or sql == "COMMIT":
                 # Say where, for the parent's report; then die before the statement runs.
-                print(f"kill {self._saves}:{self._index} {' '.join(sql.split()[:3])}", flush=True)
+                print(f"kill {self._saves}:{self._index} {statement_label(sql)}", flush=True)
                 os.kill(os.getpid(), signal.SIGKILL)
 
 
