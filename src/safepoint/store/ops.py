@@ -76,9 +76,16 @@ def save(cp: Checkpoint, view: StoredView | None, plan: MessagePlan, now: int) -
         "counters": codec.encode(cp.counters).decode(),
         "digest": digest,
         "now": now,
+        # Dialects that number messages per run keep the next free seq on the
+        # run row; SQLite numbers them globally and ignores this.
+        "next_seq": first_seq + len(plan.bodies),
     }
     if run_ref is None:
         inserted = yield Query("insert_run", {**run_row, "parent_run_id": None, "parent_step": None})
+        if not inserted:  # ON CONFLICT DO NOTHING: a concurrent writer created the run first
+            raise Conflict(
+                cp.run_id, cp.step, None, detail=f"run {cp.run_id!r} was created by another writer"
+            )
         run_ref = inserted[0][0]
     else:
         yield Query("advance_run", {**run_row, "run_ref": run_ref})
@@ -253,8 +260,13 @@ def fork(
             "parent_step": source.step,
             "digest": digest,
             "now": now,
+            "next_seq": first_seq + view.count,
         },
     )
+    if not inserted:
+        raise Conflict(
+            new_run_id, source.step, None, detail=f"run {new_run_id!r} was created by another writer"
+        )
     new_ref = inserted[0][0]
     source_ref = (yield Query("run_exists", {"run_id": run_id}))[0][0]
     yield Query(

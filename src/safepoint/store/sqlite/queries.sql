@@ -23,7 +23,9 @@ INSERT INTO safepoint_runs (
 ) VALUES (
     :run_id, :status, :step, :digest, :schema_version, :labels, :counters,
     :parent_run_id, :parent_step, :now, :now
-) RETURNING id;
+)
+ON CONFLICT (run_id) DO NOTHING
+RETURNING id;
 
 -- name: advance_run
 -- status is left out on purpose: assigning it, even to the same value,
