@@ -34,6 +34,7 @@ class Query:
 
 
 Op = Generator[Query, list[Row], T]
+_NO_RUN: Row = (0, None, None, None, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +52,9 @@ def save(cp: Checkpoint, view: StoredView | None, plan: MessagePlan, now: int) -
     checkpoint was built from scratch) the plan is redone against the head.
     """
     rows = yield Query("run_head", {"run_id": cp.run_id})
-    first_seq, run_ref, head_step, head_digest, head_status = rows[0]
+    # (next free seq, run row id, head step, head digest, status); a dialect
+    # may return no row at all for a run that does not exist yet.
+    first_seq, run_ref, head_step, head_digest, head_status = rows[0] if rows else _NO_RUN
     if run_ref is None:
         if cp.step != 0:
             raise Conflict(cp.run_id, cp.step, None)
@@ -222,7 +225,8 @@ def fork(
 ) -> Op[Checkpoint]:
     """Start ``new_run_id`` from a verified copy of ``run_id``'s checkpoint at ``step``."""
     source = yield from _load(run_id, step)
-    (first_seq, exists, *_), *_ = yield Query("run_head", {"run_id": new_run_id})
+    rows = yield Query("run_head", {"run_id": new_run_id})
+    first_seq, exists, *_ = rows[0] if rows else _NO_RUN
     if exists is not None:
         raise Conflict(
             new_run_id,

@@ -47,12 +47,25 @@ def validate_fields(cp: Checkpoint) -> None:
     for key, label in cp.labels.items():
         if not isinstance(label, str):
             raise NotJSONCompatible(f"labels.{key}", f"{type(label).__name__} is not a str")
+    # Labels and counters are queryable columns (JSONB on PostgreSQL, which
+    # cannot hold NUL); refuse NUL there on every backend so a run can move
+    # between backends. Messages and state may hold NUL: they are stored as bytes.
+    for path, text in _queryable_texts(cp):
+        if "\x00" in text:
+            raise NotJSONCompatible(path, "NUL characters are not allowed in labels and counter names")
     if cp.pending_action is not None:
         _check_mapping(cp.pending_action, "pending_action")
     _check_mapping(cp.cursors, "cursors")
     _check_mapping(cp.state, "state")
     if not isinstance(cp.status, Status):
         raise InvalidCheckpoint(f"status must be a Status, not {cp.status!r}")
+
+
+def _queryable_texts(cp: Checkpoint) -> list[tuple[str, str]]:
+    texts = [(f"labels[{k!r}]", k) for k in cp.labels]
+    texts += [(f"labels[{k!r}]", v) for k, v in cp.labels.items()]
+    texts += [(f"counters[{k!r}]", k) for k in cp.counters]
+    return texts
 
 
 def _check_mapping(value: Any, path: str) -> None:

@@ -365,6 +365,8 @@ class StoreConformance:
             ("state", {"f": float("nan")}, r"state\.f: float nan"),
             ("counters", {"tokens": "12"}, r"counters\.tokens: str is not a number"),
             ("labels", {"team": 3}, r"labels\.team: int is not a str"),
+            ("labels", {"team": "a\x00b"}, r"labels\['team'\]: NUL characters are not allowed"),
+            ("counters", {"to\x00kens": 1}, r"counters\['to\\x00kens'\]: NUL characters"),
         ],
     )
     def test_non_json_values_are_refused_by_path(
