@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 import safepoint
-from safepoint import Store
+from safepoint import Checkpoint, Store
+from safepoint.store.asyncstore import SQLiteAsyncDriver
 from safepoint.store.sqlite.driver import SQLiteDriver
+from safepoint.testing.blocking import BlockingDriver, blocking_store
 from safepoint.testing.conformance import StoreConformance
 
 
@@ -72,6 +75,66 @@ class TestSQLiteStore(StoreConformance):
     @pytest.fixture
     def tamper(self) -> Callable[[Store, str, int, str], None]:
         return sqlite_tamper
+
+
+class TestAsyncSQLiteStore(StoreConformance):
+    """The same suite through the async SQLite driver."""
+
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> Iterator[Store]:
+        opened: list[Store] = []
+        self._opened = opened
+        store = self._open(tmp_path)
+        yield store
+        for each in opened:
+            each.close()
+
+    def _open(self, tmp_path: Path) -> Store:
+        async_store = asyncio.run(safepoint.open_async_store(f"sqlite:///{tmp_path / 'async.db'}"))
+        store = blocking_store(async_store)
+        self._opened.append(store)
+        return store
+
+    @pytest.fixture
+    def reopen(self, store: Store, tmp_path: Path) -> Callable[[], Store]:
+        return lambda: self._open(tmp_path)
+
+    @pytest.fixture
+    def tamper(self) -> Callable[[Store, str, int, str], None]:
+        def through_sync_driver(store: Store, run_id: str, step: int, what: str) -> None:
+            blocking = store.driver
+            assert isinstance(blocking, BlockingDriver)
+            assert isinstance(blocking.inner, SQLiteAsyncDriver)
+            sqlite_tamper(Store(blocking.inner.sync_driver, url=store.url), run_id, step, what)
+
+        return through_sync_driver
+
+
+def test_async_store_methods_mirror_the_sync_store(tmp_path: Path) -> None:
+    """Every public Store method exists on AsyncStore, awaited, and works end to end."""
+    public = {name for name in dir(Store) if not name.startswith("_")} - {"driver", "url"}
+    assert public <= {name for name in dir(safepoint.AsyncStore) if not name.startswith("_")}
+
+    async def scenario() -> None:
+        async with await safepoint.open_async_store(f"sqlite:///{tmp_path / 'a.db'}") as store:
+            cp = Checkpoint(run_id="a", labels={"k": "v"})
+            cp.messages.append({"role": "user", "content": "hi"})
+            await store.save(cp)
+            cp = cp.next()
+            cp.messages.append({"role": "assistant", "content": "hello"})
+            await store.save(cp)
+            assert (await store.load("a")).messages == cp.messages
+            assert (await store.load("a", 0)).step == 0
+            assert [i.step for i in await store.history("a")] == [0, 1]
+            assert (await store.run("a")).head_step == 1
+            assert [r.run_id for r in await store.runs(labels={"k": "v"})] == ["a"]
+            fork = await store.fork("a", 0, new_run_id="b")
+            assert fork.parent is not None
+            await store.delete_run("b")
+            with pytest.raises(safepoint.NotFound):
+                await store.load("b")
+
+    asyncio.run(scenario())
 
 
 def test_sqlite_store_uses_wal_and_full_sync(tmp_path: Path) -> None:

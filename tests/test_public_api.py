@@ -12,6 +12,7 @@ def test_all_is_exactly_the_public_surface() -> None:
     """__all__ lists every public name, and every name in it exists."""
     expected = {
         "DEFAULT_URL",
+        "AsyncStore",
         "Checkpoint",
         "CheckpointInfo",
         "Conflict",
@@ -31,6 +32,7 @@ def test_all_is_exactly_the_public_surface() -> None:
         "StoreError",
         "__version__",
         "new_run_id",
+        "open_async_store",
         "open_store",
     }
     assert set(safepoint.__all__) == expected

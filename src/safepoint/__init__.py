@@ -24,12 +24,13 @@ from .errors import (
     StoreError,
 )
 from .model import Checkpoint, CheckpointInfo, Page, ParentRef, RunInfo, Status, new_run_id
-from .store import DEFAULT_URL, Store, open_store
+from .store import DEFAULT_URL, AsyncStore, Store, open_async_store, open_store
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_URL",
+    "AsyncStore",
     "Checkpoint",
     "CheckpointInfo",
     "Conflict",
@@ -49,5 +50,6 @@ __all__ = [
     "StoreError",
     "__version__",
     "new_run_id",
+    "open_async_store",
     "open_store",
 ]

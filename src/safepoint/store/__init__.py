@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from safepoint.errors import InvalidURL
 
+from .asyncstore import AsyncStore, SQLiteAsyncDriver
 from .facade import Store
+from .sqlite.driver import SQLiteDriver
 
 DEFAULT_URL = "sqlite:///.safepoint/state.db"
 
@@ -34,6 +37,24 @@ def open_store(url: str = DEFAULT_URL, **options: Any) -> Store:
     raise InvalidURL(f"unsupported store URL {url!r}: expected sqlite:///path.db or memory://")
 
 
+async def open_async_store(url: str = DEFAULT_URL, **options: Any) -> AsyncStore:
+    """Open the store at ``url`` for asyncio code: ``store = await open_async_store(url)``.
+
+    Same URLs and options as ``open_store``; the methods are the same names,
+    awaited. SQLite work runs in a worker thread so the event loop never
+    blocks on a commit.
+    """
+    if not isinstance(url, str):
+        raise InvalidURL(f"store URL must be a str, not {type(url).__name__}")
+    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+    if scheme in ("sqlite", "memory"):
+        sync_store = await asyncio.to_thread(open_store, url, **options)
+        driver = sync_store.driver
+        assert isinstance(driver, SQLiteDriver)
+        return AsyncStore(SQLiteAsyncDriver(driver), url=url)
+    raise InvalidURL(f"unsupported store URL {url!r}: expected sqlite:///path.db or memory://")
+
+
 def _sqlite_path(url: str) -> str:
     parts = urlsplit(url)
     if parts.netloc or not parts.path.startswith("/") or parts.path == "/":
@@ -45,9 +66,6 @@ def _sqlite_path(url: str) -> str:
 
 
 def _open_sqlite(url: str, path: str | None, options: dict[str, Any]) -> Store:
-    # Imported here so that importing safepoint never loads drivers it won't use.
-    from safepoint.store.sqlite.driver import SQLiteDriver  # noqa: PLC0415
-
     allowed = {"busy_timeout", "trace"}
     unknown = set(options) - allowed
     if unknown:
@@ -55,4 +73,4 @@ def _open_sqlite(url: str, path: str | None, options: dict[str, Any]) -> Store:
     return Store(SQLiteDriver(path, **options), url=url)
 
 
-__all__ = ["DEFAULT_URL", "Store", "open_store"]
+__all__ = ["DEFAULT_URL", "AsyncStore", "Store", "open_async_store", "open_store"]

@@ -1,0 +1,126 @@
+"""``AsyncStore``: the async twin of ``Store``, with the same method names.
+
+Each method awaits the same shared ``Call`` (``calls.py``) that ``Store``
+blocks on, so the two cannot drift apart: validation, encoding, the
+transaction's logic and the post-commit bookkeeping exist once.
+
+SQLite has no async driver of its own; ``SQLiteAsyncDriver`` runs the sync
+driver's transaction in a worker thread (``asyncio.to_thread``), which keeps
+the event loop free while SQLite waits for its fsync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, Protocol, TypeVar
+
+from safepoint.model import Checkpoint, CheckpointInfo, Page, RunInfo, Status
+
+from . import calls, ops
+from .sqlite.driver import SQLiteDriver
+
+T = TypeVar("T")
+
+
+class AsyncDriver(Protocol):
+    """The async driver contract: the same as ``Driver``, awaited."""
+
+    dialect: str
+
+    async def run(self, op: ops.Op[T], *, write: bool) -> T: ...
+
+    async def close(self) -> None: ...
+
+
+class SQLiteAsyncDriver:
+    """Serves an async store from a sync SQLite driver, one transaction per thread hop."""
+
+    def __init__(self, driver: SQLiteDriver) -> None:
+        self.sync_driver = driver
+        self.dialect = driver.dialect
+
+    async def run(self, op: ops.Op[T], *, write: bool) -> T:
+        return await asyncio.to_thread(self.sync_driver.run, op, write=write)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.sync_driver.close)
+
+
+class AsyncStore:
+    """A checkpoint store for asyncio code. Open one with ``await safepoint.open_async_store(url)``.
+
+    Every method is the ``Store`` method of the same name, awaited; see
+    ``Store`` for the contracts (errors, ordering, durability).
+    """
+
+    def __init__(self, driver: AsyncDriver, *, url: str) -> None:
+        self._driver = driver
+        self.url = url
+
+    @property
+    def driver(self) -> AsyncDriver:
+        """The backend driver (for tests and tools)."""
+        return self._driver
+
+    async def _run(self, call: calls.Call[Any, T]) -> T:
+        return call.finish(await self._driver.run(call.op, write=call.write))
+
+    async def save(self, checkpoint: Checkpoint) -> CheckpointInfo:
+        """Store ``checkpoint`` as the next step of its run (see ``Store.save``)."""
+        return await self._run(calls.save(checkpoint))
+
+    async def load(self, run_id: str, step: int | None = None) -> Checkpoint:
+        """The run's latest checkpoint, or the one at ``step``, verified."""
+        return await self._run(calls.load(run_id, step))
+
+    async def history(self, run_id: str) -> list[CheckpointInfo]:
+        """Every checkpoint of the run, oldest first (headers only)."""
+        return await self._run(calls.history(run_id))
+
+    async def run(self, run_id: str) -> RunInfo:
+        """The run's summary."""
+        return await self._run(calls.run_info(run_id))
+
+    async def runs(
+        self,
+        *,
+        status: Status | str | Iterable[Status | str] | None = None,
+        labels: dict[str, str] | None = None,
+        updated_since: datetime | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page[RunInfo]:
+        """Runs, newest first, filtered and paged (see ``Store.runs``)."""
+        return await self._run(
+            calls.runs(status=status, labels=labels, updated_since=updated_since, limit=limit, cursor=cursor)
+        )
+
+    async def fork(
+        self,
+        run_id: str,
+        step: int | None = None,
+        *,
+        new_run_id: str | None = None,
+        labels: dict[str, str] | None = None,
+    ) -> Checkpoint:
+        """Start a new run from a checkpoint (see ``Store.fork``)."""
+        return await self._run(calls.fork(run_id, step, new_run_id, labels))
+
+    async def delete_run(self, run_id: str) -> None:
+        """Delete the run with its checkpoints and messages."""
+        await self._run(calls.delete_run(run_id))
+
+    async def close(self) -> None:
+        """Release the connection(s)."""
+        await self._driver.close()
+
+    async def __aenter__(self) -> AsyncStore:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"<safepoint.AsyncStore {self.url}>"
