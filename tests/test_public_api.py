@@ -20,6 +20,8 @@ def test_all_is_exactly_the_public_surface() -> None:
         "InvalidArgument",
         "InvalidCheckpoint",
         "InvalidURL",
+        "Lease",
+        "LeaseLost",
         "NotFound",
         "NotJSONCompatible",
         "Page",

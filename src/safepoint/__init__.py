@@ -17,13 +17,14 @@ from .errors import (
     InvalidArgument,
     InvalidCheckpoint,
     InvalidURL,
+    LeaseLost,
     NotFound,
     NotJSONCompatible,
     SafepointError,
     StoreClosed,
     StoreError,
 )
-from .model import Checkpoint, CheckpointInfo, Page, ParentRef, RunInfo, Status, new_run_id
+from .model import Checkpoint, CheckpointInfo, Lease, Page, ParentRef, RunInfo, Status, new_run_id
 from .store import DEFAULT_URL, AsyncStore, Store, open_async_store, open_store
 
 __version__ = "0.1.0"
@@ -38,6 +39,8 @@ __all__ = [
     "InvalidArgument",
     "InvalidCheckpoint",
     "InvalidURL",
+    "Lease",
+    "LeaseLost",
     "NotFound",
     "NotJSONCompatible",
     "Page",

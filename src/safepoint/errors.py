@@ -7,6 +7,7 @@
      │    └── InvalidURL                        ``open_store`` was given a URL it can't serve
      ├── NotFound (also LookupError)           no such run, or no such step
      ├── Conflict                              not the next step of the run (optimistic concurrency)
+     ├── LeaseLost                             a worker's lease is no longer current (fenced off)
      ├── CorruptCheckpoint                     a stored checkpoint fails its digest: names run and step
      └── StoreError                            the backend failed (locked too long, disk full, …);
           │                                    the driver's exception is chained as ``__cause__``
@@ -72,6 +73,19 @@ class Conflict(SafepointError):
         else:
             detail = f"the run is at step {head}, so only step {head + 1} can be saved"
         super().__init__(f"cannot save run {run_id!r} step {step}: {detail}")
+
+
+class LeaseLost(SafepointError):
+    """The caller's lease on a run is no longer current; nothing was written.
+
+    Another worker claimed the run after this lease expired (a higher epoch),
+    or the lease was released. The caller must stop working on the run.
+    """
+
+    def __init__(self, run_id: str, epoch: int, detail: str) -> None:
+        self.run_id = run_id
+        self.epoch = epoch
+        super().__init__(f"lease on run {run_id!r} (epoch {epoch}) is lost: {detail}")
 
 
 class CorruptCheckpoint(SafepointError):

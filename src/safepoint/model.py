@@ -161,6 +161,21 @@ class RunInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class Lease:
+    """A worker's time-limited, fenced ownership of a run.
+
+    ``epoch`` increases on every claim of the run; saves made with this lease
+    are accepted only while it is still the run's current epoch.
+    """
+
+    run_id: str
+    worker_id: str
+    epoch: int
+    expires_at: datetime
+    duration: float  # seconds; heartbeats extend the lease by this much
+
+
+@dataclass(frozen=True, slots=True)
 class Page(Generic[_T]):
     """One page of a listing; pass ``next_cursor`` back to get the next page."""
 

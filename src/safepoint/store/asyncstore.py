@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
-from safepoint.model import Checkpoint, CheckpointInfo, Page, RunInfo, Status
+from safepoint.model import Checkpoint, CheckpointInfo, Lease, Page, RunInfo, Status
 
 from . import calls, ops
 from .sqlite.driver import SQLiteDriver
@@ -67,9 +67,9 @@ class AsyncStore:
     async def _run(self, call: calls.Call[Any, T]) -> T:
         return call.finish(await self._driver.run(call.op, write=call.write))
 
-    async def save(self, checkpoint: Checkpoint) -> CheckpointInfo:
+    async def save(self, checkpoint: Checkpoint, *, lease: Lease | None = None) -> CheckpointInfo:
         """Store ``checkpoint`` as the next step of its run (see ``Store.save``)."""
-        return await self._run(calls.save(checkpoint))
+        return await self._run(calls.save(checkpoint, lease))
 
     async def load(self, run_id: str, step: int | None = None) -> Checkpoint:
         """The run's latest checkpoint, or the one at ``step``, verified."""
@@ -111,6 +111,31 @@ class AsyncStore:
     async def delete_run(self, run_id: str) -> None:
         """Delete the run with its checkpoints and messages."""
         await self._run(calls.delete_run(run_id))
+
+    async def enqueue(self, run_id: str) -> None:
+        """Queue the run for workers to ``claim`` (idempotent); ``NotFound`` if absent."""
+        await self._run(calls.enqueue(run_id))
+
+    async def claim(self, worker_id: str, *, lease: float | timedelta = 30.0) -> Lease | None:
+        """Atomically take one queued run whose lease is free or expired.
+
+        Returns a ``Lease`` whose ``epoch`` is higher than any earlier claim of
+        the run, or None when nothing is claimable. Save under it with
+        ``save(cp, lease=...)``; keep it alive with ``heartbeat``.
+        """
+        return await self._run(calls.claim(worker_id, lease))
+
+    async def heartbeat(self, lease: Lease, *, extend: float | timedelta | None = None) -> Lease:
+        """Extend the lease (by its own duration unless ``extend``); ``LeaseLost`` if fenced off."""
+        return await self._run(calls.heartbeat(lease, extend))
+
+    async def release(
+        self, lease: Lease, *, status: Status | str | None = None, requeue: bool = False
+    ) -> None:
+        """Give the run back. ``requeue`` keeps it queued for another worker;
+        ``status`` sets the run's status (its checkpoints keep theirs).
+        ``LeaseLost`` if the lease is no longer current."""
+        await self._run(calls.release(lease, status, requeue))
 
     async def close(self) -> None:
         """Release the connection(s)."""

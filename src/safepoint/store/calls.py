@@ -13,11 +13,11 @@ import base64
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
 from safepoint.errors import InvalidArgument
-from safepoint.model import Checkpoint, CheckpointInfo, Page, RunInfo, Status, new_run_id, to_micros
+from safepoint.model import Checkpoint, CheckpointInfo, Lease, Page, RunInfo, Status, new_run_id, to_micros
 
 from . import ops
 from .serialize import finish_save, plan_messages, validate_fields
@@ -43,8 +43,10 @@ def now_micros() -> int:
     return time.time_ns() // 1000
 
 
-def save(cp: Checkpoint) -> Call[ops.SaveResult, CheckpointInfo]:
+def save(cp: Checkpoint, lease: Lease | None = None) -> Call[ops.SaveResult, CheckpointInfo]:
     validate_fields(cp)
+    if lease is not None and lease.run_id != cp.run_id:
+        raise InvalidArgument(f"the lease is for run {lease.run_id!r}, not {cp.run_id!r}")
     view = cp.stored_view
     if view is not None and view.run_id != cp.run_id:
         view = None
@@ -65,7 +67,7 @@ def save(cp: Checkpoint) -> Call[ops.SaveResult, CheckpointInfo]:
             digest=cp.digest,
         )
 
-    return Call(ops.save(cp, view, plan, now), True, finish)
+    return Call(ops.save(cp, view, plan, now, lease), True, finish)
 
 
 def load(run_id: str, step: int | None) -> Call[Checkpoint, Checkpoint]:
@@ -117,6 +119,33 @@ def fork(
 
 def delete_run(run_id: str) -> Call[None, None]:
     return Call(ops.delete_run(run_id), True, _same)
+
+
+def enqueue(run_id: str) -> Call[None, None]:
+    return Call(ops.enqueue(run_id, now_micros()), True, _same)
+
+
+def claim(worker_id: str, lease: float | timedelta) -> Call[Lease | None, Lease | None]:
+    if not isinstance(worker_id, str) or not worker_id:
+        raise InvalidArgument("worker_id must be a non-empty str")
+    return Call(ops.claim(worker_id, _seconds(lease, "lease"), now_micros()), True, _same)
+
+
+def heartbeat(lease: Lease, extend: float | timedelta | None) -> Call[Lease, Lease]:
+    duration = lease.duration if extend is None else _seconds(extend, "extend")
+    return Call(ops.heartbeat(lease, duration, now_micros()), True, _same)
+
+
+def release(lease: Lease, status: Status | str | None, requeue: bool) -> Call[None, None]:
+    new_status = None if status is None else Status(_statuses(status)[0])
+    return Call(ops.release(lease, new_status, requeue, now_micros()), True, _same)
+
+
+def _seconds(value: float | timedelta, name: str) -> float:
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
+        raise InvalidArgument(f"{name} must be a positive number of seconds or a timedelta, not {value!r}")
+    return float(seconds)
 
 
 def _statuses(status: Status | str | Iterable[Status | str]) -> list[str]:

@@ -7,10 +7,10 @@ on the driver. An async store does the same with ``await``.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
-from safepoint.model import Checkpoint, CheckpointInfo, Page, RunInfo, Status
+from safepoint.model import Checkpoint, CheckpointInfo, Lease, Page, RunInfo, Status
 
 from . import calls, ops
 
@@ -51,7 +51,7 @@ class Store:
     def _run(self, call: calls.Call[Any, T]) -> T:
         return call.finish(self._driver.run(call.op, write=call.write))
 
-    def save(self, checkpoint: Checkpoint) -> CheckpointInfo:
+    def save(self, checkpoint: Checkpoint, *, lease: Lease | None = None) -> CheckpointInfo:
         """Store ``checkpoint`` as the next step of its run, atomically and durably.
 
         Only the next step is accepted: step 0 for a new run, head + 1 for an
@@ -60,8 +60,14 @@ class Store:
         before any write. On success the checkpoint object records what was
         stored (``created_at``, ``digest``), so saving it again as the next step
         writes only the messages added since.
+
+        With ``lease`` (from ``claim``), the save is accepted only while that
+        lease's epoch is still the run's current one — checked in the same
+        transaction — and raises ``LeaseLost`` otherwise, changing nothing.
+        Without a lease, a run another worker holds a live lease on is a
+        ``Conflict``.
         """
-        return self._run(calls.save(checkpoint))
+        return self._run(calls.save(checkpoint, lease))
 
     def load(self, run_id: str, step: int | None = None) -> Checkpoint:
         """The run's latest checkpoint, or the one at ``step``, verified.
@@ -115,6 +121,29 @@ class Store:
     def delete_run(self, run_id: str) -> None:
         """Delete the run, its checkpoints and messages; ``NotFound`` if absent."""
         self._run(calls.delete_run(run_id))
+
+    def enqueue(self, run_id: str) -> None:
+        """Queue the run for workers to ``claim`` (idempotent); ``NotFound`` if absent."""
+        self._run(calls.enqueue(run_id))
+
+    def claim(self, worker_id: str, *, lease: float | timedelta = 30.0) -> Lease | None:
+        """Atomically take one queued run whose lease is free or expired.
+
+        Returns a ``Lease`` whose ``epoch`` is higher than any earlier claim of
+        the run, or None when nothing is claimable. Save under it with
+        ``save(cp, lease=...)``; keep it alive with ``heartbeat``.
+        """
+        return self._run(calls.claim(worker_id, lease))
+
+    def heartbeat(self, lease: Lease, *, extend: float | timedelta | None = None) -> Lease:
+        """Extend the lease (by its own duration unless ``extend``); ``LeaseLost`` if fenced off."""
+        return self._run(calls.heartbeat(lease, extend))
+
+    def release(self, lease: Lease, *, status: Status | str | None = None, requeue: bool = False) -> None:
+        """Give the run back. ``requeue`` keeps it queued for another worker;
+        ``status`` sets the run's status (its checkpoints keep theirs).
+        ``LeaseLost`` if the lease is no longer current."""
+        self._run(calls.release(lease, status, requeue))
 
     def close(self) -> None:
         """Release the connection(s). Using the store afterwards raises ``StoreClosed``."""

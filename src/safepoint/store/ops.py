@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from safepoint import codec
-from safepoint.errors import Conflict, NotFound
+from safepoint.errors import Conflict, LeaseLost, NotFound
 from safepoint.messagelist import MessageList, StoredView
-from safepoint.model import Checkpoint, CheckpointInfo, ParentRef, RunInfo, Status, from_micros
+from safepoint.model import Checkpoint, CheckpointInfo, Lease, ParentRef, RunInfo, Status, from_micros
 
 from .serialize import MessagePlan, decode_checkpoint, header_bytes, plan_messages
 
@@ -34,7 +34,7 @@ class Query:
 
 
 Op = Generator[Query, list[Row], T]
-_NO_RUN: Row = (0, None, None, None, None)
+_NO_RUN: Row = (0, None, None, None, None, None, 0, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +44,9 @@ class SaveResult:
     digest: bytes
 
 
-def save(cp: Checkpoint, view: StoredView | None, plan: MessagePlan, now: int) -> Op[SaveResult]:
+def save(
+    cp: Checkpoint, view: StoredView | None, plan: MessagePlan, now: int, lease: Lease | None = None
+) -> Op[SaveResult]:
     """Append ``cp`` as the run's next step: new messages, the checkpoint row, the run row.
 
     ``plan`` was worked out before the transaction from ``view``; if the run's
@@ -52,9 +54,22 @@ def save(cp: Checkpoint, view: StoredView | None, plan: MessagePlan, now: int) -
     checkpoint was built from scratch) the plan is redone against the head.
     """
     rows = yield Query("run_head", {"run_id": cp.run_id})
-    # (next free seq, run row id, head step, head digest, status); a dialect
-    # may return no row at all for a run that does not exist yet.
-    first_seq, run_ref, head_step, head_digest, head_status = rows[0] if rows else _NO_RUN
+    # (next free seq, run row id, head step, head digest, status, lease owner,
+    # epoch, expiry); a dialect may return no row for a run that does not exist yet.
+    first_seq, run_ref, head_step, head_digest, head_status, owner, epoch, expires = (
+        rows[0] if rows else _NO_RUN
+    )
+    # Fencing, checked inside the write transaction: a stale owner changes nothing.
+    if lease is not None:
+        if run_ref is None or owner != lease.worker_id or epoch != lease.epoch:
+            raise LeaseLost(lease.run_id, lease.epoch, _lease_detail(owner, epoch))
+    elif owner is not None and expires is not None and expires > now:
+        raise Conflict(
+            cp.run_id,
+            cp.step,
+            head_step,
+            detail=f"run {cp.run_id!r} is leased by worker {owner!r}; save with its lease",
+        )
     if run_ref is None:
         if cp.step != 0:
             raise Conflict(cp.run_id, cp.step, None)
@@ -303,6 +318,69 @@ def fork(
     forked.created_at = from_micros(now)
     forked.digest = digest.hex()
     return forked
+
+
+def _lease_detail(owner: str | None, epoch: int) -> str:
+    if owner is None:
+        return f"the run is not leased (current epoch {epoch})"
+    return f"worker {owner!r} holds epoch {epoch}"
+
+
+def enqueue(run_id: str, now: int) -> Op[None]:
+    """Queue the run for workers (idempotent; keeps its place if already queued)."""
+    rows = yield Query("enqueue", {"run_id": run_id, "now": now})
+    if not rows:
+        raise NotFound(run_id)
+
+
+def claim(worker_id: str, duration: float, now: int) -> Op[Lease | None]:
+    """Take one queued run whose lease is free or expired; None when there is none."""
+    expires = now + int(duration * 1_000_000)
+    rows = yield Query("claim", {"worker_id": worker_id, "now": now, "expires_at": expires})
+    if not rows:
+        return None
+    run_id, epoch, expires_at = rows[0]
+    return Lease(run_id, worker_id, epoch, from_micros(expires_at), duration)
+
+
+def heartbeat(lease: Lease, duration: float, now: int) -> Op[Lease]:
+    """Extend the lease from now; LeaseLost if it is no longer current."""
+    expires = now + int(duration * 1_000_000)
+    params = {
+        "run_id": lease.run_id,
+        "worker_id": lease.worker_id,
+        "epoch": lease.epoch,
+        "expires_at": expires,
+    }
+    rows = yield Query("heartbeat", params)
+    if not rows:
+        yield from _raise_lease_lost(lease)
+    return Lease(lease.run_id, lease.worker_id, lease.epoch, from_micros(rows[0][0]), duration)
+
+
+def release(lease: Lease, status: Status | None, requeue: bool, now: int) -> Op[None]:
+    """Give the run back; with ``requeue`` it stays queued for the next worker."""
+    rows = yield Query(
+        "release",
+        {
+            "run_id": lease.run_id,
+            "worker_id": lease.worker_id,
+            "epoch": lease.epoch,
+            "status": None if status is None else status.value,
+            "requeue": requeue,
+            "now": now,
+        },
+    )
+    if not rows:
+        yield from _raise_lease_lost(lease)
+
+
+def _raise_lease_lost(lease: Lease) -> Op[None]:
+    rows = yield Query("lease_state", {"run_id": lease.run_id})
+    if not rows:
+        raise NotFound(lease.run_id)
+    owner, epoch = rows[0]
+    raise LeaseLost(lease.run_id, lease.epoch, _lease_detail(owner, epoch))
 
 
 def delete_run(run_id: str) -> Op[None]:

@@ -13,7 +13,8 @@
 -- max(seq) is the rightmost key of the rowid tree: O(log n), and race-free
 -- under the write lock.
 SELECT (SELECT coalesce(max(seq), -1) + 1 FROM safepoint_messages),
-       r.id, r.head_step, r.head_digest, r.status
+       r.id, r.head_step, r.head_digest, r.status,
+       r.lease_owner, r.lease_epoch, r.lease_expires_at
 FROM (SELECT 1) LEFT JOIN safepoint_runs AS r ON r.run_id = :run_id;
 
 -- name: insert_run
@@ -136,3 +137,38 @@ WHERE id BETWEEN :run_ref * 4294967296 AND :run_ref * 4294967296 + 4294967295;
 
 -- name: delete_run
 DELETE FROM safepoint_runs WHERE id = :run_ref;
+
+-- name: enqueue
+UPDATE safepoint_runs SET queued_at = coalesce(queued_at, :now)
+WHERE run_id = :run_id
+RETURNING id;
+
+-- name: claim
+-- One statement: take the oldest queued run whose lease is free or expired
+-- and bump its epoch. SQLite needs no SKIP LOCKED: BEGIN IMMEDIATE already
+-- makes claimers take turns, so two can never pick the same run.
+UPDATE safepoint_runs
+SET lease_owner = :worker_id, lease_epoch = lease_epoch + 1, lease_expires_at = :expires_at
+WHERE id = (
+    SELECT id FROM safepoint_runs
+    WHERE queued_at IS NOT NULL AND (lease_owner IS NULL OR lease_expires_at <= :now)
+    ORDER BY queued_at, id
+    LIMIT 1)
+RETURNING run_id, lease_epoch, lease_expires_at;
+
+-- name: heartbeat
+UPDATE safepoint_runs SET lease_expires_at = :expires_at
+WHERE run_id = :run_id AND lease_owner = :worker_id AND lease_epoch = :epoch
+RETURNING lease_expires_at;
+
+-- name: release
+-- The epoch stays: it only ever grows, so an old lease can never match again.
+UPDATE safepoint_runs
+SET lease_owner = NULL, lease_expires_at = NULL,
+    queued_at = CASE WHEN :requeue THEN coalesce(queued_at, :now) ELSE NULL END,
+    status = coalesce(:status, status)
+WHERE run_id = :run_id AND lease_owner = :worker_id AND lease_epoch = :epoch
+RETURNING id;
+
+-- name: lease_state
+SELECT lease_owner, lease_epoch FROM safepoint_runs WHERE run_id = :run_id;

@@ -20,12 +20,17 @@ CREATE TABLE safepoint_runs (
     parent_run_id   TEXT,
     parent_step     INTEGER,
     created_at      INTEGER NOT NULL,          -- microseconds since the epoch, UTC
-    updated_at      INTEGER NOT NULL
+    updated_at      INTEGER NOT NULL,
+    queued_at       INTEGER,                   -- set while queued for workers (revision 2)
+    lease_owner     TEXT,
+    lease_epoch     INTEGER NOT NULL DEFAULT 0,
+    lease_expires_at INTEGER
 );
 
 -- updated_at changes on every save, so it is deliberately not indexed:
 -- runs(updated_since=...) is a rare listing filter and may scan.
 CREATE INDEX safepoint_runs_status ON safepoint_runs (status, id);
+CREATE INDEX safepoint_runs_queue ON safepoint_runs (queued_at, id) WHERE queued_at IS NOT NULL;
 
 -- One row per (run, step), keyed id = run_ref * 2^32 + step: a run's
 -- checkpoints are one contiguous key range, found without an index.

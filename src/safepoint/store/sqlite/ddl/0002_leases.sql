@@ -1,0 +1,14 @@
+-- Revision 2: a run queue and fenced leases, for workers that claim runs.
+--
+-- queued_at is set while a run waits for (or is being worked by) a worker;
+-- a claim takes the oldest queued run whose lease is free or expired and
+-- bumps lease_epoch, which every save made under the lease must still match.
+-- The partial index holds queued runs only, so saves (which never touch
+-- these columns) write no extra index page.
+
+ALTER TABLE safepoint_runs ADD COLUMN queued_at INTEGER;
+ALTER TABLE safepoint_runs ADD COLUMN lease_owner TEXT;
+ALTER TABLE safepoint_runs ADD COLUMN lease_epoch INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE safepoint_runs ADD COLUMN lease_expires_at INTEGER;
+
+CREATE INDEX safepoint_runs_queue ON safepoint_runs (queued_at, id) WHERE queued_at IS NOT NULL;
