@@ -26,6 +26,7 @@ from .errors import (
 )
 from .model import Checkpoint, CheckpointInfo, Lease, Page, ParentRef, RunInfo, Status, new_run_id
 from .store import DEFAULT_URL, AsyncStore, Store, open_async_store, open_store
+from .worker import Job, Worker
 
 __version__ = "0.1.0"
 
@@ -39,6 +40,7 @@ __all__ = [
     "InvalidArgument",
     "InvalidCheckpoint",
     "InvalidURL",
+    "Job",
     "Lease",
     "LeaseLost",
     "NotFound",
@@ -51,6 +53,7 @@ __all__ = [
     "Store",
     "StoreClosed",
     "StoreError",
+    "Worker",
     "__version__",
     "new_run_id",
     "open_async_store",
