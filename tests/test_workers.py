@@ -25,8 +25,16 @@ pytestmark = pytest.mark.crash
 
 
 def spawn_worker(
-    url: str, journal: Path, worker_id: str, steps: int, lease: float, delay: float = 0.0, *extra: str
+    url: str,
+    journal: Path,
+    worker_id: str,
+    *,
+    steps: int,
+    lease: float,
+    delay: float = 0.0,
+    naive: bool = False,
 ) -> subprocess.Popen[bytes]:
+    extra = ["naive"] if naive else []
     return subprocess.Popen(
         [
             sys.executable,
@@ -97,7 +105,7 @@ def test_eight_workers_sigkilled_at_random_finish_every_run_once(
             generation[victim] += 1
             tag = f"{victim}-{generation[victim]}"
             procs[victim] = spawn_worker(
-                worker_store_url, tmp_path / f"journal-{tag}.tsv", f"w{tag}", steps, lease
+                worker_store_url, tmp_path / f"journal-{tag}.tsv", f"w{tag}", steps=steps, lease=lease
             )
         for proc in procs.values():
             proc.send_signal(signal.SIGTERM)
