@@ -1,0 +1,112 @@
+"""The simulated agent both stores are fed: deterministic, seeded, built before timing.
+
+Every step appends two messages: a user message (or, every ``TOOL_EVERY``-th
+step, a tool message carrying a ~50 KB tool output) and an assistant reply of
+about 500 bytes. Counters, a cursor and a small state dict change every step.
+All text is seeded random words, so runs are repeatable and not trivially
+compressible.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from typing import Any
+
+SEED = 20240607
+MESSAGE_BYTES = 500
+TOOL_OUTPUT_BYTES = 50_000
+TOOL_EVERY = 10
+_VOCABULARY_SIZE = 4096
+
+Message = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentStep:
+    """What one agent step adds: two messages, and the fields to overwrite."""
+
+    step: int
+    incoming: Message  # user or tool message
+    reply: Message  # assistant message
+    counters: dict[str, int | float]
+    cursor: dict[str, Any]
+    state: dict[str, Any]
+
+    @property
+    def messages(self) -> list[Message]:
+        return [self.incoming, self.reply]
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    steps: list[AgentStep]  # steps[i] has step number i + 1
+
+    def content_json_bytes(self) -> int:
+        """Sum of len(compact UTF-8 JSON) over every message (the primary content size)."""
+        return sum(json_size(m) for s in self.steps for m in s.messages)
+
+    def content_text_bytes(self) -> int:
+        """Sum of the UTF-8 length of every message's ``content`` string alone."""
+        return sum(len(m["content"].encode()) for s in self.steps for m in s.messages)
+
+
+def json_size(message: Message) -> int:
+    return len(json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def build(steps: int, seed: int = SEED) -> Workload:
+    """The first ``steps`` agent steps (step numbers 1..steps)."""
+    rng = random.Random(seed)
+    vocabulary = [_word(rng) for _ in range(_VOCABULARY_SIZE)]
+    tokens_in = tokens_out = 0
+    spend = 0.0
+    out: list[AgentStep] = []
+    for n in range(1, steps + 1):
+        if n % TOOL_EVERY == 0:
+            incoming: Message = {
+                "id": f"m{n:05d}-tool",
+                "role": "tool",
+                "tool_call_id": f"call_{n:05d}",
+                "content": _text(rng, vocabulary, TOOL_OUTPUT_BYTES),
+            }
+        else:
+            incoming = {
+                "id": f"m{n:05d}-user",
+                "role": "user",
+                "content": _text(rng, vocabulary, MESSAGE_BYTES),
+            }
+        reply: Message = {
+            "id": f"m{n:05d}-assistant",
+            "role": "assistant",
+            "content": _text(rng, vocabulary, MESSAGE_BYTES),
+        }
+        tokens_in += rng.randint(200, 2000)
+        tokens_out += rng.randint(50, 400)
+        spend = round(spend + rng.uniform(0.0005, 0.01), 6)
+        out.append(
+            AgentStep(
+                step=n,
+                incoming=incoming,
+                reply=reply,
+                counters={"tokens_in": tokens_in, "tokens_out": tokens_out, "spend_usd": spend},
+                cursor={"page": n // 7, "offset": (n * 37) % 1000, "source": "crawler"},
+                state={"plan": f"subtask-{n % 13}", "attempt": n % 3, "done": False},
+            )
+        )
+    return Workload(out)
+
+
+def _word(rng: random.Random) -> str:
+    return "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 10)))
+
+
+def _text(rng: random.Random, vocabulary: list[str], size: int) -> str:
+    words: list[str] = []
+    length = 0
+    while length < size:
+        word = rng.choice(vocabulary)
+        words.append(word)
+        length += len(word) + 1
+    return " ".join(words)[:size]
