@@ -24,6 +24,30 @@ def open_store(url: str = DEFAULT_URL, **options: Any) -> Store:
       ``busy_timeout`` (seconds a writer waits for the lock, default 30),
       ``trace`` (a callable that sees every SQL statement).
     * ``memory://`` — a private in-memory database, for tests.
+    * ``postgresql://user:password@host:port/dbname`` (or ``postgres://``; any
+      libpq URL, query parameters such as ``?sslmode=require`` included) —
+      PostgreSQL, shared by any number of processes and machines. The tables
+      are created, or upgraded, on open (safe when many processes open at
+      once). Options:
+
+      - ``schema`` (default ``"safepoint"``): the PostgreSQL schema holding
+        the tables, created if missing. It is set per transaction
+        (``set_config('search_path', …, true)``), never on the session, so
+        the store works behind PgBouncer in transaction mode.
+      - ``min_size`` (default 1) and ``max_size`` (default 10): connections
+        the pool keeps open, and at most opens. Each concurrent operation
+        holds one connection for its transaction.
+      - ``timeout`` (seconds, default 30): how long an operation waits for a
+        free connection before raising ``StoreError``.
+      - ``connect_timeout`` (seconds, default 10): how long opening one
+        connection may take (libpq counts whole seconds, at least 2).
+      - ``prepare_threshold`` (default 5): after this many runs of a query on
+        a connection, psycopg prepares it on the server. Pass ``None`` to
+        never prepare, e.g. behind PgBouncer in transaction mode before
+        version 1.21 (which cannot route prepared statements); 0 prepares
+        every query at once.
+
+      An unreachable server raises ``StoreError`` at once, with libpq's reason.
 
     Unknown schemes or options raise ``InvalidURL``.
     """
@@ -34,7 +58,11 @@ def open_store(url: str = DEFAULT_URL, **options: Any) -> Store:
         return _open_sqlite(url, _sqlite_path(url), options)
     if scheme == "memory":
         return _open_sqlite(url, None, options)
-    raise InvalidURL(f"unsupported store URL {url!r}: expected sqlite:///path.db or memory://")
+    if scheme in ("postgresql", "postgres"):
+        return _open_postgres(url, options)
+    raise InvalidURL(
+        f"unsupported store URL {url!r}: expected sqlite:///path.db, postgresql://… or memory://"
+    )
 
 
 async def open_async_store(url: str = DEFAULT_URL, **options: Any) -> AsyncStore:
@@ -71,6 +99,16 @@ def _open_sqlite(url: str, path: str | None, options: dict[str, Any]) -> Store:
     if unknown:
         raise InvalidURL(f"unknown option(s) for {url!r}: {', '.join(sorted(unknown))}")
     return Store(SQLiteDriver(path, **options), url=url)
+
+
+def _open_postgres(url: str, options: dict[str, Any]) -> Store:
+    # Imported here so that SQLite users never load psycopg.
+    from .postgres.config import PostgresConfig  # noqa: PLC0415
+    from .postgres.driver import PostgresDriver  # noqa: PLC0415
+
+    config = PostgresConfig.from_options(url, options)
+    # display_url masks the password: Store.url shows up in reprs and logs.
+    return Store(PostgresDriver.open(config), url=config.display_url)
 
 
 __all__ = ["DEFAULT_URL", "AsyncStore", "Store", "open_async_store", "open_store"]

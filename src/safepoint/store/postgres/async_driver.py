@@ -1,0 +1,100 @@
+"""The async PostgreSQL driver: a ``psycopg_pool.AsyncConnectionPool``, one transaction per operation.
+
+The twin of ``driver.py`` with every wait awaited. The SQL, the DDL setup,
+the options and the error translation are the shared ones (``steps.py``,
+``config.py``, ``errors.py``); only the loops below differ, by ``await``.
+Open one with ``await open_postgres_async_driver(url, **options)``.
+"""
+
+from __future__ import annotations
+
+from contextlib import closing
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+
+from safepoint.store.ops import Op, Row
+
+from .config import PostgresConfig, search_path
+from .errors import translate
+from .steps import TRANSACTION_MODE, Statement, Transaction, op_steps, setup_steps
+
+T = TypeVar("T")
+
+
+async def open_postgres_async_driver(url: str, **options: Any) -> PostgresAsyncDriver:
+    """Open the PostgreSQL store at ``url`` for asyncio; same options as ``open_store``.
+
+    Raises ``InvalidURL`` for a bad URL or option and ``StoreError`` when the
+    server cannot be reached or the schema cannot be set up.
+    """
+    return await PostgresAsyncDriver.open(PostgresConfig.from_options(url, options))
+
+
+class PostgresAsyncDriver:
+    """Runs store operations on an asyncio pool of PostgreSQL connections."""
+
+    dialect = "postgresql"
+
+    def __init__(self, config: PostgresConfig, pool: AsyncConnectionPool, search_path: str) -> None:
+        self.config = config
+        self.pool = pool  # for tests and tools; a store never needs it
+        self.search_path = search_path
+        self.applied: list[int] = []  # DDL revisions this driver applied when it opened
+
+    @classmethod
+    async def open(cls, config: PostgresConfig) -> PostgresAsyncDriver:
+        """Bring the schema up to date on a connection of its own, then start the pool."""
+        try:
+            conn = await psycopg.AsyncConnection.connect(config.url, **config.connect_kwargs())
+        except psycopg.Error as exc:
+            raise translate(exc, doing=f"connecting to {config.display_url}") from exc
+        async with conn:
+            path = search_path(config.schema, conn)
+            tx = Transaction(setup_steps(config.schema, path))
+            try:
+                applied = await _transact(conn, tx, write=True)
+            except psycopg.Error as exc:
+                raise tx.error(exc) from exc
+        pool: AsyncConnectionPool = AsyncConnectionPool(**config.pool_kwargs())
+        await pool.open()
+        driver = cls(config, pool, path)
+        driver.applied = applied
+        return driver
+
+    async def run(self, op: Op[T], *, write: bool) -> T:
+        """Drive ``op`` in one transaction; commit on return, roll back on error."""
+        tx = Transaction(op_steps(op, self.search_path))
+        try:
+            async with self.pool.connection() as conn:
+                return await _transact(conn, tx, write=write)
+        except psycopg.Error as exc:
+            raise tx.error(exc) from exc
+
+    async def close(self) -> None:
+        """Close every connection; later operations raise ``StoreClosed``."""
+        await self.pool.close()
+
+
+async def _transact(conn: psycopg.AsyncConnection[Any], tx: Transaction[T], *, write: bool) -> T:
+    level, read_only = TRANSACTION_MODE[write]
+    await conn.set_isolation_level(level)
+    await conn.set_read_only(read_only)
+    async with conn.transaction():
+        with closing(tx.steps()) as steps:
+            try:
+                statement = next(steps)
+                while True:
+                    statement = steps.send(await _execute(conn, statement))
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+
+
+async def _execute(conn: psycopg.AsyncConnection[Any], statement: Statement) -> list[Row]:
+    async with conn.cursor() as cursor:
+        if statement.many is not None:
+            await cursor.executemany(statement.sql, statement.many)
+            return []
+        await cursor.execute(statement.sql, statement.params, prepare=statement.prepare)
+        return await cursor.fetchall() if cursor.description is not None else []

@@ -1,0 +1,65 @@
+-- Revision 1: runs, their checkpoints, and each run's append-only message log.
+--
+-- Every name is unqualified: the tables go to the schema chosen with
+-- open_store(url, schema=...), which setup puts on search_path first.
+--
+-- Timestamps are timestamptz, not the integer microseconds the Python side
+-- uses, so that an operator can write WHERE updated_at > now() - interval
+-- '1 hour' and read times in psql. The queries convert exactly both ways:
+-- 'epoch' + n * interval '1 microsecond' (n < 2^53, exact in float8) and
+-- extract(epoch ...) * 1000000, which is numeric, hence exact, on PostgreSQL 14+.
+
+CREATE TABLE safepoint_runs (
+    id              bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    run_id          text        NOT NULL UNIQUE,
+    status          text        NOT NULL,
+    head_step       bigint      NOT NULL,
+    head_digest     bytea       NOT NULL,           -- digest of the head checkpoint
+    schema_version  integer     NOT NULL,
+    labels          jsonb       NOT NULL,           -- object of str -> str
+    counters        jsonb       NOT NULL,           -- the head checkpoint's counters
+    parent_run_id   text,
+    parent_step     bigint,
+    next_seq        bigint      NOT NULL,           -- the next free seq of this run's message log
+    created_at      timestamptz NOT NULL,
+    updated_at      timestamptz NOT NULL
+);
+
+-- What runs(...) filters on: status (paged by id), last update, labels @> {...}.
+-- The updated_at index costs every save a non-HOT update (the indexed column
+-- changes each time); listing runs "updated in the last hour" is what an
+-- operator does most, so it is worth it here (SQLite, with its one writer,
+-- makes the opposite choice).
+CREATE INDEX safepoint_runs_status ON safepoint_runs (status, id);
+CREATE INDEX safepoint_runs_updated ON safepoint_runs (updated_at);
+CREATE INDEX safepoint_runs_labels ON safepoint_runs USING gin (labels jsonb_path_ops);
+
+-- One row per (run, step). header is the canonical JSON of everything but
+-- the messages (it carries the message count and digest chain) and digest is
+-- sha256(header); both are bytea so that stored bytes are exactly what was
+-- hashed. ranges says which [start, end) seqs of the run's message log the
+-- checkpoint sees. status and created_at are columns for operators' queries.
+CREATE TABLE safepoint_checkpoints (
+    run_ref         bigint      NOT NULL REFERENCES safepoint_runs (id),
+    step            bigint      NOT NULL CHECK (step >= 0),
+    schema_version  integer     NOT NULL,
+    status          text        NOT NULL,
+    created_at      timestamptz NOT NULL,
+    message_count   bigint      NOT NULL,
+    ranges          jsonb       NOT NULL,
+    header          bytea       NOT NULL,
+    digest          bytea       NOT NULL,
+    PRIMARY KEY (run_ref, step)
+);
+
+-- Each run's message log, numbered per run (seq from the run row's
+-- next_seq, which the locked run row makes race-free): no global sequence
+-- for concurrent writers to contend on, and a run's messages are one key
+-- range of the primary key. Rows are written once and never updated; bodies
+-- are bytea, so any text (NUL included) round-trips exactly.
+CREATE TABLE safepoint_messages (
+    run_ref         bigint      NOT NULL REFERENCES safepoint_runs (id),
+    seq             bigint      NOT NULL,
+    body            bytea       NOT NULL,           -- canonical JSON of one message
+    PRIMARY KEY (run_ref, seq)
+);

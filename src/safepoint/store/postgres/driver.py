@@ -1,0 +1,101 @@
+"""The sync PostgreSQL driver: a ``psycopg_pool.ConnectionPool``, one transaction per operation.
+
+Everything but blocking on the server lives in ``steps.py`` (the SQL, the
+DDL setup, error translation) and ``config.py`` (options), shared with the
+async driver. Durability (DESIGN invariant 1): a save returns after COMMIT,
+and nothing here touches synchronous_commit, so under the server's default
+(on) the commit record is flushed to the WAL before COMMIT returns.
+"""
+
+from __future__ import annotations
+
+from contextlib import closing
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from safepoint.store.ops import Op, Row
+
+from .config import PostgresConfig, search_path
+from .errors import translate
+from .steps import TRANSACTION_MODE, Statement, Steps, Transaction, op_steps, raw_steps, setup_steps
+
+T = TypeVar("T")
+
+
+class PostgresDriver:
+    """Runs store operations on a pool of PostgreSQL connections; thread-safe."""
+
+    dialect = "postgresql"
+
+    def __init__(self, config: PostgresConfig, pool: ConnectionPool, search_path: str) -> None:
+        self.config = config
+        self.pool = pool  # for tests and tools; a store never needs it
+        self.search_path = search_path
+        self.applied: list[int] = []  # DDL revisions this driver applied when it opened
+
+    @classmethod
+    def open(cls, config: PostgresConfig) -> PostgresDriver:
+        """Bring the schema up to date on a connection of its own, then start the pool.
+
+        That first connection is made directly, not by the pool (which would
+        keep retrying in the background until ``timeout``), so an unreachable
+        server fails at once, with libpq's reason.
+        """
+        try:
+            conn = psycopg.connect(config.url, **config.connect_kwargs())
+        except psycopg.Error as exc:
+            raise translate(exc, doing=f"connecting to {config.display_url}") from exc
+        with conn:
+            path = search_path(config.schema, conn)
+            tx = Transaction(setup_steps(config.schema, path))
+            try:
+                applied = _transact(conn, tx, write=True)
+            except psycopg.Error as exc:
+                raise tx.error(exc) from exc
+        pool: ConnectionPool = ConnectionPool(**config.pool_kwargs())
+        pool.open()
+        driver = cls(config, pool, path)
+        driver.applied = applied
+        return driver
+
+    def run(self, op: Op[T], *, write: bool) -> T:
+        """Drive ``op`` in one transaction; commit on return, roll back on error."""
+        return self._run(op_steps(op, self.search_path), write=write)
+
+    def execute_raw(self, sql: str, params: dict[str, Any] | None = None) -> list[Row]:
+        """One statement outside the named queries, in the store's schema (tests and tools only)."""
+        return self._run(raw_steps(sql, params, self.search_path), write=True)
+
+    def _run(self, steps: Steps[T], *, write: bool) -> T:
+        tx = Transaction(steps)
+        try:
+            with self.pool.connection() as conn:
+                return _transact(conn, tx, write=write)
+        except psycopg.Error as exc:
+            raise tx.error(exc) from exc
+
+    def close(self) -> None:
+        """Close every connection; later operations raise ``StoreClosed``."""
+        self.pool.close()
+
+
+def _transact(conn: psycopg.Connection[Any], tx: Transaction[T], *, write: bool) -> T:
+    conn.isolation_level, conn.read_only = TRANSACTION_MODE[write]
+    with conn.transaction(), closing(tx.steps()) as steps:
+        try:
+            statement = next(steps)
+            while True:
+                statement = steps.send(_execute(conn, statement))
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+
+
+def _execute(conn: psycopg.Connection[Any], statement: Statement) -> list[Row]:
+    with conn.cursor() as cursor:
+        if statement.many is not None:
+            cursor.executemany(statement.sql, statement.many)
+            return []
+        cursor.execute(statement.sql, statement.params, prepare=statement.prepare)
+        return cursor.fetchall() if cursor.description is not None else []

@@ -1,0 +1,51 @@
+"""psycopg errors -> safepoint errors, at the driver boundary.
+
+Messages name what the store was doing (the query, "committing") and the
+SQLSTATE, never the server's message text for data errors: PostgreSQL quotes
+offending values there ('invalid input syntax for type json ... Token "…"'),
+and a checkpoint's values must not reach a log line. The psycopg error stays
+reachable as ``__cause__`` for whoever needs the detail.
+"""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg_pool import PoolClosed, PoolTimeout, TooManyRequests
+
+from safepoint.errors import Conflict, StoreClosed, StoreError
+
+# Unique violations that can only mean "another writer got there first". The
+# locked run row makes them unreachable in practice; this is the safety net.
+_RACE_CONSTRAINTS = frozenset({"safepoint_checkpoints_pkey", "safepoint_messages_pkey"})
+
+
+def translate(exc: Exception, *, doing: str, run_id: str | None = None, step: int | None = None) -> Exception:
+    """The safepoint error for ``exc``, raised while ``doing``; other exceptions pass through."""
+    if not isinstance(exc, psycopg.Error):
+        return exc
+    if isinstance(exc, PoolClosed):
+        return StoreClosed("the store is closed")
+    if isinstance(exc, PoolTimeout | TooManyRequests):
+        return StoreError(
+            f"no PostgreSQL connection became free in time ({type(exc).__name__}): "
+            "raise the store's max_size or timeout, or hold fewer connections"
+        )
+    if (
+        isinstance(exc, pg_errors.UniqueViolation)
+        and exc.diag.constraint_name in _RACE_CONSTRAINTS
+        and run_id is not None
+        and step is not None
+    ):
+        return Conflict(run_id, step, None, detail="another writer stored this step first")
+    sqlstate = exc.sqlstate
+    connection_lost = sqlstate is None or sqlstate.startswith(("08", "57P"))
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError) and connection_lost:
+        # Connection-level failures (refused, reset, server shut down) carry
+        # no stored values; libpq's first line is what an operator needs.
+        lines = str(exc).strip().splitlines()
+        reason = lines[0] if lines else type(exc).__name__
+        outcome = " (the commit may or may not have happened)" if doing == "committing" else ""
+        return StoreError(f"PostgreSQL connection failed while {doing}{outcome}: {reason}")
+    code = "" if sqlstate is None else f" (SQLSTATE {sqlstate})"
+    return StoreError(f"PostgreSQL failed while {doing}: {type(exc).__name__}{code}")

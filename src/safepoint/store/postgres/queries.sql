@@ -1,0 +1,205 @@
+-- Named queries for the PostgreSQL backend: the same names, parameters and
+-- result columns as sqlite/queries.sql, which store/ops.py relies on.
+-- Parameters use psycopg's named style; extra keys in a parameter dict are
+-- ignored. Integer parameters are cast to bigint so that PostgreSQL never
+-- has to guess a type (psycopg sends small ints as int2) and a prepared
+-- statement is reused whatever the value. Comments inside a query must not
+-- contain a percent sign: psycopg would read it as a placeholder.
+--
+-- Isolation: writes run at READ COMMITTED and serialize per run on the run
+-- row (run_head and run_exists take it FOR UPDATE). A writer that waited for
+-- the lock then reads the row as the previous writer committed it, so the
+-- "is this the next step?" check in ops.save sees the new head and answers
+-- Conflict. Under REPEATABLE READ the same race would end in a serialization
+-- failure instead. Reads run at REPEATABLE READ READ ONLY so that the two
+-- queries of a load see one snapshot (a concurrent delete_run cannot remove
+-- messages between them).
+--
+-- Times: ops passes and expects integer microseconds since the epoch; the
+-- columns are timestamptz (see ddl/0001_initial.sql for why and how exact).
+
+-- name: run_head
+-- The run row, locked until commit: writers of one run take turns here.
+-- No row for a new run (ops then starts its log at seq 0); two writers
+-- creating the same run meet at insert_run's ON CONFLICT instead.
+SELECT next_seq, id, head_step, head_digest, status,
+       lease_owner, lease_epoch, (extract(epoch FROM lease_expires_at) * 1000000)::bigint
+FROM safepoint_runs
+WHERE run_id = %(run_id)s
+FOR UPDATE;
+
+-- name: insert_run
+-- No row back means another writer created the run first (ops: Conflict).
+INSERT INTO safepoint_runs (
+    run_id, status, head_step, head_digest, schema_version, labels, counters,
+    parent_run_id, parent_step, next_seq, created_at, updated_at
+) VALUES (
+    %(run_id)s, %(status)s, %(step)s::bigint, %(digest)s, %(schema_version)s::integer,
+    %(labels)s::jsonb, %(counters)s::jsonb, %(parent_run_id)s, %(parent_step)s::bigint,
+    %(next_seq)s::bigint,
+    'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond',
+    'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond'
+)
+ON CONFLICT (run_id) DO NOTHING
+RETURNING id;
+
+-- name: advance_run
+-- status is set by set_run_status, only when it changes (as on SQLite).
+UPDATE safepoint_runs
+SET head_step = %(step)s::bigint, head_digest = %(digest)s,
+    schema_version = %(schema_version)s::integer,
+    labels = %(labels)s::jsonb, counters = %(counters)s::jsonb, next_seq = %(next_seq)s::bigint,
+    updated_at = 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond'
+WHERE id = %(run_ref)s::bigint AND head_step = %(step)s::bigint - 1;
+
+-- name: set_run_status
+UPDATE safepoint_runs SET status = %(status)s WHERE id = %(run_ref)s::bigint;
+
+-- name: insert_message
+INSERT INTO safepoint_messages (run_ref, seq, body)
+VALUES (%(run_ref)s::bigint, %(seq)s::bigint, %(body)s);
+
+-- name: insert_checkpoint
+INSERT INTO safepoint_checkpoints (
+    run_ref, step, schema_version, status, created_at, message_count, ranges, header, digest
+) VALUES (
+    %(run_ref)s::bigint, %(step)s::bigint, %(schema_version)s::integer, %(status)s,
+    'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond',
+    %(message_count)s::bigint, %(ranges)s::jsonb, %(header)s, %(digest)s
+);
+
+-- name: checkpoint_latest
+-- ranges goes back as text: ops hands it to view_messages and json-decodes it.
+SELECT r.id, c.step, c.ranges::text, c.header, c.digest
+FROM safepoint_runs AS r
+JOIN safepoint_checkpoints AS c ON c.run_ref = r.id AND c.step = r.head_step
+WHERE r.run_id = %(run_id)s;
+
+-- name: checkpoint_at
+SELECT r.id, c.step, c.ranges::text, c.header, c.digest
+FROM safepoint_runs AS r
+JOIN safepoint_checkpoints AS c ON c.run_ref = r.id AND c.step = %(step)s::bigint
+WHERE r.run_id = %(run_id)s;
+
+-- name: view_messages
+-- One query whatever the number of ranges: each [start, end) element of the
+-- ranges array is one range scan of the (run_ref, seq) primary key, in the
+-- order the checkpoint lists them. A damaged range shows up as missing
+-- messages, which the load reports as CorruptCheckpoint.
+SELECT m.body
+FROM jsonb_array_elements(%(ranges)s::jsonb) WITH ORDINALITY AS r (span, n)
+JOIN safepoint_messages AS m
+  ON m.run_ref = %(run_ref)s::bigint
+ AND m.seq >= (r.span ->> 0)::bigint
+ AND m.seq < (r.span ->> 1)::bigint
+ORDER BY r.n, m.seq;
+
+-- name: history
+SELECT c.step, c.schema_version, c.status,
+       (extract(epoch FROM c.created_at) * 1000000)::bigint,
+       c.message_count, c.digest
+FROM safepoint_runs AS r
+JOIN safepoint_checkpoints AS c ON c.run_ref = r.id
+WHERE r.run_id = %(run_id)s
+ORDER BY c.step;
+
+-- name: run_exists
+-- Locked like run_head: delete_run then waits for a save of the run in
+-- flight (and sees its rows) instead of failing on its foreign keys, and a
+-- fork copies from a source that cannot be deleted under it.
+SELECT id FROM safepoint_runs WHERE run_id = %(run_id)s FOR UPDATE;
+
+-- name: run_info
+SELECT id, run_id, status, head_step, schema_version, labels::text, counters::text,
+       (extract(epoch FROM created_at) * 1000000)::bigint,
+       (extract(epoch FROM updated_at) * 1000000)::bigint,
+       parent_run_id, parent_step
+FROM safepoint_runs
+WHERE run_id = %(run_id)s;
+
+-- name: list_runs
+-- Newest first, paged by the run's row id (stable while runs are updated).
+-- Each filter is switched off by a NULL parameter. Labels match when the
+-- run's labels contain every wanted pair (the GIN index serves the @>).
+SELECT id, run_id, status, head_step, schema_version, labels::text, counters::text,
+       (extract(epoch FROM created_at) * 1000000)::bigint,
+       (extract(epoch FROM updated_at) * 1000000)::bigint,
+       parent_run_id, parent_step
+FROM safepoint_runs
+WHERE (%(statuses)s::jsonb IS NULL
+       OR status IN (SELECT jsonb_array_elements_text(%(statuses)s::jsonb)))
+  AND (%(labels)s::jsonb IS NULL OR labels @> %(labels)s::jsonb)
+  AND (%(updated_since)s::bigint IS NULL
+       OR updated_at >= 'epoch'::timestamptz + %(updated_since)s::bigint * interval '1 microsecond')
+  AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
+ORDER BY id DESC
+LIMIT %(limit)s::bigint;
+
+-- name: copy_view_messages
+-- Fork: the new run gets its own copy of the messages the source checkpoint
+-- sees, renumbered from first_seq in view order, so the runs share no rows.
+INSERT INTO safepoint_messages (run_ref, seq, body)
+SELECT %(new_ref)s::bigint,
+       %(first_seq)s::bigint + row_number() OVER (ORDER BY r.n, m.seq) - 1,
+       m.body
+FROM jsonb_array_elements(%(ranges)s::jsonb) WITH ORDINALITY AS r (span, n)
+JOIN safepoint_messages AS m
+  ON m.run_ref = %(run_ref)s::bigint
+ AND m.seq >= (r.span ->> 0)::bigint
+ AND m.seq < (r.span ->> 1)::bigint;
+
+-- name: delete_messages
+-- Messages are numbered per run, so a run's log is one primary-key range.
+DELETE FROM safepoint_messages WHERE run_ref = %(run_ref)s::bigint;
+
+-- name: delete_checkpoints
+DELETE FROM safepoint_checkpoints WHERE run_ref = %(run_ref)s::bigint;
+
+-- name: delete_run
+DELETE FROM safepoint_runs WHERE id = %(run_ref)s::bigint;
+
+-- name: enqueue
+UPDATE safepoint_runs
+SET queued_at = coalesce(queued_at, 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
+WHERE run_id = %(run_id)s
+RETURNING id;
+
+-- name: claim
+-- One statement: take the oldest queued run whose lease is free or expired
+-- and bump its epoch. FOR UPDATE SKIP LOCKED lets concurrent claimers pass
+-- each other instead of queueing on the same row: each locks a different
+-- run, and a run being saved (its row locked by run_head) is skipped. A row
+-- another claimer changed since this statement's snapshot is re-checked
+-- against the WHERE clause when locked, so a claimed run is never taken twice.
+UPDATE safepoint_runs
+SET lease_owner = %(worker_id)s, lease_epoch = lease_epoch + 1,
+    lease_expires_at = 'epoch'::timestamptz + %(expires_at)s::bigint * interval '1 microsecond'
+WHERE id = (
+    SELECT id FROM safepoint_runs
+    WHERE queued_at IS NOT NULL
+      AND (lease_owner IS NULL
+           OR lease_expires_at <= 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
+    ORDER BY queued_at, id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED)
+RETURNING run_id, lease_epoch, (extract(epoch FROM lease_expires_at) * 1000000)::bigint;
+
+-- name: heartbeat
+UPDATE safepoint_runs
+SET lease_expires_at = 'epoch'::timestamptz + %(expires_at)s::bigint * interval '1 microsecond'
+WHERE run_id = %(run_id)s AND lease_owner = %(worker_id)s AND lease_epoch = %(epoch)s::bigint
+RETURNING (extract(epoch FROM lease_expires_at) * 1000000)::bigint;
+
+-- name: release
+-- The epoch stays: it only ever grows, so an old lease can never match again.
+UPDATE safepoint_runs
+SET lease_owner = NULL, lease_expires_at = NULL,
+    queued_at = CASE WHEN %(requeue)s::boolean
+                     THEN coalesce(queued_at, 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
+                END,
+    status = coalesce(%(status)s::text, status)
+WHERE run_id = %(run_id)s AND lease_owner = %(worker_id)s AND lease_epoch = %(epoch)s::bigint
+RETURNING id;
+
+-- name: lease_state
+SELECT lease_owner, lease_epoch FROM safepoint_runs WHERE run_id = %(run_id)s;

@@ -1,0 +1,154 @@
+"""What both PostgreSQL drivers send, written once and free of I/O.
+
+A driver opens a transaction and asks this module for its statements:
+``op_steps`` turns an operation's named queries (``store/ops.py``) into
+SQL after pointing search_path at the store's schema, and ``setup_steps``
+is the DDL upgrade. The sync driver blocks on each statement and the async
+driver awaits it; that loop is all either of them holds (the split psycopg
+itself uses between its generators and its waiting functions).
+``Transaction`` passes either on, remembering where it stands so that
+``Transaction.error`` can turn a psycopg error into safepoint's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from psycopg import IsolationLevel, sql
+
+from safepoint.errors import StoreError
+from safepoint.store.ops import Op, Query, Row
+from safepoint.store.sqlfiles import load_queries, load_revisions, read_text
+
+from .errors import translate
+
+T = TypeVar("T")
+_PACKAGE = __package__ or "safepoint.store.postgres"
+QUERIES = load_queries(_PACKAGE)
+SETUP = load_queries(_PACKAGE, "setup.sql")
+REVISIONS = load_revisions(_PACKAGE)
+SCHEMA = read_text(_PACKAGE, "schema.sql")
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One statement for a driver to execute; ``many`` runs it once per dict (executemany)."""
+
+    name: str
+    sql: str | sql.Composed
+    params: dict[str, Any] | None = None
+    many: list[dict[str, Any]] | None = None
+    # Whole DDL files go through the simple query protocol (several
+    # statements in one string); they must never be prepared.
+    prepare: bool | None = None
+
+
+Steps = Generator[Statement, list[Row], T]
+
+# (isolation level, read only) of a transaction, by ``write``. Set on every
+# transaction (psycopg puts them in its BEGIN) rather than left to the
+# server's default_transaction_isolation, which a DBA may have changed.
+# Writes: READ COMMITTED, serialized per run by the FOR UPDATE lock on the run
+# row; a writer that waited for that lock re-reads the row as committed and
+# fails its step check with Conflict, where REPEATABLE READ would abort with a
+# serialization failure. Reads: one snapshot for the two queries of a load,
+# and READ ONLY can never fail to serialize.
+TRANSACTION_MODE = {
+    True: (IsolationLevel.READ_COMMITTED, False),
+    False: (IsolationLevel.REPEATABLE_READ, True),
+}
+
+
+def op_steps(op: Op[T], search_path: str) -> Steps[T]:
+    """The statements of one operation's transaction: search_path, then its queries as SQL."""
+    try:
+        yield Statement("set_search_path", SETUP["set_search_path"], {"search_path": search_path})
+        query = next(op)
+        while True:
+            query = op.send((yield _statement(query)))
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    finally:
+        op.close()  # a driver that stops early (an error) leaves the op nothing to resume
+
+
+def raw_steps(text: str, params: dict[str, Any] | None, search_path: str) -> Steps[list[Row]]:
+    """One statement outside the named queries, in the store's schema (tests and tools only)."""
+    yield Statement("set_search_path", SETUP["set_search_path"], {"search_path": search_path})
+    return (yield Statement("raw statement", text, params))
+
+
+def _statement(query: Query) -> Statement:
+    text = QUERIES.get(query.name)
+    if text is None:
+        raise StoreError(f"the postgresql dialect has no query named {query.name!r}")
+    return Statement(query.name, text, query.params, query.many)
+
+
+class Transaction(Generic[T]):
+    """Passes ``steps`` to a driver, remembering where the transaction stands.
+
+    That memory is what turns a psycopg error into a useful safepoint one:
+    which statement failed, whether the commit had started, and which run and
+    step a unique violation was about.
+    """
+
+    def __init__(self, steps: Steps[T]) -> None:
+        self._inner = steps
+        self.doing = "getting a connection"
+        self._run_id: str | None = None
+        self._step: int | None = None
+
+    def steps(self) -> Steps[T]:
+        inner = self._inner
+        try:
+            statement = next(inner)
+            while True:
+                self.doing = f"running {statement.name!r}"
+                for params in (statement.params or {}, *(statement.many or ())[:1]):
+                    self._run_id = params.get("run_id", self._run_id)
+                    self._step = params.get("step", self._step)
+                statement = inner.send((yield statement))
+        except StopIteration as stop:
+            self.doing = "committing"
+            return stop.value  # type: ignore[no-any-return]
+        finally:
+            inner.close()
+
+    def error(self, exc: Exception) -> Exception:
+        """The safepoint error to raise for ``exc`` (chained by the caller with ``from exc``)."""
+        return translate(exc, doing=self.doing, run_id=self._run_id, step=self._step)
+
+
+def setup_steps(schema: str, search_path: str) -> Steps[list[int]]:
+    """Bring the schema's tables up to date; returns the revisions applied now.
+
+    Runs in one transaction under an advisory lock, so processes starting
+    together take turns: the first creates the schema (``schema.sql`` in one
+    go for a fresh one, else each missing numbered revision), the others find
+    it current. All or nothing: PostgreSQL DDL is transactional.
+    """
+    yield Statement("lock_setup", SETUP["lock_setup"], {"schema": schema})
+    if not (yield Statement("schema_exists", SETUP["schema_exists"], {"schema": schema}))[0][0]:
+        create = sql.SQL(SETUP["create_schema"]).format(sql.Identifier(schema))
+        yield Statement("create_schema", create, prepare=False)
+    yield Statement("set_search_path", SETUP["set_search_path"], {"search_path": search_path})
+    applied: set[int] = set()
+    if (yield Statement("revisions_table_exists", SETUP["revisions_table_exists"], {"schema": schema}))[0][0]:
+        rows = yield Statement("applied_revisions", SETUP["applied_revisions"])
+        applied = {row[0] for row in rows}
+    else:
+        yield Statement("create_revisions_table", SETUP["create_revisions_table"], prepare=False)
+    if applied:
+        todo = [r for r in REVISIONS if r.number not in applied]
+        for revision in todo:
+            yield Statement(f"DDL revision {revision.number}", revision.sql, prepare=False)
+    else:
+        todo = REVISIONS
+        yield Statement("schema.sql", SCHEMA, prepare=False)
+    for revision in todo:
+        params = {"revision": revision.number, "name": revision.name}
+        yield Statement("record_revision", SETUP["record_revision"], params)
+    return [r.number for r in todo]
