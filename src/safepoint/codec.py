@@ -37,12 +37,16 @@ def check_json(value: Any, path: str) -> None:
     # Every save validates what it writes, so the common case (exact built-in
     # types, no errors) takes a quick pass that builds no path strings; only
     # when it finds something unusual does the walk below name the path.
+    if not is_plain_json(value):
+        _walk(value, path)
+
+
+def is_plain_json(value: Any) -> bool:
+    """True when ``value`` is JSON made only of exact built-in types (no paths, fast)."""
     try:
-        if _plain_json(value):
-            return
+        return _plain_json(value)
     except RecursionError:
-        pass
-    _walk(value, path)
+        return False
 
 
 def _plain_json(value: Any) -> bool:

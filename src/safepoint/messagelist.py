@@ -57,9 +57,15 @@ class FrozenList(list[Any]):
         return (list, (list(self),))
 
 
+_LEAF_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
 def freeze(value: Any) -> Any:
     """A deep, immutable copy of a JSON value (strings and numbers are shared)."""
     if isinstance(value, dict):
+        # Most messages are flat ({"role": ..., "content": "..."}): one C-level copy.
+        if all(type(v) in _LEAF_TYPES for v in value.values()):
+            return FrozenDict(value)
         return FrozenDict({k: freeze(v) for k, v in value.items()})
     if isinstance(value, list):
         return FrozenList(freeze(v) for v in value)

@@ -15,6 +15,7 @@ ones.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +31,6 @@ def validate_fields(cp: Checkpoint) -> None:
     """Refuse a checkpoint whose non-message fields can't be stored, naming the field."""
     if not isinstance(cp.run_id, str) or not cp.run_id or len(cp.run_id) > MAX_RUN_ID_LENGTH:
         raise InvalidCheckpoint(f"run_id must be a non-empty str of at most {MAX_RUN_ID_LENGTH} characters")
-    codec.check_json(cp.run_id, "run_id")
     if "\x00" in cp.run_id:
         raise InvalidCheckpoint("run_id must not contain NUL characters")
     for name in ("step", "schema_version"):
@@ -39,6 +39,43 @@ def validate_fields(cp: Checkpoint) -> None:
             raise InvalidCheckpoint(f"{name} must be a non-negative int, not {value!r}")
     if cp.schema_version < 1:
         raise InvalidCheckpoint("schema_version must be at least 1")
+    if not isinstance(cp.status, Status):
+        raise InvalidCheckpoint(f"status must be a Status, not {cp.status!r}")
+    # Every save runs this: one quick pass over exact built-in types first; only
+    # if it finds anything unusual does the detailed pass name the bad path.
+    if not _plainly_valid(cp):
+        _explain_invalid(cp)
+
+
+def _plainly_valid(cp: Checkpoint) -> bool:
+    counters, labels, pending = cp.counters, cp.labels, cp.pending_action
+    if type(counters) is not dict or type(labels) is not dict:
+        return False
+    for key, number in counters.items():
+        if type(key) is not str or "\x00" in key or type(number) not in _NUMBER_TYPES:
+            return False
+        if type(number) is float and not math.isfinite(number):
+            return False
+    for key, label in labels.items():
+        if type(key) is not str or type(label) is not str or "\x00" in key or "\x00" in label:
+            return False
+    return (
+        codec.is_plain_json(counters)
+        and codec.is_plain_json(labels)
+        and type(cp.cursors) is dict
+        and type(cp.state) is dict
+        and codec.is_plain_json(cp.cursors)
+        and codec.is_plain_json(cp.state)
+        and (pending is None or (type(pending) is dict and codec.is_plain_json(pending)))
+    )
+
+
+_NUMBER_TYPES = (int, float)
+
+
+def _explain_invalid(cp: Checkpoint) -> None:
+    """The detailed pass: raise naming the first bad field (or accept dict subclasses)."""
+    codec.check_json(cp.run_id, "run_id")
     _check_mapping(cp.counters, "counters")
     for key, number in cp.counters.items():
         if isinstance(number, bool) or not isinstance(number, int | float):
@@ -57,8 +94,6 @@ def validate_fields(cp: Checkpoint) -> None:
         _check_mapping(cp.pending_action, "pending_action")
     _check_mapping(cp.cursors, "cursors")
     _check_mapping(cp.state, "state")
-    if not isinstance(cp.status, Status):
-        raise InvalidCheckpoint(f"status must be a Status, not {cp.status!r}")
 
 
 def _queryable_texts(cp: Checkpoint) -> list[tuple[str, str]]:

@@ -6,36 +6,34 @@
 -- SQLITE_BUSY, and the "is this the next step?" check cannot race. (That is
 -- also why SQLite needs no SKIP LOCKED: there is only ever one writer.)
 --
--- A run's checkpoints live at ids run_ref * 2^32 + step (see the DDL).
+-- A run's checkpoints live at ids run_ref * 2^32 + step (see the DDL); its
+-- head is the highest of them: a rightmost-key lookup, O(log n).
 
 -- name: run_head
 -- Always one row: the next free message seq, then the run (NULLs if new).
 -- max(seq) is the rightmost key of the rowid tree: O(log n), and race-free
 -- under the write lock.
 SELECT (SELECT coalesce(max(seq), -1) + 1 FROM safepoint_messages),
-       r.id, r.head_step, r.head_digest, r.status,
+       r.id, c.step, c.digest, r.status,
        r.lease_owner, r.lease_epoch, r.lease_expires_at
-FROM (SELECT 1) LEFT JOIN safepoint_runs AS r ON r.run_id = :run_id;
+FROM (SELECT 1)
+LEFT JOIN safepoint_runs AS r ON r.run_id = :run_id
+LEFT JOIN safepoint_checkpoints AS c ON c.id = (
+    SELECT max(id) FROM safepoint_checkpoints
+    WHERE id BETWEEN r.id * 4294967296 AND r.id * 4294967296 + 4294967295);
 
 -- name: insert_run
-INSERT INTO safepoint_runs (
-    run_id, status, head_step, head_digest, schema_version, labels, counters,
-    parent_run_id, parent_step, created_at, updated_at
-) VALUES (
-    :run_id, :status, :step, :digest, :schema_version, :labels, :counters,
-    :parent_run_id, :parent_step, :now, :now
-)
+INSERT INTO safepoint_runs (run_id, status, labels, parent_run_id, parent_step, created_at)
+VALUES (:run_id, :status, :labels, :parent_run_id, :parent_step, :now)
 ON CONFLICT (run_id) DO NOTHING
 RETURNING id;
 
 -- name: advance_run
--- status is left out on purpose: assigning it, even to the same value,
--- rewrites its index entry — an extra page per commit. set_run_status runs
--- only when the status really changes.
-UPDATE safepoint_runs
-SET head_step = :step, head_digest = :digest, schema_version = :schema_version,
-    labels = :labels, counters = :counters, updated_at = :now
-WHERE id = :run_ref AND head_step = :step - 1;
+-- The head moves by the checkpoint insert alone; the run row is written only
+-- when its labels change (an UPDATE that matches no row writes no page).
+-- status is handled by set_run_status, also only when it changes.
+UPDATE safepoint_runs SET labels = :labels
+WHERE id = :run_ref AND labels IS NOT :labels;
 
 -- name: set_run_status
 UPDATE safepoint_runs SET status = :status WHERE id = :run_ref;
@@ -54,7 +52,9 @@ INSERT INTO safepoint_checkpoints (
 -- name: checkpoint_latest
 SELECT r.id, c.step, c.ranges, c.header, c.digest
 FROM safepoint_runs AS r
-JOIN safepoint_checkpoints AS c ON c.id = r.id * 4294967296 + r.head_step
+JOIN safepoint_checkpoints AS c ON c.id = (
+    SELECT max(id) FROM safepoint_checkpoints
+    WHERE id BETWEEN r.id * 4294967296 AND r.id * 4294967296 + 4294967295)
 WHERE r.run_id = :run_id;
 
 -- name: checkpoint_at
@@ -87,26 +87,35 @@ ORDER BY c.id;
 SELECT id FROM safepoint_runs WHERE run_id = :run_id;
 
 -- name: run_info
-SELECT id, run_id, status, head_step, schema_version, labels, counters,
-       created_at, updated_at, parent_run_id, parent_step
-FROM safepoint_runs WHERE run_id = :run_id;
+SELECT r.id, r.run_id, r.status, c.step, c.schema_version, r.labels,
+       json_extract(CAST(c.header AS TEXT), '$.counters'),
+       r.created_at, c.created_at, r.parent_run_id, r.parent_step
+FROM safepoint_runs AS r
+JOIN safepoint_checkpoints AS c ON c.id = (
+    SELECT max(id) FROM safepoint_checkpoints
+    WHERE id BETWEEN r.id * 4294967296 AND r.id * 4294967296 + 4294967295)
+WHERE r.run_id = :run_id;
 
 -- name: list_runs
 -- Newest first, paged by the run's row id (stable while runs are updated).
 -- Filters are optional: a NULL parameter switches its filter off. Labels
 -- match when every wanted key/value pair is among the run's labels.
-SELECT id, run_id, status, head_step, schema_version, labels, counters,
-       created_at, updated_at, parent_run_id, parent_step
-FROM safepoint_runs
-WHERE (:statuses IS NULL OR status IN (SELECT value FROM json_each(:statuses)))
-  AND (:updated_since IS NULL OR updated_at >= :updated_since)
-  AND (:before_id IS NULL OR id < :before_id)
+SELECT r.id, r.run_id, r.status, c.step, c.schema_version, r.labels,
+       json_extract(CAST(c.header AS TEXT), '$.counters'),
+       r.created_at, c.created_at, r.parent_run_id, r.parent_step
+FROM safepoint_runs AS r
+JOIN safepoint_checkpoints AS c ON c.id = (
+    SELECT max(id) FROM safepoint_checkpoints
+    WHERE id BETWEEN r.id * 4294967296 AND r.id * 4294967296 + 4294967295)
+WHERE (:statuses IS NULL OR r.status IN (SELECT value FROM json_each(:statuses)))
+  AND (:updated_since IS NULL OR c.created_at >= :updated_since)
+  AND (:before_id IS NULL OR r.id < :before_id)
   AND (:labels IS NULL OR NOT EXISTS (
         SELECT 1 FROM json_each(:labels) AS want
         WHERE NOT EXISTS (
-            SELECT 1 FROM json_each(safepoint_runs.labels) AS have
+            SELECT 1 FROM json_each(r.labels) AS have
             WHERE have.key = want.key AND have.value = want.value)))
-ORDER BY id DESC
+ORDER BY r.id DESC
 LIMIT :limit;
 
 -- name: copy_view_messages

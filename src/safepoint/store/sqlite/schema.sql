@@ -8,33 +8,31 @@
 -- per commit. So both large tables are rowid tables keyed for append, with
 -- no secondary index.
 
+-- A run's head is its checkpoint with the highest key (see below), not a
+-- column here: a save then leaves this row alone unless the run's status or
+-- labels change, which saves a page per commit. Listing joins the head.
 CREATE TABLE safepoint_runs (
     id              INTEGER PRIMARY KEY,
     run_id          TEXT    NOT NULL UNIQUE,
-    status          TEXT    NOT NULL,
-    head_step       INTEGER NOT NULL,
-    head_digest     BLOB    NOT NULL,          -- digest of the head checkpoint
-    schema_version  INTEGER NOT NULL,
-    labels          TEXT    NOT NULL,          -- JSON object of str -> str
-    counters        TEXT    NOT NULL,          -- JSON object, the head's counters
+    status          TEXT    NOT NULL,          -- the head's status (or set by release)
+    labels          TEXT    NOT NULL,          -- JSON object of str -> str, the head's
     parent_run_id   TEXT,
     parent_step     INTEGER,
-    created_at      INTEGER NOT NULL,          -- microseconds since the epoch, UTC
-    updated_at      INTEGER NOT NULL,
+    created_at      INTEGER NOT NULL,
     queued_at       INTEGER,                   -- set while queued for workers (revision 2)
     lease_owner     TEXT,
     lease_epoch     INTEGER NOT NULL DEFAULT 0,
     lease_expires_at INTEGER
 );
 
--- updated_at changes on every save, so it is deliberately not indexed:
--- runs(updated_since=...) is a rare listing filter and may scan.
+-- runs(updated_since=...) filters on the head checkpoint's created_at and
+-- may scan: it is a rare listing filter, and an index would cost every save.
 CREATE INDEX safepoint_runs_status ON safepoint_runs (status, id);
 CREATE INDEX safepoint_runs_queue ON safepoint_runs (queued_at, id) WHERE queued_at IS NOT NULL;
 
 -- One row per (run, step), keyed id = run_ref * 2^32 + step: a run's
 -- checkpoints are one contiguous key range, found without an index.
--- header is the canonical JSON of everything but the messages (it carries
+-- created_at is microseconds since the epoch, UTC. header is the canonical JSON of everything but the messages (it carries
 -- the message count and digest chain); ranges says which spans of the message
 -- log the checkpoint sees, as a JSON list of [start, end) seqs.
 CREATE TABLE safepoint_checkpoints (
