@@ -24,6 +24,7 @@ from conftest_postgres import fresh_schema, postgres_tamper, raw, require_postgr
 from safepoint import Checkpoint, Store
 from safepoint.errors import (
     Conflict,
+    InvalidArgument,
     InvalidURL,
     NotFound,
     NotJSONCompatible,
@@ -279,7 +280,6 @@ def test_nul_in_labels_and_counters_is_refused(
         ("messages", [{"role": "user", "content": "lone \ud800"}]),
         ("state", {"text": "lone \udfff"}),
         ("labels", {"team": "lone \ud800"}),
-        ("run_id", "run \ud800"),
     ],
 )
 def test_lone_surrogates_are_refused(pg_factory: Callable[..., Store], field: str, value: Any) -> None:
@@ -289,6 +289,16 @@ def test_lone_surrogates_are_refused(pg_factory: Callable[..., Store], field: st
     setattr(cp, field, value)
     with pytest.raises(NotJSONCompatible, match="lone surrogate"):
         store.save(cp)
+    assert store.runs().items == []
+
+
+def test_surrogates_that_reach_the_driver_are_refused_typed(pg_factory: Callable[..., Store]) -> None:
+    """A lone surrogate no validation caught (here, in a run id) is InvalidArgument, never a raw error."""
+    store = pg_factory()
+    with pytest.raises(InvalidArgument, match="surrogates not allowed"):
+        store.save(Checkpoint(run_id="run \ud800"))
+    with pytest.raises(InvalidArgument, match="surrogates not allowed"):
+        store.load("run \udfff")
     assert store.runs().items == []
 
 

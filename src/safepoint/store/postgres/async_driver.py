@@ -8,7 +8,7 @@ Open one with ``await open_postgres_async_driver(url, **options)``.
 
 from __future__ import annotations
 
-from contextlib import closing
+from contextlib import closing, nullcontext
 from typing import Any, TypeVar
 
 import psycopg
@@ -54,7 +54,7 @@ class PostgresAsyncDriver:
             path = search_path(config.schema, conn)
             tx = Transaction(setup_steps(config.schema, path))
             try:
-                applied = await _transact(conn, tx, write=True)
+                applied = await _transact(conn, tx, write=True, pipeline=False)
             except psycopg.Error as exc:
                 raise tx.error(exc) from exc
         pool: AsyncConnectionPool = AsyncConnectionPool(**config.pool_kwargs())
@@ -69,7 +69,7 @@ class PostgresAsyncDriver:
         try:
             async with self.pool.connection() as conn:
                 return await _transact(conn, tx, write=write)
-        except psycopg.Error as exc:
+        except (psycopg.Error, UnicodeEncodeError) as exc:
             raise tx.error(exc) from exc
 
     async def close(self) -> None:
@@ -77,11 +77,13 @@ class PostgresAsyncDriver:
         await self.pool.close()
 
 
-async def _transact(conn: psycopg.AsyncConnection[Any], tx: Transaction[T], *, write: bool) -> T:
+async def _transact(
+    conn: psycopg.AsyncConnection[Any], tx: Transaction[T], *, write: bool, pipeline: bool = True
+) -> T:
     level, read_only = TRANSACTION_MODE[write]
     await conn.set_isolation_level(level)
     await conn.set_read_only(read_only)
-    async with conn.transaction():
+    async with conn.pipeline() if pipeline else nullcontext(), conn.transaction():
         with closing(tx.steps()) as steps:
             try:
                 statement = next(steps)
@@ -92,9 +94,10 @@ async def _transact(conn: psycopg.AsyncConnection[Any], tx: Transaction[T], *, w
 
 
 async def _execute(conn: psycopg.AsyncConnection[Any], statement: Statement) -> list[Row]:
-    async with conn.cursor() as cursor:
-        if statement.many is not None:
-            await cursor.executemany(statement.sql, statement.many)
-            return []
-        await cursor.execute(statement.sql, statement.params, prepare=statement.prepare)
-        return await cursor.fetchall() if cursor.description is not None else []
+    # No cursor context manager: in a pipeline, a cursor must outlive the
+    # call that sent its statement, until its result arrives.
+    if statement.many is not None:
+        await conn.cursor().executemany(statement.sql, statement.many)
+        return []
+    cursor = await conn.execute(statement.sql, statement.params, prepare=statement.prepare)
+    return await cursor.fetchall() if statement.fetch else []

@@ -9,7 +9,7 @@ and nothing here touches synchronous_commit, so under the server's default
 
 from __future__ import annotations
 
-from contextlib import closing
+from contextlib import closing, nullcontext
 from typing import Any, TypeVar
 
 import psycopg
@@ -51,7 +51,7 @@ class PostgresDriver:
             path = search_path(config.schema, conn)
             tx = Transaction(setup_steps(config.schema, path))
             try:
-                applied = _transact(conn, tx, write=True)
+                applied = _transact(conn, tx, write=True, pipeline=False)
             except psycopg.Error as exc:
                 raise tx.error(exc) from exc
         pool: ConnectionPool = ConnectionPool(**config.pool_kwargs())
@@ -65,7 +65,7 @@ class PostgresDriver:
         return self._run(op_steps(op, self.search_path), write=write)
 
     def execute_raw(self, sql: str, params: dict[str, Any] | None = None) -> list[Row]:
-        """One statement outside the named queries, in the store's schema (tests and tools only)."""
+        """One row-returning statement outside the named queries, in the store's schema (tests, tools)."""
         return self._run(raw_steps(sql, params, self.search_path), write=True)
 
     def _run(self, steps: Steps[T], *, write: bool) -> T:
@@ -73,7 +73,7 @@ class PostgresDriver:
         try:
             with self.pool.connection() as conn:
                 return _transact(conn, tx, write=write)
-        except psycopg.Error as exc:
+        except (psycopg.Error, UnicodeEncodeError) as exc:
             raise tx.error(exc) from exc
 
     def close(self) -> None:
@@ -81,9 +81,9 @@ class PostgresDriver:
         self.pool.close()
 
 
-def _transact(conn: psycopg.Connection[Any], tx: Transaction[T], *, write: bool) -> T:
+def _transact(conn: psycopg.Connection[Any], tx: Transaction[T], *, write: bool, pipeline: bool = True) -> T:
     conn.isolation_level, conn.read_only = TRANSACTION_MODE[write]
-    with conn.transaction(), closing(tx.steps()) as steps:
+    with conn.pipeline() if pipeline else nullcontext(), conn.transaction(), closing(tx.steps()) as steps:
         try:
             statement = next(steps)
             while True:
@@ -93,9 +93,10 @@ def _transact(conn: psycopg.Connection[Any], tx: Transaction[T], *, write: bool)
 
 
 def _execute(conn: psycopg.Connection[Any], statement: Statement) -> list[Row]:
-    with conn.cursor() as cursor:
-        if statement.many is not None:
-            cursor.executemany(statement.sql, statement.many)
-            return []
-        cursor.execute(statement.sql, statement.params, prepare=statement.prepare)
-        return cursor.fetchall() if cursor.description is not None else []
+    # No cursor context manager: in a pipeline, a cursor must outlive the
+    # call that sent its statement, until its result arrives.
+    if statement.many is not None:
+        conn.cursor().executemany(statement.sql, statement.many)
+        return []
+    cursor = conn.execute(statement.sql, statement.params, prepare=statement.prepare)
+    return cursor.fetchall() if statement.fetch else []

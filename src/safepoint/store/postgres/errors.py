@@ -13,15 +13,34 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import PoolClosed, PoolTimeout, TooManyRequests
 
-from safepoint.errors import Conflict, StoreClosed, StoreError
+from safepoint.errors import Conflict, InvalidArgument, StoreClosed, StoreError
 
 # Unique violations that can only mean "another writer got there first". The
 # locked run row makes them unreachable in practice; this is the safety net.
 _RACE_CONSTRAINTS = frozenset({"safepoint_checkpoints_pkey", "safepoint_messages_pkey"})
 
 
-def translate(exc: Exception, *, doing: str, run_id: str | None = None, step: int | None = None) -> Exception:
-    """The safepoint error for ``exc``, raised while ``doing``; other exceptions pass through."""
+def translate(
+    exc: Exception,
+    *,
+    doing: str,
+    committing: bool = False,
+    run_id: str | None = None,
+    step: int | None = None,
+) -> Exception:
+    """The safepoint error for ``exc``, raised while ``doing``; other exceptions pass through.
+
+    ``UnicodeEncodeError`` comes from psycopg encoding a parameter: text
+    PostgreSQL cannot hold (a lone surrogate) that no validation caught; it is
+    refused as ``InvalidArgument`` before anything reaches the server.
+
+    ``committing``: the COMMIT was sent, so a lost connection leaves its outcome unknown.
+    """
+    if isinstance(exc, UnicodeEncodeError):
+        return InvalidArgument(
+            f"text sent while {doing} cannot be encoded as {exc.encoding} ({exc.reason}):"
+            " PostgreSQL stores valid Unicode text only"
+        )
     if not isinstance(exc, psycopg.Error):
         return exc
     if isinstance(exc, PoolClosed):
@@ -45,7 +64,7 @@ def translate(exc: Exception, *, doing: str, run_id: str | None = None, step: in
         # no stored values; libpq's first line is what an operator needs.
         lines = str(exc).strip().splitlines()
         reason = lines[0] if lines else type(exc).__name__
-        outcome = " (the commit may or may not have happened)" if doing == "committing" else ""
+        outcome = "; the commit may or may not have happened" if committing else ""
         return StoreError(f"PostgreSQL connection failed while {doing}{outcome}: {reason}")
     code = "" if sqlstate is None else f" (SQLSTATE {sqlstate})"
     return StoreError(f"PostgreSQL failed while {doing}: {type(exc).__name__}{code}")

@@ -1,17 +1,25 @@
 """What both PostgreSQL drivers send, written once and free of I/O.
 
 A driver opens a transaction and asks this module for its statements:
-``op_steps`` turns an operation's named queries (``store/ops.py``) into
-SQL after pointing search_path at the store's schema, and ``setup_steps``
-is the DDL upgrade. The sync driver blocks on each statement and the async
-driver awaits it; that loop is all either of them holds (the split psycopg
-itself uses between its generators and its waiting functions).
-``Transaction`` passes either on, remembering where it stands so that
-``Transaction.error`` can turn a psycopg error into safepoint's.
+``op_steps`` turns an operation's named queries (``store/ops.py``) into SQL
+after pointing search_path at the store's schema, and ``setup_steps`` is the
+DDL upgrade. The sync driver blocks on each statement and the async driver
+awaits it; that loop is all either of them holds (the split psycopg itself
+uses between its generators and its waiting functions). ``Transaction``
+passes either on, remembering where it stands so that ``Transaction.error``
+can turn a psycopg error into safepoint's.
+
+Round trips: operations run in psycopg's pipeline mode, and a driver waits
+only for statements whose rows the operation reads (``Statement.fetch``).
+BEGIN, set_config and run_head travel together, and everything a save writes
+travels with its COMMIT, so a save costs two round trips instead of eight.
+A failure in a statement nobody waited for surfaces at the next wait (at
+the latest, the commit) and rolls the whole transaction back as usual.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -31,21 +39,17 @@ SETUP = load_queries(_PACKAGE, "setup.sql")
 REVISIONS = load_revisions(_PACKAGE)
 SCHEMA = read_text(_PACKAGE, "schema.sql")
 
-
-@dataclass(frozen=True, slots=True)
-class Statement:
-    """One statement for a driver to execute; ``many`` runs it once per dict (executemany)."""
-
-    name: str
-    sql: str | sql.Composed
-    params: dict[str, Any] | None = None
-    many: list[dict[str, Any]] | None = None
-    # Whole DDL files go through the simple query protocol (several
-    # statements in one string); they must never be prepared.
-    prepare: bool | None = None
+_COMMENT = re.compile(r"--[^\n]*")
+_ROWS = re.compile(r"^\s*(SELECT|WITH)\b|\bRETURNING\b", re.IGNORECASE)
 
 
-Steps = Generator[Statement, list[Row], T]
+def returns_rows(text: str) -> bool:
+    """Whether a statement of the .sql files produces rows (a SELECT, or a write ... RETURNING)."""
+    return _ROWS.search(_COMMENT.sub("", text)) is not None
+
+
+# Which named queries an operation reads rows from; the others are never waited for.
+FETCH = {name: returns_rows(text) for name, text in QUERIES.items()}
 
 # (isolation level, read only) of a transaction, by ``write``. Set on every
 # transaction (psycopg puts them in its BEGIN) rather than left to the
@@ -61,10 +65,35 @@ TRANSACTION_MODE = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One statement for a driver to execute; ``many`` runs it once per dict (executemany).
+
+    ``fetch`` says whether to wait for and return its rows; when False the
+    driver returns ``[]`` at once (in a pipeline, without waiting).
+    """
+
+    name: str
+    sql: str | sql.Composed
+    params: dict[str, Any] | None = None
+    many: list[dict[str, Any]] | None = None
+    fetch: bool = True
+    # Whole DDL files go through the simple query protocol (several
+    # statements in one string); they must never be prepared.
+    prepare: bool | None = None
+
+
+Steps = Generator[Statement, list[Row], T]
+
+
+def _set_search_path(search_path: str) -> Statement:
+    return Statement("set_search_path", SETUP["set_search_path"], {"search_path": search_path}, fetch=False)
+
+
 def op_steps(op: Op[T], search_path: str) -> Steps[T]:
     """The statements of one operation's transaction: search_path, then its queries as SQL."""
     try:
-        yield Statement("set_search_path", SETUP["set_search_path"], {"search_path": search_path})
+        yield _set_search_path(search_path)
         query = next(op)
         while True:
             query = op.send((yield _statement(query)))
@@ -74,30 +103,32 @@ def op_steps(op: Op[T], search_path: str) -> Steps[T]:
         op.close()  # a driver that stops early (an error) leaves the op nothing to resume
 
 
-def raw_steps(text: str, params: dict[str, Any] | None, search_path: str) -> Steps[list[Row]]:
-    """One statement outside the named queries, in the store's schema (tests and tools only)."""
-    yield Statement("set_search_path", SETUP["set_search_path"], {"search_path": search_path})
-    return (yield Statement("raw statement", text, params))
-
-
 def _statement(query: Query) -> Statement:
     text = QUERIES.get(query.name)
     if text is None:
         raise StoreError(f"the postgresql dialect has no query named {query.name!r}")
-    return Statement(query.name, text, query.params, query.many)
+    return Statement(query.name, text, query.params, query.many, fetch=FETCH[query.name])
+
+
+def raw_steps(text: str, params: dict[str, Any] | None, search_path: str) -> Steps[list[Row]]:
+    """One row-returning statement outside the named queries, in the store's schema (tests, tools)."""
+    yield _set_search_path(search_path)
+    return (yield Statement("raw statement", text, params))
 
 
 class Transaction(Generic[T]):
     """Passes ``steps`` to a driver, remembering where the transaction stands.
 
     That memory is what turns a psycopg error into a useful safepoint one:
-    which statement failed, whether the commit had started, and which run and
-    step a unique violation was about.
+    which statements may have failed (in a pipeline, any sent since the last
+    wait), whether the commit had started, and which run and step a unique
+    violation was about.
     """
 
     def __init__(self, steps: Steps[T]) -> None:
         self._inner = steps
-        self.doing = "getting a connection"
+        self._unconfirmed: list[str] = []  # sent since the last statement whose rows came back
+        self._committing = False
         self._run_id: str | None = None
         self._step: int | None = None
 
@@ -106,20 +137,33 @@ class Transaction(Generic[T]):
         try:
             statement = next(inner)
             while True:
-                self.doing = f"running {statement.name!r}"
+                self._unconfirmed.append(statement.name)
                 for params in (statement.params or {}, *(statement.many or ())[:1]):
                     self._run_id = params.get("run_id", self._run_id)
                     self._step = params.get("step", self._step)
-                statement = inner.send((yield statement))
+                rows = yield statement
+                if statement.fetch:  # its rows came back: it and everything before it succeeded
+                    self._unconfirmed.clear()
+                statement = inner.send(rows)
         except StopIteration as stop:
-            self.doing = "committing"
+            self._committing = True
             return stop.value  # type: ignore[no-any-return]
         finally:
             inner.close()
 
+    @property
+    def doing(self) -> str:
+        """What the transaction was doing, for error messages."""
+        sent = " or ".join(repr(name) for name in self._unconfirmed)
+        if self._committing:
+            return f"committing (after {sent})" if sent else "committing"
+        return f"running {sent}" if sent else "getting a connection"
+
     def error(self, exc: Exception) -> Exception:
         """The safepoint error to raise for ``exc`` (chained by the caller with ``from exc``)."""
-        return translate(exc, doing=self.doing, run_id=self._run_id, step=self._step)
+        return translate(
+            exc, doing=self.doing, committing=self._committing, run_id=self._run_id, step=self._step
+        )
 
 
 def setup_steps(schema: str, search_path: str) -> Steps[list[int]]:
@@ -128,27 +172,28 @@ def setup_steps(schema: str, search_path: str) -> Steps[list[int]]:
     Runs in one transaction under an advisory lock, so processes starting
     together take turns: the first creates the schema (``schema.sql`` in one
     go for a fresh one, else each missing numbered revision), the others find
-    it current. All or nothing: PostgreSQL DDL is transactional.
+    it current. All or nothing: PostgreSQL DDL is transactional. Not for a
+    pipeline: the DDL files use the simple query protocol.
     """
-    yield Statement("lock_setup", SETUP["lock_setup"], {"schema": schema})
+    yield Statement("lock_setup", SETUP["lock_setup"], {"schema": schema}, fetch=False)
     if not (yield Statement("schema_exists", SETUP["schema_exists"], {"schema": schema}))[0][0]:
         create = sql.SQL(SETUP["create_schema"]).format(sql.Identifier(schema))
-        yield Statement("create_schema", create, prepare=False)
-    yield Statement("set_search_path", SETUP["set_search_path"], {"search_path": search_path})
+        yield Statement("create_schema", create, fetch=False, prepare=False)
+    yield _set_search_path(search_path)
     applied: set[int] = set()
     if (yield Statement("revisions_table_exists", SETUP["revisions_table_exists"], {"schema": schema}))[0][0]:
         rows = yield Statement("applied_revisions", SETUP["applied_revisions"])
         applied = {row[0] for row in rows}
     else:
-        yield Statement("create_revisions_table", SETUP["create_revisions_table"], prepare=False)
+        yield Statement("create_revisions_table", SETUP["create_revisions_table"], fetch=False, prepare=False)
     if applied:
         todo = [r for r in REVISIONS if r.number not in applied]
         for revision in todo:
-            yield Statement(f"DDL revision {revision.number}", revision.sql, prepare=False)
+            yield Statement(f"DDL revision {revision.number}", revision.sql, fetch=False, prepare=False)
     else:
         todo = REVISIONS
-        yield Statement("schema.sql", SCHEMA, prepare=False)
+        yield Statement("schema.sql", SCHEMA, fetch=False, prepare=False)
     for revision in todo:
         params = {"revision": revision.number, "name": revision.name}
-        yield Statement("record_revision", SETUP["record_revision"], params)
+        yield Statement("record_revision", SETUP["record_revision"], params, fetch=False)
     return [r.number for r in todo]
