@@ -20,7 +20,7 @@ from safepoint.errors import InvalidArgument
 from safepoint.model import Checkpoint, CheckpointInfo, Lease, Page, RunInfo, Status, new_run_id, to_micros
 
 from . import ops
-from .serialize import finish_save, plan_messages, validate_fields
+from .serialize import check_id, check_step, finish_save, plan_messages, validate_fields
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -71,15 +71,15 @@ def save(cp: Checkpoint, lease: Lease | None = None) -> Call[ops.SaveResult, Che
 
 
 def load(run_id: str, step: int | None) -> Call[Checkpoint, Checkpoint]:
-    return Call(ops.load(run_id, step), False, _same)
+    return Call(ops.load(check_id(run_id), check_step(step)), False, _same)
 
 
 def history(run_id: str) -> Call[list[CheckpointInfo], list[CheckpointInfo]]:
-    return Call(ops.history(run_id), False, _same)
+    return Call(ops.history(check_id(run_id)), False, _same)
 
 
 def run_info(run_id: str) -> Call[RunInfo, RunInfo]:
-    return Call(ops.run_info(run_id), False, _same)
+    return Call(ops.run_info(check_id(run_id)), False, _same)
 
 
 def runs(
@@ -112,23 +112,23 @@ def runs(
 def fork(
     run_id: str, step: int | None, new_run_id_: str | None, labels: dict[str, str] | None
 ) -> Call[Checkpoint, Checkpoint]:
-    target = new_run_id_ or new_run_id()
+    target = check_id(new_run_id_ or new_run_id(), "new_run_id")
     validate_fields(Checkpoint(run_id=target, labels=labels or {}))
-    return Call(ops.fork(run_id, step, target, labels, now_micros()), True, _same)
+    return Call(ops.fork(check_id(run_id), check_step(step), target, labels, now_micros()), True, _same)
 
 
 def delete_run(run_id: str) -> Call[None, None]:
-    return Call(ops.delete_run(run_id), True, _same)
+    return Call(ops.delete_run(check_id(run_id)), True, _same)
 
 
 def enqueue(run_id: str) -> Call[None, None]:
-    return Call(ops.enqueue(run_id, now_micros()), True, _same)
+    return Call(ops.enqueue(check_id(run_id), now_micros()), True, _same)
 
 
 def claim(worker_id: str, lease: float | timedelta) -> Call[Lease | None, Lease | None]:
-    if not isinstance(worker_id, str) or not worker_id:
-        raise InvalidArgument("worker_id must be a non-empty str")
-    return Call(ops.claim(worker_id, _seconds(lease, "lease"), now_micros()), True, _same)
+    return Call(
+        ops.claim(check_id(worker_id, "worker_id"), _seconds(lease, "lease"), now_micros()), True, _same
+    )
 
 
 def heartbeat(lease: Lease, extend: float | timedelta | None) -> Call[Lease, Lease]:

@@ -20,19 +20,35 @@ from dataclasses import dataclass
 from typing import Any
 
 from safepoint import codec
-from safepoint.errors import CorruptCheckpoint, InvalidCheckpoint, NotJSONCompatible
+from safepoint.errors import CorruptCheckpoint, InvalidArgument, InvalidCheckpoint, NotJSONCompatible
 from safepoint.messagelist import MessageList, StoredView, freeze
 from safepoint.model import Checkpoint, ParentRef, Status, from_micros
 
 MAX_RUN_ID_LENGTH = 255
 
 
+def check_id(value: Any, what: str = "run_id") -> str:
+    """Refuse a run or worker id that no backend can store or look up."""
+    if not isinstance(value, str) or not value or len(value) > MAX_RUN_ID_LENGTH:
+        raise InvalidArgument(f"{what} must be a non-empty str of at most {MAX_RUN_ID_LENGTH} characters")
+    if "\x00" in value or not codec.is_plain_json(value):
+        raise InvalidArgument(f"{what} must not contain NUL characters or lone surrogates")
+    return value
+
+
+def check_step(step: Any) -> int | None:
+    """Refuse a step that is not None or a non-negative int."""
+    if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 0):
+        raise InvalidArgument(f"step must be a non-negative int or None, not {step!r}")
+    return step
+
+
 def validate_fields(cp: Checkpoint) -> None:
     """Refuse a checkpoint whose non-message fields can't be stored, naming the field."""
-    if not isinstance(cp.run_id, str) or not cp.run_id or len(cp.run_id) > MAX_RUN_ID_LENGTH:
-        raise InvalidCheckpoint(f"run_id must be a non-empty str of at most {MAX_RUN_ID_LENGTH} characters")
-    if "\x00" in cp.run_id:
-        raise InvalidCheckpoint("run_id must not contain NUL characters")
+    try:
+        check_id(cp.run_id)
+    except InvalidArgument as exc:
+        raise InvalidCheckpoint(str(exc)) from None
     for name in ("step", "schema_version"):
         value = getattr(cp, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:

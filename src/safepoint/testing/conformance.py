@@ -481,6 +481,20 @@ class StoreConformance:
         with pytest.raises(NotFound):
             store.load("bad")
 
+    def test_bad_ids_and_steps_are_refused_before_any_query(self, store: Store) -> None:
+        """Run ids with NUL or lone surrogates, empty ids and negative steps raise InvalidArgument."""
+        for bad in ("", "x\ud800", "nul\x00", "x" * 256):
+            with pytest.raises(InvalidArgument):
+                store.save(Checkpoint(run_id=bad))
+            with pytest.raises(InvalidArgument):
+                store.load(bad)
+            with pytest.raises(InvalidArgument):
+                store.history(bad)
+        with pytest.raises(InvalidArgument):
+            store.load("fine", -1)
+        with pytest.raises(InvalidArgument):
+            store.claim("worker\ud800")
+
     def test_bad_message_is_refused_by_path(self, store: Store) -> None:
         """A message that is not a dict, or holds a bad value, is refused naming its index."""
         not_a_message: Any = "not a dict"
