@@ -20,7 +20,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from safepoint import Store, codec
+from safepoint import Store
 from safepoint.store.postgres.config import redact
 
 DSN = os.environ.get("SAFEPOINT_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
@@ -64,33 +64,36 @@ def postgres_tamper(dsn: str, schema: str) -> Any:
     def tamper(store: Store, run_id: str, step: int, what: str) -> None:
         del store  # the damage goes through a connection of its own
         key = {"run_id": run_id, "step": step}
-        ((run_ref, ranges),) = raw(
-            dsn,
-            schema,
-            "SELECT c.run_ref, c.ranges::text FROM safepoint_checkpoints AS c"
-            " JOIN safepoint_runs AS r ON r.id = c.run_ref WHERE r.run_id = %(run_id)s AND c.step = %(step)s",
-            key,
-        )
-        last_seq = codec.decode(ranges)[-1][1] - 1
-        statements = {
-            "header": (
+        ((run_ref,),) = raw(dsn, schema, "SELECT id FROM safepoint_runs WHERE run_id = %(run_id)s", key)
+        where = {"run_ref": run_ref, "step": step}
+        if what == "header":
+            raw(
+                dsn,
+                schema,
                 "UPDATE safepoint_checkpoints"
                 " SET header = convert_to(replace(convert_from(header, 'UTF8'), 'batch', 'botch'), 'UTF8')"
                 " WHERE run_ref = %(run_ref)s AND step = %(step)s",
-                {"run_ref": run_ref, "step": step},
-            ),
-            "message": (
-                "UPDATE safepoint_messages"
-                " SET body = convert_to(replace(convert_from(body, 'UTF8'), 'user', 'root'), 'UTF8')"
-                " WHERE run_ref = %(run_ref)s AND seq = %(seq)s",
-                {"run_ref": run_ref, "seq": last_seq - 1},
-            ),
-            "drop_message": (
-                "DELETE FROM safepoint_messages WHERE run_ref = %(run_ref)s AND seq = %(seq)s",
-                {"run_ref": run_ref, "seq": last_seq},
-            ),
-        }
-        statement, params = statements[what]
-        raw(dsn, schema, statement, params)
+                where,
+            )
+            return
+        # The checkpoint's row carries the last message it added, in its packed messages.
+        ((packed,),) = raw(
+            dsn,
+            schema,
+            "SELECT messages FROM safepoint_checkpoints WHERE run_ref = %(run_ref)s AND step = %(step)s",
+            where,
+        )
+        bodies = bytes(packed).split(b"\n")
+        if what == "message":
+            bodies[-1] = bodies[-1].replace(b"user", b"root").replace(b"assistant", b"root")
+        else:  # drop_message: a torn row that lost its last message
+            bodies.pop()
+        raw(
+            dsn,
+            schema,
+            "UPDATE safepoint_checkpoints SET messages = %(messages)s"
+            " WHERE run_ref = %(run_ref)s AND step = %(step)s",
+            {**where, "messages": b"\n".join(bodies)},
+        )
 
     return tamper

@@ -21,28 +21,24 @@ def sqlite_tamper(store: Store, run_id: str, step: int, what: str) -> None:
     driver = store.driver
     assert isinstance(driver, SQLiteDriver)
     (run_ref,) = driver.execute_raw("SELECT id FROM safepoint_runs WHERE run_id = ?", (run_id,))[0]
-    (ranges,) = driver.execute_raw(
-        "SELECT ranges FROM safepoint_checkpoints WHERE run_ref = ? AND step = ?", (run_ref, step)
-    )[0]
-    last_seq = safepoint.codec.decode(ranges)[-1][1] - 1
-    statements = {
-        "header": (
+    key = run_ref * 2**32 + step
+    if what == "header":
+        driver.execute_raw(
             "UPDATE safepoint_checkpoints SET header = CAST(replace(CAST(header AS TEXT), 'batch', 'botch')"
-            " AS BLOB) WHERE run_ref = ? AND step = ?",
-            (run_ref, step),
-        ),
-        "message": (
-            "UPDATE safepoint_messages SET body = CAST(replace(CAST(body AS TEXT), 'user', 'root')"
-            " AS BLOB) WHERE run_ref = ? AND seq = ?",
-            (run_ref, last_seq - 1),
-        ),
-        "drop_message": (
-            "DELETE FROM safepoint_messages WHERE run_ref = ? AND seq = ?",
-            (run_ref, last_seq),
-        ),
-    }
-    sql, params = statements[what]
-    driver.execute_raw(sql, params)
+            " AS BLOB) WHERE id = ?",
+            (key,),
+        )
+        return
+    # The row that added the checkpoint's last message carries it in its packed messages.
+    (packed,) = driver.execute_raw("SELECT messages FROM safepoint_checkpoints WHERE id = ?", (key,))[0]
+    bodies = bytes(packed).split(b"\n")
+    if what == "message":
+        bodies[-1] = bodies[-1].replace(b"user", b"root").replace(b"assistant", b"root")
+    else:  # drop_message: a torn row that lost its last message
+        bodies.pop()
+    driver.execute_raw(
+        "UPDATE safepoint_checkpoints SET messages = ? WHERE id = ?", (b"\n".join(bodies), key)
+    )
 
 
 class TestMemoryStore(StoreConformance):

@@ -23,6 +23,7 @@ import safepoint
 from safepoint import Checkpoint
 from safepoint.testing.agent import run_agent
 from safepoint.testing.crashkit import (
+    STATEMENTS_PER_SAVE,
     AgentSpec,
     Spawn,
     check_journal,
@@ -119,7 +120,7 @@ def test_kill_at_step_boundary(tmp_path: Path, step: int, tally: Counter[str]) -
     print(f"boundary kill at step {step}: 1 kill, 1 resume, {verified} checkpoints verified")
 
 
-@pytest.mark.parametrize("statement", [*range(7), 99])
+@pytest.mark.parametrize("statement", [*range(STATEMENTS_PER_SAVE), 99])
 @pytest.mark.parametrize("save", [1, 4])
 def test_kill_inside_save_at_every_statement(
     tmp_path: Path, save: int, statement: int, tally: Counter[str]

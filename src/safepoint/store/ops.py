@@ -18,7 +18,14 @@ from safepoint.errors import Conflict, LeaseLost, NotFound
 from safepoint.messagelist import MessageList, StoredView
 from safepoint.model import Checkpoint, CheckpointInfo, Lease, ParentRef, RunInfo, Status, from_micros
 
-from .serialize import MessagePlan, decode_checkpoint, header_bytes, plan_messages
+from .serialize import (
+    MessagePlan,
+    decode_checkpoint,
+    header_bytes,
+    pack_bodies,
+    plan_messages,
+    select_bodies,
+)
 
 Row = tuple[Any, ...]
 T = TypeVar("T")
@@ -109,13 +116,8 @@ def save(
         yield Query("advance_run", {**run_row, "run_ref": run_ref})
         if head_status != cp.status.value:
             yield Query("set_run_status", {"status": cp.status.value, "run_ref": run_ref})
-    if plan.bodies:
-        yield Query(
-            "insert_message",
-            many=[
-                {"run_ref": run_ref, "seq": first_seq + i, "body": body} for i, body in enumerate(plan.bodies)
-            ],
-        )
+    # The new messages travel in the checkpoint's own row: one row, one
+    # B-tree leaf per save, however many messages it adds.
     yield Query(
         "insert_checkpoint",
         {
@@ -128,6 +130,9 @@ def save(
             "ranges": codec.encode(ranges).decode(),
             "header": header,
             "digest": digest,
+            "first_seq": first_seq,
+            "added": len(plan.bodies),
+            "messages": pack_bodies(plan.bodies),
         },
     )
     return SaveResult(plan, ranges, digest)
@@ -139,6 +144,11 @@ def load(run_id: str, step: int | None) -> Op[Checkpoint]:
 
 
 def _load(run_id: str, step: int | None) -> Op[Checkpoint]:
+    checkpoint, _bodies = yield from _load_with_bodies(run_id, step)
+    return checkpoint
+
+
+def _load_with_bodies(run_id: str, step: int | None) -> Op[tuple[Checkpoint, list[bytes]]]:
     if step is None:
         rows = yield Query("checkpoint_latest", {"run_id": run_id})
     else:
@@ -146,15 +156,18 @@ def _load(run_id: str, step: int | None) -> Op[Checkpoint]:
     if not rows:
         raise NotFound(run_id, step)
     run_ref, found_step, ranges, header, digest = rows[0]
-    bodies = yield Query("view_messages", {"run_ref": run_ref, "ranges": ranges})
-    return decode_checkpoint(
+    # The rows of the run whose added messages overlap the ranges, in order.
+    carriers = yield Query("view_messages", {"run_ref": run_ref, "ranges": ranges})
+    bodies = select_bodies(carriers, ranges)
+    checkpoint = decode_checkpoint(
         run_id=run_id,
         step=found_step,
         header=header,
         stored_digest=digest,
         ranges_json=ranges,
-        bodies=[row[0] for row in bodies],
+        bodies=bodies,
     )
+    return checkpoint, bodies
 
 
 def history(run_id: str) -> Op[list[CheckpointInfo]]:
@@ -239,7 +252,7 @@ def fork(
     run_id: str, step: int | None, new_run_id: str, labels: dict[str, str] | None, now: int
 ) -> Op[Checkpoint]:
     """Start ``new_run_id`` from a verified copy of ``run_id``'s checkpoint at ``step``."""
-    source = yield from _load(run_id, step)
+    source, bodies = yield from _load_with_bodies(run_id, step)
     rows = yield Query("run_head", {"run_id": new_run_id})
     first_seq, exists, *_ = rows[0] if rows else _NO_RUN
     if exists is not None:
@@ -265,7 +278,9 @@ def fork(
     )
     header = header_bytes(forked, now, view.count, view.chain_at(view.count))
     digest = codec.digest(header)
-    ranges = [(first_seq, first_seq + view.count)] if view.count else []
+    # The fork owns a copy of the messages it sees, numbered from its own log's start.
+    first_seq = 0
+    ranges = [(0, view.count)] if view.count else []
     inserted = yield Query(
         "insert_run",
         {
@@ -287,16 +302,6 @@ def fork(
             new_run_id, source.step, None, detail=f"run {new_run_id!r} was created by another writer"
         )
     new_ref = inserted[0][0]
-    source_ref = (yield Query("run_exists", {"run_id": run_id}))[0][0]
-    yield Query(
-        "copy_view_messages",
-        {
-            "new_ref": new_ref,
-            "run_ref": source_ref,
-            "first_seq": first_seq,
-            "ranges": codec.encode(list(view.ranges)).decode(),
-        },
-    )
     yield Query(
         "insert_checkpoint",
         {
@@ -309,6 +314,9 @@ def fork(
             "ranges": codec.encode(ranges).decode(),
             "header": header,
             "digest": digest,
+            "first_seq": first_seq,
+            "added": len(bodies),
+            "messages": pack_bodies(bodies),
         },
     )
     new_view = StoredView(
@@ -389,5 +397,5 @@ def delete_run(run_id: str) -> Op[None]:
     if not rows:
         raise NotFound(run_id)
     run_ref = rows[0][0]
-    for name in ("delete_messages", "delete_checkpoints", "delete_run"):
+    for name in ("delete_checkpoints", "delete_run"):
         yield Query(name, {"run_ref": run_ref})

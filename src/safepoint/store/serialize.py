@@ -200,6 +200,38 @@ def plan_messages(view: StoredView | None, messages: list[Any]) -> MessagePlan:
     return MessagePlan(keep=keep, kept_ranges=kept_ranges, bodies=bodies, chains=chains, total=total)
 
 
+def pack_bodies(bodies: list[bytes]) -> bytes | None:
+    """The messages a checkpoint adds, as one value: bodies joined by newlines.
+
+    Canonical JSON never contains a raw newline byte (orjson escapes control
+    characters inside strings and writes no whitespace), so the join is
+    unambiguous and ``split`` undoes it exactly.
+    """
+    return b"\n".join(bodies) if bodies else None
+
+
+def select_bodies(carriers: list[tuple[Any, ...]], ranges_json: str | bytes) -> list[bytes]:
+    """The message bodies a checkpoint sees, from the rows that added them.
+
+    ``carriers`` are ``(first_seq, packed)`` rows of the run, in log order;
+    a body missing from them is simply absent from the result (the digest
+    check then reports the checkpoint corrupt).
+    """
+    by_seq: dict[int, bytes] = {}
+    for first_seq, packed in carriers:
+        if packed is not None:
+            for offset, body in enumerate(bytes(packed).split(b"\n")):
+                by_seq[first_seq + offset] = body
+    try:
+        spans = codec.decode(ranges_json)
+    except ValueError:
+        return []  # decode_checkpoint reports the unreadable ranges
+    out: list[bytes] = []
+    for start, end in spans:
+        out.extend(by_seq[seq] for seq in range(start, end) if seq in by_seq)
+    return out
+
+
 def header_bytes(cp: Checkpoint, created_at: int, count: int, chain: bytes) -> bytes:
     """Canonical header of ``cp``: every field but the messages, which it pins by chain."""
     header = {

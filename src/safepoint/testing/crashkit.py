@@ -35,7 +35,7 @@ from safepoint.errors import NotFound
 from safepoint.model import Checkpoint
 from safepoint.store import open_store
 
-STATEMENTS_PER_SAVE = 7  # BEGIN, head, run row, 2 messages, checkpoint, COMMIT (the agent's saves)
+STATEMENTS_PER_SAVE = 5  # BEGIN, head, run row, checkpoint (with its messages), COMMIT
 
 
 class CrashCheckFailed(AssertionError):

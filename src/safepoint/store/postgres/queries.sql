@@ -55,17 +55,15 @@ WHERE id = %(run_ref)s::bigint AND head_step = %(step)s::bigint - 1;
 -- name: set_run_status
 UPDATE safepoint_runs SET status = %(status)s WHERE id = %(run_ref)s::bigint;
 
--- name: insert_message
-INSERT INTO safepoint_messages (run_ref, seq, body)
-VALUES (%(run_ref)s::bigint, %(seq)s::bigint, %(body)s);
-
 -- name: insert_checkpoint
 INSERT INTO safepoint_checkpoints (
-    run_ref, step, schema_version, status, created_at, message_count, ranges, header, digest
+    run_ref, step, schema_version, status, created_at, message_count, ranges, header, digest,
+    first_seq, added, messages
 ) VALUES (
     %(run_ref)s::bigint, %(step)s::bigint, %(schema_version)s::integer, %(status)s,
     'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond',
-    %(message_count)s::bigint, %(ranges)s::jsonb, %(header)s, %(digest)s
+    %(message_count)s::bigint, %(ranges)s::jsonb, %(header)s, %(digest)s,
+    %(first_seq)s::bigint, %(added)s::integer, %(messages)s
 );
 
 -- name: checkpoint_latest
@@ -82,17 +80,18 @@ JOIN safepoint_checkpoints AS c ON c.run_ref = r.id AND c.step = %(step)s::bigin
 WHERE r.run_id = %(run_id)s;
 
 -- name: view_messages
--- One query whatever the number of ranges: each [start, end) element of the
--- ranges array is one range scan of the (run_ref, seq) primary key, in the
--- order the checkpoint lists them. A damaged range shows up as missing
--- messages, which the load reports as CorruptCheckpoint.
-SELECT m.body
-FROM jsonb_array_elements(%(ranges)s::jsonb) WITH ORDINALITY AS r (span, n)
-JOIN safepoint_messages AS m
-  ON m.run_ref = %(run_ref)s::bigint
- AND m.seq >= (r.span ->> 0)::bigint
- AND m.seq < (r.span ->> 1)::bigint
-ORDER BY r.n, m.seq;
+-- The rows of the run that added messages the checkpoint sees, in log order,
+-- in one query whatever the number of ranges (one primary-key range scan of
+-- the run's checkpoints). A damaged range shows up as missing messages,
+-- which the load reports as CorruptCheckpoint.
+SELECT c.first_seq, c.messages
+FROM safepoint_checkpoints AS c
+WHERE c.run_ref = %(run_ref)s::bigint
+  AND c.added > 0
+  AND EXISTS (
+      SELECT 1 FROM jsonb_array_elements(%(ranges)s::jsonb) AS r (span)
+      WHERE c.first_seq < (r.span ->> 1)::bigint AND c.first_seq + c.added > (r.span ->> 0)::bigint)
+ORDER BY c.step;
 
 -- name: history
 SELECT c.step, c.schema_version, c.status,
@@ -134,23 +133,6 @@ WHERE (%(statuses)s::jsonb IS NULL
   AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
 ORDER BY id DESC
 LIMIT %(limit)s::bigint;
-
--- name: copy_view_messages
--- Fork: the new run gets its own copy of the messages the source checkpoint
--- sees, renumbered from first_seq in view order, so the runs share no rows.
-INSERT INTO safepoint_messages (run_ref, seq, body)
-SELECT %(new_ref)s::bigint,
-       %(first_seq)s::bigint + row_number() OVER (ORDER BY r.n, m.seq) - 1,
-       m.body
-FROM jsonb_array_elements(%(ranges)s::jsonb) WITH ORDINALITY AS r (span, n)
-JOIN safepoint_messages AS m
-  ON m.run_ref = %(run_ref)s::bigint
- AND m.seq >= (r.span ->> 0)::bigint
- AND m.seq < (r.span ->> 1)::bigint;
-
--- name: delete_messages
--- Messages are numbered per run, so a run's log is one primary-key range.
-DELETE FROM safepoint_messages WHERE run_ref = %(run_ref)s::bigint;
 
 -- name: delete_checkpoints
 DELETE FROM safepoint_checkpoints WHERE run_ref = %(run_ref)s::bigint;

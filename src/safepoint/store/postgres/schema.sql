@@ -46,6 +46,12 @@ CREATE INDEX safepoint_runs_queue ON safepoint_runs (queued_at, id) WHERE queued
 -- sha256(header); both are bytea so that stored bytes are exactly what was
 -- hashed. ranges says which [start, end) seqs of the run's message log the
 -- checkpoint sees. status and created_at are columns for operators' queries.
+--
+-- The message log lives in these rows: each carries the messages its save
+-- added (seqs first_seq .. first_seq + added - 1, numbered per run from the
+-- run row's next_seq, which the locked run row makes race-free). Rows are
+-- written once and never updated; bodies are bytea, so any text (NUL
+-- included) round-trips exactly. One row per save, whatever it adds.
 CREATE TABLE safepoint_checkpoints (
     run_ref         bigint      NOT NULL REFERENCES safepoint_runs (id),
     step            bigint      NOT NULL CHECK (step >= 0),
@@ -56,17 +62,9 @@ CREATE TABLE safepoint_checkpoints (
     ranges          jsonb       NOT NULL,
     header          bytea       NOT NULL,
     digest          bytea       NOT NULL,
+    first_seq       bigint      NOT NULL,           -- seq of the first message this row adds
+    added           integer     NOT NULL,           -- how many messages this row adds
+    messages        bytea,                          -- their bodies, newline-joined (NULL if none)
     PRIMARY KEY (run_ref, step)
 );
 
--- Each run's message log, numbered per run (seq from the run row's
--- next_seq, which the locked run row makes race-free): no global sequence
--- for concurrent writers to contend on, and a run's messages are one key
--- range of the primary key. Rows are written once and never updated; bodies
--- are bytea, so any text (NUL included) round-trips exactly.
-CREATE TABLE safepoint_messages (
-    run_ref         bigint      NOT NULL REFERENCES safepoint_runs (id),
-    seq             bigint      NOT NULL,
-    body            bytea       NOT NULL,           -- canonical JSON of one message
-    PRIMARY KEY (run_ref, seq)
-);

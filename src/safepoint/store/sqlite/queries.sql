@@ -10,10 +10,9 @@
 -- head is the highest of them: a rightmost-key lookup, O(log n).
 
 -- name: run_head
--- Always one row: the next free message seq, then the run (NULLs if new).
--- max(seq) is the rightmost key of the rowid tree: O(log n), and race-free
--- under the write lock.
-SELECT (SELECT coalesce(max(seq), -1) + 1 FROM safepoint_messages),
+-- Always one row: the run's next free message seq, then the run (NULLs if
+-- new). Seqs only grow, so the head's first_seq + added is the next one.
+SELECT coalesce(c.first_seq + c.added, 0),
        r.id, c.step, c.digest, r.status,
        r.lease_owner, r.lease_epoch, r.lease_expires_at
 FROM (SELECT 1)
@@ -38,15 +37,13 @@ WHERE id = :run_ref AND labels IS NOT :labels;
 -- name: set_run_status
 UPDATE safepoint_runs SET status = :status WHERE id = :run_ref;
 
--- name: insert_message
-INSERT INTO safepoint_messages (seq, run_ref, body) VALUES (:seq, :run_ref, :body);
-
 -- name: insert_checkpoint
 INSERT INTO safepoint_checkpoints (
-    id, run_ref, step, schema_version, status, created_at, message_count, ranges, header, digest
+    id, run_ref, step, schema_version, status, created_at, message_count, ranges, header, digest,
+    first_seq, added, messages
 ) VALUES (
     :run_ref * 4294967296 + :step, :run_ref, :step, :schema_version, :status, :now,
-    :message_count, :ranges, :header, :digest
+    :message_count, :ranges, :header, :digest, :first_seq, :added, :messages
 );
 
 -- name: checkpoint_latest
@@ -64,16 +61,17 @@ JOIN safepoint_checkpoints AS c ON c.id = r.id * 4294967296 + :step
 WHERE r.run_id = :run_id;
 
 -- name: view_messages
--- One query whatever the number of ranges: json_each walks the range list
--- and each range is a rowid range scan. Rows of another run are filtered
--- out, so a damaged range shows up as missing messages (CorruptCheckpoint).
-SELECT m.body
-FROM json_each(:ranges) AS r
-JOIN safepoint_messages AS m
-  ON m.seq >= r.value ->> 0
- AND m.seq < r.value ->> 1
-WHERE m.run_ref = :run_ref
-ORDER BY r.key, m.seq;
+-- The rows of the run that added messages the checkpoint sees, in log order,
+-- in one query whatever the number of ranges. Only these rows' messages are
+-- read (SQLite reads a row's large value only when it is selected).
+SELECT c.first_seq, c.messages
+FROM safepoint_checkpoints AS c
+WHERE c.id BETWEEN :run_ref * 4294967296 AND :run_ref * 4294967296 + 4294967295
+  AND c.added > 0
+  AND EXISTS (
+      SELECT 1 FROM json_each(:ranges) AS r
+      WHERE c.first_seq < r.value ->> 1 AND c.first_seq + c.added > r.value ->> 0)
+ORDER BY c.id;
 
 -- name: history
 SELECT c.step, c.schema_version, c.status, c.created_at, c.message_count, c.digest
@@ -117,28 +115,6 @@ WHERE (:statuses IS NULL OR r.status IN (SELECT value FROM json_each(:statuses))
             WHERE have.key = want.key AND have.value = want.value)))
 ORDER BY r.id DESC
 LIMIT :limit;
-
--- name: copy_view_messages
--- Fork: the new run gets its own copy of the messages the source checkpoint
--- sees, at fresh seqs from :first_seq on, so the two runs never share rows.
-INSERT INTO safepoint_messages (seq, run_ref, body)
-SELECT :first_seq + ROW_NUMBER() OVER (ORDER BY r.key, m.seq) - 1, :new_ref, m.body
-FROM json_each(:ranges) AS r
-JOIN safepoint_messages AS m
-  ON m.seq >= r.value ->> 0
- AND m.seq < r.value ->> 1
-WHERE m.run_ref = :run_ref;
-
--- name: delete_messages
--- Every row of a run is seen by the checkpoint whose save appended it, so
--- the run's rows lie between the lowest and highest seq its ranges name.
-DELETE FROM safepoint_messages
-WHERE run_ref = :run_ref
-  AND seq BETWEEN
-      (SELECT min(span.value ->> 0) FROM safepoint_checkpoints AS c, json_each(c.ranges) AS span
-       WHERE c.id BETWEEN :run_ref * 4294967296 AND :run_ref * 4294967296 + 4294967295)
-  AND (SELECT max(span.value ->> 1) FROM safepoint_checkpoints AS c, json_each(c.ranges) AS span
-       WHERE c.id BETWEEN :run_ref * 4294967296 AND :run_ref * 4294967296 + 4294967295);
 
 -- name: delete_checkpoints
 DELETE FROM safepoint_checkpoints

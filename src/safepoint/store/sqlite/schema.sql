@@ -1,12 +1,10 @@
 -- The whole current schema, for fresh databases. It must equal what the
 -- numbered revisions in ddl/ produce; tests/test_ddl.py proves it.
 --
--- Why the keys look the way they do: under synchronous=FULL a save's cost is
--- bounded by the pages its commit writes to the WAL. Rows appended at the
--- right edge of a rowid table cost one leaf page (SQLite's quick balance);
--- a separate index, or a WITHOUT ROWID table, costs one or more extra pages
--- per commit. So both large tables are rowid tables keyed for append, with
--- no secondary index.
+-- Why the tables look the way they do: under synchronous=FULL a save's cost
+-- is bounded by the pages its commit writes to the WAL. A save therefore
+-- writes a single row (the checkpoint, with the messages it adds), appended
+-- in a rowid table with no secondary index, and leaves the run row alone.
 
 -- A run's head is its checkpoint with the highest key (see below), not a
 -- column here: a save then leaves this row alone unless the run's status or
@@ -32,9 +30,17 @@ CREATE INDEX safepoint_runs_queue ON safepoint_runs (queued_at, id) WHERE queued
 
 -- One row per (run, step), keyed id = run_ref * 2^32 + step: a run's
 -- checkpoints are one contiguous key range, found without an index.
--- created_at is microseconds since the epoch, UTC. header is the canonical JSON of everything but the messages (it carries
--- the message count and digest chain); ranges says which spans of the message
--- log the checkpoint sees, as a JSON list of [start, end) seqs.
+--
+-- The message log lives in these rows too: each row carries the messages its
+-- save added (seqs first_seq .. first_seq + added - 1, numbered per run), so a
+-- save writes one row. Rows are never updated; a history rewrite adds new
+-- messages under new seqs and a new range, so older checkpoints still see
+-- exactly the messages they saw.
+--
+-- created_at is microseconds since the epoch, UTC. header is the canonical
+-- JSON of everything but the messages (it carries the message count and the
+-- digest chain); ranges says which spans of the run's message log the
+-- checkpoint sees, as a JSON list of [start, end) seqs.
 CREATE TABLE safepoint_checkpoints (
     id              INTEGER PRIMARY KEY,
     run_ref         INTEGER NOT NULL REFERENCES safepoint_runs (id),
@@ -46,16 +52,9 @@ CREATE TABLE safepoint_checkpoints (
     ranges          TEXT    NOT NULL,
     header          BLOB    NOT NULL,
     digest          BLOB    NOT NULL,          -- sha256 of header
+    first_seq       INTEGER NOT NULL,          -- seq of the first message this row adds
+    added           INTEGER NOT NULL,          -- how many messages this row adds
+    messages        BLOB,                      -- their bodies, newline-joined (NULL if none)
     CHECK (id = run_ref * 4294967296 + step)
 );
 
--- The message log of every run, in one sequence (seq is the rowid, so new
--- messages append at the right edge). Rows are written once and never
--- updated; a history rewrite appends new rows and starts a new range, so
--- older checkpoints still see theirs. run_ref lets a load check that a range
--- really points into its own run.
-CREATE TABLE safepoint_messages (
-    seq             INTEGER PRIMARY KEY,
-    run_ref         INTEGER NOT NULL REFERENCES safepoint_runs (id),
-    body            BLOB    NOT NULL           -- canonical JSON of one message
-);
