@@ -595,3 +595,25 @@ def test_eight_threads_own_runs_and_a_shared_run(pg_factory: Callable[..., Store
     assert [i.step for i in check.history("shared")] == list(range(threads * steps))
     shared = [m["content"] for m in check.load("shared").messages]
     assert sorted(shared) == expected  # each thread's every step, exactly once
+
+
+def test_open_async_store_serves_postgresql_natively(postgres_dsn: str, pg_schema: str) -> None:
+    """open_async_store("postgresql://…") gives an AsyncStore on the native async driver."""
+
+    async def scenario() -> None:
+        async with await safepoint.open_async_store(postgres_dsn, schema=pg_schema) as store:
+            assert isinstance(store.driver, PostgresAsyncDriver)
+            cp = Checkpoint(run_id="native")
+            cp.messages.append({"role": "user", "content": "hi"})
+            await store.save(cp)
+            cp = cp.next()
+            cp.messages.append({"role": "assistant", "content": "hello"})
+            await store.save(cp)
+            assert (await store.load("native")).messages == cp.messages
+            await store.enqueue("native")
+            lease = await store.claim("w1", lease=30)
+            assert lease is not None
+            await store.release(lease, status="done")
+            assert (await store.run("native")).status is safepoint.Status.DONE
+
+    asyncio.run(scenario())

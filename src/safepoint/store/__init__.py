@@ -80,7 +80,16 @@ async def open_async_store(url: str = DEFAULT_URL, **options: Any) -> AsyncStore
         driver = sync_store.driver
         assert isinstance(driver, SQLiteDriver)
         return AsyncStore(SQLiteAsyncDriver(driver), url=url)
-    raise InvalidURL(f"unsupported store URL {url!r}: expected sqlite:///path.db or memory://")
+    if scheme in ("postgresql", "postgres"):
+        # Native async: psycopg's AsyncConnectionPool, bound to the running loop.
+        from .postgres.async_driver import open_postgres_async_driver  # noqa: PLC0415
+        from .postgres.config import PostgresConfig  # noqa: PLC0415
+
+        display_url = PostgresConfig.from_options(url, dict(options)).display_url
+        return AsyncStore(await open_postgres_async_driver(url, **options), url=display_url)
+    raise InvalidURL(
+        f"unsupported store URL {url!r}: expected sqlite:///path.db, postgresql://… or memory://"
+    )
 
 
 def _sqlite_path(url: str) -> str:

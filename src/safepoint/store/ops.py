@@ -41,7 +41,7 @@ class Query:
 
 
 Op = Generator[Query, list[Row], T]
-_NO_RUN: Row = (0, None, None, None, None, None, 0, None)
+_NO_RUN: Row = (0, None, None, None, None, None, 0, None, False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +60,12 @@ def save(
     head turns out not to be that view (another object saved since, or the
     checkpoint was built from scratch) the plan is redone against the head.
     """
-    rows = yield Query("run_head", {"run_id": cp.run_id})
+    labels = codec.encode(cp.labels).decode()
+    rows = yield Query("run_head", {"run_id": cp.run_id, "labels": labels})
     # (next free seq, run row id, head step, head digest, status, lease owner,
-    # epoch, expiry); a dialect may return no row for a run that does not exist yet.
-    first_seq, run_ref, head_step, head_digest, head_status, owner, epoch, expires = (
+    # epoch, expiry, whether the run row needs advance_run); a dialect may
+    # return no row for a run that does not exist yet.
+    first_seq, run_ref, head_step, head_digest, head_status, owner, epoch, expires, stale = (
         rows[0] if rows else _NO_RUN
     )
     # Fencing, checked inside the write transaction: a stale owner changes nothing.
@@ -92,49 +94,44 @@ def save(
     ranges = plan.ranges(first_seq)
     header = header_bytes(cp, now, plan.total, plan.chains[-1] if plan.chains else codec.EMPTY_CHAIN)
     digest = codec.digest(header)
-    run_row = {
+    status = cp.status.value
+    # One parameter dict serves every statement of the save (each query takes
+    # the names it uses; dialects ignore the rest).
+    row = {
         "run_id": cp.run_id,
-        "status": cp.status.value,
+        "run_ref": run_ref,
+        "status": status,
         "step": cp.step,
         "schema_version": cp.schema_version,
-        "labels": codec.encode(cp.labels).decode(),
+        "labels": labels,
         "counters": codec.encode(cp.counters).decode(),
         "digest": digest,
         "now": now,
-        # Dialects that number messages per run keep the next free seq on the
-        # run row; SQLite numbers them globally and ignores this.
         "next_seq": first_seq + len(plan.bodies),
+        "parent_run_id": None,
+        "parent_step": None,
+        "message_count": plan.total,
+        "ranges": codec.encode(ranges).decode(),
+        "header": header,
+        # The new messages travel in the checkpoint's own row: one row, one
+        # B-tree leaf per save, however many messages it adds.
+        "first_seq": first_seq,
+        "added": len(plan.bodies),
+        "messages": pack_bodies(plan.bodies),
     }
     if run_ref is None:
-        inserted = yield Query("insert_run", {**run_row, "parent_run_id": None, "parent_step": None})
+        inserted = yield Query("insert_run", row)
         if not inserted:  # ON CONFLICT DO NOTHING: a concurrent writer created the run first
             raise Conflict(
                 cp.run_id, cp.step, None, detail=f"run {cp.run_id!r} was created by another writer"
             )
-        run_ref = inserted[0][0]
+        row["run_ref"] = inserted[0][0]
     else:
-        yield Query("advance_run", {**run_row, "run_ref": run_ref})
-        if head_status != cp.status.value:
-            yield Query("set_run_status", {"status": cp.status.value, "run_ref": run_ref})
-    # The new messages travel in the checkpoint's own row: one row, one
-    # B-tree leaf per save, however many messages it adds.
-    yield Query(
-        "insert_checkpoint",
-        {
-            "run_ref": run_ref,
-            "step": cp.step,
-            "schema_version": cp.schema_version,
-            "status": cp.status.value,
-            "now": now,
-            "message_count": plan.total,
-            "ranges": codec.encode(ranges).decode(),
-            "header": header,
-            "digest": digest,
-            "first_seq": first_seq,
-            "added": len(plan.bodies),
-            "messages": pack_bodies(plan.bodies),
-        },
-    )
+        if stale:  # SQLite: only when the labels changed; PostgreSQL keeps the head there
+            yield Query("advance_run", row)
+        if head_status != status:
+            yield Query("set_run_status", row)
+    yield Query("insert_checkpoint", row)
     return SaveResult(plan, ranges, digest)
 
 
@@ -253,7 +250,7 @@ def fork(
 ) -> Op[Checkpoint]:
     """Start ``new_run_id`` from a verified copy of ``run_id``'s checkpoint at ``step``."""
     source, bodies = yield from _load_with_bodies(run_id, step)
-    rows = yield Query("run_head", {"run_id": new_run_id})
+    rows = yield Query("run_head", {"run_id": new_run_id, "labels": None})
     first_seq, exists, *_ = rows[0] if rows else _NO_RUN
     if exists is not None:
         raise Conflict(

@@ -35,7 +35,9 @@ from safepoint.errors import NotFound
 from safepoint.model import Checkpoint
 from safepoint.store import open_store
 
-STATEMENTS_PER_SAVE = 5  # BEGIN, head, run row, checkpoint (with its messages), COMMIT
+STATEMENTS_PER_SAVE = (
+    4  # BEGIN, head, checkpoint (with its messages), COMMIT; +1 (the run row) on a first save
+)
 
 
 class CrashCheckFailed(AssertionError):

@@ -23,7 +23,8 @@
 -- No row for a new run (ops then starts its log at seq 0); two writers
 -- creating the same run meet at insert_run's ON CONFLICT instead.
 SELECT next_seq, id, head_step, head_digest, status,
-       lease_owner, lease_epoch, (extract(epoch FROM lease_expires_at) * 1000000)::bigint
+       lease_owner, lease_epoch, (extract(epoch FROM lease_expires_at) * 1000000)::bigint,
+       true  -- the run row holds the head here: advance_run on every save
 FROM safepoint_runs
 WHERE run_id = %(run_id)s
 FOR UPDATE;

@@ -14,7 +14,8 @@
 -- new). Seqs only grow, so the head's first_seq + added is the next one.
 SELECT coalesce(c.first_seq + c.added, 0),
        r.id, c.step, c.digest, r.status,
-       r.lease_owner, r.lease_epoch, r.lease_expires_at
+       r.lease_owner, r.lease_epoch, r.lease_expires_at,
+       r.labels IS NOT :labels  -- advance_run is needed only when labels change
 FROM (SELECT 1)
 LEFT JOIN safepoint_runs AS r ON r.run_id = :run_id
 LEFT JOIN safepoint_checkpoints AS c ON c.id = (
