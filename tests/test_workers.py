@@ -1,11 +1,13 @@
 """Workers in real processes: claims, fencing and takeovers under SIGKILL and SIGSTOP.
 
 Each test prints the counts it checked. The backends come from the
-``worker_store_url`` fixture (SQLite always; PostgreSQL where the server runs).
+``target`` fixture: SQLite, and PostgreSQL (skipped only when the server is
+unreachable outside CI).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -13,19 +15,33 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 import safepoint
+from conftest_postgres import fresh_schema, require_postgres
 from safepoint import Checkpoint, Status, Store
 
 HELPER = Path(__file__).parent / "helpers" / "torture_worker.py"
 pytestmark = pytest.mark.crash
 
 
+@dataclass(frozen=True)
+class Target:
+    """Where the workers meet: a store URL and its options."""
+
+    url: str
+    options: dict[str, str]
+
+    def open(self) -> Store:
+        return safepoint.open_store(self.url, **self.options)
+
+
 def spawn_worker(
-    url: str,
+    target: Target,
     journal: Path,
     worker_id: str,
     *,
@@ -39,7 +55,7 @@ def spawn_worker(
         [
             sys.executable,
             str(HELPER),
-            url,
+            target.url,
             str(journal),
             worker_id,
             str(steps),
@@ -48,6 +64,7 @@ def spawn_worker(
             *extra,
         ],
         stderr=subprocess.DEVNULL,
+        env={**os.environ, "SAFEPOINT_TEST_STORE_OPTIONS": json.dumps(target.options)},
     )
 
 
@@ -71,23 +88,24 @@ def queue_runs(store: Store, count: int) -> list[str]:
     return run_ids
 
 
-@pytest.fixture
-def worker_store_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'workers.db'}"
+@pytest.fixture(params=["sqlite", "postgresql"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
+    if request.param == "sqlite":
+        yield Target(f"sqlite:///{tmp_path / 'workers.db'}", {})
+        return
+    dsn = require_postgres()
+    with fresh_schema(dsn) as schema:
+        yield Target(dsn, {"schema": schema})
 
 
-def test_eight_workers_sigkilled_at_random_finish_every_run_once(
-    worker_store_url: str, tmp_path: Path
-) -> None:
+def test_eight_workers_sigkilled_at_random_finish_every_run_once(target: Target, tmp_path: Path) -> None:
     """8 workers, 1,000 runs, random SIGKILLs and restarts: each run finishes once, no stale write lands."""
     runs, steps, workers, lease = 1000, 3, 8, 1.0
     rng = random.Random(int(os.environ.get("SAFEPOINT_CRASH_SEED", "0")) or time.time_ns())
-    with safepoint.open_store(worker_store_url) as store:
+    with target.open() as store:
         run_ids = queue_runs(store, runs)
         procs = {
-            n: spawn_worker(
-                worker_store_url, tmp_path / f"journal-{n}-0.tsv", f"w{n}.0", steps=steps, lease=lease
-            )
+            n: spawn_worker(target, tmp_path / f"journal-{n}-0.tsv", f"w{n}.0", steps=steps, lease=lease)
             for n in range(workers)
         }
         generation: dict[int, int] = defaultdict(int)
@@ -105,7 +123,7 @@ def test_eight_workers_sigkilled_at_random_finish_every_run_once(
             generation[victim] += 1
             tag = f"{victim}-{generation[victim]}"
             procs[victim] = spawn_worker(
-                worker_store_url, tmp_path / f"journal-{tag}.tsv", f"w{tag}", steps=steps, lease=lease
+                target, tmp_path / f"journal-{tag}.tsv", f"w{tag}", steps=steps, lease=lease
             )
         for proc in procs.values():
             proc.send_signal(signal.SIGTERM)
@@ -145,14 +163,12 @@ def test_eight_workers_sigkilled_at_random_finish_every_run_once(
     assert kills >= 5
 
 
-def test_paused_worker_is_fenced_off_after_takeover(worker_store_url: str, tmp_path: Path) -> None:
+def test_paused_worker_is_fenced_off_after_takeover(target: Target, tmp_path: Path) -> None:
     """A worker SIGSTOPped past its lease is taken over; after SIGCONT its next save is rejected."""
-    with safepoint.open_store(worker_store_url) as store:
+    with target.open() as store:
         queue_runs(store, 1)
         journal = tmp_path / "journal-paused.tsv"
-        paused = spawn_worker(
-            worker_store_url, journal, "paused", steps=10_000, lease=0.6, delay=0.05, naive=True
-        )
+        paused = spawn_worker(target, journal, "paused", steps=10_000, lease=0.6, delay=0.05, naive=True)
         try:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and len(read_journals(tmp_path)) < 3:

@@ -12,7 +12,9 @@ store afterwards. A save refused with LeaseLost is journalled as ``lost``.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import sys
 import time
 
@@ -49,7 +51,8 @@ def main() -> None:
             cp = nxt
         return Status.DONE
 
-    store = safepoint.open_store(url)
+    # Store options (e.g. a PostgreSQL schema) come from the test, as JSON.
+    store = safepoint.open_store(url, **json.loads(os.environ.get("SAFEPOINT_TEST_STORE_OPTIONS", "{}")))
     worker = Worker(store, handler, worker_id=worker_id, lease=float(lease), poll=0.05)
     worker.install_signal_handlers()
     worker.run()
