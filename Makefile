@@ -15,8 +15,11 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/safepoint demo
 
+# Two passes: the suite in parallel, then the test that restarts the shared
+# PostgreSQL server, alone (it would break the other tests' connections).
 test: $(STAMP)
-	$(PY) -m pytest -n 2 tests
+	$(PY) -m pytest -n 2 -m "not pg_restart" tests
+	$(PY) -m pytest -m pg_restart tests
 
 bench: $(STAMP)
 	$(PY) bench/run.py --out docs/benchmarks.md
