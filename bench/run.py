@@ -1,10 +1,13 @@
 """Run the benchmark sections and write the Markdown report.
 
     .venv/bin/python bench/run.py --out docs/benchmarks.md   # what `make bench` runs
-    .venv/bin/python bench/run.py --quick                    # smoke test, ~1 minute
+    .venv/bin/python bench/run.py --quick                    # smoke test, ~2 minutes
+    .venv/bin/python bench/run.py --no-postgres              # the SQLite sections only
 
 Sections are separate modules (workload, raw SQLite, safepoint, LangGraph,
-report); later backends add a module and a call here.
+report); later backends add a module and a call here. The PostgreSQL section
+(``postgres_section``) needs a server (``--pg-url``); when none answers, the
+report says so and the run goes on.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from pathlib import Path
 import agent_workload
 import langgraph_sqlite
 import machine
+import pg_server
+import postgres_section
 import report
 import sqlite_store
 from common import StoreRun
@@ -57,6 +62,18 @@ def main(argv: list[str] | None = None) -> int:
             f"{run.disk.total:,} bytes"
         )
 
+    postgres = None
+    if not args.no_postgres:
+        postgres = postgres_section.run(
+            args.pg_url,
+            steps=steps,
+            reps=args.pg_reps or (1 if args.quick else 3),
+            langgraph_steps=50 if args.quick else 200,
+            langgraph_steps_8=50 if args.quick else 100,
+            claim_runs=400 if args.quick else 2000,
+            langgraph=not args.no_langgraph,
+        )
+
     given = sys.argv[1:] if argv is None else argv
     command = (
         "make bench"
@@ -74,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         safepoint=safepoint_runs,
         langgraph=langgraph_runs,
         seconds=time.perf_counter() - began,
+        postgres=postgres,
     )
     text = report.render(results)
     print(text)
@@ -93,7 +111,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, help="agent steps per run (default 1000)")
     parser.add_argument("--reps", type=int, help="safepoint repetitions (default 5)")
     parser.add_argument("--langgraph-reps", type=int, default=1)
-    parser.add_argument("--no-langgraph", action="store_true", help="skip the LangGraph section")
+    parser.add_argument("--no-langgraph", action="store_true", help="skip the LangGraph sections")
+    parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL section")
+    parser.add_argument(
+        "--pg-url", default=pg_server.DEFAULT_URL, help="PostgreSQL server (scratch schemas, dropped after)"
+    )
+    parser.add_argument("--pg-reps", type=int, help="PostgreSQL 1-writer repetitions (default 3)")
     parser.add_argument(
         "--workdir",
         type=Path,
