@@ -22,7 +22,10 @@ def open_store(url: str = DEFAULT_URL, **options: Any) -> Store:
     * ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` — one
       SQLite file (created with its folder if missing). Options:
       ``busy_timeout`` (seconds a writer waits for the lock, default 30),
-      ``trace`` (a callable that sees every SQL statement).
+      ``trace`` (a callable that sees every SQL statement, with its values
+      filled in — stored data included, so don't log it where checkpoints
+      may not go), ``wal_autocheckpoint`` (WAL pages between checkpoints,
+      default 256).
     * ``memory://`` — a private in-memory database, for tests.
     * ``postgresql://user:password@host:port/dbname`` (or ``postgres://``; any
       libpq URL, query parameters such as ``?sslmode=require`` included) —
@@ -103,7 +106,7 @@ def _sqlite_path(url: str) -> str:
 
 
 def _open_sqlite(url: str, path: str | None, options: dict[str, Any]) -> Store:
-    allowed = {"busy_timeout", "trace"}
+    allowed = {"busy_timeout", "trace", "wal_autocheckpoint"}
     unknown = set(options) - allowed
     if unknown:
         raise InvalidURL(f"unknown option(s) for {url!r}: {', '.join(sorted(unknown))}")
