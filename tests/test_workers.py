@@ -175,7 +175,13 @@ def test_paused_worker_is_fenced_off_after_takeover(target: Target, tmp_path: Pa
                 time.sleep(0.05)
             paused.send_signal(signal.SIGSTOP)
             time.sleep(1.5)  # well past the 0.6 s lease: the lease is now expired
-            lease = store.claim("taker", lease=60)
+            # The stopped worker may hold the run row locked mid-transaction; the
+            # server ends such a transaction after 5 s idle, then the claim succeeds.
+            lease = None
+            deadline = time.monotonic() + 30
+            while lease is None and time.monotonic() < deadline:
+                lease = store.claim("taker", lease=60)
+                time.sleep(0.1)
             assert lease is not None
             assert lease.epoch == 2
             cp = store.load("run-0000")

@@ -4,10 +4,16 @@
 -- create_schema's {}, which psycopg.sql fills with a quoted identifier.
 
 -- name: set_search_path
--- is_local = true: the setting ends with the transaction. Nothing is left
+-- is_local = true: the settings end with the transaction. Nothing is left
 -- on the connection for the next transaction to rely on, so a connection
 -- pooler in transaction mode (PgBouncer) can hand it to anyone.
-SELECT set_config('search_path', %(search_path)s, true);
+-- idle_in_transaction_session_timeout: a client stalled in the middle of a
+-- transaction (SIGSTOP, a long GC pause, a dead host) would otherwise keep
+-- its run row locked, and claim's SKIP LOCKED would skip that run forever.
+-- safepoint never leaves a transaction idle on purpose (each is pipelined
+-- and runs no user code), so 5 s idle means the client is gone.
+SELECT set_config('search_path', %(search_path)s, true),
+       set_config('idle_in_transaction_session_timeout', '5s', true);
 
 -- name: lock_setup
 -- One setup at a time per schema, across every process and machine: a
