@@ -92,11 +92,9 @@ class Checkpoint:
         copied, so changing the new checkpoint never alters this one.
         """
         messages = self.messages
-        copied = MessageList(messages, messages.stored if isinstance(messages, MessageList) else None)
-        if isinstance(messages, MessageList):
-            copied.clean_prefix = messages.clean_prefix
-        else:
-            copied.clean_prefix = 0
+        assert isinstance(messages, MessageList)  # __setattr__ keeps it one
+        copied = MessageList(messages, messages.stored)
+        copied.clean_prefix = messages.clean_prefix
         return Checkpoint(
             run_id=self.run_id,
             step=self.step + 1,

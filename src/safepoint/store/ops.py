@@ -251,7 +251,7 @@ def fork(
     """Start ``new_run_id`` from a verified copy of ``run_id``'s checkpoint at ``step``."""
     source, bodies = yield from _load_with_bodies(run_id, step)
     rows = yield Query("run_head", {"run_id": new_run_id, "labels": None})
-    first_seq, exists, *_ = rows[0] if rows else _NO_RUN
+    _next_seq, exists, *_ = rows[0] if rows else _NO_RUN
     if exists is not None:
         raise Conflict(
             new_run_id,
