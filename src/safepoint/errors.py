@@ -3,15 +3,23 @@
     SafepointError
      ├── InvalidArgument (also ValueError)     a call's argument is wrong: names which
      │    ├── InvalidCheckpoint                 a checkpoint can't be stored as given
-     │    │    └── NotJSONCompatible            e.g. ``state.items[3]: set is not JSON-compatible``
-     │    └── InvalidURL                        ``open_store`` was given a URL it can't serve
+     │    │    ├── NotJSONCompatible            e.g. ``state.items[3]: set is not JSON-compatible``
+     │    │    └── SecretLeak                   the scrubber found a secret and the policy is ``raise``
+     │    ├── InvalidURL                        ``open_store`` was given a URL it can't serve
+     │    └── InvalidMigrationChain             a gap, duplicate or out-of-range version in a chain
      ├── NotFound (also LookupError)           no such run, or no such step
      ├── Conflict                              not the next step of the run (optimistic concurrency)
      ├── LeaseLost                             a worker's lease is no longer current (fenced off)
      ├── CorruptCheckpoint                     a stored checkpoint fails its digest: names run and step
+     │    └── BlobCorrupt                       a blob's bytes don't match its SHA-256: names the digest
+     ├── SchemaTooNew                          a stored checkpoint's schema_version is newer than the code
+     ├── MigrationError                        a migration function raised: names run, step, versions
+     ├── BudgetExceeded                        a run hit its token, spend or step limit
      └── StoreError                            the backend failed (locked too long, disk full, …);
           │                                    the driver's exception is chained as ``__cause__``
-          └── StoreClosed                      the store was used after ``close()``
+          ├── StoreClosed                      the store was used after ``close()``
+          └── BlobError                        the blob store failed (I/O, permissions, network)
+               └── BlobNotFound (also LookupError)  no blob with that digest
 
 Messages never contain stored values, only names, paths, run ids and steps, so
 an error can be logged without leaking what the checkpoint held.
@@ -108,3 +116,90 @@ class StoreError(SafepointError):
 
 class StoreClosed(StoreError):
     """The store was used after ``close()``."""
+
+
+class SecretLeak(InvalidCheckpoint):
+    """The scrubber found a secret and the store's policy is ``raise``; nothing was written.
+
+    Names the field path and the rule (or registered secret name), never the value.
+    """
+
+    def __init__(self, path: str, rule: str) -> None:
+        self.path = path
+        self.rule = rule
+        super().__init__(f"{path}: holds a secret matched by {rule!r}; refusing to store it")
+
+
+class InvalidMigrationChain(InvalidArgument):
+    """A migration chain is malformed: a gap, a duplicate, or a version beyond current."""
+
+
+class SchemaTooNew(SafepointError):
+    """A stored checkpoint was written by newer code than this (its schema_version is ahead).
+
+    Refusing to load keeps a rolled-back deploy from resuming — and then
+    overwriting — runs in a shape it does not understand.
+    """
+
+    def __init__(self, run_id: str, step: int, stored_version: int, current_version: int) -> None:
+        self.run_id = run_id
+        self.step = step
+        self.stored_version = stored_version
+        self.current_version = current_version
+        super().__init__(
+            f"run {run_id!r} step {step} has schema_version {stored_version}, newer than this "
+            f"code's {current_version}; deploy the newer code or add the migrations up to it"
+        )
+
+
+class MigrationError(SafepointError):
+    """A migration function failed on a stored checkpoint; the cause is chained."""
+
+    def __init__(self, run_id: str, step: int, from_version: int, to_version: int, detail: str) -> None:
+        self.run_id = run_id
+        self.step = step
+        self.from_version = from_version
+        self.to_version = to_version
+        super().__init__(
+            f"run {run_id!r} step {step}: migration from schema_version {from_version} "
+            f"to {to_version} failed: {detail}"
+        )
+
+
+class BudgetExceeded(SafepointError):
+    """A run reached one of its budgets (tokens, spend or steps); the run is stopped."""
+
+    def __init__(self, run_id: str, budget: str, limit: float, used: float) -> None:
+        self.run_id = run_id
+        self.budget = budget
+        self.limit = limit
+        self.used = used
+        super().__init__(f"run {run_id!r} exceeded its {budget} budget: {used:g} used of {limit:g}")
+
+
+class BlobError(StoreError):
+    """The blob store failed; the underlying exception is the ``__cause__``."""
+
+
+class BlobNotFound(BlobError, LookupError):
+    """No blob with that digest exists in the blob store."""
+
+    def __init__(self, digest: str, detail: str = "not in the blob store") -> None:
+        self.digest = digest
+        super().__init__(f"blob {digest}: {detail}")
+
+
+class BlobCorrupt(CorruptCheckpoint):
+    """A blob's bytes do not hash to its digest (altered on disk or torn).
+
+    ``run_id`` and ``step`` are filled in when the blob was read for a
+    checkpoint (``None`` when the blob store was used directly).
+    """
+
+    def __init__(self, digest: str, detail: str, run_id: str | None = None, step: int | None = None) -> None:
+        self.digest = digest
+        self.run_id = run_id  # type: ignore[assignment]
+        self.step = step  # type: ignore[assignment]
+        self.detail = detail
+        where = f"run {run_id!r} step {step}: " if run_id is not None else ""
+        SafepointError.__init__(self, f"{where}blob {digest} is corrupt: {detail}")
