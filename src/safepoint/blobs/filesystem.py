@@ -1,0 +1,259 @@
+"""Blobs as files under a directory: the default beside a SQLite store.
+
+Layout: ``<root>/ab/cd/abcd…`` (two fan-out levels from the digest, so no
+directory holds more than a few thousand entries even with many millions of
+blobs). Nothing else is needed: the file name is the digest, and its mtime is
+when it was written.
+
+A write never exposes a partial file under a digest: the bytes go to a temp
+file (``.tmp-…``) in the destination directory, are fsynced, renamed over the
+final name with ``os.replace`` (atomic on POSIX) and the directory is fsynced
+so the rename itself survives a power loss. Concurrent writers of one digest
+each write their own temp file; whichever rename lands last, the file holds
+the same content. A crash leaves at most a temp file, which reads and scans
+ignore and ``sweep_temp`` (or ``scan``, once it is old) removes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from safepoint.blobs.base import (
+    BlobInfo,
+    StoreLifecycle,
+    blob_digest,
+    check_data,
+    check_digest,
+    decode_stored,
+    encode_stored,
+)
+from safepoint.errors import BlobError, BlobNotFound, InvalidArgument
+
+TEMP_PREFIX = ".tmp-"
+_HEX = frozenset("0123456789abcdef")
+_FILE_MODE = 0o644
+
+
+class FileSystemBlobStore(StoreLifecycle):
+    """A ``BlobStore`` over a local directory, created on the first ``put``.
+
+    ``compress=True`` stores zstd frames when they are smaller; either setting
+    reads what the other wrote. ``temp_file_grace`` is how old a temp file
+    must be before ``scan`` removes it as a crash leftover: longer than any
+    single write can take.
+    """
+
+    def __init__(
+        self, root: str | Path, *, compress: bool = False, temp_file_grace: timedelta = timedelta(hours=1)
+    ) -> None:
+        if not isinstance(root, str | Path) or not str(root):
+            raise InvalidArgument("filesystem blob store root must be a non-empty path")
+        self.root = Path(root)
+        self.compress = compress
+        self.temp_file_grace = temp_file_grace
+        self._name = f"filesystem blob store {self.root}"
+
+    def __repr__(self) -> str:
+        return f"FileSystemBlobStore({str(self.root)!r}, compress={self.compress})"
+
+    def path_for(self, digest: str) -> Path:
+        """Where the blob with ``digest`` lives (whether or not it exists)."""
+        check_digest(digest)
+        return self.root / digest[:2] / digest[2:4] / digest
+
+    def put(self, data: bytes) -> str:
+        """Store ``data``; see ``BlobStore.put``."""
+        data = check_data(data)
+        self._check_open()
+        digest = blob_digest(data)
+        final = self.path_for(digest)
+        try:
+            if final.exists():
+                return digest
+            self._write_atomically(final, encode_stored(data, compress=self.compress))
+        except OSError as exc:
+            raise BlobError(f"{self._name}: cannot write blob {digest}: {_reason(exc)}") from exc
+        return digest
+
+    def get(self, digest: str) -> bytes:
+        """Return the verified bytes of ``digest``; see ``BlobStore.get``."""
+        path = self.path_for(digest)
+        self._check_open()
+        try:
+            stored = path.read_bytes()
+        except FileNotFoundError:
+            raise BlobNotFound(digest) from None
+        except OSError as exc:
+            raise BlobError(f"{self._name}: cannot read blob {digest}: {_reason(exc)}") from exc
+        return decode_stored(digest, stored)
+
+    def exists(self, digest: str) -> bool:
+        """True when ``digest`` is stored; see ``BlobStore.exists``."""
+        path = self.path_for(digest)
+        self._check_open()
+        try:
+            return path.is_file()
+        except OSError as exc:
+            raise BlobError(f"{self._name}: cannot check blob {digest}: {_reason(exc)}") from exc
+
+    def delete(self, digest: str) -> bool:
+        """Remove ``digest``; see ``BlobStore.delete``.
+
+        Fan-out directories stay: removing one could race a concurrent
+        ``put`` that is about to create its temp file there.
+        """
+        path = self.path_for(digest)
+        self._check_open()
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise BlobError(f"{self._name}: cannot delete blob {digest}: {_reason(exc)}") from exc
+        return True
+
+    def scan(self) -> Iterator[BlobInfo]:
+        """Yield every complete blob in digest order; see ``BlobStore.scan``.
+
+        Removes temp files older than ``temp_file_grace`` on the way.
+        """
+        self._check_open()
+        stale_before = datetime.now(UTC) - self.temp_file_grace
+        try:
+            for leaf in self._leaf_dirs():
+                for entry in sorted(_entries(leaf), key=lambda item: item.name):
+                    if entry.name.startswith(TEMP_PREFIX):
+                        _remove_if_older(entry, stale_before)
+                    elif _is_blob_file(entry, leaf):
+                        info = _info(entry)
+                        if info is not None:
+                            yield info
+        except OSError as exc:
+            raise BlobError(f"{self._name}: cannot scan: {_reason(exc)}") from exc
+
+    def sweep_temp(self, older_than: timedelta = timedelta(hours=1)) -> int:
+        """Remove temp files older than ``older_than`` (crash leftovers); return how many.
+
+        A temp file younger than that may belong to a write in progress, in
+        this or another process, so it is left alone.
+        """
+        self._check_open()
+        before = datetime.now(UTC) - older_than
+        try:
+            return sum(
+                _remove_if_older(entry, before)
+                for leaf in self._leaf_dirs()
+                for entry in _entries(leaf)
+                if entry.name.startswith(TEMP_PREFIX)
+            )
+        except OSError as exc:
+            raise BlobError(f"{self._name}: cannot sweep temp files: {_reason(exc)}") from exc
+
+    def _leaf_dirs(self) -> Iterator[Path]:
+        """The ``ab/cd`` directories, in order; none when the root does not exist yet."""
+        for top in sorted(_entries(self.root), key=lambda item: item.name):
+            if _is_fanout(top):
+                for leaf in sorted(_entries(Path(top.path)), key=lambda item: item.name):
+                    if _is_fanout(leaf):
+                        yield Path(leaf.path)
+
+    def _write_atomically(self, final: Path, stored: bytes) -> None:
+        directory = final.parent
+        temp = directory / f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(8)}"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+        try:
+            fd = os.open(temp, flags, _FILE_MODE)
+        except FileNotFoundError:
+            _make_dirs_durably(directory)
+            fd = os.open(temp, flags, _FILE_MODE)
+        try:
+            try:
+                _write_all(fd, stored)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(temp, final)
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+        _fsync_dir(directory)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _make_dirs_durably(directory: Path) -> None:
+    """Create ``directory`` and any missing parents, fsyncing each parent.
+
+    The parent is fsynced even when another process won the race to create
+    the directory: its entry must be durable before our blob is.
+    """
+    if directory.is_dir():
+        return
+    _make_dirs_durably(directory.parent)
+    with contextlib.suppress(FileExistsError):
+        directory.mkdir()
+    _fsync_dir(directory.parent)
+
+
+def _entries(directory: Path) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(directory) as listing:
+            return list(listing)
+    except FileNotFoundError:
+        return []
+
+
+def _is_fanout(entry: os.DirEntry[str]) -> bool:
+    return len(entry.name) == 2 and set(entry.name) <= _HEX and entry.is_dir(follow_symlinks=False)
+
+
+def _is_blob_file(entry: os.DirEntry[str], leaf: Path) -> bool:
+    """A digest-named regular file in the directory its digest places it in."""
+    name = entry.name
+    return (
+        len(name) == 64
+        and set(name) <= _HEX
+        and name[:2] == leaf.parent.name
+        and name[2:4] == leaf.name
+        and entry.is_file(follow_symlinks=False)
+    )
+
+
+def _info(entry: os.DirEntry[str]) -> BlobInfo | None:
+    try:
+        stat = entry.stat(follow_symlinks=False)
+    except FileNotFoundError:  # deleted since the directory was listed
+        return None
+    return BlobInfo(entry.name, stat.st_size, datetime.fromtimestamp(stat.st_mtime, UTC))
+
+
+def _remove_if_older(entry: os.DirEntry[str], before: datetime) -> bool:
+    try:
+        if datetime.fromtimestamp(entry.stat(follow_symlinks=False).st_mtime, UTC) >= before:
+            return False
+        os.unlink(entry.path)
+    except FileNotFoundError:  # its writer renamed or removed it meanwhile
+        return False
+    return True
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__

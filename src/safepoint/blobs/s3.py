@@ -1,0 +1,228 @@
+"""Blobs as objects in an S3-compatible bucket (AWS S3, MinIO, Ceph, R2, …).
+
+Keys are ``prefix + digest``. boto3 is imported only when a store is
+created, so ``import safepoint`` never needs the ``s3`` extra.
+
+A put first asks whether the key exists (a HEAD, cheap next to uploading
+megabytes again), then uploads with ``If-None-Match: *`` so that, of several
+writers racing on one digest, only the first creates the object and the
+others get "precondition failed", which means the blob is there. A server
+that does not implement conditional writes answers "not implemented"; the
+store then falls back to plain puts for its lifetime, which is still safe
+because every writer of a key uploads the same content.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import UTC
+from typing import Any
+
+from safepoint.blobs.base import (
+    BlobInfo,
+    StoreLifecycle,
+    blob_digest,
+    check_data,
+    check_digest,
+    decode_stored,
+    encode_stored,
+)
+from safepoint.errors import BlobError, BlobNotFound, InvalidArgument
+
+_MISSING_KEY = frozenset({"NoSuchKey", "404", "NotFound"})
+_ALREADY_WRITTEN = frozenset({"PreconditionFailed", "412"})
+_CONDITIONAL_UNSUPPORTED = frozenset({"NotImplemented", "501"})
+# S3 answers 409 while another conditional write of the same key is in flight; retry shortly.
+_CONFLICT = frozenset({"ConditionalRequestConflict", "409"})
+_CONFLICT_RETRIES = 5
+
+
+class S3BlobStore(StoreLifecycle):
+    """A ``BlobStore`` over an S3-compatible bucket, which must already exist.
+
+    Pass a ready boto3 S3 ``client`` (it is not closed by ``close()``), or let
+    the store make one from ``endpoint_url``, ``region`` and any other boto3
+    client options (``aws_access_key_id``, ``config``, …); credentials
+    otherwise come from boto3's usual chain. ``compress=True`` stores zstd
+    frames when they are smaller; either setting reads what the other wrote.
+    """
+
+    def __init__(
+        self,
+        bucket: str,
+        *,
+        prefix: str = "",
+        client: Any = None,
+        endpoint_url: str | None = None,
+        region: str | None = None,
+        compress: bool = False,
+        **client_options: Any,
+    ) -> None:
+        if not isinstance(bucket, str) or not bucket:
+            raise InvalidArgument("S3 blob store bucket must be a non-empty str")
+        if not isinstance(prefix, str):
+            raise InvalidArgument("S3 blob store prefix must be a str")
+        try:
+            import botocore.exceptions  # type: ignore[import-untyped]  # noqa: PLC0415  # lazy: optional extra
+        except ImportError as exc:
+            raise InvalidArgument("the S3 blob store needs boto3: pip install safepoint[s3]") from exc
+        self._errors: tuple[type[Exception], ...] = (
+            botocore.exceptions.ClientError,
+            botocore.exceptions.BotoCoreError,
+        )
+        self._owns_client = client is None
+        if client is None:
+            client = _make_client(endpoint_url, region, client_options)
+        elif endpoint_url is not None or region is not None or client_options:
+            raise InvalidArgument("pass either an S3 client or the options to make one, not both")
+        self.client: Any = client
+        self.bucket = bucket
+        self.prefix = prefix
+        self.compress = compress
+        self._conditional_puts = True
+        self._name = f"S3 blob store s3://{bucket}/{prefix}"
+
+    def __repr__(self) -> str:
+        return f"S3BlobStore({self.bucket!r}, prefix={self.prefix!r}, compress={self.compress})"
+
+    def key_for(self, digest: str) -> str:
+        """The object key of ``digest``."""
+        return self.prefix + check_digest(digest)
+
+    def put(self, data: bytes) -> str:
+        """Store ``data``; see ``BlobStore.put``."""
+        data = check_data(data)
+        self._check_open()
+        digest = blob_digest(data)
+        key = self.key_for(digest)
+        try:
+            if self._head(key):
+                return digest
+            self._upload(key, encode_stored(data, compress=self.compress))
+        except self._errors as exc:
+            raise BlobError(f"{self._name}: cannot write blob {digest}: {_describe(exc)}") from exc
+        return digest
+
+    def get(self, digest: str) -> bytes:
+        """Return the verified bytes of ``digest``; see ``BlobStore.get``."""
+        key = self.key_for(digest)
+        self._check_open()
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=key)
+            stored: bytes = response["Body"].read()
+        except self._errors as exc:
+            if _codes(exc) & _MISSING_KEY:
+                raise BlobNotFound(digest) from None
+            raise BlobError(f"{self._name}: cannot read blob {digest}: {_describe(exc)}") from exc
+        return decode_stored(digest, stored)
+
+    def exists(self, digest: str) -> bool:
+        """True when ``digest`` is stored; see ``BlobStore.exists``."""
+        key = self.key_for(digest)
+        self._check_open()
+        try:
+            return self._head(key)
+        except self._errors as exc:
+            raise BlobError(f"{self._name}: cannot check blob {digest}: {_describe(exc)}") from exc
+
+    def delete(self, digest: str) -> bool:
+        """Remove ``digest``; see ``BlobStore.delete``.
+
+        S3's delete succeeds whether or not the key exists, so a HEAD first
+        tells whether there was anything to delete.
+        """
+        key = self.key_for(digest)
+        self._check_open()
+        try:
+            if not self._head(key):
+                return False
+            self.client.delete_object(Bucket=self.bucket, Key=key)
+        except self._errors as exc:
+            raise BlobError(f"{self._name}: cannot delete blob {digest}: {_describe(exc)}") from exc
+        return True
+
+    def scan(self) -> Iterator[BlobInfo]:
+        """Yield every blob in digest order (S3 lists keys sorted); see ``BlobStore.scan``.
+
+        Keys under the prefix that are not a bare digest are skipped.
+        """
+        self._check_open()
+        paginator = self.client.get_paginator("list_objects_v2")
+        try:
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix):
+                for item in page.get("Contents", ()):
+                    digest = item["Key"][len(self.prefix) :]
+                    if _is_digest(digest):
+                        yield BlobInfo(digest, int(item["Size"]), item["LastModified"].astimezone(UTC))
+        except self._errors as exc:
+            raise BlobError(f"{self._name}: cannot scan: {_describe(exc)}") from exc
+
+    def close(self) -> None:
+        """Close the client if this store made it; idempotent."""
+        if not self._closed and self._owns_client:
+            self.client.close()
+        super().close()
+
+    def _head(self, key: str) -> bool:
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=key)
+        except self._errors as exc:
+            if _codes(exc) & _MISSING_KEY:
+                return False
+            raise
+        return True
+
+    def _upload(self, key: str, stored: bytes) -> None:
+        for attempt in range(_CONFLICT_RETRIES):
+            try:
+                self._put_object(key, stored)
+                return
+            except self._errors as exc:
+                codes = _codes(exc)
+                if codes & _ALREADY_WRITTEN:
+                    return  # another writer created it first: the same bytes are there
+                if codes & _CONDITIONAL_UNSUPPORTED and self._conditional_puts:
+                    self._conditional_puts = False
+                    continue
+                if not codes & _CONFLICT or attempt == _CONFLICT_RETRIES - 1:
+                    raise
+            time.sleep(0.05 * (attempt + 1))
+
+    def _put_object(self, key: str, stored: bytes) -> None:
+        extra = {"IfNoneMatch": "*"} if self._conditional_puts else {}
+        self.client.put_object(
+            Bucket=self.bucket, Key=key, Body=stored, ContentType="application/octet-stream", **extra
+        )
+
+
+def _make_client(endpoint_url: str | None, region: str | None, options: dict[str, Any]) -> Any:
+    try:
+        import boto3  # type: ignore[import-untyped]  # noqa: PLC0415  # lazy: optional extra
+    except ImportError as exc:
+        raise InvalidArgument("the S3 blob store needs boto3: pip install safepoint[s3]") from exc
+    # A session per store: boto3's default session is shared global state.
+    return boto3.session.Session().client("s3", endpoint_url=endpoint_url, region_name=region, **options)
+
+
+def _is_digest(name: str) -> bool:
+    try:
+        check_digest(name)
+    except InvalidArgument:
+        return False
+    return True
+
+
+def _codes(exc: Exception) -> frozenset[str]:
+    """The error code and HTTP status of a botocore error, as strings (empty for others)."""
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return frozenset()
+    code = response.get("Error", {}).get("Code")
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return frozenset(str(value) for value in (code, status) if value)
+
+
+def _describe(exc: Exception) -> str:
+    # botocore's messages name the operation, code, bucket or endpoint, never object bodies.
+    return str(exc) or type(exc).__name__
