@@ -23,7 +23,7 @@ class MemoryBlobStore(StoreLifecycle):
 
     It stores what a durable store would (zstd frames with ``compress=True``)
     and verifies on read, so tests of corruption and compression behave as
-    they do on disk. ``tamper`` lets such tests alter a stored object.
+    they do on disk. ``raw`` and ``tamper`` let such tests see and alter a stored object.
     """
 
     def __init__(self, *, compress: bool = False) -> None:
@@ -77,6 +77,15 @@ class MemoryBlobStore(StoreLifecycle):
             snapshot = sorted(self._objects.items())
         for digest, (stored, created_at) in snapshot:
             yield BlobInfo(digest, len(stored), created_at)
+
+    def raw(self, digest: str) -> bytes:
+        """For tests: the object stored for ``digest`` as held (a zstd frame when compressed)."""
+        check_digest(digest)
+        with self._lock:
+            found = self._objects.get(digest)
+        if found is None:
+            raise BlobNotFound(digest)
+        return found[0]
 
     def tamper(self, digest: str, stored: bytes) -> None:
         """For tests: replace the stored object of ``digest`` with ``stored`` (unverified)."""

@@ -30,7 +30,10 @@ from safepoint.blobs.base import (
 )
 from safepoint.errors import BlobError, BlobNotFound, InvalidArgument
 
-_MISSING_KEY = frozenset({"NoSuchKey", "404", "NotFound"})
+# Matched against the error code only: a GET of a missing bucket is also HTTP 404, but
+# "NoSuchBucket" is a misconfiguration to report, not a missing blob. (A HEAD has no
+# body, so its code is the bare status and the two cannot be told apart there.)
+_MISSING_KEY = frozenset({"NoSuchKey", "NotFound", "404"})
 _ALREADY_WRITTEN = frozenset({"PreconditionFailed", "412"})
 _CONDITIONAL_UNSUPPORTED = frozenset({"NotImplemented", "501"})
 # S3 answers 409 while another conditional write of the same key is in flight; retry shortly.
@@ -112,7 +115,7 @@ class S3BlobStore(StoreLifecycle):
             response = self.client.get_object(Bucket=self.bucket, Key=key)
             stored: bytes = response["Body"].read()
         except self._errors as exc:
-            if _codes(exc) & _MISSING_KEY:
+            if _error_code(exc) in _MISSING_KEY:
                 raise BlobNotFound(digest) from None
             raise BlobError(f"{self._name}: cannot read blob {digest}: {_describe(exc)}") from exc
         return decode_stored(digest, stored)
@@ -168,7 +171,7 @@ class S3BlobStore(StoreLifecycle):
         try:
             self.client.head_object(Bucket=self.bucket, Key=key)
         except self._errors as exc:
-            if _codes(exc) & _MISSING_KEY:
+            if _error_code(exc) in _MISSING_KEY:
                 return False
             raise
         return True
@@ -211,6 +214,11 @@ def _is_digest(name: str) -> bool:
     except InvalidArgument:
         return False
     return True
+
+
+def _error_code(exc: Exception) -> str:
+    response = getattr(exc, "response", None)
+    return str(response.get("Error", {}).get("Code", "")) if isinstance(response, dict) else ""
 
 
 def _codes(exc: Exception) -> frozenset[str]:
