@@ -63,7 +63,9 @@ def _is_int(value: object) -> TypeGuard[int]:
 
 
 def _name(function: object) -> str:
-    return str(getattr(function, "__qualname__", None) or type(function).__name__)
+    """How errors name a migration: its qualified name, without ``<locals>`` noise."""
+    name = str(getattr(function, "__qualname__", None) or type(function).__name__)
+    return name.replace("<locals>.", "")
 
 
 class MigrationChain:
