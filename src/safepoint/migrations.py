@@ -193,13 +193,20 @@ class MigrationChain:
             raise InvalidArgument(f"schema_version must be an int of at least 1, not {version!r}")
         return version != self._current
 
-    def check_version(self, version: int, *, run_id: str, step: int) -> None:
+    def check_version(self, version: Any, *, run_id: str, step: int) -> None:
         """Raise unless a checkpoint at ``version`` can be lifted to ``current``.
 
         ``SchemaTooNew`` when it is newer; ``MigrationError`` when it is older
-        than ``oldest`` (its migrations were retired). Cheap: the store may
-        call it on a header before loading the rest.
+        than ``oldest`` (its migrations were retired); ``InvalidArgument``
+        when it is not an int of at least 1. Cheap: the store may call it on a
+        header before loading the rest.
         """
+        if not _is_int(version):
+            raise InvalidArgument(
+                f"run {run_id!r} step {step}: schema_version must be an int, not {type(version).__name__}"
+            )
+        if version < 1:
+            raise InvalidArgument(f"run {run_id!r} step {step}: schema_version must be at least 1")
         if version > self._current:
             raise SchemaTooNew(run_id, step, version, self._current)
         if version < self._oldest:
@@ -234,13 +241,8 @@ class MigrationChain:
             raise InvalidArgument(f"migrate needs the checkpoint as a dict, not {type(data).__name__}")
         run_id, step = _identity(data, run_id, step)
         version = data.get("schema_version")
-        if not _is_int(version):
-            raise InvalidArgument(
-                f"run {run_id!r} step {step}: schema_version must be an int, not {type(version).__name__}"
-            )
-        if version < 1:
-            raise InvalidArgument(f"run {run_id!r} step {step}: schema_version must be at least 1")
         self.check_version(version, run_id=run_id, step=step)
+        assert _is_int(version)  # check_version refused anything else
         problem = _json_problem(data)
         if problem is not None:
             raise problem
