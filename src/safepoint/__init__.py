@@ -31,8 +31,20 @@ from .errors import (
     SecretLeak,
     StoreClosed,
     StoreError,
+    UnknownSecret,
 )
-from .model import Checkpoint, CheckpointInfo, Lease, Page, ParentRef, RunInfo, Status, new_run_id
+from .model import (
+    Checkpoint,
+    CheckpointInfo,
+    Lease,
+    Page,
+    ParentRef,
+    RunInfo,
+    ScrubReport,
+    Status,
+    new_run_id,
+)
+from .scrub import Scrubber, Secrets
 from .store import DEFAULT_URL, AsyncStore, Store, open_async_store, open_store
 from .worker import Job, Worker
 
@@ -64,11 +76,15 @@ __all__ = [
     "RunInfo",
     "SafepointError",
     "SchemaTooNew",
+    "ScrubReport",
+    "Scrubber",
     "SecretLeak",
+    "Secrets",
     "Status",
     "Store",
     "StoreClosed",
     "StoreError",
+    "UnknownSecret",
     "Worker",
     "__version__",
     "new_run_id",

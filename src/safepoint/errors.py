@@ -8,6 +8,7 @@
      │    ├── InvalidURL                        ``open_store`` was given a URL it can't serve
      │    └── InvalidMigrationChain             a gap, duplicate or out-of-range version in a chain
      ├── NotFound (also LookupError)           no such run, or no such step
+     ├── UnknownSecret (also LookupError)      a stored secret reference names a secret the resolver lacks
      ├── Conflict                              not the next step of the run (optimistic concurrency)
      ├── LeaseLost                             a worker's lease is no longer current (fenced off)
      ├── CorruptCheckpoint                     a stored checkpoint fails its digest: names run and step
@@ -203,3 +204,11 @@ class BlobCorrupt(CorruptCheckpoint):
         self.detail = detail
         where = f"run {run_id!r} step {step}: " if run_id is not None else ""
         SafepointError.__init__(self, f"{where}blob {digest} is corrupt: {detail}")
+
+
+class UnknownSecret(SafepointError, LookupError):
+    """A secret reference names a secret the registry or resolver does not have."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"no value for secret {name!r}: register it or give a resolver that knows it")

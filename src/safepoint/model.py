@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -40,6 +41,40 @@ class ParentRef:
     step: int
 
 
+@dataclass(frozen=True, slots=True)
+class ScrubReport:
+    """What one save scrubbed: counts by rule and field path — never values."""
+
+    counts: tuple[tuple[str, str, int], ...] = ()  # (rule, path, count), sorted
+
+    @property
+    def total(self) -> int:
+        return sum(count for _, _, count in self.counts)
+
+    def by_rule(self) -> dict[str, int]:
+        out: Counter[str] = Counter()
+        for rule, _, count in self.counts:
+            out[rule] += count
+        return dict(sorted(out.items()))
+
+    def __bool__(self) -> bool:
+        return bool(self.counts)
+
+    def to_json(self) -> list[list[Any]]:
+        return [[rule, path, count] for rule, path, count in self.counts]
+
+    @classmethod
+    def from_json(cls, data: Any) -> ScrubReport:
+        return cls(tuple((str(r), str(p), int(c)) for r, p, c in data or ()))
+
+    @classmethod
+    def merge(cls, counters: Iterable[Counter[tuple[str, str]]]) -> ScrubReport:
+        total: Counter[tuple[str, str]] = Counter()
+        for counter in counters:
+            total.update(counter)
+        return cls(tuple(sorted((rule, path, n) for (rule, path), n in total.items())))
+
+
 @dataclass(kw_only=True, eq=False)
 class Checkpoint:
     """The complete snapshot of a run at one step boundary.
@@ -49,7 +84,9 @@ class Checkpoint:
     object carries what its last save persisted, so the next save writes only
     the new messages. All values must be plain JSON data.
 
-    ``created_at`` and ``digest`` are set by the store when it saves or loads.
+    ``created_at``, ``digest`` and ``scrub_report`` (what the scrubber
+    replaced in the stored copy: counts by rule and path, never values) are
+    set by the store when it saves or loads.
     """
 
     run_id: str = field(default_factory=new_run_id)
@@ -65,6 +102,7 @@ class Checkpoint:
     parent: ParentRef | None = None
     created_at: datetime | None = None
     digest: str | None = None
+    scrub_report: ScrubReport = field(default_factory=ScrubReport)
 
     def __setattr__(self, name: str, value: Any) -> None:
         # Keep messages a tracked MessageList even when a new list is assigned:
@@ -141,6 +179,7 @@ class CheckpointInfo:
     created_at: datetime
     message_count: int
     digest: str
+    scrub_report: ScrubReport = field(default_factory=ScrubReport)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from safepoint.errors import InvalidURL
 
 from .asyncstore import AsyncStore, SQLiteAsyncDriver
 from .facade import Store
+from .pipeline import Pipeline
 from .sqlite.driver import SQLiteDriver
 
 DEFAULT_URL = "sqlite:///.safepoint/state.db"
@@ -52,20 +53,33 @@ def open_store(url: str = DEFAULT_URL, **options: Any) -> Store:
 
       An unreachable server raises ``StoreError`` at once, with libpq's reason.
 
+    Every backend also takes the scrubber's options (see docs/secrets.md):
+    ``secrets`` (a ``safepoint.Secrets`` registry: values that become
+    references), ``secret_policy`` (``"reference"`` default, ``"redact"`` or
+    ``"raise"``), ``pii`` (kinds to redact: ``"email"``, ``"phone"``,
+    ``"card"``, ``"iban"``, ``"ssn"``, or ``True`` for all), or a ready
+    ``scrubber=Scrubber(...)``. The token rules are always on unless
+    ``scrubber=False`` (no scrubbing at all — for benchmarks).
+
     Unknown schemes or options raise ``InvalidURL``.
     """
     if not isinstance(url, str):
         raise InvalidURL(f"store URL must be a str, not {type(url).__name__}")
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+    options = dict(options)
+    pipeline = Pipeline.from_options(options)
     if scheme == "sqlite":
-        return _open_sqlite(url, _sqlite_path(url), options)
-    if scheme == "memory":
-        return _open_sqlite(url, None, options)
-    if scheme in ("postgresql", "postgres"):
-        return _open_postgres(url, options)
-    raise InvalidURL(
-        f"unsupported store URL {url!r}: expected sqlite:///path.db, postgresql://… or memory://"
-    )
+        store = _open_sqlite(url, _sqlite_path(url), options)
+    elif scheme == "memory":
+        store = _open_sqlite(url, None, options)
+    elif scheme in ("postgresql", "postgres"):
+        store = _open_postgres(url, options)
+    else:
+        raise InvalidURL(
+            f"unsupported store URL {url!r}: expected sqlite:///path.db, postgresql://… or memory://"
+        )
+    store.pipeline = pipeline
+    return store
 
 
 async def open_async_store(url: str = DEFAULT_URL, **options: Any) -> AsyncStore:
@@ -82,14 +96,17 @@ async def open_async_store(url: str = DEFAULT_URL, **options: Any) -> AsyncStore
         sync_store = await asyncio.to_thread(open_store, url, **options)
         driver = sync_store.driver
         assert isinstance(driver, SQLiteDriver)
-        return AsyncStore(SQLiteAsyncDriver(driver), url=url)
+        return AsyncStore(SQLiteAsyncDriver(driver), url=url, pipeline=sync_store.pipeline)
     if scheme in ("postgresql", "postgres"):
         # Native async: psycopg's AsyncConnectionPool, bound to the running loop.
         from .postgres.async_driver import open_postgres_async_driver  # noqa: PLC0415
         from .postgres.config import PostgresConfig  # noqa: PLC0415
 
+        options = dict(options)
+        pipeline = Pipeline.from_options(options)
         display_url = PostgresConfig.from_options(url, dict(options)).display_url
-        return AsyncStore(await open_postgres_async_driver(url, **options), url=display_url)
+        async_driver = await open_postgres_async_driver(url, **options)
+        return AsyncStore(async_driver, url=display_url, pipeline=pipeline)
     raise InvalidURL(
         f"unsupported store URL {url!r}: expected sqlite:///path.db, postgresql://… or memory://"
     )

@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeVar
 from safepoint.model import Checkpoint, CheckpointInfo, Lease, Page, RunInfo, Status
 
 from . import calls, ops
+from .pipeline import Pipeline, ResolveSecrets
 from .sqlite.driver import SQLiteDriver
 
 T = TypeVar("T")
@@ -55,9 +56,10 @@ class AsyncStore:
     ``Store`` for the contracts (errors, ordering, durability).
     """
 
-    def __init__(self, driver: AsyncDriver, *, url: str) -> None:
+    def __init__(self, driver: AsyncDriver, *, url: str, pipeline: Pipeline | None = None) -> None:
         self._driver = driver
         self.url = url
+        self.pipeline = pipeline if pipeline is not None else Pipeline()
 
     @property
     def driver(self) -> AsyncDriver:
@@ -69,11 +71,13 @@ class AsyncStore:
 
     async def save(self, checkpoint: Checkpoint, *, lease: Lease | None = None) -> CheckpointInfo:
         """Store ``checkpoint`` as the next step of its run (see ``Store.save``)."""
-        return await self._run(calls.save(checkpoint, lease))
+        return await self._run(calls.save(checkpoint, lease, self.pipeline))
 
-    async def load(self, run_id: str, step: int | None = None) -> Checkpoint:
+    async def load(
+        self, run_id: str, step: int | None = None, *, resolve_secrets: ResolveSecrets = False
+    ) -> Checkpoint:
         """The run's latest checkpoint, or the one at ``step``, verified."""
-        return await self._run(calls.load(run_id, step))
+        return await self._run(calls.load(run_id, step, self.pipeline, resolve_secrets))
 
     async def history(self, run_id: str) -> list[CheckpointInfo]:
         """Every checkpoint of the run, oldest first (headers only)."""
@@ -106,7 +110,7 @@ class AsyncStore:
         labels: dict[str, str] | None = None,
     ) -> Checkpoint:
         """Start a new run from a checkpoint (see ``Store.fork``)."""
-        return await self._run(calls.fork(run_id, step, new_run_id, labels))
+        return await self._run(calls.fork(run_id, step, new_run_id, labels, self.pipeline))
 
     async def delete_run(self, run_id: str) -> None:
         """Delete the run with its checkpoints and messages."""

@@ -20,7 +20,8 @@ from safepoint.errors import InvalidArgument
 from safepoint.model import Checkpoint, CheckpointInfo, Lease, Page, RunInfo, Status, new_run_id, to_micros
 
 from . import ops
-from .serialize import check_id, check_step, finish_save, plan_messages, validate_fields
+from .pipeline import Pipeline, ResolveSecrets
+from .serialize import check_id, check_step, finish_save, validate_fields
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -43,18 +44,20 @@ def now_micros() -> int:
     return time.time_ns() // 1000
 
 
-def save(cp: Checkpoint, lease: Lease | None = None) -> Call[ops.SaveResult, CheckpointInfo]:
-    validate_fields(cp)
+def save(cp: Checkpoint, lease: Lease | None, pipeline: Pipeline) -> Call[ops.SaveResult, CheckpointInfo]:
+    pipeline.guard(validate_fields, cp)
     if lease is not None and lease.run_id != cp.run_id:
         raise InvalidArgument(f"the lease is for run {lease.run_id!r}, not {cp.run_id!r}")
     view = cp.stored_view
     if view is not None and view.run_id != cp.run_id:
         view = None
-    plan = plan_messages(view, cp.messages)
+    prepared = pipeline.guard(pipeline.prepare_save, cp)
+    plan = pipeline.guard(prepared.plan, view, cp.messages)
     now = now_micros()
 
     def finish(result: ops.SaveResult) -> CheckpointInfo:
         finish_save(cp, result.plan, result.ranges, now, result.digest)
+        cp.scrub_report = result.report
         assert cp.created_at is not None
         assert cp.digest is not None
         return CheckpointInfo(
@@ -65,13 +68,19 @@ def save(cp: Checkpoint, lease: Lease | None = None) -> Call[ops.SaveResult, Che
             created_at=cp.created_at,
             message_count=result.plan.total,
             digest=cp.digest,
+            scrub_report=result.report,
         )
 
-    return Call(ops.save(cp, view, plan, now, lease), True, finish)
+    return Call(ops.save(cp, prepared, view, plan, now=now, lease=lease), True, finish)
 
 
-def load(run_id: str, step: int | None) -> Call[Checkpoint, Checkpoint]:
-    return Call(ops.load(check_id(run_id), check_step(step)), False, _same)
+def load(
+    run_id: str, step: int | None, pipeline: Pipeline, resolve_secrets: ResolveSecrets = False
+) -> Call[Checkpoint, Checkpoint]:
+    def finish(cp: Checkpoint) -> Checkpoint:
+        return pipeline.resolve(cp, resolve_secrets)
+
+    return Call(ops.load(check_id(run_id), check_step(step)), False, finish)
 
 
 def history(run_id: str) -> Call[list[CheckpointInfo], list[CheckpointInfo]]:
@@ -110,10 +119,12 @@ def runs(
 
 
 def fork(
-    run_id: str, step: int | None, new_run_id_: str | None, labels: dict[str, str] | None
+    run_id: str, step: int | None, new_run_id_: str | None, labels: dict[str, str] | None, pipeline: Pipeline
 ) -> Call[Checkpoint, Checkpoint]:
     target = check_id(new_run_id_ or new_run_id(), "new_run_id")
-    validate_fields(Checkpoint(run_id=target, labels=labels or {}))
+    pipeline.guard(validate_fields, Checkpoint(run_id=target, labels=labels or {}))
+    if labels is not None:  # scrubbed like any label a save writes
+        labels = pipeline.prepare_save(Checkpoint(run_id=target, labels=labels)).fields.labels
     return Call(ops.fork(check_id(run_id), check_step(step), target, labels, now_micros()), True, _same)
 
 

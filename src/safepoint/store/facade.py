@@ -13,6 +13,7 @@ from typing import Any, Protocol, TypeVar
 from safepoint.model import Checkpoint, CheckpointInfo, Lease, Page, RunInfo, Status
 
 from . import calls, ops
+from .pipeline import Pipeline, ResolveSecrets
 
 T = TypeVar("T")
 
@@ -39,9 +40,10 @@ class Store:
     number of processes may open the same SQLite file or PostgreSQL database.
     """
 
-    def __init__(self, driver: Driver, *, url: str) -> None:
+    def __init__(self, driver: Driver, *, url: str, pipeline: Pipeline | None = None) -> None:
         self._driver = driver
         self.url = url
+        self.pipeline = pipeline if pipeline is not None else Pipeline()
 
     @property
     def driver(self) -> Driver:
@@ -64,19 +66,33 @@ class Store:
         With ``lease`` (from ``claim``), the save is accepted only while that
         lease's epoch is still the run's current one — checked in the same
         transaction — and raises ``LeaseLost`` otherwise, changing nothing.
+
+        Every field passes the store's scrubber first (registered secrets,
+        token rules, opt-in PII); the returned info's ``scrub_report`` (also
+        set on the checkpoint) counts what was replaced, by rule and path.
+        Under the ``raise`` policy a finding refuses the save (``SecretLeak``).
         Without a lease, a run another worker holds a live lease on is a
         ``Conflict``.
         """
-        return self._run(calls.save(checkpoint, lease))
+        return self._run(calls.save(checkpoint, lease, self.pipeline))
 
-    def load(self, run_id: str, step: int | None = None) -> Checkpoint:
+    def load(
+        self, run_id: str, step: int | None = None, *, resolve_secrets: ResolveSecrets = False
+    ) -> Checkpoint:
         """The run's latest checkpoint, or the one at ``step``, verified.
+
+        What comes back is what was stored: secrets the scrubber replaced are
+        references (``{"$secret": "NAME"}``) and markers (``[SECRET:NAME]``).
+        With ``resolve_secrets`` — ``True`` for the store's registered
+        ``Secrets``, or another ``Secrets`` or a ``name -> value`` callable (a
+        vault lookup) — they are replaced by the values, in memory only;
+        ``UnknownSecret`` names one the resolver lacks.
 
         Raises ``NotFound`` (also a ``LookupError``) when the run or step does
         not exist and ``CorruptCheckpoint`` when stored rows fail the digest.
         Always two queries, however long the run.
         """
-        return self._run(calls.load(run_id, step))
+        return self._run(calls.load(run_id, step, self.pipeline, resolve_secrets))
 
     def history(self, run_id: str) -> list[CheckpointInfo]:
         """Every checkpoint of the run, oldest first (headers only, no messages)."""
@@ -116,7 +132,7 @@ class Store:
         same step number, with ``parent`` recording where it came from; save
         ``fork.next()`` to continue it. Returns the new run's checkpoint.
         """
-        return self._run(calls.fork(run_id, step, new_run_id, labels))
+        return self._run(calls.fork(run_id, step, new_run_id, labels, self.pipeline))
 
     def delete_run(self, run_id: str) -> None:
         """Delete the run, its checkpoints and messages; ``NotFound`` if absent."""

@@ -16,14 +16,23 @@ from typing import Any, TypeVar
 from safepoint import codec
 from safepoint.errors import Conflict, LeaseLost, NotFound
 from safepoint.messagelist import MessageList, StoredView
-from safepoint.model import Checkpoint, CheckpointInfo, Lease, ParentRef, RunInfo, Status, from_micros
+from safepoint.model import (
+    Checkpoint,
+    CheckpointInfo,
+    Lease,
+    ParentRef,
+    RunInfo,
+    ScrubReport,
+    Status,
+    from_micros,
+)
 
+from .pipeline import PreparedSave, StoredFields
 from .serialize import (
     MessagePlan,
     decode_checkpoint,
     header_bytes,
     pack_bodies,
-    plan_messages,
     select_bodies,
 )
 
@@ -49,18 +58,27 @@ class SaveResult:
     plan: MessagePlan
     ranges: list[tuple[int, int]]
     digest: bytes
+    report: ScrubReport
 
 
 def save(
-    cp: Checkpoint, view: StoredView | None, plan: MessagePlan, now: int, lease: Lease | None = None
+    cp: Checkpoint,
+    prepared: PreparedSave,
+    view: StoredView | None,
+    plan: MessagePlan,
+    *,
+    now: int,
+    lease: Lease | None = None,
 ) -> Op[SaveResult]:
     """Append ``cp`` as the run's next step: new messages, the checkpoint row, the run row.
 
-    ``plan`` was worked out before the transaction from ``view``; if the run's
-    head turns out not to be that view (another object saved since, or the
-    checkpoint was built from scratch) the plan is redone against the head.
+    ``prepared`` holds the scrubbed header fields; ``plan`` was worked out
+    before the transaction from ``view``; if the run's head turns out not to
+    be that view (another object saved since, or the checkpoint was built from
+    scratch) the plan is redone against the head.
     """
-    labels = codec.encode(cp.labels).decode()
+    fields = prepared.fields
+    labels = codec.encode(fields.labels).decode()
     rows = yield Query("run_head", {"run_id": cp.run_id, "labels": labels})
     # (next free seq, run row id, head step, head digest, status, lease owner,
     # epoch, expiry, whether the run row needs advance_run); a dialect may
@@ -83,16 +101,18 @@ def save(
         if cp.step != 0:
             raise Conflict(cp.run_id, cp.step, None)
         if plan.keep:  # the view belonged to a run that was deleted since
-            plan = plan_messages(None, cp.messages)
+            plan = prepared.plan(None, cp.messages)
     else:
         if cp.step != head_step + 1:
             raise Conflict(cp.run_id, cp.step, head_step)
         if view is None or view.digest != bytes(head_digest):
             head = yield from _load(cp.run_id, head_step)
-            plan = plan_messages(head.stored_view, cp.messages)
+            plan = prepared.plan(head.stored_view, cp.messages)
 
     ranges = plan.ranges(first_seq)
-    header = header_bytes(cp, now, plan.total, plan.chains[-1] if plan.chains else codec.EMPTY_CHAIN)
+    report = prepared.report()
+    chain = plan.chains[-1] if plan.chains else codec.EMPTY_CHAIN
+    header = header_bytes(cp, fields, created_at=now, count=plan.total, chain=chain, report=report)
     digest = codec.digest(header)
     status = cp.status.value
     # One parameter dict serves every statement of the save (each query takes
@@ -104,7 +124,7 @@ def save(
         "step": cp.step,
         "schema_version": cp.schema_version,
         "labels": labels,
-        "counters": codec.encode(cp.counters).decode(),
+        "counters": codec.encode(fields.counters).decode(),
         "digest": digest,
         "now": now,
         "next_seq": first_seq + len(plan.bodies),
@@ -132,7 +152,7 @@ def save(
         if head_status != status:
             yield Query("set_run_status", row)
     yield Query("insert_checkpoint", row)
-    return SaveResult(plan, ranges, digest)
+    return SaveResult(plan, ranges, digest, report)
 
 
 def load(run_id: str, step: int | None) -> Op[Checkpoint]:
@@ -273,7 +293,9 @@ def fork(
         labels=source.labels if labels is None else labels,
         parent=ParentRef(run_id, source.step),
     )
-    header = header_bytes(forked, now, view.count, view.chain_at(view.count))
+    header = header_bytes(
+        forked, StoredFields.of(forked), created_at=now, count=view.count, chain=view.chain_at(view.count)
+    )
     digest = codec.digest(header)
     # The fork owns a copy of the messages it sees, numbered from its own log's start.
     first_seq = 0

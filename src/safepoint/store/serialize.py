@@ -16,13 +16,17 @@ ones.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from safepoint import codec
 from safepoint.errors import CorruptCheckpoint, InvalidArgument, InvalidCheckpoint, NotJSONCompatible
 from safepoint.messagelist import MessageList, StoredView, freeze
-from safepoint.model import Checkpoint, ParentRef, Status, from_micros
+from safepoint.model import Checkpoint, ParentRef, ScrubReport, Status, from_micros
+
+if TYPE_CHECKING:
+    from .pipeline import StoredFields
 
 MAX_RUN_ID_LENGTH = 255
 
@@ -162,13 +166,18 @@ class MessagePlan:
         return ranges
 
 
-def plan_messages(view: StoredView | None, messages: list[Any]) -> MessagePlan:
+def plan_messages(
+    view: StoredView | None,
+    messages: list[Any],
+    encode: Callable[[Any, int], bytes] = encode_message,
+) -> MessagePlan:
     """Work out the delta between ``messages`` and the stored ``view``.
 
     Messages before the list's ``clean_prefix`` are known unchanged and are
     never looked at. Past it (after a rewrite, or for a list that was not
-    loaded from the store) messages are encoded and compared by digest chain,
-    so rewriting only a few recent turns still shares the untouched prefix.
+    loaded from the store) messages are encoded — by ``encode``, which scrubs
+    them as they will be stored — and compared by digest chain, so rewriting
+    only a few recent turns still shares the untouched prefix.
     """
     total = len(messages)
     keep, chain, pending = 0, codec.EMPTY_CHAIN, None
@@ -177,7 +186,7 @@ def plan_messages(view: StoredView | None, messages: list[Any]) -> MessagePlan:
         keep = min(messages.clean_prefix if tracked else 0, view.count, total)  # type: ignore[attr-defined]
         chain = view.chain_at(keep)
         while keep < min(total, view.count):
-            body = encode_message(messages[keep], keep)
+            body = encode(messages[keep], keep)
             candidate = codec.extend_chain(chain, (body,))[0]
             if candidate != view.chains[keep]:
                 pending = body  # the first changed message: already encoded, reuse it
@@ -185,7 +194,7 @@ def plan_messages(view: StoredView | None, messages: list[Any]) -> MessagePlan:
             chain = candidate
             keep += 1
     bodies = [pending] if pending is not None else []
-    bodies.extend(encode_message(messages[i], i) for i in range(keep + len(bodies), total))
+    bodies.extend(encode(messages[i], i) for i in range(keep + len(bodies), total))
     new_chains = codec.extend_chain(chain, bodies)
     if view is None:
         chains = new_chains
@@ -232,22 +241,36 @@ def select_bodies(carriers: list[tuple[Any, ...]], ranges_json: str | bytes) -> 
     return out
 
 
-def header_bytes(cp: Checkpoint, created_at: int, count: int, chain: bytes) -> bytes:
-    """Canonical header of ``cp``: every field but the messages, which it pins by chain."""
+def header_bytes(
+    cp: Checkpoint,
+    fields: StoredFields,
+    *,
+    created_at: int,
+    count: int,
+    chain: bytes,
+    report: ScrubReport | None = None,
+) -> bytes:
+    """Canonical header of ``cp``: every field but the messages, which it pins by chain.
+
+    ``fields`` are the header fields as stored (scrubbed); the scrub report
+    (counts, no values) is kept only when the scrubber replaced something.
+    """
     header = {
         "run_id": cp.run_id,
         "step": cp.step,
         "schema_version": cp.schema_version,
         "status": cp.status.value,
-        "counters": cp.counters,
-        "pending_action": cp.pending_action,
-        "cursors": cp.cursors,
-        "state": cp.state,
-        "labels": cp.labels,
+        "counters": fields.counters,
+        "pending_action": fields.pending_action,
+        "cursors": fields.cursors,
+        "state": fields.state,
+        "labels": fields.labels,
         "parent": None if cp.parent is None else [cp.parent.run_id, cp.parent.step],
         "created_at": created_at,
         "messages": {"count": count, "chain": chain.hex()},
     }
+    if report:
+        header["scrub"] = report.to_json()
     return codec.encode(header)
 
 
@@ -321,4 +344,5 @@ def decode_checkpoint(
         parent=None if parent is None else ParentRef(parent[0], parent[1]),
         created_at=from_micros(fields["created_at"]),
         digest=bytes(stored_digest).hex(),
+        scrub_report=ScrubReport.from_json(fields.get("scrub")),
     )

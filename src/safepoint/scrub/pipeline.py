@@ -1,0 +1,275 @@
+"""The scrubber: a list of plain callables every checkpoint passes before any byte is written.
+
+Each *step* is a callable ``step(text, found) -> value`` applied to every
+string (dict keys included) of a checkpoint field, in order: registered
+secrets first (so they become references), then the token rules, then any
+steps the user adds. A step reports what it replaced with ``found.add(rule)``;
+the scrubber knows the path and the policy:
+
+* ``reference`` (default) — registered secrets become ``{"$secret": NAME}``
+  or ``[SECRET:NAME]`` markers (resolvable on load); rule matches become
+  ``[REDACTED:<rule>]``;
+* ``redact`` — registered secrets become ``[REDACTED:NAME]`` too, for good;
+* ``raise`` — the save is refused with ``SecretLeak`` naming path and rule.
+
+Speed: a field is first encoded to JSON (which the store does anyway) and
+each step's ``might_match`` looks at that one text — an automaton pass in C.
+Only a field where something might match is walked value by value. A step
+without ``might_match`` makes every field walk (correct, just slower).
+
+The scrubber is deterministic and idempotent — scrubbing scrubbed data
+changes nothing — which is what lets the store compare a checkpoint's
+messages with the scrubbed ones it holds (DESIGN: pitfalls).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
+
+import ahocorasick
+
+from safepoint import codec
+from safepoint.errors import InvalidArgument, SecretLeak
+from safepoint.model import ScrubReport
+
+from .known import Secrets, find_known, marker
+
+if TYPE_CHECKING:
+    from .rules import RuleScanner
+
+Policy = Literal["reference", "redact", "raise"]
+POLICIES: tuple[str, ...] = ("reference", "redact", "raise")
+
+
+class Found:
+    """Where a step reports a replacement: records ``(rule, path)`` or, under
+    the ``raise`` policy, refuses the save naming them."""
+
+    __slots__ = ("as_key", "counts", "parts", "policy")
+
+    def __init__(self, policy: str, root: str) -> None:
+        self.policy = policy
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self.parts: list[str | int] = [root]
+        self.as_key = False  # the text being scrubbed is a dict key or a label: it must stay a str
+
+    def path(self) -> str:
+        out = str(self.parts[0])
+        for part in self.parts[1:]:
+            if isinstance(part, int):
+                out += f"[{part}]"
+            elif part.isidentifier():
+                out += f".{part}"
+            else:
+                out += f"[{part!r}]"
+        return out
+
+    def add(self, rule: str, count: int = 1) -> None:
+        path = self.path()
+        if self.policy == "raise":
+            raise SecretLeak(path, rule)
+        self.counts[(rule, path)] += count
+
+
+class Step(Protocol):
+    def __call__(self, text: str, found: Found) -> Any: ...
+
+
+class KnownSecretsStep:
+    """Registered secret values, in every encoding, via one automaton."""
+
+    def __init__(self, secrets: Secrets) -> None:
+        self.secrets = secrets
+
+    def might_match(self, text: str) -> bool:
+        automaton = self.secrets.prefilter()
+        return automaton is not None and next(automaton.iter(text), None) is not None
+
+    def __call__(self, text: str, found: Found) -> Any:
+        hits = find_known(self.secrets.automaton(), text)
+        if not hits:
+            return text
+        for hit in hits:
+            found.add(f"secret:{hit.name}")
+        reference = found.policy == "reference"
+        whole = hits[0]
+        is_whole = len(hits) == 1 and whole.encoding == "raw" and whole.start == 0 and whole.end == len(text)
+        if reference and is_whole and not found.as_key:
+            return {"$secret": whole.name}
+        pieces, last = [], 0
+        for hit in hits:
+            pieces.append(text[last : hit.start])
+            pieces.append(marker(hit.name, hit.encoding) if reference else f"[REDACTED:{hit.name}]")
+            last = hit.end
+        pieces.append(text[last:])
+        return "".join(pieces)
+
+
+class RulesStep:
+    """Well-known token formats (and opt-in PII) from the rule table."""
+
+    def __init__(self, scanner: RuleScanner) -> None:
+        self.scanner = scanner
+        triggers = [t for rule in scanner.rules for t in rule.triggers]
+        self._always = any(not rule.triggers for rule in scanner.rules)
+        self._triggers: Any = None
+        if triggers and not self._always:
+            self._triggers = ahocorasick.Automaton()
+            for trigger in triggers:
+                self._triggers.add_word(trigger, trigger)
+            self._triggers.make_automaton()
+
+    def might_match(self, text: str) -> bool:
+        if self._always:
+            return True
+        if self._triggers is None:
+            return False
+        return next(self._triggers.iter(text.lower()), None) is not None
+
+    def __call__(self, text: str, found: Found) -> Any:
+        findings = self.scanner.find(text)
+        if not findings:
+            return text
+        for finding in findings:
+            found.add(finding.rule)
+        return self.scanner.redact(text)[0]
+
+
+class Scrubber:
+    """The pipeline a store runs on every checkpoint before writing it.
+
+    ``Scrubber(secrets=Secrets().add_env("OPENAI_API_KEY"), policy="reference",
+    pii=("email",))``: registered secrets, the token rules (``rules=False``
+    turns them off), PII kinds to redact (``"email"``, ``"phone"``, ``"card"``,
+    ``"iban"``, ``"ssn"``, or ``pii=True`` for all), and ``steps``: your own
+    callables, run after the built-in ones.
+    """
+
+    def __init__(
+        self,
+        *,
+        secrets: Secrets | None = None,
+        policy: Policy | str = "reference",
+        rules: bool = True,
+        pii: bool | Iterable[str] = (),
+        steps: Sequence[Step] = (),
+    ) -> None:
+        if policy not in POLICIES:
+            raise InvalidArgument(f"secret policy {policy!r} is not one of {', '.join(POLICIES)}")
+        if secrets is not None and not isinstance(secrets, Secrets):
+            raise InvalidArgument(f"secrets must be a safepoint.Secrets, not {type(secrets).__name__}")
+        self.policy = str(policy)
+        self.secrets = secrets if secrets is not None else Secrets()
+        built: list[Step] = [KnownSecretsStep(self.secrets)]
+        if rules or pii:
+            # The rule table compiles its patterns on first use: only stores that scrub pay.
+            try:
+                from .rules import PII_KINDS, RuleScanner, default_scanner, pii_rules  # noqa: PLC0415
+            except ModuleNotFoundError:  # TEMPORARY: the rule table is being written
+                rules, pii = False, ()
+        if rules or pii:
+            kinds = PII_KINDS if pii is True else () if pii is False else tuple(pii)
+            scanner = default_scanner(pii=kinds) if rules else RuleScanner(pii_rules(kinds))
+            built.append(RulesStep(scanner))
+        for step in steps:
+            if not callable(step):
+                raise InvalidArgument(f"scrubber step {step!r} is not callable")
+        self.steps: tuple[Step, ...] = (*built, *steps)
+
+    # -- whole fields ------------------------------------------------------
+
+    def scrub(self, value: Any, root: str, found: Found | None = None) -> tuple[Any, Found]:
+        """``value`` scrubbed (the same object when nothing matched) and the findings."""
+        found = found if found is not None else Found(self.policy, root)
+        if not self._might_match(codec.encode(value).decode()):
+            return value, found
+        found.parts = [root]
+        return self._walk(value, found), found
+
+    def scrub_encoded(self, value: Any, encoded: bytes, root: str, found: Found) -> bytes:
+        """Canonical bytes of ``value`` scrubbed, given its canonical bytes ``encoded``."""
+        if not self._might_match(encoded.decode()):
+            return encoded
+        found.parts = [root]
+        return codec.encode(self._walk(value, found))
+
+    def scrub_strings(
+        self, mapping: dict[str, Any], root: str, *, values_too: bool
+    ) -> tuple[dict[str, Any], Found]:
+        """A flat mapping (labels, counters) with its keys — and string values,
+        with ``values_too`` — scrubbed as strings (markers, never references)."""
+        found = Found(self.policy, root)
+        if not self._might_match(codec.encode(mapping).decode()):
+            return mapping, found
+        out: dict[str, Any] = {}
+        for key, value in mapping.items():
+            new_key = self._scrub_key(key, found)
+            new_value = value
+            if values_too and isinstance(value, str):
+                found.parts.append(new_key)
+                found.as_key = True
+                new_value = self._scrub_str(value, found)
+                found.as_key = False
+                found.parts.pop()
+            out[new_key] = new_value
+        return out, found
+
+    def scrub_text(self, text: str) -> str:
+        """One string scrubbed as a dict key would be (always a str; findings dropped)."""
+        found = Found("redact" if self.policy == "raise" else self.policy, "text")
+        found.as_key = True
+        return cast(str, self._scrub_str(text, found))
+
+    def _might_match(self, text: str) -> bool:
+        for step in self.steps:
+            check = getattr(step, "might_match", None)
+            if check is None or check(text):
+                return True
+        return False
+
+    # -- the walk ------------------------------------------------------------
+
+    def _walk(self, value: Any, found: Found) -> Any:
+        if isinstance(value, str):
+            return self._scrub_str(value, found)
+        if isinstance(value, dict):
+            out: dict[str, Any] = {}
+            for key, child in value.items():
+                new_key = self._scrub_key(key, found)
+                found.parts.append(new_key)
+                out[new_key] = self._walk(child, found)
+                found.parts.pop()
+            return out
+        if isinstance(value, list):
+            items = []
+            for index, child in enumerate(value):
+                found.parts.append(index)
+                items.append(self._walk(child, found))
+                found.parts.pop()
+            return items
+        return value
+
+    def _scrub_key(self, key: str, found: Found) -> str:
+        found.parts.append("<key>")
+        found.as_key = True
+        try:
+            return cast(str, self._scrub_str(key, found))
+        finally:
+            found.as_key = False
+            found.parts.pop()
+
+    def _scrub_str(self, text: str, found: Found) -> Any:
+        value: Any = text
+        for step in self.steps:
+            value = step(value, found)
+            if not isinstance(value, str):
+                break
+        if found.as_key and not isinstance(value, str):
+            raise InvalidArgument("a scrubber step must return a str for dict keys and labels")
+        return value
+
+
+def report_of(founds: Iterable[Found]) -> ScrubReport:
+    return ScrubReport.merge(f.counts for f in founds)

@@ -1,0 +1,158 @@
+"""What a store does to a checkpoint between the caller and the bytes, and back.
+
+Save: every field is scrubbed (``safepoint.scrub``) before it is encoded, so
+no registered secret or rule match reaches the database. Messages are
+scrubbed one by one as the delta is planned — only the new ones, and the
+scrubber is deterministic, so the stored bytes of an unchanged message are
+the same every time and the delta compares like with like.
+
+Load: the stored (scrubbed) checkpoint is what the store returns, unless the
+caller asks for its secrets back (``resolve_secrets``), which replaces the
+references and markers with values from a registry or resolver.
+
+One ``Pipeline`` per store; it holds no per-call state, so it is shared by
+every thread.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from safepoint.errors import InvalidArgument, NotJSONCompatible
+from safepoint.messagelist import MessageList, StoredView, freeze
+from safepoint.model import Checkpoint, ScrubReport
+from safepoint.scrub import Found, Scrubber, Secrets
+from safepoint.scrub.known import lookup_for, restore
+
+from .serialize import MessagePlan, encode_message, plan_messages
+
+T = TypeVar("T")
+ResolveSecrets = bool | Secrets | Callable[[str], "str | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFields:
+    """The header fields as they will be stored (scrubbed)."""
+
+    counters: dict[str, int | float]
+    pending_action: dict[str, Any] | None
+    cursors: dict[str, Any]
+    state: dict[str, Any]
+    labels: dict[str, str]
+
+    @classmethod
+    def of(cls, cp: Checkpoint) -> StoredFields:
+        """A checkpoint's fields as they are (already scrubbed, e.g. a stored one being forked)."""
+        return cls(cp.counters, cp.pending_action, cp.cursors, cp.state, cp.labels)
+
+
+class PreparedSave:
+    """One save's scrubbed fields, and the message encoder the delta plan uses."""
+
+    def __init__(self, pipeline: Pipeline, cp: Checkpoint) -> None:
+        self._scrubber = pipeline.scrubber
+        self._field_counts: list[Counter[tuple[str, str]]] = []
+        self._message_found: Found | None = None
+        self.fields = self._scrub_fields(cp)
+
+    def _scrub_fields(self, cp: Checkpoint) -> StoredFields:
+        scrubber = self._scrubber
+        if scrubber is None:
+            return StoredFields.of(cp)
+        values = {}
+        for name in ("pending_action", "cursors", "state"):
+            value, found = scrubber.scrub(getattr(cp, name), name)
+            values[name] = value
+            self._field_counts.append(found.counts)
+        # Labels and counter names are queryable columns: they stay strings
+        # (markers, never {"$secret": …} references).
+        labels, found = scrubber.scrub_strings(cp.labels, "labels", values_too=True)
+        self._field_counts.append(found.counts)
+        counters, found = scrubber.scrub_strings(cp.counters, "counters", values_too=False)
+        self._field_counts.append(found.counts)
+        return StoredFields(counters, values["pending_action"], values["cursors"], values["state"], labels)
+
+    def plan(self, view: StoredView | None, messages: list[Any]) -> MessagePlan:
+        """The message delta against ``view``, with every new message scrubbed."""
+        scrubber = self._scrubber
+        if scrubber is None:
+            return plan_messages(view, messages)
+        found = self._message_found = Found(scrubber.policy, "messages")
+
+        def encode(message: Any, index: int) -> bytes:
+            return scrubber.scrub_encoded(
+                message, encode_message(message, index), f"messages[{index}]", found
+            )
+
+        return plan_messages(view, messages, encode)
+
+    def report(self) -> ScrubReport:
+        counts = list(self._field_counts)
+        if self._message_found is not None:
+            counts.append(self._message_found.counts)
+        return ScrubReport.merge(counts)
+
+
+class Pipeline:
+    """A store's save and load transformations (scrubbing; blobs and migrations next)."""
+
+    def __init__(self, scrubber: Scrubber | None = None) -> None:
+        self.scrubber = scrubber
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> Pipeline:
+        """Take the pipeline's options out of ``open_store``'s keyword arguments."""
+        scrubber = options.pop("scrubber", None)
+        secrets = options.pop("secrets", None)
+        policy = options.pop("secret_policy", "reference")
+        pii = options.pop("pii", ())
+        if scrubber is False:
+            if secrets is not None:
+                raise InvalidArgument("secrets= needs a scrubber; it cannot be combined with scrubber=False")
+            return cls(None)
+        if scrubber is None:
+            scrubber = Scrubber(secrets=secrets, policy=policy, pii=pii)
+        elif not isinstance(scrubber, Scrubber):
+            raise InvalidArgument(f"scrubber must be a safepoint.Scrubber or False, not {scrubber!r}")
+        elif secrets is not None or pii:
+            raise InvalidArgument("give secrets= and pii= to the Scrubber, not beside it")
+        return cls(scrubber)
+
+    def prepare_save(self, cp: Checkpoint) -> PreparedSave:
+        return PreparedSave(self, cp)
+
+    def guard(self, func: Callable[..., T], *args: Any) -> T:
+        """``func(*args)``, with a ``NotJSONCompatible`` path scrubbed: the path
+        may quote a dict key, and a key can be a secret. The cleaned error is
+        raised outside the ``except`` block so the original (with the key) is
+        not kept as its ``__context__`` either."""
+        try:
+            return func(*args)
+        except NotJSONCompatible as exc:
+            if self.scrubber is None:
+                raise
+            error = NotJSONCompatible(self.scrubber.scrub_text(exc.path), exc.reason)
+        raise error
+
+    def resolve(self, cp: Checkpoint, resolve: ResolveSecrets) -> Checkpoint:
+        """``cp`` with secret references and markers replaced by values (in place)."""
+        if resolve is False:
+            return cp
+        if resolve is True:
+            if self.scrubber is None or not len(self.scrubber.secrets):
+                raise InvalidArgument("resolve_secrets=True needs secrets registered with the store")
+            resolve = self.scrubber.secrets
+        lookup = lookup_for(resolve)
+        messages = cp.messages
+        assert isinstance(messages, MessageList)
+        restored = MessageList([freeze(restore(m, lookup)) for m in messages], messages.stored)
+        restored.clean_prefix = messages.clean_prefix
+        cp.messages = restored
+        cp.pending_action = restore(cp.pending_action, lookup)
+        cp.cursors = restore(cp.cursors, lookup)
+        cp.state = restore(cp.state, lookup)
+        cp.labels = restore(cp.labels, lookup)
+        return cp
