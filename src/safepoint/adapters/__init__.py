@@ -1,0 +1,14 @@
+"""Framework adapters: safepoint's store behind the interfaces agent frameworks already use.
+
+* ``safepoint.adapters.langgraph.SafepointSaver`` — a LangGraph checkpointer
+  (``pip install safepoint[langgraph]``).
+* ``safepoint.adapters.openai_agents.SafepointSession`` — an OpenAI Agents SDK
+  session (``pip install safepoint[openai-agents]``).
+
+Each lives in its own module and imports its framework only when imported
+itself: ``import safepoint`` (and this package) never loads a framework.
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []

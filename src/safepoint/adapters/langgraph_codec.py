@@ -1,0 +1,227 @@
+"""LangGraph values as checkpoint JSON, and back — without reviving arbitrary types.
+
+A safepoint checkpoint holds only JSON data. Values that already are plain
+JSON (exact ``dict``/``list``/``str``/``int``/``float``/``bool``/``None``) are
+stored as they are, so they stay readable in ``safepoint show``. Anything else
+goes through LangGraph's own serializer and is stored as
+``{"$typed": [kind, base64]}``.
+
+Loading is where a checkpoint store can be attacked: a payload that names a
+module and a class makes a permissive deserializer import and call it. The
+serializer here never unpickles (``pickle_fallback=False``), revives no
+LangChain JSON constructors (``allowed_json_modules=None``) and rebuilds only
+msgpack types on LangGraph's built-in safe list plus the ``allowed_types``
+the user names. A payload naming any other type is *refused* — an error, not a
+silently half-decoded value — and so is a value of such a type at save time,
+before anything is written, so a thread never becomes unloadable later.
+
+LangChain chat messages are stored as plain dicts (``message_to_dict``), one
+per message, so the message log stays readable and incremental.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+from collections.abc import Iterable
+from contextvars import ContextVar
+from typing import Any
+
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    ChatMessage,
+    ChatMessageChunk,
+    FunctionMessage,
+    FunctionMessageChunk,
+    HumanMessage,
+    HumanMessageChunk,
+    SystemMessage,
+    SystemMessageChunk,
+    ToolMessage,
+    ToolMessageChunk,
+    message_to_dict,
+    messages_from_dict,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.event_hooks import SerdeEvent, register_serde_event_listener
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from safepoint import NotJSONCompatible
+
+TYPED = "$typed"
+LANGCHAIN = "langchain"
+JSON = "json"
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
+# Exactly the classes ``messages_from_dict`` rebuilds; a subclass would come back as its base.
+_CORE_MESSAGES = frozenset(
+    {
+        AIMessage,
+        AIMessageChunk,
+        ChatMessage,
+        ChatMessageChunk,
+        FunctionMessage,
+        FunctionMessageChunk,
+        HumanMessage,
+        HumanMessageChunk,
+        SystemMessage,
+        SystemMessageChunk,
+        ToolMessage,
+        ToolMessageChunk,
+    }
+)
+_REVIVABLE_KINDS = frozenset({"msgpack", "bytes", "bytearray"})
+_REFUSAL_EVENTS = frozenset({"msgpack_blocked", "msgpack_method_blocked", "msgpack_unregistered_allowed"})
+
+
+class RefusedValue(Exception):
+    """A stored value names a type outside the allow-list, or is not a typed payload we wrote."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        super().__init__(what)
+
+
+# LangGraph reports each type it declines to rebuild as an event rather than
+# raising; collect the events of the current decode (a ContextVar keeps
+# threads and tasks apart) and turn them into a refusal.
+_refusals: ContextVar[list[str] | None] = ContextVar("safepoint_langgraph_refusals", default=None)
+
+
+def _on_serde_event(event: SerdeEvent) -> None:
+    found = _refusals.get()
+    if found is not None and event["kind"] in _REFUSAL_EVENTS:
+        found.append(".".join(p for p in (event["module"], event["name"], event.get("method", "")) if p))
+
+
+register_serde_event_listener(_on_serde_event)
+
+
+def make_serde(allowed_types: Iterable[type | tuple[str, ...]] = ()) -> JsonPlusSerializer:
+    """LangGraph's serializer locked down: no pickle, no JSON constructors, an explicit allow-list."""
+    allowed = list(allowed_types)
+    return JsonPlusSerializer(
+        pickle_fallback=False,
+        allowed_json_modules=None,
+        # None (empty) means LangGraph's built-in safe types only, whatever
+        # LANGGRAPH_STRICT_MSGPACK says; never True (allow all).
+        allowed_msgpack_modules=allowed or None,
+    )
+
+
+def is_plain(value: Any) -> bool:
+    """True for JSON built only of exact built-in types, which round-trip through JSON unchanged."""
+    kind = type(value)
+    if kind is str:
+        return _valid_text(value)
+    if kind is dict:
+        return all(type(k) is str and _valid_text(k) and is_plain(v) for k, v in value.items())
+    if kind is list:
+        return all(is_plain(v) for v in value)
+    if kind is int:
+        return _INT_MIN <= value <= _INT_MAX  # type: ignore[no-any-return]
+    if kind is float:
+        return math.isfinite(value)
+    return value is None or kind is bool
+
+
+def _valid_text(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+class ValueCodec:
+    """Encodes values for a checkpoint and decodes them, with the serializer's allow-list enforced."""
+
+    def __init__(self, serde: SerializerProtocol) -> None:
+        self.serde = serde
+
+    def encode(self, value: Any, path: str) -> Any:
+        """Plain JSON as is; anything else as a typed payload. ``NotJSONCompatible`` names ``path``."""
+        if is_plain(value) and not (type(value) is dict and TYPED in value):
+            return value
+        try:
+            kind, data = self.serde.dumps_typed(value)
+        except Exception as exc:  # ormsgpack and TypeError alike; the message would quote the value
+            raise NotJSONCompatible(path, f"{type(value).__name__} cannot be serialized") from exc
+        try:
+            self._loads(kind, data)  # a value we could not load back must not be stored
+        except RefusedValue as refused:
+            raise NotJSONCompatible(
+                path,
+                f"holds {refused.what}, which is not in the saver's allowed types; "
+                "pass allowed_types=[...] to SafepointSaver to store it",
+            ) from None
+        return {TYPED: [kind, base64.b64encode(data).decode("ascii")]}
+
+    def decode(self, stored: Any) -> Any:
+        """The value ``encode`` was given; ``RefusedValue`` for a type outside the allow-list."""
+        if type(stored) is dict and TYPED in stored:
+            try:
+                kind, text = stored[TYPED]
+                data = base64.b64decode(text, validate=True)
+            except (TypeError, ValueError, binascii.Error):
+                raise RefusedValue("a malformed typed value") from None
+            return self._loads(str(kind), data)
+        return _thaw(stored)
+
+    def _loads(self, kind: str, data: bytes) -> Any:
+        if kind not in _REVIVABLE_KINDS:
+            raise RefusedValue(f"a {kind!r} payload")
+        found: list[str] = []
+        token = _refusals.set(found)
+        try:
+            value = self.serde.loads_typed((kind, data))
+        except Exception:
+            raise RefusedValue("an undecodable typed value") from None
+        finally:
+            _refusals.reset(token)
+        if found:
+            raise RefusedValue(found[0])
+        return value
+
+    def encode_messages(self, value: Any, path: str) -> tuple[str, list[dict[str, Any]]] | None:
+        """A message channel's value as log entries, with its format; None if it isn't a message list."""
+        if type(value) is not list:
+            return None
+        if all(type(m) in _CORE_MESSAGES for m in value):
+            out: list[dict[str, Any]] = []
+            for i, message in enumerate(value):
+                as_dict = message_to_dict(message)
+                out.append(as_dict if is_plain(as_dict) else self.encode(message, f"{path}[{i}]"))
+            return LANGCHAIN, out
+        if all(type(m) is dict and TYPED not in m for m in value) and is_plain(value):
+            return JSON, [dict(m) for m in value]
+        return None
+
+    def decode_messages(self, fmt: str, stored: Iterable[Any]) -> list[Any]:
+        """The message list ``encode_messages`` was given."""
+        if fmt == JSON:
+            return [_thaw(m) for m in stored]
+        if fmt != LANGCHAIN:
+            raise RefusedValue(f"a message log in format {fmt!r}")
+        out: list[Any] = []
+        for entry in stored:
+            if TYPED in entry:
+                out.append(self.decode(entry))
+                continue
+            try:
+                out.extend(messages_from_dict([_thaw(entry)]))
+            except (KeyError, TypeError, ValueError):
+                raise RefusedValue("a message of an unknown type") from None
+        return out
+
+
+def _thaw(value: Any) -> Any:
+    """A mutable deep copy: graphs may change what they get, and stored values are shared."""
+    if isinstance(value, dict):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_thaw(v) for v in value]
+    return value
