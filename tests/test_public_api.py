@@ -28,6 +28,7 @@ def test_all_is_exactly_the_public_surface() -> None:
         "Job",
         "Lease",
         "LeaseLost",
+        "MigrationChain",
         "MigrationError",
         "NotFound",
         "NotJSONCompatible",

@@ -33,6 +33,7 @@ from .errors import (
     StoreError,
     UnknownSecret,
 )
+from .migrations import MigrationChain
 from .model import (
     Checkpoint,
     CheckpointInfo,
@@ -68,6 +69,7 @@ __all__ = [
     "Job",
     "Lease",
     "LeaseLost",
+    "MigrationChain",
     "MigrationError",
     "NotFound",
     "NotJSONCompatible",

@@ -134,7 +134,11 @@ def show(*, store_url: str, as_json: bool, run_id: str, step: int | None, show_m
     def render() -> None:
         _render_checkpoint(cp, len(history), show_messages)
 
-    emit(cp.to_dict(), as_json, render)
+    data = cp.to_dict()
+    data["scrub_report"] = [
+        {"rule": rule, "path": path, "count": count} for rule, path, count in cp.scrub_report.counts
+    ]
+    emit(data, as_json, render)
 
 
 @main.command()
@@ -163,6 +167,7 @@ def _render_checkpoint(cp: Checkpoint, steps: int, show_messages: int) -> None:
         ("labels", _pairs(cp.labels)),
         ("parent", "-" if cp.parent is None else f"{cp.parent.run_id} step {cp.parent.step}"),
         ("digest", cp.digest or "-"),
+        ("scrubbed", _scrubbed(cp)),
     ]
     for field, value in rows:
         summary.add_row(field, value)
@@ -178,6 +183,12 @@ def _render_checkpoint(cp: Checkpoint, steps: int, show_messages: int) -> None:
             text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
             table.add_row(str(index), str(message.get("role", "?")), _clip(text, 100))
         _console.print(table)
+
+
+def _scrubbed(cp: Checkpoint) -> str:
+    """What the scrubber replaced when this checkpoint was saved: counts by rule, never values."""
+    counts = cp.scrub_report.by_rule()
+    return ", ".join(f"{rule} x{n}" for rule, n in counts.items()) or "nothing"
 
 
 def _run_dict(run: RunInfo) -> dict[str, Any]:
@@ -207,5 +218,12 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+# The schema-change commands live in their own module; importing it registers them.
+from safepoint import cli_migrations  # noqa: E402, F401
+
 if __name__ == "__main__":
-    main()
+    # Under ``python -m`` this file is ``__main__``; the commands registered
+    # themselves on ``safepoint.cli.main``, so run that one.
+    from safepoint.cli import main as entry_point
+
+    entry_point()

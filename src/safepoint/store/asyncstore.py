@@ -74,10 +74,19 @@ class AsyncStore:
         return await self._run(calls.save(checkpoint, lease, self.pipeline))
 
     async def load(
-        self, run_id: str, step: int | None = None, *, resolve_secrets: ResolveSecrets = False
+        self,
+        run_id: str,
+        step: int | None = None,
+        *,
+        resolve_secrets: ResolveSecrets = False,
+        migrate: bool = True,
     ) -> Checkpoint:
         """The run's latest checkpoint, or the one at ``step``, verified."""
-        return await self._run(calls.load(run_id, step, self.pipeline, resolve_secrets))
+        return await self._run(calls.load(run_id, step, self.pipeline, resolve_secrets, migrate))
+
+    async def migrate_runs(self, run_ids: list[str]) -> ops.Rewritten:
+        """Eagerly migrate these runs' latest checkpoints (see ``Store.migrate_runs``)."""
+        return await self._run(calls.migrate_runs(run_ids, self.pipeline))
 
     async def history(self, run_id: str) -> list[CheckpointInfo]:
         """Every checkpoint of the run, oldest first (headers only)."""

@@ -75,12 +75,29 @@ def save(cp: Checkpoint, lease: Lease | None, pipeline: Pipeline) -> Call[ops.Sa
 
 
 def load(
-    run_id: str, step: int | None, pipeline: Pipeline, resolve_secrets: ResolveSecrets = False
+    run_id: str,
+    step: int | None,
+    pipeline: Pipeline,
+    resolve_secrets: ResolveSecrets = False,
+    migrate: bool = True,
 ) -> Call[Checkpoint, Checkpoint]:
     def finish(cp: Checkpoint) -> Checkpoint:
-        return pipeline.resolve(cp, resolve_secrets)
+        return pipeline.after_load(cp, migrate=migrate, resolve=resolve_secrets)
 
     return Call(ops.load(check_id(run_id), check_step(step)), False, finish)
+
+
+def migrate_runs(run_ids: list[str], pipeline: Pipeline) -> Call[ops.Rewritten, ops.Rewritten]:
+    chain = pipeline.migrations
+    if chain is None:
+        raise InvalidArgument("eager migration needs a store opened with migrations=MigrationChain(...)")
+    ids = [check_id(run_id) for run_id in run_ids]
+
+    def rewrite(head: Checkpoint) -> Checkpoint | None:
+        chain.check_version(head.schema_version, run_id=head.run_id, step=head.step)
+        return pipeline.migrate(head) if chain.needs_migration(head.schema_version) else None
+
+    return Call(ops.rewrite_heads(ids, rewrite, pipeline.prepare_save, now_micros()), True, _same)
 
 
 def history(run_id: str) -> Call[list[CheckpointInfo], list[CheckpointInfo]]:

@@ -77,7 +77,12 @@ class Store:
         return self._run(calls.save(checkpoint, lease, self.pipeline))
 
     def load(
-        self, run_id: str, step: int | None = None, *, resolve_secrets: ResolveSecrets = False
+        self,
+        run_id: str,
+        step: int | None = None,
+        *,
+        resolve_secrets: ResolveSecrets = False,
+        migrate: bool = True,
     ) -> Checkpoint:
         """The run's latest checkpoint, or the one at ``step``, verified.
 
@@ -88,11 +93,28 @@ class Store:
         vault lookup) — they are replaced by the values, in memory only;
         ``UnknownSecret`` names one the resolver lacks.
 
+        With a migration chain (``open_store(url, migrations=chain)``) the
+        checkpoint is run forward to the chain's current ``schema_version``;
+        the stored rows are never changed by a load. ``migrate=False`` returns
+        it as stored. ``SchemaTooNew`` when it was written by newer code;
+        ``MigrationError`` (naming run, step and versions) when a migration fails.
+
         Raises ``NotFound`` (also a ``LookupError``) when the run or step does
         not exist and ``CorruptCheckpoint`` when stored rows fail the digest.
         Always two queries, however long the run.
         """
-        return self._run(calls.load(run_id, step, self.pipeline, resolve_secrets))
+        return self._run(calls.load(run_id, step, self.pipeline, resolve_secrets, migrate))
+
+    def migrate_runs(self, run_ids: list[str]) -> ops.Rewritten:
+        """Eagerly migrate these runs' latest checkpoints, in one transaction.
+
+        Each head checkpoint is rewritten in place at the chain's current
+        ``schema_version`` (messages the migration changed are appended as a
+        new range; older checkpoints keep theirs and are migrated on read).
+        Runs already current are left alone; a run whose migration fails is
+        left unchanged and reported. ``safepoint migrate`` calls this in batches.
+        """
+        return self._run(calls.migrate_runs(run_ids, self.pipeline))
 
     def history(self, run_id: str) -> list[CheckpointInfo]:
         """Every checkpoint of the run, oldest first (headers only, no messages)."""

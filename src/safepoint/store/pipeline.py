@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 from safepoint.errors import InvalidArgument, NotJSONCompatible
 from safepoint.messagelist import MessageList, StoredView, freeze
+from safepoint.migrations import MigrationChain
 from safepoint.model import Checkpoint, ScrubReport
 from safepoint.scrub import Found, Scrubber, Secrets
 from safepoint.scrub.known import lookup_for, restore
@@ -97,14 +98,22 @@ class PreparedSave:
 
 
 class Pipeline:
-    """A store's save and load transformations (scrubbing; blobs and migrations next)."""
+    """A store's save and load transformations: scrubbing, migrations (and blobs)."""
 
-    def __init__(self, scrubber: Scrubber | None = None) -> None:
+    def __init__(self, scrubber: Scrubber | None = None, migrations: MigrationChain | None = None) -> None:
         self.scrubber = scrubber
+        if migrations is not None:
+            if not isinstance(migrations, MigrationChain):
+                raise InvalidArgument(
+                    f"migrations must be a safepoint.MigrationChain, not {type(migrations).__name__}"
+                )
+            migrations.validate()  # a gap is an error now, not when a run resumes
+        self.migrations = migrations
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> Pipeline:
         """Take the pipeline's options out of ``open_store``'s keyword arguments."""
+        migrations = options.pop("migrations", None)
         scrubber = options.pop("scrubber", None)
         secrets = options.pop("secrets", None)
         policy = options.pop("secret_policy", "reference")
@@ -112,14 +121,14 @@ class Pipeline:
         if scrubber is False:
             if secrets is not None:
                 raise InvalidArgument("secrets= needs a scrubber; it cannot be combined with scrubber=False")
-            return cls(None)
+            return cls(None, migrations)
         if scrubber is None:
             scrubber = Scrubber(secrets=secrets, policy=policy, pii=pii)
         elif not isinstance(scrubber, Scrubber):
             raise InvalidArgument(f"scrubber must be a safepoint.Scrubber or False, not {scrubber!r}")
         elif secrets is not None or pii:
             raise InvalidArgument("give secrets= and pii= to the Scrubber, not beside it")
-        return cls(scrubber)
+        return cls(scrubber, migrations)
 
     def prepare_save(self, cp: Checkpoint) -> PreparedSave:
         return PreparedSave(self, cp)
@@ -136,6 +145,47 @@ class Pipeline:
                 raise
             error = NotJSONCompatible(self.scrubber.scrub_text(exc.path), exc.reason)
         raise error
+
+    def migrate(self, cp: Checkpoint) -> Checkpoint:
+        """``cp`` run forward to the chain's current schema_version (a new object).
+
+        The stored rows are not touched. The migrated messages keep the stored
+        view but nothing of it is trusted (``clean_prefix`` 0): the next save
+        compares them with the stored ones and writes, as a new range at the
+        new version, every message from the first one the migration changed.
+        """
+        chain = self.migrations
+        if chain is None:
+            return cp
+        chain.check_version(cp.schema_version, run_id=cp.run_id, step=cp.step)
+        if not chain.needs_migration(cp.schema_version):
+            return cp
+        data = chain.migrate(cp.to_dict(), run_id=cp.run_id, step=cp.step)
+        view = cp.stored_view
+        messages = MessageList([freeze(m) for m in data["messages"]], view)
+        messages.clean_prefix = 0
+        return Checkpoint(
+            run_id=cp.run_id,
+            step=cp.step,
+            schema_version=data["schema_version"],
+            messages=messages,
+            counters=data["counters"],
+            pending_action=data["pending_action"],
+            cursors=data["cursors"],
+            state=data["state"],
+            status=data["status"],
+            labels=data["labels"],
+            parent=cp.parent,
+            created_at=cp.created_at,
+            digest=cp.digest,
+            scrub_report=cp.scrub_report,
+        )
+
+    def after_load(self, cp: Checkpoint, *, migrate: bool, resolve: ResolveSecrets) -> Checkpoint:
+        """What ``load`` returns: migrated (unless ``migrate=False``), secrets resolved if asked."""
+        if migrate:
+            cp = self.migrate(cp)
+        return self.resolve(cp, resolve)
 
     def resolve(self, cp: Checkpoint, resolve: ResolveSecrets) -> Checkpoint:
         """``cp`` with secret references and markers replaced by values (in place)."""

@@ -276,8 +276,7 @@ def assert_all_loadable(
 
 def _load_stored(store: Store, run_id: str, step: int) -> JSONDict:
     """The checkpoint as stored, before any migration."""
-    # Once the store migrates on load, this becomes its raw load (e.g. migrate=False).
-    return store.load(run_id, step).to_dict()
+    return store.load(run_id, step, migrate=False).to_dict()
 
 
 def stored_keys(store: Store) -> Iterator[tuple[str, int]]:

@@ -186,3 +186,23 @@ RETURNING id;
 
 -- name: lease_state
 SELECT lease_owner, lease_epoch FROM safepoint_runs WHERE run_id = %(run_id)s;
+
+-- name: head_messages
+-- The messages the head row carries (eager migration appends to them).
+SELECT first_seq, added, messages FROM safepoint_checkpoints
+WHERE run_ref = %(run_ref)s::bigint AND step = %(step)s::bigint;
+
+-- name: rewrite_checkpoint
+-- Eager migration replaces the head checkpoint in place (see the SQLite
+-- query of the same name for why older checkpoints are unaffected).
+UPDATE safepoint_checkpoints
+SET schema_version = %(schema_version)s, status = %(status)s,
+    message_count = %(message_count)s::bigint, ranges = %(ranges)s::jsonb, header = %(header)s,
+    digest = %(digest)s, added = %(added)s, messages = %(messages)s
+WHERE run_ref = %(run_ref)s::bigint AND step = %(step)s::bigint;
+
+-- name: rewrite_run_head
+UPDATE safepoint_runs
+SET head_digest = %(digest)s, schema_version = %(schema_version)s, labels = %(labels)s::jsonb,
+    counters = %(counters)s::jsonb, next_seq = %(next_seq)s::bigint, status = %(status)s
+WHERE id = %(run_ref)s::bigint;

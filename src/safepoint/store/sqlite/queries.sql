@@ -158,3 +158,21 @@ RETURNING id;
 
 -- name: lease_state
 SELECT lease_owner, lease_epoch FROM safepoint_runs WHERE run_id = :run_id;
+
+-- name: head_messages
+-- The messages the head row carries (eager migration appends to them).
+SELECT first_seq, added, messages FROM safepoint_checkpoints
+WHERE id = :run_ref * 4294967296 + :step;
+
+-- name: rewrite_checkpoint
+-- Eager migration replaces the head checkpoint in place: the one exception to
+-- "rows are never updated". The row keeps its step and creation time; any
+-- message the migration changed is appended to the messages it carries under
+-- new seqs, so older checkpoints still see exactly what they saw.
+UPDATE safepoint_checkpoints
+SET schema_version = :schema_version, status = :status, message_count = :message_count,
+    ranges = :ranges, header = :header, digest = :digest, added = :added, messages = :messages
+WHERE id = :run_ref * 4294967296 + :step;
+
+-- name: rewrite_run_head
+UPDATE safepoint_runs SET labels = :labels, status = :status WHERE id = :run_ref;

@@ -1,0 +1,174 @@
+"""``safepoint migrate``, ``check`` and ``export``: the schema-change commands.
+
+They need the application's migration chain, named as ``module:attribute``
+with ``--migrations`` (or ``SAFEPOINT_MIGRATIONS``), e.g.
+``--migrations myapp.checkpoints:CHAIN``; the attribute is a
+``MigrationChain`` or a function returning one. The current directory is
+importable, as with ``python -m``. See docs/migrations.md for the workflow.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.progress import Progress
+
+from safepoint.cli import _console, emit, handle_errors, main, store_options
+from safepoint.errors import InvalidArgument, NotFound, SafepointError
+from safepoint.migrations import MigrationChain
+from safepoint.store import open_store
+from safepoint.store.eager import migrate_store
+from safepoint.testing.migrations import CheckReport, check_one, fixture_text, stored_keys
+
+
+def load_chain(spec: str | None) -> MigrationChain:
+    """The chain named by ``module:attribute``; ``InvalidArgument`` saying what is wrong."""
+    if not spec:
+        raise InvalidArgument(
+            "name the migration chain with --migrations module:attribute (or SAFEPOINT_MIGRATIONS)"
+        )
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise InvalidArgument(f"--migrations {spec!r} must look like module:attribute")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        value: Any = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise InvalidArgument(f"cannot load migration chain {spec!r}: {exc}") from exc
+    if callable(value) and not isinstance(value, MigrationChain):
+        value = value()
+    if not isinstance(value, MigrationChain):
+        raise InvalidArgument(f"{spec!r} is a {type(value).__name__}, not a safepoint.MigrationChain")
+    return value
+
+
+def migrations_option(func: Any) -> Any:
+    return click.option(
+        "--migrations",
+        "chain_spec",
+        envvar="SAFEPOINT_MIGRATIONS",
+        metavar="MODULE:ATTR",
+        help="The application's MigrationChain (env SAFEPOINT_MIGRATIONS).",
+    )(func)
+
+
+@main.command()
+@store_options
+@migrations_option
+@click.option("--dry-run", is_flag=True, help="Load and migrate in memory only; write nothing.")
+@click.option("--batch-size", default=50, show_default=True, help="Runs per transaction.")
+@handle_errors
+def migrate(*, store_url: str, as_json: bool, chain_spec: str | None, dry_run: bool, batch_size: int) -> None:
+    """Rewrite every run's latest checkpoint at the chain's current schema_version.
+
+    Resumable: run it again after an interruption and it finishes the runs
+    still behind. History checkpoints are migrated when they are read.
+    """
+    chain = load_chain(chain_spec)
+    with open_store(store_url, migrations=chain) as store, Progress(console=_console, disable=as_json) as bar:
+        task = bar.add_task("migrating runs" if not dry_run else "checking runs (dry run)", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+            if as_json:
+                return
+            # One plain line per batch as well: logs and tests can follow progress.
+            bar.console.print(f"batch done: {done}/{total}", highlight=False)
+
+        report = migrate_store(store, batch_size=batch_size, dry_run=dry_run, progress=progress)
+    data = {
+        "runs": report.runs,
+        "behind": report.behind,
+        "migrated": report.migrated,
+        "dry_run": report.dry_run,
+        "current_version": chain.current,
+        "failures": [{"run_id": r, "step": s, "error": str(e)} for r, s, e in report.failures],
+    }
+
+    def render() -> None:
+        verb = "would migrate" if dry_run else "migrated"
+        _console.print(
+            f"{report.runs} runs, {report.behind} behind version {chain.current}: {verb} {report.migrated}, "
+            f"{len(report.failures)} failed"
+        )
+        for run_id, step, error in report.failures:
+            _console.print(f"  run {run_id!r} step {step}: {type(error).__name__}: {error}", highlight=False)
+
+    emit(data, as_json, render)
+    if not report.ok:
+        sys.exit(1)
+
+
+@main.command()
+@store_options
+@migrations_option
+@click.option("--sample", type=int, default=None, help="Check a random sample of this many checkpoints.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for --sample.")
+@handle_errors
+def check(*, store_url: str, as_json: bool, chain_spec: str | None, sample: int | None, seed: int) -> None:
+    """Pre-deploy check: load and migrate every stored checkpoint with this code, writing nothing.
+
+    Exits non-zero if any checkpoint fails, listing each with run, step and error.
+    """
+    chain = load_chain(chain_spec)
+    chain.validate()
+    report = CheckReport()
+    with open_store(store_url) as store:
+        keys = list(stored_keys(store))
+        if sample is not None and sample < len(keys):
+            keys = [keys[i] for i in sorted(random.Random(seed).sample(range(len(keys)), max(sample, 0)))]
+        with Progress(console=_console, disable=as_json) as bar:
+            for run_id, step in bar.track(keys, description="checking checkpoints"):
+                try:
+                    data = store.load(run_id, step, migrate=False).to_dict()
+                except NotFound:
+                    continue
+                except SafepointError as exc:
+                    report.checked += 1
+                    report.fail(run_id, step, exc)
+                    continue
+                check_one(report, chain, run_id, step, data)
+    data = {
+        "checked": report.checked,
+        "up_to_date": report.up_to_date,
+        "migrated": report.migrated,
+        "versions": {str(k): v for k, v in sorted(report.versions.items())},
+        "failures": [
+            {"run_id": f.run_id, "step": f.step, "error": type(f.error).__name__, "message": str(f.error)}
+            for f in report.failures
+        ],
+    }
+    emit(data, as_json, lambda: _console.print(report.summary(), highlight=False))
+    if not report.ok:
+        sys.exit(1)
+
+
+@main.command()
+@store_options
+@click.argument("run_id")
+@click.option("--step", type=int, default=None, help="The step to export (default: the latest).")
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write here, not stdout."
+)
+@handle_errors
+def export(*, store_url: str, as_json: bool, run_id: str, step: int | None, output: Path | None) -> None:
+    """Write one stored checkpoint as a fixture file (as stored: not migrated, secrets as references).
+
+    Capture one before changing your schema; test the migration against it
+    with ``safepoint.testing.assert_migrates``.
+    """
+    del as_json  # a fixture is JSON already
+    with open_store(store_url) as store:
+        text = fixture_text(store.load(run_id, step, migrate=False))
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
+        click.echo(f"wrote {output}", err=True)
