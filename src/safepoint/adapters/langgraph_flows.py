@@ -1,193 +1,47 @@
 """Every ``SafepointSaver`` operation, written once as a flow (see ``_flow.py``).
 
-The thread run only grows: each operation appends one step built from the
-run's head (``append_step``), so saves are the store's ordinary incremental
-saves, fenced by its optimistic concurrency — a ``Conflict`` means another
-writer got there first, and the step is rebuilt on the new head.
+Writes append steps through ``langgraph_steps.append_step``; reads load the
+thread run's head first, then (for a checkpoint other than the latest) the
+index, then the one step that holds the checkpoint.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass
+from collections.abc import Generator, Sequence
 from typing import Any
 
 from langgraph.checkpoint.base import WRITES_IDX_MAP, CheckpointTuple
 
-from safepoint import Checkpoint, Conflict
+from safepoint import Checkpoint
 
-from ._flow import CheckpointCache, Delete, FindRuns, Flow, Load, Save
-from .langgraph_codec import ValueCodec
+from ._flow import Delete, FindRuns, Flow, Load
 from .langgraph_layout import (
     ADAPTER,
     ADAPTER_LABEL,
-    INDEX_ROLE,
     ROLE_LABEL,
     THREAD_LABEL,
     THREAD_ROLE,
     IndexEntry,
     ThreadKey,
-    bookkeeping,
     decode_tuple,
-    index_entries,
     merge_writes,
     snapshot_of,
-    step_status,
+)
+from .langgraph_steps import (
+    Builder,
+    Built,
+    Context,
+    append_step,
+    encode_snapshot,
+    finish_step,
+    flush_index,
+    known_covers,
+    read_index,
+    set_messages,
+    start_step,
 )
 
-MAX_ATTEMPTS = 50
-FLUSH_AT = 8  # unindexed entries that make a step flush the index even without a new checkpoint
-MAX_ORPHANS = 16  # writes whose checkpoint never arrived are dropped beyond this many
-
-Built = tuple[Checkpoint, list[Any]]  # the step to save, and the raw messages it was given
-Builder = Callable[[Checkpoint | None, list[Any]], Generator[Any, Any, Built]]
-
-
-@dataclass(frozen=True, slots=True)
-class Context:
-    """What every flow needs: the codec (with the saver's allow-list) and the checkpoint cache."""
-
-    codec: ValueCodec
-    cache: CheckpointCache
-    messages_channel: str
-
-
-def encode_snapshot(
-    ctx: Context, checkpoint: Any, metadata: Any, parent_id: str | None
-) -> tuple[dict[str, Any], list[Any] | None]:
-    """A LangGraph checkpoint as a snapshot (no writes yet) and its message log entries, if any."""
-    codec = ctx.codec
-    values: dict[str, Any] = {}
-    messages_field: dict[str, str] | None = None
-    log: list[Any] | None = None
-    for name, value in checkpoint["channel_values"].items():
-        if name == ctx.messages_channel:
-            encoded = codec.encode_messages(value, f"channel_values[{name!r}]")
-            if encoded is not None:
-                messages_field = {"channel": name, "format": encoded[0]}
-                log = encoded[1]
-                continue
-        values[name] = codec.encode(value, f"channel_values[{name!r}]")
-    rest = {
-        k: codec.encode(v, f"checkpoint[{k!r}]")
-        for k, v in checkpoint.items()
-        if k not in ("id", "channel_values")
-    }
-    snapshot = {
-        "id": checkpoint["id"],
-        "parent": parent_id,
-        "checkpoint": rest,
-        "values": values,
-        "messages": messages_field,
-        "metadata": {k: codec.encode(v, f"metadata[{k!r}]") for k, v in metadata.items()},
-        "writes": [],
-    }
-    return snapshot, log
-
-
-def start_step(key: ThreadKey, head: Checkpoint | None, base: Checkpoint | None = None) -> Checkpoint:
-    """The next step of the thread run, carrying ``base``'s messages (default: the head's)."""
-    source = base if base is not None else head
-    cp = Checkpoint(run_id=key.thread_run, step=0) if source is None else source.next()
-    cp.step = 0 if head is None else head.step + 1
-    cp.labels = key.labels(THREAD_ROLE)
-    cp.parent = None
-    return cp
-
-
-def set_messages(cp: Checkpoint, raw_before: list[Any], new: list[Any] | None) -> list[Any]:
-    """Make ``cp``'s log hold ``new`` by changing only the differing tail (so saves stay incremental).
-
-    ``raw_before`` is what this process last handed the store for the log
-    ``cp`` carries (the stored form may be redacted by the scrubber, so it is
-    compared with what was given, not with what came back). ``None`` leaves
-    the log as it is: the checkpoint has no message channel.
-    """
-    if new is None:
-        return raw_before
-    same = 0
-    for old, fresh in zip(raw_before, new, strict=False):
-        if old != fresh:
-            break
-        same += 1
-    if same == len(cp.messages):
-        cp.messages.extend(new[same:])
-    else:
-        cp.messages[same:] = new[same:]
-    return new
-
-
-def finish_step(
-    cp: Checkpoint, head: Checkpoint | None, snapshot: dict[str, Any], orphans: dict[str, Any], covers: int
-) -> None:
-    """Fill in ``cp``'s state: the snapshot, plus the thread-wide fields carried from ``head``."""
-    if len(orphans) > MAX_ORPHANS:
-        keep = sorted(orphans, key=lambda k: orphans[k]["since"])[-MAX_ORPHANS:]
-        orphans = {k: orphans[k] for k in keep}
-    head_state = head.state if head is not None else None
-    cp.state = {**snapshot, **bookkeeping(head_state, cp.step, snapshot, covers), "orphans": orphans}
-    cp.status = step_status(snapshot)
-
-
-def append_step(ctx: Context, key: ThreadKey, build: Builder, *, flush: bool) -> Flow[Checkpoint]:
-    """Save the step ``build`` makes from the head, rebuilding it after a ``Conflict``."""
-    for _ in range(MAX_ATTEMPTS):
-        cached = ctx.cache.get(key.thread_run)
-        if cached is not None:
-            head, raw = cached
-        else:
-            head = yield Load(key.thread_run)
-            raw = list(head.messages) if head is not None else []
-        cp, raw = yield from build(head, raw)
-        try:
-            yield Save(cp)
-        except Conflict:
-            ctx.cache.drop(key.thread_run)
-            continue
-        ctx.cache.put(cp, raw)
-        if flush or len(cp.state["unindexed"]) >= FLUSH_AT:
-            yield from flush_index(ctx, key, cp)
-        return cp
-    raise Conflict(key.thread_run, -1, None, detail=f"gave up after {MAX_ATTEMPTS} concurrent-write retries")
-
-
-def known_covers(ctx: Context, key: ThreadKey) -> int:
-    """The last thread step this process knows the index run holds (-1: none known)."""
-    cached = ctx.cache.get(key.index_run)
-    return int(cached[0].counters.get("covers", -1)) if cached is not None else -1
-
-
-def flush_index(ctx: Context, key: ThreadKey, step: Checkpoint) -> Flow[None]:
-    """Append ``step``'s unindexed entries to the index run (a failed flush only delays them)."""
-    for _ in range(MAX_ATTEMPTS):
-        cached = ctx.cache.get(key.index_run)
-        index = cached[0] if cached is not None else (yield Load(key.index_run))
-        covers = int(index.counters.get("covers", -1)) if index is not None else -1
-        new = [dict(e) for e in step.state["unindexed"] if e["step"] > covers]
-        if not new:
-            if index is not None:
-                ctx.cache.put(index)
-            return
-        cp = index.next() if index is not None else Checkpoint(run_id=key.index_run, step=0)
-        cp.labels = key.labels(INDEX_ROLE)
-        cp.messages.extend(new)
-        cp.counters = {"covers": max(e["step"] for e in new)}
-        try:
-            yield Save(cp)
-        except Conflict:
-            ctx.cache.drop(key.index_run)
-            continue
-        ctx.cache.put(cp)
-        return
-
-
-def read_index(head: Checkpoint, key: ThreadKey) -> Flow[dict[str, IndexEntry]]:
-    """Where each checkpoint id's newest snapshot is. Load ``head`` first: entries the
-    index gains later leave the head, so reading the head after the index could miss some."""
-    index = yield Load(key.index_run)
-    entries = list(index.messages) if index is not None else []
-    entries.extend(head.state.get("unindexed", ()))
-    return index_entries(entries)
+__all__ = ["Context", "copy_thread", "delete_thread", "get_tuple", "list_tuples", "put", "put_writes"]
 
 
 def put(ctx: Context, key: ThreadKey, checkpoint: Any, metadata: Any, parent_id: str | None) -> Flow[None]:

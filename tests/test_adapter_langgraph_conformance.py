@@ -1,0 +1,121 @@
+"""LangGraph's own checkpointer conformance suite, run against SafepointSaver.
+
+The suite (``langgraph-checkpoint-conformance``) drives the async methods;
+with a sync ``Store`` they run the same flows in a worker thread, with an
+``AsyncStore`` natively. Each combination runs on SQLite (a temporary file)
+and on PostgreSQL (a schema of its own, dropped afterwards). The report is
+printed straight to the terminal, so CI logs show it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.conformance import checkpointer_test, validate
+from langgraph.checkpoint.conformance.capabilities import BASE_CAPABILITIES
+from langgraph.checkpoint.conformance.report import CapabilityReport, ProgressCallbacks
+
+import safepoint
+from conftest_postgres import fresh_schema, require_postgres
+from safepoint.adapters.langgraph import SafepointSaver
+
+Opener = Callable[[int], Any]  # n -> a Store, or an awaitable AsyncStore
+
+
+@pytest.fixture(scope="module")
+def postgres_dsn() -> str:
+    return require_postgres()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> Callable[[int], str]:
+    return lambda n: f"sqlite:///{tmp_path / f'conformance-{n}.db'}"
+
+
+@pytest.fixture
+def pg_schema(postgres_dsn: str) -> Iterator[str]:
+    with fresh_schema(postgres_dsn) as name:
+        yield name
+
+
+def run_suite(name: str, open_store: Opener, capsys: pytest.CaptureFixture[str]) -> CapabilityReport:
+    """Run the whole suite, a fresh store (and saver) per capability, and print the report."""
+    opened = 0
+
+    async def factory() -> AsyncIterator[SafepointSaver]:
+        nonlocal opened
+        opened += 1
+        store = open_store(opened)
+        if asyncio.iscoroutine(store):
+            store = await store
+        try:
+            yield SafepointSaver(store)
+        finally:
+            closing = store.close()
+            if asyncio.iscoroutine(closing):
+                await closing
+
+    registered = checkpointer_test(name=name)(factory)
+    with capsys.disabled():
+        print()
+        report = asyncio.run(validate(registered, progress=ProgressCallbacks.default()))
+        report.print_report()
+    return report
+
+
+def assert_conformant(report: CapabilityReport) -> None:
+    failures = [f for r in report.results.values() for f in r.failures]
+    assert report.passed_all_base(), failures
+    assert report.results["copy_thread"].passed is True, failures
+    # Runs only grow, so deleting steps from the middle of one is not offered.
+    assert report.results["prune"].detected is False
+    assert report.results["delete_for_runs"].detected is False
+    assert {c.value for c in BASE_CAPABILITIES} <= {n for n, r in report.results.items() if r.passed}
+
+
+def test_conformance_sqlite_store(
+    sqlite_url: Callable[[int], str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every base capability and copy_thread pass on SQLite through a sync Store."""
+    report = run_suite(
+        "SafepointSaver (SQLite, Store)", lambda n: safepoint.open_store(sqlite_url(n)), capsys
+    )
+    assert_conformant(report)
+
+
+def test_conformance_sqlite_async_store(
+    sqlite_url: Callable[[int], str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every base capability and copy_thread pass on SQLite through an AsyncStore."""
+    report = run_suite(
+        "SafepointSaver (SQLite, AsyncStore)", lambda n: safepoint.open_async_store(sqlite_url(n)), capsys
+    )
+    assert_conformant(report)
+
+
+def test_conformance_postgres_store(
+    postgres_dsn: str, pg_schema: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every base capability and copy_thread pass on PostgreSQL through a sync Store."""
+    report = run_suite(
+        "SafepointSaver (PostgreSQL, Store)",
+        lambda n: safepoint.open_store(postgres_dsn, schema=pg_schema, max_size=2),
+        capsys,
+    )
+    assert_conformant(report)
+
+
+def test_conformance_postgres_async_store(
+    postgres_dsn: str, pg_schema: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every base capability and copy_thread pass on PostgreSQL through a native AsyncStore."""
+    report = run_suite(
+        "SafepointSaver (PostgreSQL, AsyncStore)",
+        lambda n: safepoint.open_async_store(postgres_dsn, schema=pg_schema, max_size=2),
+        capsys,
+    )
+    assert_conformant(report)
