@@ -84,18 +84,30 @@ def decode_stored(digest: str, stored: bytes) -> bytes:
     """
     detail = "its bytes do not hash to its digest"
     if stored[:4] == ZSTD_MAGIC:
-        try:
-            # decompressobj grows with the real output, so a damaged header that
-            # claims a huge content size cannot make us allocate it up front.
-            data = zstandard.ZstdDecompressor().decompressobj().decompress(stored)
-        except zstandard.ZstdError:
-            detail = "it is neither a valid zstd frame nor raw bytes matching its digest"
-        else:
-            if blob_digest(data) == digest:
-                return data
+        data = _decompress_whole_frame(stored)
+        if data is None:
+            detail = "it is neither one whole zstd frame nor raw bytes matching its digest"
+        elif blob_digest(data) == digest:
+            return data
     if blob_digest(stored) == digest:
         return stored
     raise BlobCorrupt(digest, detail)
+
+
+def _decompress_whole_frame(stored: bytes) -> bytes | None:
+    """The content of ``stored`` if it is exactly one complete zstd frame, else None.
+
+    A truncated frame or bytes after its end mean the object is not what a
+    store wrote, even if the part that decodes happens to be intact.
+    """
+    # decompressobj grows with the real output, so a damaged header that claims
+    # a huge content size cannot make us allocate it up front.
+    decoder = zstandard.ZstdDecompressor().decompressobj()
+    try:
+        data = decoder.decompress(stored)
+    except zstandard.ZstdError:
+        return None
+    return data if decoder.eof and not decoder.unused_data else None
 
 
 @dataclass(frozen=True, slots=True)

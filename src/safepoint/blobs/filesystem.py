@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -37,6 +38,8 @@ from safepoint.errors import BlobError, BlobNotFound, InvalidArgument
 TEMP_PREFIX = ".tmp-"
 _HEX = frozenset("0123456789abcdef")
 _FILE_MODE = 0o644
+# Well past the moment a concurrent writer fsyncs the directory after its rename.
+_RECENT_WRITE_SECONDS = 60.0
 
 
 class FileSystemBlobStore(StoreLifecycle):
@@ -73,7 +76,7 @@ class FileSystemBlobStore(StoreLifecycle):
         digest = blob_digest(data)
         final = self.path_for(digest)
         try:
-            if final.exists():
+            if self._already_stored(final):
                 return digest
             self._write_atomically(final, encode_stored(data, compress=self.compress))
         except OSError as exc:
@@ -161,6 +164,22 @@ class FileSystemBlobStore(StoreLifecycle):
                 for leaf in sorted(_entries(Path(top.path)), key=lambda item: item.name):
                     if _is_fanout(leaf):
                         yield Path(leaf.path)
+
+    def _already_stored(self, final: Path) -> bool:
+        """True when ``final`` exists, and then durably so.
+
+        A file renamed in moments ago by another process may still have its
+        directory entry unsynced (that writer fsyncs the directory right
+        after), so a recent file costs one directory fsync; older ones cost
+        nothing beyond the stat.
+        """
+        try:
+            stat = os.stat(final)
+        except FileNotFoundError:
+            return False
+        if time.time() - stat.st_mtime < _RECENT_WRITE_SECONDS:
+            _fsync_dir(final.parent)
+        return True
 
     def _write_atomically(self, final: Path, stored: bytes) -> None:
         directory = final.parent

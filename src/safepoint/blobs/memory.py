@@ -40,10 +40,11 @@ class MemoryBlobStore(StoreLifecycle):
         data = check_data(data)
         self._check_open()
         digest = blob_digest(data)
+        if self.exists(digest):
+            return digest
+        stored = encode_stored(data, compress=self.compress)  # outside the lock: it can take a while
         with self._lock:
-            if digest not in self._objects:
-                stored = encode_stored(data, compress=self.compress)
-                self._objects[digest] = (stored, datetime.now(UTC))
+            self._objects.setdefault(digest, (stored, datetime.now(UTC)))
         return digest
 
     def get(self, digest: str) -> bytes:
