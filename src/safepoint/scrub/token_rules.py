@@ -1,0 +1,352 @@
+"""The secret rule table: well-known credential formats, as their providers document them.
+
+Each rule names the format it targets in ``description``. Prefixed tokens are
+found by their prefix (exact case: the case is part of the format); secrets
+without a prefix (an AWS secret key, a password) only by their context — a key
+name such as ``aws_secret_access_key`` or ``password`` followed by ``=``/``:``.
+Values that a rule's shape admits but that are not credentials — placeholders
+(``changeme``, ``${TOKEN}``, ``<your-key>``, ``********``), code
+(``os.environ["X"]``), identifiers, numbers, paths, URLs — are turned away by
+the value checks of :mod:`safepoint.scrub.rules` (entropy, character classes).
+
+Order matters only on a tie: on overlapping matches the longer wins, then the
+rule listed first, so specific formats come before the generic ones.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+
+from safepoint.scrub.rules import Rule, has_mixed_case, is_placeholder, looks_like_secret_value, looks_random
+
+# A token does not continue a word on either side.
+_L = r"(?<![A-Za-z0-9_])"
+_R = r"(?![A-Za-z0-9_])"
+_LD = r"(?<![A-Za-z0-9_-])"  # … nor a dashed name, for formats whose alphabet has "-"
+_RD = r"(?![A-Za-z0-9_-])"
+# key="value", key: value, "key": "value", key => value, key := value, \"key\": \"value\" (JSON in JSON)
+_ASSIGN_TO_VALUE = (
+    r"""(?:\\?["'])?(?:[ \t]*:[ \t]*(?:str|bytes|SecretStr))?[ \t]{0,4}(?::=|=>|==|[:=])[ \t]{0,4}\\?"""
+)
+_ASSIGN = _ASSIGN_TO_VALUE + r"""["'`]?"""
+
+
+def _prefixed(
+    name: str,
+    regex: str,
+    prefixes: tuple[str, ...],
+    description: str,
+    *,
+    max_length: int = 256,
+    strict: bool = False,
+) -> Rule:
+    """A token found by its documented, case-sensitive prefix."""
+    validate = _random_with_classes if strict else looks_random
+    return Rule(
+        name=name,
+        pattern=re.compile(regex),
+        triggers=tuple(p.lower() for p in prefixes),
+        validate=validate,
+        description=description,
+        spellings=prefixes,
+        max_length=max_length,
+    )
+
+
+def _random_with_classes(value: str) -> bool:
+    """For weak prefixes (``sk-``, ``hf_``, ``npm_``): a generated key mixes cases."""
+    return looks_random(value) and has_mixed_case(value)
+
+
+def _jwt_header_has_alg(token: str) -> bool:
+    header = token.split(".", 1)[0]
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(header + "=" * (-len(header) % 4)))
+    except (ValueError, binascii.Error):
+        return False
+    return isinstance(decoded, dict) and "alg" in decoded
+
+
+def _pem_has_key_material(block: str) -> bool:
+    return re.search(r"[A-Za-z0-9+/]{32}", block) is not None
+
+
+def _is_basic_credentials(value: str) -> bool:
+    """A ``Basic`` header value: base64 of ``user:password``."""
+    try:
+        decoded = base64.b64decode(value, validate=True).decode()
+    except (ValueError, binascii.Error):
+        return False
+    return ":" in decoded and decoded.isprintable()
+
+
+def _header_value(value: str) -> bool:
+    return not is_placeholder(value) and (_is_basic_credentials(value) or looks_like_secret_value(value))
+
+
+def _url_password(value: str) -> bool:
+    low = value.lower()
+    return not is_placeholder(value) and low not in _URL_PLACEHOLDERS and not value.startswith(("$", "{"))
+
+
+_URL_PLACEHOLDERS = frozenset(
+    {"password", "passwd", "pass", "pwd", "pw", "secret", "p", "x", "changeme", "token"}
+)
+
+# Key names that never hold a secret even though they contain a secret word:
+# pagination cursors (nextPageToken) before it, ids/names/counts/urls after it.
+_NOT_AFTER = "".join(
+    f"(?<!{spelled}{sep})"
+    for word in ("page", "next", "continuation", "pagination", "cursor", "sync", "resume", "delta", "skip")
+    for spelled in (word, word.capitalize(), word.upper())
+    for sep in ("", "_", "-")
+)
+_NOT_BEFORE = (
+    r"(?!(?i:s(?![a-z])|iz[a-z]*|s?[_.-]?(?:ids?|arns?|names?|urls?|uris?|paths?|files?|dirs?|types?|"
+    r"counts?|endpoints?|versions?|len|lengths?|limits?|ttl|expir[a-z]*|usage|used|budget|polic(?:y|ies)|"
+    r"prompt|hint|fields?|labels?|kinds?|providers?|sources?|refs?|reset|stores?|manager|helper|formats?|"
+    r"hash(?:es|ed)?|rotation|valid[a-z]*|required|strength|manager)(?![a-z])))"
+)
+_SECRET_WORDS = (
+    r"password|passwd|passphrase|pwd|secret|token|credentials?|api[_-]?key|access[_-]?key|private[_-]?key"
+)
+# The value: quoted (anything but whitespace, quotes and backslash) or bare (no code punctuation, so
+# os.environ["X"], f"{x}", user.password and ${X} are not values).
+_VALUE = (
+    r"""(?P<q>["'`])?(?P<secret>(?(q)[^\s"'`\\]{8,256}|[^\s"'`\\,;&<>()\[\]{}.]{8,256}))"""
+    r"""(?(q)(?=\\?(?P=q))|(?=[\s,;&)\]}]|$))"""
+)
+SECRET_RULES: tuple[Rule, ...] = (
+    Rule(
+        name="private-key",
+        pattern=re.compile(
+            r"-----BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----(?:"
+            r"[A-Za-z0-9+/=\s:,.\\-]{0,20000}?-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----"
+            # no END (a truncated key): its header lines and base64 lines
+            r"|(?:(?:\\[rn]|\s)+(?:[A-Za-z-]+: [^\n\\]{0,100}|[A-Za-z0-9+/=]{16,}))+)"
+        ),
+        triggers=("-----begin",),
+        spellings=("-----BEGIN",),
+        validate=_pem_has_key_material,
+        description="PEM private key block (PKCS#1 RSA, SEC1 EC, PKCS#8, ENCRYPTED, OPENSSH, PGP), "
+        "with real newlines or JSON-escaped \\n",
+        max_length=21000,
+    ),
+    Rule(
+        name="jwt",
+        pattern=re.compile(
+            _LD + r"eyJ[A-Za-z0-9_-]{8,4000}\.[A-Za-z0-9_-]{2,12000}\.[A-Za-z0-9_-]{0,2000}" + _RD
+        ),
+        triggers=("eyj",),
+        spellings=("eyJ",),
+        validate=_jwt_header_has_alg,
+        description='JSON Web Token (RFC 7519): three base64url parts, the header JSON with "alg"',
+        max_length=18100,
+    ),
+    _prefixed(
+        "aws-access-key-id",
+        r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z2-7]{16}(?![A-Za-z0-9])",
+        ("AKIA", "ASIA"),
+        "AWS access key id: AKIA (long-term) or ASIA (temporary) + 16 base32 characters",
+    ),
+    Rule(
+        name="aws-secret-access-key",
+        pattern=re.compile(
+            r"(?i:(?:aws[_-]?)?secret[_-]?access[_-]?key|aws[_-]?secret(?:[_-]?key)?)"
+            + _ASSIGN
+            + r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+        ),
+        triggers=("secret",),
+        validate=looks_random,
+        description="AWS secret access key: 40 base64 characters after aws_secret_access_key/SecretAccessKey",
+        reach_before=4,
+        max_length=120,
+    ),
+    _prefixed(
+        "github-token",
+        _L + r"gh[pousr]_[A-Za-z0-9]{36,251}" + _R,
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+        "GitHub token: ghp_ classic PAT, gho_ OAuth, ghu_ user-to-server, ghs_ server-to-server, "
+        "ghr_ refresh + base62",
+    ),
+    _prefixed(
+        "github-fine-grained-token",
+        _L + r"github_pat_[A-Za-z0-9_]{70,240}" + _R,
+        ("github_pat_",),
+        "GitHub fine-grained personal access token: github_pat_ + 22 + _ + 59 base62 characters",
+    ),
+    _prefixed(
+        "gitlab-token",
+        _LD
+        + r"(?:gl(?:pat|oas|dt|rt|rtr|cbt|ptt|ft|imt|agent|soat|ffct|wt)-[A-Za-z0-9_-]{20,200}"
+        + r"(?:\.[A-Za-z0-9_-]{2,40}){0,3}|GR1348941[A-Za-z0-9_-]{20,60})"
+        + _RD,
+        (
+            *(
+                f"gl{p}-"
+                for p in ("pat", "oas", "dt", "rt", "rtr", "cbt", "ptt", "ft", "imt", "agent", "soat")
+            ),
+            *("glffct-", "glwt-", "GR1348941"),
+        ),
+        "GitLab token: glpat- personal, gloas- OAuth secret, gldt- deploy, glrt- runner, glcbt- job, "
+        "glptt- trigger, glft- feed, … and GR1348941 runner registration",
+        max_length=400,
+    ),
+    _prefixed(
+        "anthropic-api-key",
+        _LD + r"sk-ant-(?:api|admin|oat|ort|sid)\d{2}-[A-Za-z0-9_-]{32,250}" + _RD,
+        ("sk-ant-",),
+        "Anthropic key: sk-ant-api03- (API) or sk-ant-admin01- (Admin) + base64url",
+        max_length=300,
+    ),
+    _prefixed(
+        "openai-api-key",
+        _LD + r"sk-(?!ant-)(?:(?:proj|svcacct|admin|None)-)?[A-Za-z0-9_-]{20,250}" + _RD,
+        ("sk-",),
+        "OpenAI API key: sk- (legacy), sk-proj- (project), sk-svcacct- (service account), sk-admin-",
+        max_length=300,
+        strict=True,
+    ),
+    _prefixed(
+        "google-api-key",
+        _LD + r"AIza[0-9A-Za-z_-]{35}" + _RD,
+        ("AIza",),
+        "Google API key: AIza + 35 characters of [0-9A-Za-z_-]",
+    ),
+    _prefixed(
+        "slack-token",
+        _LD + r"(?:xox[abeoprs]|xapp)-[0-9A-Za-z]{1,40}(?:-[0-9A-Za-z]{1,200}){1,6}" + _RD,
+        ("xoxb-", "xoxp-", "xoxa-", "xoxr-", "xoxs-", "xoxe-", "xoxo-", "xapp-"),
+        "Slack token: xoxb- bot, xoxp- user, xoxa-/xoxr- workspace/refresh, xoxs-, xoxe- rotating, "
+        "xapp- app-level",
+        max_length=500,
+    ),
+    _prefixed(
+        "slack-webhook",
+        r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9]{6,20}/[A-Za-z0-9]{6,20}/[A-Za-z0-9/]{16,120}"
+        + _R,
+        ("hooks.slack.com/",),
+        "Slack incoming webhook URL: hooks.slack.com/services/T…/B…/<secret>",
+    ),
+    _prefixed(
+        "stripe-key",
+        _L + r"(?:(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{20,247}|whsec_[A-Za-z0-9+/=]{32,100})" + _R,
+        ("sk_live_", "sk_test_", "rk_live_", "rk_test_", "whsec_"),
+        "Stripe secret key sk_live_/sk_test_, restricted key rk_live_/rk_test_, webhook secret whsec_",
+    ),
+    _prefixed(
+        "twilio-api-key",
+        _L + r"SK[0-9a-f]{32}" + _R,
+        ("SK",),
+        "Twilio API key SID: SK + 32 lowercase hex",
+    ),
+    Rule(
+        name="twilio-auth-token",
+        pattern=re.compile(
+            r"(?:(?i:twilio)[A-Za-z0-9_.-]{0,24}?(?i:auth[_-]?token|api[_-]?secret|secret|token)"
+            + _ASSIGN
+            + r"|(?<![A-Za-z0-9])AC[0-9a-f]{32}:)(?P<secret>[A-Za-z0-9]{32})(?![A-Za-z0-9])"
+        ),
+        triggers=("twilio", "ac"),
+        spellings=("twilio", "Twilio", "TWILIO", "AC"),
+        validate=looks_random,
+        description="Twilio auth token or API secret (32 characters) after TWILIO_AUTH_TOKEN= or AC<sid>:",
+        max_length=140,
+    ),
+    _prefixed(
+        "sendgrid-api-key",
+        _LD + r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}" + _RD,
+        ("SG.",),
+        "SendGrid API key: SG. + 22 + . + 43 base64url characters",
+    ),
+    _prefixed(
+        "npm-token",
+        _L + r"npm_[A-Za-z0-9]{36}" + _R,
+        ("npm_",),
+        "npm access token: npm_ + 36 base62 characters",
+        strict=True,
+    ),
+    _prefixed(
+        "pypi-token",
+        r"pypi-AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw)[A-Za-z0-9_-]{50,1000}" + _RD,
+        ("pypi-AgEIcHlwaS5vcmc", "pypi-AgENdGVzdC5weXBpLm9yZw"),
+        "PyPI API token: pypi- + a macaroon whose location is pypi.org (or test.pypi.org)",
+        max_length=1100,
+    ),
+    _prefixed(
+        "huggingface-token",
+        _L + r"(?:hf|api_org)_[A-Za-z0-9]{30,40}" + _R,
+        ("hf_", "api_org_"),
+        "Hugging Face user access token hf_ (or org token api_org_) + 34 letters",
+        strict=True,
+    ),
+    Rule(
+        name="url-password",
+        pattern=re.compile(
+            r"""://[^\s:@/?#\[\]"'<>\\]{0,128}:(?P<secret>[^\s@/?#"'<>\\]{1,256})@(?=[A-Za-z0-9\[_-])"""
+        ),
+        triggers=("://",),
+        spellings=("://",),
+        validate=_url_password,
+        description="the password in a URL's userinfo: scheme://user:PASSWORD@host",
+        max_length=400,
+    ),
+    Rule(
+        name="authorization-header",
+        pattern=re.compile(
+            r"(?i:authorization)(?:\\?[\"'])?[ \t]{0,4}[:=][ \t]{0,4}(?:\\?[\"'])?"
+            r"(?:(?i:bearer|basic|token|bot|apikey|api-key|sso-key)[ \t]+)?"
+            r"(?P<secret>[A-Za-z0-9._~+/-]{8,4096}=*)(?![A-Za-z0-9._~+/=-])"
+        ),
+        triggers=("authorization",),
+        validate=_header_value,
+        description="Authorization: Bearer <token> / Basic <base64> (HTTP header or JSON field)",
+        max_length=4200,
+    ),
+    Rule(
+        name="bearer-token",
+        pattern=re.compile(
+            r"(?i:bearer)[ \t]+(?P<secret>[A-Za-z0-9._~+/-]{16,4096}=*)(?![A-Za-z0-9._~+/=-])"
+        ),
+        triggers=("bearer",),
+        validate=looks_like_secret_value,
+        description="a bearer token (RFC 6750) written as 'Bearer <token>' anywhere",
+        max_length=4200,
+    ),
+    Rule(
+        name="credential-assignment",
+        pattern=re.compile(
+            _NOT_AFTER
+            + r"(?i:"
+            + _SECRET_WORDS
+            + r")"
+            + _NOT_BEFORE
+            + r"[A-Za-z0-9_.-]{0,30}?"
+            + _ASSIGN_TO_VALUE
+            + _VALUE
+        ),
+        triggers=(
+            "password",
+            "passwd",
+            "passphrase",
+            "pwd",
+            "secret",
+            "token",
+            "credential",
+            "api_key",
+            "api-key",
+            "apikey",
+            "access_key",
+            "access-key",
+            "private_key",
+            "private-key",
+        ),
+        validate=looks_like_secret_value,
+        description="a high-entropy value assigned to password/passwd/secret/token/api_key/access_key/… "
+        "(env, YAML, JSON, code)",
+        max_length=400,
+    ),
+)
