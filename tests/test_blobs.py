@@ -180,9 +180,11 @@ class MemoryBackend(Backend):
     durable = False
 
     def _open(self, compress: bool) -> BlobStore:
-        if self.opened:
+        if not self.opened:
+            return MemoryBlobStore(compress=compress)
+        if compress != self.compress:
             pytest.skip("a memory store's objects live only in that one store")
-        return MemoryBlobStore(compress=compress)
+        return self.store  # the only store over this location
 
     def _memory(self) -> MemoryBlobStore:
         assert isinstance(self.store, MemoryBlobStore)
@@ -456,7 +458,8 @@ def test_values_that_look_compressed_round_trip(backend: Backend, store: BlobSto
     for value in lookalikes:
         digest = store.put(value)
         assert store.get(digest) == value
-        assert backend.open(compress=not backend.compress).get(digest) == value
+        if backend.durable:
+            assert backend.open(compress=not backend.compress).get(digest) == value
 
 
 def test_closed_store_refuses_calls(store: BlobStore) -> None:
