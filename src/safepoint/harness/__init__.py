@@ -1,0 +1,34 @@
+"""The step loop for hand-written agent harnesses: ``Run`` (sync) and ``AsyncRun`` (asyncio).
+
+A run is started or resumed from its latest checkpoint; each step appends
+messages, adds usage, takes actions, advances cursors and updates state,
+then commits — one atomic checkpoint. Around that, the harness keeps the
+bookkeeping a resumed run must not forget:
+
+* pending actions with idempotency keys, reconciled after a crash (``actions.py``);
+* budgets on tokens, spend and steps, stored with the run (``budgets.py``);
+* human input: a run stops as ``waiting`` and any process answers it.
+
+The logic lives once, as I/O-free flows (``core.py``); ``Run`` blocks on a
+``Store``, ``AsyncRun`` awaits an ``AsyncStore``. See docs/harness.md.
+"""
+
+from __future__ import annotations
+
+from .actions import PendingAction, Reconcile, ReconcileHook, idempotency_key
+from .asyncrun import AsyncRun
+from .budgets import Budget
+from .errors import ActionMismatch, RunStatusError
+from .run import Run
+
+__all__ = [
+    "ActionMismatch",
+    "AsyncRun",
+    "Budget",
+    "PendingAction",
+    "Reconcile",
+    "ReconcileHook",
+    "Run",
+    "RunStatusError",
+    "idempotency_key",
+]

@@ -1,0 +1,154 @@
+"""Pending actions: what a run was doing when it stopped, and how a resume settles it.
+
+Before a side effect, ``Run.action`` saves the action in the checkpoint's
+``pending_action`` — tool name, arguments and an idempotency key — and only
+then calls the tool. A run that crashed between that save and the next one
+is resumed with the action still pending, and nobody knows whether the
+effect happened. A per-tool *reconcile hook* decides (``Reconcile``):
+
+* ``rerun`` — call the tool again with the same key (it is idempotent, or
+  the service dedupes by key);
+* ``skip`` — the hook found out the effect happened, and gives its result;
+* ``wait`` — stop the run as ``waiting`` until a human decides.
+
+A tool without a hook waits: an action that may not be repeated is never
+repeated silently.
+
+Stored shapes (plain JSON in ``Checkpoint.pending_action``)::
+
+    {"kind": "action", "tool": ..., "args": {...}, "key": "<64 hex>", "step": 3, "call": 0,
+     "question": ...,                                 # while waiting on a human
+     "resolution": {"decision": "skip", "result": ...}}  # once a human decided
+    {"kind": "input", "question": ..., "step": 3, "answer": ...}  # human input; answer once given
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from typing import Any, Literal, TypeAlias
+
+from safepoint.errors import InvalidArgument
+
+ACTION, INPUT = "action", "input"
+Decision = Literal["rerun", "skip", "wait"]
+_DECISIONS = ("rerun", "skip", "wait")
+
+
+def idempotency_key(run_id: str, step: int, call: int) -> str:
+    """The key of the ``call``-th action of harness step ``step`` of a run (64 hex digits).
+
+    A function of its arguments only, so the action that a resumed run takes
+    again gets the key the crashed run used, in any process.
+    """
+    return hashlib.sha256(f"safepoint-action\x1f{run_id}\x1f{step}\x1f{call}".encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Reconcile:
+    """A reconcile hook's decision about an action left pending by a crash."""
+
+    decision: Decision
+    result: Any = None  # for ``skip``: what the action returned
+    question: str | None = None  # for ``wait``: what to ask the human
+
+    def __post_init__(self) -> None:
+        if self.decision not in _DECISIONS:
+            raise InvalidArgument(f"decision must be one of {_DECISIONS}, not {self.decision!r}")
+
+    @classmethod
+    def rerun(cls) -> Reconcile:
+        """Call the tool again, with the same idempotency key."""
+        return cls("rerun")
+
+    @classmethod
+    def skip(cls, result: Any = None) -> Reconcile:
+        """The effect happened: don't call the tool; the action returns ``result``."""
+        return cls("skip", result)
+
+    @classmethod
+    def wait(cls, question: str | None = None) -> Reconcile:
+        """Stop the run as ``waiting``; a human answers with ``resume_with``."""
+        return cls("wait", question=question)
+
+    def to_json(self) -> dict[str, Any]:
+        if self.decision == "skip":
+            return {"decision": "skip", "result": self.result}
+        return {"decision": self.decision}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Reconcile:
+        return cls(data["decision"], data.get("result"))
+
+
+@dataclass(frozen=True, slots=True)
+class PendingAction:
+    """An action saved before its side effect: what a reconcile hook is shown.
+
+    ``step`` is the harness step (the number of commits before it) and ``call``
+    the action's index within that step; ``key`` derives from both.
+    """
+
+    tool: str
+    args: Any
+    key: str
+    step: int
+    call: int
+    question: str | None = None
+    resolution: Reconcile | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"kind": ACTION, "tool": self.tool, "args": self.args, "key": self.key}
+        data.update(step=self.step, call=self.call)
+        if self.question is not None:
+            data["question"] = self.question
+        if self.resolution is not None:
+            data["resolution"] = self.resolution.to_json()
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PendingAction:
+        resolution = data.get("resolution")
+        return cls(
+            tool=str(data["tool"]),
+            args=data.get("args"),
+            key=str(data["key"]),
+            step=int(data["step"]),
+            call=int(data["call"]),
+            question=data.get("question"),
+            resolution=None if resolution is None else Reconcile.from_json(resolution),
+        )
+
+    def waiting(self, question: str) -> PendingAction:
+        return replace(self, question=question, resolution=None)
+
+    def resolved(self, decision: Reconcile) -> PendingAction:
+        return replace(self, question=None, resolution=decision)
+
+
+ReconcileHook: TypeAlias = Reconcile | Callable[[PendingAction], Reconcile | Awaitable[Reconcile]]
+
+
+def default_question(action: PendingAction) -> str:
+    """What a run asks when an action it cannot safely repeat was interrupted."""
+    return (
+        f"the run stopped while taking action {action.tool!r} (idempotency key {action.key}) and "
+        "cannot tell whether it happened; answer with Reconcile.skip(result) if it did, "
+        "or Reconcile.rerun() to take it again"
+    )
+
+
+def pending_kind(pending: dict[str, Any] | None) -> str | None:
+    """``"action"``, ``"input"`` or None (nothing pending)."""
+    if pending is None:
+        return None
+    return str(pending.get("kind", ACTION))
+
+
+def check_decision(tool: str, decision: Any) -> Reconcile:
+    if not isinstance(decision, Reconcile):
+        raise InvalidArgument(
+            f"the reconcile hook of tool {tool!r} returned {type(decision).__name__}, not a Reconcile"
+        )
+    return decision

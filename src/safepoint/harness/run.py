@@ -1,0 +1,208 @@
+"""``Run``: the step loop of a hand-written harness, on a ``Store``.
+
+Every method that saves or calls user code runs one flow of ``core.py`` by
+blocking on the store; ``AsyncRun`` runs the same flows by awaiting.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from safepoint.errors import InvalidArgument
+from safepoint.model import CheckpointInfo, JSONDict, Lease, Status
+from safepoint.store import Store
+
+from .actions import ReconcileHook
+from .budgets import Budget
+from .core import Flow, Load, NewRun, Request, RunCore, Save
+from .view import RunView
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def drive(store: Store, flow: Flow[T], lease: Lease | None = None) -> T:
+    """Run ``flow`` to its end, serving its requests by blocking calls."""
+    value: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            request = flow.throw(error) if error is not None else flow.send(value)
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
+        value, error = None, None
+        try:
+            value = _serve(store, request, lease)
+        except Exception as exc:  # handed to the flow, which may handle it or let it propagate
+            error = exc
+
+
+def _serve(store: Store, request: Request, lease: Lease | None) -> Any:
+    if isinstance(request, Save):
+        return store.save(request.checkpoint, lease=lease)
+    if isinstance(request, Load):
+        if request.resolve_secrets is False:
+            return store.load(request.run_id)
+        return store.load(request.run_id, resolve_secrets=request.resolve_secrets)
+    result = request.fn(*request.args)
+    if inspect.isawaitable(result):
+        if inspect.iscoroutine(result):
+            result.close()  # never awaited: close it instead of leaving a warning behind
+        raise InvalidArgument(f"{request.fn!r} returned an awaitable: use AsyncRun for async tools and hooks")
+    return result
+
+
+class Run(RunView):
+    """One agent run, step by step: start or resume it, then per step append messages,
+    add usage, take actions, advance cursors, update state, and ``commit``.
+
+        run = Run.open(store, "ticket-42", budget=Budget(tokens=200_000),
+                       reconcile={"search": Reconcile.rerun()})
+        while run.active:
+            reply = model(run.messages)
+            run.add_usage(tokens_in=reply.usage.input, tokens_out=reply.usage.output, spend=reply.cost)
+            run.append(reply.message)
+            ...
+            run.commit()            # one atomic checkpoint
+
+    See docs/harness.md for actions, budgets, human input and how a resumed
+    run continues.
+    """
+
+    def __init__(self, store: Store, core: RunCore, *, lease: Lease | None = None) -> None:
+        super().__init__(core)
+        self._store = store
+        self._lease = lease
+
+    @property
+    def store(self) -> Store:
+        return self._store
+
+    def _drive(self, flow: Flow[T]) -> T:
+        return drive(self._store, flow, self._lease)
+
+    # -- starting and resuming ------------------------------------------------
+
+    @classmethod
+    def start(
+        cls,
+        store: Store,
+        run_id: str | None = None,
+        *,
+        budget: Budget | None = None,
+        labels: dict[str, str] | None = None,
+        state: JSONDict | None = None,
+        cursors: JSONDict | None = None,
+        messages: list[JSONDict] | None = None,
+        reconcile: Mapping[str, ReconcileHook] | None = None,
+        lease: Lease | None = None,
+    ) -> Run:
+        """Create a new run (``Conflict`` if ``run_id`` exists) and save its step 0."""
+        run = cls(store, RunCore(reconcile), lease=lease)
+        run._drive(run._core.start(NewRun(run_id, budget, labels, state, cursors, messages)))
+        return run
+
+    @classmethod
+    def resume(
+        cls,
+        store: Store,
+        run_id: str,
+        *,
+        resolve_secrets: Any = False,
+        reconcile: Mapping[str, ReconcileHook] | None = None,
+        lease: Lease | None = None,
+    ) -> Run:
+        """Continue the run from its latest checkpoint (``NotFound`` if there is none).
+
+        ``resolve_secrets`` is passed to ``store.load``. An action the crash left
+        pending is decided by its tool's ``reconcile`` hook (the run may stop as
+        ``waiting``); a run already over budget is saved as failed and
+        ``BudgetExceeded`` raised. A run that is done, waiting or failed comes
+        back with ``active`` False.
+        """
+        run = cls(store, RunCore(reconcile), lease=lease)
+        run._drive(run._core.resume(run_id, resolve_secrets))
+        return run
+
+    @classmethod
+    def open(
+        cls,
+        store: Store,
+        run_id: str,
+        *,
+        budget: Budget | None = None,
+        labels: dict[str, str] | None = None,
+        state: JSONDict | None = None,
+        cursors: JSONDict | None = None,
+        messages: list[JSONDict] | None = None,
+        resolve_secrets: Any = False,
+        reconcile: Mapping[str, ReconcileHook] | None = None,
+        lease: Lease | None = None,
+    ) -> Run:
+        """Resume ``run_id`` if it exists, else start it with the given budget, labels,
+        state, cursors and messages (which are ignored for an existing run: what it
+        stored wins). The call to put at the top of an agent that may be restarted."""
+        run = cls(store, RunCore(reconcile), lease=lease)
+        new = NewRun(run_id, budget, labels, state, cursors, messages)
+        run._drive(run._core.open(new, resolve_secrets))
+        return run
+
+    @classmethod
+    def resume_with(
+        cls,
+        store: Store,
+        run_id: str,
+        answer: Any,
+        *,
+        resolve_secrets: Any = False,
+        reconcile: Mapping[str, ReconcileHook] | None = None,
+        lease: Lease | None = None,
+    ) -> Run:
+        """Answer a ``waiting`` run and resume it, from any process.
+
+        A run waiting for input gets ``answer`` (any JSON value) as its next
+        input (``run.take_input()``); a run waiting on an interrupted action
+        takes a ``Reconcile.skip(result)`` or ``Reconcile.rerun()``. The answer
+        is saved before this returns. ``RunStatusError`` if the run is not waiting.
+        """
+        run = cls(store, RunCore(reconcile), lease=lease)
+        run._drive(run._core.resume_with(run_id, answer, resolve_secrets))
+        return run
+
+    # -- one step -------------------------------------------------------------
+
+    def action(self, tool: str, args: Any, fn: Callable[[str], R]) -> R:
+        """Take a side-effecting action: save it as pending (with its idempotency key),
+        then call ``fn(key)`` and return its result; the pending action is cleared in
+        memory and the next save records it done.
+
+        After a resume with this action pending (it must be the run's next
+        action), the reconcile decision applies: ``rerun`` calls ``fn`` with the
+        same key, ``skip`` returns the recorded result without calling it.
+        """
+        return self._drive(self._core.action(tool, args, fn))  # type: ignore[no-any-return]
+
+    def add_usage(self, *, tokens_in: int = 0, tokens_out: int = 0, spend: float = 0.0) -> None:
+        """Add a model call's usage. Over the tokens or spend limit, the run is saved as
+        failed and ``BudgetExceeded`` raised."""
+        self._drive(self._core.add_usage(tokens_in, tokens_out, spend))
+
+    def commit(self, *, status: Status = Status.RUNNING) -> CheckpointInfo:
+        """Save the step as one atomic checkpoint. Committing the last step the budget
+        allows while the run would go on saves it as failed and raises ``BudgetExceeded``."""
+        return self._drive(self._core.commit(Status(status)))
+
+    def finish(self) -> CheckpointInfo:
+        """Commit the step as the run's last: status ``done``."""
+        return self._drive(self._core.commit(Status.DONE))
+
+    def fail(self) -> CheckpointInfo:
+        """Commit the step with status ``failed`` (record why in ``state`` first)."""
+        return self._drive(self._core.commit(Status.FAILED))
+
+    def wait_for_input(self, question: str) -> CheckpointInfo:
+        """Commit the step as ``waiting`` with ``question``; the process may exit. Continue
+        later, from any process, with ``Run.resume_with(store, run_id, answer)``."""
+        return self._drive(self._core.wait_for_input(question))
