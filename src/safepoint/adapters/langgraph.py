@@ -180,7 +180,12 @@ class SafepointSaver(BaseCheckpointSaver[int]):
     ) -> tuple[Flow[None], ThreadKey, RunnableConfig]:
         key = ThreadKey.from_config(config)
         parent = config["configurable"].get("checkpoint_id")
-        flow = flows.put(self._context(), key, checkpoint, get_checkpoint_metadata(config, metadata), parent)
+        ctx = self._context()
+        # Encoded now, on the caller's thread: LangGraph keeps mutating live channel values.
+        encoded, log = flows.encode_snapshot(
+            ctx, checkpoint, get_checkpoint_metadata(config, metadata), parent
+        )
+        flow = flows.put(ctx, key, encoded, log)
         returned: RunnableConfig = {
             "configurable": {
                 "thread_id": config["configurable"]["thread_id"],
@@ -197,9 +202,9 @@ class SafepointSaver(BaseCheckpointSaver[int]):
         checkpoint_id = config["configurable"].get("checkpoint_id")
         if checkpoint_id is None:
             raise InvalidArgument("put_writes needs config['configurable']['checkpoint_id']")
-        return flows.put_writes(
-            self._context(), key, checkpoint_id, writes, task_id=task_id, task_path=task_path
-        ), key
+        ctx = self._context()
+        encoded = flows.encode_writes(ctx, writes, task_id, task_path)
+        return flows.put_writes(ctx, key, checkpoint_id, encoded), key
 
     # --- sync
 

@@ -24,6 +24,7 @@ from .langgraph_layout import (
     IndexEntry,
     ThreadKey,
     decode_tuple,
+    log_of,
     merge_writes,
     snapshot_of,
 )
@@ -41,12 +42,21 @@ from .langgraph_steps import (
     start_step,
 )
 
-__all__ = ["Context", "copy_thread", "delete_thread", "get_tuple", "list_tuples", "put", "put_writes"]
+__all__ = [
+    "Context",
+    "copy_thread",
+    "delete_thread",
+    "encode_snapshot",
+    "encode_writes",
+    "get_tuple",
+    "list_tuples",
+    "put",
+    "put_writes",
+]
 
 
-def put(ctx: Context, key: ThreadKey, checkpoint: Any, metadata: Any, parent_id: str | None) -> Flow[None]:
-    """A new checkpoint: one step holding it, with any writes that arrived before it."""
-    encoded, log = encode_snapshot(ctx, checkpoint, metadata, parent_id)
+def put(ctx: Context, key: ThreadKey, encoded: dict[str, Any], log: list[Any] | None) -> Flow[None]:
+    """A new checkpoint (from ``encode_snapshot``): one step holding it, with any writes that came first."""
     checkpoint_id = encoded["id"]
 
     def build(head: Checkpoint | None, raw: list[Any]) -> Generator[Any, Any, Built]:
@@ -65,24 +75,22 @@ def put(ctx: Context, key: ThreadKey, checkpoint: Any, metadata: Any, parent_id:
     yield from append_step(ctx, key, build, flush=True)
 
 
-def put_writes(
-    ctx: Context,
-    key: ThreadKey,
-    checkpoint_id: str,
-    raw_writes: Sequence[tuple[str, Any]],
-    *,
-    task_id: str,
-    task_path: str,
-) -> Flow[None]:
-    """Pending writes for ``checkpoint_id``: a step repeating its snapshot with the writes added.
+def encode_writes(
+    ctx: Context, raw_writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
+) -> list[list[Any]]:
+    """A task's writes as stored: [task_id, idx, channel, value, task_path].
 
-    Each write is keyed (task_id, idx) — idx its position, or the negative index
-    LangGraph reserves for a special channel (ERROR, INTERRUPT …).
+    idx is the write's position, or the negative index LangGraph reserves for
+    a special channel (ERROR, INTERRUPT …), which a later put replaces.
     """
-    writes = [
+    return [
         [task_id, WRITES_IDX_MAP.get(channel, i), channel, ctx.codec.encode(value, f"writes[{i}]"), task_path]
         for i, (channel, value) in enumerate(raw_writes)
     ]
+
+
+def put_writes(ctx: Context, key: ThreadKey, checkpoint_id: str, writes: list[list[Any]]) -> Flow[None]:
+    """Pending writes (from ``encode_writes``): a step repeating the checkpoint's snapshot with them added."""
 
     def build(head: Checkpoint | None, raw: list[Any]) -> Generator[Any, Any, Built]:
         head_state = head.state if head is not None else {}
@@ -99,23 +107,57 @@ def put_writes(
                 "writes": merge_writes(orphan["writes"], writes),
             }
         else:
-            found = (yield from read_index(head, key)).get(checkpoint_id) if head is not None else None
-            base = (yield Load(key.thread_run, found.step)) if found is not None else None
+            base = yield from find_step(head, key, checkpoint_id)
             if base is None:  # not stored (yet): LangGraph may save writes before their checkpoint
                 snapshot = snapshot_of(head_state)
                 orphans[checkpoint_id] = {
                     "since": 0 if head is None else head.step + 1,
                     "writes": merge_writes([], writes),
                 }
-            else:  # an older checkpoint (resumed by time travel): repeat its snapshot
+            else:  # an older checkpoint (late writes, or resumed by time travel): repeat its snapshot
                 snapshot = snapshot_of(base.state)
                 snapshot["writes"] = merge_writes(snapshot["writes"], writes)
-                raw = list(base.messages)
+                base, raw = keep_newer_log(head, base, snapshot, raw)
         cp = start_step(key, head, base)
         finish_step(cp, head, snapshot, orphans, known_covers(ctx, key))
         return cp, raw
 
     yield from append_step(ctx, key, build, flush=False)
+
+
+def find_step(head: Checkpoint | None, key: ThreadKey, checkpoint_id: str) -> Flow[Checkpoint | None]:
+    """The step holding the newest snapshot of ``checkpoint_id`` (None if there is none)."""
+    if head is None:
+        return None
+    step = head.state.get("recent", {}).get(checkpoint_id)
+    if step is None:
+        found = (yield from read_index(head, key)).get(checkpoint_id)
+        step = None if found is None else found.step
+    if step is None:
+        return None
+    loaded: Checkpoint | None = head if step == head.step else (yield Load(key.thread_run, step))
+    return loaded
+
+
+def keep_newer_log(
+    head: Checkpoint | None, base: Checkpoint, snapshot: dict[str, Any], raw: list[Any]
+) -> tuple[Checkpoint | None, list[Any]]:
+    """Which log a step repeating an older checkpoint should carry: ``(base, raw)`` for start_step.
+
+    If the older checkpoint's messages are a prefix of the head's (it is an
+    ancestor), the step keeps the head's log and records the count, so the
+    next turn still only appends. Otherwise (a branch) it carries its own log.
+    """
+    field = snapshot["messages"]
+    if field is None or head is None:
+        return None, raw
+    older = log_of(base)
+    newer = head.messages
+    if len(older) <= len(newer) and all(a == b for a, b in zip(older, newer, strict=False)):
+        snapshot["messages"] = {"channel": field["channel"], "format": field["format"], "count": len(older)}
+        return None, raw
+    snapshot["messages"] = {"channel": field["channel"], "format": field["format"]}
+    return base, older
 
 
 def get_tuple(ctx: Context, key: ThreadKey, checkpoint_id: str | None) -> Flow[CheckpointTuple | None]:
@@ -132,10 +174,8 @@ def get_tuple(ctx: Context, key: ThreadKey, checkpoint_id: str | None) -> Flow[C
     elif state.get("id") == checkpoint_id:
         step = head.step
     else:
-        found = (yield from read_index(head, key)).get(checkpoint_id)
-        if found is None:
-            return None
-        step = found.step
+        found = yield from find_step(head, key, checkpoint_id)
+        return decode_tuple(ctx.codec, found) if found is not None else None
     cp = head if step == head.step else (yield Load(key.thread_run, step))
     return decode_tuple(ctx.codec, cp) if cp is not None else None
 
@@ -223,7 +263,10 @@ def copy_thread(ctx: Context, source: str, target: str) -> Flow[None]:
 
 def _copy_builder(ctx: Context, key: ThreadKey, source: Checkpoint) -> Builder:
     snapshot = snapshot_of(source.state)
-    log = [dict(m) for m in source.messages] if snapshot["messages"] is not None else None
+    log: list[Any] | None = None
+    if snapshot["messages"] is not None:
+        log = [dict(m) for m in log_of(source)]
+        snapshot["messages"] = {k: v for k, v in snapshot["messages"].items() if k != "count"}
 
     def build(head: Checkpoint | None, raw: list[Any]) -> Generator[Any, Any, Built]:
         cp = start_step(key, head)

@@ -20,10 +20,13 @@ Step state (all JSON):
     id, parent        the snapshot's checkpoint id and its parent's (or None)
     checkpoint        the LangGraph checkpoint's other fields (v, ts, versions …)
     values            channel values, except the message channel
-    messages          {"channel", "format"} when the message log holds a channel, else None
+    messages          {"channel", "format"[, "count"]} when the message log holds a channel,
+                      else None; with "count", only the log's first count messages are
+                      the checkpoint's (the step kept a newer log to stay incremental)
     metadata          the checkpoint's metadata
     writes            [task_id, idx, channel, value, task_path] sorted as LangGraph replays them
     latest            [id, step]: the newest snapshot of the greatest checkpoint id
+    recent            {id: step} for the last few checkpoint ids
     orphans           {id: {"since", "writes"}}: writes that arrived before their checkpoint
     unindexed         index entries not yet known to be in the index run
 """
@@ -52,6 +55,7 @@ THREAD_ROLE = "thread"
 INDEX_ROLE = "index"
 SNAPSHOT_FIELDS = ("id", "parent", "checkpoint", "values", "messages", "metadata", "writes")
 _MAX_RUN_ID = 255
+RECENT = 4  # checkpoint ids whose newest step the head remembers, so late writes need no index
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,16 +160,30 @@ def merge_writes(existing: list[list[Any]], new: list[list[Any]]) -> list[list[A
 def bookkeeping(
     head_state: dict[str, Any] | None, step: int, snapshot: dict[str, Any], covers: int
 ) -> dict[str, Any]:
-    """The thread-wide fields of a new step: ``latest`` and ``unindexed`` (orphans: the caller)."""
+    """The thread-wide fields of a new step: ``latest``, ``recent``, ``unindexed`` (orphans: the caller)."""
     state = head_state or {}
     latest = state.get("latest")
+    recent = dict(state.get("recent", {}))
     checkpoint_id = snapshot["id"]
     unindexed = [dict(e) for e in state.get("unindexed", ()) if e["step"] > covers]
     if checkpoint_id is not None:
         if latest is None or checkpoint_id >= latest[0]:
             latest = [checkpoint_id, step]
-        unindexed.append({"id": checkpoint_id, "step": step, "metadata": snapshot["metadata"]})
-    return {"latest": latest, "unindexed": unindexed}
+        recent[checkpoint_id] = step
+        if len(recent) > RECENT:
+            recent = dict(sorted(recent.items(), key=lambda item: item[1])[-RECENT:])
+        entry = {"id": checkpoint_id, "step": step}
+        if not snapshot["writes"]:  # a put: only its entry needs the metadata list() filters on
+            entry["metadata"] = snapshot["metadata"]
+        unindexed.append(entry)
+    return {"latest": latest, "recent": recent, "unindexed": unindexed}
+
+
+def log_of(cp: Checkpoint) -> list[Any]:
+    """The part of a step's message log that belongs to its checkpoint (see ``messages.count``)."""
+    field = cp.state.get("messages")
+    count = field.get("count") if field else None
+    return list(cp.messages) if count is None else list(cp.messages[:count])
 
 
 def step_status(snapshot: dict[str, Any]) -> Status:
@@ -174,13 +192,17 @@ def step_status(snapshot: dict[str, Any]) -> Status:
 
 
 def index_entries(entries: list[Any]) -> dict[str, IndexEntry]:
-    """The newest step of each checkpoint id among index ``entries`` (any order, duplicates allowed)."""
-    out: dict[str, IndexEntry] = {}
+    """The newest step of each checkpoint id among index ``entries`` (any order, duplicates allowed),
+    with the metadata of its newest entry that carries some."""
+    steps: dict[str, int] = {}
+    metadata: dict[str, tuple[int, dict[str, Any]]] = {}
     for entry in entries:
-        known = out.get(entry["id"])
-        if known is None or entry["step"] > known.step:
-            out[entry["id"]] = IndexEntry(entry["step"], entry.get("metadata") or {})
-    return out
+        checkpoint_id, step = entry["id"], entry["step"]
+        if step > steps.get(checkpoint_id, -1):
+            steps[checkpoint_id] = step
+        if "metadata" in entry and step > metadata.get(checkpoint_id, (-1, {}))[0]:
+            metadata[checkpoint_id] = (step, entry["metadata"])
+    return {cid: IndexEntry(step, metadata.get(cid, (-1, {}))[1]) for cid, step in steps.items()}
 
 
 def decode_tuple(codec: ValueCodec, cp: Checkpoint) -> CheckpointTuple | None:
@@ -194,7 +216,7 @@ def decode_tuple(codec: ValueCodec, cp: Checkpoint) -> CheckpointTuple | None:
         values = {k: codec.decode(v) for k, v in state["values"].items()}
         if state["messages"] is not None:
             values[state["messages"]["channel"]] = codec.decode_messages(
-                state["messages"]["format"], cp.messages
+                state["messages"]["format"], log_of(cp)
             )
         metadata = {k: codec.decode(v) for k, v in state["metadata"].items()}
         writes = [(w[0], w[2], codec.decode(w[3])) for w in state["writes"]]

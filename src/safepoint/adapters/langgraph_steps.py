@@ -48,7 +48,12 @@ class Context:
 def encode_snapshot(
     ctx: Context, checkpoint: Any, metadata: Any, parent_id: str | None
 ) -> tuple[dict[str, Any], list[Any] | None]:
-    """A LangGraph checkpoint as a snapshot (no writes yet) and its message log entries, if any."""
+    """A LangGraph checkpoint as a snapshot (no writes yet) and its message log entries, if any.
+
+    Called when the saver is called, not later when the flow runs: LangGraph
+    hands over live channel objects (a barrier's set, say) and goes on
+    changing them once ``put`` returns control.
+    """
     codec = ctx.codec
     values: dict[str, Any] = {}
     messages_field: dict[str, str] | None = None
@@ -119,7 +124,13 @@ def finish_step(
         orphans = {k: orphans[k] for k in keep}
     head_state = head.state if head is not None else None
     cp.state = {**snapshot, **bookkeeping(head_state, cp.step, snapshot, covers), "orphans": orphans}
-    cp.status = step_status(snapshot)
+    # The run's status speaks for the thread's latest checkpoint, not for an
+    # older one that just received late writes.
+    latest = cp.state["latest"]
+    if head is None or (latest is not None and latest[1] == cp.step):
+        cp.status = step_status(snapshot)
+    else:
+        cp.status = head.status
 
 
 def append_step(ctx: Context, key: ThreadKey, build: Builder, *, flush: bool) -> Flow[Checkpoint]:
