@@ -1,18 +1,20 @@
-"""``safepoint demo`` end to end: a child killed mid-save, resumed in a fresh one."""
+"""``safepoint demo`` end to end: a child killed mid-run, resumed in a fresh one, finished exactly."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import safepoint
-from safepoint.demo import AGENT_SEED, TOTAL_STEPS, main
-from safepoint.testing.agent import run_agent
+from safepoint.demo import main
+from safepoint.testing.demo_agent import DEMO_API_KEY, run_demo_agent, store_options
+from safepoint.testing.ledger import Ledger
 
 
 def test_demo_kills_resumes_and_finishes_exactly(tmp_path: Path) -> None:
-    """The demo exits 0 and leaves one DONE run with an uninterrupted run's counters."""
+    """The demo exits 0 with its summary and leaves one DONE run equal to an uninterrupted one."""
     url = f"sqlite:///{tmp_path / 'demo.db'}"
     done = subprocess.run(
         [sys.executable, "-m", "safepoint.demo", url],
@@ -21,20 +23,27 @@ def test_demo_kills_resumes_and_finishes_exactly(tmp_path: Path) -> None:
         cwd=tmp_path,
         timeout=120,
         check=False,
+        env={**os.environ, "COLUMNS": "200"},
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    with safepoint.open_store(url) as store:
+    with safepoint.open_store(url, **store_options()) as store:
         (run,) = store.runs()
         assert run.status is safepoint.Status.DONE
-        assert run.head_step == TOTAL_STEPS - 1
-        assert [info.step for info in store.history(run.run_id)] == list(range(TOTAL_STEPS))
+        assert [info.step for info in store.history(run.run_id)] == list(range(run.head_step + 1))
         final = store.load(run.run_id)
-    with safepoint.open_store("memory://") as scratch:
-        expected = run_agent(scratch, run.run_id, total_steps=TOTAL_STEPS, seed=AGENT_SEED)
+    with safepoint.open_store("memory://", **store_options()) as scratch, Ledger(tmp_path / "l.db") as ledger:
+        run_demo_agent(scratch, run.run_id, ledger)
+        expected = scratch.load(run.run_id)
     assert final.counters == expected.counters
-    assert final.state["answer"] == expected.state["answer"]
+    assert final.state == expected.state
+    assert list(final.messages) == list(expected.messages)
     assert "SIGKILL" in done.stdout
+    for row in ("secrets referenced", "blobs offloaded", "side effects", "checkpoints", "bytes stored"):
+        assert row in done.stdout
     assert f"safepoint show {run.run_id}" in done.stdout
+    assert DEMO_API_KEY not in done.stdout
+    for written in tmp_path.glob("demo.db*/**/*"):  # the database, its WAL, blobs
+        assert not written.is_file() or DEMO_API_KEY.encode() not in written.read_bytes()
 
 
 def test_demo_refuses_a_store_a_child_process_cannot_share() -> None:

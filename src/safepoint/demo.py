@@ -1,48 +1,155 @@
-"""``safepoint demo``: kill an agent run with SIGKILL mid-save, resume it elsewhere.
+"""``safepoint demo``: an agent run SIGKILLed mid-run, resumed in a fresh process, finished exactly.
 
-The scripted agent (``safepoint.testing.agent``) runs in a child process on the
-embedded SQLite store. The child kills itself with SIGKILL in the middle of
-saving a random step (at a random SQL statement of that save, before its
-COMMIT); a fresh process then loads the run from the store alone and
-finishes it. The demo checks the result against an uninterrupted run of the
-same agent and prints what happened. Offline, a couple of seconds.
+The demo agent (``safepoint.testing.demo_agent``, on ``safepoint.Run``) works a batch of 10
+documents in a child process on the embedded SQLite store: it calls a tool with an API key
+from a registered secret, one that returns 200 KB, and one with a side effect that must not
+happen twice. At a random point — inside a save (before its COMMIT) or right after a side
+effect, before the step that records it is saved — the child is SIGKILLed. A fresh process
+resumes the run from the store alone, settles the interrupted action, and finishes. The demo
+checks the result against an uninterrupted run and prints what happened. Offline, seconds.
 
     python -m safepoint.demo [STORE_URL]
 """
 
 from __future__ import annotations
 
+import inspect
+import json
 import random
 import sys
+import tempfile
 import time
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
-from safepoint.model import Status
-from safepoint.store import DEFAULT_URL, open_store
-from safepoint.testing.agent import run_agent
-from safepoint.testing.crashkit import (
-    STATEMENTS_PER_SAVE,
-    AgentSpec,
-    kill_in_save,
-    load_head,
-    resume,
-)
+from safepoint.blobs.base import BLOB_KEY
+from safepoint.harness import PendingAction, Reconcile
+from safepoint.model import Checkpoint, Status
+from safepoint.store import DEFAULT_URL, Store, open_store
+from safepoint.testing.crashkit import STATEMENTS_PER_SAVE, AgentProcess, Outcome
+from safepoint.testing.demo_agent import API_KEY_NAME, reconcile_hooks, run_demo_agent, store_options
+from safepoint.testing.kit import EntrySpec
+from safepoint.testing.ledger import Ledger
 
-TOTAL_STEPS = 60
-AGENT_SEED = 7  # the agent's work is fixed; only where the kill lands is random
+ENTRY = "safepoint.testing.demo_agent:run_demo_agent"
+OPTIONS = "safepoint.testing.demo_agent:store_options"
 
 
-def _database_bytes(store_url: str) -> int:
-    """Bytes on disk of the SQLite database, its WAL and shared-memory files."""
-    with open_store(store_url) as store:
-        path = getattr(store.driver, "path", None)
+def _blob_digests(value: Any, into: set[str]) -> None:
+    if isinstance(value, dict):
+        body = value.get(BLOB_KEY)
+        if isinstance(body, dict) and "sha256" in body:
+            into.add(str(body["sha256"]))
+            return
+        value = list(value.values())
+    if isinstance(value, list):
+        for item in value:
+            _blob_digests(item, into)
+
+
+def stored_checkpoints(store: Store, run_id: str, last: int) -> tuple[Counter[str], int | None]:
+    """The run's secret references (by rule, from each save's scrub report) and the number
+    of distinct blobs its checkpoints reference — None while the store cannot load a
+    checkpoint with its blob references left in place (no blob offload)."""
+    load: Any = store.load
+    with_refs = "fetch_blobs" in inspect.signature(load).parameters
+    references: Counter[str] = Counter()
+    digests: set[str] = set()
+    for step in range(last + 1):
+        cp = load(run_id, step, fetch_blobs=False) if with_refs else load(run_id, step)
+        references.update(cp.scrub_report.by_rule())  # counts by rule, never values
+        if with_refs:
+            _blob_digests(cp.to_dict(), digests)
+    return references, len(digests) if with_refs else None
+
+
+def _database_bytes(store: Store) -> int:
+    """Bytes on disk of the SQLite database and what sits beside it (WAL, shared memory, blobs)."""
+    path = getattr(store.driver, "path", None)
     if path is None:
         return 0
-    files = [Path(path), Path(f"{path}-wal"), Path(f"{path}-shm")]
-    return sum(f.stat().st_size for f in files if f.exists())
+    main = Path(path)
+    files = [f for near in main.parent.glob(main.name + "*") for f in [near, *near.rglob("*")]]
+    return sum(f.stat().st_size for f in files if f.is_file())
+
+
+@dataclass(frozen=True, slots=True)
+class Expected:
+    """The uninterrupted run: what the killed and resumed one must end up as."""
+
+    final: Checkpoint
+    result: Any
+    effects: dict[str, Any]
+
+    @classmethod
+    def compute(cls, run_id: str, scratch: Path) -> Expected:
+        with open_store("memory://", **store_options()) as memory, Ledger(scratch / "ref.db") as ledger:
+            result = run_demo_agent(memory, run_id, ledger)
+            return cls(memory.load(run_id), result, ledger.effects())
+
+    def matches(self, final: Checkpoint, result: Any, effects: dict[str, Any]) -> bool:
+        fields = ("counters", "cursors", "state", "status")
+        same = all(getattr(final, name) == getattr(self.final, name) for name in fields)
+        return (
+            same
+            and list(final.messages) == list(self.final.messages)
+            and (result, effects)
+            == (
+                self.result,
+                self.effects,
+            )
+        )
+
+
+class Progress:
+    """Prints a line per saved step (read back from the store by this process) and per side effect."""
+
+    def __init__(self, console: Console, store: Store, run_id: str) -> None:
+        self.console, self.store, self.run_id = console, store, run_id
+
+    def __call__(self, line: str) -> None:
+        word, _, rest = line.partition(" ")
+        if word == "effect":
+            absorbed = rest.endswith("absorbed")
+            what = "repeated with the same key: absorbed by the service" if absorbed else "took place"
+            self.console.print(f"           [magenta]side effect {what}[/]")
+        if word != "saved":
+            return
+        cp = self.store.load(self.run_id, int(rest))
+        batch, c = cp.cursors["batch"], cp.counters
+        doing = f"[yellow]{cp.pending_action['tool']}[/] pending" if cp.pending_action else "committed"
+        self.console.print(
+            f"   step {cp.step:>2} {doing} · batch {batch['done']}/{batch['total']} · "
+            f"{int(c['tokens_in']) + int(c['tokens_out']):,} tokens · {float(c['spend']):.2f}¢"
+        )
+
+
+def _kill(spec: EntrySpec, rng: random.Random, expected: Expected, show: Progress) -> tuple[Outcome, str]:
+    """Start the run in a child and SIGKILL it at a random point; say where."""
+    if rng.random() < 0.5:
+        save, statement = rng.randint(6, expected.final.step - 3), rng.randint(0, STATEMENTS_PER_SAVE)
+        killed = AgentProcess(spec, "--kill-in-save", f"{save}:{statement}", on_line=show).wait()
+        sql = (killed.kill_point or "? ?").split(" ", 1)[1]
+        return killed, f"while saving step {save - 1}, just before its {sql}"
+    nth = rng.randint(1, len(expected.effects))
+    child = AgentProcess(spec, "--pause-after-effect", str(nth), on_line=show)
+    child.wait_for("paused")
+    return child.kill(), f"right after side effect {nth}, before the step recording it was saved"
+
+
+def _verdict(ledger_path: Path, pending: dict[str, Any]) -> tuple[PendingAction, Reconcile]:
+    """What the agent's reconcile hook will decide about the interrupted action."""
+    action = PendingAction.from_json(pending)
+    with Ledger(ledger_path) as ledger:
+        hook = reconcile_hooks(ledger)[action.tool]
+        verdict = hook if isinstance(hook, Reconcile) else hook(action)
+    assert not inspect.isawaitable(verdict)
+    return action, verdict
 
 
 def main(store_url: str = DEFAULT_URL) -> int:
@@ -55,72 +162,60 @@ def main(store_url: str = DEFAULT_URL) -> int:
     seed = time.time_ns()
     rng = random.Random(seed)
     run_id = f"demo-{time.strftime('%Y%m%d-%H%M%S')}-{rng.randrange(16**4):04x}"
-    spec = AgentSpec(store_url=store_url, run_id=run_id, total_steps=TOTAL_STEPS, seed=AGENT_SEED)
-    kill_step = rng.randint(5, TOTAL_STEPS - 10)
-    statement = rng.randint(0, STATEMENTS_PER_SAVE)
-    console.print(f"[bold]safepoint demo[/] · store {store_url} · run [cyan]{run_id}[/]")
-    console.print(f"random seed {seed}: the kill lands while saving step {kill_step}")
+    with tempfile.TemporaryDirectory() as scratch, open_store(store_url, **store_options()) as store:
+        expected = Expected.compute(run_id, Path(scratch))
+        spec = EntrySpec(ENTRY, store_url, Path(scratch, "ledger.db"), run_id, OPTIONS)
+        console.print(f"[bold]safepoint demo[/] · store {store_url} · run [cyan]{run_id}[/] · seed {seed}")
+        return _demo(console, store, spec, rng, expected)
 
-    console.print(f"[bold]1. run[/]     scripted agent, {TOTAL_STEPS} steps, in a child process …")
-    killed = kill_in_save(spec, kill_step + 1, statement)  # save 1 is step 0
+
+def _demo(console: Console, store: Store, spec: EntrySpec, rng: random.Random, expected: Expected) -> int:
+    run_id, show = spec.run_id, Progress(console, store, spec.run_id)
+    console.print(
+        "[bold]1. run[/]     in a child process, the demo agent reads 10 documents, enriches some "
+        f"through an API whose key is the registered secret {API_KEY_NAME}, builds a 200 KB report "
+        "and publishes it"
+    )
+    killed, where = _kill(spec, rng, expected, show)
     if not killed.killed:
         console.print(f"[red]the child exited ({killed.returncode}) instead of being killed[/]")
         return 1
-    where = (killed.kill_point or "?").split(" ", 1)[-1]
-    console.print(
-        f"[bold red]2. SIGKILL[/] pid {killed.pid} saved steps 0..{max(killed.saved)}, then died "
-        f"saving step {kill_step}, just before [bold]{where}[/]"
-    )
+    console.print(f"[bold red]2. SIGKILL[/] pid {killed.pid} died {where}")
 
-    head = load_head(store_url, run_id)
-    if head is None or head.step != kill_step - 1:
-        console.print(f"[red]expected head step {kill_step - 1} after the kill, found {head}[/]")
-        return 1
-    console.print(
-        f"[bold]3. load[/]    a fresh connection finds step {head.step} verified "
-        f"(digest {head.digest and head.digest[:12]}…); step {kill_step} left no trace"
-    )
+    head = store.load(run_id)
+    line = f"[bold]3. load[/]    a fresh connection finds step {head.step}, verified"
+    decision = ""
+    if head.pending_action is not None:
+        action, verdict = _verdict(spec.ledger, head.pending_action)
+        decision = f"{action.tool}: {verdict.decision}"
+        line += f", with [yellow]{action.tool}[/] pending (key {action.key[:12]}…)"
+        line += f": its reconcile hook says {verdict.decision}"
+    console.print(line)
 
-    resumed = resume(spec)
-    final = load_head(store_url, run_id)
-    if resumed.returncode != 0 or final is None or final.status is not Status.DONE:
+    console.print("[bold]4. resume[/]  in a fresh process, from the store alone:")
+    resumed = AgentProcess(spec, on_line=show).wait()
+    final = store.load(run_id)
+    if resumed.returncode != 0 or final.status is not Status.DONE:
         console.print(f"[red]the resumed run did not finish (exit {resumed.returncode})[/]")
         return 1
-    console.print(
-        f"[bold green]4. resume[/]  fresh pid {resumed.pid} continued at step {head.step + 1} "
-        f"and finished at step {final.step}"
-    )
-
-    with open_store("memory://") as scratch:
-        expected = run_agent(scratch, run_id, total_steps=TOTAL_STEPS, seed=AGENT_SEED)
-    exact = expected.state["answer"] == final.state["answer"] and expected.counters == final.counters
-    if not exact:
+    with Ledger(spec.ledger) as ledger:
+        counts, calls, effects = ledger.counts(), len(ledger.calls()), ledger.effects()
+    result = json.loads(resumed.result or "null")
+    if not expected.matches(final, result, effects) or any(n != 1 for n in counts.values()):
         console.print("[red]5. check     the resumed run differs from an uninterrupted one[/]")
         return 1
-    console.print("[bold green]5. check[/]   same answer and counters as an uninterrupted run")
-
-    with open_store(store_url) as store:
-        checkpoints = len(store.history(run_id))
-    table = Table(title="the resumed run", show_header=False)
-    table.add_column("what", style="bold")
-    table.add_column("value")
-    c = final.counters
-    for what, value in [
-        ("run id", run_id),
-        ("status", final.status.value),
-        ("steps", f"{final.step + 1} (0..{final.step})"),
-        ("tokens in / out", f"{c['tokens_in']} / {c['tokens_out']}"),
-        ("spend", f"{c['spend']:.4f} cents"),
-        ("checkpoints stored", str(checkpoints)),
-        ("database on disk", f"{_database_bytes(store_url):,} bytes (all runs in the file)"),
-        ("killed while saving", f"step {kill_step} (pid {killed.pid}, before {where})"),
-        ("resumed from", f"step {head.step} (pid {resumed.pid})"),
-        ("answer", str(final.state["answer"])[:16] + "…"),
-    ]:
-        table.add_row(what, value)
-    console.print(table)
-
-    store_opt = "" if store_url == DEFAULT_URL else f" --store {store_url}"
+    console.print(
+        "[bold green]5. check[/]   same answer, messages, counters, cursors, state and side effects "
+        "as an uninterrupted run; every side effect exactly once"
+    )
+    resumed_from = f"pid {resumed.pid} from step {head.step}" + (f" ({decision})" if decision else "")
+    rows = [
+        ("killed", f"pid {killed.pid}, {where}"),
+        ("resumed", resumed_from),
+        ("side effects", f"{len(effects)}, each exactly once ({calls} calls to the services)"),
+    ]
+    console.print(_summary(store, final, rows))
+    store_opt = "" if store.url == DEFAULT_URL else f" --store {store.url}"
     console.print("Inspect it:")
     for command in (
         f"safepoint runs{store_opt}",
@@ -129,6 +224,35 @@ def main(store_url: str = DEFAULT_URL) -> int:
     ):
         console.print(f"  [cyan]{command}[/]")
     return 0
+
+
+def _summary(store: Store, final: Checkpoint, rows: list[tuple[str, str]]) -> Table:
+    references, blobs = stored_checkpoints(store, final.run_id, final.step)
+    secrets = ", ".join(f"{n} x {rule}" for rule, n in sorted(references.items())) or "none"
+    c = final.counters
+    table = Table(title=f"run {final.run_id}", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    for what, value in [
+        ("status", final.status.value),
+        ("steps", f"{c['steps']} agent steps, {c['actions']} actions"),
+        (
+            "tokens in / out",
+            f"{c['tokens_in']:,} / {c['tokens_out']:,} (budget {c.get('budget_tokens', '-'):,})",
+        ),
+        ("spend", f"{float(c['spend']):.2f} cents (budget {c.get('budget_spend', '-')})"),
+        ("checkpoints", f"{final.step + 1} (steps 0..{final.step}), each verified"),
+        ("bytes stored", f"{_database_bytes(store):,} (the database and its files: all its runs)"),
+        ("secrets referenced", f"{secrets}: references stored, never the value"),
+        (
+            "blobs offloaded",
+            "n/a (this store does not offload large values)" if blobs is None else str(blobs),
+        ),
+        *rows,
+        ("answer", str(final.state.get("answer"))[:16] + "…"),
+    ]:
+        table.add_row(what, value)
+    return table
 
 
 if __name__ == "__main__":

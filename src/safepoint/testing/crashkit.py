@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 import safepoint
 from safepoint.errors import NotFound
@@ -78,6 +78,12 @@ class StatementKiller:
                 os.kill(os.getpid(), signal.SIGKILL)
 
 
+class ChildSpec(Protocol):
+    """What a child process runs: ``AgentSpec`` here, ``kit.EntrySpec`` for any agent."""
+
+    def command(self, *extra: str) -> list[str]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class AgentSpec:
     """Which agent run a child process works on (see ``agent.run_agent``)."""
@@ -107,7 +113,9 @@ class Outcome:
     saved: list[int] = field(default_factory=list)
     answer: str | None = None
     kill_point: str | None = None  # "<save>:<statement> <SQL words>" for a kill inside a save
-    paused: bool = False  # it reached its --pause-after step
+    paused: bool = False  # it reached its --pause-after step (or the kit's --pause-after-effect)
+    effects: int = 0  # side effects it reported (kit children: ``effect <n> …``)
+    result: str | None = None  # the kit child's ``result <json>``: what the agent returned
 
     @property
     def killed(self) -> bool:
@@ -116,17 +124,21 @@ class Outcome:
 
 def _child_env() -> dict[str, str]:
     # The child must import the same safepoint as this process, also when it
-    # came from a checkout on sys.path rather than from site-packages.
+    # came from a checkout on sys.path rather than from site-packages — and
+    # whatever else this process can import (an agent under test, say, from a
+    # tests directory pytest put on sys.path).
     root = str(Path(safepoint.__file__).resolve().parent.parent)
+    paths = [root, *(p for p in sys.path if p and Path(p).is_dir())]
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    env["PYTHONPATH"] = os.pathsep.join([*dict.fromkeys(paths), *filter(None, [env.get("PYTHONPATH")])])
     return env
 
 
 class AgentProcess:
     """One child running the agent; reads its ``saved <step>`` lines as they come."""
 
-    def __init__(self, spec: AgentSpec, *extra: str) -> None:
+    def __init__(self, spec: ChildSpec, *extra: str, on_line: Callable[[str], None] | None = None) -> None:
+        self.on_line = on_line  # sees every line the child prints, as it comes
         # stderr goes to a file: a pipe nobody reads until the end could fill and block the child.
         self._errors = tempfile.TemporaryFile("w+")  # noqa: SIM115  # closed by wait()
         self.proc = subprocess.Popen(
@@ -152,6 +164,12 @@ class AgentProcess:
             self.outcome.kill_point = rest
         elif word == "done":
             self.outcome.answer = rest.split()[-1]
+        elif word == "effect":
+            self.outcome.effects += 1
+        elif word == "result":
+            self.outcome.result = rest
+        if self.on_line is not None:
+            self.on_line(line.strip())
         return line.strip()
 
     def wait_for(self, prefix: str, count: int = 1) -> bool:
@@ -186,14 +204,14 @@ class AgentProcess:
         return self.outcome
 
 
-def kill_at_boundary(spec: AgentSpec, step: int) -> Outcome:
+def kill_at_boundary(spec: ChildSpec, step: int) -> Outcome:
     """Run until ``step`` is saved, then SIGKILL the child while it waits there."""
     child = AgentProcess(spec, "--pause-after", str(step))
     child.wait_for("paused")
     return child.kill()
 
 
-def kill_in_save(spec: AgentSpec, save: int, statement: int, *, guard: int | None = None) -> Outcome:
+def kill_in_save(spec: ChildSpec, save: int, statement: int, *, guard: int | None = None) -> Outcome:
     """The child SIGKILLs itself at SQL ``statement`` (0 = BEGIN; past the end = COMMIT) of
     its ``save``-th save; ``guard`` stops it at that step instead if it gets there first."""
     extra = ["--kill-in-save", f"{save}:{statement}"]
@@ -205,7 +223,7 @@ def kill_in_save(spec: AgentSpec, save: int, statement: int, *, guard: int | Non
     return child.wait()
 
 
-def kill_after(spec: AgentSpec, saves: int, delay: float, *, guard: int | None = None) -> Outcome:
+def kill_after(spec: ChildSpec, saves: int, delay: float, *, guard: int | None = None) -> Outcome:
     """SIGKILL the child ``delay`` seconds after it reported ``saves`` saves (0: after spawn).
 
     ``guard`` makes the child wait after saving that step, so a slow kill still
@@ -217,7 +235,7 @@ def kill_after(spec: AgentSpec, saves: int, delay: float, *, guard: int | None =
     return child.kill()
 
 
-def resume(spec: AgentSpec) -> Outcome:
+def resume(spec: ChildSpec) -> Outcome:
     """Run the agent in a fresh process until it exits (done, normally)."""
     return AgentProcess(spec).wait()
 
