@@ -32,11 +32,15 @@ from safepoint.errors import (
     StoreError,
 )
 from safepoint.store import calls
+from safepoint.store.blobio import DatabaseBlobs
 from safepoint.store.ops import Op, Query
+from safepoint.store.pipeline import Pipeline
 from safepoint.store.postgres.async_driver import PostgresAsyncDriver, open_postgres_async_driver
 from safepoint.store.postgres.driver import PostgresDriver
 from safepoint.store.postgres.steps import QUERIES, REVISIONS, SETUP
 from safepoint.store.sqlfiles import load_queries
+
+PIPELINE = Pipeline(blobs=DatabaseBlobs())  # what open_store gives a PostgreSQL store, minus scrubbing
 from safepoint.testing.blocking import BlockingDriver
 from safepoint.testing.conformance import StoreConformance, Tamper
 
@@ -167,20 +171,20 @@ def test_async_driver_runs_the_shared_operations(postgres_dsn: str, pg_schema: s
             for step in range(3):
                 cp = cp if step == 0 else cp.next()
                 cp.messages.append({"role": "user", "content": f"turn {step} \u0000"})
-                await _call(driver, calls.save(cp))
-            loaded = await _call(driver, calls.load("async-run", None))
+                await _call(driver, calls.save(cp, None, PIPELINE))
+            loaded = await _call(driver, calls.load("async-run", None, PIPELINE))
             assert (loaded.step, list(loaded.messages)) == (2, list(cp.messages))
             assert [i.step for i in await _call(driver, calls.history("async-run"))] == [0, 1, 2]
             page = await _call(driver, calls.runs(status=None, labels={"kind": "async"}, **_ALL))
             assert [r.run_id for r in page] == ["async-run"]
             with pytest.raises(Conflict):
-                await _call(driver, calls.save(cp))
+                await _call(driver, calls.save(cp, None, PIPELINE))
             with pytest.raises(NotFound):
-                await _call(driver, calls.load("absent", None))
+                await _call(driver, calls.load("absent", None, PIPELINE))
         finally:
             await driver.close()
         with pytest.raises(StoreClosed):
-            await _call(driver, calls.load("async-run", None))
+            await _call(driver, calls.load("async-run", None, PIPELINE))
 
     asyncio.run(main())
 
@@ -194,14 +198,14 @@ def test_async_writers_of_one_step_exactly_one_wins(postgres_dsn: str, pg_schema
     async def main() -> list[str]:
         driver = await open_postgres_async_driver(postgres_dsn, schema=pg_schema, max_size=8)
         try:
-            await _call(driver, calls.save(Checkpoint(run_id="race")))
-            base = await _call(driver, calls.load("race", None))
+            await _call(driver, calls.save(Checkpoint(run_id="race"), None, PIPELINE))
+            base = await _call(driver, calls.load("race", None, PIPELINE))
 
             async def writer(n: int) -> str:
                 cp = base.next()
                 cp.messages.append({"role": "user", "content": f"writer {n}"})
                 try:
-                    await _call(driver, calls.save(cp))
+                    await _call(driver, calls.save(cp, None, PIPELINE))
                 except Conflict:
                     return "conflict"
                 return "saved"
@@ -417,7 +421,7 @@ def _save_step_zero_twice(run_id: str) -> Op[None]:
     run_ref = rows[0][1]
     row = {"run_ref": run_ref, "step": 0, "schema_version": 1, "status": "running", "now": 0}
     row |= {"message_count": 0, "ranges": "[]", "header": b"{}", "digest": b""}
-    row |= {"first_seq": 0, "added": 0, "messages": None}
+    row |= {"first_seq": 0, "added": 0, "messages": None, "blobs": None}
     yield Query("insert_checkpoint", row)
 
 

@@ -7,9 +7,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from safepoint.blobs.filesystem import FileSystemBlobStore
 from safepoint.errors import InvalidURL
 
 from .asyncstore import AsyncStore, SQLiteAsyncDriver
+from .blobio import BlobTarget, DatabaseBlobs, ExternalBlobs
 from .facade import Store
 from .pipeline import Pipeline
 from .sqlite.driver import SQLiteDriver
@@ -67,7 +69,12 @@ def open_store(url: str = DEFAULT_URL, **options: Any) -> Store:
         raise InvalidURL(f"store URL must be a str, not {type(url).__name__}")
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
     options = dict(options)
-    pipeline = Pipeline.from_options(options)
+    if scheme == "sqlite":
+        # Large values go to files beside the database unless told otherwise.
+        default_blobs: BlobTarget = ExternalBlobs(FileSystemBlobStore(_sqlite_path(url) + ".blobs"))
+    else:
+        default_blobs = DatabaseBlobs()
+    pipeline = Pipeline.from_options(options, default_blobs)
     if scheme == "sqlite":
         store = _open_sqlite(url, _sqlite_path(url), options)
     elif scheme == "memory":
@@ -103,7 +110,7 @@ async def open_async_store(url: str = DEFAULT_URL, **options: Any) -> AsyncStore
         from .postgres.config import PostgresConfig  # noqa: PLC0415
 
         options = dict(options)
-        pipeline = Pipeline.from_options(options)
+        pipeline = Pipeline.from_options(options, DatabaseBlobs())
         display_url = PostgresConfig.from_options(url, dict(options)).display_url
         async_driver = await open_postgres_async_driver(url, **options)
         return AsyncStore(async_driver, url=display_url, pipeline=pipeline)

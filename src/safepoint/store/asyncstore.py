@@ -80,13 +80,32 @@ class AsyncStore:
         *,
         resolve_secrets: ResolveSecrets = False,
         migrate: bool = True,
+        fetch_blobs: bool = True,
     ) -> Checkpoint:
         """The run's latest checkpoint, or the one at ``step``, verified."""
-        return await self._run(calls.load(run_id, step, self.pipeline, resolve_secrets, migrate))
+        return await self._run(
+            calls.load(
+                run_id,
+                step,
+                self.pipeline,
+                resolve_secrets=resolve_secrets,
+                migrate=migrate,
+                fetch_blobs=fetch_blobs,
+            )
+        )
 
     async def migrate_runs(self, run_ids: list[str]) -> ops.Rewritten:
         """Eagerly migrate these runs' latest checkpoints (see ``Store.migrate_runs``)."""
         return await self._run(calls.migrate_runs(run_ids, self.pipeline))
+
+    async def fetch_blob(self, ref: Any) -> str | bytes:
+        """The value a blob reference stands for (from ``load(..., fetch_blobs=False)``).
+
+        ``ref`` is the ``{"$blob": {…}}`` dict found in the checkpoint, or a
+        ``BlobRef``. Text comes back as ``str``; the bytes are verified against
+        the digest (``BlobCorrupt`` if altered, ``BlobNotFound`` if missing).
+        """
+        return await self._run(calls.fetch_blob(ref, self.pipeline))
 
     async def history(self, run_id: str) -> list[CheckpointInfo]:
         """Every checkpoint of the run, oldest first (headers only)."""

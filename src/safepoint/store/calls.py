@@ -78,13 +78,17 @@ def load(
     run_id: str,
     step: int | None,
     pipeline: Pipeline,
+    *,
     resolve_secrets: ResolveSecrets = False,
     migrate: bool = True,
-) -> Call[Checkpoint, Checkpoint]:
-    def finish(cp: Checkpoint) -> Checkpoint:
-        return pipeline.after_load(cp, migrate=migrate, resolve=resolve_secrets)
+    fetch_blobs: bool = True,
+) -> Call[ops.Loaded, Checkpoint]:
+    def finish(loaded: ops.Loaded) -> Checkpoint:
+        return pipeline.after_load(loaded, migrate=migrate, resolve=resolve_secrets, fetch_blobs=fetch_blobs)
 
-    return Call(ops.load(check_id(run_id), check_step(step)), False, finish)
+    in_database = pipeline.blobs is not None and pipeline.blobs.in_database and fetch_blobs
+    op = ops.load_for_reading(check_id(run_id), check_step(step), blobs_in_database=in_database)
+    return Call(op, False, finish)
 
 
 def migrate_runs(run_ids: list[str], pipeline: Pipeline) -> Call[ops.Rewritten, ops.Rewritten]:
@@ -98,6 +102,17 @@ def migrate_runs(run_ids: list[str], pipeline: Pipeline) -> Call[ops.Rewritten, 
         return pipeline.migrate(head) if chain.needs_migration(head.schema_version) else None
 
     return Call(ops.rewrite_heads(ids, rewrite, pipeline.prepare_save, now_micros()), True, _same)
+
+
+def fetch_blob(ref: Any, pipeline: Pipeline) -> Call[dict[str, bytes], str | bytes]:
+    parsed = pipeline.blob_ref(ref)
+    in_database = pipeline.blobs is not None and pipeline.blobs.in_database
+    digests = [parsed.digest] if in_database else []
+
+    def finish(stored: dict[str, bytes]) -> str | bytes:
+        return pipeline.fetch_blob(parsed, stored)
+
+    return Call(ops.read_blobs(digests), False, finish)
 
 
 def history(run_id: str) -> Call[list[CheckpointInfo], list[CheckpointInfo]]:

@@ -83,6 +83,7 @@ class Store:
         *,
         resolve_secrets: ResolveSecrets = False,
         migrate: bool = True,
+        fetch_blobs: bool = True,
     ) -> Checkpoint:
         """The run's latest checkpoint, or the one at ``step``, verified.
 
@@ -103,7 +104,16 @@ class Store:
         not exist and ``CorruptCheckpoint`` when stored rows fail the digest.
         Always two queries, however long the run.
         """
-        return self._run(calls.load(run_id, step, self.pipeline, resolve_secrets, migrate))
+        return self._run(
+            calls.load(
+                run_id,
+                step,
+                self.pipeline,
+                resolve_secrets=resolve_secrets,
+                migrate=migrate,
+                fetch_blobs=fetch_blobs,
+            )
+        )
 
     def migrate_runs(self, run_ids: list[str]) -> ops.Rewritten:
         """Eagerly migrate these runs' latest checkpoints, in one transaction.
@@ -115,6 +125,15 @@ class Store:
         left unchanged and reported. ``safepoint migrate`` calls this in batches.
         """
         return self._run(calls.migrate_runs(run_ids, self.pipeline))
+
+    def fetch_blob(self, ref: Any) -> str | bytes:
+        """The value a blob reference stands for (from ``load(..., fetch_blobs=False)``).
+
+        ``ref`` is the ``{"$blob": {…}}`` dict found in the checkpoint, or a
+        ``BlobRef``. Text comes back as ``str``; the bytes are verified against
+        the digest (``BlobCorrupt`` if altered, ``BlobNotFound`` if missing).
+        """
+        return self._run(calls.fetch_blob(ref, self.pipeline))
 
     def history(self, run_id: str) -> list[CheckpointInfo]:
         """Every checkpoint of the run, oldest first (headers only, no messages)."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from safepoint import codec
+from safepoint.blobs.base import BlobRef
 from safepoint.errors import Conflict, LeaseLost, NotFound, SafepointError, StoreError
 from safepoint.messagelist import MessageList, StoredView
 from safepoint.model import (
@@ -28,6 +29,7 @@ from safepoint.model import (
     to_micros,
 )
 
+from .offload import BLOB_MARK, find_refs
 from .pipeline import PreparedSave, StoredFields
 from .serialize import (
     MessagePlan,
@@ -139,7 +141,16 @@ def save(
         "first_seq": first_seq,
         "added": len(plan.bodies),
         "messages": pack_bodies(plan.bodies),
+        "blobs": None,
     }
+    if prepared.blobs is not None:
+        row["blobs"] = prepared.blob_digests()
+        if row["blobs"] is not None:
+            # Held until commit; garbage collection takes it exclusively.
+            yield Query("blob_guard_shared")
+            pending = prepared.pending_blobs()
+            if pending:  # durable before the row that references them commits
+                yield from prepared.blobs.write(pending, now)
     if run_ref is None:
         inserted = yield Query("insert_run", row)
         if not inserted:  # ON CONFLICT DO NOTHING: a concurrent writer created the run first
@@ -161,12 +172,46 @@ def load(run_id: str, step: int | None) -> Op[Checkpoint]:
     return (yield from _load(run_id, step))
 
 
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """A loaded checkpoint as stored, and where its blob references are.
+
+    ``blob_messages`` are the indexes of messages that hold references;
+    ``stored_blobs`` the referenced values the database blob target read in
+    the same transaction (still in their stored framing).
+    """
+
+    checkpoint: Checkpoint
+    blob_messages: list[int]
+    has_blobs: bool
+    stored_blobs: dict[str, bytes]
+
+
+def load_for_reading(run_id: str, step: int | None, *, blobs_in_database: bool) -> Op[Loaded]:
+    """``load``, noting blob references (and reading them, for the database target)."""
+    checkpoint, bodies, header = yield from _load_with_bodies(run_id, step, with_header=True)
+    indexes = [i for i, body in enumerate(bodies) if BLOB_MARK in body]
+    has_blobs = bool(indexes) or BLOB_MARK in header
+    stored: dict[str, bytes] = {}
+    if has_blobs and blobs_in_database:
+        refs: list[BlobRef] = []
+        for name in ("pending_action", "cursors", "state"):
+            find_refs(getattr(checkpoint, name), refs)
+        for index in indexes:
+            find_refs(checkpoint.messages[index], refs)
+        digests = sorted({ref.digest for ref in refs})
+        rows = yield Query("select_blobs", {"digests": codec.encode(digests).decode()})
+        stored = {digest: bytes(data) for digest, data in rows}
+    return Loaded(checkpoint, indexes, has_blobs, stored)
+
+
 def _load(run_id: str, step: int | None) -> Op[Checkpoint]:
+    checkpoint: Checkpoint
     checkpoint, _bodies = yield from _load_with_bodies(run_id, step)
     return checkpoint
 
 
-def _load_with_bodies(run_id: str, step: int | None) -> Op[tuple[Checkpoint, list[bytes]]]:
+def _load_with_bodies(run_id: str, step: int | None, *, with_header: bool = False) -> Op[Any]:
     if step is None:
         rows = yield Query("checkpoint_latest", {"run_id": run_id})
     else:
@@ -185,7 +230,17 @@ def _load_with_bodies(run_id: str, step: int | None) -> Op[tuple[Checkpoint, lis
         ranges_json=ranges,
         bodies=bodies,
     )
+    if with_header:
+        return checkpoint, bodies, bytes(header)
     return checkpoint, bodies
+
+
+def read_blobs(digests: list[str]) -> Op[dict[str, bytes]]:
+    """Stored blobs of the database blob target, by digest (as stored: framed, unverified)."""
+    if not digests:
+        return {}
+    rows = yield Query("select_blobs", {"digests": codec.encode(sorted(set(digests))).decode()})
+    return {digest: bytes(data) for digest, data in rows}
 
 
 def history(run_id: str) -> Op[list[CheckpointInfo]]:
@@ -337,6 +392,7 @@ def fork(
             "first_seq": first_seq,
             "added": len(bodies),
             "messages": pack_bodies(bodies),
+            "blobs": _referenced_blobs(header, bodies),
         },
     )
     new_view = StoredView(
@@ -346,6 +402,15 @@ def fork(
     forked.created_at = from_micros(now)
     forked.digest = digest.hex()
     return forked
+
+
+def _referenced_blobs(header: bytes, bodies: list[bytes]) -> str | None:
+    """The ``blobs`` column for a row holding ``header`` and carrying ``bodies``."""
+    refs: list[BlobRef] = []
+    for data in (header, *bodies):
+        if BLOB_MARK in data:
+            find_refs(codec.decode(data), refs)
+    return codec.encode(sorted({ref.digest for ref in refs})).decode() if refs else None
 
 
 def _lease_detail(owner: str | None, epoch: int) -> str:

@@ -19,16 +19,32 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from safepoint.errors import InvalidArgument, NotJSONCompatible
+from safepoint import codec
+from safepoint.blobs.base import BlobRef, BlobStore
+from safepoint.errors import BlobNotFound, InvalidArgument, NotJSONCompatible
 from safepoint.messagelist import MessageList, StoredView, freeze
 from safepoint.migrations import MigrationChain
 from safepoint.model import Checkpoint, ScrubReport
 from safepoint.scrub import Found, Scrubber, Secrets
 from safepoint.scrub.known import lookup_for, restore
 
+from .blobio import BlobTarget, DatabaseBlobs, ExternalBlobs, inline_blobs
+from .offload import (
+    DEFAULT_THRESHOLD,
+    BlobPolicy,
+    BlobSink,
+    blob_digests_json,
+    inline,
+    might_hold_blobs,
+    offload,
+    offload_encoded,
+)
 from .serialize import MessagePlan, encode_message, plan_messages
+
+if TYPE_CHECKING:
+    from .ops import Loaded
 
 T = TypeVar("T")
 ResolveSecrets = bool | Secrets | Callable[[str], "str | None"]
@@ -51,13 +67,18 @@ class StoredFields:
 
 
 class PreparedSave:
-    """One save's scrubbed fields, and the message encoder the delta plan uses."""
+    """One save's stored form: scrubbed fields with large values offloaded, the
+    message encoder the delta plan uses, and the blobs the save must write."""
 
     def __init__(self, pipeline: Pipeline, cp: Checkpoint) -> None:
         self._scrubber = pipeline.scrubber
+        self._policy = pipeline.blob_policy
+        self.blobs = pipeline.blobs
         self._field_counts: list[Counter[tuple[str, str]]] = []
         self._message_found: Found | None = None
-        self.fields = self._scrub_fields(cp)
+        self._field_sink = BlobSink()
+        self._message_sink = BlobSink()
+        self.fields = self._offload_fields(self._scrub_fields(cp))
 
     def _scrub_fields(self, cp: Checkpoint) -> StoredFields:
         scrubber = self._scrubber
@@ -76,17 +97,36 @@ class PreparedSave:
         self._field_counts.append(found.counts)
         return StoredFields(counters, values["pending_action"], values["cursors"], values["state"], labels)
 
+    def _offload_fields(self, fields: StoredFields) -> StoredFields:
+        """Large values out of the header, after scrubbing (so no blob holds a secret)."""
+        if self.blobs is None:
+            return fields
+        values = {}
+        for name in ("pending_action", "cursors", "state"):
+            value = getattr(fields, name)
+            if might_hold_blobs(codec.encode(value), self._policy):
+                value = offload(value, name, self._policy, self._field_sink)
+            values[name] = value
+        return StoredFields(
+            fields.counters, values["pending_action"], values["cursors"], values["state"], fields.labels
+        )
+
     def plan(self, view: StoredView | None, messages: list[Any]) -> MessagePlan:
-        """The message delta against ``view``, with every new message scrubbed."""
-        scrubber = self._scrubber
-        if scrubber is None:
+        """The message delta against ``view``: every new message scrubbed, then offloaded."""
+        scrubber, policy = self._scrubber, self._policy
+        if scrubber is None and self.blobs is None:
             return plan_messages(view, messages)
-        found = self._message_found = Found(scrubber.policy, "messages")
+        found = self._message_found = Found(scrubber.policy if scrubber else "reference", "messages")
+        sink = self._message_sink = BlobSink()
 
         def encode(message: Any, index: int) -> bytes:
-            return scrubber.scrub_encoded(
-                message, encode_message(message, index), f"messages[{index}]", found
-            )
+            body = encode_message(message, index)
+            root = f"messages[{index}]"
+            if scrubber is not None:
+                message, body = scrubber.scrub_encoded(message, body, root, found)
+            if self.blobs is not None:
+                body = offload_encoded(message, body, root, policy, sink)
+            return body
 
         return plan_messages(view, messages, encode)
 
@@ -96,12 +136,32 @@ class PreparedSave:
             counts.append(self._message_found.counts)
         return ScrubReport.merge(counts)
 
+    # -- what the save writes besides its row --------------------------------
+
+    def blob_digests(self) -> str | None:
+        """The row's ``blobs`` column: every digest its header and new messages reference."""
+        sink = BlobSink()
+        sink.digests = self._field_sink.digests | self._message_sink.digests
+        return blob_digests_json(sink)
+
+    def pending_blobs(self) -> dict[str, bytes]:
+        """New values to write to the blob store (by digest), before the row commits."""
+        return self._field_sink.pending | self._message_sink.pending
+
 
 class Pipeline:
     """A store's save and load transformations: scrubbing, migrations (and blobs)."""
 
-    def __init__(self, scrubber: Scrubber | None = None, migrations: MigrationChain | None = None) -> None:
+    def __init__(
+        self,
+        scrubber: Scrubber | None = None,
+        migrations: MigrationChain | None = None,
+        blobs: BlobTarget | None = None,
+        blob_policy: BlobPolicy | None = None,
+    ) -> None:
         self.scrubber = scrubber
+        self.blobs = blobs
+        self.blob_policy = blob_policy if blob_policy is not None else BlobPolicy()
         if migrations is not None:
             if not isinstance(migrations, MigrationChain):
                 raise InvalidArgument(
@@ -111,9 +171,16 @@ class Pipeline:
         self.migrations = migrations
 
     @classmethod
-    def from_options(cls, options: dict[str, Any]) -> Pipeline:
-        """Take the pipeline's options out of ``open_store``'s keyword arguments."""
+    def from_options(cls, options: dict[str, Any], default_blobs: BlobTarget | None = None) -> Pipeline:
+        """Take the pipeline's options out of ``open_store``'s keyword arguments.
+
+        ``default_blobs`` is the backend's blob target when ``blobs`` is not given.
+        """
         migrations = options.pop("migrations", None)
+        blobs = _blob_target(options.pop("blobs", None), default_blobs, options.pop("blob_compress", False))
+        blob_policy = BlobPolicy(
+            threshold=options.pop("blob_threshold", DEFAULT_THRESHOLD), rules=options.pop("blob_rules", {})
+        )
         scrubber = options.pop("scrubber", None)
         secrets = options.pop("secrets", None)
         policy = options.pop("secret_policy", "reference")
@@ -121,14 +188,14 @@ class Pipeline:
         if scrubber is False:
             if secrets is not None:
                 raise InvalidArgument("secrets= needs a scrubber; it cannot be combined with scrubber=False")
-            return cls(None, migrations)
+            return cls(None, migrations, blobs, blob_policy)
         if scrubber is None:
             scrubber = Scrubber(secrets=secrets, policy=policy, pii=pii)
         elif not isinstance(scrubber, Scrubber):
             raise InvalidArgument(f"scrubber must be a safepoint.Scrubber or False, not {scrubber!r}")
         elif secrets is not None or pii:
             raise InvalidArgument("give secrets= and pii= to the Scrubber, not beside it")
-        return cls(scrubber, migrations)
+        return cls(scrubber, migrations, blobs, blob_policy)
 
     def prepare_save(self, cp: Checkpoint) -> PreparedSave:
         return PreparedSave(self, cp)
@@ -181,11 +248,41 @@ class Pipeline:
             scrub_report=cp.scrub_report,
         )
 
-    def after_load(self, cp: Checkpoint, *, migrate: bool, resolve: ResolveSecrets) -> Checkpoint:
-        """What ``load`` returns: migrated (unless ``migrate=False``), secrets resolved if asked."""
+    def after_load(
+        self, loaded: Loaded, *, migrate: bool, resolve: ResolveSecrets, fetch_blobs: bool
+    ) -> Checkpoint:
+        """What ``load`` returns: migrated (unless ``migrate=False``) — migrations see
+        blob references, as stored — then large values put back (unless
+        ``fetch_blobs=False``), then secrets resolved if asked."""
+        cp = loaded.checkpoint
+        migrated = False
         if migrate:
+            before = cp
             cp = self.migrate(cp)
+            migrated = cp is not before
+        if fetch_blobs and loaded.has_blobs and self.blobs is not None:
+            indexes = None if migrated else loaded.blob_messages
+            cp = inline_blobs(cp, self.blobs, fetched=loaded.stored_blobs, message_indexes=indexes)
         return self.resolve(cp, resolve)
+
+    def blob_ref(self, ref: Any) -> BlobRef:
+        """``ref`` as a ``BlobRef`` (a ``{"$blob": …}`` dict or a ``BlobRef``)."""
+        parsed = ref if isinstance(ref, BlobRef) else BlobRef.from_json(ref)
+        if parsed is None:
+            raise InvalidArgument("not a blob reference: expected {'$blob': {...}} or a BlobRef")
+        if self.blobs is None:
+            raise InvalidArgument("this store has no blob store (opened with blobs=False)")
+        return parsed
+
+    def fetch_blob(self, ref: BlobRef, stored: dict[str, bytes]) -> str | bytes:
+        """The value ``ref`` stands for; ``stored`` holds it already for the database target."""
+        assert self.blobs is not None
+        if isinstance(self.blobs, ExternalBlobs):
+            stored = self.blobs.fetch([ref.digest])
+        elif ref.digest not in stored:
+            raise BlobNotFound(ref.digest, "not in the store's blob table")
+        values = DatabaseBlobs.decode(stored) if self.blobs.in_database else stored
+        return inline(ref.to_json(), values)  # type: ignore[no-any-return]
 
     def resolve(self, cp: Checkpoint, resolve: ResolveSecrets) -> Checkpoint:
         """``cp`` with secret references and markers replaced by values (in place)."""
@@ -206,3 +303,27 @@ class Pipeline:
         cp.state = restore(cp.state, lookup)
         cp.labels = restore(cp.labels, lookup)
         return cp
+
+
+def _blob_target(option: Any, default: BlobTarget | None, compress: bool) -> BlobTarget | None:
+    """The blob target ``open_store(..., blobs=…)`` asks for.
+
+    ``None``: the backend's default; ``False``: never offload; ``"database"``:
+    the store's own table; a ``BlobStore``; or a blob store URL
+    (``file:///…``, ``s3://bucket/prefix?…``, ``memory://``).
+    """
+    if option is None:
+        return default
+    if option is False:
+        return None
+    if option == "database":
+        return DatabaseBlobs(compress=compress)
+    if isinstance(option, str):
+        from safepoint.blobs import open_blob_store  # noqa: PLC0415
+
+        return ExternalBlobs(
+            open_blob_store(option, compress=compress) if compress else open_blob_store(option)
+        )
+    if isinstance(option, BlobStore):
+        return ExternalBlobs(option)
+    raise InvalidArgument(f"blobs must be a BlobStore, a blob store URL, 'database' or False, not {option!r}")

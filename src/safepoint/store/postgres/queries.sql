@@ -59,12 +59,12 @@ UPDATE safepoint_runs SET status = %(status)s WHERE id = %(run_ref)s::bigint;
 -- name: insert_checkpoint
 INSERT INTO safepoint_checkpoints (
     run_ref, step, schema_version, status, created_at, message_count, ranges, header, digest,
-    first_seq, added, messages
+    first_seq, added, messages, blobs
 ) VALUES (
     %(run_ref)s::bigint, %(step)s::bigint, %(schema_version)s::integer, %(status)s,
     'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond',
     %(message_count)s::bigint, %(ranges)s::jsonb, %(header)s, %(digest)s,
-    %(first_seq)s::bigint, %(added)s::integer, %(messages)s
+    %(first_seq)s::bigint, %(added)s::integer, %(messages)s, %(blobs)s::jsonb
 );
 
 -- name: checkpoint_latest
@@ -77,7 +77,7 @@ WHERE r.run_id = %(run_id)s;
 -- name: checkpoint_at
 SELECT r.id, c.step, c.ranges::text, c.header, c.digest
 FROM safepoint_runs AS r
-JOIN safepoint_checkpoints AS c ON c.run_ref = r.id AND c.step = %(step)s::bigint
+JOIN safepoint_checkpoints AS c ON c.run_ref = r.id AND c.step = %(step)s::bigint AND NOT c.pruned
 WHERE r.run_id = %(run_id)s;
 
 -- name: view_messages
@@ -100,7 +100,7 @@ SELECT c.step, c.schema_version, c.status,
        c.message_count, c.digest
 FROM safepoint_runs AS r
 JOIN safepoint_checkpoints AS c ON c.run_ref = r.id
-WHERE r.run_id = %(run_id)s
+WHERE r.run_id = %(run_id)s AND NOT c.pruned
 ORDER BY c.step;
 
 -- name: run_exists
@@ -206,3 +206,23 @@ UPDATE safepoint_runs
 SET head_digest = %(digest)s, schema_version = %(schema_version)s, labels = %(labels)s::jsonb,
     counters = %(counters)s::jsonb, next_seq = %(next_seq)s::bigint, status = %(status)s
 WHERE id = %(run_ref)s::bigint;
+
+-- name: blob_guard_shared
+-- Saves that reference blobs hold this lock shared until they commit, and
+-- garbage collection exclusively: a blob is never judged unreferenced while
+-- a save that references it is between its put and its commit. The key is
+-- per schema (current_schema() is the store's, set by set_search_path).
+SELECT pg_advisory_xact_lock_shared(hashtextextended('safepoint.blobs:' || current_schema(), 0));
+
+-- name: blob_guard_exclusive
+SELECT pg_advisory_xact_lock(hashtextextended('safepoint.blobs:' || current_schema(), 0));
+
+-- name: insert_blobs
+INSERT INTO safepoint_blobs (digest, size, created_at, data)
+VALUES (%(digest)s, %(size)s::bigint, 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond',
+        %(data)s)
+ON CONFLICT (digest) DO NOTHING;
+
+-- name: select_blobs
+SELECT digest, data FROM safepoint_blobs
+WHERE digest IN (SELECT jsonb_array_elements_text(%(digests)s::jsonb));

@@ -27,7 +27,8 @@ CREATE TABLE safepoint_runs (
     queued_at       timestamptz,                    -- set while queued for workers (revision 2)
     lease_owner     text,
     lease_epoch     bigint      NOT NULL DEFAULT 0,
-    lease_expires_at timestamptz
+    lease_expires_at timestamptz,
+    retention       jsonb                           -- the run's own retention policy (revision 3)
 );
 
 -- What runs(...) filters on: status (paged by id), last update, labels @> {...}.
@@ -65,6 +66,17 @@ CREATE TABLE safepoint_checkpoints (
     first_seq       bigint      NOT NULL,           -- seq of the first message this row adds
     added           integer     NOT NULL,           -- how many messages this row adds
     messages        bytea,                          -- their bodies, newline-joined (NULL if none)
+    blobs           jsonb,                          -- digests this row references (revision 3)
+    pruned          boolean     NOT NULL DEFAULT false, -- dropped by retention, kept as a carrier
     PRIMARY KEY (run_ref, step)
+);
+
+-- The database blob store: content-addressed values written in the
+-- checkpoint's own transaction (revision 3).
+CREATE TABLE safepoint_blobs (
+    digest          text        PRIMARY KEY,
+    size            bigint      NOT NULL,
+    created_at      timestamptz NOT NULL,
+    data            bytea       NOT NULL
 );
 

@@ -41,10 +41,10 @@ UPDATE safepoint_runs SET status = :status WHERE id = :run_ref;
 -- name: insert_checkpoint
 INSERT INTO safepoint_checkpoints (
     id, run_ref, step, schema_version, status, created_at, message_count, ranges, header, digest,
-    first_seq, added, messages
+    first_seq, added, messages, blobs
 ) VALUES (
     :run_ref * 4294967296 + :step, :run_ref, :step, :schema_version, :status, :now,
-    :message_count, :ranges, :header, :digest, :first_seq, :added, :messages
+    :message_count, :ranges, :header, :digest, :first_seq, :added, :messages, :blobs
 );
 
 -- name: checkpoint_latest
@@ -58,7 +58,7 @@ WHERE r.run_id = :run_id;
 -- name: checkpoint_at
 SELECT r.id, c.step, c.ranges, c.header, c.digest
 FROM safepoint_runs AS r
-JOIN safepoint_checkpoints AS c ON c.id = r.id * 4294967296 + :step
+JOIN safepoint_checkpoints AS c ON c.id = r.id * 4294967296 + :step AND c.pruned = 0
 WHERE r.run_id = :run_id;
 
 -- name: view_messages
@@ -79,7 +79,7 @@ SELECT c.step, c.schema_version, c.status, c.created_at, c.message_count, c.dige
 FROM safepoint_runs AS r
 JOIN safepoint_checkpoints AS c
   ON c.id BETWEEN r.id * 4294967296 AND r.id * 4294967296 + 4294967295
-WHERE r.run_id = :run_id
+WHERE r.run_id = :run_id AND c.pruned = 0
 ORDER BY c.id;
 
 -- name: run_exists
@@ -176,3 +176,20 @@ WHERE id = :run_ref * 4294967296 + :step;
 
 -- name: rewrite_run_head
 UPDATE safepoint_runs SET labels = :labels, status = :status WHERE id = :run_ref;
+
+-- name: blob_guard_shared
+-- Saves that reference blobs and garbage collection take turns on the blob
+-- guard (see store/blobio.py). SQLite's write lock, taken by BEGIN
+-- IMMEDIATE, already serializes them: nothing more to lock here.
+SELECT 1;
+
+-- name: blob_guard_exclusive
+SELECT 1;
+
+-- name: insert_blobs
+INSERT INTO safepoint_blobs (digest, size, created_at, data)
+VALUES (:digest, :size, :now, :data)
+ON CONFLICT (digest) DO NOTHING;
+
+-- name: select_blobs
+SELECT digest, data FROM safepoint_blobs WHERE digest IN (SELECT value FROM json_each(:digests));

@@ -20,7 +20,8 @@ CREATE TABLE safepoint_runs (
     queued_at       INTEGER,                   -- set while queued for workers (revision 2)
     lease_owner     TEXT,
     lease_epoch     INTEGER NOT NULL DEFAULT 0,
-    lease_expires_at INTEGER
+    lease_expires_at INTEGER,
+    retention       TEXT                       -- the run's own retention policy, JSON (revision 3)
 );
 
 -- runs(updated_since=...) filters on the head checkpoint's created_at and
@@ -55,6 +56,17 @@ CREATE TABLE safepoint_checkpoints (
     first_seq       INTEGER NOT NULL,          -- seq of the first message this row adds
     added           INTEGER NOT NULL,          -- how many messages this row adds
     messages        BLOB,                      -- their bodies, newline-joined (NULL if none)
+    blobs           TEXT,                      -- digests this row references, JSON (revision 3)
+    pruned          INTEGER NOT NULL DEFAULT 0, -- dropped by retention, kept as a message carrier
     CHECK (id = run_ref * 4294967296 + step)
+);
+
+-- The database blob store: content-addressed values written in the
+-- checkpoint's own transaction (revision 3).
+CREATE TABLE safepoint_blobs (
+    digest          TEXT    PRIMARY KEY,
+    size            INTEGER NOT NULL,
+    created_at      INTEGER NOT NULL,
+    data            BLOB    NOT NULL
 );
 
