@@ -462,6 +462,8 @@ def test_writes_that_arrive_before_their_checkpoint(store: safepoint.Store) -> N
     found = saver.get_tuple(early)
     assert found is not None
     assert found.pending_writes == [("t1", "a", 1), ("t1", "b", 2), ("t2", "c", 3)]
+    listed = list(saver.list(base, filter={"source": "loop"}))  # its metadata is indexed too
+    assert [t.checkpoint["id"] for t in listed] == [checkpoint["id"]]
 
 
 def test_list_across_namespaces_and_threads(store: safepoint.Store) -> None:

@@ -68,7 +68,7 @@ def put(ctx: Context, key: ThreadKey, encoded: dict[str, Any], log: list[Any] | 
         elif head is not None and head.state.get("id") == checkpoint_id:
             snapshot["writes"] = head.state["writes"]  # the same checkpoint again keeps its writes
         raw = set_messages(cp, raw, log)
-        finish_step(cp, head, snapshot, orphans, known_covers(ctx, key))
+        finish_step(cp, head, snapshot, orphans, known_covers(ctx, key), new=True)
         return cp, raw
         yield  # a generator, for append_step's ``yield from``
 
@@ -119,7 +119,7 @@ def put_writes(ctx: Context, key: ThreadKey, checkpoint_id: str, writes: list[li
                 snapshot["writes"] = merge_writes(snapshot["writes"], writes)
                 base, raw = keep_newer_log(head, base, snapshot, raw)
         cp = start_step(key, head, base)
-        finish_step(cp, head, snapshot, orphans, known_covers(ctx, key))
+        finish_step(cp, head, snapshot, orphans, known_covers(ctx, key), new=False)
         return cp, raw
 
     yield from append_step(ctx, key, build, flush=False)
@@ -272,7 +272,7 @@ def _copy_builder(ctx: Context, key: ThreadKey, source: Checkpoint) -> Builder:
         cp = start_step(key, head)
         orphans = dict(head.state.get("orphans", {})) if head is not None else {}
         raw = set_messages(cp, raw, log)
-        finish_step(cp, head, snapshot, orphans, known_covers(ctx, key))
+        finish_step(cp, head, snapshot, orphans, known_covers(ctx, key), new=True)
         return cp, raw
         yield  # a generator, for append_step's ``yield from``
 

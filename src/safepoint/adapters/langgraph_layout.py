@@ -158,7 +158,7 @@ def merge_writes(existing: list[list[Any]], new: list[list[Any]]) -> list[list[A
 
 
 def bookkeeping(
-    head_state: dict[str, Any] | None, step: int, snapshot: dict[str, Any], covers: int
+    head_state: dict[str, Any] | None, step: int, snapshot: dict[str, Any], covers: int, *, new: bool
 ) -> dict[str, Any]:
     """The thread-wide fields of a new step: ``latest``, ``recent``, ``unindexed`` (orphans: the caller)."""
     state = head_state or {}
@@ -173,7 +173,7 @@ def bookkeeping(
         if len(recent) > RECENT:
             recent = dict(sorted(recent.items(), key=lambda item: item[1])[-RECENT:])
         entry = {"id": checkpoint_id, "step": step}
-        if not snapshot["writes"]:  # a put: only its entry needs the metadata list() filters on
+        if new:  # a put (a new checkpoint): only its entry needs the metadata list() filters on
             entry["metadata"] = snapshot["metadata"]
         unindexed.append(entry)
     return {"latest": latest, "recent": recent, "unindexed": unindexed}

@@ -116,14 +116,23 @@ def set_messages(cp: Checkpoint, raw_before: list[Any], new: list[Any] | None) -
 
 
 def finish_step(
-    cp: Checkpoint, head: Checkpoint | None, snapshot: dict[str, Any], orphans: dict[str, Any], covers: int
+    cp: Checkpoint,
+    head: Checkpoint | None,
+    snapshot: dict[str, Any],
+    orphans: dict[str, Any],
+    covers: int,
+    *,
+    new: bool,
 ) -> None:
-    """Fill in ``cp``'s state: the snapshot, plus the thread-wide fields carried from ``head``."""
+    """Fill in ``cp``'s state: the snapshot, plus the thread-wide fields carried from ``head``.
+
+    ``new``: the step stores a checkpoint (a put or a copy), not just writes for one.
+    """
     if len(orphans) > MAX_ORPHANS:
         keep = sorted(orphans, key=lambda k: orphans[k]["since"])[-MAX_ORPHANS:]
         orphans = {k: orphans[k] for k in keep}
     head_state = head.state if head is not None else None
-    cp.state = {**snapshot, **bookkeeping(head_state, cp.step, snapshot, covers), "orphans": orphans}
+    cp.state = {**snapshot, **bookkeeping(head_state, cp.step, snapshot, covers, new=new), "orphans": orphans}
     # The run's status speaks for the thread's latest checkpoint, not for an
     # older one that just received late writes.
     latest = cp.state["latest"]
