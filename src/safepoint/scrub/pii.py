@@ -48,12 +48,12 @@ _IIN: tuple[tuple[int, int, frozenset[int]], ...] = (
     (65, 65, frozenset(range(16, 20))),
     (3528, 3589, frozenset(range(16, 20))),  # JCB
     (62, 62, frozenset(range(16, 20))),  # UnionPay
-    (5018, 5018, frozenset(range(12, 20))),  # Maestro
-    (5020, 5020, frozenset(range(12, 20))),
-    (5038, 5038, frozenset(range(12, 20))),
-    (6304, 6304, frozenset(range(12, 20))),
-    (6759, 6759, frozenset(range(12, 20))),
-    (6761, 6763, frozenset(range(12, 20))),
+    (5018, 5018, frozenset(range(13, 20))),  # Maestro
+    (5020, 5020, frozenset(range(13, 20))),
+    (5038, 5038, frozenset(range(13, 20))),
+    (6304, 6304, frozenset(range(13, 20))),
+    (6759, 6759, frozenset(range(13, 20))),
+    (6761, 6763, frozenset(range(13, 20))),
 )
 _CARD_GROUPS = frozenset({(4, 4, 4, 4), (4, 4, 4, 4, 3), (4, 4, 4, 4, 2), (4, 4, 4, 1), (4, 6, 5), (4, 6, 4)})
 
@@ -68,8 +68,10 @@ def card_valid(value: str) -> bool:
             if groups not in _CARD_GROUPS:
                 return False
     digits = value.replace(" ", "").replace("-", "")
-    if not 12 <= len(digits) <= 19 or len(set(digits)) < 2:
+    if not 13 <= len(digits) <= 19 or len(set(digits)) < 2:
         return False
+    if digits == value and len(digits) not in (15, 16):
+        return False  # an unbroken run of another length is far more often an id or a seed than a card
     for low, high, lengths in _IIN:
         width = len(str(low))
         if low <= int(digits[:width]) <= high and len(digits) in lengths:
@@ -102,6 +104,8 @@ def iban_valid(value: str) -> bool:
 
 def _phone_valid(value: str) -> bool:
     digits = sum(c.isdigit() for c in value)
+    if value.count(".") == 1 and not any(c in value for c in " -()"):
+        return False  # +1.4142135623731 is a number, not a phone
     if value.startswith("+"):  # E.164 allows 15 digits; written without spaces, ask for 10 or more
         return (8 if any(not c.isdigit() for c in value[1:]) else 10) <= digits <= 15
     if value.startswith("0"):  # trunk-0 national numbers have 10 or 11 digits (and SSNs 9)
@@ -109,9 +113,10 @@ def _phone_valid(value: str) -> bool:
     return 10 <= digits <= 11  # NANP, with or without the leading 1
 
 
-# A candidate is not part of a longer word, number, path, version, time or range.
-_NOT_AFTER_CHAR = r"(?<![\w+/.:,=#-].)"
-_NOT_BEFORE_CHAR = r"(?![\w/@-]|[.:,]\d)"
+# A candidate is not part of a longer word, number, path, version, time or range, nor one group of a
+# table of space-separated numbers; an escaped \n before it (JSON) is a line break.
+_NOT_AFTER_CHAR = r"(?:(?<![\w+/.,#-].)(?<!\d .)|(?<=\\[nrt].))"
+_NOT_BEFORE_CHAR = r"(?![\w/@-]|[.:,]\d| \d)"
 
 # Table order breaks ties: the loosest layout, phone, comes last (an SSN is not a phone number).
 PII_RULES: tuple[Rule, ...] = (

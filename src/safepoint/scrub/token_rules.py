@@ -22,10 +22,12 @@ import re
 
 from safepoint.scrub.rules import Rule, has_mixed_case, is_placeholder, looks_like_secret_value, looks_random
 
-# A token does not continue a word on either side.
-_L = r"(?<![A-Za-z0-9_])"
+# A token does not continue a word on either side; an escaped \n, \r or \t before it (text inside a
+# JSON string) counts as a line break, not as the letter n.
+_ESCAPE = r"(?<=\\[nrt])"
+_L = r"(?:(?<![A-Za-z0-9_])|" + _ESCAPE + ")"
 _R = r"(?![A-Za-z0-9_])"
-_LD = r"(?<![A-Za-z0-9_-])"  # … nor a dashed name, for formats whose alphabet has "-"
+_LD = r"(?:(?<![A-Za-z0-9_-])|" + _ESCAPE + ")"  # … nor a dashed name, for formats whose alphabet has "-"
 _RD = r"(?![A-Za-z0-9_-])"
 # key="value", key: value, "key": "value", key => value, key := value, \"key\": \"value\" (JSON in JSON)
 _ASSIGN_TO_VALUE = (
@@ -96,28 +98,58 @@ _URL_PLACEHOLDERS = frozenset(
     {"password", "passwd", "pass", "pwd", "pw", "secret", "p", "x", "changeme", "token"}
 )
 
-# Key names that never hold a secret even though they contain a secret word:
-# pagination cursors (nextPageToken) before it, ids/names/counts/urls after it.
-_NOT_AFTER = "".join(
-    f"(?<!{spelled}{sep})"
-    for word in ("page", "next", "continuation", "pagination", "cursor", "sync", "resume", "delta", "skip")
-    for spelled in (word, word.capitalize(), word.upper())
-    for sep in ("", "_", "-")
+# Key names that hold no secret although they contain a secret word. Before "token": the tokens of
+# pagination (nextPageToken), idempotency and concurrency (ClientToken, ChangeToken, LockToken) and
+# public ones (VerificationToken). Before any word: ":" (an ARN's ":secret:", a type's "::ApiKey").
+# After it: plurals and tokenizers, and ids, names, counts, urls, prefixes of the thing.
+_NOT_BEFORE_TOKEN = "".join(
+    f"(?<!{word})(?<!{word}[_.-])"
+    for word in (
+        *(
+            "page",
+            "next",
+            "continuation",
+            "pagination",
+            "cursor",
+            "sync",
+            "resume",
+            "delta",
+            "skip",
+            "marker",
+        ),
+        *("change", "lock", "client", "request", "idempotency", "lifecycle", "action", "purchase", "export"),
+        *(
+            "import",
+            "update",
+            "policy",
+            "copy",
+            "product",
+            "input",
+            "output",
+            "verification",
+            "public",
+            "publickey",
+        ),
+    )
 )
-_NOT_BEFORE = (
+_NOT_AFTER_WORD = (
     r"(?!(?i:s(?![a-z])|iz[a-z]*|s?[_.-]?(?:ids?|arns?|names?|urls?|uris?|paths?|files?|dirs?|types?|"
     r"counts?|endpoints?|versions?|len|lengths?|limits?|ttl|expir[a-z]*|usage|used|budget|polic(?:y|ies)|"
     r"prompt|hint|fields?|labels?|kinds?|providers?|sources?|refs?|reset|stores?|manager|helper|formats?|"
-    r"hash(?:es|ed)?|rotation|valid[a-z]*|required|strength|manager)(?![a-z])))"
+    r"hash(?:es|ed)?|rotation|valid[a-z]*|required|strength|prefix(?:es)?|suffix(?:es)?|patterns?|regex|"
+    r"headers?|param(?:eter)?s?|scheme|templates?|mask|location)(?![a-z])))"
 )
-_SECRET_WORDS = (
-    r"password|passwd|passphrase|pwd|secret|token|credentials?|api[_-]?key|access[_-]?key|private[_-]?key"
+_SECRET_KEY = (
+    r"(?<!:)(?:(?i:"
+    + _NOT_BEFORE_TOKEN
+    + r"token|password|passwd|passphrase|pwd|secret|credentials?|api[_-]?key|access[_-]?key|private[_-]?key))"
+    + _NOT_AFTER_WORD
 )
 # The value: quoted (anything but whitespace, quotes and backslash) or bare (no code punctuation, so
 # os.environ["X"], f"{x}", user.password and ${X} are not values).
 _VALUE = (
     r"""(?P<q>["'`])?(?P<secret>(?(q)[^\s"'`\\]{8,256}|[^\s"'`\\,;&<>()\[\]{}.]{8,256}))"""
-    r"""(?(q)(?=\\?(?P=q))|(?=[\s,;&)\]}]|$))"""
+    r"""(?(q)(?=\\?(?P=q))|(?=[\s,;&)\]}"'`.\\]|$))"""
 )
 SECRET_RULES: tuple[Rule, ...] = (
     Rule(
@@ -148,7 +180,7 @@ SECRET_RULES: tuple[Rule, ...] = (
     ),
     _prefixed(
         "aws-access-key-id",
-        r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z2-7]{16}(?![A-Za-z0-9])",
+        _L + r"(?:AKIA|ASIA)[A-Z2-7]{16}(?![A-Za-z0-9])",
         ("AKIA", "ASIA"),
         "AWS access key id: AKIA (long-term) or ASIA (temporary) + 16 base32 characters",
     ),
@@ -248,7 +280,9 @@ SECRET_RULES: tuple[Rule, ...] = (
         pattern=re.compile(
             r"(?:(?i:twilio)[A-Za-z0-9_.-]{0,24}?(?i:auth[_-]?token|api[_-]?secret|secret|token)"
             + _ASSIGN
-            + r"|(?<![A-Za-z0-9])AC[0-9a-f]{32}:)(?P<secret>[A-Za-z0-9]{32})(?![A-Za-z0-9])"
+            + r"|"
+            + _L
+            + r"AC[0-9a-f]{32}:)(?P<secret>[A-Za-z0-9]{32})(?![A-Za-z0-9])"
         ),
         triggers=("twilio", "ac"),
         spellings=("twilio", "Twilio", "TWILIO", "AC"),
@@ -297,7 +331,7 @@ SECRET_RULES: tuple[Rule, ...] = (
     Rule(
         name="authorization-header",
         pattern=re.compile(
-            r"(?i:authorization)(?:\\?[\"'])?[ \t]{0,4}[:=][ \t]{0,4}(?:\\?[\"'])?"
+            r"(?<![A-Za-z0-9])(?i:authorization)(?:\\?[\"'])?[ \t]{0,4}[:=][ \t]{0,4}(?:\\?[\"'])?"
             r"(?:(?i:bearer|basic|token|bot|apikey|api-key|sso-key)[ \t]+)?"
             r"(?P<secret>[A-Za-z0-9._~+/-]{8,4096}=*)(?![A-Za-z0-9._~+/=-])"
         ),
@@ -318,16 +352,7 @@ SECRET_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="credential-assignment",
-        pattern=re.compile(
-            _NOT_AFTER
-            + r"(?i:"
-            + _SECRET_WORDS
-            + r")"
-            + _NOT_BEFORE
-            + r"[A-Za-z0-9_.-]{0,30}?"
-            + _ASSIGN_TO_VALUE
-            + _VALUE
-        ),
+        pattern=re.compile(_SECRET_KEY + r"[A-Za-z0-9_.-]{0,30}?" + _ASSIGN_TO_VALUE + _VALUE),
         triggers=(
             "password",
             "passwd",
