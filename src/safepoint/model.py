@@ -198,6 +198,56 @@ class RunInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class Retention:
+    """Which checkpoints a run keeps; the rest are pruned by ``store.prune()`` / ``safepoint gc``.
+
+    ``keep_last`` keeps the newest N checkpoints, ``keep_for`` those younger
+    than a duration (both given: either suffices); the latest checkpoint is
+    always kept, and with neither every checkpoint is. ``delete_finished_after``
+    deletes a run that is done, failed or cancelled once its last checkpoint
+    is older than that. Set per store (``open_store(url, retention=…)``) or per
+    run (``store.set_retention(run_id, …)``, which wins).
+    """
+
+    keep_last: int | None = None
+    keep_for: timedelta | None = None
+    delete_finished_after: timedelta | None = None
+
+    def __post_init__(self) -> None:
+        from .errors import InvalidArgument  # noqa: PLC0415
+
+        if self.keep_last is not None and (
+            not isinstance(self.keep_last, int) or isinstance(self.keep_last, bool) or self.keep_last < 1
+        ):
+            raise InvalidArgument(f"keep_last must be a positive int or None, not {self.keep_last!r}")
+        for name in ("keep_for", "delete_finished_after"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, timedelta) or value < timedelta(0)):
+                raise InvalidArgument(f"{name} must be a non-negative timedelta or None, not {value!r}")
+
+    def to_json(self) -> JSONDict:
+        def seconds(value: timedelta | None) -> float | None:
+            return None if value is None else value.total_seconds()
+
+        return {
+            "keep_last": self.keep_last,
+            "keep_for": seconds(self.keep_for),
+            "delete_finished_after": seconds(self.delete_finished_after),
+        }
+
+    @classmethod
+    def from_json(cls, data: JSONDict) -> Retention:
+        def duration(value: float | None) -> timedelta | None:
+            return None if value is None else timedelta(seconds=value)
+
+        return cls(
+            keep_last=data.get("keep_last"),
+            keep_for=duration(data.get("keep_for")),
+            delete_finished_after=duration(data.get("delete_finished_after")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Lease:
     """A worker's time-limited, fenced ownership of a run.
 

@@ -16,9 +16,9 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
-from safepoint.model import Checkpoint, CheckpointInfo, Lease, Page, RunInfo, Status
+from safepoint.model import Checkpoint, CheckpointInfo, Lease, Page, Retention, RunInfo, Status
 
-from . import calls, ops
+from . import calls, maintenance, ops
 from .pipeline import Pipeline, ResolveSecrets
 from .sqlite.driver import SQLiteDriver
 
@@ -106,6 +106,28 @@ class AsyncStore:
         the digest (``BlobCorrupt`` if altered, ``BlobNotFound`` if missing).
         """
         return await self._run(calls.fetch_blob(ref, self.pipeline))
+
+    async def set_retention(self, run_id: str, policy: Retention | None) -> None:
+        """Give one run its own retention policy (``None``: back to the store's)."""
+        return await self._run(calls.set_retention(run_id, policy))
+
+    async def prune_run(
+        self, run_id: str, policy: Retention | None = None, *, dry_run: bool = False
+    ) -> maintenance.PruneResult:
+        """Apply retention to one run in one transaction: the run's own policy, else
+        ``policy``, else the store's. Kept checkpoints all still load exactly.
+        (``safepoint gc`` and ``prune_store`` call this for every run.)"""
+        return await self._run(calls.prune_run(run_id, policy, self.pipeline, dry_run))
+
+    async def collect_garbage(
+        self, *, grace: float | timedelta = 0, dry_run: bool = False
+    ) -> maintenance.GcResult:
+        """Delete blobs no stored row references (and older than ``grace``).
+
+        Safe while saves run: it holds the blob guard that saves referencing
+        blobs hold from before their blob writes until their commit.
+        """
+        return await self._run(calls.collect_garbage(self.pipeline, grace, dry_run))
 
     async def history(self, run_id: str) -> list[CheckpointInfo]:
         """Every checkpoint of the run, oldest first (headers only)."""

@@ -17,9 +17,19 @@ from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
 from safepoint.errors import InvalidArgument
-from safepoint.model import Checkpoint, CheckpointInfo, Lease, Page, RunInfo, Status, new_run_id, to_micros
+from safepoint.model import (
+    Checkpoint,
+    CheckpointInfo,
+    Lease,
+    Page,
+    Retention,
+    RunInfo,
+    Status,
+    new_run_id,
+    to_micros,
+)
 
-from . import ops
+from . import maintenance, ops
 from .pipeline import Pipeline, ResolveSecrets
 from .serialize import check_id, check_step, finish_save, validate_fields
 
@@ -113,6 +123,36 @@ def fetch_blob(ref: Any, pipeline: Pipeline) -> Call[dict[str, bytes], str | byt
         return pipeline.fetch_blob(parsed, stored)
 
     return Call(ops.read_blobs(digests), False, finish)
+
+
+def set_retention(run_id: str, policy: Retention | None) -> Call[None, None]:
+    if policy is not None and not isinstance(policy, Retention):
+        raise InvalidArgument(f"policy must be a safepoint.Retention or None, not {type(policy).__name__}")
+    return Call(maintenance.set_retention(check_id(run_id), policy), True, _same)
+
+
+def prune_run(
+    run_id: str, policy: Retention | None, pipeline: Pipeline, dry_run: bool
+) -> Call[maintenance.PruneResult, maintenance.PruneResult]:
+    op = maintenance.prune_run(check_id(run_id), policy or pipeline.retention, now_micros(), dry_run=dry_run)
+    return Call(op, not dry_run, _same)
+
+
+def collect_garbage(
+    pipeline: Pipeline, grace: float | timedelta, dry_run: bool
+) -> Call[maintenance.GcResult, maintenance.GcResult]:
+    if pipeline.blobs is None:
+        raise InvalidArgument("this store has no blob store (opened with blobs=False): nothing to collect")
+    wait = grace if isinstance(grace, timedelta) else timedelta(seconds=_seconds_or_zero(grace))
+    op = maintenance.collect_garbage(pipeline.blobs, now_micros(), wait, dry_run=dry_run)
+    # A write transaction even for a dry run: the exclusive blob guard needs one.
+    return Call(op, True, _same)
+
+
+def _seconds_or_zero(value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise InvalidArgument(f"grace must be a non-negative number of seconds or a timedelta, not {value!r}")
+    return float(value)
 
 
 def history(run_id: str) -> Call[list[CheckpointInfo], list[CheckpointInfo]]:

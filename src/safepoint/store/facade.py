@@ -10,9 +10,9 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
-from safepoint.model import Checkpoint, CheckpointInfo, Lease, Page, RunInfo, Status
+from safepoint.model import Checkpoint, CheckpointInfo, Lease, Page, Retention, RunInfo, Status
 
-from . import calls, ops
+from . import calls, maintenance, ops
 from .pipeline import Pipeline, ResolveSecrets
 
 T = TypeVar("T")
@@ -134,6 +134,26 @@ class Store:
         the digest (``BlobCorrupt`` if altered, ``BlobNotFound`` if missing).
         """
         return self._run(calls.fetch_blob(ref, self.pipeline))
+
+    def set_retention(self, run_id: str, policy: Retention | None) -> None:
+        """Give one run its own retention policy (``None``: back to the store's)."""
+        return self._run(calls.set_retention(run_id, policy))
+
+    def prune_run(
+        self, run_id: str, policy: Retention | None = None, *, dry_run: bool = False
+    ) -> maintenance.PruneResult:
+        """Apply retention to one run in one transaction: the run's own policy, else
+        ``policy``, else the store's. Kept checkpoints all still load exactly.
+        (``safepoint gc`` and ``prune_store`` call this for every run.)"""
+        return self._run(calls.prune_run(run_id, policy, self.pipeline, dry_run))
+
+    def collect_garbage(self, *, grace: float | timedelta = 0, dry_run: bool = False) -> maintenance.GcResult:
+        """Delete blobs no stored row references (and older than ``grace``).
+
+        Safe while saves run: it holds the blob guard that saves referencing
+        blobs hold from before their blob writes until their commit.
+        """
+        return self._run(calls.collect_garbage(self.pipeline, grace, dry_run))
 
     def history(self, run_id: str) -> list[CheckpointInfo]:
         """Every checkpoint of the run, oldest first (headers only, no messages)."""

@@ -26,7 +26,7 @@ from safepoint.blobs.base import BlobRef, BlobStore
 from safepoint.errors import BlobNotFound, InvalidArgument, NotJSONCompatible
 from safepoint.messagelist import MessageList, StoredView, freeze
 from safepoint.migrations import MigrationChain
-from safepoint.model import Checkpoint, ScrubReport
+from safepoint.model import Checkpoint, Retention, ScrubReport
 from safepoint.scrub import Found, Scrubber, Secrets
 from safepoint.scrub.known import lookup_for, restore
 
@@ -158,10 +158,14 @@ class Pipeline:
         migrations: MigrationChain | None = None,
         blobs: BlobTarget | None = None,
         blob_policy: BlobPolicy | None = None,
+        retention: Retention | None = None,
     ) -> None:
         self.scrubber = scrubber
         self.blobs = blobs
         self.blob_policy = blob_policy if blob_policy is not None else BlobPolicy()
+        if retention is not None and not isinstance(retention, Retention):
+            raise InvalidArgument(f"retention must be a safepoint.Retention, not {type(retention).__name__}")
+        self.retention = retention
         if migrations is not None:
             if not isinstance(migrations, MigrationChain):
                 raise InvalidArgument(
@@ -177,6 +181,7 @@ class Pipeline:
         ``default_blobs`` is the backend's blob target when ``blobs`` is not given.
         """
         migrations = options.pop("migrations", None)
+        retention = options.pop("retention", None)
         blobs = _blob_target(options.pop("blobs", None), default_blobs, options.pop("blob_compress", False))
         blob_policy = BlobPolicy(
             threshold=options.pop("blob_threshold", DEFAULT_THRESHOLD), rules=options.pop("blob_rules", {})
@@ -188,14 +193,14 @@ class Pipeline:
         if scrubber is False:
             if secrets is not None:
                 raise InvalidArgument("secrets= needs a scrubber; it cannot be combined with scrubber=False")
-            return cls(None, migrations, blobs, blob_policy)
+            return cls(None, migrations, blobs, blob_policy, retention)
         if scrubber is None:
             scrubber = Scrubber(secrets=secrets, policy=policy, pii=pii)
         elif not isinstance(scrubber, Scrubber):
             raise InvalidArgument(f"scrubber must be a safepoint.Scrubber or False, not {scrubber!r}")
         elif secrets is not None or pii:
             raise InvalidArgument("give secrets= and pii= to the Scrubber, not beside it")
-        return cls(scrubber, migrations, blobs, blob_policy)
+        return cls(scrubber, migrations, blobs, blob_policy, retention)
 
     def prepare_save(self, cp: Checkpoint) -> PreparedSave:
         return PreparedSave(self, cp)

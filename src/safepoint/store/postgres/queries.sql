@@ -226,3 +226,37 @@ ON CONFLICT (digest) DO NOTHING;
 -- name: select_blobs
 SELECT digest, data FROM safepoint_blobs
 WHERE digest IN (SELECT jsonb_array_elements_text(%(digests)s::jsonb));
+
+-- name: set_run_retention
+UPDATE safepoint_runs SET retention = %(retention)s::jsonb WHERE run_id = %(run_id)s RETURNING id;
+
+-- name: run_retention
+-- Locked like run_head: a save of the run waits, so retention never decides
+-- on a head that is being replaced.
+SELECT id, retention::text, status FROM safepoint_runs WHERE run_id = %(run_id)s FOR UPDATE;
+
+-- name: checkpoint_spans
+SELECT step, (extract(epoch FROM created_at) * 1000000)::bigint, first_seq, added, ranges::text, pruned
+FROM safepoint_checkpoints
+WHERE run_ref = %(run_ref)s::bigint
+ORDER BY step;
+
+-- name: carried_messages
+SELECT messages FROM safepoint_checkpoints WHERE run_ref = %(run_ref)s::bigint AND step = %(step)s::bigint;
+
+-- name: make_carrier
+UPDATE safepoint_checkpoints
+SET pruned = true, header = ''::bytea, ranges = '[]'::jsonb, blobs = %(blobs)s::jsonb
+WHERE run_ref = %(run_ref)s::bigint AND step = %(step)s::bigint;
+
+-- name: delete_checkpoint_row
+DELETE FROM safepoint_checkpoints WHERE run_ref = %(run_ref)s::bigint AND step = %(step)s::bigint;
+
+-- name: referenced_blobs
+SELECT blobs::text FROM safepoint_checkpoints WHERE blobs IS NOT NULL;
+
+-- name: stored_blobs
+SELECT digest, octet_length(data), (extract(epoch FROM created_at) * 1000000)::bigint FROM safepoint_blobs;
+
+-- name: delete_blobs
+DELETE FROM safepoint_blobs WHERE digest = %(digest)s;

@@ -193,3 +193,38 @@ ON CONFLICT (digest) DO NOTHING;
 
 -- name: select_blobs
 SELECT digest, data FROM safepoint_blobs WHERE digest IN (SELECT value FROM json_each(:digests));
+
+-- name: set_run_retention
+UPDATE safepoint_runs SET retention = :retention WHERE run_id = :run_id RETURNING id;
+
+-- name: run_retention
+SELECT id, retention, status FROM safepoint_runs WHERE run_id = :run_id;
+
+-- name: checkpoint_spans
+-- What retention needs of every row of a run, oldest first: no headers, no messages.
+SELECT step, created_at, first_seq, added, ranges, pruned
+FROM safepoint_checkpoints
+WHERE id BETWEEN :run_ref * 4294967296 AND :run_ref * 4294967296 + 4294967295
+ORDER BY id;
+
+-- name: carried_messages
+SELECT messages FROM safepoint_checkpoints WHERE id = :run_ref * 4294967296 + :step;
+
+-- name: make_carrier
+-- The checkpoint is gone; its row stays for the messages a kept checkpoint sees.
+UPDATE safepoint_checkpoints
+SET pruned = 1, header = x'', ranges = '[]', blobs = :blobs
+WHERE id = :run_ref * 4294967296 + :step;
+
+-- name: delete_checkpoint_row
+DELETE FROM safepoint_checkpoints WHERE id = :run_ref * 4294967296 + :step;
+
+-- name: referenced_blobs
+-- Every blob some row still references (garbage collection's mark phase).
+SELECT blobs FROM safepoint_checkpoints WHERE blobs IS NOT NULL;
+
+-- name: stored_blobs
+SELECT digest, length(data), created_at FROM safepoint_blobs;
+
+-- name: delete_blobs
+DELETE FROM safepoint_blobs WHERE digest = :digest;

@@ -1,0 +1,165 @@
+"""Retention and garbage collection, as operations (generators of named queries).
+
+**Retention** (``prune_run``) decides, per run, which checkpoints to keep —
+the last N, those younger than a duration, always the head — and removes the
+rest. A checkpoint row also carries the messages its save added, and a kept
+checkpoint may still see some of them; such a row is not deleted but turned
+into a *carrier*: ``pruned`` set, header emptied, so ``load``/``history`` no
+longer see the checkpoint while every kept checkpoint still loads exactly.
+A carrier no kept checkpoint needs any more is deleted. Finished runs older
+than a duration are deleted whole.
+
+**Garbage collection** (``collect_garbage``) deletes blobs no remaining row
+references. It holds the blob guard exclusively (``blob_guard_exclusive``),
+which every save that references blobs holds shared from before its blob
+writes until its commit — so a blob a save is about to reference can never
+be judged unreferenced and deleted under it. Blobs a crashed save left
+behind (written, never committed) are exactly the orphans it removes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from safepoint import codec
+from safepoint.blobs.base import BlobRef
+from safepoint.model import Retention, Status, from_micros
+
+from .blobio import BlobTarget, ExternalBlobs
+from .offload import BLOB_MARK, find_refs
+from .ops import Op, Query, Row
+
+_FINISHED = frozenset({Status.DONE.value, Status.FAILED.value, Status.CANCELLED.value})
+
+
+@dataclass(slots=True)
+class PruneResult:
+    """What retention did to one run (or would do, in a dry run)."""
+
+    run_id: str
+    pruned_steps: list[int] = field(default_factory=list)
+    rows_deleted: int = 0
+    run_deleted: bool = False
+
+
+@dataclass(slots=True)
+class GcResult:
+    """What garbage collection found and did."""
+
+    blobs_deleted: int = 0
+    bytes_freed: int = 0
+    blobs_kept: int = 0
+    deleted: list[str] = field(default_factory=list)
+
+
+def set_retention(run_id: str, policy: Retention | None) -> Op[None]:
+    """Give the run its own retention policy (``None``: follow the store's)."""
+    value = None if policy is None else codec.encode(policy.to_json()).decode()
+    rows = yield Query("set_run_retention", {"run_id": run_id, "retention": value})
+    if not rows:
+        from safepoint.errors import NotFound  # noqa: PLC0415
+
+        raise NotFound(run_id)
+
+
+def prune_run(run_id: str, store_policy: Retention | None, now: int, *, dry_run: bool) -> Op[PruneResult]:
+    """Apply the run's retention policy (its own, else the store's) in one transaction."""
+    result = PruneResult(run_id)
+    rows = yield Query("run_retention", {"run_id": run_id})
+    if not rows:
+        return result  # deleted since it was listed
+    run_ref, own, status = rows[0]
+    policy = Retention.from_json(codec.decode(own)) if own is not None else store_policy
+    if policy is None:
+        return result
+    spans = yield Query("checkpoint_spans", {"run_ref": run_ref})
+    live = [row for row in spans if not row[5]]
+    if not live:
+        return result
+    head_step, head_created = live[-1][0], live[-1][1]
+    if (
+        policy.delete_finished_after is not None
+        and status in _FINISHED
+        and from_micros(head_created) < from_micros(now) - policy.delete_finished_after
+    ):
+        result.run_deleted = True
+        result.rows_deleted = len(spans)
+        if not dry_run:
+            for name in ("delete_checkpoints", "delete_run"):
+                yield Query(name, {"run_ref": run_ref})
+        return result
+    keep = _kept_steps(live, head_step, policy, now)
+    seen = [span for row in live if row[0] in keep for span in codec.decode(row[4])]
+    for step, _created, first_seq, added, _ranges, pruned in spans:
+        if step in keep:
+            continue
+        carries_seen = added > 0 and any(first_seq < end and first_seq + added > start for start, end in seen)
+        if not pruned:
+            result.pruned_steps.append(step)
+        if carries_seen:
+            if not pruned and not dry_run:
+                yield from _make_carrier(run_ref, step)
+        elif not dry_run:
+            result.rows_deleted += 1
+            yield Query("delete_checkpoint_row", {"run_ref": run_ref, "step": step})
+        else:
+            result.rows_deleted += 1
+    return result
+
+
+def _kept_steps(live: list[Row], head_step: int, policy: Retention, now: int) -> set[int]:
+    if policy.keep_last is None and policy.keep_for is None:
+        return {row[0] for row in live}
+    keep = {head_step}
+    if policy.keep_last is not None:
+        keep.update(row[0] for row in live[-policy.keep_last :] if policy.keep_last > 0)
+    if policy.keep_for is not None:
+        cutoff = now - policy.keep_for // timedelta(microseconds=1)
+        keep.update(row[0] for row in live if row[1] >= cutoff)
+    return keep
+
+
+def _make_carrier(run_ref: int, step: int) -> Op[None]:
+    """Drop the checkpoint but keep the messages its row carries (and their blobs)."""
+    rows = yield Query("carried_messages", {"run_ref": run_ref, "step": step})
+    packed = rows[0][0] if rows else None
+    refs: list[BlobRef] = []
+    if packed is not None and BLOB_MARK in bytes(packed):
+        for body in bytes(packed).split(b"\n"):
+            if BLOB_MARK in body:
+                find_refs(codec.decode(body), refs)
+    blobs = codec.encode(sorted({r.digest for r in refs})).decode() if refs else None
+    yield Query("make_carrier", {"run_ref": run_ref, "step": step, "blobs": blobs})
+
+
+def collect_garbage(target: BlobTarget, now: int, grace: timedelta, *, dry_run: bool) -> Op[GcResult]:
+    """Delete every blob no row references (and older than ``grace``), under the exclusive guard."""
+    result = GcResult()
+    yield Query("blob_guard_exclusive")
+    referenced: set[str] = set()
+    for (blobs,) in (yield Query("referenced_blobs")):
+        referenced.update(codec.decode(blobs))
+    cutoff = from_micros(now) - grace
+    if isinstance(target, ExternalBlobs):
+        for info in target.store.scan():
+            if info.digest in referenced or info.created_at > cutoff:
+                result.blobs_kept += 1
+                continue
+            if dry_run or target.store.delete(info.digest):
+                result.blobs_deleted += 1
+                result.bytes_freed += info.stored_size
+                result.deleted.append(info.digest)
+        return result
+    doomed = []
+    for digest, stored_size, created in (yield Query("stored_blobs")):
+        if digest in referenced or from_micros(created) > cutoff:
+            result.blobs_kept += 1
+            continue
+        doomed.append({"digest": digest})
+        result.blobs_deleted += 1
+        result.bytes_freed += stored_size
+        result.deleted.append(digest)
+    if doomed and not dry_run:
+        yield Query("delete_blobs", many=doomed)
+    return result
