@@ -208,6 +208,11 @@ _LOG_LINES = (
     '  File "/usr/lib/python3.11/{word}.py", line {int}, in {ident}\n    raise {word}Error(msg)',
     "PASSED tests/test_{ident}.py::test_{ident} [ {int}%] in {ms}s",
     '{iso} etag=W/"{hex32}" cache=HIT object={path} version={version} build={epoch}',
+    'ts={iso} level=info msg="request" method=POST path=/oauth/token grant_type=refresh_token '
+    "status={status}",
+    "{date} {time} DEBUG GET /v1/items?page_token={b64}&limit=50 -> {status} Authorization: Bearer ***",
+    "{date} {time} INFO connected to postgresql://app@db-1.internal:5432/app (pool {int}) and redis://:***@cache",
+    "{date} {time} WARNING disk-usage-alert fired for risk-score-{version} on task-runner-{hex8}",
 )
 _CONFIGS = (
     "services:\n  db:\n    image: postgres:16\n    environment:\n      POSTGRES_USER: app\n"
@@ -227,6 +232,8 @@ _CONFIGS = (
     '  identifier = "{ident}"\n}\n',
     "env:\n  - name: DB_PASSWORD\n    valueFrom:\n      secretKeyRef:\n        name: {word}-db\n"
     "        key: password\n",
+    "tokens = tokenizer.encode(text)\nmax_tokens = 4096\nif len(tokens) > max_tokens:\n"
+    "    tokens = tokens[:max_tokens]\npassword_hash = bcrypt.hashpw(password, bcrypt.gensalt())\n",
 )
 _SENTENCES = (
     "I rotated the API token for the {word} service; the new one is stored in the vault, not here.",
@@ -239,6 +246,8 @@ _SENTENCES = (
     "Your secret sauce is the {ident} step; the token budget is {int} tokens per run.",
     "Commit {sha} changed {path}; the image digest is sha256:{sha256}.",
     "I read {path} and found {int} call sites of {ident}.",
+    "The secret to fast builds is caching; run `export GITHUB_TOKEN=...` first, or pass api_key=<your-key>.",
+    "Invoice INV-{int} for order {order} is due {date}; reference {hex8}-{int}.",
 )
 
 
@@ -345,6 +354,10 @@ def _json_template(rng: random.Random) -> object:
         "api_key_id": v["uuid"],
         "secret_name": f"prod/{v['word']}",
         "integrity": "sha512-" + v["b64"],
+        "ClientToken": v["uuid"],
+        "NextToken": base64.b64encode(
+            json.dumps({"offset": int(v["int"]), "shard": v["hex8"]}).encode()
+        ).decode(),
         "order_id": v["order"],
         "client_ip": v["ip"],
     }
