@@ -25,10 +25,20 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from safepoint import AsyncStore, Checkpoint, InvalidArgument, NotFound, RunInfo, SafepointError, Store
+from safepoint import (
+    AsyncStore,
+    Checkpoint,
+    Conflict,
+    InvalidArgument,
+    NotFound,
+    RunInfo,
+    SafepointError,
+    Store,
+)
 
 T = TypeVar("T")
 _STRIPES = 64
+MAX_ATTEMPTS = 50  # saves rebuilt after a Conflict before a flow gives up
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,3 +251,17 @@ class CheckpointCache:
     def drop(self, run_id: str) -> None:
         with self._guard:
             self._entries.pop(run_id, None)
+
+
+def thaw(value: Any) -> Any:
+    """A mutable deep copy of stored JSON: loaded values are frozen and shared between steps."""
+    if isinstance(value, dict):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [thaw(v) for v in value]
+    return value
+
+
+def gave_up(run_id: str, step: int) -> Conflict:
+    """The error for a flow whose save lost ``MAX_ATTEMPTS`` races in a row to other writers."""
+    return Conflict(run_id, step, None, detail=f"other writers won {MAX_ATTEMPTS} attempts in a row")

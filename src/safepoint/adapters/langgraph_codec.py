@@ -50,6 +50,8 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from safepoint import NotJSONCompatible
 
+from ._flow import thaw
+
 TYPED = "$typed"
 LANGCHAIN = "langchain"
 JSON = "json"
@@ -169,7 +171,7 @@ class ValueCodec:
             except (TypeError, ValueError, binascii.Error):
                 raise RefusedValue("a malformed typed value") from None
             return self._loads(str(kind), data)
-        return _thaw(stored)
+        return thaw(stored)
 
     def _loads(self, kind: str, data: bytes) -> Any:
         if kind not in _REVIVABLE_KINDS:
@@ -203,7 +205,7 @@ class ValueCodec:
     def decode_messages(self, fmt: str, stored: Iterable[Any]) -> list[Any]:
         """The message list ``encode_messages`` was given."""
         if fmt == JSON:
-            return [_thaw(m) for m in stored]
+            return [thaw(m) for m in stored]
         if fmt != LANGCHAIN:
             raise RefusedValue(f"a message log in format {fmt!r}")
         out: list[Any] = []
@@ -212,16 +214,7 @@ class ValueCodec:
                 out.append(self.decode(entry))
                 continue
             try:
-                out.extend(messages_from_dict([_thaw(entry)]))
+                out.extend(messages_from_dict([thaw(entry)]))
             except (KeyError, TypeError, ValueError):
                 raise RefusedValue("a message of an unknown type") from None
         return out
-
-
-def _thaw(value: Any) -> Any:
-    """A mutable deep copy: graphs may change what they get, and stored values are shared."""
-    if isinstance(value, dict):
-        return {k: _thaw(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_thaw(v) for v in value]
-    return value

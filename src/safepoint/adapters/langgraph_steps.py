@@ -16,7 +16,7 @@ from typing import Any
 
 from safepoint import Checkpoint, Conflict
 
-from ._flow import CheckpointCache, Flow, Load, Save
+from ._flow import MAX_ATTEMPTS, CheckpointCache, Flow, Load, Save, gave_up
 from .langgraph_codec import ValueCodec
 from .langgraph_layout import (
     INDEX_ROLE,
@@ -28,7 +28,6 @@ from .langgraph_layout import (
     step_status,
 )
 
-MAX_ATTEMPTS = 50
 FLUSH_AT = 8  # unindexed entries that make a step flush the index even without a new checkpoint
 MAX_ORPHANS = 16  # writes whose checkpoint never arrived are dropped beyond this many
 
@@ -161,7 +160,7 @@ def append_step(ctx: Context, key: ThreadKey, build: Builder, *, flush: bool) ->
         if flush or len(cp.state["unindexed"]) >= FLUSH_AT:
             yield from flush_index(ctx, key, cp)
         return cp
-    raise Conflict(key.thread_run, -1, None, detail=f"gave up after {MAX_ATTEMPTS} concurrent-write retries")
+    raise gave_up(key.thread_run, cp.step)
 
 
 def known_covers(ctx: Context, key: ThreadKey) -> int:

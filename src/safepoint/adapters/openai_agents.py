@@ -1,0 +1,196 @@
+"""An OpenAI Agents SDK session backed by a safepoint store: ``SafepointSession``.
+
+Switch a runner over in one line::
+
+    store = safepoint.open_store("sqlite:///state.db")           # or postgresql://…
+    result = await Runner.run(agent, "hi", session=SafepointSession("user-42", store))
+
+One session is one safepoint run, ``openai-agents/<session_id>`` (percent-
+encoded; a SHA-256 form when too long), labelled ``safepoint.adapter=openai-
+agents`` and ``openai_agents.session_id``. Its items are the run's messages:
+
+* ``add_items`` saves the next step with the new items appended — the store
+  writes only those items, however long the conversation;
+* ``pop_item`` saves the next step without the last item (a history rewrite:
+  no rows are rewritten, and the earlier steps still hold it);
+* ``clear_session`` deletes the run;
+* ``get_items`` loads the latest step (two queries, whatever its length).
+
+So the conversation gets safepoint's guarantees — verified digests, fenced
+concurrent writers (another process appending at the same time makes this
+one retry on the new head, not overwrite it), scrubbing, and the CLI
+(``safepoint history openai-agents/user-42``). Items go through JSON as with
+``SQLiteSession``; an item must be a JSON object (a dict), as every
+``TResponseInputItem`` is.
+"""
+
+from __future__ import annotations
+
+try:
+    from agents.memory.session_settings import (
+        SessionSettings,
+        coerce_session_settings,
+        resolve_session_limit,
+    )
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "safepoint.adapters.openai_agents needs the OpenAI Agents SDK: pip install safepoint[openai-agents]"
+    ) from exc
+
+import hashlib
+import json
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from safepoint import AsyncStore, Checkpoint, Conflict, Store, StoreClosed, open_store
+
+from ._flow import MAX_ATTEMPTS, CheckpointCache, Delete, Flow, Load, Runner, Save, gave_up, thaw
+
+if TYPE_CHECKING:
+    from agents.items import TResponseInputItem
+
+__all__ = ["SafepointSession"]
+
+ADAPTER_LABEL = "safepoint.adapter"
+ADAPTER = "openai-agents"
+SESSION_LABEL = "openai_agents.session_id"
+_MAX_RUN_ID = 255
+
+
+def session_run_id(session_id: str) -> str:
+    """The run that holds ``session_id`` (readable when it fits, hashed when it does not)."""
+    run_id = "openai-agents/" + quote(session_id, safe=":|", errors="surrogatepass")
+    if len(run_id) <= _MAX_RUN_ID:
+        return run_id
+    return "openai-agents/#" + hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class SafepointSession:
+    """A ``Session`` (the Agents SDK protocol) whose items live in a safepoint run.
+
+    ``store``: a ``Store``, an ``AsyncStore``, or a URL for ``safepoint.open_store``
+    (the session then owns that store and ``close()`` closes it).
+    ``session_settings``: as for ``SQLiteSession`` (``limit`` is the default
+    for ``get_items``). ``run_id``: overrides the run's name.
+    """
+
+    session_settings: SessionSettings | None = None
+
+    def __init__(
+        self,
+        session_id: str,
+        store: Store | AsyncStore | str,
+        *,
+        session_settings: SessionSettings | dict[str, Any] | None = None,
+        run_id: str | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.session_settings = (
+            coerce_session_settings(session_settings) if session_settings is not None else SessionSettings()
+        )
+        self._owned = isinstance(store, str)
+        self.store: Store | AsyncStore = open_store(store) if isinstance(store, str) else store
+        self.run_id = run_id if run_id is not None else session_run_id(session_id)
+        self._labels = {ADAPTER_LABEL: ADAPTER, SESSION_LABEL: session_id}
+        self._runner = Runner(self.store)
+        self._cache = CheckpointCache(size=1)
+        self._closed = False
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """The session's items, oldest first; with ``limit``, the latest ``limit`` of them."""
+        self._check_open()
+        items = await self._runner.arun(self._read())
+        effective = resolve_session_limit(limit, self.session_settings)
+        if effective is None or effective < 0:  # negative: no limit, as SQLite's LIMIT -1
+            return items
+        return items[len(items) - effective :] if effective else []
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        """Append ``items`` (one step; only these items are written)."""
+        self._check_open()
+        if not items:
+            return
+        # Through JSON, as SQLiteSession stores them: tuples become lists, and
+        # the caller's objects are never shared with the stored copy.
+        fresh = [json.loads(json.dumps(item)) for item in items]
+        await self._runner.arun(self._append(fresh), lock=self.run_id)
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        """Remove and return the latest item (None when the session is empty)."""
+        self._check_open()
+        return await self._runner.arun(self._pop(), lock=self.run_id)
+
+    async def clear_session(self) -> None:
+        """Delete every item: the session's run is deleted."""
+        self._check_open()
+        await self._runner.arun(self._clear(), lock=self.run_id)
+
+    def close(self) -> None:
+        """Stop using the session; closes the store if the session opened it from a URL."""
+        self._closed = True
+        if self._owned and isinstance(self.store, Store):
+            self.store.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosed(f"session {self.session_id!r} is closed")
+
+    # --- flows (see _flow.py): the logic, once, for sync and async stores alike
+
+    def _head(self) -> Flow[Checkpoint | None]:
+        cached = self._cache.get(self.run_id)
+        if cached is not None:
+            return cached[0]
+        head: Checkpoint | None = yield Load(self.run_id)
+        if head is not None:
+            self._cache.put(head)
+        return head
+
+    def _next_step(self, head: Checkpoint | None) -> Checkpoint:
+        cp = head.next() if head is not None else Checkpoint(run_id=self.run_id, step=0)
+        cp.labels = dict(self._labels)
+        return cp
+
+    def _read(self) -> Flow[list[Any]]:
+        head: Checkpoint | None = yield Load(self.run_id)
+        if head is None:
+            return []
+        self._cache.put(head)
+        return [thaw(item) for item in head.messages]
+
+    def _append(self, items: list[Any]) -> Flow[None]:
+        for _ in range(MAX_ATTEMPTS):
+            cp = self._next_step((yield from self._head()))
+            cp.messages.extend(items)
+            try:
+                yield Save(cp)
+            except Conflict:  # another writer appended first: append to what it left
+                self._cache.drop(self.run_id)
+                continue
+            self._cache.put(cp)
+            return
+        raise gave_up(self.run_id, cp.step)
+
+    def _pop(self) -> Flow[Any]:
+        for _ in range(MAX_ATTEMPTS):
+            head = yield from self._head()
+            if head is None or not head.messages:
+                return None
+            cp = self._next_step(head)
+            item = cp.messages.pop()
+            try:
+                yield Save(cp)
+            except Conflict:
+                self._cache.drop(self.run_id)
+                continue
+            self._cache.put(cp)
+            return thaw(item)
+        raise gave_up(self.run_id, cp.step)
+
+    def _clear(self) -> Flow[None]:
+        self._cache.drop(self.run_id)
+        yield Delete(self.run_id)
+        self._cache.drop(self.run_id)
+
+    def __repr__(self) -> str:
+        return f"<SafepointSession {self.session_id!r} in {self.store!r}>"
