@@ -48,7 +48,7 @@ from .crashkit import (
     kill_in_save,
     resume,
 )
-from .ledger import Ledger
+from .ledger import DuplicateEffect, Ledger
 
 COMPARED = ("step", "status", "messages", "counters", "cursors", "state", "labels")
 
@@ -129,8 +129,10 @@ class CrashKit:
         kwargs: dict[str, Any] | None = None,
         run_id: str = "crash-test",
         seed: int | None = None,
+        check: Callable[[Checkpoint], None] | None = None,
     ) -> None:
         self.entry, self.workdir = entry, Path(workdir)
+        self.check = check  # your own invariant: sees every head after a kill, and every final checkpoint
         self.store_options, self.run_id = store_options, run_id
         self.kwargs = json.dumps(kwargs or {}, sort_keys=True)
         self.seed = time.time_ns() % 1_000_000_007 if seed is None else seed
@@ -162,6 +164,8 @@ class CrashKit:
                 raise CrashCheckFailed(f"run {spec.run_id!r} has steps {steps[:50]}, not 0..{len(steps) - 1}")
             for step in steps:
                 final = store.load(spec.run_id, step)  # CorruptCheckpoint propagates: never acceptable
+                if self.check is not None:
+                    self.check(final)
         self.report.checkpoints_verified += len(steps)
         with Ledger(spec.ledger) as ledger:
             self.report.effects_checked += ledger.check_exactly_once()
@@ -182,7 +186,10 @@ class CrashKit:
         reference = self.reference()
         outcome = resume(spec)
         self.report.resumes += 1
-        ending = self.ending(spec, outcome.result)
+        try:
+            ending = self.ending(spec, outcome.result)
+        except DuplicateEffect as exc:
+            raise CrashCheckFailed(f"{what}: {exc} (seed {self.seed})") from None
         for key in COMPARED:
             if ending.snapshot[key] != reference.snapshot[key]:
                 raise CrashCheckFailed(
@@ -213,8 +220,13 @@ class CrashKit:
             raise CrashCheckFailed(
                 f"{what}: the head is step {new}, expected {low}..{high} (seed {self.seed})"
             )
+        if cp is not None and self.check is not None:
+            self.check(cp)
         with Ledger(spec.ledger) as ledger:
-            ledger.check_exactly_once()
+            try:
+                ledger.check_exactly_once()
+            except DuplicateEffect as exc:
+                raise CrashCheckFailed(f"{what}: {exc} (seed {self.seed})") from None
         self.report.heads_checked += 1
         return new
 
@@ -308,10 +320,12 @@ def crash_test(
     store_options: str | None = None,
     kwargs: dict[str, Any] | None = None,
     seed: int | None = None,
+    check: Callable[[Checkpoint], None] | None = None,
 ) -> CrashReport:
     """Crash-test ``entry`` (see the module docstring); returns the report, raises
-    ``CrashCheckFailed`` on the first broken promise."""
-    kit = CrashKit(entry, workdir, store_options=store_options, kwargs=kwargs, seed=seed)
+    ``CrashCheckFailed`` on the first broken promise. ``check`` is your own invariant,
+    called with every head after a kill and every checkpoint of each finished run."""
+    kit = CrashKit(entry, workdir, store_options=store_options, kwargs=kwargs, seed=seed, check=check)
     if boundaries:
         kit.boundaries()
     if random_kills:
