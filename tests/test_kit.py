@@ -262,6 +262,13 @@ def test_the_kit_catches_an_agent_that_pays_twice_for_a_resumed_step(tmp_path: P
         kit.boundaries([1])  # step 1: the first action's pending save
 
 
+def test_the_kit_names_a_tool_that_needs_a_reconcile_hook(tmp_path: Path) -> None:
+    """A run left waiting on an interrupted action without a hook is reported as such."""
+    kit = CrashKit("test_kit:effects_agent", tmp_path, seed=SEED)
+    with pytest.raises(CrashCheckFailed, match="'notify'; give that tool a reconcile hook"):
+        kit.boundaries([1])  # step 1: notify's pending save
+
+
 def test_the_ledger_counts_effects_by_key(tmp_path: Path) -> None:
     """``record`` repeats are duplicates; ``once`` repeats are absorbed and return the first value."""
     with Ledger(tmp_path / "l.db") as ledger:

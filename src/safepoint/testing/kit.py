@@ -171,7 +171,7 @@ class CrashKit:
             self.report.effects_checked += ledger.check_exactly_once()
             effects = ledger.effects()
         data = final.to_dict()
-        snapshot = {key: data[key] for key in COMPARED}
+        snapshot = {key: data[key] for key in (*COMPARED, "pending_action")}
         return Ending(snapshot, None if result is None else json.loads(result), effects)
 
     def reference(self) -> Ending:
@@ -190,6 +190,12 @@ class CrashKit:
             ending = self.ending(spec, outcome.result)
         except DuplicateEffect as exc:
             raise CrashCheckFailed(f"{what}: {exc} (seed {self.seed})") from None
+        status, pending = ending.snapshot["status"], ending.snapshot["pending_action"]
+        if status == "waiting" != reference.snapshot["status"] and pending is not None:
+            raise CrashCheckFailed(
+                f"{what}: the resumed run stopped waiting for a human about its interrupted action "
+                f"{pending.get('tool')!r}; give that tool a reconcile hook (seed {self.seed})"
+            )
         for key in COMPARED:
             if ending.snapshot[key] != reference.snapshot[key]:
                 raise CrashCheckFailed(
