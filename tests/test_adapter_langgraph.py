@@ -28,7 +28,18 @@ from typing import Annotated, Any
 import ormsgpack
 import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    AnyMessage,
+    BaseMessage,
+    ChatMessage,
+    FunctionMessage,
+    HumanMessage,
+    HumanMessageChunk,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
@@ -402,7 +413,38 @@ def test_messages_are_stored_once(store: safepoint.Store) -> None:
     assert counts == sorted(counts)  # a linear conversation never rewrites its log
     assert counts[-1] == 10
     stored = store.load("langgraph/t").messages
-    assert [m["type"] for m in stored] == ["human", "ai"] * 5  # readable LangChain dicts
+    assert [(m["role"], m["type"]) for m in stored] == [("user", "human"), ("assistant", "ai")] * 5
+    assert stored[0]["content"] == "turn 0"  # readable: safepoint show lists role and content
+
+
+def test_every_langchain_message_type_round_trips(store: safepoint.Store) -> None:
+    """Each core LangChain message type goes into the log as a dict and comes back equal."""
+    messages = [
+        SystemMessage("be brief", id="s"),
+        HumanMessage("hi", id="h", name="ada"),
+        AIMessage(
+            "calling",
+            id="a",
+            tool_calls=[{"name": "lookup", "args": {"q": "x"}, "id": "c1"}],
+            usage_metadata={"input_tokens": 3, "output_tokens": 4, "total_tokens": 7},
+            response_metadata={"model": "fake", "when": "now"},
+        ),
+        ToolMessage("42", tool_call_id="c1", id="t", artifact={"rows": [1, 2]}),
+        ChatMessage("hmm", role="critic", id="c"),
+        FunctionMessage("f", name="fn", id="f"),
+        AIMessageChunk("partial", id="ac"),
+        HumanMessageChunk("partial", id="hc"),
+        HumanMessage([{"type": "text", "text": "parts"}, {"type": "image_url", "image_url": {"url": "x"}}]),
+    ]
+    saver = SafepointSaver(store)
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"messages": messages}
+    config = saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, checkpoint, {}, {})
+    found = saver.get_tuple(config)
+    assert found is not None
+    assert found.checkpoint["channel_values"]["messages"] == messages
+    assert [type(m) for m in found.checkpoint["channel_values"]["messages"]] == [type(m) for m in messages]
+    assert len(store.load("langgraph/t").messages) == 9  # the log, not a typed blob
 
 
 # --- crash between the two saves of a step, concurrent writers, early writes

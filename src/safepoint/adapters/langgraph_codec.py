@@ -15,8 +15,10 @@ the user names. A payload naming any other type is *refused* — an error, not a
 silently half-decoded value — and so is a value of such a type at save time,
 before anything is written, so a thread never becomes unloadable later.
 
-LangChain chat messages are stored as plain dicts (``message_to_dict``), one
-per message, so the message log stays readable and incremental.
+LangChain chat messages are stored as plain dicts, one per message, so the
+message log stays readable and incremental: the message's own fields
+(``model_dump``: ``type``, ``content``, ``tool_calls`` …) plus an OpenAI-style
+``role`` (``user``, ``assistant`` …) for ``safepoint show`` and other tools.
 """
 
 from __future__ import annotations
@@ -41,7 +43,6 @@ from langchain_core.messages import (
     SystemMessageChunk,
     ToolMessage,
     ToolMessageChunk,
-    message_to_dict,
     messages_from_dict,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -73,6 +74,19 @@ _CORE_MESSAGES = frozenset(
         ToolMessageChunk,
     }
 )
+# The role a reader expects, by LangChain message type (ChatMessage carries its own).
+_ROLES = {
+    "human": "user",
+    "HumanMessageChunk": "user",
+    "ai": "assistant",
+    "AIMessageChunk": "assistant",
+    "system": "system",
+    "SystemMessageChunk": "system",
+    "tool": "tool",
+    "ToolMessageChunk": "tool",
+    "function": "function",
+    "FunctionMessageChunk": "function",
+}
 _REVIVABLE_KINDS = frozenset({"msgpack", "bytes", "bytearray"})
 _REFUSAL_EVENTS = frozenset({"msgpack_blocked", "msgpack_method_blocked", "msgpack_unregistered_allowed"})
 
@@ -195,7 +209,9 @@ class ValueCodec:
         if all(type(m) in _CORE_MESSAGES for m in value):
             out: list[dict[str, Any]] = []
             for i, message in enumerate(value):
-                as_dict = message_to_dict(message)
+                as_dict = message.model_dump()
+                if "role" not in as_dict:  # ChatMessage has a role of its own
+                    as_dict = {"role": _ROLES[as_dict["type"]], **as_dict}
                 out.append(as_dict if is_plain(as_dict) else self.encode(message, f"{path}[{i}]"))
             return LANGCHAIN, out
         if all(type(m) is dict and TYPED not in m for m in value) and is_plain(value):
@@ -213,8 +229,11 @@ class ValueCodec:
             if TYPED in entry:
                 out.append(self.decode(entry))
                 continue
+            data = thaw(entry)
+            if data.get("type") in _ROLES:
+                data.pop("role", None)
             try:
-                out.extend(messages_from_dict([thaw(entry)]))
+                out.extend(messages_from_dict([{"type": data.get("type"), "data": data}]))
             except (KeyError, TypeError, ValueError):
                 raise RefusedValue("a message of an unknown type") from None
         return out
