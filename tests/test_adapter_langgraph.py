@@ -668,3 +668,22 @@ def test_a_config_without_thread_id_is_refused(store: safepoint.Store) -> None:
     """A config lacking thread_id is an InvalidArgument (a ValueError), not a KeyError."""
     with pytest.raises(safepoint.InvalidArgument, match="thread_id"):
         SafepointSaver(store).get_tuple({"configurable": {}})
+
+
+def test_the_example_runs(tmp_path: Path) -> None:
+    """examples/langgraph_example.py (the code docs/adapters.md shows) runs offline as documented."""
+    example = TESTS.parent / "examples" / "langgraph_example.py"
+    url = f"sqlite:///{tmp_path / 'example.db'}"
+    done = subprocess.run(
+        [sys.executable, str(example), url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:3] == ["waiting for: ('review',)", "run status: waiting", "approved: True | messages: 2"]
+    assert lines[3] == "branch: ['Is it under warranty?', 'Draft reply #3.']"

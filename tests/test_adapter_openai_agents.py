@@ -313,3 +313,25 @@ def test_missing_sdk_says_how_to_install_it() -> None:
     subprocess.run(
         [sys.executable, "-c", code], check=True, timeout=60, env={**os.environ, "PYTHONPATH": str(SRC)}
     )
+
+
+def test_the_example_runs(tmp_path: Path) -> None:
+    """examples/openai_agents_example.py (the code docs/adapters.md shows) runs offline as documented."""
+    example = SRC.parent / "examples" / "openai_agents_example.py"
+    url = f"sqlite:///{tmp_path / 'example.db'}"
+    done = subprocess.run(
+        [sys.executable, str(example), url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[:4] == [
+        "turn 1: Hi Ada!",
+        "turn 2: You are Ada.",
+        "items in the session: 4",
+        "steps saved: [1, 2, 3, 4]",
+    ]
