@@ -123,7 +123,8 @@ PII_RULES: tuple[Rule, ...] = (
     Rule(
         name="email",
         pattern=re.compile(
-            r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9](?:[A-Za-z0-9._%+-]{0,62}[A-Za-z0-9_%+-])?"
+            # The lookarounds let most start positions of the window fail at once, even in a run of "@".
+            r"(?<![A-Za-z0-9._%+@-])(?=[A-Za-z0-9._%+-]{1,64}@)[A-Za-z0-9](?:[A-Za-z0-9._%+-]{0,62}[A-Za-z0-9_%+-])?"
             r"@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![A-Za-z0-9-]|\.[A-Za-z0-9])"
         ),
         triggers=("@",),
@@ -131,7 +132,7 @@ PII_RULES: tuple[Rule, ...] = (
         kind="email",
         description="email address (RFC 5322 dot-atom local part @ a dotted domain)",
         reach_before=64,
-        max_length=330,
+        max_length=320,  # 64 + "@" + 255
     ),
     Rule(
         name="card",

@@ -154,9 +154,8 @@ class RuleScanner:
     def _candidates(self, text: str) -> list[tuple[int, int, int]]:
         found: list[tuple[int, int, int]] = []
         if self._automaton is not None:
-            reached: dict[
-                int, int
-            ] = {}  # per rule: where its last match ended (later triggers inside are skipped)
+            # Per rule, where its last match ended: a trigger inside that match needs no second look.
+            reached: dict[int, int] = {}
             for last_char, probes in self._automaton.iter(text):
                 for index, length, before, window, run, has_group, validate in probes:
                     at = last_char + 1 - length

@@ -156,7 +156,9 @@ SECRET_RULES: tuple[Rule, ...] = (
         name="private-key",
         pattern=re.compile(
             r"-----BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----(?:"
-            r"[A-Za-z0-9+/=\s:,.\\-]{0,20000}?-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----"
+            # (the body never runs into another BEGIN, so a flood of headers costs linear time)
+            r"(?:(?!-----BEGIN)[A-Za-z0-9+/=\s:,.\\-]){0,20000}?"
+            r"-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----"
             # no END (a truncated key): its header lines and base64 lines
             r"|(?:(?:\\[rn]|\s)+(?:[A-Za-z-]+: [^\n\\]{0,100}|[A-Za-z0-9+/=]{16,}))+)"
         ),
@@ -187,14 +189,14 @@ SECRET_RULES: tuple[Rule, ...] = (
     Rule(
         name="aws-secret-access-key",
         pattern=re.compile(
-            r"(?i:(?:aws[_-]?)?secret[_-]?access[_-]?key|aws[_-]?secret(?:[_-]?key)?)"
+            # anchored at "secret": secret_access_key / SecretAccessKey, or aws_secret(_key)
+            r"(?i:secret[_-]?access[_-]?key|(?:(?<=aws)|(?<=aws[_-]))secret(?:[_-]?key)?)"
             + _ASSIGN
             + r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
         ),
         triggers=("secret",),
         validate=looks_random,
         description="AWS secret access key: 40 base64 characters after aws_secret_access_key/SecretAccessKey",
-        reach_before=4,
         max_length=120,
     ),
     _prefixed(
