@@ -687,3 +687,14 @@ def test_the_example_runs(tmp_path: Path) -> None:
     lines = done.stdout.splitlines()
     assert lines[:3] == ["waiting for: ('review',)", "run status: waiting", "approved: True | messages: 2"]
     assert lines[3] == "branch: ['Is it under warranty?', 'Draft reply #3.']"
+
+
+def test_the_docs_quote_the_examples_verbatim() -> None:
+    """Each code block of docs/adapters.md marked "# from examples/…" is a verbatim excerpt of that file."""
+    docs = (TESTS.parent / "docs" / "adapters.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in docs.split("```python\n")[1:]]
+    quoted = [b for b in blocks if b.startswith("# from examples/")]
+    assert len(quoted) == 2
+    for block in quoted:
+        source, body = block.split("\n", 1)
+        assert body in (TESTS.parent / source.removeprefix("# from ")).read_text(), source
