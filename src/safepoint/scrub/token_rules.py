@@ -102,8 +102,8 @@ _URL_PLACEHOLDERS = frozenset(
 # pagination (nextPageToken), idempotency and concurrency (ClientToken, ChangeToken, LockToken) and
 # public ones (VerificationToken). Before any word: ":" (an ARN's ":secret:", a type's "::ApiKey").
 # After it: plurals and tokenizers, and ids, names, counts, urls, prefixes of the thing.
-_NOT_BEFORE_TOKEN = "".join(
-    f"(?<!{word})(?<!{word}[_.-])"
+_NOT_BEFORE_TOKEN = "".join(  # checked after "token" is read, so other words skip them
+    f"(?<!{word}token)(?<!{word}[_.-]token)"
     for word in (
         *(
             "page",
@@ -140,9 +140,9 @@ _NOT_AFTER_WORD = (
     r"headers?|param(?:eter)?s?|scheme|templates?|mask|location)(?![a-z])))"
 )
 _SECRET_KEY = (
-    r"(?<!:)(?:(?i:"
+    r"(?<!:)(?i:password|passwd|passphrase|pwd|secret|token"
     + _NOT_BEFORE_TOKEN
-    + r"token|password|passwd|passphrase|pwd|secret|credentials?|api[_-]?key|access[_-]?key|private[_-]?key))"
+    + r"|credentials?|api[_-]?key|access[_-]?key|private[_-]?key)"
     + _NOT_AFTER_WORD
 )
 # The value: quoted (anything but whitespace, quotes and backslash) or bare (no code punctuation, so
@@ -333,7 +333,9 @@ SECRET_RULES: tuple[Rule, ...] = (
     Rule(
         name="authorization-header",
         pattern=re.compile(
-            r"(?<![A-Za-z0-9])(?i:authorization)(?:\\?[\"'])?[ \t]{0,4}[:=][ \t]{0,4}(?:\\?[\"'])?"
+            r"(?:(?<![A-Za-z0-9])|"
+            + _ESCAPE
+            + r")(?i:authorization)(?:\\?[\"'])?[ \t]{0,4}[:=][ \t]{0,4}(?:\\?[\"'])?"
             r"(?:(?i:bearer|basic|token|bot|apikey|api-key|sso-key)[ \t]+)?"
             r"(?P<secret>[A-Za-z0-9._~+/-]{8,4096}=*)(?![A-Za-z0-9._~+/=-])"
         ),
