@@ -33,7 +33,7 @@ from safepoint.model import Checkpoint, Status
 from safepoint.store import DEFAULT_URL, Store, open_store
 from safepoint.testing.crashkit import STATEMENTS_PER_SAVE, AgentProcess, Outcome
 from safepoint.testing.demo_agent import API_KEY_NAME, reconcile_hooks, run_demo_agent, store_options
-from safepoint.testing.kit import EntrySpec
+from safepoint.testing.kitchild import EntrySpec
 from safepoint.testing.ledger import Ledger
 
 ENTRY = "safepoint.testing.demo_agent:run_demo_agent"

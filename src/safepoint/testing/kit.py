@@ -26,7 +26,6 @@ and the seed that replays it. See docs/crash-testing.md.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -40,7 +39,6 @@ from safepoint.store import open_store
 
 from .crashkit import (
     STATEMENTS_PER_SAVE,
-    AgentProcess,
     CrashCheckFailed,
     Outcome,
     kill_after,
@@ -48,41 +46,22 @@ from .crashkit import (
     kill_in_save,
     resume,
 )
+from .kitchild import EntrySpec, kill_after_effect
 from .ledger import DuplicateEffect, Ledger
 
+__all__ = [
+    "COMPARED",
+    "CrashCheckFailed",
+    "CrashKit",
+    "CrashReport",
+    "Ending",
+    "EntrySpec",
+    "Ledger",
+    "crash_test",
+    "kill_after_effect",
+]
+
 COMPARED = ("step", "status", "messages", "counters", "cursors", "state", "labels")
-
-
-@dataclass(frozen=True, slots=True)
-class EntrySpec:
-    """One agent run a kit child works on: entry point, store, ledger, options."""
-
-    entry: str  # "package.module:function"
-    store_url: str
-    ledger: Path
-    run_id: str = "crash-test"
-    store_options: str | None = None  # "package.module:function" returning open_store kwargs
-    kwargs: str = "{}"  # JSON keyword arguments for the entry point
-
-    def command(self, *extra: str) -> list[str]:
-        cmd = [sys.executable, "-m", "safepoint.testing.kitchild", self.entry, "--store", self.store_url]
-        cmd += ["--run-id", self.run_id, "--ledger", str(self.ledger), "--kwargs", self.kwargs]
-        if self.store_options is not None:
-            cmd += ["--store-options", self.store_options]
-        return cmd + list(extra)
-
-    def open_store_options(self) -> dict[str, Any]:
-        from .kitchild import load_entry  # noqa: PLC0415  # the child's loader, shared
-
-        return {} if self.store_options is None else dict(load_entry(self.store_options)())
-
-
-def kill_after_effect(spec: EntrySpec, effects: int, *, guard: int) -> Outcome:
-    """SIGKILL the child right after its ``effects``-th side effect — between the effect and
-    the save that records it — or at step ``guard`` if it gets there first."""
-    child = AgentProcess(spec, "--pause-after-effect", str(effects), "--pause-after", str(guard))
-    child.wait_for("paused")
-    return child.kill()
 
 
 @dataclass(frozen=True, slots=True)

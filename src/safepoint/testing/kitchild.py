@@ -1,5 +1,8 @@
 """The crash kit's child process: run an agent entry point, report each save and side effect.
 
+``EntrySpec`` says what a child runs and builds its command line; the parent side
+(``kit.py``) starts children with ``crashkit.AgentProcess`` and kills them.
+
     python -m safepoint.testing.kitchild package.module:function --store URL --run-id ID
         --ledger PATH [--store-options package.module:function] [--kwargs JSON]
         [--pause-after STEP] [--pause-after-effect N] [--kill-in-save SAVE:STATEMENT]
@@ -31,7 +34,7 @@ from safepoint.errors import InvalidArgument
 from safepoint.model import Checkpoint, CheckpointInfo, Lease
 from safepoint.store import AsyncStore, Store, open_async_store, open_store
 
-from .crashkit import StatementKiller
+from .crashkit import AgentProcess, Outcome, StatementKiller
 from .ledger import Effect, Ledger
 
 
@@ -46,6 +49,37 @@ def load_entry(path: str) -> Callable[..., Any]:
     if not callable(target):
         raise InvalidArgument(f"entry point {path!r} is not callable")
     return target  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True, slots=True)
+class EntrySpec:
+    """One agent run a kit child works on: entry point, store, ledger, options."""
+
+    entry: str  # "package.module:function"
+    store_url: str
+    ledger: Path
+    run_id: str = "crash-test"
+    store_options: str | None = None  # "package.module:function" returning open_store kwargs
+    kwargs: str = "{}"  # JSON keyword arguments for the entry point
+
+    def command(self, *extra: str) -> list[str]:
+        cmd = [sys.executable, "-m", "safepoint.testing.kitchild", self.entry, "--store", self.store_url]
+        cmd += ["--run-id", self.run_id, "--ledger", str(self.ledger), "--kwargs", self.kwargs]
+        if self.store_options is not None:
+            cmd += ["--store-options", self.store_options]
+        return cmd + list(extra)
+
+    def open_store_options(self) -> dict[str, Any]:
+        """The ``open_store`` options the child uses, for the parent to open the same store."""
+        return {} if self.store_options is None else dict(load_entry(self.store_options)())
+
+
+def kill_after_effect(spec: EntrySpec, effects: int, *, guard: int) -> Outcome:
+    """SIGKILL the child right after its ``effects``-th side effect — between the effect and
+    the save that records it — or at step ``guard`` if it gets there first."""
+    child = AgentProcess(spec, "--pause-after-effect", str(effects), "--pause-after", str(guard))
+    child.wait_for("paused")
+    return child.kill()
 
 
 class _Boundary:
