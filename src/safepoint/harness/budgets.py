@@ -27,6 +27,7 @@ USAGE_COUNTERS: dict[str, int | float] = {
     "actions": 0,
 }
 _LIMITS = ("tokens", "spend", "steps")
+SPEND_PLACES = 9
 
 
 def _limit(name: str, value: Any) -> int | float | None:
@@ -125,4 +126,6 @@ def add_usage(counters: dict[str, int | float], tokens_in: int, tokens_out: int,
         raise InvalidArgument(f"spend must be a non-negative number, not {spend!r}")
     counters["tokens_in"] = int(counters.get("tokens_in", 0)) + tokens_in
     counters["tokens_out"] = int(counters.get("tokens_out", 0)) + tokens_out
-    counters["spend"] = float(counters.get("spend", 0.0)) + spend
+    # Rounded to 9 places: sums of prices print cleanly (no 1.8873000000000002), and
+    # every process rounds alike, so a resumed run's spend equals an uninterrupted one's.
+    counters["spend"] = round(float(counters.get("spend", 0.0)) + spend, SPEND_PLACES)
