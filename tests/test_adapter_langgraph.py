@@ -25,7 +25,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
-import ormsgpack
 import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import (
@@ -594,23 +593,16 @@ def typed(kind: str, data: bytes) -> dict[str, Any]:
     "payload",
     [
         # msgpack ext 0 (construct with one argument) naming a class nobody allowed
-        typed(
-            "msgpack",
-            ormsgpack.packb(ormsgpack.Ext(0, ormsgpack.packb(("test_adapter_langgraph", "Boom", 1)))),
-        ),
-        # ... or a function that runs a command
-        typed(
-            "msgpack", ormsgpack.packb(ormsgpack.Ext(1, ormsgpack.packb(("os", "system", ["touch revived"]))))
-        ),
+        {"$typed": ["msgpack", {"$ext": [0, ["test_adapter_langgraph", "Boom", 1]]}]},
+        # ... or a function that runs a command, deep inside a harmless-looking value
+        {"$typed": ["msgpack", {"rows": [1, {"$ext": [1, ["os", "system", ["touch revived"]]]}]}]},
         # ext 5 (a pydantic model) naming the same class
-        typed(
-            "msgpack",
-            ormsgpack.packb(ormsgpack.Ext(5, ormsgpack.packb(("test_adapter_langgraph", "Boom", {}, "x")))),
-        ),
+        {"$typed": ["msgpack", {"$ext": [5, ["test_adapter_langgraph", "Boom", {}, "x"]]}]},
         typed("pickle", pickle.dumps(Boom())),
         typed("json", b'{"lc": 2, "type": "constructor", "id": ["test_adapter_langgraph", "Boom"]}'),
+        {"$typed": ["msgpack", {"$ext": ["not a code", []]}]},  # malformed
     ],
-    ids=["msgpack-class", "msgpack-os-system", "msgpack-pydantic", "pickle", "json-constructor"],
+    ids=["msgpack-class", "msgpack-os-system", "msgpack-pydantic", "pickle", "json-constructor", "malformed"],
 )
 def test_a_stored_payload_naming_an_arbitrary_type_is_refused(
     store: safepoint.Store, payload: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -628,6 +620,25 @@ def test_a_stored_payload_naming_an_arbitrary_type_is_refused(
     assert "harmless" not in str(refused.value)
     assert REVIVED == []
     assert list(workdir.iterdir()) == []
+
+
+def test_secrets_inside_typed_values_are_scrubbed(db_url: str, tmp_path: Path) -> None:
+    """A token in a value LangGraph serializes (the graph input's tuples) is redacted like any other."""
+    token = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0"
+    cfg: RunnableConfig = {"configurable": {"thread_id": "t"}}
+    with SafepointSaver.from_url(db_url) as saver:
+        graph = build_chat_graph(saver)
+        graph.invoke({"messages": [("user", f"my key is {token}")]}, cfg)
+        first_input = list(graph.get_state_history(cfg))[-1]
+        assert first_input.values == {"messages": [], "notes": []}
+        tuple_ = saver.get_tuple(first_input.config)
+        assert tuple_ is not None
+        assert tuple_.checkpoint["channel_values"]["__start__"] == {
+            "messages": [["user", "my key is [REDACTED:openai-api-key]"]]
+        }
+        assert graph.get_state(cfg).values["messages"][0].content == "my key is [REDACTED:openai-api-key]"
+    stored = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.name.startswith("graphs.db"))
+    assert token.encode() not in stored
 
 
 # --- packaging

@@ -3,8 +3,10 @@
 A safepoint checkpoint holds only JSON data. Values that already are plain
 JSON (exact ``dict``/``list``/``str``/``int``/``float``/``bool``/``None``) are
 stored as they are, so they stay readable in ``safepoint show``. Anything else
-goes through LangGraph's own serializer and is stored as
-``{"$typed": [kind, base64]}``.
+goes through LangGraph's own serializer and is stored as ``{"$typed":
+["msgpack", tree]}`` — the msgpack payload as a JSON tree, its strings in the
+clear for the scrubber (``langgraph_msgpack.py``) — or, for raw bytes,
+``{"$typed": ["bytes", base64]}``.
 
 Loading is where a checkpoint store can be attacked: a payload that names a
 module and a class makes a permissive deserializer import and call it. The
@@ -24,7 +26,6 @@ message log stays readable and incremental: the message's own fields
 from __future__ import annotations
 
 import base64
-import binascii
 import math
 from collections.abc import Iterable
 from contextvars import ContextVar
@@ -52,6 +53,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from safepoint import NotJSONCompatible
 
 from ._flow import thaw
+from .langgraph_msgpack import from_tree, to_tree
 
 TYPED = "$typed"
 LANGCHAIN = "langchain"
@@ -92,11 +94,14 @@ _REFUSAL_EVENTS = frozenset({"msgpack_blocked", "msgpack_method_blocked", "msgpa
 
 
 class RefusedValue(Exception):
-    """A stored value names a type outside the allow-list, or is not a typed payload we wrote."""
+    """A stored value names a type outside the allow-list, or is not a typed payload we wrote.
 
-    def __init__(self, what: str) -> None:
-        self.what = what
-        super().__init__(what)
+    ``reason`` says which, naming at most a type — never the value.
+    """
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
 
 
 # LangGraph reports each type it declines to rebuild as an event rather than
@@ -166,40 +171,44 @@ class ValueCodec:
             kind, data = self.serde.dumps_typed(value)
         except Exception as exc:  # ormsgpack and TypeError alike; the message would quote the value
             raise NotJSONCompatible(path, f"{type(value).__name__} cannot be serialized") from exc
+        body: Any
+        if kind == "msgpack":
+            body = to_tree(data)
+            data = from_tree(body)  # exactly what a load will unpack
+        else:
+            body = base64.b64encode(data).decode("ascii")
         try:
             self._loads(kind, data)  # a value we could not load back must not be stored
         except RefusedValue as refused:
             raise NotJSONCompatible(
-                path,
-                f"holds {refused.what}, which is not in the saver's allowed types; "
-                "pass allowed_types=[...] to SafepointSaver to store it",
+                path, f"{refused.reason}; pass allowed_types=[...] to SafepointSaver to store it"
             ) from None
-        return {TYPED: [kind, base64.b64encode(data).decode("ascii")]}
+        return {TYPED: [kind, body]}
 
     def decode(self, stored: Any) -> Any:
         """The value ``encode`` was given; ``RefusedValue`` for a type outside the allow-list."""
         if type(stored) is dict and TYPED in stored:
             try:
-                kind, text = stored[TYPED]
-                data = base64.b64decode(text, validate=True)
-            except (TypeError, ValueError, binascii.Error):
-                raise RefusedValue("a malformed typed value") from None
+                kind, body = stored[TYPED]
+                data = from_tree(body) if kind == "msgpack" else base64.b64decode(body, validate=True)
+            except (TypeError, ValueError):
+                raise RefusedValue("a typed value is malformed (edited, or redacted inside?)") from None
             return self._loads(str(kind), data)
         return thaw(stored)
 
     def _loads(self, kind: str, data: bytes) -> Any:
         if kind not in _REVIVABLE_KINDS:
-            raise RefusedValue(f"a {kind!r} payload")
+            raise RefusedValue(f"a {kind!r} payload is never revived")
         found: list[str] = []
         token = _refusals.set(found)
         try:
             value = self.serde.loads_typed((kind, data))
         except Exception:
-            raise RefusedValue("an undecodable typed value") from None
+            raise RefusedValue("a typed value does not decode") from None
         finally:
             _refusals.reset(token)
         if found:
-            raise RefusedValue(found[0])
+            raise RefusedValue(f"{found[0]} is not in the saver's allowed types")
         return value
 
     def encode_messages(self, value: Any, path: str) -> tuple[str, list[dict[str, Any]]] | None:
@@ -223,7 +232,7 @@ class ValueCodec:
         if fmt == JSON:
             return [thaw(m) for m in stored]
         if fmt != LANGCHAIN:
-            raise RefusedValue(f"a message log in format {fmt!r}")
+            raise RefusedValue(f"a message log in the unknown format {fmt!r}")
         out: list[Any] = []
         for entry in stored:
             if TYPED in entry:

@@ -214,16 +214,13 @@ def decode_tuple(codec: ValueCodec, cp: Checkpoint) -> CheckpointTuple | None:
     try:
         checkpoint: dict[str, Any] = {k: codec.decode(v) for k, v in state["checkpoint"].items()}
         values = {k: codec.decode(v) for k, v in state["values"].items()}
-        if state["messages"] is not None:
-            values[state["messages"]["channel"]] = codec.decode_messages(
-                state["messages"]["format"], log_of(cp)
-            )
+        field = state["messages"]
+        if field is not None:
+            values[field["channel"]] = codec.decode_messages(field["format"], log_of(cp))
         metadata = {k: codec.decode(v) for k, v in state["metadata"].items()}
         writes = [(w[0], w[2], codec.decode(w[3])) for w in state["writes"]]
     except RefusedValue as refused:
-        raise CorruptCheckpoint(
-            cp.run_id, cp.step, f"refused to load {refused.what} (not in the saver's allowed types)"
-        ) from None
+        raise CorruptCheckpoint(cp.run_id, cp.step, f"refused to load a value: {refused.reason}") from None
     except (KeyError, TypeError, IndexError):
         raise CorruptCheckpoint(
             cp.run_id, cp.step, "not a LangGraph checkpoint SafepointSaver wrote"
