@@ -217,6 +217,22 @@ def test_a_tool_that_raises_leaves_nothing_pending(store: Store) -> None:
     assert store.load("r").pending_action is None
 
 
+def test_an_interrupted_tool_stays_pending_until_a_resume_settles_it(store: Store) -> None:
+    """After a KeyboardInterrupt inside a tool, the run refuses to go on as if nothing happened."""
+    run = Run.start(store, "r")
+
+    def interrupted(key: str) -> str:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run.action("send_email", {}, interrupted)
+    with pytest.raises(RunStatusError, match="interrupted"):
+        run.commit()
+    with pytest.raises(RunStatusError, match="interrupted"):
+        run.action("search", {}, lambda key: "hits")
+    assert Run.resume(store, "r").status is Status.WAITING
+
+
 def test_a_sync_run_refuses_an_async_tool(store: Store) -> None:
     """An ``async def`` tool given to ``Run`` is refused with a typed error, not left un-awaited."""
     run = Run.start(store, "r")

@@ -109,6 +109,18 @@ class RunCore:
         if self.cp.status is not Status.RUNNING:
             raise RunStatusError(self.run_id, self.cp.status.value, f"cannot {doing}")
 
+    def _refuse_if_interrupted(self, doing: str) -> None:
+        """An action pending in memory with nothing to replay was interrupted in this process
+        (KeyboardInterrupt inside its tool): only a resume can settle it."""
+        pending = self.cp.pending_action
+        if self.replay is None and pending_kind(pending) == ACTION:
+            assert pending is not None
+            raise RunStatusError(
+                self.run_id,
+                "running",
+                f"cannot {doing}: action {pending['tool']!r} was interrupted; resume the run to settle it",
+            )
+
     def _fail(self, exceeded: BudgetExceeded) -> Flow[None]:
         """Save the working checkpoint as failed, then raise ``exceeded``."""
         self.cp.status = Status.FAILED
@@ -220,6 +232,7 @@ class RunCore:
             raise RunStatusError(
                 self.run_id, "running", "take the human input (run.take_input()) before taking an action"
             )
+        self._refuse_if_interrupted(f"take action {tool!r}")
         if self.replay is not None:
             action, decision = self.replay
             if tool != action.tool:
@@ -238,10 +251,13 @@ class RunCore:
         self.call += 1
         try:
             result = decision.result if decision.decision == "skip" else (yield Invoke(fn, (action.key,)))
-        finally:
-            # Done or failed in plain sight: the tool reported back, so the
-            # caller decides; only a crash leaves the action pending.
+        except Exception:
+            # Failed in plain sight: the tool reported back, so the caller decides.
+            # (An interrupt — KeyboardInterrupt, GeneratorExit — leaves it pending:
+            # nobody knows whether the effect happened.)
             self.cp.pending_action = None
+            raise
+        self.cp.pending_action = None
         self.cp.counters["actions"] = int(self.cp.counters.get("actions", 0)) + 1
         return result
 
@@ -259,6 +275,7 @@ class RunCore:
         if self.replay is not None:
             action = self.replay[0]
             raise ActionMismatch(self.run_id, action.tool, action.step, action.call, None)
+        self._refuse_if_interrupted("commit")
         cp = self.cp
         cp.counters["steps"] = int(cp.counters.get("steps", 0)) + 1
         cp.status = status
