@@ -164,6 +164,24 @@ def test_redaction_is_idempotent(name: str) -> None:
         assert scanner.redact(once) == (once, [])
 
 
+def test_a_token_glued_to_a_redacted_one_goes_too() -> None:
+    """A token whose boundary only shows once its neighbour is a marker is redacted in the same call."""
+    block = FAKES["private-key"](Random(0))[0]
+    key = FAKES["anthropic-api-key"](Random(0))[0]
+    redacted, hits = default_scanner().redact(block + key)
+    assert redacted == "[REDACTED:private-key][REDACTED:anthropic-api-key]"
+    assert hits == ["private-key", "anthropic-api-key"]
+
+
+def test_rule_names_must_make_recognisable_markers() -> None:
+    """Rule names are unique and marker-safe (no spaces or brackets), else InvalidArgument."""
+    rule = Rule("ok-name", re.compile("x"), ("x",))
+    with pytest.raises(InvalidArgument, match="unique"):
+        RuleScanner([rule, rule])
+    with pytest.raises(InvalidArgument, match="'my rule'"):
+        RuleScanner([Rule("my rule", re.compile("x"), ("x",))])
+
+
 def test_findings_are_sorted_and_do_not_overlap() -> None:
     """Several secrets in one text come back in order, without overlaps."""
     rng = Random(11)

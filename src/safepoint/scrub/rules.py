@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 
 PII_KINDS: tuple[str, ...] = ("email", "phone", "card", "iban", "ssn")
 _MARKER = re.compile(r"\[(?:REDACTED|SECRET):[^\]\s]{1,160}\]")
+_RULE_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,128}")  # so that every marker is recognised as one
+_MAX_ROUNDS = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +99,9 @@ class RuleScanner:
         names = [rule.name for rule in self.rules]
         if len(set(names)) != len(names):
             raise InvalidArgument("rule names must be unique")
+        for name in names:
+            if not _RULE_NAME.fullmatch(name):
+                raise InvalidArgument(f"rule name {name!r} must be 1-128 of A-Z a-z 0-9 _ . -")
         probes: dict[str, list[_Probe]] = {}
         self._whole_text: list[tuple[int, re.Pattern[str], bool, Callable[[str], bool] | None]] = []
         for index, rule in enumerate(self.rules):
@@ -137,19 +142,26 @@ class RuleScanner:
     def redact(self, text: str) -> tuple[str, list[str]]:
         """``text`` with each finding replaced by ``[REDACTED:<rule>]``, and the rule names hit.
 
-        When nothing is found, the very same ``str`` object comes back with ``[]``.
+        When nothing is found, the very same ``str`` object comes back with ``[]``. A token glued to
+        one just redacted (``-----END … KEY-----sk-ant-…``) only shows its boundary once its
+        neighbour is a marker, so redaction repeats until nothing more is found: redacting the
+        result again is always a no-op.
         """
-        findings = self.find(text)
-        if not findings:
-            return text, []
-        pieces: list[str] = []
-        last = 0
-        for finding in findings:
-            pieces.append(text[last : finding.start])
-            pieces.append(f"[REDACTED:{finding.rule}]")
-            last = finding.end
-        pieces.append(text[last:])
-        return "".join(pieces), [finding.rule for finding in findings]
+        names: list[str] = []
+        for _ in range(_MAX_ROUNDS):  # each round turns unmarked text into markers, which never match
+            findings = self.find(text)
+            if not findings:
+                break
+            pieces: list[str] = []
+            last = 0
+            for finding in findings:
+                pieces.append(text[last : finding.start])
+                pieces.append(f"[REDACTED:{finding.rule}]")
+                last = finding.end
+            pieces.append(text[last:])
+            text = "".join(pieces)
+            names.extend(finding.rule for finding in findings)
+        return text, names
 
     def _candidates(self, text: str) -> list[tuple[int, int, int]]:
         found: list[tuple[int, int, int]] = []
