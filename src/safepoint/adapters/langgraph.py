@@ -15,14 +15,16 @@ How LangGraph's data maps onto safepoint (details in ``langgraph_layout.py``):
   checkpoint plus its pending writes so far, so any checkpoint loads with
   one ``store.load``.
 * The ``messages`` channel (``messages_channel=``), when it holds LangChain
-  messages (or plain JSON dicts), is the step's **message log**: converted to
-  dicts with ``message_to_dict``, stored once and appended incrementally —
-  a turn writes only its new messages, never the whole conversation again.
-  ``RemoveMessage`` and other rewrites start a new stored range.
+  messages (or plain JSON dicts), is the step's **message log**: one dict per
+  message (its fields plus an OpenAI-style ``role``), stored once and appended
+  incrementally — a turn writes only its new messages, never the whole
+  conversation again. ``RemoveMessage`` and other rewrites start a new
+  stored range.
 * Every other channel value, the versions, metadata and parent id are JSON in
   the step's ``state``; values that are not plain JSON go through LangGraph's
-  serializer as ``{"$typed": [kind, base64]}``, locked down (no pickle, an
-  allow-list of types — ``allowed_types=``), see ``langgraph_codec.py``.
+  serializer, locked down (no pickle, an allow-list of types —
+  ``allowed_types=``), and are stored as ``{"$typed": ["msgpack", tree]}``, a
+  JSON tree the scrubber can read (``langgraph_codec.py``).
 * Pending writes keep LangGraph's contract: keyed ``(task_id, idx)``, special
   channels at their negative idx and replaced on re-put, regular ones kept
   (idempotent), returned in ``(task_path, task_id, idx)`` order. Writes that

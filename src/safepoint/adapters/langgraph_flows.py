@@ -67,10 +67,13 @@ def put(ctx: Context, key: ThreadKey, encoded: dict[str, Any], log: list[Any] | 
             snapshot["writes"] = orphans.pop(checkpoint_id)["writes"]
         elif head is not None and head.state.get("id") == checkpoint_id:
             snapshot["writes"] = head.state["writes"]  # the same checkpoint again keeps its writes
+        elif head is not None and checkpoint_id in head.state.get("recent", {}):
+            older = yield Load(key.thread_run, head.state["recent"][checkpoint_id])
+            if older is not None:
+                snapshot["writes"] = older.state["writes"]
         raw = set_messages(cp, raw, log)
         finish_step(cp, head, snapshot, orphans, known_covers(ctx, key), new=True)
         return cp, raw
-        yield  # a generator, for append_step's ``yield from``
 
     yield from append_step(ctx, key, build, flush=True)
 

@@ -107,6 +107,7 @@ def set_messages(cp: Checkpoint, raw_before: list[Any], new: list[Any] | None) -
         if old != fresh:
             break
         same += 1
+    same = min(same, len(cp.messages))  # raw_before describes cp's log; never trust it past its end
     if same == len(cp.messages):
         cp.messages.extend(new[same:])
     else:
