@@ -4,12 +4,17 @@ The suite (``langgraph-checkpoint-conformance``) drives the async methods;
 with a sync ``Store`` they run the same flows in a worker thread, with an
 ``AsyncStore`` natively. Each combination runs on SQLite (a temporary file)
 and on PostgreSQL (a schema of its own, dropped afterwards). The report is
-printed straight to the terminal, so CI logs show it.
+printed straight to the terminal so CI logs show it — through the warnings
+summary when the suite runs in xdist workers, whose output is not shown.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
+import os
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -60,11 +65,21 @@ def run_suite(name: str, open_store: Opener, capsys: pytest.CaptureFixture[str])
                 await closing
 
     registered = checkpointer_test(name=name)(factory)
-    with capsys.disabled():
-        print()
-        report = asyncio.run(validate(registered, progress=ProgressCallbacks.default()))
+    report = asyncio.run(validate(registered, progress=ProgressCallbacks.quiet()))
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
         report.print_report()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # A worker's output never reaches the terminal; warnings do (in the summary).
+        warnings.warn(ConformanceReport(text.getvalue()), stacklevel=1)
+    else:
+        with capsys.disabled():
+            print(text.getvalue())
     return report
+
+
+class ConformanceReport(UserWarning):
+    """Carries the conformance report to the terminal when tests run in xdist workers."""
 
 
 def assert_conformant(report: CapabilityReport) -> None:
