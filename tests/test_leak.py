@@ -1,12 +1,14 @@
 """The leak test: 100 canary secrets planted everywhere, then every byte safepoint wrote is searched.
 
 Canaries go into every field (messages, state, cursors, pending action,
-labels, counter names) in every encoding a harness produces (raw, JSON-escaped,
-URL-encoded, base64, base64url, inside Authorization headers) across 1,000
-checkpoints. Afterwards the raw SQLite file and its WAL, a ``pg_dump`` of the
-PostgreSQL schema (with its bytea columns decoded), the captured log records
-(the SQL trace included) and the text of every exception raised on the way
-are searched for each canary in each encoding: there must be no hit at all.
+labels, counter names, large tool outputs that go to the blob store) in every
+encoding a harness produces (raw, JSON-escaped, URL-encoded, base64,
+base64url, inside Authorization headers) across 1,000 checkpoints. Afterwards
+the raw SQLite file and its WAL, the blob directory, a ``pg_dump`` of the
+PostgreSQL schema (bytea columns decoded, the blob table included), the
+captured log records (the SQL trace included) and the text of every exception
+raised on the way are searched for each canary in each encoding: there must
+be no hit at all.
 """
 
 from __future__ import annotations
@@ -94,6 +96,10 @@ def fill(cp: Checkpoint, secrets: dict[str, str], rng: random.Random) -> None:
     cp.cursors = {"batch": {"done": cp.step, "last": one()}}
     cp.pending_action = {"tool": "http", "args": {"headers": {"Authorization": f"Bearer {rng.choice(pick)}"}}}
     cp.labels = {"token": rng.choice(pick), "where": one()[:200]}
+    if cp.step % 10 == 3:  # a tool output large enough to go to the blob store
+        big = "\n".join(f"log line {i}: {one()}" for i in range(1500))
+        cp.messages.append({"role": "tool", "content": big})
+        cp.state["last_output"] = big
     cp.counters = {"tokens_in": cp.step * 10, f"c_{rng.choice(pick)}": 1}
 
 
@@ -175,6 +181,10 @@ def test_nothing_reaches_the_sqlite_file_wal_logs_or_errors(
     assert len(wal) > 0
     assert hits(automaton, wal) == []
     assert hits(automaton, path.read_bytes()) == []
+    blob_files = [p for p in Path(f"{path}.blobs").rglob("*") if p.is_file()]
+    assert len(blob_files) >= RUNS * 5  # the large outputs went there, scrubbed first (once each)
+    for blob in blob_files:
+        assert hits(automaton, blob.read_bytes()) == []
     assert len(caplog.records) > 1000
     assert hits(automaton, "\n".join(r.getMessage() for r in caplog.records)) == []
     assert len(errors) > 40
