@@ -186,19 +186,23 @@ def chat_scenario(graph: Any, thread: str, durability: str = "async") -> list[An
     return seen
 
 
-async def achat_scenario(graph: Any, thread: str) -> list[Any]:
+async def achat_scenario(graph: Any, thread: str, durability: str = "async") -> list[Any]:
     """The async twin of ``chat_scenario`` (ainvoke, aget_state, aget_state_history)."""
     cfg: RunnableConfig = {"configurable": {"thread_id": thread}}
     seen: list[Any] = []
-    seen.append(plain(await graph.ainvoke({"messages": [("user", "hi")]}, cfg)))
+
+    async def ainvoke(value: Any, config: RunnableConfig) -> Any:
+        return await graph.ainvoke(value, config, durability=durability)
+
+    seen.append(plain(await ainvoke({"messages": [("user", "hi")]}, cfg)))
     seen.append(snapshot_view(await graph.aget_state(cfg)))
-    seen.append(plain(await graph.ainvoke(Command(resume="yes"), cfg)))
-    seen.append(plain(await graph.ainvoke({"messages": [("user", "again")]}, cfg)))
+    seen.append(plain(await ainvoke(Command(resume="yes"), cfg)))
+    seen.append(plain(await ainvoke({"messages": [("user", "again")]}, cfg)))
     await graph.aupdate_state(cfg, {"messages": [AIMessage(content="edited")]}, as_node="chat")
     history = [h async for h in graph.aget_state_history(cfg)]
     seen.append([snapshot_view(h) for h in history])
     first_review = [h for h in history if h.next == ("review",)][-1]
-    seen.append(plain(await graph.ainvoke(Command(resume="forked"), first_review.config)))
+    seen.append(plain(await ainvoke(Command(resume="forked"), first_review.config)))
     seen.append([snapshot_view(h) async for h in graph.aget_state_history(cfg)])
     return seen
 
@@ -290,6 +294,37 @@ def test_async_graph_matches_reference_saver(backend: str, db_url: str) -> None:
     dsn = require_postgres()
     with fresh_schema(dsn) as schema:
         assert asyncio.run(with_safepoint(dsn, schema=schema, max_size=2)) == expected
+
+
+def test_async_parallel_branches_match_reference_saver(db_url: str) -> None:
+    """Parallel tasks under ainvoke over an AsyncStore give the reference saver's states."""
+
+    def graph(saver: BaseCheckpointSaver[Any]) -> Any:
+        return build_chat_graph(saver, review=True, fan_out=True)
+
+    expected = asyncio.run(achat_scenario(graph(InMemorySaver()), "t", "sync"))
+
+    async def with_safepoint() -> list[Any]:
+        async with SafepointSaver.afrom_url(db_url) as saver:
+            return await achat_scenario(graph(saver), "t", "sync")
+
+    assert asyncio.run(with_safepoint()) == expected
+
+
+def test_sync_calls_on_an_async_store(db_url: str) -> None:
+    """Over an AsyncStore, sync methods work from other threads and are refused on the loop's own."""
+    cfg: RunnableConfig = {"configurable": {"thread_id": "t"}}
+
+    async def scenario() -> None:
+        async with SafepointSaver.afrom_url(db_url) as saver:
+            graph = build_chat_graph(saver)
+            await graph.ainvoke({"messages": [("user", "hi")]}, cfg)
+            state = await asyncio.to_thread(graph.get_state, cfg)  # a sync call from a worker thread
+            assert plain(state.values["messages"]) == [("human", "hi"), ("ai", "reply 0")]
+            with pytest.raises(safepoint.InvalidArgument, match="async methods"):
+                saver.get_tuple(cfg)
+
+    asyncio.run(scenario())
 
 
 # --- resuming elsewhere
