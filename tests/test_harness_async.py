@@ -4,6 +4,7 @@ the same checkpoints as ``Run`` (the two drive the same flows)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,7 @@ def test_interleaved_async_runs_end_like_sync_runs(tmp_path: Path) -> None:
     finals = asyncio.run(main())
     order = [run_id for run_id, _ in trace]
     assert len(order) == ITEMS * len(run_ids)
-    switches = sum(a != b for a, b in zip(order, order[1:], strict=False))
+    switches = sum(a != b for a, b in itertools.pairwise(order))
     assert switches > len(run_ids)  # one after the other would switch len(run_ids) - 1 times
     with safepoint.open_store("memory://") as store:
         for run_id in run_ids:
