@@ -165,13 +165,8 @@ class Scrubber:
         built: list[Step] = [KnownSecretsStep(self.secrets)]
         if rules or pii:
             # The rule table compiles its patterns on first use: only stores that scrub pay.
-            try:  # TEMPORARY: the rule table is being written
-                from .rules import PII_KINDS, RuleScanner, default_scanner, pii_rules  # noqa: PLC0415
-                from .token_rules import SECRET_RULES  # noqa: F401, PLC0415
-                from .pii import PII_RULES  # noqa: F401, PLC0415
-            except (ModuleNotFoundError, ImportError):
-                rules, pii = False, ()
-        if rules or pii:
+            from .rules import PII_KINDS, RuleScanner, default_scanner, pii_rules  # noqa: PLC0415
+
             kinds = PII_KINDS if pii is True else () if pii is False else tuple(pii)
             scanner = default_scanner(pii=kinds) if rules else RuleScanner(pii_rules(kinds))
             built.append(RulesStep(scanner))
@@ -190,12 +185,14 @@ class Scrubber:
         found.parts = [root]
         return self._walk(value, found), found
 
-    def scrub_encoded(self, value: Any, encoded: bytes, root: str, found: Found) -> bytes:
-        """Canonical bytes of ``value`` scrubbed, given its canonical bytes ``encoded``."""
+    def scrub_encoded(self, value: Any, encoded: bytes, root: str, found: Found) -> tuple[Any, bytes]:
+        """``value`` scrubbed and its canonical bytes, given its canonical bytes ``encoded``
+        (the same two objects back when nothing might match)."""
         if not self._might_match(encoded.decode()):
-            return encoded
+            return value, encoded
         found.parts = [root]
-        return codec.encode(self._walk(value, found))
+        scrubbed = self._walk(value, found)
+        return scrubbed, codec.encode(scrubbed)
 
     def scrub_strings(
         self, mapping: dict[str, Any], root: str, *, values_too: bool
