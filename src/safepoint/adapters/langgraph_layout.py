@@ -9,7 +9,7 @@ One ``(thread_id, checkpoint_ns)`` is two runs:
   channel is the step's message log, stored incrementally; every other value
   is in ``state``.
 * the **index run** (``langgraph-index/<thread>[/<ns>]``): an append-only log
-  (its messages) of ``{"id", "step", "metadata"}`` entries saying which step
+  (its messages) of ``{"id", "step"[, "metadata"]}`` entries saying which step
   holds the newest snapshot of each checkpoint id, for ``list`` and lookups
   by id. It is appended after the thread run, in batches; entries not yet in
   it ride along in the thread run's latest step (``unindexed``), so a crash
