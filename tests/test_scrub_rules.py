@@ -329,7 +329,7 @@ filler = st.one_of(
         min_size=1,
         max_size=4,
     ),
-    separator=st.sampled_from([" ", "\n", " \n ", "\t"]),
+    separator=st.sampled_from([" ", "\n", " \n ", "\t", ";", ")", ", ", "<br>", "|", "\\n"]),
 )
 def test_planted_tokens_never_survive(
     pieces: list[str], plants: list[tuple[str, int, int]], separator: str

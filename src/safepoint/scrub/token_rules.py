@@ -145,11 +145,13 @@ _SECRET_KEY = (
     + r"|credentials?|api[_-]?key|access[_-]?key|private[_-]?key)"
     + _NOT_AFTER_WORD
 )
-# The value: quoted (anything but whitespace, quotes and backslash) or bare (no code punctuation, so
-# os.environ["X"], f"{x}", user.password and ${X} are not values).
+# The value: quoted (anything but whitespace, quotes and backslash) or bare (no code punctuation: in
+# os.environ["X"], f"{x}", user.password and ${X} the bare value is too short or absent). A bare value
+# is taken whole, up to the first character it cannot hold — unless that is "(", "[" or "{": then it
+# is code (b64decode(x), tokens[0]), not a value.
 _VALUE = (
     r"""(?P<q>["'`])?(?P<secret>(?(q)[^\s"'`\\]{8,256}|[^\s"'`\\,;&<>()\[\]{}.]{8,256}))"""
-    r"""(?(q)(?=\\?(?P=q))|(?=[\s,;&)\]}"'`.\\]|$))"""
+    r"""(?(q)(?=\\?(?P=q))|(?![^\s"'`\\,;&<>)\]}.]))"""
 )
 SECRET_RULES: tuple[Rule, ...] = (
     Rule(
