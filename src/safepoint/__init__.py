@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 from .errors import (
+    ActionMismatch,
     BlobCorrupt,
     BlobError,
     BlobNotFound,
@@ -26,6 +27,7 @@ from .errors import (
     MigrationError,
     NotFound,
     NotJSONCompatible,
+    RunStatusError,
     SafepointError,
     SchemaTooNew,
     SecretLeak,
@@ -33,6 +35,7 @@ from .errors import (
     StoreError,
     UnknownSecret,
 )
+from .harness import AsyncRun, Budget, PendingAction, Reconcile, Run, idempotency_key
 from .migrations import MigrationChain
 from .model import (
     Checkpoint,
@@ -40,6 +43,7 @@ from .model import (
     Lease,
     Page,
     ParentRef,
+    Retention,
     RunInfo,
     ScrubReport,
     Status,
@@ -53,10 +57,13 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_URL",
+    "ActionMismatch",
+    "AsyncRun",
     "AsyncStore",
     "BlobCorrupt",
     "BlobError",
     "BlobNotFound",
+    "Budget",
     "BudgetExceeded",
     "Checkpoint",
     "CheckpointInfo",
@@ -75,7 +82,12 @@ __all__ = [
     "NotJSONCompatible",
     "Page",
     "ParentRef",
+    "PendingAction",
+    "Reconcile",
+    "Retention",
+    "Run",
     "RunInfo",
+    "RunStatusError",
     "SafepointError",
     "SchemaTooNew",
     "ScrubReport",
@@ -89,6 +101,7 @@ __all__ = [
     "UnknownSecret",
     "Worker",
     "__version__",
+    "idempotency_key",
     "new_run_id",
     "open_async_store",
     "open_store",

@@ -16,6 +16,8 @@
      ├── SchemaTooNew                          a stored checkpoint's schema_version is newer than the code
      ├── MigrationError                        a migration function raised: names run, step, versions
      ├── BudgetExceeded                        a run hit its token, spend or step limit
+     ├── RunStatusError                        the run's status forbids the call (an action on a done run, …)
+     ├── ActionMismatch                        a resumed run did not replay its interrupted action first
      └── StoreError                            the backend failed (locked too long, disk full, …);
           │                                    the driver's exception is chained as ``__cause__``
           ├── StoreClosed                      the store was used after ``close()``
@@ -212,3 +214,33 @@ class UnknownSecret(SafepointError, LookupError):
     def __init__(self, name: str) -> None:
         self.name = name
         super().__init__(f"no value for secret {name!r}: register it or give a resolver that knows it")
+
+
+class RunStatusError(SafepointError):
+    """The run is not in a status that allows the call; nothing was saved."""
+
+    def __init__(self, run_id: str, status: str, detail: str) -> None:
+        self.run_id = run_id
+        self.status = status
+        super().__init__(f"run {run_id!r} is {status}: {detail}")
+
+
+class ActionMismatch(SafepointError):
+    """A resumed run's next action is not the one its crash interrupted.
+
+    A run resumed with an action pending must take that action again, as its
+    next ``action`` call (the harness then reruns or skips it as its
+    reconcile hook decided), before any other action or commit. Anything else
+    means the agent does not continue from its checkpoint, and the
+    interrupted action would be lost or taken under another key.
+    """
+
+    def __init__(self, run_id: str, expected: str, step: int, call: int, got: str | None) -> None:
+        self.run_id = run_id
+        self.expected = expected
+        self.got = got
+        doing = "committed" if got is None else f"took action {got!r}"
+        super().__init__(
+            f"run {run_id!r} resumed with action {expected!r} (step {step}, call {call}) pending, "
+            f"but {doing} instead of taking it again"
+        )

@@ -1,43 +1,7 @@
-"""The harness's own errors, under ``SafepointError`` (and ``BudgetExceeded`` from ``safepoint.errors``).
-
-    SafepointError
-     ├── RunStatusError       the run's status does not allow the call (an action on a done run,
-     │                        ``resume_with`` on a run that is not waiting, …)
-     └── ActionMismatch       a resumed run did not replay its interrupted action as its next one
-
-Messages name runs, steps, tools and statuses — never arguments, results or answers.
-"""
+"""The harness's errors live in ``safepoint.errors`` with the rest; re-exported here."""
 
 from __future__ import annotations
 
-from safepoint.errors import SafepointError
+from safepoint.errors import ActionMismatch, RunStatusError
 
-
-class RunStatusError(SafepointError):
-    """The run is not in a status that allows the call; nothing was saved."""
-
-    def __init__(self, run_id: str, status: str, detail: str) -> None:
-        self.run_id = run_id
-        self.status = status
-        super().__init__(f"run {run_id!r} is {status}: {detail}")
-
-
-class ActionMismatch(SafepointError):
-    """A resumed run's next action is not the one its crash interrupted.
-
-    A run resumed with an action pending must take that action again, as its
-    next ``action`` call (the harness then reruns or skips it as its
-    reconcile hook decided), before any other action or commit. Anything else
-    means the agent does not continue from its checkpoint, and the
-    interrupted action would be lost or taken under another key.
-    """
-
-    def __init__(self, run_id: str, expected: str, step: int, call: int, got: str | None) -> None:
-        self.run_id = run_id
-        self.expected = expected
-        self.got = got
-        doing = "committed" if got is None else f"took action {got!r}"
-        super().__init__(
-            f"run {run_id!r} resumed with action {expected!r} (step {step}, call {call}) pending, "
-            f"but {doing} instead of taking it again"
-        )
+__all__ = ["ActionMismatch", "RunStatusError"]
