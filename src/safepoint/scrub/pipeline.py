@@ -28,8 +28,6 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
-import ahocorasick
-
 from safepoint import codec
 from safepoint.errors import InvalidArgument, SecretLeak
 from safepoint.model import ScrubReport
@@ -112,29 +110,17 @@ class RulesStep:
 
     def __init__(self, scanner: RuleScanner) -> None:
         self.scanner = scanner
-        triggers = [t for rule in scanner.rules for t in rule.triggers]
-        self._always = any(not rule.triggers for rule in scanner.rules)
-        self._triggers: Any = None
-        if triggers and not self._always:
-            self._triggers = ahocorasick.Automaton()
-            for trigger in triggers:
-                self._triggers.add_word(trigger, trigger)
-            self._triggers.make_automaton()
 
     def might_match(self, text: str) -> bool:
-        if self._always:
-            return True
-        if self._triggers is None:
-            return False
-        return next(self._triggers.iter(text.lower()), None) is not None
+        # The scanner's own prefilter: exact-case prefixes and key spellings,
+        # valid on a field's JSON text too (no trigger holds a quote or backslash).
+        return self.scanner.might_match(text)
 
     def __call__(self, text: str, found: Found) -> Any:
-        findings = self.scanner.find(text)
-        if not findings:
-            return text
-        for finding in findings:
-            found.add(finding.rule)
-        return self.scanner.redact(text)[0]
+        redacted, names = self.scanner.redact(text)
+        for name in names:
+            found.add(name)
+        return redacted
 
 
 class Scrubber:
