@@ -300,3 +300,33 @@ def test_gc_in_a_loop_while_four_processes_save_for_a_minute(shared_url: str, tm
     assert collections > 20
     assert deleted > 0  # the blobs of deleted runs were collected
     assert checked > 100
+
+
+def test_bytes_values_are_stored_as_blobs_and_come_back_as_bytes(opener: Callable[[], Store]) -> None:
+    """bytes anywhere (state, pending action, inside messages) go to the blob store, whatever their size."""
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40
+    with opener() as store:
+        cp = Checkpoint(run_id="binary", state={"image": png, "tiny": b"\x00"})
+        cp.pending_action = {"tool": "screenshot", "result": png}
+        cp.messages.append({"role": "tool", "content": "see attachment", "attachment": png})
+        store.save(cp)
+        follow = cp.next()
+        follow.messages.append({"role": "assistant", "content": "got it"})
+        store.save(follow)
+    with opener() as store:
+        loaded = store.load("binary")
+        assert loaded.state == {"image": png, "tiny": b"\x00"}
+        assert loaded.pending_action == {"tool": "screenshot", "result": png}
+        assert loaded.messages[0]["attachment"] == png
+        ref = store.load("binary", fetch_blobs=False).state["tiny"]
+        assert ref["$blob"]["media_type"] == "application/octet-stream"
+        assert store.fetch_blob(ref) == b"\x00"
+
+
+def test_bytes_without_a_blob_store_are_refused_by_path() -> None:
+    """With blobs=False, bytes are refused before any write, naming the path."""
+    with safepoint.open_store("memory://", blobs=False) as store:
+        with pytest.raises(safepoint.NotJSONCompatible, match=r"state\.b: bytes"):
+            store.save(Checkpoint(run_id="z", state={"b": b"x"}))
+        with pytest.raises(safepoint.NotFound):
+            store.load("z")

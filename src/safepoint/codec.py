@@ -27,18 +27,19 @@ _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
 EMPTY_CHAIN = bytes(32)
 
 
-def check_json(value: Any, path: str) -> None:
+def check_json(value: Any, path: str, *, allow_bytes: bool = False) -> None:
     """Raise ``NotJSONCompatible`` naming the first value under ``path`` that
     is not plain JSON data (dict with str keys, list, str, int, float, bool, None).
 
     Tuples are refused on purpose: they would come back as lists, and a
-    checkpoint must load exactly as it was saved.
+    checkpoint must load exactly as it was saved. ``bytes`` are accepted with
+    ``allow_bytes`` (a store with a blob store keeps them there).
     """
     # Every save validates what it writes, so the common case (exact built-in
     # types, no errors) takes a quick pass that builds no path strings; only
     # when it finds something unusual does the walk below name the path.
     if not is_plain_json(value):
-        _walk(value, path)
+        _walk(value, path, allow_bytes)
 
 
 def is_plain_json(value: Any) -> bool:
@@ -73,13 +74,13 @@ def _plain_json(value: Any) -> bool:
     return value is None or kind is bool
 
 
-def _walk(value: Any, path: str) -> None:
+def _walk(value: Any, path: str, allow_bytes: bool = False) -> None:
     # An explicit stack, not recursion: deeply nested tool outputs must not hit
     # the interpreter's recursion limit.
     stack: list[tuple[Any, str]] = [(value, path)]
     while stack:
         item, where = stack.pop()
-        if item is None or isinstance(item, bool):
+        if item is None or isinstance(item, bool) or (allow_bytes and isinstance(item, bytes)):
             continue
         if isinstance(item, str):
             if not _is_valid_unicode(item):

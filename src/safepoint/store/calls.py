@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 from safepoint.errors import InvalidArgument
@@ -55,7 +56,7 @@ def now_micros() -> int:
 
 
 def save(cp: Checkpoint, lease: Lease | None, pipeline: Pipeline) -> Call[ops.SaveResult, CheckpointInfo]:
-    pipeline.guard(validate_fields, cp)
+    pipeline.guard(partial(validate_fields, allow_bytes=pipeline.blobs is not None), cp)
     if lease is not None and lease.run_id != cp.run_id:
         raise InvalidArgument(f"the lease is for run {lease.run_id!r}, not {cp.run_id!r}")
     view = cp.stored_view

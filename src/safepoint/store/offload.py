@@ -25,6 +25,7 @@ from safepoint.errors import InvalidArgument
 
 DEFAULT_THRESHOLD = 64 * 1024
 TEXT = "text/plain; charset=utf-8"
+BINARY = "application/octet-stream"
 BLOB_MARK = b'"' + BLOB_KEY.encode() + b'"'
 
 
@@ -64,8 +65,8 @@ class BlobSink:
         self.pending: dict[str, bytes] = {}
         self.digests: set[str] = set()
 
-    def add(self, data: bytes) -> BlobRef:
-        ref = BlobRef(blob_digest(data), len(data), TEXT)
+    def add(self, data: bytes, media_type: str = TEXT) -> BlobRef:
+        ref = BlobRef(blob_digest(data), len(data), media_type)
         self.pending.setdefault(ref.digest, data)
         self.digests.add(ref.digest)
         return ref
@@ -77,8 +78,11 @@ def might_hold_blobs(encoded: bytes, policy: BlobPolicy) -> bool:
 
 
 def offload(value: Any, root: str, policy: BlobPolicy, sink: BlobSink) -> Any:
-    """``value`` with every oversized string replaced by a blob reference (a new object
+    """``value`` with every oversized string — and every ``bytes`` value, whatever
+    its size (JSON cannot hold bytes) — replaced by a blob reference (a new object
     where anything changed); existing references are recorded in ``sink``."""
+    if isinstance(value, bytes):
+        return sink.add(value, BINARY).to_json()
     if isinstance(value, str):
         data = value.encode("utf-8", "surrogatepass")
         if len(data) > policy.threshold_for(root):
@@ -97,6 +101,13 @@ def offload(value: Any, root: str, policy: BlobPolicy, sink: BlobSink) -> Any:
 
 def _child(root: str, key: str) -> str:
     return f"{root}.{key}" if key.isidentifier() else f"{root}[{key!r}]"
+
+
+def offload_bytes(value: Any, root: str, policy: BlobPolicy, sink: BlobSink) -> Any:
+    """``value`` with its ``bytes`` moved out, if it holds any (checked cheaply first)."""
+    if codec.is_plain_json(value):
+        return value
+    return offload(value, root, policy, sink)
 
 
 def offload_encoded(value: Any, encoded: bytes, root: str, policy: BlobPolicy, sink: BlobSink) -> bytes:

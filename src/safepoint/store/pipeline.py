@@ -39,9 +39,10 @@ from .offload import (
     inline,
     might_hold_blobs,
     offload,
+    offload_bytes,
     offload_encoded,
 )
-from .serialize import MessagePlan, encode_message, plan_messages
+from .serialize import MessagePlan, check_message, encode_message, plan_messages
 
 if TYPE_CHECKING:
     from .ops import Loaded
@@ -78,12 +79,27 @@ class PreparedSave:
         self._message_found: Found | None = None
         self._field_sink = BlobSink()
         self._message_sink = BlobSink()
-        self.fields = self._offload_fields(self._scrub_fields(cp))
+        self.fields = self._offload_fields(self._scrub_fields(self._bytes_out(cp)))
 
-    def _scrub_fields(self, cp: Checkpoint) -> StoredFields:
+    def _bytes_out(self, cp: Checkpoint) -> StoredFields:
+        """The fields with ``bytes`` values offloaded first: binary data is not
+        text to scrub, and JSON (which the scrubber reads) cannot hold it."""
+        fields = StoredFields.of(cp)
+        if self.blobs is None:
+            return fields
+        values = {
+            name: offload_bytes(getattr(fields, name), name, self._policy, self._field_sink)
+            for name in ("pending_action", "cursors", "state")
+        }
+        return StoredFields(
+            fields.counters, values["pending_action"], values["cursors"], values["state"], fields.labels
+        )
+
+    def _scrub_fields(self, fields: StoredFields) -> StoredFields:
         scrubber = self._scrubber
         if scrubber is None:
-            return StoredFields.of(cp)
+            return fields
+        cp = fields
         values = {}
         for name in ("pending_action", "cursors", "state"):
             value, found = scrubber.scrub(getattr(cp, name), name)
@@ -120,8 +136,11 @@ class PreparedSave:
         sink = self._message_sink = BlobSink()
 
         def encode(message: Any, index: int) -> bytes:
-            body = encode_message(message, index)
             root = f"messages[{index}]"
+            if self.blobs is not None and not codec.is_plain_json(message):
+                check_message(message, index, allow_bytes=True)
+                message = offload(message, root, policy, sink)  # bytes (and large text) out first
+            body = encode_message(message, index)
             if scrubber is not None:
                 message, body = scrubber.scrub_encoded(message, body, root, found)
             if self.blobs is not None:

@@ -47,8 +47,12 @@ def check_step(step: Any) -> int | None:
     return step
 
 
-def validate_fields(cp: Checkpoint) -> None:
-    """Refuse a checkpoint whose non-message fields can't be stored, naming the field."""
+def validate_fields(cp: Checkpoint, *, allow_bytes: bool = False) -> None:
+    """Refuse a checkpoint whose non-message fields can't be stored, naming the field.
+
+    ``allow_bytes``: ``bytes`` values are accepted in ``pending_action``,
+    ``cursors`` and ``state`` (the store offloads them to its blob store).
+    """
     try:
         check_id(cp.run_id)
     except InvalidArgument as exc:
@@ -64,7 +68,7 @@ def validate_fields(cp: Checkpoint) -> None:
     # Every save runs this: one quick pass over exact built-in types first; only
     # if it finds anything unusual does the detailed pass name the bad path.
     if not _plainly_valid(cp):
-        _explain_invalid(cp)
+        _explain_invalid(cp, allow_bytes)
 
 
 def _plainly_valid(cp: Checkpoint) -> bool:
@@ -93,7 +97,7 @@ def _plainly_valid(cp: Checkpoint) -> bool:
 _NUMBER_TYPES = (int, float)
 
 
-def _explain_invalid(cp: Checkpoint) -> None:
+def _explain_invalid(cp: Checkpoint, allow_bytes: bool) -> None:
     """The detailed pass: raise naming the first bad field (or accept dict subclasses)."""
     codec.check_json(cp.run_id, "run_id")
     _check_mapping(cp.counters, "counters")
@@ -111,9 +115,9 @@ def _explain_invalid(cp: Checkpoint) -> None:
         if "\x00" in text:
             raise NotJSONCompatible(path, "NUL characters are not allowed in labels and counter names")
     if cp.pending_action is not None:
-        _check_mapping(cp.pending_action, "pending_action")
-    _check_mapping(cp.cursors, "cursors")
-    _check_mapping(cp.state, "state")
+        _check_mapping(cp.pending_action, "pending_action", allow_bytes)
+    _check_mapping(cp.cursors, "cursors", allow_bytes)
+    _check_mapping(cp.state, "state", allow_bytes)
 
 
 def _queryable_texts(cp: Checkpoint) -> list[tuple[str, str]]:
@@ -123,10 +127,10 @@ def _queryable_texts(cp: Checkpoint) -> list[tuple[str, str]]:
     return texts
 
 
-def _check_mapping(value: Any, path: str) -> None:
+def _check_mapping(value: Any, path: str, allow_bytes: bool = False) -> None:
     if not isinstance(value, dict):
         raise NotJSONCompatible(path, f"{type(value).__name__} is not a dict")
-    codec.check_json(value, path)
+    codec.check_json(value, path, allow_bytes=allow_bytes)
 
 
 def encode_message(message: Any, index: int) -> bytes:
@@ -136,6 +140,14 @@ def encode_message(message: Any, index: int) -> bytes:
         raise NotJSONCompatible(path, f"{type(message).__name__} is not a message (messages are dicts)")
     codec.check_json(message, path)
     return codec.encode(message)
+
+
+def check_message(message: Any, index: int, *, allow_bytes: bool) -> None:
+    """Refuse a message that isn't a JSON dict (``bytes`` inside allowed with ``allow_bytes``)."""
+    path = f"messages[{index}]"
+    if not isinstance(message, dict):
+        raise NotJSONCompatible(path, f"{type(message).__name__} is not a message (messages are dicts)")
+    codec.check_json(message, path, allow_bytes=allow_bytes)
 
 
 @dataclass(slots=True)
