@@ -23,12 +23,12 @@ import subprocess
 from pathlib import Path
 from urllib.parse import quote, quote_plus
 
-import ahocorasick
 import pytest
 
 import safepoint
 from conftest_postgres import fresh_schema, require_postgres
 from safepoint import Checkpoint, Secrets, Store
+from safepoint.scrub.matcher import Matcher
 
 CANARIES = 100
 RUNS, STEPS = 20, 50  # 1,000 checkpoints
@@ -135,18 +135,13 @@ def exercise(store: Store, secrets: dict[str, str], errors: list[BaseException])
     errors.append(leak.value)
 
 
-def needles(secrets: dict[str, str]) -> ahocorasick.Automaton:
-    automaton = ahocorasick.Automaton()
-    for name, value in secrets.items():
-        for form in encodings(value):
-            automaton.add_word(form, (name, form))
-    automaton.make_automaton()
-    return automaton
+def needles(secrets: dict[str, str]) -> Matcher[str]:
+    return Matcher({form: name for name, value in secrets.items() for form in encodings(value)})
 
 
-def hits(automaton: ahocorasick.Automaton, data: bytes | str) -> list[str]:
+def hits(automaton: Matcher[str], data: bytes | str) -> list[str]:
     text = data if isinstance(data, str) else data.decode("latin-1")
-    return sorted({name for _, (name, _form) in automaton.iter(text)})
+    return sorted({name for _, _, name in automaton.find(text)})
 
 
 def error_texts(errors: list[BaseException]) -> str:

@@ -31,10 +31,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, quote_plus
 
-import ahocorasick
 import orjson
 
 from safepoint.errors import InvalidArgument, UnknownSecret
+
+from .matcher import Matcher
 
 MIN_SECRET_LENGTH = 8
 _NAME = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
@@ -111,8 +112,9 @@ class Secrets:
         self._values: dict[str, str] = {}
         self._sources: dict[str, Callable[[], str]] = {}
         self._lock = threading.Lock()
-        self._automaton: Any = None
-        self._prefilter: Any = None
+        self._automaton: Matcher[_Variant] | None = None
+        self._prefilter: Matcher[bool] | None = None
+        self.version = 0  # bumped on every change: caches of scrub results check it
         for name, value in (values or {}).items():
             self.add(name, value)
 
@@ -133,6 +135,7 @@ class Secrets:
         with self._lock:
             self._values[name] = value
             self._automaton = self._prefilter = None
+            self.version += 1
         return self
 
     def add_env(self, *names: str, environ: Mapping[str, str] | None = None) -> Secrets:
@@ -167,14 +170,14 @@ class Secrets:
     def __len__(self) -> int:
         return len(self._values)
 
-    def automaton(self) -> Any:
+    def automaton(self) -> Matcher[_Variant] | None:
         """The Aho-Corasick automaton over every variant of every value (cached)."""
         with self._lock:
             if self._automaton is None:
                 self._automaton = _build_automaton(self._values)
             return self._automaton
 
-    def prefilter(self) -> Any:
+    def prefilter(self) -> Matcher[bool] | None:
         """An automaton for the canonical JSON text of a whole field: every variant
         as it appears once more JSON-escaped there (the same text when the
         variant holds no quote, backslash or control character)."""
@@ -184,30 +187,25 @@ class Secrets:
             return self._prefilter
 
 
-def _build_automaton(values: Mapping[str, str]) -> Any:
-    automaton = ahocorasick.Automaton()
+def _build_automaton(values: Mapping[str, str]) -> Matcher[_Variant] | None:
+    words: dict[str, _Variant] = {}
     # Sorted for determinism: when two names share a value, the last one wins.
     for name, value in sorted(values.items()):
         for encoding, text in [*_encodings(value).items(), *_base64_cores(value)]:
-            existing = automaton.get(text, None)
+            existing = words.get(text)
             # An exact encoding beats a base64 core that happens to be the same text.
             if existing is None or existing.encoding == "base64-part":
-                automaton.add_word(text, _Variant(name, encoding, len(text)))
-    if len(automaton) == 0:
-        return None
-    automaton.make_automaton()
-    return automaton
+                words[text] = _Variant(name, encoding, len(text))
+    return Matcher(words) if words else None
 
 
-def _build_prefilter(values: Mapping[str, str]) -> Any:
-    automaton = ahocorasick.Automaton()
-    for value in values.values():
-        for _, text in [*_encodings(value).items(), *_base64_cores(value)]:
-            automaton.add_word(_json_escaped(text), True)
-    if len(automaton) == 0:
-        return None
-    automaton.make_automaton()
-    return automaton
+def _build_prefilter(values: Mapping[str, str]) -> Matcher[bool] | None:
+    words = {
+        _json_escaped(text): True
+        for value in values.values()
+        for _, text in [*_encodings(value).items(), *_base64_cores(value)]
+    }
+    return Matcher(words) if words else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,17 +216,16 @@ class Hit:
     encoding: str
 
 
-def find_known(automaton: Any, text: str) -> list[Hit]:
+def find_known(automaton: Matcher[_Variant] | None, text: str) -> list[Hit]:
     """Non-overlapping hits of registered values in ``text``, longest first on overlap."""
     if automaton is None:
         return []
     hits = []
-    for last, variant in automaton.iter(text):
-        start, end = last + 1 - variant.length, last + 1
-        encoding = variant.encoding
-        if encoding == "base64-part":
-            start, end, encoding = _widen_base64(text, start, end, variant.name)
-        hits.append(Hit(start, end, variant.name, encoding))
+    for first, last, variant in automaton.find(text):
+        span = (first, last, variant.encoding)
+        if variant.encoding == "base64-part":
+            span = _widen_base64(text, first, last, variant.name)
+        hits.append(Hit(span[0], span[1], variant.name, span[2]))
     if len(hits) <= 1:
         return hits
     # Leftmost, then longest, then an exact encoding over a base64 fragment (restorable).

@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from .rules import RuleScanner
 
 Policy = Literal["reference", "redact", "raise"]
+_CACHE_MAX_TEXT = 256  # characters: longer strings are rarely repeated, and cost more to hash
+_CACHE_SIZE = 8192  # entries; cleared when full (a save rarely needs more than a few dozen)
 POLICIES: tuple[str, ...] = ("reference", "redact", "raise")
 
 
@@ -45,13 +47,14 @@ class Found:
     """Where a step reports a replacement: records ``(rule, path)`` or, under
     the ``raise`` policy, refuses the save naming them."""
 
-    __slots__ = ("as_key", "counts", "parts", "policy")
+    __slots__ = ("as_key", "counts", "names", "parts", "policy")
 
     def __init__(self, policy: str, root: str) -> None:
         self.policy = policy
         self.counts: Counter[tuple[str, str]] = Counter()
         self.parts: list[str | int] = [root]
         self.as_key = False  # the text being scrubbed is a dict key or a label: it must stay a str
+        self.names: list[str] | None = None  # set while the scrubber records a result for its cache
 
     def path(self) -> str:
         out = str(self.parts[0])
@@ -65,6 +68,8 @@ class Found:
         return out
 
     def add(self, rule: str, count: int = 1) -> None:
+        if self.names is not None:
+            self.names.append(rule)
         path = self.path()
         if self.policy == "raise":
             raise SecretLeak(path, rule)
@@ -83,7 +88,7 @@ class KnownSecretsStep:
 
     def might_match(self, text: str) -> bool:
         automaton = self.secrets.prefilter()
-        return automaton is not None and next(automaton.iter(text), None) is not None
+        return automaton is not None and automaton.any(text)
 
     def __call__(self, text: str, found: Found) -> Any:
         hits = find_known(self.secrets.automaton(), text)
@@ -160,6 +165,10 @@ class Scrubber:
             if not callable(step):
                 raise InvalidArgument(f"scrubber step {step!r} is not callable")
         self.steps: tuple[Step, ...] = (*built, *steps)
+        # Only the built-in steps are known to be deterministic enough to cache.
+        self._cacheable = not steps
+        self._cache: dict[tuple[str, bool], tuple[Any, tuple[str, ...]]] = {}
+        self._cache_version = self.secrets.version
 
     # -- whole fields ------------------------------------------------------
 
@@ -207,6 +216,10 @@ class Scrubber:
         found.as_key = True
         return cast(str, self._scrub_str(text, found))
 
+    def might_match(self, text: str) -> bool:
+        """Whether any step might replace something in this (JSON) text."""
+        return self._might_match(text)
+
     def _might_match(self, text: str) -> bool:
         for step in self.steps:
             check = getattr(step, "might_match", None)
@@ -246,14 +259,36 @@ class Scrubber:
             found.parts.pop()
 
     def _scrub_str(self, text: str, found: Found) -> Any:
-        value: Any = text
-        for step in self.steps:
-            value = step(value, found)
-            if not isinstance(value, str):
-                break
-        if found.as_key and not isinstance(value, str):
-            raise InvalidArgument("a scrubber step must return a str for dict keys and labels")
-        return value
+        # Short strings repeat from save to save (keys, labels, statuses, tool
+        # names): the built-in steps are deterministic, so their result for a
+        # short string is remembered, with the rules it reported.
+        cacheable = self._cacheable and len(text) <= _CACHE_MAX_TEXT
+        if cacheable:
+            if self._cache_version != self.secrets.version:
+                self._cache.clear()
+                self._cache_version = self.secrets.version
+            hit = self._cache.get((text, found.as_key))
+            if hit is not None:
+                for name in hit[1]:
+                    found.add(name)
+                return hit[0]
+            found.names = []
+        try:
+            value: Any = text
+            for step in self.steps:
+                value = step(value, found)
+                if not isinstance(value, str):
+                    break
+            if found.as_key and not isinstance(value, str):
+                raise InvalidArgument("a scrubber step must return a str for dict keys and labels")
+            if cacheable:
+                if len(self._cache) >= _CACHE_SIZE:
+                    self._cache.clear()
+                assert found.names is not None
+                self._cache[(text, found.as_key)] = (value, tuple(found.names))
+            return value
+        finally:
+            found.names = None
 
 
 def report_of(founds: Iterable[Found]) -> ScrubReport:

@@ -33,11 +33,11 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-import ahocorasick
+from typing import TYPE_CHECKING
 
 from safepoint.errors import InvalidArgument
+
+from .matcher import Matcher
 
 if TYPE_CHECKING:
     from safepoint.scrub.token_rules import SECRET_RULES  # noqa: F401  (see __getattr__ below)
@@ -115,18 +115,13 @@ class RuleScanner:
             for spelling in sorted(spellings):
                 probe = (index, len(spelling), rule.reach_before, window, method, has_group, rule.validate)
                 probes.setdefault(spelling, []).append(probe)
-        self._automaton: Any = None
-        if probes:
-            self._automaton = ahocorasick.Automaton()
-            for spelling, found in probes.items():
-                self._automaton.add_word(spelling, tuple(found))
-            self._automaton.make_automaton()
+        self._automaton = Matcher({spelling: tuple(found) for spelling, found in probes.items()})
 
     def might_match(self, text: str) -> bool:
         """Cheap prefilter: False means :meth:`find` would certainly return nothing."""
         if self._whole_text:
             return True
-        return self._automaton is not None and next(self._automaton.iter(text), None) is not None
+        return self._automaton.any(text)
 
     def find(self, text: str) -> list[Finding]:
         """Non-overlapping findings sorted by start; on overlap the longer, then earlier-listed, wins."""
@@ -165,12 +160,11 @@ class RuleScanner:
 
     def _candidates(self, text: str) -> list[tuple[int, int, int]]:
         found: list[tuple[int, int, int]] = []
-        if self._automaton is not None:
+        if len(self._automaton):
             # Per rule, where its last match ended: a trigger inside that match needs no second look.
             reached: dict[int, int] = {}
-            for last_char, probes in self._automaton.iter(text):
-                for index, length, before, window, run, has_group, validate in probes:
-                    at = last_char + 1 - length
+            for at, _end, probes in self._automaton.find(text):
+                for index, _length, before, window, run, has_group, validate in probes:
                     if at < reached.get(index, 0):
                         continue
                     lo = at - before if at > before else 0
