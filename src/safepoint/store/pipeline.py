@@ -99,6 +99,10 @@ class PreparedSave:
         scrubber = self._scrubber
         if scrubber is None:
             return fields
+        # One look at all the header fields together first: usually nothing matches.
+        header = (fields.pending_action, fields.cursors, fields.state, fields.labels, fields.counters)
+        if not scrubber.might_match(codec.encode(header).decode()):
+            return fields
         cp = fields
         values = {}
         for name in ("pending_action", "cursors", "state"):
