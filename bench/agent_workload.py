@@ -47,6 +47,10 @@ class Workload:
         """Sum of len(compact UTF-8 JSON) over every message (the primary content size)."""
         return sum(json_size(m) for s in self.steps for m in s.messages)
 
+    def prefix_json_bytes(self, steps: int) -> int:
+        """``content_json_bytes`` of the first ``steps`` steps."""
+        return sum(json_size(m) for s in self.steps[:steps] for m in s.messages)
+
     def content_text_bytes(self) -> int:
         """Sum of the UTF-8 length of every message's ``content`` string alone."""
         return sum(len(m["content"].encode()) for s in self.steps for m in s.messages)
@@ -59,7 +63,7 @@ def json_size(message: Message) -> int:
 def build(steps: int, seed: int = SEED) -> Workload:
     """The first ``steps`` agent steps (step numbers 1..steps)."""
     rng = random.Random(seed)
-    vocabulary = [_word(rng) for _ in range(_VOCABULARY_SIZE)]
+    vocabulary = [random_word(rng) for _ in range(_VOCABULARY_SIZE)]
     tokens_in = tokens_out = 0
     spend = 0.0
     out: list[AgentStep] = []
@@ -69,18 +73,18 @@ def build(steps: int, seed: int = SEED) -> Workload:
                 "id": f"m{n:05d}-tool",
                 "role": "tool",
                 "tool_call_id": f"call_{n:05d}",
-                "content": _text(rng, vocabulary, TOOL_OUTPUT_BYTES),
+                "content": random_text(rng, vocabulary, TOOL_OUTPUT_BYTES),
             }
         else:
             incoming = {
                 "id": f"m{n:05d}-user",
                 "role": "user",
-                "content": _text(rng, vocabulary, MESSAGE_BYTES),
+                "content": random_text(rng, vocabulary, MESSAGE_BYTES),
             }
         reply: Message = {
             "id": f"m{n:05d}-assistant",
             "role": "assistant",
-            "content": _text(rng, vocabulary, MESSAGE_BYTES),
+            "content": random_text(rng, vocabulary, MESSAGE_BYTES),
         }
         tokens_in += rng.randint(200, 2000)
         tokens_out += rng.randint(50, 400)
@@ -98,11 +102,11 @@ def build(steps: int, seed: int = SEED) -> Workload:
     return Workload(out)
 
 
-def _word(rng: random.Random) -> str:
+def random_word(rng: random.Random) -> str:
     return "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 10)))
 
 
-def _text(rng: random.Random, vocabulary: list[str], size: int) -> str:
+def random_text(rng: random.Random, vocabulary: list[str], size: int) -> str:
     words: list[str] = []
     length = 0
     while length < size:

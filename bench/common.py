@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import sqlite3
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -73,13 +75,17 @@ class DiskUsage:
     db: int
     wal: int
     shm: int
+    blobs: int = 0  # the blob files' sizes (a filesystem blob store beside the database)
+    blob_files: int = 0
 
     @property
     def total(self) -> int:
-        return self.db + self.wal + self.shm
+        return self.db + self.wal + self.shm + self.blobs
 
 
-def disk_usage(db_path: Path) -> DiskUsage:
+def disk_usage(db_path: Path, blob_dir: Path | None = None) -> DiskUsage:
+    """File sizes of a SQLite database (with its -wal and -shm) and of a blob directory."""
+
     def size(path: Path) -> int:
         return path.stat().st_size if path.exists() else 0
 
@@ -87,7 +93,30 @@ def disk_usage(db_path: Path) -> DiskUsage:
         db=size(db_path),
         wal=size(db_path.with_name(db_path.name + "-wal")),
         shm=size(db_path.with_name(db_path.name + "-shm")),
+        blobs=dir_bytes(blob_dir) if blob_dir is not None else 0,
+        blob_files=_file_count(blob_dir) if blob_dir is not None else 0,
     )
+
+
+def dir_bytes(directory: Path) -> int:
+    """Total size of the regular files under ``directory`` (0 if it does not exist)."""
+    if not directory.exists():
+        return 0
+    return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
+
+
+def _file_count(directory: Path) -> int:
+    return sum(1 for p in directory.rglob("*") if p.is_file()) if directory.exists() else 0
+
+
+def pages_in_use(db_path: Path) -> int:
+    """Bytes of the pages a SQLite database uses, as a new reader sees it (WAL content
+    included, free pages left out), read without disturbing the writer."""
+    with contextlib.closing(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)) as conn:
+        (pages,) = conn.execute("PRAGMA page_count").fetchone()
+        (free,) = conn.execute("PRAGMA freelist_count").fetchone()
+        (size,) = conn.execute("PRAGMA page_size").fetchone()
+    return int((pages - free) * size)
 
 
 @dataclass(slots=True)
@@ -101,6 +130,8 @@ class StoreRun:
     raw_commit_seconds: list[float]  # the raw-SQLite commits interleaved with this run
     extra_seconds: dict[str, list[float]] = field(default_factory=dict)  # e.g. "put"
     facts: dict[str, str] = field(default_factory=dict)
+    probe_bytes: dict[int, int] = field(default_factory=dict)  # step -> bytes stored after it
+    options: str = ""  # how the store was opened, for the report
 
     @property
     def steps(self) -> int:

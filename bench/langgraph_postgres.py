@@ -1,13 +1,17 @@
-"""LangGraph's PostgresSaver under the same compiled StateGraph as the SQLite section, at its defaults.
+"""A real compiled LangGraph graph on PostgreSQL: LangGraph's ``PostgresSaver`` or safepoint's
+``SafepointSaver``, each at its defaults, in one ``pg_writer`` child.
 
-Each writer is one ``PostgresSaver.from_conn_string(...)`` (LangGraph's own
-connection: autocommit, ``prepare_threshold=0``, no pipeline) on its own
-``thread_id``; every operation is one ``graph.invoke`` carrying the step's
-user or tool message, whose one node returns the assistant reply and the new
-counters, cursor and state (``langgraph_sqlite.AgentState``: ``messages``
-with ``add_messages``). ``invoke`` uses the default durability mode. The
-tables live in the benchmark's schema, set as the connection's
-``search_path``; ``setup`` (the saver's migrations) runs once, untimed.
+``PostgresSaver.from_conn_string(...)`` is LangGraph's own connection
+(autocommit, ``prepare_threshold=0``, no pipeline) with the benchmark's schema
+as its ``search_path``; ``setup`` (the saver's migrations) runs once,
+untimed. ``SafepointSaver`` wraps ``safepoint.open_store(url, schema=…)``.
+Every operation is one ``graph.invoke`` of the ``lg_graph`` graph (the same
+as the SQLite section's) carrying the step's user or tool message, on the
+writer's own ``thread_id``, at the default durability.
+
+With ``probes`` in the spec, after the turns named the writer reads, outside
+the timer, the bytes in the schema's tables (``pg_total_relation_size``:
+heap, TOAST and indexes) and times ``graph.get_state``.
 """
 
 from __future__ import annotations
@@ -18,11 +22,16 @@ from typing import Any
 
 import agent_workload
 import pg_server
+import psycopg
 from agent_workload import AgentStep
+from common import time_calls
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.postgres import PostgresSaver
-from langgraph.graph import END, START, StateGraph
-from langgraph_sqlite import AgentState
+from lg_graph import build_graph
+from psycopg import sql
+
+import safepoint
+from safepoint.adapters.langgraph import SafepointSaver
 
 
 def setup(url: str, schema: str) -> None:
@@ -31,21 +40,16 @@ def setup(url: str, schema: str) -> None:
         saver.setup()
 
 
-def build_graph(saver: PostgresSaver, current: list[AgentStep]) -> Any:
-    def agent(state: AgentState) -> dict[str, Any]:
-        step = current[-1]
-        return {
-            "messages": [step.reply],
-            "counters": step.counters,
-            "cursor": step.cursor,
-            "state": step.state,
-        }
-
-    builder = StateGraph(AgentState)
-    builder.add_node("agent", agent)
-    builder.add_edge(START, "agent")
-    builder.add_edge("agent", END)
-    return builder.compile(checkpointer=saver)
+def schema_bytes(url: str, schema: str) -> int:
+    """Bytes of every table in ``schema``, with its TOAST and indexes."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            sql.SQL(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class AS c "
+                "JOIN pg_namespace AS n ON n.oid = c.relnamespace WHERE n.nspname = {} AND c.relkind = 'r'"
+            ).format(sql.Literal(schema))
+        ).fetchone()
+    return int(row[0]) if row else 0
 
 
 class LangGraphWriter:
@@ -53,14 +57,23 @@ class LangGraphWriter:
 
     def __init__(self, spec: dict[str, Any]) -> None:
         self._exit = contextlib.ExitStack()
-        saver = self._exit.enter_context(
-            PostgresSaver.from_conn_string(pg_server.with_search_path(spec["url"], spec["schema"]))
-        )
+        self._url, self._schema = spec["url"], spec["schema"]
+        saver: Any
+        if spec.get("saver", "postgres") == "postgres":
+            saver = self._exit.enter_context(
+                PostgresSaver.from_conn_string(pg_server.with_search_path(self._url, self._schema))
+            )
+        else:
+            store = safepoint.open_store(self._url, schema=self._schema)
+            self._exit.callback(store.close)
+            saver = SafepointSaver(store)
         self._steps = agent_workload.build(spec["steps"]).steps
+        self._probes = set(spec.get("probes", ()))
         self._current: list[AgentStep] = []
         self._graph = build_graph(saver, self._current)
         self._config: RunnableConfig = {"configurable": {"thread_id": f"writer-{spec['index']}"}}
         self.seconds: list[float] = []
+        self.probed: dict[str, dict[str, Any]] = {}  # turn -> {"bytes": …, "get_state": [seconds]}
 
     def block(self, count: int) -> int:
         done = 0
@@ -70,12 +83,24 @@ class LangGraphWriter:
             start = time.perf_counter()
             self._graph.invoke({"messages": [agent_step.incoming]}, self._config)
             self.seconds.append(time.perf_counter() - start)
+            if agent_step.step in self._probes:
+                self._probe(agent_step.step)
             self._current.clear()
             done += 1
         return done
 
+    def _probe(self, turn: int) -> None:
+        def load() -> None:
+            if len(self._graph.get_state(self._config).values["messages"]) != 2 * turn:
+                raise AssertionError(f"get_state after turn {turn} is not turn {turn}")
+
+        self.probed[str(turn)] = {
+            "bytes": schema_bytes(self._url, self._schema),
+            "get_state": time_calls(load),
+        }
+
     def result(self) -> dict[str, Any]:
-        return {"seconds": self.seconds}
+        return {"seconds": self.seconds, "probes": self.probed}
 
     def close(self) -> None:
         self._exit.close()

@@ -39,7 +39,17 @@ def describe(workdir: Path) -> dict[str, str]:
         "SQLite": sqlite3.sqlite_version,
         "Packages": ", ".join(f"{name} {_version(name)}" for name in PACKAGES),
         "safepoint measured": _measured(),
+        "Load average (1, 5, 15 min) at the start": load_average(),
     }
+
+
+def load_average() -> str:
+    """The machine's load average: how much else was running (2 cores shared with other work)."""
+    try:
+        one, five, fifteen = os.getloadavg()
+    except OSError:
+        return "unknown"
+    return f"{one:.2f}, {five:.2f}, {fifteen:.2f}"
 
 
 def _cpu_model() -> str:

@@ -16,6 +16,10 @@ by one interpreter's GIL) driven in lockstep phases by ``pg_phases.Writers``:
 4. **Claims**: ``claim_runs`` runs queued (step 0 saved, ``enqueue``), then 8
    workers claim and release until the queue is empty; then as many runs
    again, each claimed, loaded, saved one step under the lease and released.
+5. **LangGraph adapter** (issue 8): one child with two contenders in
+   alternating phases, ``SafepointSaver`` over a safepoint store
+   (``adapter_turns`` turns) and ``PostgresSaver`` (``langgraph_steps``
+   turns), each on its own schema, with bytes and ``get_state`` probed.
 
 Every experiment has schemas of its own, dropped at the end.
 """
@@ -70,6 +74,16 @@ class Throughput:
         return ops / seconds
 
 
+@dataclass(frozen=True, slots=True)
+class AdapterRun:
+    """One LangGraph checkpointer's turns: seconds per ``invoke``, and probes by turn."""
+
+    saver: str
+    seconds: list[float]
+    probe_bytes: dict[int, int]
+    get_state: dict[int, list[float]]
+
+
 @dataclass(slots=True)
 class PgResults:
     url: str
@@ -79,12 +93,14 @@ class PgResults:
     langgraph_steps: int = 0
     langgraph_steps_8: int = 0
     claim_runs: int = 0
+    adapter_turns: int = 0
     one: list[tuple[Throughput, Throughput]] = field(default_factory=list)  # (safepoint, raw) per rep
     eight: tuple[Throughput, Throughput] | None = None
     langgraph_one: Throughput | None = None
     langgraph_eight: Throughput | None = None
     claims: Throughput | None = None
     claim_save: Throughput | None = None
+    adapter: dict[str, AdapterRun] = field(default_factory=dict)  # "safepoint" / "postgres"
     facts: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -98,9 +114,11 @@ def run(
     langgraph_steps_8: int,
     claim_runs: int,
     langgraph: bool = True,
+    adapter_turns: int = 0,
 ) -> PgResults:
     began = time.perf_counter()
     results = PgResults(url=url, steps=steps, claim_runs=claim_runs)
+    results.adapter_turns = adapter_turns if langgraph else 0
     if langgraph:
         results.langgraph_steps, results.langgraph_steps_8 = langgraph_steps, langgraph_steps_8
     reason = pg_server.unreachable(url)
@@ -109,7 +127,7 @@ def run(
         _log(f"PostgreSQL skipped: {results.skipped}")
         return results
     try:
-        _measure(results, reps=reps, langgraph=langgraph)
+        _measure(results, reps=reps, langgraph=langgraph, adapter_turns=adapter_turns)
     except (psycopg.Error, RuntimeError) as exc:  # e.g. the server restarted under the benchmark
         results.skipped = f"the section failed during the run ({type(exc).__name__}: {exc})"
         _log(f"PostgreSQL section failed: {exc}")
@@ -117,7 +135,7 @@ def run(
     return results
 
 
-def _measure(results: PgResults, *, reps: int, langgraph: bool) -> None:
+def _measure(results: PgResults, *, reps: int, langgraph: bool, adapter_turns: int) -> None:
     url, steps = results.url, results.steps
     results.settings = pg_server.settings(url)
     for rep in range(1, reps + 1):
@@ -139,6 +157,10 @@ def _measure(results: PgResults, *, reps: int, langgraph: bool) -> None:
         f"claims with {CLAIMERS} workers: {results.claims.rate:,.0f}/s; "
         f"claim+load+save+release: {results.claim_save.rate:,.0f} runs/s"
     )
+    if langgraph and adapter_turns:
+        results.adapter = _adapter(url, adapter_turns, results.langgraph_steps)
+        for name, done in results.adapter.items():
+            _log(f"PostgreSQL adapter: {name} {len(done.seconds)} turns in {sum(done.seconds):.1f} s")
 
 
 # -- experiments ----------------------------------------------------------------
@@ -202,6 +224,48 @@ def _langgraph(url: str, writers: int, steps: int, facts: dict[str, str] | None)
                 f"{size:,} B after {steps} steps"
             )
     return _throughput("langgraph", group.tallies["langgraph"], children, writers)
+
+
+def _adapter(url: str, safepoint_turns: int, postgres_turns: int) -> dict[str, AdapterRun]:
+    """SafepointSaver and PostgresSaver in one child, alternating phases of BLOCK turns."""
+    import langgraph_postgres  # noqa: PLC0415 (LangGraph loads only when this part runs)
+
+    turns = {"safepoint": safepoint_turns, "postgres": postgres_turns}
+    with (
+        pg_server.scratch_schema(url, "ad_sp") as sp_schema,
+        pg_server.scratch_schema(url, "ad_lg", create=True) as lg_schema,
+    ):
+        langgraph_postgres.setup(url, lg_schema)
+        schemas = {"safepoint": sp_schema, "postgres": lg_schema}
+        spec = [
+            {
+                "name": name,
+                "kind": "langgraph",
+                "saver": name,
+                "url": url,
+                "schema": schemas[name],
+                "index": 0,
+                "steps": turns[name],
+                "probes": sorted({p for p in (10, 100, turns[name]) if p <= turns[name]}),
+            }
+            for name in turns
+        ]
+        with Writers([spec]) as group:
+            done = dict.fromkeys(turns, 0)
+            while any(done[name] < total for name, total in turns.items()):
+                for name, total in turns.items():
+                    if done[name] < total:
+                        done[name] += group.phase(name, min(BLOCK, total - done[name]))
+            (child,) = group.finish()
+    return {
+        name: AdapterRun(
+            saver=name,
+            seconds=child[name]["seconds"],
+            probe_bytes={int(t): p["bytes"] for t, p in child[name]["probes"].items()},
+            get_state={int(t): p["get_state"] for t, p in child[name]["probes"].items()},
+        )
+        for name in turns
+    }
 
 
 def _claims(url: str, runs: int, facts: dict[str, str]) -> tuple[Throughput, Throughput]:

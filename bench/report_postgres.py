@@ -9,10 +9,14 @@ from collections.abc import Sequence
 from agent_workload import MESSAGE_BYTES, TOOL_EVERY, TOOL_OUTPUT_BYTES
 from claims import LEASE_SECONDS
 from common import WINDOW, window, window_mean, window_median
+from fmt import TIMES, Target, targets_table
+from fmt import ms as _ms
+from fmt import table as _table
+from fmt import x as _x
 from postgres_section import BLOCK, CLAIMERS, WRITERS, PgResults, Throughput
 from raw_postgres import ROW_BYTES
 
-TIMES = "\N{MULTIPLICATION SIGN}"
+ANCHOR = "postgresql"
 TARGET_RAW = 0.7
 TARGET_LANGGRAPH = 3.0
 TARGET_GROWTH = 1.1
@@ -37,24 +41,6 @@ def render(pg: PgResults | None) -> str:
 
 
 # -- helpers -----------------------------------------------------------------------
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:.3f} ms"
-
-
-def _x(ratio: float) -> str:
-    return f"{ratio:.3g}{TIMES}" if ratio < 0.1 else f"{ratio:.2f}{TIMES}"
-
-
-def _verdict(ok: bool) -> str:
-    return "PASS" if ok else "**FAIL**"
-
-
-def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def _one_rate(pg: PgResults, index: int) -> float:
@@ -108,30 +94,37 @@ by one interpreter's GIL. Durability is the server's default:
 """
 
 
-def _targets(pg: PgResults) -> str:
+def targets(pg: PgResults | None) -> list[Target]:
+    """Issue 3's targets as measured (none when the section was skipped)."""
+    if pg is None or pg.skipped is not None:
+        return []
     rows = []
     if pg.eight is not None:
         sp, raw = pg.eight
         ratio = sp.rate / raw.rate
         rows.append(
-            [
-                f"Saves/s, {WRITERS} writers / raw 1-row commits/s, {WRITERS} connections",
+            Target(
+                "#3",
+                f"PostgreSQL saves/s, {WRITERS} writers / raw 1-row commits/s, {WRITERS} connections",
                 f"{_x(ratio)} ({sp.rate:,.0f} / {raw.rate:,.0f})",
                 f"≥ {TARGET_RAW}{TIMES}",
-                _verdict(ratio >= TARGET_RAW),
-            ]
+                ratio >= TARGET_RAW,
+                ANCHOR,
+            )
         )
     if pg.eight is not None and pg.langgraph_eight is not None:
         n = pg.langgraph_steps_8
         sp_rate, lg_rate = pg.eight[0].prefix_rate(n), pg.langgraph_eight.rate
         rows.append(
-            [
-                f"Saves/s, {WRITERS} writers / PostgresSaver steps/s, {WRITERS} writers "
+            Target(
+                "#3",
+                f"PostgreSQL saves/s, {WRITERS} writers / PostgresSaver steps/s, {WRITERS} writers "
                 f"(steps 1-{n} of each run)",
                 f"{_x(sp_rate / lg_rate)} ({sp_rate:,.0f} / {lg_rate:,.1f})",
                 f"≥ {TARGET_LANGGRAPH:g}{TIMES}",
-                _verdict(sp_rate / lg_rate >= TARGET_LANGGRAPH),
-            ]
+                sp_rate / lg_rate >= TARGET_LANGGRAPH,
+                ANCHOR,
+            )
         )
     probes = _probes(pg)
     if pg.one and len(probes) > 1:
@@ -139,13 +132,20 @@ def _targets(pg: PgResults) -> str:
         median, mean = _growth(_one_series(pg), first, last)
         for label, value in (("window median", median), ("window mean", mean)):
             rows.append(
-                [
-                    f"Save time, step {last} / step {first}, 1 writer ({label})",
+                Target(
+                    "#3",
+                    f"PostgreSQL save time, step {last} / step {first}, 1 writer ({label})",
                     _x(value),
                     f"≤ {TARGET_GROWTH}{TIMES}",
-                    _verdict(value <= TARGET_GROWTH),
-                ]
+                    value <= TARGET_GROWTH,
+                    ANCHOR,
+                )
             )
+    return rows
+
+
+def _targets(pg: PgResults) -> str:
+    rows = targets(pg)
     info = []
     if pg.one:
         info.append(
@@ -168,7 +168,7 @@ def _targets(pg: PgResults) -> str:
     return f"""
 ### safepoint on PostgreSQL against its targets (issue 3)
 
-{_table(["Measure", "safepoint", "Target", "Result"], rows)}
+{targets_table(rows)}
 
 Without a target, for context:
 
@@ -451,8 +451,9 @@ def _method(pg: PgResults) -> str:
   `PostgresSaver.from_conn_string(…)` (its defaults: one autocommit
   connection, `prepare_threshold=0`, no pipeline) with the schema as the
   connection's `search_path`, `setup()` once, then the SQLite section's
-  compiled `StateGraph` (`messages` with `add_messages`, one node) and one
-  `graph.invoke` per agent step on its own `thread_id`, default durability.
+  compiled `StateGraph` (`bench/lg_graph.py`: `messages` with `add_messages`,
+  one node calling an offline fake chat model) and one `graph.invoke` per
+  agent step on its own `thread_id`, default durability.
 - **1 writer** ran {len(pg.one)} repetition(s) of {pg.steps} steps; **{WRITERS} writers**
   one run of {pg.steps} steps each; PostgresSaver {pg.langgraph_steps} steps with 1
   writer and {pg.langgraph_steps_8} steps each with {WRITERS}.

@@ -1,13 +1,16 @@
 """Run the benchmark sections and write the Markdown report.
 
     .venv/bin/python bench/run.py --out docs/benchmarks.md   # what `make bench` runs
-    .venv/bin/python bench/run.py --quick                    # smoke test, ~2 minutes
+    .venv/bin/python bench/run.py --quick                    # smoke test, a few minutes
     .venv/bin/python bench/run.py --no-postgres              # the SQLite sections only
 
-Sections are separate modules (workload, raw SQLite, safepoint, LangGraph,
-report); later backends add a module and a call here. The PostgreSQL section
-(``postgres_section``) needs a server (``--pg-url``); when none answers, the
-report says so and the run goes on.
+Sections are separate modules, run in this order: the store on SQLite
+(``sqlite_store``, with the default options and the variants in
+``VARIANTS``), LangGraph on SQLite (``langgraph_sqlite``: ``SqliteSaver``, then
+``SafepointSaver`` for the adapter section), the scrubber
+(``scrub_section``), large tool outputs (``blob_section``) and PostgreSQL
+(``postgres_section``), which needs a server (``--pg-url``); when none
+answers, the report says so and the run goes on. ``report`` renders them.
 """
 
 from __future__ import annotations
@@ -18,17 +21,23 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import agent_workload
+import blob_section
 import langgraph_sqlite
 import machine
 import pg_server
 import postgres_section
 import report
+import scrub_section
 import sqlite_store
 from common import StoreRun
 
 BENCH_DIR = Path(__file__).resolve().parent
+# The store section's other configurations, run as often as the default one and
+# interleaved with it: what the scrubber costs, and what the whole pipeline costs.
+VARIANTS: tuple[dict[str, Any], ...] = ({"scrubber": False}, {"scrubber": False, "blobs": False})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,22 +54,39 @@ def main(argv: list[str] | None = None) -> int:
     _log(f"workload: {steps} steps, {workload.content_json_bytes():,} content bytes (JSON)")
 
     safepoint_runs: list[StoreRun] = []
+    variants: dict[str, list[StoreRun]] = {}
+    configurations: list[dict[str, Any]] = [{}, *VARIANTS]
     for rep in range(1, reps + 1):
-        run = sqlite_store.run(workload, workdir, str(rep), probes)
-        safepoint_runs.append(run)
-        _log(
-            f"safepoint rep {rep}: {run.rate:,.0f} saves/s (raw alongside: {run.raw_rate:,.0f}/s), "
-            f"{run.disk.total:,} bytes"
-        )
+        # Rotate the order so no configuration always runs first (or on a warmer disk).
+        shift = (rep - 1) % len(configurations)
+        for options in configurations[shift:] + configurations[:shift]:
+            run = sqlite_store.run(workload, workdir, str(rep), probes, options)
+            (safepoint_runs if not options else variants.setdefault(run.options, [])).append(run)
+            _log(
+                f"safepoint ({run.options}) rep {rep}: {run.rate:,.0f} saves/s "
+                f"(raw alongside: {run.raw_rate:,.0f}/s), {run.disk.total:,} bytes"
+            )
 
     langgraph_runs: list[StoreRun] = []
-    for rep in range(1, (0 if args.no_langgraph else args.langgraph_reps) + 1):
-        run = langgraph_sqlite.run(workload, workdir, str(rep), probes)
-        langgraph_runs.append(run)
-        _log(
-            f"LangGraph rep {rep}: {run.rate:,.1f} steps/s (raw alongside: {run.raw_rate:,.0f}/s), "
-            f"{run.disk.total:,} bytes"
-        )
+    adapter_runs: list[StoreRun] = []
+    if not args.no_langgraph:
+        for rep in range(1, args.langgraph_reps + 1):
+            run = langgraph_sqlite.run(workload, workdir, str(rep), probes, "sqlite")
+            langgraph_runs.append(run)
+            _log(f"SqliteSaver rep {rep}: {run.rate:,.1f} steps/s, {run.disk.total:,} bytes")
+        run = langgraph_sqlite.run(workload, workdir, "1", probes, "safepoint")
+        adapter_runs.append(run)
+        _log(f"SafepointSaver: {run.rate:,.1f} steps/s, {run.disk.total:,} bytes")
+
+    scrub = scrub_section.run(total_bytes=args.scrub_bytes, repeat=3 if args.quick else 5)
+    _log("scrubber: " + ", ".join(f"{p.label} {p.rate(scrub.total_bytes):.1f} MB/s" for p in scrub.passes))
+
+    blobs = blob_section.run(
+        workdir,
+        steps=args.blob_steps or (60 if args.quick else 100),
+        reps=1 if args.quick else 5,
+        langgraph=not args.no_langgraph,
+    )
 
     postgres = None
     if not args.no_postgres:
@@ -72,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             langgraph_steps_8=50 if args.quick else 100,
             claim_runs=400 if args.quick else 2000,
             langgraph=not args.no_langgraph,
+            adapter_turns=args.adapter_turns or steps,
         )
 
     given = sys.argv[1:] if argv is None else argv
@@ -92,6 +119,12 @@ def main(argv: list[str] | None = None) -> int:
         langgraph=langgraph_runs,
         seconds=time.perf_counter() - began,
         postgres=postgres,
+        variants=variants,
+        adapter=adapter_runs,
+        scrub=scrub,
+        blobs=blobs,
+        load=machine.load_average(),
+        content_at={p: workload.prefix_json_bytes(p) for p in probes},
     )
     text = report.render(results)
     print(text)
@@ -107,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--out", type=Path, help="also write the Markdown report here")
-    parser.add_argument("--quick", action="store_true", help="200 steps, 1 repetition each")
+    parser.add_argument("--quick", action="store_true", help="200 steps, 1 repetition of most things")
     parser.add_argument("--steps", type=int, help="agent steps per run (default 1000)")
     parser.add_argument("--reps", type=int, help="safepoint repetitions (default 5)")
     parser.add_argument("--langgraph-reps", type=int, default=1)
@@ -117,6 +150,15 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--pg-url", default=pg_server.DEFAULT_URL, help="PostgreSQL server (scratch schemas, dropped after)"
     )
     parser.add_argument("--pg-reps", type=int, help="PostgreSQL 1-writer repetitions (default 3)")
+    parser.add_argument(
+        "--adapter-turns", type=int, help="SafepointSaver turns on PostgreSQL (default: --steps)"
+    )
+    parser.add_argument(
+        "--scrub-bytes", type=int, default=5_000_000, help="agent traffic the scrubber cleans (default 5 MB)"
+    )
+    parser.add_argument(
+        "--blob-steps", type=int, help="steps of the large-output agent (default 100, 60 with --quick)"
+    )
     parser.add_argument(
         "--workdir",
         type=Path,

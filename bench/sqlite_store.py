@@ -6,6 +6,7 @@ import shutil
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 from agent_workload import Workload
 from common import LoadProbe, StatementCounter, StoreRun, disk_usage, fresh_dir, is_select, time_calls
@@ -16,20 +17,28 @@ import safepoint
 RUN_ID = "bench-run"
 
 
-def run(workload: Workload, base: Path, label: str, probes: tuple[int, ...]) -> StoreRun:
+def run(
+    workload: Workload,
+    base: Path,
+    label: str,
+    probes: tuple[int, ...],
+    options: dict[str, Any] | None = None,
+) -> StoreRun:
     """Save step 0, then every agent step; probe loads after the saves of ``probes``.
 
     Only ``store.save`` is inside the timer: the agent's own edits to the
     checkpoint (appending messages, updating counters) happen before it.
+    ``options`` go to ``open_store`` (none: the defaults users get).
     """
+    options = options or {}
     directory = fresh_dir(base, f"safepoint-{label}")
     db_path = directory / "state.db"
     # SQLite's trace callback expands every statement with its parameters
     # (a 50 KB message becomes 100 KB of hex), so the timed store has none;
     # a second store on the same file, with tracing, counts load statements.
-    store = safepoint.open_store(f"sqlite:///{db_path}")
+    store = safepoint.open_store(f"sqlite:///{db_path}", **options)
     counter = StatementCounter()
-    probe = safepoint.open_store(f"sqlite:///{db_path}", trace=counter)
+    probe = safepoint.open_store(f"sqlite:///{db_path}", trace=counter, **options)
     raw = RawWriter(directory / "raw.db")
     after_step = raw.interleave(len(workload.steps))
     cp = safepoint.Checkpoint(run_id=RUN_ID)
@@ -54,10 +63,11 @@ def run(workload: Workload, base: Path, label: str, probes: tuple[int, ...]) -> 
     probe.close()
     store.close()
     raw_seconds = raw.close()
-    disk = disk_usage(db_path)
+    disk = disk_usage(db_path, db_path.with_name(db_path.name + ".blobs"))
     shutil.rmtree(directory)
     return StoreRun(
         name="safepoint",
+        options=", ".join(f"{k}={v!r}" for k, v in options.items()) or "defaults",
         step_seconds=seconds,
         loads={"store.load(run_id)": loads},
         disk=disk,
