@@ -38,6 +38,9 @@ class BlobWorkload:
     def prefix(self, steps: int) -> BlobWorkload:
         return BlobWorkload(self.steps[:steps], self.kinds[:steps])
 
+    def unique_prefix_bytes(self, steps: int) -> int:
+        return self.prefix(steps).unique_content_bytes()
+
     def content_json_bytes(self) -> int:
         """Sum of len(compact UTF-8 JSON) over every message, repeats counted each time."""
         return sum(json_size(m) for s in self.steps for m in s.messages)

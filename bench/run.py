@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
 
     blobs = blob_section.run(
         workdir,
-        steps=args.blob_steps or (60 if args.quick else 100),
+        steps=args.blob_steps or (100 if args.quick else 300),
+        langgraph_steps=60 if args.quick else 100,
         reps=1 if args.quick else 5,
         langgraph=not args.no_langgraph,
     )
@@ -157,7 +158,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--scrub-bytes", type=int, default=5_000_000, help="agent traffic the scrubber cleans (default 5 MB)"
     )
     parser.add_argument(
-        "--blob-steps", type=int, help="steps of the large-output agent (default 100, 60 with --quick)"
+        "--blob-steps", type=int, help="steps of the large-output agent (default 300, 100 with --quick)"
     )
     parser.add_argument(
         "--workdir",
