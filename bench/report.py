@@ -18,7 +18,7 @@ from fmt import ms as _ms
 from fmt import size as _bytes
 from fmt import x as _x
 from postgres_section import PgResults
-from raw_sqlite import BLOCK, ROW_BYTES
+from raw_sqlite import BLOCK, ROW_BYTES, WARM_COMMITS
 from scrub_section import ScrubResults
 
 ANCHOR = "the-checkpoint-store-on-sqlite-issue-2"
@@ -234,7 +234,9 @@ step-{r.probes[0]} time: 1.00{TIMES} means a save costs the same however long th
 is. Ratios in the "LangGraph / safepoint" column above 1 mean LangGraph is
 slower or bigger. Raw-SQLite commits are the floor for a durable write on this
 disk; they were made in blocks of {BLOCK} interleaved with each store run, so
-both see the same disk at the same time. Absolute times depend on the disk's
+both see the same disk at the same time, by a writer whose WAL file had
+already reached its working size ({WARM_COMMITS:,} untimed commits first: a fresh WAL
+grows on every commit, which makes each `fdatasync` dearer). Absolute times depend on the disk's
 `fsync` latency: a raw commit took {_ms(raw_median)} (median) during this run.
 The faster the disk, the more the per-save CPU work weighs in the saves/s
 ratio; on a slower disk the ratio moves towards 1. The first steps of a
@@ -425,7 +427,7 @@ Agent steps per second of time spent inside the measured call, over the
 whole run ({r.steps} steps), against raw SQLite: a plain `sqlite3` connection
 on its own file in the same directory, `journal_mode=WAL`,
 `synchronous=FULL`, doing `BEGIN IMMEDIATE`, `INSERT` of one {ROW_BYTES}-byte
-row, `COMMIT`, timed per commit. The raw commits are interleaved with the
+row, `COMMIT`, timed per commit, after {WARM_COMMITS:,} untimed ones. The raw commits are interleaved with the
 store run: after every {BLOCK} agent steps, {BLOCK} raw commits (as many
 commits as saves in total), so both sides see the same disk at the same
 time. safepoint median ratio over {len(ratios)} repetition(s):
