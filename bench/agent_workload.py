@@ -60,6 +60,16 @@ def json_size(message: Message) -> int:
     return len(json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode())
 
 
+def build_workload(spec: dict[str, Any]) -> Any:
+    """The workload a ``pg_writer`` spec names: ``spec["steps"]`` steps of this module's agent,
+    or of ``blob_workload``'s with ``"workload": "blobs"``."""
+    if spec.get("workload") == "blobs":
+        import blob_workload  # noqa: PLC0415 (it imports this module)
+
+        return blob_workload.build(spec["steps"])
+    return build(spec["steps"])
+
+
 def build(steps: int, seed: int = SEED) -> Workload:
     """The first ``steps`` agent steps (step numbers 1..steps)."""
     rng = random.Random(seed)

@@ -20,10 +20,9 @@ import contextlib
 import time
 from typing import Any
 
-import agent_workload
 import pg_server
 import psycopg
-from agent_workload import AgentStep
+from agent_workload import AgentStep, build_workload
 from common import time_calls
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.postgres import PostgresSaver
@@ -67,7 +66,7 @@ class LangGraphWriter:
             store = safepoint.open_store(self._url, schema=self._schema)
             self._exit.callback(store.close)
             saver = SafepointSaver(store)
-        self._steps = agent_workload.build(spec["steps"]).steps
+        self._steps = build_workload(spec).steps
         self._probes = set(spec.get("probes", ()))
         self._current: list[AgentStep] = []
         self._graph = build_graph(saver, self._current)

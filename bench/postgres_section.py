@@ -20,6 +20,10 @@ by one interpreter's GIL) driven in lockstep phases by ``pg_phases.Writers``:
    alternating phases, ``SafepointSaver`` over a safepoint store
    (``adapter_turns`` turns) and ``PostgresSaver`` (``langgraph_steps``
    turns), each on its own schema, with bytes and ``get_state`` probed.
+6. **Large tool outputs** (issue 5): one child, ``blob_steps`` steps of
+   ``blob_workload`` (1 MB outputs) saved by a safepoint store at its
+   defaults (blobs in its own table) and run through ``PostgresSaver``, in
+   alternating phases of 10 steps; then the bytes in each schema.
 
 Every experiment has schemas of its own, dropped at the end.
 """
@@ -31,6 +35,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import blob_workload
 import pg_server
 import psycopg
 import raw_postgres
@@ -84,6 +89,15 @@ class AdapterRun:
     get_state: dict[int, list[float]]
 
 
+@dataclass(frozen=True, slots=True)
+class BlobRun:
+    """One contender's steps of the large-output agent: seconds per step, bytes at the end."""
+
+    name: str
+    seconds: list[float]
+    stored_bytes: int
+
+
 @dataclass(slots=True)
 class PgResults:
     url: str
@@ -101,6 +115,10 @@ class PgResults:
     claims: Throughput | None = None
     claim_save: Throughput | None = None
     adapter: dict[str, AdapterRun] = field(default_factory=dict)  # "safepoint" / "postgres"
+    blob_steps: int = 0
+    blob_unique_bytes: int = 0  # unique content bytes of those steps
+    blob_kinds: list[str] = field(default_factory=list)  # per step: "small", "new" or "repeat"
+    blobs: dict[str, BlobRun] = field(default_factory=dict)  # "safepoint" / "postgres"
     facts: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -115,10 +133,12 @@ def run(
     claim_runs: int,
     langgraph: bool = True,
     adapter_turns: int = 0,
+    blob_steps: int = 0,
 ) -> PgResults:
     began = time.perf_counter()
     results = PgResults(url=url, steps=steps, claim_runs=claim_runs)
     results.adapter_turns = adapter_turns if langgraph else 0
+    results.blob_steps = blob_steps if langgraph else 0
     if langgraph:
         results.langgraph_steps, results.langgraph_steps_8 = langgraph_steps, langgraph_steps_8
     reason = pg_server.unreachable(url)
@@ -161,6 +181,13 @@ def _measure(results: PgResults, *, reps: int, langgraph: bool, adapter_turns: i
         results.adapter = _adapter(url, adapter_turns, results.langgraph_steps)
         for name, done in results.adapter.items():
             _log(f"PostgreSQL adapter: {name} {len(done.seconds)} turns in {sum(done.seconds):.1f} s")
+    if results.blob_steps:
+        results.blobs = _blobs(url, results.blob_steps)
+        workload = blob_workload.build(results.blob_steps)
+        results.blob_unique_bytes = workload.unique_content_bytes()
+        results.blob_kinds = workload.kinds
+        for name, blob_run in results.blobs.items():
+            _log(f"PostgreSQL large outputs: {name} {blob_run.stored_bytes:,} bytes")
 
 
 # -- experiments ----------------------------------------------------------------
@@ -266,6 +293,36 @@ def _adapter(url: str, safepoint_turns: int, postgres_turns: int) -> dict[str, A
         )
         for name in turns
     }
+
+
+def _blobs(url: str, steps: int) -> dict[str, BlobRun]:
+    """safepoint and PostgresSaver on the large-output agent, in one child, alternating phases."""
+    import langgraph_postgres  # noqa: PLC0415 (LangGraph loads only when this part runs)
+
+    with (
+        pg_server.scratch_schema(url, "bl_sp") as sp_schema,
+        pg_server.scratch_schema(url, "bl_lg", create=True) as lg_schema,
+    ):
+        langgraph_postgres.setup(url, lg_schema)
+        safepoint.open_store(url, schema=sp_schema).close()
+        schemas = {"safepoint": sp_schema, "postgres": lg_schema}
+        common = {"url": url, "index": 0, "steps": steps, "workload": "blobs"}
+        spec = [
+            {"name": "safepoint", "kind": "safepoint", "schema": sp_schema} | common,
+            {"name": "postgres", "kind": "langgraph", "saver": "postgres", "schema": lg_schema} | common,
+        ]
+        with Writers([spec]) as group:
+            done = 0
+            while done < steps:
+                count = min(10, steps - done)
+                for name in schemas:
+                    group.phase(name, count)
+                done += count
+            (child,) = group.finish()
+        return {
+            name: BlobRun(name, child[name]["seconds"], langgraph_postgres.schema_bytes(url, schema))
+            for name, schema in schemas.items()
+        }
 
 
 def _claims(url: str, runs: int, facts: dict[str, str]) -> tuple[Throughput, Throughput]:

@@ -6,7 +6,8 @@ writer opens, untimed. Then every operation is one agent step, exactly as in
 the SQLite section: ``cp.step += 1``, the step's two messages appended (a
 ~500-byte user message, or every 10th step a 50 KB tool output, and a
 ~500-byte assistant reply), counters, the cursor and the state updated, and
-``store.save(cp)`` — the only thing timed.
+``store.save(cp)`` — the only thing timed. With ``"workload": "blobs"`` in
+the spec, the steps are ``blob_workload``'s (1 MB tool outputs).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import agent_workload
+from agent_workload import build_workload
 
 import safepoint
 
@@ -24,7 +25,7 @@ class SafepointWriter:
 
     def __init__(self, spec: dict[str, Any]) -> None:
         self._store = safepoint.open_store(spec["url"], schema=spec["schema"])
-        self._steps = agent_workload.build(spec["steps"]).steps
+        self._steps = build_workload(spec).steps
         self._cp = safepoint.Checkpoint(run_id=f"writer-{spec['index']}")
         self._store.save(self._cp)
         self.seconds: list[float] = []  # index i = agent step i + 1

@@ -66,7 +66,7 @@ def render(r: Results) -> str:
     if r.scrub is not None:
         parts.append(report_scrub.render(r.scrub, r.safepoint, r.variants.get(NO_SCRUB, [])))
     if r.blobs is not None:
-        parts.append(report_blobs.render(r.blobs))
+        parts.append(report_blobs.render(r.blobs, r.postgres))
     if r.adapter and r.langgraph:
         parts.append(report_adapter.render(r.adapter[0], r.langgraph[0], r.probes, r.content_at, r.postgres))
     parts.append(report_postgres.render(r.postgres))

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from blob_section import TARGET_BYTES, TARGET_SAME_SPEED, BlobResults, Series
 from common import DiskUsage
 from fmt import TIMES, Target, ms, p95, size, table, targets_table, x
+from postgres_section import PgResults
 
 ANCHOR = "large-tool-outputs-issue-5"
 KIND_LABELS = {
@@ -49,8 +50,10 @@ def targets(b: BlobResults) -> list[Target]:
     ]
 
 
-def render(b: BlobResults) -> str:
+def render(b: BlobResults, pg: PgResults | None) -> str:
     parts = [_intro(b), targets_table(targets(b)), _times(b), _early(b), _bytes(b)]
+    if pg is not None and pg.skipped is None and pg.blobs:
+        parts.append(_postgres(b, pg))
     return "\n\n".join(p.strip("\n") for p in parts)
 
 
@@ -210,6 +213,48 @@ The blob files hold each distinct output once, uncompressed; checkpoints hold
 a reference (digest, size, media type).
 
 {table(head, rows)}
+"""
+
+
+def _postgres(b: BlobResults, pg: PgResults) -> str:
+    steps, kinds, unique = pg.blob_steps, pg.blob_kinds, pg.blob_unique_bytes
+    rows = []
+    for kind, label in KIND_LABELS.items():
+        row = [label]
+        for name in ("safepoint", "postgres"):
+            values = [t for t, k in zip(pg.blobs[name].seconds, kinds, strict=True) if k == kind]
+            row += _stats(values)
+        rows.append(row)
+    stored = [
+        [
+            name,
+            size(pg.blobs[key].stored_bytes),
+            x(pg.blobs[key].stored_bytes / unique),
+        ]
+        for key, name in (("safepoint", "safepoint `store.save` (defaults)"), ("postgres", "PostgresSaver"))
+    ]
+    head = [
+        "Step",
+        "safepoint `save`: median",
+        "safepoint: p95",
+        "PostgresSaver `invoke`: median",
+        "PostgresSaver: p95",
+    ]
+    return f"""
+### On PostgreSQL
+
+The first {steps} steps of the same agent in the PostgreSQL section's server:
+a safepoint store at its defaults (`open_store(url, schema=…)`: large values
+in the store's own blob table, written in the checkpoint's transaction)
+saving each step, and the `lg_graph` graph over `PostgresSaver` (LangGraph's
+defaults) running each step, in one client process, alternating blocks of
+10 steps. Bytes: `pg_total_relation_size` (heap, TOAST, indexes) of every
+table in each schema after the last step; unique content of these steps:
+{unique:,} B.
+
+{table(head, rows)}
+
+{table([f"After step {steps}", "bytes", "/ unique content"], stored)}
 """
 
 

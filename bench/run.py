@@ -100,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             claim_runs=400 if args.quick else 2000,
             langgraph=not args.no_langgraph,
             adapter_turns=args.adapter_turns or steps,
+            blob_steps=20 if args.quick else 50,
         )
 
     given = sys.argv[1:] if argv is None else argv
