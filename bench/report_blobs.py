@@ -53,7 +53,7 @@ def targets(b: BlobResults) -> list[Target]:
 def render(b: BlobResults, pg: PgResults | None) -> str:
     parts = [_intro(b), targets_table(targets(b)), _times(b), _early(b), _bytes(b)]
     if pg is not None and pg.skipped is None and pg.blobs:
-        parts.append(_postgres(b, pg))
+        parts.append(_postgres(pg))
     return "\n\n".join(p.strip("\n") for p in parts)
 
 
@@ -216,7 +216,7 @@ a reference (digest, size, media type).
 """
 
 
-def _postgres(b: BlobResults, pg: PgResults) -> str:
+def _postgres(pg: PgResults) -> str:
     steps, kinds, unique = pg.blob_steps, pg.blob_kinds, pg.blob_unique_bytes
     rows = []
     for kind, label in KIND_LABELS.items():
