@@ -235,15 +235,17 @@ is. Ratios in the "LangGraph / safepoint" column above 1 mean LangGraph is
 slower or bigger. Raw-SQLite commits are the floor for a durable write on this
 disk; they were made in blocks of {BLOCK} interleaved with each store run, so
 both see the same disk at the same time, by a writer whose WAL file had
-already reached its working size ({WARM_COMMITS:,} untimed commits first: a fresh WAL
-grows on every commit, which makes each `fdatasync` dearer). Absolute times depend on the disk's
+already reached its working size ({WARM_COMMITS:,} untimed commits first: a
+fresh WAL grows on every commit, which makes each `fdatasync` dearer).
+Absolute times depend on the disk's
 `fsync` latency: a raw commit took {_ms(raw_median)} (median) during this run.
 The faster the disk, the more the per-save CPU work weighs in the saves/s
 ratio; on a slower disk the ratio moves towards 1. The first steps of a
 fresh database are slower than later ones while the WAL file is still
 growing (every commit then also extends the file);
-after SQLite's first automatic WAL checkpoint (1000 pages) commits overwrite
-the WAL in place. This is why a growth ratio can be below 1.00{TIMES}; the
+after the first automatic WAL checkpoint (at 256 pages for safepoint's
+store, SQLite's default 1000 for SqliteSaver) commits overwrite the WAL in
+place. This is why a growth ratio can be below 1.00{TIMES}; the
 "CPU" column shows the library's own work per save without the disk.
 """
 
