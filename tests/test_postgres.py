@@ -39,11 +39,10 @@ from safepoint.store.postgres.async_driver import PostgresAsyncDriver, open_post
 from safepoint.store.postgres.driver import PostgresDriver
 from safepoint.store.postgres.steps import QUERIES, REVISIONS, SETUP
 from safepoint.store.sqlfiles import load_queries
-
-PIPELINE = Pipeline(blobs=DatabaseBlobs())  # what open_store gives a PostgreSQL store, minus scrubbing
 from safepoint.testing.blocking import BlockingDriver
 from safepoint.testing.conformance import StoreConformance, Tamper
 
+PIPELINE = Pipeline(blobs=DatabaseBlobs())  # what open_store gives a PostgreSQL store, minus scrubbing
 T = TypeVar("T")
 SMALL_POOL = {"min_size": 1, "max_size": 2}
 
