@@ -69,6 +69,8 @@ def render(r: Results) -> str:
         parts.append(report_blobs.render(r.blobs, r.postgres))
     if r.adapter and r.langgraph:
         parts.append(report_adapter.render(r.adapter[0], r.langgraph[0], r.probes, r.content_at, r.postgres))
+    else:
+        parts.append("## LangGraph adapter (issue 8)\n\nSkipped: `--no-langgraph` was given.")
     parts.append(report_postgres.render(r.postgres))
     return "\n\n".join(p.strip("\n") for p in parts) + "\n"
 
