@@ -79,12 +79,26 @@ class PreparedSave:
         self._message_found: Found | None = None
         self._field_sink = BlobSink()
         self._message_sink = BlobSink()
-        self.fields = self._offload_fields(self._scrub_fields(self._bytes_out(cp)))
+        self.fields = self._prepare_fields(StoredFields.of(cp))
 
-    def _bytes_out(self, cp: Checkpoint) -> StoredFields:
+    def _prepare_fields(self, fields: StoredFields) -> StoredFields:
+        """The header fields as stored: bytes out, scrubbed, large values out.
+
+        The fields are encoded together once; most saves stop there, because
+        that one text shows no step might match and nothing is large.
+        """
+        try:
+            encoded: bytes | None = codec.encode(_header_values(fields))
+        except TypeError:  # bytes somewhere (validation let them through): they go to blobs first
+            fields, encoded = self._bytes_out(fields), None
+        scrubbed = self._scrub_fields(fields, encoded)
+        if scrubbed is not fields:
+            encoded = None  # changed: the offload check needs the new text
+        return self._offload_fields(scrubbed, encoded)
+
+    def _bytes_out(self, fields: StoredFields) -> StoredFields:
         """The fields with ``bytes`` values offloaded first: binary data is not
         text to scrub, and JSON (which the scrubber reads) cannot hold it."""
-        fields = StoredFields.of(cp)
         if self.blobs is None:
             return fields
         values = {
@@ -95,32 +109,33 @@ class PreparedSave:
             fields.counters, values["pending_action"], values["cursors"], values["state"], fields.labels
         )
 
-    def _scrub_fields(self, fields: StoredFields) -> StoredFields:
+    def _scrub_fields(self, fields: StoredFields, encoded: bytes | None) -> StoredFields:
         scrubber = self._scrubber
         if scrubber is None:
             return fields
         # One look at all the header fields together first: usually nothing matches.
-        header = (fields.pending_action, fields.cursors, fields.state, fields.labels, fields.counters)
-        if not scrubber.might_match(codec.encode(header).decode()):
+        text = (encoded if encoded is not None else codec.encode(_header_values(fields))).decode()
+        if not scrubber.might_match(text):
             return fields
-        cp = fields
         values = {}
         for name in ("pending_action", "cursors", "state"):
-            value, found = scrubber.scrub(getattr(cp, name), name)
+            value, found = scrubber.scrub(getattr(fields, name), name)
             values[name] = value
             self._field_counts.append(found.counts)
         # Labels and counter names are queryable columns: they stay strings
         # (markers, never {"$secret": …} references).
-        labels, found = scrubber.scrub_strings(cp.labels, "labels", values_too=True)
+        labels, found = scrubber.scrub_strings(fields.labels, "labels", values_too=True)
         self._field_counts.append(found.counts)
-        counters, found = scrubber.scrub_strings(cp.counters, "counters", values_too=False)
+        counters, found = scrubber.scrub_strings(fields.counters, "counters", values_too=False)
         self._field_counts.append(found.counts)
         return StoredFields(counters, values["pending_action"], values["cursors"], values["state"], labels)
 
-    def _offload_fields(self, fields: StoredFields) -> StoredFields:
+    def _offload_fields(self, fields: StoredFields, encoded: bytes | None) -> StoredFields:
         """Large values out of the header, after scrubbing (so no blob holds a secret)."""
         if self.blobs is None:
             return fields
+        if encoded is not None and not might_hold_blobs(encoded, self._policy):
+            return fields  # the whole header is smaller than any threshold, and holds no reference
         values = {}
         for name in ("pending_action", "cursors", "state"):
             value = getattr(fields, name)
@@ -331,6 +346,10 @@ class Pipeline:
         cp.state = restore(cp.state, lookup)
         cp.labels = restore(cp.labels, lookup)
         return cp
+
+
+def _header_values(fields: StoredFields) -> tuple[Any, ...]:
+    return (fields.pending_action, fields.cursors, fields.state, fields.labels, fields.counters)
 
 
 def _blob_target(option: Any, default: BlobTarget | None, compress: bool) -> BlobTarget | None:
