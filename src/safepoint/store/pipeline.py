@@ -156,10 +156,16 @@ class PreparedSave:
 
         def encode(message: Any, index: int) -> bytes:
             root = f"messages[{index}]"
-            if self.blobs is not None and not codec.is_plain_json(message):
+            # One validating walk: plain JSON (the usual case) encodes as it is;
+            # anything else is checked by path, its bytes (if allowed) going out first.
+            if type(message) is dict and codec.is_plain_json(message):
+                body = codec.encode(message)
+            elif self.blobs is not None:
                 check_message(message, index, allow_bytes=True)
-                message = offload(message, root, policy, sink)  # bytes (and large text) out first
-            body = encode_message(message, index)
+                message = offload(message, root, policy, sink)
+                body = codec.encode(message)
+            else:
+                body = encode_message(message, index)
             if scrubber is not None:
                 message, body = scrubber.scrub_encoded(message, body, root, found)
             if self.blobs is not None:
