@@ -107,3 +107,51 @@ def test_bad_store_url_is_reported(tmp_path: Path) -> None:
     result = cli("runs", "--store", "mysql://nowhere")
     assert result.returncode == 1
     assert "unsupported store URL" in result.stderr
+
+
+def test_history_diff_verify(url: str, tmp_path: Path) -> None:
+    """`history` lists steps; `diff` shows added messages and changed fields; `verify` passes a sound store."""
+    result = cli("history", "run-1", "--store", url, "--json")
+    assert result.returncode == 0, result.stderr
+    assert [h["step"] for h in json.loads(result.stdout)] == [0, 1]
+    result = cli("diff", "run-2", "0", "1", "--store", url, "--json")
+    assert result.returncode == 0, result.stderr
+    changed = json.loads(result.stdout)
+    assert changed["messages"]["shared"] == 1
+    assert [m["role"] for m in changed["messages"]["added"]] == ["assistant"]
+    assert {c["path"] for c in changed["fields"]} == {"status"}
+    result = cli("verify", "--store", url, "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"checked": 6, "failures": []}
+
+
+def test_verify_names_a_corrupt_checkpoint(url: str, tmp_path: Path) -> None:
+    """`verify` exits 1 and names run and step of a checkpoint whose stored header was altered."""
+    import sqlite3  # noqa: PLC0415
+
+    path = url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "UPDATE safepoint_checkpoints SET header = CAST(replace(CAST(header AS TEXT), 'running', 'runnin_')"
+            " AS BLOB) WHERE step = 0 AND run_ref = (SELECT id FROM safepoint_runs WHERE run_id = 'run-0')"
+        )
+    result = cli("verify", "--store", url, "--json")
+    assert result.returncode == 1
+    failures = json.loads(result.stdout)["failures"]
+    assert [(f["run_id"], f["step"], f["error"]) for f in failures] == [("run-0", 0, "CorruptCheckpoint")]
+
+
+def test_export_then_import_reproduces_a_run(url: str, tmp_path: Path) -> None:
+    """`export` writes a fixture; `import` starts a new run from it that loads the same content."""
+    fixture = tmp_path / "run-1.json"
+    result = cli("export", "run-1", "--store", url, "-o", str(fixture))
+    assert result.returncode == 0, result.stderr
+    target = f"sqlite:///{tmp_path / 'other.db'}"
+    result = cli("import", str(fixture), "--store", target, "--run-id", "copy", "--json")
+    assert result.returncode == 0, result.stderr
+    with safepoint.open_store(url) as source, safepoint.open_store(target) as copy:
+        original, imported = source.load("run-1"), copy.load("copy")
+        assert imported.step == 0
+        assert imported.messages == original.messages
+        assert imported.counters == original.counters
+        assert imported.labels == {**original.labels, "imported_from": "run-1@1"}

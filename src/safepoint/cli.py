@@ -219,7 +219,7 @@ def _clip(text: str, width: int) -> str:
 
 
 # The schema-change commands live in their own module; importing it registers them.
-from safepoint import cli_gc, cli_migrations  # noqa: E402, F401
+from safepoint import cli_gc, cli_inspect, cli_migrations  # noqa: E402, F401
 
 if __name__ == "__main__":
     # Under ``python -m`` this file is ``__main__``; the commands registered

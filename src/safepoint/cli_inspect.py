@@ -1,0 +1,194 @@
+"""``safepoint history``, ``diff``, ``verify`` and ``import``: looking into a store, and back in."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.progress import Progress
+from rich.table import Table
+
+from safepoint.cli import _clip, _console, _when, emit, handle_errors, main, store_options
+from safepoint.errors import NotFound, SafepointError
+from safepoint.messagelist import thaw
+from safepoint.model import Checkpoint, ParentRef, Status
+from safepoint.store import open_store
+from safepoint.store.eager import all_runs
+from safepoint.testing.migrations import read_fixture
+
+
+@main.command()
+@store_options
+@click.argument("run_id")
+@handle_errors
+def history(*, store_url: str, as_json: bool, run_id: str) -> None:
+    """List every checkpoint of a run, oldest first (headers only)."""
+    with open_store(store_url) as store:
+        infos = store.history(run_id)
+    data = [
+        {
+            "step": i.step,
+            "status": i.status.value,
+            "schema_version": i.schema_version,
+            "messages": i.message_count,
+            "created_at": i.created_at.isoformat(),
+            "digest": i.digest,
+        }
+        for i in infos
+    ]
+
+    def render() -> None:
+        table = Table(title=f"history of {run_id} ({len(infos)} checkpoints)")
+        for column in ("step", "status", "version", "messages", "saved", "digest"):
+            table.add_column(column)
+        for i in infos:
+            table.add_row(
+                str(i.step), i.status.value, str(i.schema_version), str(i.message_count),
+                _when(i.created_at), i.digest[:16],
+            )  # fmt: skip
+        _console.print(table)
+
+    emit(data, as_json, render)
+
+
+@main.command()
+@store_options
+@click.argument("run_id")
+@click.argument("step_a", type=int)
+@click.argument("step_b", type=int, required=False)
+@handle_errors
+def diff(*, store_url: str, as_json: bool, run_id: str, step_a: int, step_b: int | None) -> None:
+    """What changed between two checkpoints of a run (STEP_B: the latest by default)."""
+    with open_store(store_url) as store:
+        a = store.load(run_id, step_a)
+        b = store.load(run_id, step_b)
+    data = checkpoint_diff(a, b)
+
+    def render() -> None:
+        moved = data["messages"]
+        _console.print(
+            f"run {run_id}: step {a.step} → step {b.step}: {moved['shared']} messages shared, "
+            f"{moved['removed']} removed, {len(moved['added'])} added",
+            highlight=False,
+        )
+        table = Table(show_header=True)
+        for column in ("field", "step " + str(a.step), "step " + str(b.step)):
+            table.add_column(column)
+        for change in data["fields"]:
+            table.add_row(
+                change["path"],
+                _clip(json.dumps(change["before"]), 60),
+                _clip(json.dumps(change["after"]), 60),
+            )
+        _console.print(table)
+        for message in moved["added"][-10:]:
+            _console.print(
+                f"  + {message.get('role', '?')}: {_clip(str(message.get('content')), 90)}", highlight=False
+            )
+
+    emit(data, as_json, render)
+
+
+def checkpoint_diff(a: Checkpoint, b: Checkpoint) -> dict[str, Any]:
+    """The differences between two checkpoints: messages shared/removed/added, changed fields by path."""
+    old, new = list(a.messages), list(b.messages)
+    shared = 0
+    while shared < min(len(old), len(new)) and old[shared] == new[shared]:
+        shared += 1
+    changes: list[dict[str, Any]] = []
+    left, right = a.to_dict(), b.to_dict()
+    for name in ("status", "schema_version", "counters", "cursors", "state", "pending_action", "labels"):
+        _field_changes(name, left[name], right[name], changes)
+    return {
+        "run_id": b.run_id,
+        "from_step": a.step,
+        "to_step": b.step,
+        "messages": {"shared": shared, "removed": len(old) - shared, "added": thaw(new[shared:])},
+        "fields": changes,
+    }
+
+
+def _field_changes(path: str, before: Any, after: Any, out: list[dict[str, Any]]) -> None:
+    if before == after:
+        return
+    if isinstance(before, dict) and isinstance(after, dict):
+        for key in sorted(set(before) | set(after)):
+            _field_changes(f"{path}.{key}", before.get(key), after.get(key), out)
+        return
+    out.append({"path": path, "before": before, "after": after})
+
+
+@main.command()
+@store_options
+@click.argument("run_id", required=False)
+@handle_errors
+def verify(*, store_url: str, as_json: bool, run_id: str | None) -> None:
+    """Load and verify every checkpoint (of one run, or all): digests, messages, blobs.
+
+    Exits non-zero if any fails, naming run, step and what is wrong.
+    """
+    failures: list[dict[str, Any]] = []
+    checked = 0
+    with open_store(store_url) as store:
+        runs = [run_id] if run_id else [run.run_id for run in all_runs(store)]
+        keys = []
+        for rid in runs:
+            keys += [(rid, info.step) for info in store.history(rid)]
+        with Progress(console=_console, disable=as_json) as bar:
+            for rid, step in bar.track(keys, description="verifying checkpoints"):
+                try:
+                    store.load(rid, step)
+                except NotFound:
+                    continue  # deleted meanwhile
+                except SafepointError as exc:
+                    failures.append(
+                        {"run_id": rid, "step": step, "error": type(exc).__name__, "message": str(exc)}
+                    )
+                checked += 1
+    data = {"checked": checked, "failures": failures}
+
+    def render() -> None:
+        _console.print(f"verified {checked} checkpoints: {len(failures)} failed", highlight=False)
+        for failure in failures:
+            _console.print(f"  {failure['error']}: {failure['message']}", highlight=False)
+
+    emit(data, as_json, render)
+    if failures:
+        sys.exit(1)
+
+
+@main.command(name="import")
+@store_options
+@click.argument("fixture", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--run-id", default=None, help="The new run's id (default: the exported run's id).")
+@handle_errors
+def import_(*, store_url: str, as_json: bool, fixture: Path, run_id: str | None) -> None:
+    """Start a new run from an exported checkpoint (``safepoint export``), as its step 0.
+
+    Reproduce a production run locally: export it there, import it here, resume it.
+    """
+    data = read_fixture(fixture)
+    parent = data.get("parent")
+    cp = Checkpoint(
+        run_id=run_id or data["run_id"],
+        step=0,
+        schema_version=data["schema_version"],
+        messages=data["messages"],
+        counters=data["counters"],
+        pending_action=data["pending_action"],
+        cursors=data["cursors"],
+        state=data["state"],
+        status=Status(data["status"]),
+        labels={**data["labels"], "imported_from": f"{data['run_id']}@{data['step']}"},
+        parent=None if parent is None else ParentRef(parent["run_id"], parent["step"]),
+    )
+    with open_store(store_url) as store:
+        info = store.save(cp)
+    emit(
+        {"run_id": info.run_id, "step": info.step, "messages": info.message_count, "digest": info.digest},
+        as_json,
+        lambda: _console.print(f"imported {fixture} as run {info.run_id} step 0", highlight=False),
+    )
