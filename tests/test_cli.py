@@ -110,7 +110,7 @@ def test_bad_store_url_is_reported(tmp_path: Path) -> None:
 
 
 def test_history_diff_verify(url: str, tmp_path: Path) -> None:
-    """`history` lists steps; `diff` shows added messages and changed fields; `verify` passes a sound store."""
+    """`history` lists steps; `diff` shows added messages and changed fields; `verify` passes."""
     result = cli("history", "run-1", "--store", url, "--json")
     assert result.returncode == 0, result.stderr
     assert [h["step"] for h in json.loads(result.stdout)] == [0, 1]
@@ -132,8 +132,9 @@ def test_verify_names_a_corrupt_checkpoint(url: str, tmp_path: Path) -> None:
     path = url.removeprefix("sqlite:///")
     with sqlite3.connect(path) as conn:
         conn.execute(
-            "UPDATE safepoint_checkpoints SET header = CAST(replace(CAST(header AS TEXT), 'running', 'runnin_')"
-            " AS BLOB) WHERE step = 0 AND run_ref = (SELECT id FROM safepoint_runs WHERE run_id = 'run-0')"
+            "UPDATE safepoint_checkpoints"
+            " SET header = CAST(replace(CAST(header AS TEXT), 'running', 'runnin_') AS BLOB)"
+            " WHERE step = 0 AND run_ref = (SELECT id FROM safepoint_runs WHERE run_id = 'run-0')"
         )
     result = cli("verify", "--store", url, "--json")
     assert result.returncode == 1
