@@ -50,6 +50,14 @@ class Load:
 
 
 @dataclass(frozen=True, slots=True)
+class Head:
+    """The run's summary (``store.run``: head step, its commit time …); the flow receives ``None``
+    when the run does not exist. One small query, whatever the run's length."""
+
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class Save:
     """Save ``checkpoint`` as the next step of its run; ``Conflict`` is thrown into the flow."""
 
@@ -70,7 +78,7 @@ class FindRuns:
     labels: dict[str, str]
 
 
-Request = Load | Save | Delete | FindRuns
+Request = Load | Head | Save | Delete | FindRuns
 Flow = Generator[Request, Any, T]
 
 
@@ -78,6 +86,11 @@ def _execute(store: Store, request: Request) -> Any:
     if isinstance(request, Load):
         try:
             return store.load(request.run_id, request.step)
+        except NotFound:
+            return None
+    if isinstance(request, Head):
+        try:
+            return store.run(request.run_id)
         except NotFound:
             return None
     if isinstance(request, Save):
@@ -100,6 +113,11 @@ async def _aexecute(store: AsyncStore, request: Request) -> Any:
     if isinstance(request, Load):
         try:
             return await store.load(request.run_id, request.step)
+        except NotFound:
+            return None
+    if isinstance(request, Head):
+        try:
+            return await store.run(request.run_id)
         except NotFound:
             return None
     if isinstance(request, Save):
@@ -237,20 +255,24 @@ class CheckpointCache:
                 self._entries.move_to_end(run_id)
             return entry
 
-    def put(self, cp: Checkpoint, extra: Any = None) -> None:
-        """Remember ``cp`` unless this or a later step of its run is already known."""
+    def put(self, cp: Checkpoint, extra: Any = None, *, replace: bool = False) -> None:
+        """Remember ``cp`` unless this or a later step of its run is already known
+        (with ``replace``: unless a later step is known)."""
         with self._guard:
             known = self._entries.get(cp.run_id)
-            if known is not None and known[0].step >= cp.step:
+            if known is not None and (known[0].step > cp.step or (known[0].step == cp.step and not replace)):
                 return
             self._entries[cp.run_id] = (cp, extra)
             self._entries.move_to_end(cp.run_id)
             while len(self._entries) > self._size:
                 self._entries.popitem(last=False)
 
-    def drop(self, run_id: str) -> None:
+    def drop(self, run_id: str, *, only: Checkpoint | None = None) -> None:
+        """Forget the run (with ``only``: only if ``only`` is still the checkpoint remembered for it)."""
         with self._guard:
-            self._entries.pop(run_id, None)
+            known = self._entries.get(run_id)
+            if known is not None and (only is None or known[0] is only):
+                del self._entries[run_id]
 
 
 def thaw(value: Any) -> Any:

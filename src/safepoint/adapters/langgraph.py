@@ -185,7 +185,7 @@ class SafepointSaver(BaseCheckpointSaver[int]):
         ctx = self._context()
         # Encoded now, on the caller's thread: LangGraph keeps mutating live channel values.
         encoded, log = flows.encode_snapshot(
-            ctx, checkpoint, get_checkpoint_metadata(config, metadata), parent
+            ctx, key, checkpoint, get_checkpoint_metadata(config, metadata), parent
         )
         flow = flows.put(ctx, key, encoded, log)
         returned: RunnableConfig = {

@@ -53,6 +53,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from safepoint import NotJSONCompatible
 
 from ._flow import thaw
+from .langgraph_memo import Log, same_prefix
 from .langgraph_msgpack import from_tree, to_tree
 
 TYPED = "$typed"
@@ -211,21 +212,37 @@ class ValueCodec:
             raise RefusedValue(f"{found[0]} is not in the saver's allowed types")
         return value
 
-    def encode_messages(self, value: Any, path: str) -> tuple[str, list[dict[str, Any]]] | None:
-        """A message channel's value as log entries, with its format; None if it isn't a message list."""
+    def encode_messages(
+        self, value: Any, path: str, known: Log | None = None
+    ) -> tuple[str, list[dict[str, Any]]] | None:
+        """A message channel's value as log entries, with its format; None if it isn't a message list.
+
+        ``known``: a log this saver encoded (or loaded) before. The leading
+        messages of ``value`` that are those it was made from (the very
+        objects, as a rule) keep their entries unconverted, so a turn converts
+        only the messages it added.
+        """
         if type(value) is not list:
             return None
-        if all(type(m) in _CORE_MESSAGES for m in value):
-            out: list[dict[str, Any]] = []
-            for i, message in enumerate(value):
-                as_dict = message.model_dump()
-                if "role" not in as_dict:  # ChatMessage has a role of its own
-                    as_dict = {"role": _ROLES[as_dict["type"]], **as_dict}
-                out.append(as_dict if is_plain(as_dict) else self.encode(message, f"{path}[{i}]"))
+        keep, fmt, out = 0, None, []
+        if known is not None and known.sources is not None and known.fmt is not None:
+            keep = same_prefix(known.sources, value)
+            if keep:
+                fmt, out = known.fmt, known.raw[:keep]
+        tail = value[keep:]
+        if fmt != JSON and all(type(m) in _CORE_MESSAGES for m in tail):
+            out.extend(self._message_entry(m, f"{path}[{keep + i}]") for i, m in enumerate(tail))
             return LANGCHAIN, out
-        if all(type(m) is dict and TYPED not in m for m in value) and is_plain(value):
-            return JSON, [dict(m) for m in value]
+        if fmt != LANGCHAIN and all(type(m) is dict and TYPED not in m for m in tail) and is_plain(tail):
+            out.extend(dict(m) for m in tail)
+            return JSON, out
         return None
+
+    def _message_entry(self, message: Any, path: str) -> Any:
+        as_dict = message.model_dump()
+        if "role" not in as_dict:  # ChatMessage has a role of its own
+            as_dict = {"role": _ROLES[as_dict["type"]], **as_dict}
+        return as_dict if is_plain(as_dict) else self.encode(message, path)
 
     def decode_messages(self, fmt: str, stored: Iterable[Any]) -> list[Any]:
         """The message list ``encode_messages`` was given."""

@@ -14,7 +14,7 @@ from langgraph.checkpoint.base import WRITES_IDX_MAP, CheckpointTuple
 
 from safepoint import Checkpoint
 
-from ._flow import Delete, FindRuns, Flow, Load
+from ._flow import Delete, FindRuns, Flow, Head, Load
 from .langgraph_layout import (
     ADAPTER,
     ADAPTER_LABEL,
@@ -24,10 +24,12 @@ from .langgraph_layout import (
     IndexEntry,
     ThreadKey,
     decode_tuple,
+    log_length,
     log_of,
     merge_writes,
     snapshot_of,
 )
+from .langgraph_memo import Log, Memo, Step, is_head, same_prefix
 from .langgraph_steps import (
     Builder,
     Built,
@@ -40,6 +42,7 @@ from .langgraph_steps import (
     read_index,
     set_messages,
     start_step,
+    step_at,
 )
 
 __all__ = [
@@ -55,11 +58,11 @@ __all__ = [
 ]
 
 
-def put(ctx: Context, key: ThreadKey, encoded: dict[str, Any], log: list[Any] | None) -> Flow[None]:
+def put(ctx: Context, key: ThreadKey, encoded: dict[str, Any], log: Log | None) -> Flow[None]:
     """A new checkpoint (from ``encode_snapshot``): one step holding it, with any writes that came first."""
     checkpoint_id = encoded["id"]
 
-    def build(head: Checkpoint | None, raw: list[Any]) -> Generator[Any, Any, Built]:
+    def build(head: Checkpoint | None, memo: Memo) -> Generator[Any, Any, Built]:
         cp = start_step(key, head)
         snapshot = dict(encoded)  # a retry after a Conflict starts again from the new head
         orphans = dict(cp.state.get("orphans", {}))
@@ -68,12 +71,12 @@ def put(ctx: Context, key: ThreadKey, encoded: dict[str, Any], log: list[Any] | 
         elif head is not None and head.state.get("id") == checkpoint_id:
             snapshot["writes"] = head.state["writes"]  # the same checkpoint again keeps its writes
         elif head is not None and checkpoint_id in head.state.get("recent", {}):
-            older = yield Load(key.thread_run, head.state["recent"][checkpoint_id])
+            older = yield from step_at(key, memo, head.state["recent"][checkpoint_id])
             if older is not None:
-                snapshot["writes"] = older.state["writes"]
-        raw = set_messages(cp, raw, log)
+                snapshot["writes"] = older.cp.state["writes"]
+        kept = set_messages(cp, memo.head_log() or Log(), log)
         finish_step(cp, head, snapshot, orphans, known_covers(ctx, key), new=True)
-        return cp, raw
+        return cp, kept
 
     yield from append_step(ctx, key, build, flush=True)
 
@@ -95,10 +98,11 @@ def encode_writes(
 def put_writes(ctx: Context, key: ThreadKey, checkpoint_id: str, writes: list[list[Any]]) -> Flow[None]:
     """Pending writes (from ``encode_writes``): a step repeating the checkpoint's snapshot with them added."""
 
-    def build(head: Checkpoint | None, raw: list[Any]) -> Generator[Any, Any, Built]:
+    def build(head: Checkpoint | None, memo: Memo) -> Generator[Any, Any, Built]:
         head_state = head.state if head is not None else {}
         orphans = dict(head_state.get("orphans", {}))
-        base: Checkpoint | None = None
+        log = memo.head_log() or Log()
+        base: Step | None = None
         if head is not None and head_state.get("id") == checkpoint_id:
             snapshot = snapshot_of(head_state)
             snapshot["writes"] = merge_writes(snapshot["writes"], writes)
@@ -110,7 +114,8 @@ def put_writes(ctx: Context, key: ThreadKey, checkpoint_id: str, writes: list[li
                 "writes": merge_writes(orphan["writes"], writes),
             }
         else:
-            base = yield from find_step(head, key, checkpoint_id)
+            if not newer_than_stored(head_state, checkpoint_id):
+                base = yield from find_step(head, memo, key, checkpoint_id)
             if base is None:  # not stored (yet): LangGraph may save writes before their checkpoint
                 snapshot = snapshot_of(head_state)
                 orphans[checkpoint_id] = {
@@ -118,17 +123,31 @@ def put_writes(ctx: Context, key: ThreadKey, checkpoint_id: str, writes: list[li
                     "writes": merge_writes([], writes),
                 }
             else:  # an older checkpoint (late writes, or resumed by time travel): repeat its snapshot
-                snapshot = snapshot_of(base.state)
+                snapshot = snapshot_of(base.cp.state)
                 snapshot["writes"] = merge_writes(snapshot["writes"], writes)
-                base, raw = keep_newer_log(head, base, snapshot, raw)
-        cp = start_step(key, head, base)
+                if not keeps_newer_log(log, base, snapshot):
+                    cp = start_step(key, head, base.cp)
+                    log = set_messages(cp, base.log, base.log.prefix(log_length(base.cp)))
+                    finish_step(cp, head, snapshot, orphans, known_covers(ctx, key), new=False)
+                    return cp, log
+        cp = start_step(key, head)
         finish_step(cp, head, snapshot, orphans, known_covers(ctx, key), new=False)
-        return cp, raw
+        return cp, log
 
     yield from append_step(ctx, key, build, flush=False)
 
 
-def find_step(head: Checkpoint | None, key: ThreadKey, checkpoint_id: str) -> Flow[Checkpoint | None]:
+def newer_than_stored(head_state: dict[str, Any], checkpoint_id: str) -> bool:
+    """True when no stored checkpoint can have ``checkpoint_id``: it is greater than every stored id.
+
+    (LangGraph's ids grow with time; ``latest`` holds the greatest stored.) So
+    writes that arrive before their checkpoint need no look at the index.
+    """
+    latest = head_state.get("latest")
+    return latest is None or checkpoint_id > latest[0]
+
+
+def find_step(head: Checkpoint | None, memo: Memo, key: ThreadKey, checkpoint_id: str) -> Flow[Step | None]:
     """The step holding the newest snapshot of ``checkpoint_id`` (None if there is none)."""
     if head is None:
         return None
@@ -138,37 +157,54 @@ def find_step(head: Checkpoint | None, key: ThreadKey, checkpoint_id: str) -> Fl
         step = None if found is None else found.step
     if step is None:
         return None
-    loaded: Checkpoint | None = head if step == head.step else (yield Load(key.thread_run, step))
-    return loaded
+    return (yield from step_at(key, memo, step))
 
 
-def keep_newer_log(
-    head: Checkpoint | None, base: Checkpoint, snapshot: dict[str, Any], raw: list[Any]
-) -> tuple[Checkpoint | None, list[Any]]:
-    """Which log a step repeating an older checkpoint should carry: ``(base, raw)`` for start_step.
+def keeps_newer_log(head_log: Log, base: Step, snapshot: dict[str, Any]) -> bool:
+    """Whether a step repeating an older checkpoint can carry the head's log (and says how much is its).
 
     If the older checkpoint's messages are a prefix of the head's (it is an
     ancestor), the step keeps the head's log and records the count, so the
-    next turn still only appends. Otherwise (a branch) it carries its own log.
+    next turn still only appends: True. Otherwise (a branch) the step must
+    carry the older log itself: False.
     """
     field = snapshot["messages"]
-    if field is None or head is None:
-        return None, raw
-    older = log_of(base)
-    newer = head.messages
-    if len(older) <= len(newer) and all(a == b for a, b in zip(older, newer, strict=False)):
+    if field is None:
+        return True
+    older = base.log.prefix(log_length(base.cp)).raw
+    newer = head_log.raw
+    # The same objects when this saver wrote both: a pointer compare each.
+    if len(older) <= len(newer) and same_prefix(older, newer) == len(older):
         snapshot["messages"] = {"channel": field["channel"], "format": field["format"], "count": len(older)}
-        return None, raw
+        return True
     snapshot["messages"] = {"channel": field["channel"], "format": field["format"]}
-    return base, older
+    return False
 
 
 def get_tuple(ctx: Context, key: ThreadKey, checkpoint_id: str | None) -> Flow[CheckpointTuple | None]:
-    """The latest checkpoint (greatest id), or the one with ``checkpoint_id``, with its writes."""
+    """The latest checkpoint (greatest id), or the one with ``checkpoint_id``, with its writes.
+
+    When this saver remembers the thread and one small query shows its head
+    has not moved, the answer comes from memory (``langgraph_memo``).
+    """
+    cached = ctx.memo(key)
+    if cached is not None:
+        info = yield Head(key.thread_run)
+        if is_head(info, cached[0]):
+            return (yield from tuple_from(ctx, key, cached[0], cached[1], checkpoint_id))
+        ctx.cache.drop(key.thread_run, only=cached[0])
     head = yield Load(key.thread_run)
     if head is None:
         return None
-    ctx.cache.put(head, list(head.messages))
+    memo = Memo((Step.loaded(head),))
+    ctx.cache.put(head, memo)
+    return (yield from tuple_from(ctx, key, head, memo, checkpoint_id))
+
+
+def tuple_from(
+    ctx: Context, key: ThreadKey, head: Checkpoint, memo: Memo, checkpoint_id: str | None
+) -> Flow[CheckpointTuple | None]:
+    """``get_tuple`` once the head is known to be current."""
     state = head.state
     if checkpoint_id is None:
         if state.get("latest") is None:
@@ -176,11 +212,30 @@ def get_tuple(ctx: Context, key: ThreadKey, checkpoint_id: str | None) -> Flow[C
         step = state["latest"][1]
     elif state.get("id") == checkpoint_id:
         step = head.step
+    elif checkpoint_id in state.get("recent", {}):
+        step = state["recent"][checkpoint_id]
     else:
-        found = yield from find_step(head, key, checkpoint_id)
-        return decode_tuple(ctx.codec, found) if found is not None else None
-    cp = head if step == head.step else (yield Load(key.thread_run, step))
-    return decode_tuple(ctx.codec, cp) if cp is not None else None
+        found = yield from find_step(head, memo, key, checkpoint_id)
+        return decode_tuple(ctx.codec, found.cp) if found is not None else None
+    known = memo.step(step)
+    if known is None or not known.faithful:
+        loaded = yield Load(key.thread_run, step)
+        if loaded is None:
+            return None
+        known = Step.loaded(loaded)
+    count = log_length(known.cp)
+    sources = known.log.sources
+    if sources is not None:
+        return decode_tuple(ctx.codec, known.cp, messages=sources[:count])
+    decoded = decode_tuple(ctx.codec, known.cp)
+    field = known.cp.state.get("messages")
+    if decoded is not None and field is not None:
+        # Remember the objects handed out: the next put finds them in the channel, already stored.
+        known = known.with_sources(
+            list(decoded.checkpoint["channel_values"][field["channel"]]), field["format"]
+        )
+    ctx.cache.put(known.cp if known.cp.step == head.step else head, memo.adding(known), replace=True)
+    return decoded
 
 
 def list_tuples(
@@ -266,17 +321,17 @@ def copy_thread(ctx: Context, source: str, target: str) -> Flow[None]:
 
 def _copy_builder(ctx: Context, key: ThreadKey, source: Checkpoint) -> Builder:
     snapshot = snapshot_of(source.state)
-    log: list[Any] | None = None
+    log: Log | None = None
     if snapshot["messages"] is not None:
-        log = [dict(m) for m in log_of(source)]
+        log = Log([dict(m) for m in log_of(source)])
         snapshot["messages"] = {k: v for k, v in snapshot["messages"].items() if k != "count"}
 
-    def build(head: Checkpoint | None, raw: list[Any]) -> Generator[Any, Any, Built]:
+    def build(head: Checkpoint | None, memo: Memo) -> Generator[Any, Any, Built]:
         cp = start_step(key, head)
         orphans = dict(head.state.get("orphans", {})) if head is not None else {}
-        raw = set_messages(cp, raw, log)
+        kept = set_messages(cp, memo.head_log() or Log(), log)
         finish_step(cp, head, snapshot, orphans, known_covers(ctx, key), new=True)
-        return cp, raw
+        return cp, kept
         yield  # a generator, for append_step's ``yield from``
 
     return build

@@ -179,11 +179,16 @@ def bookkeeping(
     return {"latest": latest, "recent": recent, "unindexed": unindexed}
 
 
-def log_of(cp: Checkpoint) -> list[Any]:
-    """The part of a step's message log that belongs to its checkpoint (see ``messages.count``)."""
+def log_length(cp: Checkpoint) -> int:
+    """How many messages of a step's log belong to its checkpoint (see ``messages.count``)."""
     field = cp.state.get("messages")
     count = field.get("count") if field else None
-    return list(cp.messages) if count is None else list(cp.messages[:count])
+    return len(cp.messages) if count is None else min(count, len(cp.messages))
+
+
+def log_of(cp: Checkpoint) -> list[Any]:
+    """The part of a step's message log that belongs to its checkpoint (see ``messages.count``)."""
+    return list(cp.messages[: log_length(cp)])
 
 
 def step_status(snapshot: dict[str, Any]) -> Status:
@@ -205,8 +210,14 @@ def index_entries(entries: list[Any]) -> dict[str, IndexEntry]:
     return {cid: IndexEntry(step, metadata.get(cid, (-1, {}))[1]) for cid, step in steps.items()}
 
 
-def decode_tuple(codec: ValueCodec, cp: Checkpoint) -> CheckpointTuple | None:
-    """The ``CheckpointTuple`` a step holds (None for a step with no checkpoint yet)."""
+def decode_tuple(
+    codec: ValueCodec, cp: Checkpoint, messages: list[Any] | None = None
+) -> CheckpointTuple | None:
+    """The ``CheckpointTuple`` a step holds (None for a step with no checkpoint yet).
+
+    ``messages``: the message channel's value when the caller already has it
+    (the objects the log was made from); every other value is decoded afresh.
+    """
     key = ThreadKey.from_labels(cp.labels)
     state = cp.state
     if key is None or state.get("id") is None:
@@ -216,7 +227,10 @@ def decode_tuple(codec: ValueCodec, cp: Checkpoint) -> CheckpointTuple | None:
         values = {k: codec.decode(v) for k, v in state["values"].items()}
         field = state["messages"]
         if field is not None:
-            values[field["channel"]] = codec.decode_messages(field["format"], log_of(cp))
+            decoded = (
+                codec.decode_messages(field["format"], log_of(cp)) if messages is None else list(messages)
+            )
+            values[field["channel"]] = decoded
         metadata = {k: codec.decode(v) for k, v in state["metadata"].items()}
         writes = [(w[0], w[2], codec.decode(w[3])) for w in state["writes"]]
     except RefusedValue as refused:

@@ -5,7 +5,8 @@ the run's head (``append_step``), so saves are the store's ordinary
 incremental saves, fenced by its optimistic concurrency — a ``Conflict`` means
 another writer got there first, and the step is rebuilt on the new head. The
 head is the cached checkpoint this process last saved or loaded, when there is
-one, so a turn neither reloads the history nor re-sends it.
+one, with what the saver remembers of it (``langgraph_memo.Memo``), so a turn
+neither reloads the history nor re-sends, re-converts or re-compares it.
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ from .langgraph_layout import (
     index_entries,
     step_status,
 )
+from .langgraph_memo import Log, Memo, Step, same_prefix
 
 FLUSH_AT = 8  # unindexed entries that make a step flush the index even without a new checkpoint
 MAX_ORPHANS = 16  # writes whose checkpoint never arrived are dropped beyond this many
 
-Built = tuple[Checkpoint, list[Any]]  # the step to save, and the raw messages it was given
-Builder = Callable[[Checkpoint | None, list[Any]], Generator[Any, Any, Built]]
+Built = tuple[Checkpoint, Log]  # the step to save, and its message log as the store is given it
+Builder = Callable[[Checkpoint | None, Memo], Generator[Any, Any, Built]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,26 +45,34 @@ class Context:
     cache: CheckpointCache
     messages_channel: str
 
+    def memo(self, key: ThreadKey) -> tuple[Checkpoint, Memo] | None:
+        """The thread run's cached head and what is remembered of it, if this saver has them."""
+        cached = self.cache.get(key.thread_run)
+        return None if cached is None else (cached[0], cached[1])
+
 
 def encode_snapshot(
-    ctx: Context, checkpoint: Any, metadata: Any, parent_id: str | None
-) -> tuple[dict[str, Any], list[Any] | None]:
-    """A LangGraph checkpoint as a snapshot (no writes yet) and its message log entries, if any.
+    ctx: Context, key: ThreadKey, checkpoint: Any, metadata: Any, parent_id: str | None
+) -> tuple[dict[str, Any], Log | None]:
+    """A LangGraph checkpoint as a snapshot (no writes yet) and its message log, if any.
 
     Called when the saver is called, not later when the flow runs: LangGraph
     hands over live channel objects (a barrier's set, say) and goes on
-    changing them once ``put`` returns control.
+    changing them once ``put`` returns control. Messages the head's log was
+    made from are not converted again (``ValueCodec.encode_messages``).
     """
     codec = ctx.codec
+    cached = ctx.memo(key)
+    known = cached[1].head_log() if cached is not None else None
     values: dict[str, Any] = {}
     messages_field: dict[str, str] | None = None
-    log: list[Any] | None = None
+    log: Log | None = None
     for name, value in checkpoint["channel_values"].items():
         if name == ctx.messages_channel:
-            encoded = codec.encode_messages(value, f"channel_values[{name!r}]")
+            encoded = codec.encode_messages(value, f"channel_values[{name!r}]", known)
             if encoded is not None:
                 messages_field = {"channel": name, "format": encoded[0]}
-                log = encoded[1]
+                log = Log(encoded[1], list(value), encoded[0])
                 continue
         values[name] = codec.encode(value, f"channel_values[{name!r}]")
     rest = {
@@ -92,27 +102,27 @@ def start_step(key: ThreadKey, head: Checkpoint | None, base: Checkpoint | None 
     return cp
 
 
-def set_messages(cp: Checkpoint, raw_before: list[Any], new: list[Any] | None) -> list[Any]:
+def set_messages(cp: Checkpoint, before: Log, new: Log | None) -> Log:
     """Make ``cp``'s log hold ``new`` by changing only the differing tail (so saves stay incremental).
 
-    ``raw_before`` is what this process last handed the store for the log
-    ``cp`` carries (the stored form may be redacted by the scrubber, so it is
-    compared with what was given, not with what came back). ``None`` leaves
-    the log as it is: the checkpoint has no message channel.
+    ``before`` is what this process last handed the store for the log ``cp``
+    carries (the stored form may be redacted by the scrubber, so it is
+    compared with what was given, not with what came back): entries that are
+    the same objects cost a pointer compare, the rest are compared. ``None``
+    leaves the log as it is: the checkpoint has no message channel.
     """
     if new is None:
-        return raw_before
-    same = 0
-    for old, fresh in zip(raw_before, new, strict=False):
-        if old != fresh:
-            break
-        same += 1
-    same = min(same, len(cp.messages))  # raw_before describes cp's log; never trust it past its end
+        return before
+    new_raw = new.raw
+    same = same_prefix(before.raw, new_raw)
+    same = min(same, len(cp.messages))  # before describes cp's log; never trust it past its end
     if same == len(cp.messages):
-        cp.messages.extend(new[same:])
+        cp.messages.extend(new_raw[same:])
     else:
-        cp.messages[same:] = new[same:]
-    return new
+        cp.messages[same:] = new_raw[same:]
+    # Kept entries are stored as ``before`` says; replaced ones as this save will say.
+    faithful = new.faithful and (before.faithful or same == 0)
+    return Log(new_raw, new.sources, new.fmt, faithful)
 
 
 def finish_step(
@@ -145,23 +155,32 @@ def finish_step(
 def append_step(ctx: Context, key: ThreadKey, build: Builder, *, flush: bool) -> Flow[Checkpoint]:
     """Save the step ``build`` makes from the head, rebuilding it after a ``Conflict``."""
     for _ in range(MAX_ATTEMPTS):
-        cached = ctx.cache.get(key.thread_run)
+        cached = ctx.memo(key)
         if cached is not None:
-            head, raw = cached
+            head, memo = cached
         else:
             head = yield Load(key.thread_run)
-            raw = list(head.messages) if head is not None else []
-        cp, raw = yield from build(head, raw)
+            memo = Memo((Step.loaded(head),)) if head is not None else Memo()
+        cp, log = yield from build(head, memo)
         try:
             yield Save(cp)
         except Conflict:
             ctx.cache.drop(key.thread_run)
             continue
-        ctx.cache.put(cp, raw)
+        ctx.cache.put(cp, memo.adding(Step.saved(cp, log)))
         if flush or len(cp.state["unindexed"]) >= FLUSH_AT:
             yield from flush_index(ctx, key, cp)
         return cp
     raise gave_up(key.thread_run, cp.step)
+
+
+def step_at(key: ThreadKey, memo: Memo, step: int) -> Flow[Step | None]:
+    """Step ``step`` of the thread run: remembered (a stored step never changes), else loaded."""
+    known = memo.step(step)
+    if known is not None:
+        return known
+    loaded = yield Load(key.thread_run, step)
+    return Step.loaded(loaded) if loaded is not None else None
 
 
 def known_covers(ctx: Context, key: ThreadKey) -> int:
