@@ -215,8 +215,10 @@ def tuple_from(
     elif checkpoint_id in state.get("recent", {}):
         step = state["recent"][checkpoint_id]
     else:
-        found = yield from find_step(head, memo, key, checkpoint_id)
-        return decode_tuple(ctx.codec, found.cp) if found is not None else None
+        found = (yield from read_index(head, key)).get(checkpoint_id)
+        if found is None:
+            return None
+        step = found.step
     known = memo.step(step)
     if known is None or not known.faithful:
         loaded = yield Load(key.thread_run, step)

@@ -43,7 +43,7 @@ from typing import Any
 
 from safepoint import Checkpoint, RunInfo
 
-KEEP_STEPS = 6  # steps remembered per thread: the head, and the few late writes may still target
+KEEP_STEPS = 4  # steps remembered per thread: the head, the latest checkpoint's, those late writes target
 
 
 def same_prefix(old: list[Any], new: list[Any]) -> int:
@@ -132,7 +132,12 @@ class Memo:
         return None
 
     def head_log(self) -> Log | None:
+        """The log of the head step (what the next step's log starts from)."""
         return self.steps[-1].log if self.steps else None
+
+    def known_log(self) -> Log | None:
+        """The newest log whose message objects are known: what ``encode_messages`` can skip."""
+        return next((s.log for s in reversed(self.steps) if s.log.sources is not None), None)
 
     def adding(self, step: Step) -> Memo:
         """This memo with ``step`` (replacing what it knew of that step number), the oldest dropped."""

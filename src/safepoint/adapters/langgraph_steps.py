@@ -58,12 +58,12 @@ def encode_snapshot(
 
     Called when the saver is called, not later when the flow runs: LangGraph
     hands over live channel objects (a barrier's set, say) and goes on
-    changing them once ``put`` returns control. Messages the head's log was
+    changing them once ``put`` returns control. Messages a remembered log was
     made from are not converted again (``ValueCodec.encode_messages``).
     """
     codec = ctx.codec
     cached = ctx.memo(key)
-    known = cached[1].head_log() if cached is not None else None
+    known = cached[1].known_log() if cached is not None else None
     values: dict[str, Any] = {}
     messages_field: dict[str, str] | None = None
     log: Log | None = None
