@@ -34,6 +34,10 @@ How LangGraph's data maps onto safepoint (details in ``langgraph_layout.py``):
   ``get_tuple`` for the latest checkpoint does not need it.
 * A step's status is ``waiting`` while its checkpoint has a pending interrupt,
   so ``safepoint runs --status waiting`` lists threads waiting for a human.
+* A saver remembers the last steps it saved or loaded of each thread
+  (``langgraph_memo.py``), so a turn costs what it adds: ``put`` converts only
+  new messages (the old ones are the same objects), and ``get_tuple`` answers
+  from memory once ``store.run`` shows the head has not moved.
 
 Supported: ``get_tuple``, ``list`` (filter, before, limit; all namespaces of a
 thread when the config has no ``checkpoint_ns``; all threads for ``None``),
