@@ -48,7 +48,10 @@ class Context:
     def memo(self, key: ThreadKey) -> tuple[Checkpoint, Memo] | None:
         """The thread run's cached head and what is remembered of it, if this saver has them."""
         cached = self.cache.get(key.thread_run)
-        return None if cached is None else (cached[0], cached[1])
+        if cached is None:
+            return None
+        head, memo = cached
+        return head, memo if isinstance(memo, Memo) else Memo((Step.loaded(head),))
 
 
 def encode_snapshot(
