@@ -12,6 +12,7 @@ thread deleted and written again, the scrubber.
 from __future__ import annotations
 
 import asyncio
+import operator
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -193,6 +194,27 @@ def test_messages_edited_and_removed_by_id_are_stored(db_url: str, store: safepo
     ]
     counts = [info.message_count for info in store.history("langgraph/t")]
     assert counts[-1] == 7
+
+
+class DictState(TypedDict):
+    messages: Annotated[list[dict[str, Any]], operator.add]
+
+
+def test_plain_dict_messages_are_remembered_too(db_url: str, store: safepoint.Store) -> None:
+    """A channel of plain JSON dicts is appended to, turn after turn, and read back as stored."""
+    builder = StateGraph(DictState)
+    builder.add_node(
+        "echo", lambda s: {"messages": [{"role": "assistant", "content": f"seen {len(s['messages'])}"}]}
+    )
+    builder.add_edge(START, "echo")
+    saver = SafepointSaver(store)
+    graph = builder.compile(checkpointer=saver)
+    for turn in range(4):
+        graph.invoke({"messages": [{"role": "user", "content": f"turn {turn}"}]}, CFG)
+        assert same_tuple(saver.get_tuple(ROOT), from_store(db_url))
+    counts = [info.message_count for info in store.history("langgraph/t")]
+    assert counts == sorted(counts)  # appended, never rewritten
+    assert store.load("langgraph/t").messages[-1] == {"role": "assistant", "content": "seen 7"}
 
 
 # --- the store stays the truth
