@@ -94,7 +94,7 @@ class AsyncStore:
             )
         )
 
-    async def migrate_runs(self, run_ids: list[str]) -> ops.Rewritten:
+    async def migrate_runs(self, run_ids: list[str]) -> maintenance.Rewritten:
         """Eagerly migrate these runs' latest checkpoints (see ``Store.migrate_runs``)."""
         return await self._run(calls.migrate_runs(run_ids, self.pipeline))
 

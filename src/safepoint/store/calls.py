@@ -30,7 +30,7 @@ from safepoint.model import (
     to_micros,
 )
 
-from . import maintenance, ops
+from . import leases, listing, maintenance, ops
 from .pipeline import Pipeline, ResolveSecrets
 from .serialize import check_id, check_step, finish_save, validate_fields
 
@@ -102,7 +102,9 @@ def load(
     return Call(op, False, finish)
 
 
-def migrate_runs(run_ids: list[str], pipeline: Pipeline) -> Call[ops.Rewritten, ops.Rewritten]:
+def migrate_runs(
+    run_ids: list[str], pipeline: Pipeline
+) -> Call[maintenance.Rewritten, maintenance.Rewritten]:
     chain = pipeline.migrations
     if chain is None:
         raise InvalidArgument("eager migration needs a store opened with migrations=MigrationChain(...)")
@@ -112,7 +114,7 @@ def migrate_runs(run_ids: list[str], pipeline: Pipeline) -> Call[ops.Rewritten, 
         chain.check_version(head.schema_version, run_id=head.run_id, step=head.step)
         return pipeline.migrate(head) if chain.needs_migration(head.schema_version) else None
 
-    return Call(ops.rewrite_heads(ids, rewrite, pipeline.prepare_save, now_micros()), True, _same)
+    return Call(maintenance.rewrite_heads(ids, rewrite, pipeline.prepare_save, now_micros()), True, _same)
 
 
 def fetch_blob(ref: Any, pipeline: Pipeline) -> Call[dict[str, bytes], str | bytes]:
@@ -157,11 +159,11 @@ def _seconds_or_zero(value: float) -> float:
 
 
 def history(run_id: str) -> Call[list[CheckpointInfo], list[CheckpointInfo]]:
-    return Call(ops.history(check_id(run_id)), False, _same)
+    return Call(listing.history(check_id(run_id)), False, _same)
 
 
 def run_info(run_id: str) -> Call[RunInfo, RunInfo]:
-    return Call(ops.run_info(check_id(run_id)), False, _same)
+    return Call(listing.run_info(check_id(run_id)), False, _same)
 
 
 def runs(
@@ -176,7 +178,7 @@ def runs(
         raise InvalidArgument(f"limit must be a positive int, not {limit!r}")
     if labels is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
         raise InvalidArgument("labels must map str to str")
-    op = ops.list_runs(
+    op = listing.list_runs(
         statuses=None if status is None else _statuses(status),
         labels=labels,
         updated_since=None if updated_since is None else to_micros(updated_since),
@@ -206,23 +208,23 @@ def delete_run(run_id: str) -> Call[None, None]:
 
 
 def enqueue(run_id: str) -> Call[None, None]:
-    return Call(ops.enqueue(check_id(run_id), now_micros()), True, _same)
+    return Call(leases.enqueue(check_id(run_id), now_micros()), True, _same)
 
 
 def claim(worker_id: str, lease: float | timedelta) -> Call[Lease | None, Lease | None]:
     return Call(
-        ops.claim(check_id(worker_id, "worker_id"), _seconds(lease, "lease"), now_micros()), True, _same
+        leases.claim(check_id(worker_id, "worker_id"), _seconds(lease, "lease"), now_micros()), True, _same
     )
 
 
 def heartbeat(lease: Lease, extend: float | timedelta | None) -> Call[Lease, Lease]:
     duration = lease.duration if extend is None else _seconds(extend, "extend")
-    return Call(ops.heartbeat(lease, duration, now_micros()), True, _same)
+    return Call(leases.heartbeat(lease, duration, now_micros()), True, _same)
 
 
 def release(lease: Lease, status: Status | str | None, requeue: bool) -> Call[None, None]:
     new_status = None if status is None else Status(_statuses(status)[0])
-    return Call(ops.release(lease, new_status, requeue, now_micros()), True, _same)
+    return Call(leases.release(lease, new_status, requeue, now_micros()), True, _same)
 
 
 def _seconds(value: float | timedelta, name: str) -> float:

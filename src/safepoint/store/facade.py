@@ -115,7 +115,7 @@ class Store:
             )
         )
 
-    def migrate_runs(self, run_ids: list[str]) -> ops.Rewritten:
+    def migrate_runs(self, run_ids: list[str]) -> maintenance.Rewritten:
         """Eagerly migrate these runs' latest checkpoints, in one transaction.
 
         Each head checkpoint is rewritten in place at the chain's current

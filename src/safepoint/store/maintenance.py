@@ -1,4 +1,4 @@
-"""Retention and garbage collection, as operations (generators of named queries).
+"""Retention, garbage collection and eager migration, as operations (generators of named queries).
 
 **Retention** (``prune_run``) decides, per run, which checkpoints to keep —
 the last N, those younger than a duration, always the head — and removes the
@@ -15,20 +15,27 @@ which every save that references blobs holds shared from before its blob
 writes until its commit — so a blob a save is about to reference can never
 be judged unreferenced and deleted under it. Blobs a crashed save left
 behind (written, never committed) are exactly the orphans it removes.
+
+**Eager migration** (``rewrite_heads``, for ``safepoint migrate``) replaces a
+run's head checkpoint in place; see its docstring.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from safepoint import codec
 from safepoint.blobs.base import BlobRef
-from safepoint.model import Retention, Status, from_micros
+from safepoint.errors import SafepointError, StoreError
+from safepoint.model import Checkpoint, Retention, Status, from_micros, to_micros
 
 from .blobio import BlobTarget, ExternalBlobs
 from .offload import BLOB_MARK, find_refs
-from .ops import Op, Query, Row
+from .ops import NO_RUN, Op, Query, Row, load
+from .pipeline import PreparedSave
+from .serialize import header_bytes, pack_bodies
 
 _FINISHED = frozenset({Status.DONE.value, Status.FAILED.value, Status.CANCELLED.value})
 
@@ -163,3 +170,77 @@ def collect_garbage(target: BlobTarget, now: int, grace: timedelta, *, dry_run: 
     if doomed and not dry_run:
         yield Query("delete_blobs", many=doomed)
     return result
+
+
+@dataclass(frozen=True, slots=True)
+class Rewritten:
+    """What ``rewrite_heads`` did: runs rewritten, and runs whose rewrite failed."""
+
+    rewritten: list[str]
+    failed: list[tuple[str, int, SafepointError]]
+
+
+def rewrite_heads(
+    run_ids: list[str],
+    rewrite: Callable[[Checkpoint], Checkpoint | None],
+    prepare: Callable[[Checkpoint], PreparedSave],
+    now: int,
+) -> Op[Rewritten]:
+    """Replace each run's head checkpoint in place by ``rewrite(head)``, in one transaction.
+
+    For eager migration: ``rewrite`` returns the migrated checkpoint, or None
+    when the head needs nothing. A run whose rewrite raises a safepoint error
+    is left as it is and reported; the others are still rewritten.
+    """
+    done: list[str] = []
+    failed: list[tuple[str, int, SafepointError]] = []
+    for run_id in run_ids:
+        rows = yield Query("run_head", {"run_id": run_id, "labels": None})
+        next_seq, run_ref, head_step, *_ = rows[0] if rows else NO_RUN
+        if run_ref is None:
+            continue  # deleted since it was listed
+        head = yield from load(run_id, head_step)
+        try:
+            new = rewrite(head)
+            if new is None:
+                continue
+            prepared = prepare(new)
+            plan = prepared.plan(head.stored_view, new.messages)
+        except SafepointError as exc:
+            failed.append((run_id, head_step, exc))
+            continue
+        ((first_seq, added, packed),) = yield Query("head_messages", {"run_ref": run_ref, "step": head_step})
+        if first_seq + added != next_seq:
+            raise StoreError(f"run {run_id!r}: its head row does not end the message log; not rewritten")
+        carried = [bytes(packed)] if packed is not None else []
+        fields = prepared.fields
+        chain = plan.chains[-1] if plan.chains else codec.EMPTY_CHAIN
+        assert head.created_at is not None
+        header = header_bytes(
+            new,
+            fields,
+            created_at=to_micros(head.created_at),
+            count=plan.total,
+            chain=chain,
+            report=prepared.report(),
+        )
+        row = {
+            "run_ref": run_ref,
+            "step": head_step,
+            "schema_version": new.schema_version,
+            "status": new.status.value,
+            "message_count": plan.total,
+            "ranges": codec.encode(plan.ranges(next_seq)).decode(),
+            "header": header,
+            "digest": codec.digest(header),
+            "added": added + len(plan.bodies),
+            "messages": pack_bodies(carried + plan.bodies),
+            "labels": codec.encode(fields.labels).decode(),
+            "counters": codec.encode(fields.counters).decode(),
+            "next_seq": next_seq + len(plan.bodies),
+            "now": now,
+        }
+        yield Query("rewrite_checkpoint", row)
+        yield Query("rewrite_run_head", row)
+        done.append(run_id)
+    return Rewritten(done, failed)

@@ -9,24 +9,20 @@ is how sync and async stores share one implementation of each operation.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from safepoint import codec
 from safepoint.blobs.base import BlobRef
-from safepoint.errors import Conflict, LeaseLost, NotFound, SafepointError, StoreError
+from safepoint.errors import Conflict, LeaseLost, NotFound
 from safepoint.messagelist import MessageList, StoredView
 from safepoint.model import (
     Checkpoint,
-    CheckpointInfo,
     Lease,
     ParentRef,
-    RunInfo,
     ScrubReport,
-    Status,
     from_micros,
-    to_micros,
 )
 
 from .offload import BLOB_MARK, find_refs
@@ -53,7 +49,7 @@ class Query:
 
 
 Op = Generator[Query, list[Row], T]
-_NO_RUN: Row = (0, None, None, None, None, None, 0, None, False)
+NO_RUN: Row = (0, None, None, None, None, None, 0, None, False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,12 +83,12 @@ def save(
     # epoch, expiry, whether the run row needs advance_run); a dialect may
     # return no row for a run that does not exist yet.
     first_seq, run_ref, head_step, head_digest, head_status, owner, epoch, expires, stale = (
-        rows[0] if rows else _NO_RUN
+        rows[0] if rows else NO_RUN
     )
     # Fencing, checked inside the write transaction: a stale owner changes nothing.
     if lease is not None:
         if run_ref is None or owner != lease.worker_id or epoch != lease.epoch:
-            raise LeaseLost(lease.run_id, lease.epoch, _lease_detail(owner, epoch))
+            raise LeaseLost(lease.run_id, lease.epoch, lease_detail(owner, epoch))
     elif owner is not None and expires is not None and expires > now:
         raise Conflict(
             cp.run_id,
@@ -243,91 +239,13 @@ def read_blobs(digests: list[str]) -> Op[dict[str, bytes]]:
     return {digest: bytes(data) for digest, data in rows}
 
 
-def history(run_id: str) -> Op[list[CheckpointInfo]]:
-    """Every checkpoint header of the run, oldest first."""
-    rows = yield Query("history", {"run_id": run_id})
-    if not rows:
-        raise NotFound(run_id)
-    return [
-        CheckpointInfo(
-            run_id=run_id,
-            step=step,
-            schema_version=version,
-            status=Status(status),
-            created_at=from_micros(created),
-            message_count=count,
-            digest=bytes(digest).hex(),
-        )
-        for step, version, status, created, count, digest in rows
-    ]
-
-
-def run_info(run_id: str) -> Op[RunInfo]:
-    """The run row of ``run_id``."""
-    rows = yield Query("run_info", {"run_id": run_id})
-    if not rows:
-        raise NotFound(run_id)
-    return _run_info(rows[0])
-
-
-def list_runs(
-    *,
-    statuses: list[str] | None,
-    labels: dict[str, str] | None,
-    updated_since: int | None,
-    before_id: int | None,
-    limit: int,
-) -> Op[tuple[list[RunInfo], int | None]]:
-    """One page of runs, newest first, and the row id to continue before (if more)."""
-    rows = yield Query(
-        "list_runs",
-        {
-            "statuses": None if statuses is None else codec.encode(statuses).decode(),
-            "labels": None if labels is None else codec.encode(labels).decode(),
-            "updated_since": updated_since,
-            "before_id": before_id,
-            "limit": limit + 1,  # one extra row says whether another page exists
-        },
-    )
-    page = [_run_info(row) for row in rows[:limit]]
-    more = rows[limit - 1][0] if len(rows) > limit else None
-    return page, more
-
-
-def _run_info(row: Row) -> RunInfo:
-    (
-        _id,
-        run_id,
-        status,
-        head,
-        version,
-        labels,
-        counters,
-        created,
-        updated,
-        parent_id,
-        parent_step,
-    ) = row
-    return RunInfo(
-        run_id=run_id,
-        status=Status(status),
-        head_step=head,
-        schema_version=version,
-        labels=codec.decode(labels),
-        counters=codec.decode(counters),
-        created_at=from_micros(created),
-        updated_at=from_micros(updated),
-        parent=None if parent_id is None else ParentRef(parent_id, parent_step),
-    )
-
-
 def fork(
     run_id: str, step: int | None, new_run_id: str, labels: dict[str, str] | None, now: int
 ) -> Op[Checkpoint]:
     """Start ``new_run_id`` from a verified copy of ``run_id``'s checkpoint at ``step``."""
     source, bodies = yield from _load_with_bodies(run_id, step)
     rows = yield Query("run_head", {"run_id": new_run_id, "labels": None})
-    _next_seq, exists, *_ = rows[0] if rows else _NO_RUN
+    _next_seq, exists, *_ = rows[0] if rows else NO_RUN
     if exists is not None:
         raise Conflict(
             new_run_id,
@@ -413,67 +331,10 @@ def _referenced_blobs(header: bytes, bodies: list[bytes]) -> str | None:
     return codec.encode(sorted({ref.digest for ref in refs})).decode() if refs else None
 
 
-def _lease_detail(owner: str | None, epoch: int) -> str:
+def lease_detail(owner: str | None, epoch: int) -> str:
     if owner is None:
         return f"the run is not leased (current epoch {epoch})"
     return f"worker {owner!r} holds epoch {epoch}"
-
-
-def enqueue(run_id: str, now: int) -> Op[None]:
-    """Queue the run for workers (idempotent; keeps its place if already queued)."""
-    rows = yield Query("enqueue", {"run_id": run_id, "now": now})
-    if not rows:
-        raise NotFound(run_id)
-
-
-def claim(worker_id: str, duration: float, now: int) -> Op[Lease | None]:
-    """Take one queued run whose lease is free or expired; None when there is none."""
-    expires = now + int(duration * 1_000_000)
-    rows = yield Query("claim", {"worker_id": worker_id, "now": now, "expires_at": expires})
-    if not rows:
-        return None
-    run_id, epoch, expires_at = rows[0]
-    return Lease(run_id, worker_id, epoch, from_micros(expires_at), duration)
-
-
-def heartbeat(lease: Lease, duration: float, now: int) -> Op[Lease]:
-    """Extend the lease from now; LeaseLost if it is no longer current."""
-    expires = now + int(duration * 1_000_000)
-    params = {
-        "run_id": lease.run_id,
-        "worker_id": lease.worker_id,
-        "epoch": lease.epoch,
-        "expires_at": expires,
-    }
-    rows = yield Query("heartbeat", params)
-    if not rows:
-        yield from _raise_lease_lost(lease)
-    return Lease(lease.run_id, lease.worker_id, lease.epoch, from_micros(rows[0][0]), duration)
-
-
-def release(lease: Lease, status: Status | None, requeue: bool, now: int) -> Op[None]:
-    """Give the run back; with ``requeue`` it stays queued for the next worker."""
-    rows = yield Query(
-        "release",
-        {
-            "run_id": lease.run_id,
-            "worker_id": lease.worker_id,
-            "epoch": lease.epoch,
-            "status": None if status is None else status.value,
-            "requeue": requeue,
-            "now": now,
-        },
-    )
-    if not rows:
-        yield from _raise_lease_lost(lease)
-
-
-def _raise_lease_lost(lease: Lease) -> Op[None]:
-    rows = yield Query("lease_state", {"run_id": lease.run_id})
-    if not rows:
-        raise NotFound(lease.run_id)
-    owner, epoch = rows[0]
-    raise LeaseLost(lease.run_id, lease.epoch, _lease_detail(owner, epoch))
 
 
 def delete_run(run_id: str) -> Op[None]:
@@ -484,77 +345,3 @@ def delete_run(run_id: str) -> Op[None]:
     run_ref = rows[0][0]
     for name in ("delete_checkpoints", "delete_run"):
         yield Query(name, {"run_ref": run_ref})
-
-
-@dataclass(frozen=True, slots=True)
-class Rewritten:
-    """What ``rewrite_heads`` did: runs rewritten, and runs whose rewrite failed."""
-
-    rewritten: list[str]
-    failed: list[tuple[str, int, SafepointError]]
-
-
-def rewrite_heads(
-    run_ids: list[str],
-    rewrite: Callable[[Checkpoint], Checkpoint | None],
-    prepare: Callable[[Checkpoint], PreparedSave],
-    now: int,
-) -> Op[Rewritten]:
-    """Replace each run's head checkpoint in place by ``rewrite(head)``, in one transaction.
-
-    For eager migration: ``rewrite`` returns the migrated checkpoint, or None
-    when the head needs nothing. A run whose rewrite raises a safepoint error
-    is left as it is and reported; the others are still rewritten.
-    """
-    done: list[str] = []
-    failed: list[tuple[str, int, SafepointError]] = []
-    for run_id in run_ids:
-        rows = yield Query("run_head", {"run_id": run_id, "labels": None})
-        next_seq, run_ref, head_step, *_ = rows[0] if rows else _NO_RUN
-        if run_ref is None:
-            continue  # deleted since it was listed
-        head = yield from _load(run_id, head_step)
-        try:
-            new = rewrite(head)
-            if new is None:
-                continue
-            prepared = prepare(new)
-            plan = prepared.plan(head.stored_view, new.messages)
-        except SafepointError as exc:
-            failed.append((run_id, head_step, exc))
-            continue
-        ((first_seq, added, packed),) = yield Query("head_messages", {"run_ref": run_ref, "step": head_step})
-        if first_seq + added != next_seq:
-            raise StoreError(f"run {run_id!r}: its head row does not end the message log; not rewritten")
-        carried = [bytes(packed)] if packed is not None else []
-        fields = prepared.fields
-        chain = plan.chains[-1] if plan.chains else codec.EMPTY_CHAIN
-        assert head.created_at is not None
-        header = header_bytes(
-            new,
-            fields,
-            created_at=to_micros(head.created_at),
-            count=plan.total,
-            chain=chain,
-            report=prepared.report(),
-        )
-        row = {
-            "run_ref": run_ref,
-            "step": head_step,
-            "schema_version": new.schema_version,
-            "status": new.status.value,
-            "message_count": plan.total,
-            "ranges": codec.encode(plan.ranges(next_seq)).decode(),
-            "header": header,
-            "digest": codec.digest(header),
-            "added": added + len(plan.bodies),
-            "messages": pack_bodies(carried + plan.bodies),
-            "labels": codec.encode(fields.labels).decode(),
-            "counters": codec.encode(fields.counters).decode(),
-            "next_seq": next_seq + len(plan.bodies),
-            "now": now,
-        }
-        yield Query("rewrite_checkpoint", row)
-        yield Query("rewrite_run_head", row)
-        done.append(run_id)
-    return Rewritten(done, failed)
