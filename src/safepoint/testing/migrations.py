@@ -35,6 +35,7 @@ from safepoint.messagelist import thaw
 from safepoint.migrations import MigrationChain
 from safepoint.model import Checkpoint
 from safepoint.store import Store
+from safepoint.store.eager import all_runs
 
 FIXTURE_FORMAT = 1
 _FIXTURE_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
@@ -281,16 +282,10 @@ def _load_stored(store: Store, run_id: str, step: int) -> JSONDict:
 
 def stored_keys(store: Store) -> Iterator[tuple[str, int]]:
     """Every ``(run_id, step)`` in ``store``: runs page by page, each run's history."""
-    cursor: str | None = None
-    while True:
-        page = store.runs(limit=_PAGE_SIZE, cursor=cursor)
-        for run in page:
-            try:
-                history = store.history(run.run_id)
-            except NotFound:
-                continue  # deleted since the page was read
-            for info in history:
-                yield run.run_id, info.step
-        cursor = page.next_cursor
-        if cursor is None:
-            return
+    for run in all_runs(store, _PAGE_SIZE):
+        try:
+            history = store.history(run.run_id)
+        except NotFound:
+            continue  # deleted since the page was read
+        for info in history:
+            yield run.run_id, info.step
