@@ -156,6 +156,27 @@ def test_round_trip_through_a_store_with_and_without_resolver() -> None:
         store.load("r", resolve_secrets=lambda name: None)
 
 
+@pytest.mark.parametrize("padding", [0, 4000], ids=["small-header", "large-header"])
+def test_every_header_field_is_scrubbed_whatever_the_header_size(padding: int) -> None:
+    """A secret in any header field (value, key, label, counter name) is replaced, whether
+    the header is small (walked at once) or large (each field looked at first)."""
+    store = safepoint.open_store("memory://", secrets=registry())
+    cp = Checkpoint(run_id="r")
+    cp.counters = {"tokens_in": 12, f"cost_{KEY}": 1}
+    cp.cursors = {"main": {"page": 3, "source": "crawler"}, "filler": "x" * padding}
+    cp.state = {"plan": "subtask-1", "nested": [{"deep": f"key={KEY}"}], KEY: 1}
+    cp.pending_action = {"tool": "http", "token": PASSWORD}
+    cp.labels = {"owner": KEY}
+    info = store.save(cp)
+    stored = store.load("r")
+    text = json.dumps(stored.to_dict())
+    assert KEY not in text
+    assert PASSWORD not in text
+    assert stored.cursors == cp.cursors  # untouched fields are stored as they are
+    assert info.scrub_report.by_rule() == {"secret:API_KEY": 4, "secret:DB_PASSWORD": 1}
+    assert store.load("r", resolve_secrets=True).state == cp.state
+
+
 def test_resumed_resolved_checkpoint_saves_incrementally() -> None:
     """A checkpoint loaded with secrets resolved saves its next step writing only new messages."""
     store = safepoint.open_store("memory://", secrets=registry())

@@ -172,10 +172,16 @@ class Scrubber:
 
     # -- whole fields ------------------------------------------------------
 
-    def scrub(self, value: Any, root: str, found: Found | None = None) -> tuple[Any, Found]:
-        """``value`` scrubbed (the same object when nothing matched) and the findings."""
+    def scrub(
+        self, value: Any, root: str, found: Found | None = None, *, checked: bool = False
+    ) -> tuple[Any, Found]:
+        """``value`` scrubbed (the same object when nothing matched) and the findings.
+
+        ``checked``: the caller already saw ``might_match`` say yes for a text
+        holding this value, so the value is walked without a look of its own.
+        """
         found = found if found is not None else Found(self.policy, root)
-        if not self._might_match(codec.encode(value).decode()):
+        if not checked and not self._might_match(codec.encode(value).decode()):
             return value, found
         found.parts = [root]
         return self._walk(value, found), found
@@ -190,16 +196,28 @@ class Scrubber:
         return scrubbed, codec.encode(scrubbed)
 
     def scrub_strings(
-        self, mapping: dict[str, Any], root: str, *, values_too: bool
+        self,
+        mapping: dict[str, Any],
+        root: str,
+        found: Found | None = None,
+        *,
+        values_too: bool,
+        checked: bool = False,
     ) -> tuple[dict[str, Any], Found]:
         """A flat mapping (labels, counters) with its keys — and string values,
-        with ``values_too`` — scrubbed as strings (markers, never references)."""
-        found = Found(self.policy, root)
-        if not self._might_match(codec.encode(mapping).decode()):
+        with ``values_too`` — scrubbed as strings (markers, never references).
+        ``found`` and ``checked`` as for :meth:`scrub`."""
+        if found is None:
+            found = Found(self.policy, root)
+        else:
+            found.parts = [root]
+        if not checked and not self._might_match(codec.encode(mapping).decode()):
             return mapping, found
+        cache = self._live_cache()
         out: dict[str, Any] = {}
         for key, value in mapping.items():
-            new_key = self._scrub_key(key, found)
+            hit = cache.get((key, True)) if cache is not None and len(key) <= _CACHE_MAX_TEXT else None
+            new_key = hit[0] if hit is not None and not hit[1] else self._scrub_key(key, found)
             new_value = value
             if values_too and isinstance(value, str):
                 found.parts.append(new_key)
@@ -233,9 +251,23 @@ class Scrubber:
         if isinstance(value, str):
             return self._scrub_str(value, found)
         if isinstance(value, dict):
+            # Fast path for what most dicts hold: keys and short values the
+            # cache knows to be clean, and numbers — no path bookkeeping.
+            cache = self._live_cache()
             out: dict[str, Any] = {}
             for key, child in value.items():
-                new_key = self._scrub_key(key, found)
+                hit = cache.get((key, True)) if cache is not None and len(key) <= _CACHE_MAX_TEXT else None
+                new_key = hit[0] if hit is not None and not hit[1] else self._scrub_key(key, found)
+                kind = type(child)
+                if kind is str:
+                    if cache is not None and len(child) <= _CACHE_MAX_TEXT:
+                        hit = cache.get((child, False))
+                        if hit is not None and not hit[1]:
+                            out[new_key] = hit[0]
+                            continue
+                elif kind is int or kind is float or kind is bool or child is None:
+                    out[new_key] = child
+                    continue
                 found.parts.append(new_key)
                 out[new_key] = self._walk(child, found)
                 found.parts.pop()
@@ -258,15 +290,22 @@ class Scrubber:
             found.as_key = False
             found.parts.pop()
 
+    def _live_cache(self) -> dict[tuple[str, bool], tuple[Any, tuple[str, ...]]] | None:
+        """The short-string cache, emptied if secrets changed since; None if not cacheable."""
+        if not self._cacheable:
+            return None
+        if self._cache_version != self.secrets.version:
+            self._cache.clear()
+            self._cache_version = self.secrets.version
+        return self._cache
+
     def _scrub_str(self, text: str, found: Found) -> Any:
         # Short strings repeat from save to save (keys, labels, statuses, tool
         # names): the built-in steps are deterministic, so their result for a
         # short string is remembered, with the rules it reported.
         cacheable = self._cacheable and len(text) <= _CACHE_MAX_TEXT
         if cacheable:
-            if self._cache_version != self.secrets.version:
-                self._cache.clear()
-                self._cache_version = self.secrets.version
+            self._live_cache()
             hit = self._cache.get((text, found.as_key))
             if hit is not None:
                 for name in hit[1]:

@@ -48,6 +48,8 @@ if TYPE_CHECKING:
     from .ops import Loaded
 
 T = TypeVar("T")
+# Header JSON up to this many characters is walked without a look per field (see _scrub_fields).
+_WALK_WITHOUT_LOOK = 2048
 ResolveSecrets = bool | Secrets | Callable[[str], "str | None"]
 
 
@@ -117,18 +119,28 @@ class PreparedSave:
         text = (encoded if encoded is not None else codec.encode(_header_values(fields))).decode()
         if not scrubber.might_match(text):
             return fields
+        # Something might match. A small header (the usual case: a counter
+        # named "tokens_in" is enough to wake the token rule's prefilter) is
+        # walked field by field straight away — its short strings are cached —
+        # where a look per field would cost more than the walk; a large one
+        # is looked at field by field first, so only the field at fault is walked.
+        checked = len(text) <= _WALK_WITHOUT_LOOK
+        found = Found(scrubber.policy, "state")  # one record for the header; each field sets its root
         values = {}
         for name in ("pending_action", "cursors", "state"):
-            value, found = scrubber.scrub(getattr(fields, name), name)
-            values[name] = value
-            self._field_counts.append(found.counts)
+            values[name], _ = scrubber.scrub(getattr(fields, name), name, found, checked=checked)
         # Labels and counter names are queryable columns: they stay strings
         # (markers, never {"$secret": …} references).
-        labels, found = scrubber.scrub_strings(fields.labels, "labels", values_too=True)
+        labels, _ = scrubber.scrub_strings(fields.labels, "labels", found, values_too=True, checked=checked)
+        counters, _ = scrubber.scrub_strings(
+            fields.counters, "counters", found, values_too=False, checked=checked
+        )
         self._field_counts.append(found.counts)
-        counters, found = scrubber.scrub_strings(fields.counters, "counters", values_too=False)
-        self._field_counts.append(found.counts)
-        return StoredFields(counters, values["pending_action"], values["cursors"], values["state"], labels)
+        pending, cursors, state = values["pending_action"], values["cursors"], values["state"]
+        scrubbed = StoredFields(counters, pending, cursors, state, labels)
+        if not found.counts and scrubbed == fields:
+            return fields  # nothing replaced: the header text encoded earlier still holds
+        return scrubbed
 
     def _offload_fields(self, fields: StoredFields, encoded: bytes | None) -> StoredFields:
         """Large values out of the header, after scrubbing (so no blob holds a secret)."""
