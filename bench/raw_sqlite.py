@@ -51,6 +51,15 @@ class RawWriter:
             conn.execute("COMMIT")
             self.commit_seconds.append(time.perf_counter() - start)
 
+    def commit(self, body: bytes) -> None:
+        """One timed commit of ``body`` (instead of the usual 1 KB row)."""
+        conn = self._conn
+        start = time.perf_counter()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO rows (body) VALUES (?)", (body,))
+        conn.execute("COMMIT")
+        self.commit_seconds.append(time.perf_counter() - start)
+
     def interleave(self, total_steps: int) -> Callable[[int], None]:
         """A hook for a store run: call it after each agent step (outside the timers)."""
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import report_adapter
 import report_blobs
+import report_breakdown
 import report_postgres
 import report_scrub
 from agent_workload import MESSAGE_BYTES, TOOL_EVERY, TOOL_OUTPUT_BYTES
@@ -19,6 +20,7 @@ from fmt import size as _bytes
 from fmt import x as _x
 from postgres_section import PgResults
 from raw_sqlite import BLOCK, ROW_BYTES, WARM_COMMITS
+from save_breakdown import Breakdown
 from scrub_section import ScrubResults
 
 ANCHOR = "the-checkpoint-store-on-sqlite-issue-2"
@@ -47,6 +49,7 @@ class Results:
     blobs: BlobResults | None = None
     load: str = ""  # load average while the run went on
     content_at: dict[int, int] = field(default_factory=dict)  # probe step -> content bytes so far (JSON)
+    breakdown: Breakdown | None = None  # one save, phase by phase
 
 
 def render(r: Results) -> str:
@@ -60,6 +63,7 @@ def render(r: Results) -> str:
         _disk(r),
         _loads(r),
         _throughput(r),
+        report_breakdown.render(r.breakdown) if r.breakdown is not None else "",
         _settings(r),
         _method(r),
     ]

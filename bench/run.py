@@ -30,6 +30,7 @@ import machine
 import pg_server
 import postgres_section
 import report
+import save_breakdown
 import scrub_section
 import sqlite_store
 from common import StoreRun
@@ -66,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"safepoint ({run.options}) rep {rep}: {run.rate:,.0f} saves/s "
                 f"(raw alongside: {run.raw_rate:,.0f}/s), {run.disk.total:,} bytes"
             )
+
+    breakdown = save_breakdown.run(workload, workdir)
+    _log(f"save breakdown: {len(breakdown.saves)} saves timed phase by phase")
 
     langgraph_runs: list[StoreRun] = []
     adapter_runs: list[StoreRun] = []
@@ -127,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         blobs=blobs,
         load=machine.load_average(),
         content_at={p: workload.prefix_json_bytes(p) for p in probes},
+        breakdown=breakdown,
     )
     text = report.render(results)
     print(text)
