@@ -71,8 +71,14 @@ class ScrubReport:
     def merge(cls, counters: Iterable[Counter[tuple[str, str]]]) -> ScrubReport:
         total: Counter[tuple[str, str]] = Counter()
         for counter in counters:
-            total.update(counter)
+            if counter:  # most saves find nothing: skip Counter.update's own overhead
+                total.update(counter)
+        if not total:
+            return _EMPTY_REPORT
         return cls(tuple(sorted((rule, path, n) for (rule, path), n in total.items())))
+
+
+_EMPTY_REPORT = ScrubReport()
 
 
 @dataclass(kw_only=True, eq=False)
