@@ -76,7 +76,11 @@ def put(ctx: Context, key: ThreadKey, encoded: dict[str, Any], log: Log | None) 
         finish_step(cp, head, snapshot, orphans, known_covers(ctx, key), new=True)
         return cp, kept
 
-    yield from append_step(ctx, key, build, flush=True)
+    # The index is appended in batches (FLUSH_AT entries) once this saver knows it: its entries
+    # ride in the head meanwhile, and an index save per put would be a second commit each time.
+    # The first put of a thread this saver has not indexed yet flushes, so it learns the index
+    # (loading or creating it) then, not in the middle of a later turn.
+    yield from append_step(ctx, key, build, flush=ctx.cache.get(key.index_run) is None)
 
 
 def encode_writes(
