@@ -1,4 +1,5 @@
-"""A real compiled LangGraph graph on SQLite: LangGraph's ``SqliteSaver`` or safepoint's ``SafepointSaver``.
+"""A real compiled LangGraph graph on SQLite: LangGraph's ``SqliteSaver`` or safepoint's ``SafepointSaver``
+(or the floor, ``lg_floor.LatestOnlySaver``, which shows LangGraph's own per-turn work).
 
 Each agent step is one ``graph.invoke`` on the same thread (``lg_graph``:
 ``add_messages``, one node calling an offline fake chat model). Nothing is
@@ -8,11 +9,14 @@ pragmas; ``SafepointSaver`` gets ``safepoint.open_store("sqlite:///…")`` at it
 defaults (scrubbing on, large values to files beside the database). Invoke
 uses the default durability mode.
 
-Besides the time per ``invoke``, the savers' ``get_tuple``/``put``/``put_writes``
-are timed (``lg_graph.Timed``), and after the steps in ``probes`` the bytes
+Besides the time per ``invoke`` (wall, and the CPU time of the thread that
+called it), the savers' ``get_tuple``/``put``/``put_writes`` are timed, wall
+and thread CPU (``lg_graph.Timed``), and after the steps in ``probes`` the bytes
 stored so far are read from a separate read-only connection: the database
 pages in use (page_count - freelist_count, times page_size, WAL content
-included) plus the blob files.
+included) plus the blob files. ``run`` runs one saver through every turn;
+``run_alternating`` runs several through the same turns in alternating blocks,
+so that SafepointSaver and the floor meet the same machine load.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 
 from agent_workload import AgentStep
 from common import (
+    DiskUsage,
     LoadProbe,
     StatementCounter,
     StoreRun,
@@ -40,6 +45,7 @@ from common import (
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
+from lg_floor import LatestOnlySaver
 from lg_graph import Timed, build_graph
 from raw_sqlite import RawWriter
 
@@ -47,7 +53,13 @@ import safepoint
 from safepoint.adapters.langgraph import SafepointSaver
 
 THREAD_ID = "bench-thread"
-KINDS = {"sqlite": "SqliteSaver", "safepoint": "SafepointSaver"}
+KINDS = {"sqlite": "SqliteSaver", "safepoint": "SafepointSaver", "floor": "floor (LatestOnlySaver)"}
+SAVER_CALLS = ("get_tuple", "put", "put_writes")
+# Per turn: each saver method's wall time and thread CPU time (summed over its calls), and the
+# CPU time of the thread that called invoke.
+SERIES = (*SAVER_CALLS, *(f"{name} cpu" for name in SAVER_CALLS), "invoke cpu")
+FLOOR = "floor "  # prefix of the floor's series in a SafepointSaver run's extra_seconds
+BLOCK = 50  # turns each saver runs before the next one's turn, in run_alternating
 
 
 class TimedSqliteSaver(Timed, SqliteSaver):
@@ -62,6 +74,12 @@ class TimedSafepointSaver(Timed, SafepointSaver):
         self._timing_setup()
 
 
+class TimedFloor(Timed, LatestOnlySaver):
+    def __init__(self) -> None:
+        super().__init__()
+        self._timing_setup()
+
+
 class _Contender:
     """One saver on its own file, plus what the probes need (a way to count statements)."""
 
@@ -69,12 +87,15 @@ class _Contender:
         self.kind = kind
         self._closers: list[Callable[[], None]] = []
         self.counter = StatementCounter()
-        if kind == "sqlite":
+        self.db_path: Path | None = None
+        self.blob_dir: Path | None = None
+        if kind == "floor":
+            self.saver: Any = TimedFloor()
+        elif kind == "sqlite":
             self.db_path = directory / "checkpoints.sqlite"
             conn = sqlite3.connect(self.db_path, check_same_thread=False)
-            self.saver: Any = TimedSqliteSaver(conn)
+            self.saver = TimedSqliteSaver(conn)
             self._conn = conn
-            self.blob_dir: Path | None = None
             self._closers.append(conn.close)
         else:
             self.db_path = directory / "state.db"
@@ -99,6 +120,8 @@ class _Contender:
         return self.counter.count(lambda: action(self._probe_saver))
 
     def stored_bytes(self) -> int:
+        if self.db_path is None:
+            return 0  # the floor stores nothing
         return pages_in_use(self.db_path) + (dir_bytes(self.blob_dir) if self.blob_dir else 0)
 
     def close(self) -> None:
@@ -115,69 +138,122 @@ def run(
     *,
     load_probes: bool = True,
 ) -> StoreRun:
-    """``workload.steps`` as one ``invoke`` each; loads and bytes probed after ``probes``."""
-    directory = fresh_dir(base, f"langgraph-{kind}-{label}")
-    contender = _Contender(kind, directory)
-    saver = contender.saver
-    raw = RawWriter(directory / "raw.db")
-    steps: Sequence[AgentStep] = workload.steps
-    after_step = raw.interleave(len(steps))
-    current: list[AgentStep] = []
-    graph = build_graph(saver, current)
-    config: RunnableConfig = {"configurable": {"thread_id": THREAD_ID}}
+    """``workload.steps`` as one ``invoke`` each; loads and bytes probed after ``probes``.
 
-    seconds: list[float] = []
-    per_kind: dict[str, list[float]] = {"put": [], "put_writes": [], "get_tuple": []}
-    puts = writes = late = 0
-    shapes: set[tuple[int, int]] = set()  # (puts, put_writes) seen per step
-    state_loads: list[LoadProbe] = []
-    tuple_loads: list[LoadProbe] = []
-    probe_bytes: dict[int, int] = {}
-    for agent_step in steps:
-        current.append(agent_step)
-        start = time.perf_counter()
-        graph.invoke({"messages": [agent_step.incoming]}, config)
-        seconds.append(time.perf_counter() - start)
-        late += saver.in_flight > 0
+    ``kind="safepoint"`` runs the floor through the same turns too, alternating
+    blocks with it (``run_alternating``), and returns the floor's series with
+    SafepointSaver's, under ``FLOOR`` + name in ``extra_seconds`` (``FLOOR +
+    "invoke"``: its seconds per ``invoke``), so the report can set them side by side.
+    """
+    if kind == "safepoint":
+        runs = run_alternating(workload, base, label, probes, ("safepoint", "floor"))
+        ours, floor = runs["safepoint"], runs["floor"]
+        ours.extra_seconds[FLOOR + "invoke"] = floor.step_seconds
+        ours.extra_seconds.update({FLOOR + name: series for name, series in floor.extra_seconds.items()})
+        return ours
+    session = _Session(workload, base, label, probes, kind, load_probes=load_probes)
+    for agent_step in workload.steps:
+        session.turn(agent_step)
+    return session.finish()
+
+
+def run_alternating(
+    workload: Any,
+    base: Path,
+    label: str,
+    probes: tuple[int, ...],
+    kinds: Sequence[str],
+    *,
+    block: int = BLOCK,
+) -> dict[str, StoreRun]:
+    """Several savers through the same turns, alternating blocks of ``block`` turns (the order
+    flipped every block), so a change in the machine's load falls on all of them alike."""
+    sessions = {kind: _Session(workload, base, label, probes, kind, load_probes=True) for kind in kinds}
+    steps: Sequence[AgentStep] = workload.steps
+    for number, start in enumerate(range(0, len(steps), block)):
+        for kind in kinds if number % 2 == 0 else list(reversed(kinds)):
+            for agent_step in steps[start : start + block]:
+                sessions[kind].turn(agent_step)
+    return {kind: session.finish() for kind, session in sessions.items()}
+
+
+class _Session:
+    """One saver's graph and thread, run turn by turn; ``finish`` closes it and gives its results."""
+
+    def __init__(
+        self, workload: Any, base: Path, label: str, probes: tuple[int, ...], kind: str, *, load_probes: bool
+    ) -> None:
+        self.directory = fresh_dir(base, f"langgraph-{kind}-{label}")
+        self.contender = _Contender(kind, self.directory)
+        self.probes = probes
+        self.load_probes = load_probes and kind != "floor"
+        self.raw = RawWriter(self.directory / "raw.db")
+        self.steps = len(workload.steps)
+        self.after_step = self.raw.interleave(self.steps)
+        self.current: list[AgentStep] = []
+        self.graph = build_graph(self.contender.saver, self.current)
+        self.config: RunnableConfig = {"configurable": {"thread_id": THREAD_ID}}
+        self.seconds: list[float] = []
+        self.per_kind: dict[str, list[float]] = {name: [] for name in SERIES}
+        self.puts = self.writes = self.late = 0
+        self.shapes: set[tuple[int, int]] = set()  # (puts, put_writes) seen per step
+        self.state_loads: list[LoadProbe] = []
+        self.tuple_loads: list[LoadProbe] = []
+        self.probe_bytes: dict[int, int] = {}
+
+    def turn(self, agent_step: AgentStep) -> None:
+        saver = self.contender.saver
+        self.current.append(agent_step)
+        start, cpu = time.perf_counter(), time.thread_time()
+        self.graph.invoke({"messages": [agent_step.incoming]}, self.config)
+        self.per_kind["invoke cpu"].append(time.thread_time() - cpu)
+        self.seconds.append(time.perf_counter() - start)
+        self.late += saver.in_flight > 0
         timings = saver.take()
-        for name, series in per_kind.items():
-            series.append(sum(t[1] for t in timings if t[0] == name))
+        for name in SAVER_CALLS:
+            self.per_kind[name].append(sum(t[1] for t in timings if t[0] == name))
+            self.per_kind[f"{name} cpu"].append(sum(t[2] for t in timings if t[0] == name))
         step_puts = sum(t[0] == "put" for t in timings)
         step_writes = sum(t[0] == "put_writes" for t in timings)
-        shapes.add((step_puts, step_writes))
-        puts += step_puts
-        writes += step_writes
-        if agent_step.step in probes:
-            probe_bytes[agent_step.step] = contender.stored_bytes()
-            if load_probes:
-                state_loads.append(_probe_state(contender, graph, current, config, agent_step.step))
-                tuple_loads.append(_probe_tuple(contender, config, agent_step.step))
+        self.shapes.add((step_puts, step_writes))
+        self.puts += step_puts
+        self.writes += step_writes
+        if agent_step.step in self.probes:
+            self.probe_bytes[agent_step.step] = self.contender.stored_bytes()
+            if self.load_probes:
+                self.state_loads.append(
+                    _probe_state(self.contender, self.graph, self.current, self.config, agent_step.step)
+                )
+                self.tuple_loads.append(_probe_tuple(self.contender, self.config, agent_step.step))
             saver.take()  # the probes' own get_tuple calls
-        current.clear()
-        after_step(agent_step.step)
+        self.current.clear()
+        self.after_step(agent_step.step)
 
-    facts = _settings(contender)
-    facts["checkpoint puts per step"] = f"{puts / len(steps):g}"
-    facts["put_writes calls per step"] = f"{writes / len(steps):g}"
-    facts["(puts, put_writes) per step, all distinct values"] = ", ".join(map(str, sorted(shapes)))
-    facts["steps with a write still running when invoke returned"] = str(late)
-    contender.close()
-    raw_seconds = raw.close()
-    disk = disk_usage(contender.db_path, contender.blob_dir)
-    shutil.rmtree(directory)
-    loads = {}
-    if load_probes and probes:
-        loads = {"graph.get_state(config)": state_loads, "saver.get_tuple(config)": tuple_loads}
-    return StoreRun(
-        name=KINDS[kind],
-        step_seconds=seconds,
-        loads=loads,
-        disk=disk,
-        raw_commit_seconds=raw_seconds,
-        extra_seconds=per_kind,
-        facts=facts,
-        probe_bytes=probe_bytes,
-    )
+    def finish(self) -> StoreRun:
+        contender = self.contender
+        steps = len(self.seconds)
+        facts = _settings(contender)
+        facts["checkpoint puts per step"] = f"{self.puts / steps:g}"
+        facts["put_writes calls per step"] = f"{self.writes / steps:g}"
+        facts["(puts, put_writes) per step, all distinct values"] = ", ".join(map(str, sorted(self.shapes)))
+        facts["steps with a write still running when invoke returned"] = str(self.late)
+        contender.close()
+        raw_seconds = self.raw.close()
+        disk = disk_usage(contender.db_path, contender.blob_dir) if contender.db_path else DiskUsage(0, 0, 0)
+        shutil.rmtree(self.directory)
+        loads = {}
+        if self.load_probes and self.probes:
+            loads = {"graph.get_state(config)": self.state_loads, "saver.get_tuple(config)": self.tuple_loads}
+        return StoreRun(
+            name=KINDS[contender.kind],
+            step_seconds=self.seconds,
+            loads=loads,
+            disk=disk,
+            raw_commit_seconds=raw_seconds,
+            extra_seconds=self.per_kind,
+            facts=facts,
+            probe_bytes=self.probe_bytes,
+        )
 
 
 def _probe_state(
@@ -219,6 +295,8 @@ def _probe(
 
 
 def _settings(contender: _Contender) -> dict[str, str]:
+    if contender.db_path is None:
+        return {"stores": "the latest checkpoint of each thread, as objects in memory (bench/lg_floor.py)"}
     names = {"0": "OFF", "1": "NORMAL", "2": "FULL", "3": "EXTRA"}
     with contextlib.closing(sqlite3.connect(f"file:{contender.db_path}?mode=ro", uri=True)) as conn:
         journal = str(conn.execute("PRAGMA journal_mode").fetchone()[0])

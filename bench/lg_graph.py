@@ -11,8 +11,11 @@ user or tool message, on one ``thread_id``, at LangGraph's default durability.
 
 ``Timed`` is a mixin for any ``BaseCheckpointSaver``: it records how long
 ``get_tuple``, ``put`` and ``put_writes`` take, the part of a turn that is the
-checkpointer's (``put``/``put_writes`` run on LangGraph's background thread,
-overlapping with the rest of ``invoke``).
+checkpointer's, both as wall time and as the CPU time of the calling thread
+(``time.thread_time``). ``put``/``put_writes`` run on LangGraph's background
+thread, overlapping with the rest of ``invoke``: their wall time includes
+waiting for the GIL while the graph's own thread works, their CPU time does
+not.
 """
 
 from __future__ import annotations
@@ -74,20 +77,21 @@ class Timed:
     """Mixin (put it before the saver class): ``get_tuple``, ``put`` and ``put_writes`` timed."""
 
     def _timing_setup(self) -> None:
-        self.timings: list[tuple[str, float]] = []  # (kind, seconds)
+        self.timings: list[tuple[str, float, float]] = []  # (kind, wall seconds, thread CPU seconds)
         self.in_flight = 0  # writes started and not yet returned
         self._timing_lock = threading.Lock()
 
-    def _start(self) -> float:
+    def _start(self) -> tuple[float, float]:
         with self._timing_lock:
             self.in_flight += 1
-        return time.perf_counter()
+        return time.perf_counter(), time.thread_time()
 
-    def _record(self, kind: str, start: float) -> None:
-        seconds = time.perf_counter() - start
+    def _record(self, kind: str, start: tuple[float, float]) -> None:
+        cpu = time.thread_time() - start[1]
+        seconds = time.perf_counter() - start[0]
         with self._timing_lock:
             self.in_flight -= 1
-            self.timings.append((kind, seconds))
+            self.timings.append((kind, seconds, cpu))
 
     def get_tuple(self, config: RunnableConfig) -> Any:
         start = self._start()
@@ -122,7 +126,7 @@ class Timed:
         finally:
             self._record("put_writes", start)
 
-    def take(self) -> list[tuple[str, float]]:
+    def take(self) -> list[tuple[str, float, float]]:
         with self._timing_lock:
             out, self.timings = self.timings, []
         return out

@@ -3,6 +3,7 @@
     .venv/bin/python bench/run.py --out docs/benchmarks.md   # what `make bench` runs
     .venv/bin/python bench/run.py --quick                    # smoke test, a few minutes
     .venv/bin/python bench/run.py --no-postgres              # the SQLite sections only
+    .venv/bin/python bench/run.py --adapter-only --steps 300 # the LangGraph adapter section alone
 
 Sections are separate modules, run in this order: the store on SQLite
 (``sqlite_store``, with the default options and the variants in
@@ -30,6 +31,7 @@ import machine
 import pg_server
 import postgres_section
 import report
+import report_adapter
 import save_breakdown
 import scrub_section
 import sqlite_store
@@ -53,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     described = machine.describe(workdir)  # now: it names the code this process imported
     workload = agent_workload.build(steps)
     _log(f"workload: {steps} steps, {workload.content_json_bytes():,} content bytes (JSON)")
+    if args.adapter_only:
+        return _adapter_only(args, workload, workdir, probes)
 
     safepoint_runs: list[StoreRun] = []
     variants: dict[str, list[StoreRun]] = {}
@@ -144,6 +148,24 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _adapter_only(args: argparse.Namespace, workload: Any, workdir: Path, probes: tuple[int, ...]) -> int:
+    """The LangGraph adapter section alone (SqliteSaver, then SafepointSaver with the floor), printed."""
+    theirs = langgraph_sqlite.run(workload, workdir, "1", probes, "sqlite")
+    _log(f"SqliteSaver: {theirs.rate:,.1f} steps/s, {theirs.disk.total:,} bytes")
+    ours = langgraph_sqlite.run(workload, workdir, "1", probes, "safepoint")
+    _log(f"SafepointSaver: {ours.rate:,.1f} steps/s, {ours.disk.total:,} bytes")
+    content_at = {p: workload.prefix_json_bytes(p) for p in probes}
+    text = report_adapter.render(ours, theirs, probes, content_at, None) + "\n"
+    print(text)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text, encoding="utf-8")
+        _log(f"wrote {args.out}")
+    if not args.keep_workdir:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--out", type=Path, help="also write the Markdown report here")
@@ -153,6 +175,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--langgraph-reps", type=int, default=1)
     parser.add_argument("--no-langgraph", action="store_true", help="skip the LangGraph sections")
     parser.add_argument("--no-postgres", action="store_true", help="skip the PostgreSQL section")
+    parser.add_argument(
+        "--adapter-only",
+        action="store_true",
+        help="run and print only the LangGraph adapter section (SQLite)",
+    )
     parser.add_argument(
         "--pg-url", default=pg_server.DEFAULT_URL, help="PostgreSQL server (scratch schemas, dropped after)"
     )
