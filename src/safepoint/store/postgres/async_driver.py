@@ -18,7 +18,7 @@ from safepoint.store.ops import Op, Row
 
 from .config import PostgresConfig, search_path
 from .errors import translate
-from .steps import TRANSACTION_MODE, Statement, Transaction, op_steps, setup_steps
+from .steps import BEGIN, COMMIT, Statement, Transaction, op_steps, setup_steps
 
 T = TypeVar("T")
 
@@ -80,17 +80,19 @@ class PostgresAsyncDriver:
 async def _transact(
     conn: psycopg.AsyncConnection[Any], tx: Transaction[T], *, write: bool, pipeline: bool = True
 ) -> T:
-    level, read_only = TRANSACTION_MODE[write]
-    await conn.set_isolation_level(level)
-    await conn.set_read_only(read_only)
-    async with conn.pipeline() if pipeline else nullcontext(), conn.transaction():
+    # As in driver.py: BEGIN and COMMIT in the pipeline; the connection's
+    # context rolls back whatever an error leaves open.
+    async with conn.pipeline() if pipeline else nullcontext():
         with closing(tx.steps()) as steps:
+            await conn.execute(BEGIN[write], prepare=False)
             try:
                 statement = next(steps)
                 while True:
                     statement = steps.send(await _execute(conn, statement))
             except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
+                value: T = stop.value
+            await conn.execute(COMMIT, prepare=False)
+    return value
 
 
 async def _execute(conn: psycopg.AsyncConnection[Any], statement: Statement) -> list[Row]:

@@ -81,6 +81,9 @@ class PostgresConfig:
             # libpq takes whole seconds (and treats 1 as 2); round up, never down to 0 = forever.
             "connect_timeout": max(2, math.ceil(self.connect_timeout)),
             "prepare_threshold": self.prepare_threshold,
+            # The drivers send BEGIN and COMMIT themselves, inside the
+            # operation's pipeline (see steps.py): psycopg must not add its own.
+            "autocommit": True,
         }
 
     def pool_kwargs(self) -> dict[str, Any]:

@@ -19,7 +19,16 @@ from safepoint.store.ops import Op, Row
 
 from .config import PostgresConfig, search_path
 from .errors import translate
-from .steps import TRANSACTION_MODE, Statement, Steps, Transaction, op_steps, raw_steps, setup_steps
+from .steps import (
+    BEGIN,
+    COMMIT,
+    Statement,
+    Steps,
+    Transaction,
+    op_steps,
+    raw_steps,
+    setup_steps,
+)
 
 T = TypeVar("T")
 
@@ -82,14 +91,20 @@ class PostgresDriver:
 
 
 def _transact(conn: psycopg.Connection[Any], tx: Transaction[T], *, write: bool, pipeline: bool = True) -> T:
-    conn.isolation_level, conn.read_only = TRANSACTION_MODE[write]
-    with conn.pipeline() if pipeline else nullcontext(), conn.transaction(), closing(tx.steps()) as steps:
+    # On an autocommit connection, BEGIN and COMMIT are statements of the
+    # pipeline (see steps.py). An error leaves the transaction open or
+    # aborted; the connection's context (``with conn``, ``pool.connection()``)
+    # rolls it back on the way out.
+    with conn.pipeline() if pipeline else nullcontext(), closing(tx.steps()) as steps:
+        conn.execute(BEGIN[write], prepare=False)
         try:
             statement = next(steps)
             while True:
                 statement = steps.send(_execute(conn, statement))
         except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
+            value: T = stop.value
+        conn.execute(COMMIT, prepare=False)
+    return value
 
 
 def _execute(conn: psycopg.Connection[Any], statement: Statement) -> list[Row]:

@@ -9,12 +9,17 @@ uses between its generators and its waiting functions). ``Transaction``
 passes either on, remembering where it stands so that ``Transaction.error``
 can turn a psycopg error into safepoint's.
 
-Round trips: operations run in psycopg's pipeline mode, and a driver waits
-only for statements whose rows the operation reads (``Statement.fetch``).
-BEGIN, set_config and run_head travel together, and everything a save writes
-travels with its COMMIT, so a save costs two round trips instead of eight.
-A failure in a statement nobody waited for surfaces at the next wait (at
-the latest, the commit) and rolls the whole transaction back as usual.
+Round trips: operations run in psycopg's pipeline mode on autocommit
+connections, with BEGIN and COMMIT sent as statements of the pipeline, and a
+driver waits only for statements whose rows the operation reads
+(``Statement.fetch``). BEGIN, set_config and run_head travel together, and
+everything a save writes travels with its COMMIT and the pipeline's one Sync,
+so a save costs two round trips. (psycopg's own ``transaction()`` inside a
+pipeline syncs on entering and on leaving it, which made five.) A failure in
+a statement nobody waited for surfaces at the next wait (at the latest, the
+commit's) and leaves the transaction aborted; leaving the connection's
+context (``pool.connection()``) then rolls it back, as it does after an
+operation's own error.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from psycopg import IsolationLevel, sql
+from psycopg import sql
 
 from safepoint.errors import StoreError
 from safepoint.store.ops import Op, Query, Row
@@ -51,18 +56,18 @@ def returns_rows(text: str) -> bool:
 # Which named queries an operation reads rows from; the others are never waited for.
 FETCH = {name: returns_rows(text) for name, text in QUERIES.items()}
 
-# (isolation level, read only) of a transaction, by ``write``. Set on every
-# transaction (psycopg puts them in its BEGIN) rather than left to the
-# server's default_transaction_isolation, which a DBA may have changed.
+# How a transaction starts, by ``write``. Always explicit rather than left
+# to the server's default_transaction_isolation, which a DBA may have changed.
 # Writes: READ COMMITTED, serialized per run by the FOR UPDATE lock on the run
 # row; a writer that waited for that lock re-reads the row as committed and
 # fails its step check with Conflict, where REPEATABLE READ would abort with a
 # serialization failure. Reads: one snapshot for the two queries of a load,
 # and READ ONLY can never fail to serialize.
-TRANSACTION_MODE = {
-    True: (IsolationLevel.READ_COMMITTED, False),
-    False: (IsolationLevel.REPEATABLE_READ, True),
+BEGIN = {
+    True: b"BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE",
+    False: b"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
 }
+COMMIT = b"COMMIT"
 
 
 @dataclass(frozen=True, slots=True)
