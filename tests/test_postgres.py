@@ -447,7 +447,7 @@ def _comments(text: str) -> list[str]:
 
 
 def describe(dsn: str, schema: str) -> dict[str, list[tuple[Any, ...]]]:
-    """The structure of the schema's safepoint tables: columns, indexes and constraints.
+    """The structure of the schema's safepoint tables: columns, their storage, indexes and constraints.
 
     Names are made schema-independent (PostgreSQL qualifies names from
     another schema in index and constraint definitions).
@@ -456,6 +456,11 @@ def describe(dsn: str, schema: str) -> dict[str, list[tuple[Any, ...]]]:
         "columns": "SELECT table_name, column_name, data_type, is_nullable, column_default, is_identity,"
         " identity_generation FROM information_schema.columns WHERE table_schema = %(schema)s"
         " ORDER BY table_name, ordinal_position",
+        # How each column is stored: TOAST strategy and compression method (revision 4).
+        "storage": "SELECT cl.relname, a.attname, a.attstorage, a.attcompression FROM pg_attribute AS a"
+        " JOIN pg_class AS cl ON cl.oid = a.attrelid JOIN pg_namespace AS n ON n.oid = cl.relnamespace"
+        " WHERE n.nspname = %(schema)s AND cl.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped"
+        " ORDER BY cl.relname, a.attname",
         "indexes": "SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = %(schema)s"
         " ORDER BY tablename, indexname",
         "constraints": "SELECT cl.relname, co.conname, co.contype, pg_get_constraintdef(co.oid)"

@@ -80,3 +80,16 @@ CREATE TABLE safepoint_blobs (
     data            bytea       NOT NULL
 );
 
+-- lz4 TOAST compression for the large columns where the server has it
+-- (revision 4, which says why).
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_settings
+               WHERE name = 'default_toast_compression' AND 'lz4' = ANY (enumvals)) THEN
+        ALTER TABLE safepoint_checkpoints
+            ALTER COLUMN header SET COMPRESSION lz4,
+            ALTER COLUMN messages SET COMPRESSION lz4;
+        ALTER TABLE safepoint_blobs ALTER COLUMN data SET COMPRESSION lz4;
+    END IF;
+END
+$$;
