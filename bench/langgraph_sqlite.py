@@ -59,7 +59,9 @@ SAVER_CALLS = ("get_tuple", "put", "put_writes")
 # CPU time of the thread that called invoke.
 SERIES = (*SAVER_CALLS, *(f"{name} cpu" for name in SAVER_CALLS), "invoke cpu")
 FLOOR = "floor "  # prefix of the floor's series in a SafepointSaver run's extra_seconds
-BLOCK = 50  # turns each saver runs before the next one's turn, in run_alternating
+# Turns each saver runs before the next one's turn, in run_alternating: one, so that the same turn
+# of two savers runs moments apart and a change in the machine's load cannot fall on only one.
+BLOCK = 1
 
 
 class TimedSqliteSaver(Timed, SqliteSaver):

@@ -159,10 +159,12 @@ checkpointer that does the least LangGraph needs: it keeps only the latest
 checkpoint of the thread, as objects in memory, and serializes nothing, so
 its own cost per call is constant. Its `invoke` is LangGraph's own work per
 turn (`add_messages` over the growing list, the chat model's handling of its
-input …), which every checkpointer pays. SafepointSaver and the floor run in
-one process, alternating blocks of {BLOCK} turns, so both meet the same machine
-load; SqliteSaver runs on its own before them. SafepointSaver's `invoke`
-minus the floor's, turn by turn, is the latency the saver adds.
+input …), which every checkpointer pays. SafepointSaver and the floor run
+in one process, taking turns ({BLOCK} turn(s) each, the order flipped every
+time), so both meet the same machine load and each turn of one runs moments
+from the same turn of the other; SqliteSaver runs on its own before them.
+SafepointSaver's `invoke` minus the floor's, turn by turn, is the latency
+the saver adds.
 """
 
 
