@@ -49,7 +49,9 @@ from postgres_store import SafepointWriter
 from psycopg import sql
 
 import safepoint
+from safepoint.store import ops as safepoint_ops
 from safepoint.store.postgres import driver as pg_driver
+from safepoint.store.postgres import save as pg_save
 from safepoint.store.postgres import steps as pg_steps
 
 STEPS_BEFORE_EXPLAIN = 500
@@ -298,6 +300,9 @@ class VariantWriter(SafepointWriter):
     """
 
     def __init__(self, spec: dict[str, Any]) -> None:
+        if spec["variant"] == "one_statement":
+            # What a PostgreSQL store does once calls.save runs postgres.save.save.
+            safepoint_ops.save = pg_save.save  # type: ignore[assignment]
         if spec["variant"] in ("two_round_trips", "no_set_config"):
             pg_driver._transact = _transact_two_round_trips  # type: ignore[assignment]
         if spec["variant"] == "no_set_config":

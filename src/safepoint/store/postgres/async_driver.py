@@ -80,19 +80,30 @@ class PostgresAsyncDriver:
 async def _transact(
     conn: psycopg.AsyncConnection[Any], tx: Transaction[T], *, write: bool, pipeline: bool = True
 ) -> T:
-    # As in driver.py: BEGIN and COMMIT in the pipeline; the connection's
-    # context rolls back whatever an error leaves open.
-    async with conn.pipeline() if pipeline else nullcontext():
-        with closing(tx.steps()) as steps:
-            await conn.execute(BEGIN[write], prepare=False)
-            try:
-                statement = next(steps)
-                while True:
-                    statement = steps.send(await _execute(conn, statement))
+    # As in driver.py: BEGIN and COMMIT in the pipeline, a final statement
+    # committed with its COMMIT, and the connection's context rolls back
+    # whatever an error leaves open.
+    with closing(tx.steps()) as steps:
+        statement = next(steps)
+        while True:
+            async with conn.pipeline() if pipeline else nullcontext():
+                await conn.execute(BEGIN[write], prepare=False)
+                try:
+                    while not statement.final:
+                        statement = steps.send(await _execute(conn, statement))
+                except StopIteration as stop:
+                    await conn.execute(COMMIT, prepare=False)
+                    return stop.value  # type: ignore[no-any-return]
+                final = await _send(conn, statement)
+                await conn.execute(COMMIT, prepare=False)
+            try:  # committed: the operation may go on, in a new transaction
+                statement = steps.send(await final.fetchall())
             except StopIteration as stop:
-                value: T = stop.value
-            await conn.execute(COMMIT, prepare=False)
-    return value
+                return stop.value  # type: ignore[no-any-return]
+
+
+async def _send(conn: psycopg.AsyncConnection[Any], statement: Statement) -> psycopg.AsyncCursor[Row]:
+    return await conn.execute(statement.sql, statement.params, prepare=statement.prepare)
 
 
 async def _execute(conn: psycopg.AsyncConnection[Any], statement: Statement) -> list[Row]:
@@ -101,5 +112,5 @@ async def _execute(conn: psycopg.AsyncConnection[Any], statement: Statement) -> 
     if statement.many is not None:
         await conn.cursor().executemany(statement.sql, statement.many)
         return []
-    cursor = await conn.execute(statement.sql, statement.params, prepare=statement.prepare)
+    cursor = await _send(conn, statement)
     return await cursor.fetchall() if statement.fetch else []

@@ -92,19 +92,31 @@ class PostgresDriver:
 
 def _transact(conn: psycopg.Connection[Any], tx: Transaction[T], *, write: bool, pipeline: bool = True) -> T:
     # On an autocommit connection, BEGIN and COMMIT are statements of the
-    # pipeline (see steps.py). An error leaves the transaction open or
-    # aborted; the connection's context (``with conn``, ``pool.connection()``)
-    # rolls it back on the way out.
-    with conn.pipeline() if pipeline else nullcontext(), closing(tx.steps()) as steps:
-        conn.execute(BEGIN[write], prepare=False)
-        try:
-            statement = next(steps)
-            while True:
-                statement = steps.send(_execute(conn, statement))
-        except StopIteration as stop:
-            value: T = stop.value
-        conn.execute(COMMIT, prepare=False)
-    return value
+    # pipeline (see steps.py); a final statement goes out with its COMMIT and
+    # its rows are read after the pipeline's Sync, so that no wait splits
+    # them. An error leaves the transaction open or aborted; the connection's
+    # context (``with conn``, ``pool.connection()``) rolls it back on the way out.
+    with closing(tx.steps()) as steps:
+        statement = next(steps)
+        while True:
+            with conn.pipeline() if pipeline else nullcontext():
+                conn.execute(BEGIN[write], prepare=False)
+                try:
+                    while not statement.final:
+                        statement = steps.send(_execute(conn, statement))
+                except StopIteration as stop:
+                    conn.execute(COMMIT, prepare=False)
+                    return stop.value  # type: ignore[no-any-return]
+                final = _send(conn, statement)
+                conn.execute(COMMIT, prepare=False)
+            try:  # committed: the operation may go on, in a new transaction
+                statement = steps.send(final.fetchall())
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+
+
+def _send(conn: psycopg.Connection[Any], statement: Statement) -> psycopg.Cursor[Row]:
+    return conn.execute(statement.sql, statement.params, prepare=statement.prepare)
 
 
 def _execute(conn: psycopg.Connection[Any], statement: Statement) -> list[Row]:
@@ -113,5 +125,5 @@ def _execute(conn: psycopg.Connection[Any], statement: Statement) -> list[Row]:
     if statement.many is not None:
         conn.cursor().executemany(statement.sql, statement.many)
         return []
-    cursor = conn.execute(statement.sql, statement.params, prepare=statement.prepare)
+    cursor = _send(conn, statement)
     return cursor.fetchall() if statement.fetch else []

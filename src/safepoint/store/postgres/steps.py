@@ -14,8 +14,10 @@ connections, with BEGIN and COMMIT sent as statements of the pipeline, and a
 driver waits only for statements whose rows the operation reads
 (``Statement.fetch``). BEGIN, set_config and run_head travel together, and
 everything a save writes travels with its COMMIT and the pipeline's one Sync,
-so a save costs two round trips. (psycopg's own ``transaction()`` inside a
-pipeline syncs on entering and on leaving it, which made five.) A failure in
+so ``ops.save`` costs two round trips. (psycopg's own ``transaction()``
+inside a pipeline syncs on entering and on leaving it, which made five.)
+``save.py``'s one-statement save is a final statement (``Statement.final``):
+BEGIN, set_config, the statement and COMMIT in one round trip. A failure in
 a statement nobody waited for surfaces at the next wait (at the latest, the
 commit's) and leaves the transaction aborted; leaving the connection's
 context (``pool.connection()``) then rolls it back, as it does after an
@@ -40,6 +42,8 @@ from .errors import translate
 T = TypeVar("T")
 _PACKAGE = __package__ or "safepoint.store.postgres"
 QUERIES = load_queries(_PACKAGE)
+# Statements of this dialect's own operations (save.py), beyond the shared names.
+OWN_QUERIES = load_queries(_PACKAGE, "save.sql")
 SETUP = load_queries(_PACKAGE, "setup.sql")
 REVISIONS = load_revisions(_PACKAGE)
 SCHEMA = read_text(_PACKAGE, "schema.sql")
@@ -54,7 +58,12 @@ def returns_rows(text: str) -> bool:
 
 
 # Which named queries an operation reads rows from; the others are never waited for.
-FETCH = {name: returns_rows(text) for name, text in QUERIES.items()}
+FETCH = {name: returns_rows(text) for name, text in (QUERIES | OWN_QUERIES).items()}
+# Queries that end their transaction (Statement.final): a save's one
+# statement goes out with its COMMIT, and the whole save is one round trip.
+# save.py reads its rows only to learn whether it wrote, which the commit
+# does not change.
+FINAL = frozenset({"save_next"})
 
 # How a transaction starts, by ``write``. Always explicit rather than left
 # to the server's default_transaction_isolation, which a DBA may have changed.
@@ -76,6 +85,11 @@ class Statement:
 
     ``fetch`` says whether to wait for and return its rows; when False the
     driver returns ``[]`` at once (in a pipeline, without waiting).
+
+    ``final``: the transaction commits with this statement, in the same
+    round trip (COMMIT follows it in the pipeline), and its rows come back
+    only after the commit. Should the operation go on, what it asks next runs
+    in a new transaction (``op_steps`` sets search_path again first).
     """
 
     name: str
@@ -86,6 +100,7 @@ class Statement:
     # Whole DDL files go through the simple query protocol (several
     # statements in one string); they must never be prepared.
     prepare: bool | None = None
+    final: bool = False
 
 
 Steps = Generator[Statement, list[Row], T]
@@ -96,12 +111,19 @@ def _set_search_path(search_path: str) -> Statement:
 
 
 def op_steps(op: Op[T], search_path: str) -> Steps[T]:
-    """The statements of one operation's transaction: search_path, then its queries as SQL."""
+    """The statements of one operation's transaction: search_path, then its queries as SQL.
+
+    After a final statement the operation's next query opens a new
+    transaction, which gets its own search_path first.
+    """
     try:
         yield _set_search_path(search_path)
         query = next(op)
         while True:
-            query = op.send((yield _statement(query)))
+            statement = _statement(query)
+            query = op.send((yield statement))
+            if statement.final:
+                yield _set_search_path(search_path)
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
     finally:
@@ -109,10 +131,11 @@ def op_steps(op: Op[T], search_path: str) -> Steps[T]:
 
 
 def _statement(query: Query) -> Statement:
-    text = QUERIES.get(query.name)
+    text = QUERIES.get(query.name) or OWN_QUERIES.get(query.name)
     if text is None:
         raise StoreError(f"the postgresql dialect has no query named {query.name!r}")
-    return Statement(query.name, text, query.params, query.many, fetch=FETCH[query.name])
+    name = query.name
+    return Statement(name, text, query.params, query.many, fetch=FETCH[name], final=name in FINAL)
 
 
 def raw_steps(text: str, params: dict[str, Any] | None, search_path: str) -> Steps[list[Row]]:
@@ -146,9 +169,11 @@ class Transaction(Generic[T]):
                 for params in (statement.params or {}, *(statement.many or ())[:1]):
                     self._run_id = params.get("run_id", self._run_id)
                     self._step = params.get("step", self._step)
+                self._committing = statement.final  # its COMMIT goes with it
                 rows = yield statement
-                if statement.fetch:  # its rows came back: it and everything before it succeeded
+                if statement.fetch or statement.final:  # its rows came back: all before it succeeded
                     self._unconfirmed.clear()
+                self._committing = False  # a final statement's commit succeeded too
                 statement = inner.send(rows)
         except StopIteration as stop:
             self._committing = True

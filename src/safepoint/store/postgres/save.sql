@@ -1,0 +1,40 @@
+-- The PostgreSQL-only statement of postgres/save.py: a save of the next step
+-- of a run in one statement, for a writer that already knows the run's head.
+-- Same parameter conventions as queries.sql (named, integers cast to bigint,
+-- no percent sign in comments).
+
+-- name: save_next
+-- The run row moves to the new head and the checkpoint row is inserted, only
+-- if the head is still the one the writer saved or loaded (step, digest, next
+-- free seq) and the lease check ops.save makes holds: the writer's lease
+-- (owner and epoch) when it saves under one, otherwise no live lease of
+-- anyone's. The UPDATE locks the run row as run_head's FOR UPDATE does;
+-- under READ COMMITTED a writer that waited for it re-checks these
+-- conditions on the row as committed. No row back: nothing was written (the
+-- writer then runs ops.save, which says why).
+WITH head AS (
+    UPDATE safepoint_runs
+    SET head_step = %(step)s::bigint, head_digest = %(digest)s, status = %(status)s,
+        schema_version = %(schema_version)s::integer,
+        labels = %(labels)s::jsonb, counters = %(counters)s::jsonb, next_seq = %(next_seq)s::bigint,
+        updated_at = 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond'
+    WHERE run_id = %(run_id)s
+      AND head_step = %(step)s::bigint - 1
+      AND head_digest = %(head_digest)s
+      AND next_seq = %(first_seq)s::bigint
+      AND CASE WHEN %(lease_owner)s::text IS NULL
+               THEN lease_owner IS NULL OR lease_expires_at IS NULL
+                    OR lease_expires_at <= 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond'
+               ELSE lease_owner = %(lease_owner)s::text AND lease_epoch = %(lease_epoch)s::bigint
+          END
+    RETURNING id)
+INSERT INTO safepoint_checkpoints (
+    run_ref, step, schema_version, status, created_at, message_count, ranges, header, digest,
+    first_seq, added, messages, blobs
+)
+SELECT head.id, %(step)s::bigint, %(schema_version)s::integer, %(status)s,
+       'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond',
+       %(message_count)s::bigint, %(ranges)s::jsonb, %(header)s, %(digest)s,
+       %(first_seq)s::bigint, %(added)s::integer, %(messages)s, %(blobs)s::jsonb
+FROM head
+RETURNING run_ref;

@@ -1,0 +1,226 @@
+"""The one-statement PostgreSQL save (``store/postgres/save.py``): same results as ``ops.save``.
+
+``postgres.save.save`` has ``ops.save``'s signature and result. The stores in
+these tests save through it (``ops.save`` is rebound to it for the test, as a
+PostgreSQL store will call it once wired in), and the whole conformance
+suite runs that way too. Each test records the named queries the saves sent,
+so it can say which way a save went: ``save_next`` alone, or ``save_next``
+declined and then ``ops.save``'s own queries in the same transaction.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import safepoint
+from conftest_postgres import fresh_schema, postgres_tamper, require_postgres
+from safepoint import Checkpoint, Store
+from safepoint.errors import Conflict, LeaseLost
+from safepoint.store import ops
+from safepoint.store.ops import Op, Query
+from safepoint.store.postgres import save as pg_save
+from safepoint.testing.conformance import QueryLog, StoreConformance, Tamper, grow
+
+POOL = {"min_size": 1, "max_size": 2}
+FAST = ["save_next"]
+DECLINED = ["save_next", "run_head"]
+
+
+@pytest.fixture(scope="module")
+def postgres_dsn() -> str:
+    return require_postgres()
+
+
+@pytest.fixture
+def pg_schema(postgres_dsn: str) -> Iterator[str]:
+    with fresh_schema(postgres_dsn) as name:
+        yield name
+
+
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """Saves in this test go through postgres.save; one list of query names per save."""
+    saves: list[list[str]] = []
+
+    def recorded(*args: Any, **kwargs: Any) -> Op[Any]:
+        names: list[str] = []
+        saves.append(names)
+        op = pg_save.save(*args, **kwargs)
+        query = next(op)
+        try:
+            while True:
+                names.append(query.name)
+                query = op.send((yield query))
+        except StopIteration as stop:
+            return stop.value
+
+    monkeypatch.setattr(ops, "save", recorded)
+    return saves
+
+
+@pytest.fixture
+def pg_factory(postgres_dsn: str, pg_schema: str, sent: list[list[str]]) -> Iterator[Callable[..., Store]]:
+    opened: list[Store] = []
+
+    def factory(**options: Any) -> Store:
+        store = safepoint.open_store(postgres_dsn, schema=pg_schema, **{**POOL, **options})
+        opened.append(store)
+        return store
+
+    yield factory
+    for store in opened:
+        store.close()
+
+
+class TestOneStatementSave(StoreConformance):
+    """Every conformance test, with every save going through postgres.save."""
+
+    @pytest.fixture
+    def store(self, pg_factory: Callable[..., Store]) -> Store:
+        return pg_factory()
+
+    @pytest.fixture
+    def reopen(self, pg_factory: Callable[..., Store]) -> Callable[[], Store]:
+        return pg_factory
+
+    @pytest.fixture
+    def tamper(self, postgres_dsn: str, pg_schema: str) -> Tamper:
+        return postgres_tamper(postgres_dsn, pg_schema)
+
+    def test_save_writes_only_new_messages(self, store: Store) -> None:
+        """A save at step 200 writes the 2 new messages and one header, not the history.
+
+        The suite's own version counts insert_checkpoint's messages; here
+        they travel in save_next.
+        """
+        cp = grow(store, "flat", 200)
+        log = QueryLog(store)
+        nxt = cp.next()
+        nxt.messages.extend([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])
+        store.save(nxt)
+        assert _messages_written(log.take()) == 2
+
+
+def _messages_written(queries: list[Query]) -> int:
+    """messages_written, counting save_next's messages as well as insert_checkpoint's."""
+    return sum(q.params.get("added", 0) for q in queries if q.name in ("insert_checkpoint", "save_next"))
+
+
+def _step(cp: Checkpoint, text: str) -> Checkpoint:
+    cp = cp.next()
+    cp.messages.append({"role": "user", "content": text})
+    cp.counters["turns"] = cp.step
+    return cp
+
+
+def test_the_next_step_is_one_statement(pg_factory: Callable[..., Store], sent: list[list[str]]) -> None:
+    """A run's first save goes the usual way; each next step from the saved head is save_next alone."""
+    store = pg_factory()
+    cp = Checkpoint(run_id="fast", labels={"k": "v"})
+    store.save(cp)
+    for step in range(1, 4):
+        cp = _step(cp, f"turn {step}")
+        store.save(cp)
+    assert sent[0][0] == "run_head"
+    assert sent[1:] == [FAST] * 3
+    loaded = pg_factory().load("fast")
+    assert (loaded.step, list(loaded.messages), loaded.counters) == (3, list(cp.messages), {"turns": 3})
+    info = store.run("fast")
+    assert (info.head_step, info.labels, info.updated_at) == (3, {"k": "v"}, cp.created_at)
+
+
+def test_a_status_change_is_stored_on_the_run(
+    pg_factory: Callable[..., Store], sent: list[list[str]]
+) -> None:
+    """save_next sets the run's status with its head, as set_run_status does."""
+    store = pg_factory()
+    cp = Checkpoint(run_id="status")
+    store.save(cp)
+    cp = _step(cp, "last")
+    cp.status = safepoint.Status.DONE
+    store.save(cp)
+    assert sent[-1] == FAST
+    assert store.run("status").status == safepoint.Status.DONE
+    assert [r.run_id for r in store.runs(status="done")] == ["status"]
+
+
+def test_a_head_moved_by_another_writer_is_a_conflict(
+    pg_factory: Callable[..., Store], sent: list[list[str]]
+) -> None:
+    """Two writers from the same head: the second's save_next writes nothing and ops.save says Conflict."""
+    first, second = pg_factory(), pg_factory()
+    first.save(Checkpoint(run_id="race"))
+    a, b = _step(first.load("race"), "a"), _step(second.load("race"), "b")
+    first.save(a)
+    with pytest.raises(Conflict):
+        second.save(b)
+    assert sent[-1][:2] == DECLINED
+    assert list(first.load("race").messages) == list(a.messages)
+
+
+def test_a_lost_lease_is_fenced_off(pg_factory: Callable[..., Store], sent: list[list[str]]) -> None:
+    """Under a lease the save is one statement; once another worker holds the run: LeaseLost, no write."""
+    store = pg_factory()
+    cp = Checkpoint(run_id="leased")
+    store.save(cp)
+    store.enqueue("leased")
+    lease = store.claim("w1", lease=0.2)
+    assert lease is not None
+    cp = _step(store.load("leased"), "under the lease")
+    store.save(cp, lease=lease)
+    assert sent[-1] == FAST
+    time.sleep(0.3)
+    taken = store.claim("w2", lease=30)
+    assert taken is not None
+    stale = _step(cp, "too late")
+    with pytest.raises(LeaseLost):
+        store.save(stale, lease=lease)
+    assert sent[-1][:2] == DECLINED
+    with pytest.raises(Conflict, match="leased by worker 'w2'"):
+        store.save(stale)
+    assert sent[-1][:2] == DECLINED
+    assert store.load("leased").step == cp.step
+    store.save(stale, lease=taken)
+    assert sent[-1] == FAST
+
+
+def test_an_expired_lease_does_not_stop_an_unleased_save(
+    pg_factory: Callable[..., Store], sent: list[list[str]]
+) -> None:
+    """Without a lease, a run whose lease has expired saves in one statement, as ops.save allows."""
+    store = pg_factory()
+    cp = Checkpoint(run_id="expired")
+    store.save(cp)
+    store.enqueue("expired")
+    assert store.claim("w1", lease=0.05) is not None
+    time.sleep(0.1)
+    cp = _step(store.load("expired"), "after expiry")
+    store.save(cp)
+    assert sent[-1] == FAST
+
+
+def test_a_dropped_tail_falls_back_and_saves_exactly(
+    pg_factory: Callable[..., Store], sent: list[list[str]]
+) -> None:
+    """After a rewrite that drops the newest messages the guessed next seq is wrong: ops.save saves it."""
+    store = pg_factory()
+    cp = Checkpoint(run_id="tail")
+    store.save(cp)
+    for step in range(1, 4):
+        cp = _step(cp, f"turn {step}")
+        store.save(cp)
+    cp = cp.next()
+    cp.messages = list(cp.messages)[:1]  # the log keeps seqs 1 and 2; this view ends at 1
+    store.save(cp)
+    cp = _step(cp, "after the rewrite")
+    store.save(cp)
+    assert sent[-1][:2] == DECLINED
+    assert list(pg_factory().load("tail").messages) == list(cp.messages)
+    cp = _step(cp, "and on")
+    store.save(cp)
+    assert sent[-1] == FAST
+    assert list(pg_factory().load("tail").messages) == list(cp.messages)
