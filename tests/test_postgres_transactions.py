@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -133,3 +135,51 @@ def test_reads_run_in_one_read_only_snapshot(postgres_dsn: str, schema: str) -> 
             assert driver._run(raw_steps(show, None, driver.search_path), write=write) == [expected]
     finally:
         driver.close()
+
+
+def _stall_after_run_head(run_id: str, stalled: threading.Event, resume: threading.Event) -> Op[None]:
+    """Lock the run row (run_head), then stall as a stopped client would, then try to write."""
+    rows = yield Query("run_head", {"run_id": run_id})
+    stalled.set()
+    resume.wait(30)
+    yield Query("set_run_status", {"run_ref": rows[0][1], "status": "failed"})
+
+
+def test_a_client_stalled_mid_transaction_does_not_keep_its_lock(postgres_dsn: str, schema: str) -> None:
+    """The server ends a transaction whose client stalls after run_head (5 s idle), so the run frees up."""
+    driver = _open(postgres_dsn, schema)
+    other = _open(postgres_dsn, schema)
+    try:
+        driver.run(_insert_then("stalled", "none"), write=True)
+        stalled, resume = threading.Event(), threading.Event()
+        outcome: list[BaseException | None] = []
+
+        def stalling() -> None:
+            try:
+                driver.run(_stall_after_run_head("stalled", stalled, resume), write=True)
+                outcome.append(None)
+            except BaseException as exc:  # reported by the assertion below
+                outcome.append(exc)
+
+        thread = threading.Thread(target=stalling)
+        thread.start()
+        assert stalled.wait(10)
+        deadline = time.monotonic() + 30
+        while True:  # the row is locked until the server ends the stalled transaction
+            try:
+                other.execute_raw(_LOCK_NOW, {"run_id": "stalled"})
+                break
+            except StoreError:
+                assert time.monotonic() < deadline, "the stalled transaction kept the run row locked"
+                time.sleep(0.2)
+        resume.set()
+        thread.join(30)
+        assert isinstance(outcome[0], StoreError)  # its connection was closed under it
+        assert other.run(_list_all(), write=False) == ["stalled"]
+    finally:
+        driver.close()
+        other.close()
+
+
+# The run row's lock, taken at once or not at all.
+_LOCK_NOW = "SELECT id FROM safepoint_runs WHERE run_id = %(run_id)s FOR UPDATE NOWAIT"

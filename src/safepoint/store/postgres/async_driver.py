@@ -86,11 +86,11 @@ async def _transact(
     with closing(tx.steps()) as steps:
         statement = next(steps)
         while True:
-            async with conn.pipeline() if pipeline else nullcontext():
+            async with conn.pipeline() if pipeline else nullcontext() as line:
                 await conn.execute(BEGIN[write], prepare=False)
                 try:
                     while not statement.final:
-                        statement = steps.send(await _execute(conn, statement))
+                        statement = steps.send(await _execute(conn, line, statement))
                 except StopIteration as stop:
                     await conn.execute(COMMIT, prepare=False)
                     return stop.value  # type: ignore[no-any-return]
@@ -106,11 +106,17 @@ async def _send(conn: psycopg.AsyncConnection[Any], statement: Statement) -> psy
     return await conn.execute(statement.sql, statement.params, prepare=statement.prepare)
 
 
-async def _execute(conn: psycopg.AsyncConnection[Any], statement: Statement) -> list[Row]:
+async def _execute(
+    conn: psycopg.AsyncConnection[Any], line: psycopg.AsyncPipeline | None, statement: Statement
+) -> list[Row]:
     # No cursor context manager: in a pipeline, a cursor must outlive the
     # call that sent its statement, until its result arrives.
     if statement.many is not None:
         await conn.cursor().executemany(statement.sql, statement.many)
         return []
     cursor = await _send(conn, statement)
-    return await cursor.fetchall() if statement.fetch else []
+    if not statement.fetch:
+        return []
+    if line is not None:  # a Sync: see driver.py
+        await line.sync()
+    return await cursor.fetchall()

@@ -99,11 +99,11 @@ def _transact(conn: psycopg.Connection[Any], tx: Transaction[T], *, write: bool,
     with closing(tx.steps()) as steps:
         statement = next(steps)
         while True:
-            with conn.pipeline() if pipeline else nullcontext():
+            with conn.pipeline() if pipeline else nullcontext() as line:
                 conn.execute(BEGIN[write], prepare=False)
                 try:
                     while not statement.final:
-                        statement = steps.send(_execute(conn, statement))
+                        statement = steps.send(_execute(conn, line, statement))
                 except StopIteration as stop:
                     conn.execute(COMMIT, prepare=False)
                     return stop.value  # type: ignore[no-any-return]
@@ -119,11 +119,18 @@ def _send(conn: psycopg.Connection[Any], statement: Statement) -> psycopg.Cursor
     return conn.execute(statement.sql, statement.params, prepare=statement.prepare)
 
 
-def _execute(conn: psycopg.Connection[Any], statement: Statement) -> list[Row]:
+def _execute(conn: psycopg.Connection[Any], line: psycopg.Pipeline | None, statement: Statement) -> list[Row]:
     # No cursor context manager: in a pipeline, a cursor must outlive the
     # call that sent its statement, until its result arrives.
     if statement.many is not None:
         conn.cursor().executemany(statement.sql, statement.many)
         return []
     cursor = _send(conn, statement)
-    return cursor.fetchall() if statement.fetch else []
+    if not statement.fetch:
+        return []
+    if line is not None:
+        # A Sync, not only a flush: the server answers ReadyForQuery, which
+        # arms idle_in_transaction_session_timeout while the operation works
+        # on these rows, so a client stopped now does not keep its locks.
+        line.sync()
+    return cursor.fetchall()
