@@ -14,16 +14,18 @@ experiments, not the library). It prints Markdown:
    save writes (``pg_current_wal_lsn()`` before and after), against a raw
    1-row commit.
 3. **Variants**, in the benchmark's lockstep harness against raw commits,
-   with 1 and 8 writers: the store as it is; the same statements in *two*
-   round trips instead of five (BEGIN and COMMIT sent as statements inside
-   the one pipeline: ``TwoRoundTrips``, a patch of the driver applied in the
-   writer process only); that plus no ``safepoint_runs_updated`` index, so
-   the run-row update is HOT; and a floor: the same two rows written by one
-   autocommit statement (``FloorWriter``), with no checks and no safepoint
-   client code — what any design on these tables costs at least.
+   with 1 and 8 writers: the store as it is (``ops.save``: two round
+   trips); the one-statement save (``store/postgres/save.py``, one round
+   trip, bound in the writer processes in place of ``ops.save``, as a
+   PostgreSQL store will call it once wired in); each without the
+   ``safepoint_runs_updated`` index (so the run-row update is HOT), with
+   pglz instead of lz4 (before DDL revision 4), or without the
+   per-transaction ``set_config``; and a floor: the same two rows written by
+   one autocommit statement (``FloorWriter``), with no checks and no
+   safepoint client code, what any design on these tables costs at least.
 
-Nothing in ``src/`` changes: the patch lives in the writer processes of this
-script, and every schema is dropped afterwards.
+Nothing in ``src/`` changes: the patches live in the writer processes of
+this script, and every schema is dropped afterwards.
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ import re
 import statistics
 import sys
 import time
-from contextlib import closing
 from typing import Any
 
 import agent_workload
@@ -156,9 +157,9 @@ def server_profile(url: str, saves: int) -> str:
     plans: dict[str, list[str]] = collections.defaultdict(list)
     original = pg_driver._execute
 
-    def explaining(conn: psycopg.Connection[Any], statement: Any) -> list[Any]:
+    def explaining(conn: psycopg.Connection[Any], line: Any, statement: Any) -> list[Any]:
         if statement.name not in EXPLAINED:
-            return original(conn, statement)
+            return original(conn, line, statement)
         text = "EXPLAIN (ANALYZE, BUFFERS, WAL) " + str(statement.sql)
         rows = conn.execute(text.encode(), statement.params).fetchall()
         plans[statement.name].append("\n".join(row[0] for row in rows))
@@ -244,45 +245,6 @@ def _one(url: str, schema: str, query: str) -> tuple[Any, ...] | None:
 
 # -- 3. variants --------------------------------------------------------------------
 
-_BEGIN = {
-    True: "BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE",
-    False: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
-}
-
-
-def _transact_two_round_trips(
-    conn: psycopg.Connection[Any], tx: Any, *, write: bool, pipeline: bool = True
-) -> Any:
-    """The driver's ``_transact`` with BEGIN and COMMIT as statements in the one pipeline.
-
-    Round trip 1: BEGIN, set_config and run_head (its rows are waited for);
-    round trip 2: the writes, COMMIT and the pipeline's one Sync. psycopg's
-    ``transaction()`` inside a pipeline syncs on entering and on leaving each
-    of its nested pipelines, which is what makes the store's five.
-    """
-    if not pipeline:
-        return _ORIGINAL_TRANSACT(conn, tx, write=write, pipeline=False)
-    conn.autocommit = True
-    finished = False
-    try:
-        with conn.pipeline(), closing(tx.steps()) as steps:
-            conn.execute(_BEGIN[write].encode())
-            try:
-                statement = next(steps)
-                while True:
-                    statement = steps.send(pg_driver._execute(conn, statement))
-            except StopIteration as stop:
-                value = stop.value
-            conn.execute(b"COMMIT")
-        finished = True
-        return value
-    finally:
-        if not finished and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-            conn.execute(b"ROLLBACK")
-
-
-_ORIGINAL_TRANSACT = pg_driver._transact
-
 
 def _op_steps_without_search_path(op: Any, search_path: str) -> Any:
     """``steps.op_steps`` minus its first statement, set_config('search_path', ...)."""
@@ -292,20 +254,19 @@ def _op_steps_without_search_path(op: Any, search_path: str) -> Any:
 
 
 class VariantWriter(SafepointWriter):
-    """A ``pg_writer`` contender: ``SafepointWriter`` with the driver patched per ``spec["variant"]``.
+    """A ``pg_writer`` contender: ``SafepointWriter`` patched per ``spec["variant"]`` (comma-separated).
 
-    ``two_round_trips`` patches ``_transact``; ``no_set_config`` also drops the
-    per-transaction search_path statement, the connections getting the schema
-    from the URL's ``options`` instead.
+    ``one_statement`` saves through ``postgres.save.save``; ``no_set_config``
+    drops the per-transaction search_path statement, the connections getting
+    the schema from the URL's ``options`` instead.
     """
 
     def __init__(self, spec: dict[str, Any]) -> None:
-        if spec["variant"] == "one_statement":
+        flags = set(spec["variant"].split(","))
+        if "one_statement" in flags:
             # What a PostgreSQL store does once calls.save runs postgres.save.save.
             safepoint_ops.save = pg_save.save  # type: ignore[assignment]
-        if spec["variant"] in ("two_round_trips", "no_set_config"):
-            pg_driver._transact = _transact_two_round_trips  # type: ignore[assignment]
-        if spec["variant"] == "no_set_config":
+        if "no_set_config" in flags:
             pg_driver.op_steps = _op_steps_without_search_path  # type: ignore[assignment]
             spec = spec | {"url": f"{spec['url']}?options=-csearch_path%3D{spec['schema']}"}
         super().__init__(spec)
@@ -370,18 +331,19 @@ FROM run
 
 
 _NO_UPDATED_INDEX = "DROP INDEX {schema}.safepoint_runs_updated"
-_LZ4 = "ALTER TABLE {schema}.safepoint_checkpoints ALTER COLUMN messages SET COMPRESSION lz4"
-_HOT = "2 round trips, HOT run-row update (no `safepoint_runs_updated` index)"
+_PGLZ = "ALTER TABLE {schema}.safepoint_checkpoints ALTER COLUMN messages SET COMPRESSION pglz"
+_ONE = "one-statement save (1 round trip)"
 
 # (label, pg_writer kind, variant, DDL applied to the fresh schema first)
 VARIANTS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
-    ("store as it is (5 round trips)", "variant", "as_is", ()),
-    ("2 round trips", "variant", "two_round_trips", ()),
-    (_HOT, "variant", "two_round_trips", (_NO_UPDATED_INDEX,)),
-    ("… and lz4 TOAST compression of `messages`", "variant", "two_round_trips", (_NO_UPDATED_INDEX, _LZ4)),
-    ("… and no per-transaction `set_config`", "variant", "no_set_config", (_NO_UPDATED_INDEX, _LZ4)),
-    ("floor: the two rows in 1 autocommit statement, HOT", "floor", "", (_NO_UPDATED_INDEX,)),
-    ("floor, HOT, lz4", "floor", "", (_NO_UPDATED_INDEX, _LZ4)),
+    ("store as it is (`ops.save`, 2 round trips)", "variant", "as_is", ()),
+    ("… with pglz TOAST compression (before DDL revision 4)", "variant", "as_is", (_PGLZ,)),
+    ("… HOT run-row update (no `safepoint_runs_updated` index)", "variant", "as_is", (_NO_UPDATED_INDEX,)),
+    (_ONE, "variant", "one_statement", ()),
+    (f"{_ONE}, HOT", "variant", "one_statement", (_NO_UPDATED_INDEX,)),
+    (f"{_ONE}, no per-transaction `set_config`", "variant", "one_statement,no_set_config", ()),
+    ("floor: the two rows in 1 autocommit statement", "floor", "", ()),
+    ("floor, HOT", "floor", "", (_NO_UPDATED_INDEX,)),
 )
 
 
