@@ -18,6 +18,7 @@ from safepoint.store.ops import Op, Row
 
 from .config import PostgresConfig, search_path
 from .errors import translate
+from .save import save as one_statement_save
 from .steps import BEGIN, COMMIT, Statement, Transaction, op_steps, setup_steps
 
 T = TypeVar("T")
@@ -36,6 +37,10 @@ class PostgresAsyncDriver:
     """Runs store operations on an asyncio pool of PostgreSQL connections."""
 
     dialect = "postgresql"
+    # The save operation for this dialect: ops.save's signature and result,
+    # in one statement and one round trip when it can (see save.py). Not
+    # used by the store yet: calls.save still builds ops.save.
+    save_op = staticmethod(one_statement_save)
 
     def __init__(self, config: PostgresConfig, pool: AsyncConnectionPool, search_path: str) -> None:
         self.config = config
@@ -90,7 +95,7 @@ async def _transact(
                 await conn.execute(BEGIN[write], prepare=False)
                 try:
                     while not statement.final:
-                        statement = steps.send(await _execute(conn, line, statement))
+                        statement = steps.send(await _execute(conn, line if write else None, statement))
                 except StopIteration as stop:
                     await conn.execute(COMMIT, prepare=False)
                     return stop.value  # type: ignore[no-any-return]
@@ -117,6 +122,7 @@ async def _execute(
     cursor = await _send(conn, statement)
     if not statement.fetch:
         return []
-    if line is not None:  # a Sync: see driver.py
+    rows = await cursor.fetchall()
+    if line is not None:  # then a Sync: see driver.py
         await line.sync()
-    return await cursor.fetchall()
+    return rows

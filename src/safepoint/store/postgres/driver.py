@@ -19,6 +19,7 @@ from safepoint.store.ops import Op, Row
 
 from .config import PostgresConfig, search_path
 from .errors import translate
+from .save import save as one_statement_save
 from .steps import (
     BEGIN,
     COMMIT,
@@ -37,6 +38,10 @@ class PostgresDriver:
     """Runs store operations on a pool of PostgreSQL connections; thread-safe."""
 
     dialect = "postgresql"
+    # The save operation for this dialect: ops.save's signature and result,
+    # in one statement and one round trip when it can (see save.py). Not
+    # used by the store yet: calls.save still builds ops.save.
+    save_op = staticmethod(one_statement_save)
 
     def __init__(self, config: PostgresConfig, pool: ConnectionPool, search_path: str) -> None:
         self.config = config
@@ -103,7 +108,7 @@ def _transact(conn: psycopg.Connection[Any], tx: Transaction[T], *, write: bool,
                 conn.execute(BEGIN[write], prepare=False)
                 try:
                     while not statement.final:
-                        statement = steps.send(_execute(conn, line, statement))
+                        statement = steps.send(_execute(conn, line if write else None, statement))
                 except StopIteration as stop:
                     conn.execute(COMMIT, prepare=False)
                     return stop.value  # type: ignore[no-any-return]
@@ -128,9 +133,13 @@ def _execute(conn: psycopg.Connection[Any], line: psycopg.Pipeline | None, state
     cursor = _send(conn, statement)
     if not statement.fetch:
         return []
+    rows = cursor.fetchall()
     if line is not None:
-        # A Sync, not only a flush: the server answers ReadyForQuery, which
-        # arms idle_in_transaction_session_timeout while the operation works
-        # on these rows, so a client stopped now does not keep its locks.
+        # Then a Sync: the server answers ReadyForQuery, which arms
+        # idle_in_transaction_session_timeout while the operation works on
+        # these rows, so a client stopped now does not keep its locks. Only
+        # after the rows: fetchall() sends everything queued, however large,
+        # where Pipeline.sync() may leave part of a large statement unsent
+        # and wait for an answer the server cannot give yet.
         line.sync()
-    return cursor.fetchall()
+    return rows

@@ -12,11 +12,12 @@ can turn a psycopg error into safepoint's.
 Round trips: operations run in psycopg's pipeline mode on autocommit
 connections, with BEGIN and COMMIT sent as statements of the pipeline, and a
 driver waits only for statements whose rows the operation reads
-(``Statement.fetch``), with a Sync (which arms the server's idle-in-
-transaction timeout while the operation works on the rows). BEGIN,
-set_config and run_head travel together, and everything a save writes
-travels with its COMMIT and the pipeline's last Sync, so ``ops.save`` costs
-two round trips. (psycopg's own ``transaction()``
+(``Statement.fetch``); in a write transaction each wait is followed by a
+Sync, which arms the server's idle-in-transaction timeout while the
+operation works on the rows. BEGIN, set_config and run_head travel
+together, and everything a save writes travels with its COMMIT and the
+pipeline's last Sync, so ``ops.save`` costs three round trips (two waits
+and that Sync). (psycopg's own ``transaction()``
 inside a pipeline syncs on entering and on leaving it, which made five.)
 ``save.py``'s one-statement save is a final statement (``Statement.final``):
 BEGIN, set_config, the statement and COMMIT in one round trip. A failure in
