@@ -10,9 +10,10 @@ declined and then ``ops.save``'s own queries in the same transaction.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -20,12 +21,18 @@ import safepoint
 from conftest_postgres import fresh_schema, postgres_tamper, require_postgres
 from safepoint import Checkpoint, Store
 from safepoint.errors import Conflict, LeaseLost
-from safepoint.store import ops
+from safepoint.store import calls, ops
+from safepoint.store.blobio import DatabaseBlobs
 from safepoint.store.ops import Op, Query
+from safepoint.store.pipeline import Pipeline
 from safepoint.store.postgres import save as pg_save
+from safepoint.store.postgres.async_driver import PostgresAsyncDriver, open_postgres_async_driver
+from safepoint.store.postgres.driver import PostgresDriver
 from safepoint.testing.conformance import QueryLog, StoreConformance, Tamper, grow
 
 POOL = {"min_size": 1, "max_size": 2}
+PIPELINE = Pipeline(blobs=DatabaseBlobs())  # what open_store gives a PostgreSQL store, minus scrubbing
+T = TypeVar("T")
 FAST = ["save_next"]
 DECLINED = ["save_next", "run_head"]
 
@@ -49,7 +56,7 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     def recorded(*args: Any, **kwargs: Any) -> Op[Any]:
         names: list[str] = []
         saves.append(names)
-        op = pg_save.save(*args, **kwargs)
+        op = PostgresDriver.save_op(*args, **kwargs)
         query = next(op)
         try:
             while True:
@@ -224,3 +231,33 @@ def test_a_dropped_tail_falls_back_and_saves_exactly(
     store.save(cp)
     assert sent[-1] == FAST
     assert list(pg_factory().load("tail").messages) == list(cp.messages)
+
+
+def test_the_async_driver_runs_the_same_save(
+    postgres_dsn: str, pg_schema: str, sent: list[list[str]]
+) -> None:
+    """The async driver sends save_next with its COMMIT too, and falls back the same way."""
+    assert PostgresAsyncDriver.save_op is PostgresDriver.save_op is pg_save.save
+
+    async def main() -> None:
+        driver = await open_postgres_async_driver(postgres_dsn, schema=pg_schema, **POOL)
+        try:
+            cp = Checkpoint(run_id="async")
+            await _call(driver, calls.save(cp, None, PIPELINE))
+            base = await _call(driver, calls.load("async", None, PIPELINE))
+            a, b = _step(base, "a"), _step(await _call(driver, calls.load("async", None, PIPELINE)), "b")
+            await _call(driver, calls.save(a, None, PIPELINE))
+            assert sent[-1] == FAST
+            with pytest.raises(Conflict):
+                await _call(driver, calls.save(b, None, PIPELINE))
+            assert sent[-1][:2] == DECLINED
+            loaded = await _call(driver, calls.load("async", None, PIPELINE))
+            assert list(loaded.messages) == list(a.messages)
+        finally:
+            await driver.close()
+
+    asyncio.run(main())
+
+
+async def _call(driver: PostgresAsyncDriver, call: calls.Call[Any, T]) -> T:
+    return call.finish(await driver.run(call.op, write=call.write))
