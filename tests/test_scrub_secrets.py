@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import safepoint
-from safepoint import Checkpoint, SecretLeak, UnknownSecret
-from safepoint.scrub import Scrubber, Secrets
+from safepoint import Checkpoint, SecretLeak, UnknownSecret, codec
+from safepoint.scrub import Found, Scrubber, Secrets
 from safepoint.scrub.known import find_known
 
 KEY = "sk-live-Zq81mXc0PfLw2RkT9vYb"
@@ -175,6 +175,24 @@ def test_every_header_field_is_scrubbed_whatever_the_header_size(padding: int) -
     assert stored.cursors == cp.cursors  # untouched fields are stored as they are
     assert info.scrub_report.by_rule() == {"secret:API_KEY": 4, "secret:DB_PASSWORD": 1}
     assert store.load("r", resolve_secrets=True).state == cp.state
+
+
+def test_large_message_is_scrubbed_and_a_clean_one_kept_as_is() -> None:
+    """Messages over the look-first size are walked directly: a buried secret or token is
+    still replaced, and a clean one keeps its exact bytes."""
+    scrubber = Scrubber(secrets=registry())
+    filler = "lorem ipsum dolor sit amet pwd " * 800  # ~25 KB, with a rule trigger in it
+    dirty = {"role": "tool", "content": filler + f" Bearer {KEY} " + filler}
+    clean = {"role": "tool", "content": filler}
+    found = Found("reference", "messages")
+    value, body = scrubber.scrub_encoded(dirty, codec.encode(dirty), "messages[0]", found)
+    assert KEY not in body.decode()
+    assert json.loads(body) == value
+    assert found.counts
+    encoded = codec.encode(clean)
+    value, body = scrubber.scrub_encoded(clean, encoded, "messages[1]", Found("reference", "messages"))
+    assert value is clean
+    assert body is encoded
 
 
 def test_resumed_resolved_checkpoint_saves_incrementally() -> None:

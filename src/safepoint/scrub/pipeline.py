@@ -41,6 +41,7 @@ Policy = Literal["reference", "redact", "raise"]
 _CACHE_MAX_TEXT = 256  # characters: longer strings are rarely repeated, and cost more to hash
 _CACHE_SIZE = 8192  # entries; cleared when full (a save rarely needs more than a few dozen)
 POLICIES: tuple[str, ...] = ("reference", "redact", "raise")
+_LOOK_FIRST_MAX_BYTES = 8192  # larger encoded values are walked straight away (see scrub_encoded)
 
 
 class Found:
@@ -188,11 +189,18 @@ class Scrubber:
 
     def scrub_encoded(self, value: Any, encoded: bytes, root: str, found: Found) -> tuple[Any, bytes]:
         """``value`` scrubbed and its canonical bytes, given its canonical bytes ``encoded``
-        (the same two objects back when nothing might match)."""
-        if not self._might_match(encoded.decode()):
+        (the same two objects back when nothing was replaced).
+
+        A large value (a long tool output) is walked without the look first:
+        some trigger is then almost always somewhere in it, and the look would
+        only scan the text a second time before the walk scans it again.
+        """
+        if len(encoded) <= _LOOK_FIRST_MAX_BYTES and not self._might_match(encoded.decode()):
             return value, encoded
         found.parts = [root]
         scrubbed = self._walk(value, found)
+        if scrubbed == value:
+            return value, encoded  # nothing replaced: keep the bytes (and the caller's object)
         return scrubbed, codec.encode(scrubbed)
 
     def scrub_strings(
