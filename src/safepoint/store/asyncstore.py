@@ -71,7 +71,8 @@ class AsyncStore:
 
     async def save(self, checkpoint: Checkpoint, *, lease: Lease | None = None) -> CheckpointInfo:
         """Store ``checkpoint`` as the next step of its run (see ``Store.save``)."""
-        return await self._run(calls.save(checkpoint, lease, self.pipeline))
+        save_op = getattr(self._driver, "save_op", None)  # the dialect's own save, if any
+        return await self._run(calls.save(checkpoint, lease, self.pipeline, save_op))
 
     async def load(
         self,

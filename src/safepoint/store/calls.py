@@ -55,7 +55,14 @@ def now_micros() -> int:
     return time.time_ns() // 1000
 
 
-def save(cp: Checkpoint, lease: Lease | None, pipeline: Pipeline) -> Call[ops.SaveResult, CheckpointInfo]:
+SaveOp = Callable[..., ops.Op[ops.SaveResult]]
+
+
+def save(
+    cp: Checkpoint, lease: Lease | None, pipeline: Pipeline, save_op: SaveOp | None = None
+) -> Call[ops.SaveResult, CheckpointInfo]:
+    """``save_op``: the driver's own save operation (same arguments and result as
+    ``ops.save``, e.g. PostgreSQL's one-statement save); ``ops.save`` if None."""
     pipeline.guard(partial(validate_fields, allow_bytes=pipeline.blobs is not None), cp)
     if lease is not None and lease.run_id != cp.run_id:
         raise InvalidArgument(f"the lease is for run {lease.run_id!r}, not {cp.run_id!r}")
@@ -82,7 +89,8 @@ def save(cp: Checkpoint, lease: Lease | None, pipeline: Pipeline) -> Call[ops.Sa
             scrub_report=result.report,
         )
 
-    return Call(ops.save(cp, prepared, view, plan, now=now, lease=lease), True, finish)
+    op = (save_op or ops.save)(cp, prepared, view, plan, now=now, lease=lease)
+    return Call(op, True, finish)
 
 
 def load(

@@ -74,7 +74,8 @@ class Store:
         Without a lease, a run another worker holds a live lease on is a
         ``Conflict``.
         """
-        return self._run(calls.save(checkpoint, lease, self.pipeline))
+        save_op = getattr(self._driver, "save_op", None)  # the dialect's own save, if any
+        return self._run(calls.save(checkpoint, lease, self.pipeline, save_op))
 
     def load(
         self,

@@ -27,6 +27,7 @@ class BlockingDriver:
     def __init__(self, inner: AsyncDriver) -> None:
         self.inner = inner
         self.dialect = inner.dialect
+        self.save_op = getattr(inner, "save_op", None)  # the dialect's own save, if any (calls.save)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="safepoint-blocking", daemon=True)
         self._thread.start()

@@ -36,7 +36,8 @@ def grow(store: Store, run_id: str, steps: int, per_step: int = 2) -> Checkpoint
 
 def messages_written(queries: list[store_ops.Query]) -> int:
     """How many messages a save's queries appended to the message log."""
-    return sum(q.params.get("added", 0) for q in queries if q.name == "insert_checkpoint")
+    # insert_checkpoint, or PostgreSQL's one-statement save_next, carries the added messages.
+    return sum(q.params.get("added", 0) for q in queries if q.name in ("insert_checkpoint", "save_next"))
 
 
 class QueryLog:
@@ -50,6 +51,11 @@ class QueryLog:
     @property
     def dialect(self) -> str:
         return self._inner.dialect
+
+    @property
+    def save_op(self) -> Any:
+        """The wrapped driver's own save operation, if it has one (see ``calls.save``)."""
+        return getattr(self._inner, "save_op", None)
 
     def run(self, op: store_ops.Op[Any], *, write: bool) -> Any:
         return self._inner.run(self._record(op), write=write)

@@ -26,8 +26,9 @@ durable at COMMIT), the run row locked by the statement that changes it, the
 lease epoch checked in that same statement, and ``Conflict`` for anything
 but the next step.
 
-Not wired in yet: ``calls.save`` builds ``ops.save(...)``; a PostgreSQL store
-would build ``save(...)`` from here instead, with the same arguments.
+Wiring: both PostgreSQL drivers name this function as their ``save_op``;
+the stores pass it to ``calls.save``, which builds it in place of
+``ops.save`` (SQLite has no ``save_op`` and keeps ``ops.save``).
 """
 
 from __future__ import annotations
