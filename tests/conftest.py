@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import safepoint
+from conftest_postgres import fresh_schema, require_postgres
 from safepoint import Store
 
 
@@ -42,3 +43,19 @@ def store_factory(tmp_path: Path) -> Iterator[Callable[[], Store]]:
     yield factory
     for store in opened:
         store.close()
+
+
+# -- PostgreSQL (tests that need the server; under CI=true they never skip) --
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> str:
+    """The test server's DSN, or a skip (a failure under CI=true) when none answers."""
+    return require_postgres()
+
+
+@pytest.fixture
+def pg_schema(postgres_dsn: str) -> Iterator[str]:
+    """A fresh schema on the test server, dropped after the test."""
+    with fresh_schema(postgres_dsn) as name:
+        yield name

@@ -15,7 +15,7 @@ import contextlib
 import io
 import os
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,26 +25,14 @@ from langgraph.checkpoint.conformance.capabilities import BASE_CAPABILITIES
 from langgraph.checkpoint.conformance.report import CapabilityReport, ProgressCallbacks
 
 import safepoint
-from conftest_postgres import fresh_schema, require_postgres
 from safepoint.adapters.langgraph import SafepointSaver
 
 Opener = Callable[[int], Any]  # n -> a Store, or an awaitable AsyncStore
 
 
-@pytest.fixture(scope="module")
-def postgres_dsn() -> str:
-    return require_postgres()
-
-
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> Callable[[int], str]:
     return lambda n: f"sqlite:///{tmp_path / f'conformance-{n}.db'}"
-
-
-@pytest.fixture
-def pg_schema(postgres_dsn: str) -> Iterator[str]:
-    with fresh_schema(postgres_dsn) as name:
-        yield name
 
 
 def run_suite(name: str, open_store: Opener, capsys: pytest.CaptureFixture[str]) -> CapabilityReport:

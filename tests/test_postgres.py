@@ -20,7 +20,7 @@ import pytest
 from psycopg import sql
 
 import safepoint
-from conftest_postgres import fresh_schema, postgres_tamper, raw, require_postgres
+from conftest_postgres import fresh_schema, postgres_tamper, raw
 from safepoint import Checkpoint, Store
 from safepoint.errors import (
     Conflict,
@@ -45,17 +45,6 @@ from safepoint.testing.conformance import StoreConformance, Tamper
 PIPELINE = Pipeline(blobs=DatabaseBlobs())  # what open_store gives a PostgreSQL store, minus scrubbing
 T = TypeVar("T")
 SMALL_POOL = {"min_size": 1, "max_size": 2}
-
-
-@pytest.fixture(scope="session")
-def postgres_dsn() -> str:
-    return require_postgres()
-
-
-@pytest.fixture
-def pg_schema(postgres_dsn: str) -> Iterator[str]:
-    with fresh_schema(postgres_dsn) as name:
-        yield name
 
 
 @pytest.fixture

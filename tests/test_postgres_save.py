@@ -2,10 +2,10 @@
 
 ``postgres.save.save`` has ``ops.save``'s signature and result, and both
 PostgreSQL drivers name it as their ``save_op``, which the stores build for
-every save. The whole conformance suite runs through it here (as it does in
-tests/test_postgres.py), and each test records the named queries the saves
-sent, so it can say which way a save went: ``save_next`` alone, or
-``save_next`` declined and then ``ops.save``'s own queries.
+every save, so the whole conformance suite in tests/test_postgres.py runs
+through it. The tests here record the named queries each save sent, so they
+can say which way a save went: ``save_next`` alone, or ``save_next``
+declined and then ``ops.save``'s own queries.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 import pytest
 
 import safepoint
-from conftest_postgres import fresh_schema, postgres_tamper, require_postgres
 from safepoint import Checkpoint, Store
 from safepoint.errors import Conflict, LeaseLost
 from safepoint.store import calls, ops
@@ -28,24 +27,12 @@ from safepoint.store.pipeline import Pipeline
 from safepoint.store.postgres import save as pg_save
 from safepoint.store.postgres.async_driver import PostgresAsyncDriver, open_postgres_async_driver
 from safepoint.store.postgres.driver import PostgresDriver
-from safepoint.testing.conformance import StoreConformance, Tamper
 
 POOL = {"min_size": 1, "max_size": 2}
 PIPELINE = Pipeline(blobs=DatabaseBlobs())  # what open_store gives a PostgreSQL store, minus scrubbing
 T = TypeVar("T")
 FAST = ["save_next"]
 DECLINED = ["save_next", "run_head"]
-
-
-@pytest.fixture(scope="module")
-def postgres_dsn() -> str:
-    return require_postgres()
-
-
-@pytest.fixture
-def pg_schema(postgres_dsn: str) -> Iterator[str]:
-    with fresh_schema(postgres_dsn) as name:
-        yield name
 
 
 @pytest.fixture
@@ -84,22 +71,6 @@ def pg_factory(postgres_dsn: str, pg_schema: str, sent: list[list[str]]) -> Iter
     yield factory
     for store in opened:
         store.close()
-
-
-class TestOneStatementSave(StoreConformance):
-    """Every conformance test, with every save going through postgres.save."""
-
-    @pytest.fixture
-    def store(self, pg_factory: Callable[..., Store]) -> Store:
-        return pg_factory()
-
-    @pytest.fixture
-    def reopen(self, pg_factory: Callable[..., Store]) -> Callable[[], Store]:
-        return pg_factory
-
-    @pytest.fixture
-    def tamper(self, postgres_dsn: str, pg_schema: str) -> Tamper:
-        return postgres_tamper(postgres_dsn, pg_schema)
 
 
 def _step(cp: Checkpoint, text: str) -> Checkpoint:

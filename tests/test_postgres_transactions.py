@@ -14,12 +14,10 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from conftest_postgres import fresh_schema, require_postgres
 from safepoint.errors import StoreError
 from safepoint.store.ops import Op, Query
 from safepoint.store.postgres.async_driver import PostgresAsyncDriver, open_postgres_async_driver
@@ -34,15 +32,10 @@ class Boom(Exception):
     """An operation's own error, raised after it sent writes."""
 
 
-@pytest.fixture(scope="module")
-def postgres_dsn() -> str:
-    return require_postgres()
-
-
 @pytest.fixture
-def schema(postgres_dsn: str) -> Iterator[str]:
-    with fresh_schema(postgres_dsn) as name:
-        yield name
+def schema(pg_schema: str) -> str:
+    """A fresh schema (tests/conftest.py's pg_schema), under the name these tests use."""
+    return pg_schema
 
 
 def _open(dsn: str, schema: str) -> PostgresDriver:
