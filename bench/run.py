@@ -137,15 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         content_at={p: workload.prefix_json_bytes(p) for p in probes},
         breakdown=breakdown,
     )
-    text = report.render(results)
-    print(text)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text, encoding="utf-8")
-        _log(f"wrote {args.out}")
-    if not args.keep_workdir:
-        shutil.rmtree(workdir, ignore_errors=True)
-    return 0
+    return _finish(report.render(results), args, workdir)
 
 
 def _adapter_only(args: argparse.Namespace, workload: Any, workdir: Path, probes: tuple[int, ...]) -> int:
@@ -155,7 +147,11 @@ def _adapter_only(args: argparse.Namespace, workload: Any, workdir: Path, probes
     ours = langgraph_sqlite.run(workload, workdir, "1", probes, "safepoint")
     _log(f"SafepointSaver: {ours.rate:,.1f} steps/s, {ours.disk.total:,} bytes")
     content_at = {p: workload.prefix_json_bytes(p) for p in probes}
-    text = report_adapter.render(ours, theirs, probes, content_at, None) + "\n"
+    return _finish(report_adapter.render(ours, theirs, probes, content_at, None) + "\n", args, workdir)
+
+
+def _finish(text: str, args: argparse.Namespace, workdir: Path) -> int:
+    """Print the report, write it to ``--out`` if given, clear the work directory."""
     print(text)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
