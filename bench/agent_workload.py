@@ -38,6 +38,14 @@ class AgentStep:
     def messages(self) -> list[Message]:
         return [self.incoming, self.reply]
 
+    def apply(self, cp: Any) -> None:
+        """What the agent does to its checkpoint in this step (a ``safepoint.Checkpoint``;
+        the step number is the caller's to move): two messages, and the fields overwritten."""
+        cp.messages.extend(self.messages)
+        cp.counters.update(self.counters)
+        cp.cursors["main"] = self.cursor
+        cp.state.update(self.state)
+
 
 @dataclass(frozen=True, slots=True)
 class Workload:

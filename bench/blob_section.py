@@ -143,10 +143,7 @@ def _side_by_side(
         for name in order:
             cp = cps[name]
             cp.step += 1
-            cp.messages.extend(agent_step.messages)
-            cp.counters.update(agent_step.counters)
-            cp.cursors["main"] = agent_step.cursor
-            cp.state.update(agent_step.state)
+            agent_step.apply(cp)
             start, thread = time.perf_counter(), time.thread_time()
             stores[name].save(cp)
             seconds[name].append(time.perf_counter() - start)

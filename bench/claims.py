@@ -95,10 +95,7 @@ class ClaimSaveWorker:
             if lease is None:
                 break
             cp = store.load(lease.run_id).next()
-            cp.messages.extend(step.messages)
-            cp.counters.update(step.counters)
-            cp.cursors["main"] = step.cursor
-            cp.state.update(step.state)
+            step.apply(cp)
             store.save(cp, lease=lease)
             store.release(lease, status=safepoint.Status.DONE)
             self.seconds.append(time.perf_counter() - start)

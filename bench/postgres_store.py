@@ -37,10 +37,7 @@ class SafepointWriter:
         while done < count and cp.step < len(self._steps):
             agent_step = self._steps[cp.step]
             cp.step += 1
-            cp.messages.extend(agent_step.messages)
-            cp.counters.update(agent_step.counters)
-            cp.cursors["main"] = agent_step.cursor
-            cp.state.update(agent_step.state)
+            agent_step.apply(cp)
             start, cpu = time.perf_counter(), time.thread_time()
             store.save(cp)
             self.seconds.append(time.perf_counter() - start)

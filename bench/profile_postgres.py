@@ -138,10 +138,7 @@ def _short(file: str) -> str:
 
 def _advance(cp: safepoint.Checkpoint, agent_step: agent_workload.AgentStep) -> None:
     cp.step += 1
-    cp.messages.extend(agent_step.messages)
-    cp.counters.update(agent_step.counters)
-    cp.cursors["main"] = agent_step.cursor
-    cp.state.update(agent_step.state)
+    agent_step.apply(cp)
 
 
 # -- 2. server, per statement -------------------------------------------------------

@@ -74,10 +74,7 @@ def run(workload: Workload, base: Path, options: dict[str, object] | None = None
     store.save(cp)
     for agent_step in workload.steps:
         cp.step += 1
-        cp.messages.extend(agent_step.messages)
-        cp.counters.update(agent_step.counters)
-        cp.cursors["main"] = agent_step.cursor
-        cp.state.update(agent_step.state)
+        agent_step.apply(cp)
         for phase, seconds in _timed_save(driver, store, cp).items():
             phases[phase].append(seconds)
         if agent_step.step % BLOCK == 0 or agent_step.step == len(workload.steps):

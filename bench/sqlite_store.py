@@ -48,10 +48,7 @@ def run(
     loads: list[LoadProbe] = []
     for agent_step in workload.steps:
         cp.step += 1
-        cp.messages.extend(agent_step.messages)
-        cp.counters.update(agent_step.counters)
-        cp.cursors["main"] = agent_step.cursor
-        cp.state.update(agent_step.state)
+        agent_step.apply(cp)
         start, cpu = time.perf_counter(), time.thread_time()
         store.save(cp)
         seconds.append(time.perf_counter() - start)
