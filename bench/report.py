@@ -72,7 +72,7 @@ def render(r: Results) -> str:
     if r.blobs is not None:
         parts.append(report_blobs.render(r.blobs, r.postgres))
     if r.adapter and r.langgraph:
-        parts.append(report_adapter.render(r.adapter[0], r.langgraph[0], r.probes, r.content_at, r.postgres))
+        parts.append(report_adapter.render(r.adapter, r.langgraph[0], r.probes, r.content_at, r.postgres))
     else:
         parts.append("## LangGraph adapter (issue 8)\n\nSkipped: `--no-langgraph` was given.")
     parts.append(report_postgres.render(r.postgres))
@@ -190,7 +190,7 @@ def _summary(r: Results) -> str:
     if r.blobs is not None:
         rows += report_blobs.targets(r.blobs)
     if r.adapter and r.langgraph:
-        rows += report_adapter.targets(r.adapter[0], r.langgraph[0], r.probes)
+        rows += report_adapter.targets(r.adapter, r.langgraph[0], r.probes)
     rows += report_postgres.targets(r.postgres)
     missed = sum(not t.ok for t in rows)
     return f"""

@@ -4,6 +4,7 @@ SqliteSaver (and PostgresSaver, when the PostgreSQL section ran it)."""
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 
 from common import WINDOW, StoreRun, window, window_median
 from fmt import TIMES, Target, ms, size, table, targets_table, x
@@ -32,7 +33,12 @@ def _added_series(ours: StoreRun) -> list[float]:
 
 
 def _ratio(series: list[float], first: int, last: int) -> float:
-    return window_median([series], last) / window_median([series], first)
+    return _pooled_ratio([series], first, last)
+
+
+def _pooled_ratio(series: list[list[float]], first: int, last: int) -> float:
+    """Growth from turn ``first`` to ``last``, each window's values pooled over repetitions."""
+    return window_median(series, last) / window_median(series, first)
 
 
 def _growth(run: StoreRun | AdapterRun, first: int, last: int, key: str | None = None) -> float:
@@ -51,7 +57,7 @@ def has_floor(run: StoreRun) -> bool:
     return FLOOR + "invoke" in run.extra_seconds
 
 
-def targets(ours: StoreRun, theirs: StoreRun, probes: tuple[int, ...]) -> list[Target]:
+def targets(runs: list[StoreRun], theirs: StoreRun, probes: tuple[int, ...]) -> list[Target]:
     """The issue's two measures: bytes, and flat per-turn latency.
 
     A LangGraph turn's latency grows with the conversation whatever the
@@ -59,8 +65,10 @@ def targets(ours: StoreRun, theirs: StoreRun, probes: tuple[int, ...]) -> list[T
     "flat" is judged on what the saver controls: the latency it adds to a
     turn (its ``invoke`` minus the floor's). It must hold from every base
     turn (``_bases``), so a slow first window cannot pass it alone. Without a
-    floor (an older run), the whole ``invoke`` is judged instead.
+    floor (an older run), the whole ``invoke`` is judged instead. ``runs``
+    are SafepointSaver's repetitions; each window pools their turns.
     """
+    ours = runs[0]
     last = probes[-1]
     bases = _bases(probes)
     ratio = theirs.probe_bytes[last] / ours.probe_bytes[last]
@@ -75,13 +83,15 @@ def targets(ours: StoreRun, theirs: StoreRun, probes: tuple[int, ...]) -> list[T
         )
     ]
     if has_floor(ours):
-        added = _added_series(ours)
-        at = ", ".join(f"turn {t:,}: {ms(window_median([added], t))}" for t in (*bases, last))
+        series = [_added_series(run) for run in runs]
+        at = ", ".join(f"turn {t:,}: {ms(window_median(series, t))}" for t in (*bases, last))
         name = "Per-turn latency SafepointSaver adds (its `invoke` - the floor's)"
-        series = added
     else:
-        at, name, series = "", "Whole `invoke` per turn with SafepointSaver", ours.step_seconds
-    ratios = [_ratio(series, base, last) for base in bases]
+        at, name = "", "Whole `invoke` per turn with SafepointSaver"
+        series = [run.step_seconds for run in runs]
+    if len(runs) > 1:
+        name += f", {len(runs)} repetitions pooled"
+    ratios = [_pooled_ratio(series, base, last) for base in bases]
     measured = ", ".join(f"{x(r)} (/ {base:,})" for r, base in zip(ratios, bases, strict=True))
     out.append(
         Target(
@@ -96,19 +106,21 @@ def targets(ours: StoreRun, theirs: StoreRun, probes: tuple[int, ...]) -> list[T
     return out
 
 
-def _context(ours: StoreRun, theirs: StoreRun, probes: tuple[int, ...]) -> str:
-    """Growth rows that explain the latency target, with no target of their own."""
+def _context(runs: list[StoreRun], theirs: StoreRun, probes: tuple[int, ...]) -> str:
+    """Growth rows that explain the latency target, with no target of their own (pooled like it)."""
+    ours = runs[0]
     last = probes[-1]
     bases = _bases(probes)
 
-    def growth(series: list[float]) -> str:
-        return ", ".join(f"{x(_ratio(series, base, last))} (/ {base:,})" for base in bases)
+    def growth(pick: Callable[[StoreRun], list[float]]) -> str:
+        series = [pick(run) for run in runs]
+        return ", ".join(f"{x(_pooled_ratio(series, base, last))} (/ {base:,})" for base in bases)
 
     first = bases[0]
     rows = [
         [
             "Whole `invoke` per turn, SafepointSaver",
-            growth(ours.step_seconds),
+            growth(lambda run: run.step_seconds),
             f"SqliteSaver: {x(_growth(theirs, first, last))} (/ {first})",
         ]
     ]
@@ -116,19 +128,19 @@ def _context(ours: StoreRun, theirs: StoreRun, probes: tuple[int, ...]) -> str:
         rows.append(
             [
                 "Whole `invoke` per turn, the floor (LangGraph's own work)",
-                growth(ours.extra_seconds[FLOOR + "invoke"]),
+                growth(lambda run: run.extra_seconds[FLOOR + "invoke"]),
                 "every checkpointer pays this growth",
             ]
         )
     rows += [
         [
             "Time inside SafepointSaver per turn, CPU of its calls (thread CPU time)",
-            growth(_saver_series(ours, cpu=True)),
+            growth(lambda run: _saver_series(run, cpu=True)),
             f"SqliteSaver: {x(_ratio(_saver_series(theirs, cpu=True), first, last))} (/ {first})",
         ],
         [
             "Time inside SafepointSaver per turn, wall (get_tuple + put + put_writes)",
-            growth(_saver_series(ours)),
+            growth(_saver_series),
             f"SqliteSaver: {x(_ratio(_saver_series(theirs), first, last))} (/ {first}); "
             "includes waiting for the GIL behind the graph's growing work",
         ],
@@ -142,16 +154,19 @@ turns to turn {last:,}:
 
 
 def render(
-    ours: StoreRun,
+    runs: list[StoreRun],
     theirs: StoreRun,
     probes: tuple[int, ...],
     content_at: dict[int, int],
     pg: PgResults | None,
 ) -> str:
+    """``runs``: SafepointSaver's repetitions; the targets pool them, the detail tables show the first."""
+    ours = runs[0]
     parts = [
         _intro(ours, theirs, probes),
-        targets_table(targets(ours, theirs, probes)),
-        _context(ours, theirs, probes),
+        _repetitions(len(runs)),
+        targets_table(targets(runs, theirs, probes)),
+        _context(runs, theirs, probes),
         _bytes(ours, theirs, probes, content_at),
         _latency(ours, theirs, probes),
         _loads(ours, theirs, probes),
@@ -160,6 +175,16 @@ def render(
     if pg is not None and pg.skipped is None and pg.adapter:
         parts.append(_postgres(pg))
     return "\n\n".join(p.strip("\n") for p in parts)
+
+
+def _repetitions(count: int) -> str:
+    if count == 1:
+        return ""
+    return (
+        f"SafepointSaver and the floor ran {count} times (a fresh database each time); the "
+        "latency target and the context rows pool the turns of every repetition in each window, "
+        "as the SQLite section pools its repetitions; the detail tables below show the first."
+    )
 
 
 def _intro(ours: StoreRun, theirs: StoreRun, probes: tuple[int, ...]) -> str:

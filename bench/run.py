@@ -82,9 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             run = langgraph_sqlite.run(workload, workdir, str(rep), probes, "sqlite")
             langgraph_runs.append(run)
             _log(f"SqliteSaver rep {rep}: {run.rate:,.1f} steps/s, {run.disk.total:,} bytes")
-        run = langgraph_sqlite.run(workload, workdir, "1", probes, "safepoint")
-        adapter_runs.append(run)
-        _log(f"SafepointSaver: {run.rate:,.1f} steps/s, {run.disk.total:,} bytes")
+        adapter_runs = _safepoint_saver_runs(args, workload, workdir, probes)
 
     scrub = scrub_section.run(total_bytes=args.scrub_bytes, repeat=3 if args.quick else 5)
     _log("scrubber: " + ", ".join(f"{p.label} {p.rate(scrub.total_bytes):.1f} MB/s" for p in scrub.passes))
@@ -144,10 +142,22 @@ def _adapter_only(args: argparse.Namespace, workload: Any, workdir: Path, probes
     """The LangGraph adapter section alone (SqliteSaver, then SafepointSaver with the floor), printed."""
     theirs = langgraph_sqlite.run(workload, workdir, "1", probes, "sqlite")
     _log(f"SqliteSaver: {theirs.rate:,.1f} steps/s, {theirs.disk.total:,} bytes")
-    ours = langgraph_sqlite.run(workload, workdir, "1", probes, "safepoint")
-    _log(f"SafepointSaver: {ours.rate:,.1f} steps/s, {ours.disk.total:,} bytes")
+    ours = _safepoint_saver_runs(args, workload, workdir, probes)
     content_at = {p: workload.prefix_json_bytes(p) for p in probes}
     return _finish(report_adapter.render(ours, theirs, probes, content_at, None) + "\n", args, workdir)
+
+
+def _safepoint_saver_runs(
+    args: argparse.Namespace, workload: Any, workdir: Path, probes: tuple[int, ...]
+) -> list[StoreRun]:
+    """SafepointSaver (with the floor taking turns beside it), ``--adapter-reps`` times."""
+    runs = []
+    reps = args.adapter_reps or (1 if args.quick else 3)
+    for rep in range(1, reps + 1):
+        run = langgraph_sqlite.run(workload, workdir, str(rep), probes, "safepoint")
+        runs.append(run)
+        _log(f"SafepointSaver rep {rep}: {run.rate:,.1f} steps/s, {run.disk.total:,} bytes")
+    return runs
 
 
 def _finish(text: str, args: argparse.Namespace, workdir: Path) -> int:
@@ -180,6 +190,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--pg-url", default=pg_server.DEFAULT_URL, help="PostgreSQL server (scratch schemas, dropped after)"
     )
     parser.add_argument("--pg-reps", type=int, help="PostgreSQL 1-writer repetitions (default 3)")
+    parser.add_argument(
+        "--adapter-reps", type=int, help="SafepointSaver (and floor) repetitions on SQLite (default 3)"
+    )
     parser.add_argument(
         "--adapter-turns", type=int, help="SafepointSaver turns on PostgreSQL (default: --steps)"
     )
