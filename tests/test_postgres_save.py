@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+import psycopg
 import pytest
 
 import safepoint
@@ -94,6 +95,36 @@ def test_the_next_step_is_one_statement(pg_factory: Callable[..., Store], sent: 
     assert (loaded.step, list(loaded.messages), loaded.counters) == (3, list(cp.messages), {"turns": 3})
     info = store.run("fast")
     assert (info.head_step, info.labels, info.updated_at) == (3, {"k": "v"}, cp.created_at)
+
+
+def test_the_one_statement_save_travels_as_one_message(
+    pg_factory: Callable[..., Store], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BEGIN, search_path, save_next and COMMIT go to the server as one simple-protocol message.
+
+    Flushed one by one (as a pipeline does), a client stopped between save_next
+    and its COMMIT would leave the run row locked with no timeout armed, so no
+    other worker could take the run over while it sleeps.
+    """
+    store = pg_factory()
+    cp = Checkpoint(run_id="one-message")
+    store.save(cp)
+    messages: list[str] = []
+    execute = psycopg.ClientCursor.execute
+
+    def recorded(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        messages.append(str(query))
+        return execute(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.ClientCursor, "execute", recorded)
+    store.save(_step(cp, "next"))
+    assert len(messages) == 1
+    text = messages[0]
+    assert text.startswith("BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE")
+    assert "set_config('search_path'" in text
+    assert "INSERT INTO safepoint_checkpoints" in text
+    assert text.endswith("COMMIT")
+    assert pg_factory().load("one-message").step == 1
 
 
 def test_a_status_change_is_stored_on_the_run(

@@ -19,7 +19,7 @@ from safepoint.store.ops import Op, Row
 from .config import PostgresConfig, search_path
 from .errors import translate
 from .save import save as one_statement_save
-from .steps import BEGIN, COMMIT, Statement, Transaction, op_steps, setup_steps
+from .steps import BEGIN, COMMIT, SET_SEARCH_PATH, Statement, Transaction, one_message, op_steps, setup_steps
 
 T = TypeVar("T")
 
@@ -38,8 +38,8 @@ class PostgresAsyncDriver:
 
     dialect = "postgresql"
     # The save operation for this dialect: ops.save's signature and result,
-    # in one statement and one round trip when it can (see save.py). Not
-    # used by the store yet: calls.save still builds ops.save.
+    # in one statement and one round trip when it can (see save.py); the
+    # stores hand it to calls.save.
     save_op = staticmethod(one_statement_save)
 
     def __init__(self, config: PostgresConfig, pool: AsyncConnectionPool, search_path: str) -> None:
@@ -91,8 +91,24 @@ async def _transact(
     with closing(tx.steps()) as steps:
         statement = next(steps)
         while True:
+            first: list[Statement] = []
+            if pipeline and write and statement.name == SET_SEARCH_PATH:
+                try:
+                    following = steps.send([])  # what _execute would have returned for it
+                except StopIteration as stop:  # nothing to run after all
+                    return stop.value  # type: ignore[no-any-return]
+                if following.final:  # a save's one statement: see steps.one_message
+                    rows = await _one_message(conn, write, [statement, following])
+                    try:
+                        statement = steps.send(rows)
+                    except StopIteration as stop:
+                        return stop.value  # type: ignore[no-any-return]
+                    continue
+                first, statement = [statement], following
             async with conn.pipeline() if pipeline else nullcontext() as line:
                 await conn.execute(BEGIN[write], prepare=False)
+                for early in first:  # already answered (no rows); sent now, in order
+                    await _execute(conn, line, early)
                 try:
                     while not statement.final:
                         statement = steps.send(await _execute(conn, line if write else None, statement))
@@ -105,6 +121,17 @@ async def _transact(
                 statement = steps.send(await final.fetchall())
             except StopIteration as stop:
                 return stop.value  # type: ignore[no-any-return]
+
+
+async def _one_message(
+    conn: psycopg.AsyncConnection[Any], write: bool, statements: list[Statement]
+) -> list[Row]:
+    """Run ``statements`` in one transaction sent as one message; the last one's rows (see driver.py)."""
+    cursor: psycopg.AsyncClientCursor[Row] = psycopg.AsyncClientCursor(conn)
+    await cursor.execute(one_message(cursor.mogrify, write, statements))
+    for _ in statements:  # past BEGIN's result to the last statement's
+        cursor.nextset()
+    return await cursor.fetchall()
 
 
 async def _send(conn: psycopg.AsyncConnection[Any], statement: Statement) -> psycopg.AsyncCursor[Row]:

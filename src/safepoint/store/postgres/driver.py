@@ -23,9 +23,11 @@ from .save import save as one_statement_save
 from .steps import (
     BEGIN,
     COMMIT,
+    SET_SEARCH_PATH,
     Statement,
     Steps,
     Transaction,
+    one_message,
     op_steps,
     raw_steps,
     setup_steps,
@@ -39,8 +41,8 @@ class PostgresDriver:
 
     dialect = "postgresql"
     # The save operation for this dialect: ops.save's signature and result,
-    # in one statement and one round trip when it can (see save.py). Not
-    # used by the store yet: calls.save still builds ops.save.
+    # in one statement and one round trip when it can (see save.py); the
+    # stores hand it to calls.save.
     save_op = staticmethod(one_statement_save)
 
     def __init__(self, config: PostgresConfig, pool: ConnectionPool, search_path: str) -> None:
@@ -104,8 +106,24 @@ def _transact(conn: psycopg.Connection[Any], tx: Transaction[T], *, write: bool,
     with closing(tx.steps()) as steps:
         statement = next(steps)
         while True:
+            first: list[Statement] = []
+            if pipeline and write and statement.name == SET_SEARCH_PATH:
+                try:
+                    following = steps.send([])  # what _execute would have returned for it
+                except StopIteration as stop:  # nothing to run after all
+                    return stop.value  # type: ignore[no-any-return]
+                if following.final:  # a save's one statement: see steps.one_message
+                    rows = _one_message(conn, write, [statement, following])
+                    try:
+                        statement = steps.send(rows)
+                    except StopIteration as stop:
+                        return stop.value  # type: ignore[no-any-return]
+                    continue
+                first, statement = [statement], following
             with conn.pipeline() if pipeline else nullcontext() as line:
                 conn.execute(BEGIN[write], prepare=False)
+                for early in first:  # already answered (no rows); sent now, in order
+                    _execute(conn, line, early)
                 try:
                     while not statement.final:
                         statement = steps.send(_execute(conn, line if write else None, statement))
@@ -118,6 +136,15 @@ def _transact(conn: psycopg.Connection[Any], tx: Transaction[T], *, write: bool,
                 statement = steps.send(final.fetchall())
             except StopIteration as stop:
                 return stop.value  # type: ignore[no-any-return]
+
+
+def _one_message(conn: psycopg.Connection[Any], write: bool, statements: list[Statement]) -> list[Row]:
+    """Run ``statements`` in one transaction sent as one message; the last one's rows."""
+    cursor: psycopg.ClientCursor[Row] = psycopg.ClientCursor(conn)
+    cursor.execute(one_message(cursor.mogrify, write, statements))
+    for _ in statements:  # past BEGIN's result to the last statement's
+        cursor.nextset()
+    return cursor.fetchall()
 
 
 def _send(conn: psycopg.Connection[Any], statement: Statement) -> psycopg.Cursor[Row]:

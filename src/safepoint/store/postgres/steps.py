@@ -20,7 +20,13 @@ pipeline's last Sync, so ``ops.save`` costs three round trips (two waits
 and that Sync). (psycopg's own ``transaction()``
 inside a pipeline syncs on entering and on leaving it, which made five.)
 ``save.py``'s one-statement save is a final statement (``Statement.final``):
-BEGIN, set_config, the statement and COMMIT in one round trip. A failure in
+BEGIN, set_config, the statement and COMMIT go out as one simple-protocol
+message (``one_message``), one round trip — one message, not a pipeline,
+because a pipeline flushes statement by statement and a client stopped
+between the locking statement and its COMMIT would keep the lock with no
+timeout armed (see ``one_message``). The remaining gap of that kind: a
+client stopped between a write of ``ops.save`` and its COMMIT (the
+fallback path, a run's first save, blob saves, leases). A failure in
 a statement nobody waited for surfaces at the next wait (at the latest, the
 commit's) and leaves the transaction aborted; leaving the connection's
 context (``pool.connection()``) then rolls it back, as it does after an
@@ -30,7 +36,7 @@ operation's own error.
 from __future__ import annotations
 
 import re
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -80,6 +86,30 @@ BEGIN = {
     False: b"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
 }
 COMMIT = b"COMMIT"
+SET_SEARCH_PATH = "set_search_path"
+
+
+def one_message(mogrify: Callable[[Any, Any], str], write: bool, statements: list[Statement]) -> str:
+    """BEGIN, ``statements`` and COMMIT as the text of one simple-protocol message.
+
+    Why: in a pipeline psycopg flushes each statement as it is executed. A
+    client stopped (SIGSTOP, a long GC pause) after the flush of a statement
+    that locks a row but before the flush of the COMMIT leaves the server
+    waiting mid-pipeline with the lock held — and the server arms
+    idle_in_transaction_session_timeout only when it reports ReadyForQuery,
+    after a Sync, so nothing would ever end that transaction while the
+    client sleeps. One message reaches the server whole before any of it
+    runs, and its COMMIT runs with it. ``mogrify`` renders parameters
+    client-side (psycopg's ``ClientCursor.mogrify``). Each statement's
+    result comes back in order: BEGIN's first, then one per statement.
+    """
+    parts = [BEGIN[write].decode()]
+    for statement in statements:
+        # A statement may end with a comment line or its own semicolon: the
+        # separator goes on a line of its own.
+        parts.append(mogrify(statement.sql, statement.params).rstrip().rstrip(";"))
+    parts.append(COMMIT.decode())
+    return "\n;\n".join(parts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +140,7 @@ Steps = Generator[Statement, list[Row], T]
 
 
 def _set_search_path(search_path: str) -> Statement:
-    return Statement("set_search_path", SETUP["set_search_path"], {"search_path": search_path}, fetch=False)
+    return Statement(SET_SEARCH_PATH, SETUP["set_search_path"], {"search_path": search_path}, fetch=False)
 
 
 def op_steps(op: Op[T], search_path: str) -> Steps[T]:
