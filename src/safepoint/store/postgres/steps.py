@@ -24,9 +24,10 @@ BEGIN, set_config, the statement and COMMIT go out as one simple-protocol
 message (``one_message``), one round trip — one message, not a pipeline,
 because a pipeline flushes statement by statement and a client stopped
 between the locking statement and its COMMIT would keep the lock with no
-timeout armed (see ``one_message``). The remaining gap of that kind: a
-client stopped between a write of ``ops.save`` and its COMMIT (the
-fallback path, a run's first save, blob saves, leases). A failure in
+timeout armed (see ``one_message``). The queue and lease calls go the
+same way (``FINAL``). The remaining gap of that kind: a client stopped
+between a write of ``ops.save`` and its COMMIT (the fallback path, a run's
+first save, saves with blobs) or of the maintenance operations. A failure in
 a statement nobody waited for surfaces at the next wait (at the latest, the
 commit's) and leaves the transaction aborted; leaving the connection's
 context (``pool.connection()``) then rolls it back, as it does after an
@@ -68,11 +69,14 @@ def returns_rows(text: str) -> bool:
 
 # Which named queries an operation reads rows from; the others are never waited for.
 FETCH = {name: returns_rows(text) for name, text in (QUERIES | OWN_QUERIES).items()}
-# Queries that end their transaction (Statement.final): a save's one
-# statement goes out with its COMMIT, and the whole save is one round trip.
-# save.py reads its rows only to learn whether it wrote, which the commit
-# does not change.
-FINAL = frozenset({"save_next"})
+# Queries that end their transaction (Statement.final): each is the whole of
+# a write (a save's one statement, and the queue and lease calls, each one
+# UPDATE), sent with BEGIN and its COMMIT as one message (``one_message``):
+# one round trip, and no moment where the row it locked waits on a stopped
+# client. Their rows are read after the commit, which does not change them;
+# what an operation asks next (a lost lease's state, a declined save's
+# fallback) runs in a new transaction.
+FINAL = frozenset({"save_next", "enqueue", "claim", "heartbeat", "release"})
 
 # How a transaction starts, by ``write``. Always explicit rather than left
 # to the server's default_transaction_isolation, which a DBA may have changed.
