@@ -11,6 +11,7 @@ import json
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -86,6 +87,32 @@ def queue_runs(store: Store, count: int) -> list[str]:
         store.save(cp)
         store.enqueue(run_id)
     return run_ids
+
+
+def stop_outside_a_write(worker: subprocess.Popen[bytes], target: Target) -> None:
+    """SIGSTOP ``worker``; on SQLite, again until it is not stopped inside a write transaction.
+
+    A process stopped between BEGIN IMMEDIATE and COMMIT keeps the database
+    file's write lock for as long as it is stopped: SQLite has no server to
+    end its transaction, so no other process could write at all (a
+    documented limit of the embedded store). PostgreSQL times such a
+    transaction out, so there one stop is taken as it falls.
+    """
+    for _ in range(50):
+        worker.send_signal(signal.SIGSTOP)
+        if not target.url.startswith("sqlite:"):
+            return
+        probe = sqlite3.connect(target.url.removeprefix("sqlite:///"), timeout=0.2, isolation_level=None)
+        try:
+            probe.execute("BEGIN IMMEDIATE")
+            probe.execute("ROLLBACK")
+            return
+        except sqlite3.OperationalError:  # stopped holding the write lock: let it finish and retry
+            worker.send_signal(signal.SIGCONT)
+            time.sleep(0.01)
+        finally:
+            probe.close()
+    raise AssertionError("could not stop the worker outside a write transaction")
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -173,10 +200,11 @@ def test_paused_worker_is_fenced_off_after_takeover(target: Target, tmp_path: Pa
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and len(read_journals(tmp_path)) < 3:
                 time.sleep(0.05)
-            paused.send_signal(signal.SIGSTOP)
+            stop_outside_a_write(paused, target)
             time.sleep(1.5)  # well past the 0.6 s lease: the lease is now expired
-            # The stopped worker may hold the run row locked mid-transaction; the
-            # server ends such a transaction after 5 s idle, then the claim succeeds.
+            # On PostgreSQL the stopped worker may hold the run row locked
+            # mid-transaction; the server ends such a transaction after 5 s
+            # idle, then the claim succeeds.
             lease = None
             deadline = time.monotonic() + 30
             while lease is None and time.monotonic() < deadline:
