@@ -19,7 +19,7 @@ from safepoint.store.ops import Op, Row
 from .config import PostgresConfig, search_path
 from .errors import translate
 from .save import save as one_statement_save
-from .steps import BEGIN, COMMIT, SET_SEARCH_PATH, Statement, Transaction, one_message, op_steps, setup_steps
+from .steps import BEGIN, COMMIT, Statement, Transaction, one_message, op_steps, opening, setup_steps
 
 T = TypeVar("T")
 
@@ -91,23 +91,18 @@ async def _transact(
     with closing(tx.steps()) as steps:
         statement = next(steps)
         while True:
-            first: list[Statement] = []
-            if pipeline and write and statement.name == SET_SEARCH_PATH:
-                try:
-                    following = steps.send([])  # what _execute would have returned for it
-                except StopIteration as stop:  # nothing to run after all
-                    return stop.value  # type: ignore[no-any-return]
-                if following.final:  # a save's one statement: see steps.one_message
-                    rows = await _one_message(conn, write, [statement, following])
-                    try:
-                        statement = steps.send(rows)
-                    except StopIteration as stop:
-                        return stop.value  # type: ignore[no-any-return]
+            try:
+                start = opening(steps, statement, write=write, pipeline=pipeline)
+                if start.message:  # a write that is one final statement: see steps.one_message
+                    statement = steps.send(await _one_message(conn, write, start.message))
                     continue
-                first, statement = [statement], following
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            assert start.statement is not None
+            statement = start.statement
             async with conn.pipeline() if pipeline else nullcontext() as line:
                 await conn.execute(BEGIN[write], prepare=False)
-                for early in first:  # already answered (no rows); sent now, in order
+                for early in start.first:  # already answered (no rows); sent now, in order
                     await _execute(conn, line, early)
                 try:
                     while not statement.final:

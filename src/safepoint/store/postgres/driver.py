@@ -23,12 +23,12 @@ from .save import save as one_statement_save
 from .steps import (
     BEGIN,
     COMMIT,
-    SET_SEARCH_PATH,
     Statement,
     Steps,
     Transaction,
     one_message,
     op_steps,
+    opening,
     raw_steps,
     setup_steps,
 )
@@ -106,23 +106,18 @@ def _transact(conn: psycopg.Connection[Any], tx: Transaction[T], *, write: bool,
     with closing(tx.steps()) as steps:
         statement = next(steps)
         while True:
-            first: list[Statement] = []
-            if pipeline and write and statement.name == SET_SEARCH_PATH:
-                try:
-                    following = steps.send([])  # what _execute would have returned for it
-                except StopIteration as stop:  # nothing to run after all
-                    return stop.value  # type: ignore[no-any-return]
-                if following.final:  # a save's one statement: see steps.one_message
-                    rows = _one_message(conn, write, [statement, following])
-                    try:
-                        statement = steps.send(rows)
-                    except StopIteration as stop:
-                        return stop.value  # type: ignore[no-any-return]
+            try:
+                start = opening(steps, statement, write=write, pipeline=pipeline)
+                if start.message:  # a write that is one final statement: see steps.one_message
+                    statement = steps.send(_one_message(conn, write, start.message))
                     continue
-                first, statement = [statement], following
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            assert start.statement is not None
+            statement = start.statement
             with conn.pipeline() if pipeline else nullcontext() as line:
                 conn.execute(BEGIN[write], prepare=False)
-                for early in first:  # already answered (no rows); sent now, in order
+                for early in start.first:  # already answered (no rows); sent now, in order
                     _execute(conn, line, early)
                 try:
                     while not statement.final:

@@ -143,6 +143,34 @@ class Statement:
 Steps = Generator[Statement, list[Row], T]
 
 
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """How a driver starts an operation's next transaction (``opening``).
+
+    Either ``message``: BEGIN, these statements and COMMIT as one message
+    (``one_message``), whose last statement's rows go back to the steps; or
+    a pipeline that sends ``first`` (statements already answered, having no
+    rows) and then drives on from ``statement``.
+    """
+
+    message: list[Statement]
+    first: list[Statement]
+    statement: Statement | None
+
+
+def opening(steps: Steps[Any], statement: Statement, *, write: bool, pipeline: bool) -> Opening:
+    """Look one statement past search_path: a write that is only a final statement is one message.
+
+    Raises ``StopIteration`` (the operation's result) when nothing follows.
+    """
+    if not (pipeline and write and statement.name == SET_SEARCH_PATH):
+        return Opening([], [], statement)
+    following = steps.send([])  # what the driver would have answered: it has no rows
+    if following.final:
+        return Opening([statement, following], [], None)
+    return Opening([], [statement], following)
+
+
 def _set_search_path(search_path: str) -> Statement:
     return Statement(SET_SEARCH_PATH, SETUP["set_search_path"], {"search_path": search_path}, fetch=False)
 
