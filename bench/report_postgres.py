@@ -408,8 +408,9 @@ that exited, through the postmaster's children times); client CPU is the
 writer processes; machine CPU also counts everything else running
 (this benchmark's parent, the kernel's interrupts). For where a save's time
 goes inside each side (client CPU by package, each statement's server time
-and WAL, and what the one-statement save, a HOT run-row update or pglz
-instead of lz4 would change), run `.venv/bin/python bench/profile_postgres.py`.
+and WAL, and what saving through `ops.save`, a HOT run-row update or pglz
+instead of lz4 would change, beside a floor of the same two rows in one bare
+statement), run `.venv/bin/python bench/profile_postgres.py`.
 
 {_table(head, rows)}
 """
