@@ -82,8 +82,7 @@ def build(steps: int, seed: int = SEED) -> Workload:
     """The first ``steps`` agent steps (step numbers 1..steps)."""
     rng = random.Random(seed)
     vocabulary = [random_word(rng) for _ in range(_VOCABULARY_SIZE)]
-    tokens_in = tokens_out = 0
-    spend = 0.0
+    totals = Totals()
     out: list[AgentStep] = []
     for n in range(1, steps + 1):
         if n % TOOL_EVERY == 0:
@@ -99,25 +98,36 @@ def build(steps: int, seed: int = SEED) -> Workload:
                 "role": "user",
                 "content": random_text(rng, vocabulary, MESSAGE_BYTES),
             }
+        out.append(totals.step(n, incoming, rng, vocabulary))
+    return Workload(out)
+
+
+@dataclass(slots=True)
+class Totals:
+    """The agent's running counters, and the rest of a step around its incoming message."""
+
+    tokens_in: int = 0
+    tokens_out: int = 0
+    spend: float = 0.0
+
+    def step(self, n: int, incoming: Message, rng: random.Random, vocabulary: list[str]) -> AgentStep:
+        """Step ``n``: ``incoming``, a ~500-byte reply, the counters moved on, a cursor and state."""
         reply: Message = {
             "id": f"m{n:05d}-assistant",
             "role": "assistant",
             "content": random_text(rng, vocabulary, MESSAGE_BYTES),
         }
-        tokens_in += rng.randint(200, 2000)
-        tokens_out += rng.randint(50, 400)
-        spend = round(spend + rng.uniform(0.0005, 0.01), 6)
-        out.append(
-            AgentStep(
-                step=n,
-                incoming=incoming,
-                reply=reply,
-                counters={"tokens_in": tokens_in, "tokens_out": tokens_out, "spend_usd": spend},
-                cursor={"page": n // 7, "offset": (n * 37) % 1000, "source": "crawler"},
-                state={"plan": f"subtask-{n % 13}", "attempt": n % 3, "done": False},
-            )
+        self.tokens_in += rng.randint(200, 2000)
+        self.tokens_out += rng.randint(50, 400)
+        self.spend = round(self.spend + rng.uniform(0.0005, 0.01), 6)
+        return AgentStep(
+            step=n,
+            incoming=incoming,
+            reply=reply,
+            counters={"tokens_in": self.tokens_in, "tokens_out": self.tokens_out, "spend_usd": self.spend},
+            cursor={"page": n // 7, "offset": (n * 37) % 1000, "source": "crawler"},
+            state={"plan": f"subtask-{n % 13}", "attempt": n % 3, "done": False},
         )
-    return Workload(out)
 
 
 def random_word(rng: random.Random) -> str:

@@ -21,6 +21,7 @@ from agent_workload import (
     TOOL_EVERY,
     AgentStep,
     Message,
+    Totals,
     json_size,
     random_text,
     random_word,
@@ -61,8 +62,7 @@ def build(steps: int, seed: int = SEED) -> BlobWorkload:
     rng = random.Random(seed + 5)
     vocabulary = [random_word(rng) for _ in range(_VOCABULARY_SIZE)]
     outputs: list[str] = []
-    tokens_in = tokens_out = 0
-    spend = 0.0
+    totals = Totals()
     out: list[AgentStep] = []
     kinds: list[str] = []
     for n in range(1, steps + 1):
@@ -83,23 +83,6 @@ def build(steps: int, seed: int = SEED) -> BlobWorkload:
             kind = "small"
             text = random_text(rng, vocabulary, MESSAGE_BYTES)
             incoming = {"id": f"m{n:05d}-user", "role": "user", "content": text}
-        reply: Message = {
-            "id": f"m{n:05d}-assistant",
-            "role": "assistant",
-            "content": random_text(rng, vocabulary, MESSAGE_BYTES),
-        }
-        tokens_in += rng.randint(200, 2000)
-        tokens_out += rng.randint(50, 400)
-        spend = round(spend + rng.uniform(0.0005, 0.01), 6)
-        out.append(
-            AgentStep(
-                step=n,
-                incoming=incoming,
-                reply=reply,
-                counters={"tokens_in": tokens_in, "tokens_out": tokens_out, "spend_usd": spend},
-                cursor={"page": n // 7, "offset": (n * 37) % 1000, "source": "crawler"},
-                state={"plan": f"subtask-{n % 13}", "attempt": n % 3, "done": False},
-            )
-        )
+        out.append(totals.step(n, incoming, rng, vocabulary))
         kinds.append(kind)
     return BlobWorkload(out, kinds)
