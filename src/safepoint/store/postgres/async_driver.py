@@ -85,9 +85,9 @@ class PostgresAsyncDriver:
 async def _transact(
     conn: psycopg.AsyncConnection[Any], tx: Transaction[T], *, write: bool, pipeline: bool = True
 ) -> T:
-    # As in driver.py: BEGIN and COMMIT in the pipeline, a final statement
-    # committed with its COMMIT, and the connection's context rolls back
-    # whatever an error leaves open.
+    # As in driver.py: a lone final statement as one message, otherwise BEGIN
+    # and COMMIT in the pipeline, a final statement committed with its COMMIT,
+    # and the connection's context rolls back whatever an error leaves open.
     with closing(tx.steps()) as steps:
         statement = next(steps)
         while True:

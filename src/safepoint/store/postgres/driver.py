@@ -98,11 +98,13 @@ class PostgresDriver:
 
 
 def _transact(conn: psycopg.Connection[Any], tx: Transaction[T], *, write: bool, pipeline: bool = True) -> T:
-    # On an autocommit connection, BEGIN and COMMIT are statements of the
-    # pipeline (see steps.py); a final statement goes out with its COMMIT and
-    # its rows are read after the pipeline's Sync, so that no wait splits
-    # them. An error leaves the transaction open or aborted; the connection's
-    # context (``with conn``, ``pool.connection()``) rolls it back on the way out.
+    # A write that is a single final statement (a save, a lease call) goes as
+    # one message with BEGIN and COMMIT (steps.opening, steps.one_message).
+    # Otherwise, on an autocommit connection, BEGIN and COMMIT are statements
+    # of the pipeline (see steps.py); a final statement after others goes out
+    # with its COMMIT and its rows are read after the pipeline's Sync, so that
+    # no wait splits them. An error leaves the transaction open or aborted; the
+    # connection's context (``with conn``, ``pool.connection()``) rolls it back.
     with closing(tx.steps()) as steps:
         statement = next(steps)
         while True:
