@@ -28,7 +28,7 @@ from safepoint.messagelist import MessageList, StoredView, freeze
 from safepoint.migrations import MigrationChain
 from safepoint.model import Checkpoint, Retention, ScrubReport
 from safepoint.scrub import Found, Scrubber, Secrets
-from safepoint.scrub.known import lookup_for, restore
+from safepoint.scrub.resolve import lookup_for, restore
 
 from .blobio import BlobTarget, DatabaseBlobs, ExternalBlobs, inline_blobs
 from .offload import (
