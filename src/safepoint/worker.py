@@ -33,8 +33,11 @@ from typing import TypeVar
 from safepoint.errors import LeaseLost, StoreError
 from safepoint.model import Checkpoint, CheckpointInfo, Lease, Status
 from safepoint.store import Store
+from safepoint.visible import ID_LEN, VisibleTracebacks, visible
 
 log = logging.getLogger("safepoint.worker")
+# A handler's exception can quote a tool's output: its text reaches log handlers escaped.
+log.addFilter(VisibleTracebacks())
 T = TypeVar("T")
 
 
@@ -72,7 +75,11 @@ class Job:
             except StoreError:
                 if time.monotonic() > deadline:
                     raise
-                log.warning("save of run %s step %s failed; retrying", checkpoint.run_id, checkpoint.step)
+                log.warning(
+                    "save of run %s step %s failed; retrying",
+                    visible(checkpoint.run_id, max_len=ID_LEN),
+                    visible(str(checkpoint.step), max_len=ID_LEN),
+                )
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
                 landed = self._landed(checkpoint)
@@ -161,10 +168,12 @@ class Worker:
         try:
             outcome = self.handler(job)
         except LeaseLost:
-            log.warning("lost the lease on run %s; leaving it to its new owner", lease.run_id)
+            log.warning(
+                "lost the lease on run %s; leaving it to its new owner", visible(lease.run_id, max_len=ID_LEN)
+            )
             return
         except Exception:
-            log.exception("handler failed on run %s", lease.run_id)
+            log.exception("handler failed on run %s", visible(lease.run_id, max_len=ID_LEN))
             outcome = Status.FAILED
         finally:
             beating.set()
@@ -174,7 +183,7 @@ class Worker:
         try:
             self._retrying(lambda: self.store.release(job.lease, status=outcome, requeue=outcome is None))
         except LeaseLost:
-            log.warning("lease on run %s expired before release", lease.run_id)
+            log.warning("lease on run %s expired before release", visible(lease.run_id, max_len=ID_LEN))
 
     def _beat(self, job: Job, done: threading.Event) -> None:
         while not done.wait(self.heartbeat_seconds):
@@ -184,7 +193,7 @@ class Worker:
                 job.lost.set()
                 return
             except StoreError:
-                log.warning("heartbeat for run %s failed; retrying", job.run_id)
+                log.warning("heartbeat for run %s failed; retrying", visible(job.run_id, max_len=ID_LEN))
 
     def _retrying(self, action: Callable[[], T]) -> T:
         """Run ``action``, retrying store errors with backoff for up to ``retry_for`` seconds."""
