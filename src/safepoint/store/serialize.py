@@ -29,22 +29,35 @@ if TYPE_CHECKING:
     from .pipeline import StoredFields
 
 MAX_RUN_ID_LENGTH = 255
+# Steps and schema versions are keys and columns (PostgreSQL's schema_version
+# is an ``integer``); bounding both by the 32-bit range keeps every backend
+# and every arithmetic on them (``step + 1``) far from an overflow, and no
+# run takes two billion steps.
+MAX_STEP = 2**31 - 1
+MAX_SCHEMA_VERSION = 2**31 - 1
 
 
 def check_id(value: Any, what: str = "run_id") -> str:
-    """Refuse a run or worker id that no backend can store or look up."""
-    if not isinstance(value, str) or not value or len(value) > MAX_RUN_ID_LENGTH:
+    """Refuse a run or worker id that no backend can store or look up (a plain
+    ``str``, 1 to 255 characters, without NUL or lone surrogates); the error
+    names ``what``, never the value."""
+    if type(value) is not str or not value or len(value) > MAX_RUN_ID_LENGTH:
         raise InvalidArgument(f"{what} must be a non-empty str of at most {MAX_RUN_ID_LENGTH} characters")
     if "\x00" in value or not codec.is_plain_json(value):
         raise InvalidArgument(f"{what} must not contain NUL characters or lone surrogates")
     return value
 
 
-def check_step(step: Any) -> int | None:
-    """Refuse a step that is not None or a non-negative int."""
-    if step is not None and (not isinstance(step, int) or isinstance(step, bool) or step < 0):
-        raise InvalidArgument(f"step must be a non-negative int or None, not {step!r}")
-    return step
+def check_step(step: Any, what: str = "step") -> int | None:
+    """Refuse a step that is not None or an int from 0 to ``MAX_STEP``."""
+    if step is not None and not _is_int_in(step, 0, MAX_STEP):
+        raise InvalidArgument(f"{what} must be None or an int from 0 to {MAX_STEP}")
+    return step  # type: ignore[no-any-return]
+
+
+def _is_int_in(value: Any, low: int, high: int) -> bool:
+    # Exact int: bool and IntEnum members are not steps (and would be stored as plain ints).
+    return type(value) is int and low <= value <= high
 
 
 def validate_fields(cp: Checkpoint, *, allow_bytes: bool = False) -> None:
@@ -57,14 +70,21 @@ def validate_fields(cp: Checkpoint, *, allow_bytes: bool = False) -> None:
         check_id(cp.run_id)
     except InvalidArgument as exc:
         raise InvalidCheckpoint(str(exc)) from None
-    for name in ("step", "schema_version"):
-        value = getattr(cp, name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise InvalidCheckpoint(f"{name} must be a non-negative int, not {value!r}")
-    if cp.schema_version < 1:
-        raise InvalidCheckpoint("schema_version must be at least 1")
-    if not isinstance(cp.status, Status):
-        raise InvalidCheckpoint(f"status must be a Status, not {cp.status!r}")
+    if not _is_int_in(cp.step, 0, MAX_STEP):
+        raise InvalidCheckpoint(f"step must be an int from 0 to {MAX_STEP}")
+    if not _is_int_in(cp.schema_version, 1, MAX_SCHEMA_VERSION):
+        raise InvalidCheckpoint(f"schema_version must be an int from 1 to {MAX_SCHEMA_VERSION}")
+    if type(cp.status) is not Status:
+        raise InvalidCheckpoint(f"status must be a Status, not {type(cp.status).__name__}")
+    parent = cp.parent
+    if parent is not None and (
+        type(parent) is not ParentRef
+        or type(parent.run_id) is not str
+        or not parent.run_id
+        or len(parent.run_id) > MAX_RUN_ID_LENGTH
+        or not _is_int_in(parent.step, 0, MAX_STEP)
+    ):
+        raise InvalidCheckpoint("parent must be None or a ParentRef with a run id and a step")
     # Every save runs this: one quick pass over exact built-in types first; only
     # if it finds anything unusual does the detailed pass name the bad path.
     if not _plainly_valid(cp):
@@ -98,16 +118,20 @@ _NUMBER_TYPES = (int, float)
 
 
 def _explain_invalid(cp: Checkpoint, allow_bytes: bool) -> None:
-    """The detailed pass: raise naming the first bad field (or accept dict subclasses)."""
+    """The detailed pass: raise naming the first bad field (or accept the store's own types)."""
     codec.check_json(cp.run_id, "run_id")
+    # check_json first: it refuses subclasses (an IntEnum counter, a StrEnum
+    # label), so what the loops below see is of a plain type.
     _check_mapping(cp.counters, "counters")
-    for key, number in cp.counters.items():
-        if isinstance(number, bool) or not isinstance(number, int | float):
-            raise NotJSONCompatible(f"counters.{key}", f"{type(number).__name__} is not a number")
+    for position, (key, number) in enumerate(cp.counters.items()):
+        if type(number) not in _NUMBER_TYPES:
+            path = "counters" + codec.key_segment(key, position)
+            raise NotJSONCompatible(path, f"{type(number).__name__} is not a number")
     _check_mapping(cp.labels, "labels")
-    for key, label in cp.labels.items():
+    for position, (key, label) in enumerate(cp.labels.items()):
         if not isinstance(label, str):
-            raise NotJSONCompatible(f"labels.{key}", f"{type(label).__name__} is not a str")
+            path = "labels" + codec.key_segment(key, position)
+            raise NotJSONCompatible(path, f"{type(label).__name__} is not a str")
     # Labels and counters are queryable columns (JSONB on PostgreSQL, which
     # cannot hold NUL); refuse NUL there on every backend so a run can move
     # between backends. Messages and state may hold NUL: they are stored as bytes.
@@ -121,9 +145,13 @@ def _explain_invalid(cp: Checkpoint, allow_bytes: bool) -> None:
 
 
 def _queryable_texts(cp: Checkpoint) -> list[tuple[str, str]]:
-    texts = [(f"labels[{k!r}]", k) for k in cp.labels]
-    texts += [(f"labels[{k!r}]", v) for k, v in cp.labels.items()]
-    texts += [(f"counters[{k!r}]", k) for k in cp.counters]
+    # Paths name keys the way codec does: escaped, and by position when long.
+    def path(root: str, key: str, position: int) -> str:
+        return root + codec.key_segment(key, position, dotted=False)
+
+    texts = [(path("labels", k, i), k) for i, k in enumerate(cp.labels)]
+    texts += [(path("labels", k, i), v) for i, (k, v) in enumerate(cp.labels.items())]
+    texts += [(path("counters", k, i), k) for i, k in enumerate(cp.counters)]
     return texts
 
 
