@@ -3,28 +3,28 @@
 Every command takes ``--store URL`` (or the ``SAFEPOINT_STORE`` environment
 variable; default ``sqlite:///.safepoint/state.db``) and ``--json``; output
 goes through ``emit``: tables for people, JSON for machines. Errors print one
-line to stderr and exit with status 1.
+line to stderr and exit with status 1. Whatever comes from a store is shown
+through ``safepoint.cli_render``: control characters visible, never markup.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import sys
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any, TypeVar
 
 import click
-from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from safepoint.cli_render import ID_LEN, cell, console, emit, error_line, pairs, say, shown, when
 from safepoint.errors import SafepointError
 from safepoint.model import Checkpoint, RunInfo
 from safepoint.store import DEFAULT_URL, Store, open_store
+from safepoint.visible import visible
 
 F = TypeVar("F", bound=Callable[..., Any])
-_console = Console()
 
 
 def store_options(func: F) -> F:
@@ -46,25 +46,49 @@ def handle_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except SafepointError as exc:
-            click.echo(f"error: {exc}", err=True)
+            click.echo(error_line(exc), err=True)
             sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
 
 
-def emit(data: Any, as_json: bool, render: Callable[[], None]) -> None:
-    """The one output path: JSON when asked, otherwise the human rendering."""
-    if as_json:
-        click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
-    else:
-        render()
+class _Commands(click.Group):
+    """The command group; a usage error quoting the command line shows it with control characters escaped.
+
+    Click prints some arguments raw (``Got unexpected extra argument (…)``),
+    and a run id pasted from a store can hold escape sequences.
+    """
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.ClickException as exc:
+            raise _visible_usage(exc) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as exc:  # a subcommand's own arguments are parsed here
+            raise _visible_usage(exc) from None
+
+
+def _visible_usage(exc: click.ClickException) -> click.ClickException:
+    """``exc`` itself when its text is plain; else the same kind of error (and exit code) with it escaped."""
+    message = exc.format_message()
+    if visible(message) == message:
+        return exc
+    if isinstance(exc, click.UsageError):
+        return click.UsageError(visible(message), exc.ctx)
+    return click.ClickException(visible(message))
 
 
 def _open(store_url: str) -> Store:
     return open_store(store_url)
 
 
-@click.group()
+@click.group(cls=_Commands)
 @click.version_option(package_name="safepoint")
 def main() -> None:
     """safepoint: checkpoints that make AI-agent runs survivable."""
@@ -95,24 +119,26 @@ def runs(
         wanted[key] = value
     with _open(store_url) as store:
         page = store.runs(status=list(status) or None, labels=wanted or None, limit=limit, cursor=cursor)
+        where = store.url  # the URL as the store shows it: a PostgreSQL password masked
     data = {"runs": [_run_dict(r) for r in page], "next_cursor": page.next_cursor}
 
     def render() -> None:
-        table = Table(title=f"runs in {store_url}")
+        table = Table(title=Text(f"runs in {visible(where)}"))
         for column in ("run", "status", "step", "updated", "labels", "counters"):
             table.add_column(column)
         for run in page:
             table.add_row(
-                run.run_id,
-                run.status.value,
-                str(run.head_step),
-                _when(run.updated_at),
-                _pairs(run.labels),
-                _pairs(run.counters),
+                cell(run.run_id, max_len=ID_LEN),
+                cell(run.status.value),
+                cell(run.head_step),
+                when(run.updated_at),
+                Text(pairs(run.labels, max_len=_WIDE)),
+                Text(pairs(run.counters, max_len=_WIDE)),
             )
-        _console.print(table)
+        console.print(table)
         if page.next_cursor:
-            _console.print(f"more: safepoint runs --cursor {page.next_cursor}")
+            # The cursor encodes a run id: shown escaped, like the id itself.
+            say(f"more: safepoint runs --cursor {shown(page.next_cursor)}")
 
     emit(data, as_json, render)
 
@@ -150,45 +176,56 @@ def demo(*, store_url: str) -> None:
     sys.exit(run_demo(store_url))
 
 
+# How much of a stored value one table cell shows.
+_WIDE = 200
+_NARROW = 100
+
+
 def _render_checkpoint(cp: Checkpoint, steps: int, show_messages: int) -> None:
-    summary = Table(title=f"run {cp.run_id} · step {cp.step}", show_header=False)
+    summary = Table(
+        title=Text(f"run {visible(cp.run_id, max_len=ID_LEN)} · step {cp.step}"), show_header=False
+    )
     summary.add_column("field", style="bold")
     summary.add_column("value")
+    parent = cp.parent
     rows = [
-        ("status", cp.status.value),
-        ("schema_version", str(cp.schema_version)),
-        ("saved", _when(cp.created_at)),
+        ("status", shown(cp.status.value)),
+        ("schema_version", shown(cp.schema_version)),
+        ("saved", when(cp.created_at)),
         ("checkpoints", str(steps)),
         ("messages", str(len(cp.messages))),
-        ("counters", _pairs(cp.counters)),
-        ("cursors", json.dumps(cp.cursors, ensure_ascii=False)),
-        ("pending_action", "-" if cp.pending_action is None else json.dumps(cp.pending_action)),
-        ("state", _clip(json.dumps(cp.state, ensure_ascii=False), 200)),
-        ("labels", _pairs(cp.labels)),
-        ("parent", "-" if cp.parent is None else f"{cp.parent.run_id} step {cp.parent.step}"),
-        ("digest", cp.digest or "-"),
+        ("counters", pairs(cp.counters, max_len=_WIDE)),
+        ("cursors", shown(cp.cursors, max_len=_WIDE)),
+        ("pending_action", "-" if cp.pending_action is None else shown(cp.pending_action, max_len=_WIDE)),
+        ("state", shown(cp.state, max_len=_WIDE)),
+        ("labels", pairs(cp.labels, max_len=_WIDE)),
+        ("parent", "-" if parent is None else f"{visible(parent.run_id, max_len=ID_LEN)} step {parent.step}"),
+        ("digest", shown(cp.digest or "-")),
         ("scrubbed", _scrubbed(cp)),
     ]
     for field, value in rows:
-        summary.add_row(field, value)
-    _console.print(summary)
+        summary.add_row(field, Text(value))
+    console.print(summary)
     recent = list(enumerate(cp.messages))[-show_messages:] if show_messages > 0 else []
     if recent:
-        table = Table(title=f"last {len(recent)} of {len(cp.messages)} messages")
+        table = Table(title=Text(f"last {len(recent)} of {len(cp.messages)} messages"))
         table.add_column("#", justify="right")
         table.add_column("role")
         table.add_column("content")
         for index, message in recent:
-            content = message.get("content")
-            text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-            table.add_row(str(index), str(message.get("role", "?")), _clip(text, 100))
-        _console.print(table)
+            # One row per message: a line break in the content shows as \n.
+            table.add_row(
+                str(index),
+                cell(message.get("role", "?"), max_len=_NARROW),
+                cell(message.get("content"), max_len=_NARROW),
+            )
+        console.print(table)
 
 
 def _scrubbed(cp: Checkpoint) -> str:
     """What the scrubber replaced when this checkpoint was saved: counts by rule, never values."""
     counts = cp.scrub_report.by_rule()
-    return ", ".join(f"{rule} x{n}" for rule, n in counts.items()) or "nothing"
+    return ", ".join(f"{shown(rule)} x{n}" for rule, n in counts.items()) or "nothing"
 
 
 def _run_dict(run: RunInfo) -> dict[str, Any]:
@@ -203,19 +240,6 @@ def _run_dict(run: RunInfo) -> dict[str, Any]:
         "updated_at": run.updated_at.isoformat(),
         "parent": None if run.parent is None else {"run_id": run.parent.run_id, "step": run.parent.step},
     }
-
-
-def _when(moment: datetime | None) -> str:
-    return "-" if moment is None else moment.strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _pairs(mapping: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in mapping.items()) or "-"
-
-
-def _clip(text: str, width: int) -> str:
-    text = text.replace("\n", " ")
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 # The schema-change commands live in their own module; importing it registers them.

@@ -10,14 +10,21 @@ from typing import Any
 import click
 from rich.progress import Progress
 from rich.table import Table
+from rich.text import Text
 
-from safepoint.cli import _clip, _console, _when, emit, handle_errors, main, store_options
+from safepoint.cli import handle_errors, main, store_options
+from safepoint.cli_render import ID_LEN, cell, console, emit, say, shown, when
 from safepoint.errors import NotFound, SafepointError
 from safepoint.messagelist import thaw
 from safepoint.model import Checkpoint, ParentRef, Status
 from safepoint.store import open_store
 from safepoint.store.eager import all_runs
 from safepoint.testing.migrations import read_fixture
+from safepoint.visible import visible
+
+# How much of a changed value or an added message one line shows.
+_VALUE_LEN = 60
+_MESSAGE_LEN = 90
 
 
 @main.command()
@@ -41,15 +48,15 @@ def history(*, store_url: str, as_json: bool, run_id: str) -> None:
     ]
 
     def render() -> None:
-        table = Table(title=f"history of {run_id} ({len(infos)} checkpoints)")
+        table = Table(title=Text(f"history of {visible(run_id, max_len=ID_LEN)} ({len(infos)} checkpoints)"))
         for column in ("step", "status", "version", "messages", "saved", "digest"):
             table.add_column(column)
         for i in infos:
             table.add_row(
-                str(i.step), i.status.value, str(i.schema_version), str(i.message_count),
-                _when(i.created_at), i.digest[:16],
+                str(i.step), cell(i.status.value), cell(i.schema_version), str(i.message_count),
+                when(i.created_at), cell(i.digest[:16]),
             )  # fmt: skip
-        _console.print(table)
+        console.print(table)
 
     emit(data, as_json, render)
 
@@ -69,25 +76,24 @@ def diff(*, store_url: str, as_json: bool, run_id: str, step_a: int, step_b: int
 
     def render() -> None:
         moved = data["messages"]
-        _console.print(
-            f"run {run_id}: step {a.step} → step {b.step}: {moved['shared']} messages shared, "
-            f"{moved['removed']} removed, {len(moved['added'])} added",
-            highlight=False,
+        say(
+            f"run {visible(run_id, max_len=ID_LEN)}: step {a.step} → step {b.step}: "
+            f"{moved['shared']} messages shared, {moved['removed']} removed, {len(moved['added'])} added"
         )
         table = Table(show_header=True)
         for column in ("field", "step " + str(a.step), "step " + str(b.step)):
             table.add_column(column)
         for change in data["fields"]:
+            # Values as JSON (a string in quotes), so "1" and 1, or "" and null, differ.
             table.add_row(
-                change["path"],
-                _clip(json.dumps(change["before"]), 60),
-                _clip(json.dumps(change["after"]), 60),
+                cell(change["path"], max_len=_VALUE_LEN),
+                Text(visible(_json(change["before"]), max_len=_VALUE_LEN)),
+                Text(visible(_json(change["after"]), max_len=_VALUE_LEN)),
             )
-        _console.print(table)
+        console.print(table)
         for message in moved["added"][-10:]:
-            _console.print(
-                f"  + {message.get('role', '?')}: {_clip(str(message.get('content')), 90)}", highlight=False
-            )
+            role = shown(message.get("role", "?"), max_len=_VALUE_LEN)
+            say(f"  + {role}: {shown(message.get('content'), max_len=_MESSAGE_LEN)}")
 
     emit(data, as_json, render)
 
@@ -109,6 +115,10 @@ def checkpoint_diff(a: Checkpoint, b: Checkpoint) -> dict[str, Any]:
         "messages": {"shared": shared, "removed": len(old) - shared, "added": thaw(new[shared:])},
         "fields": changes,
     }
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def _field_changes(path: str, before: Any, after: Any, out: list[dict[str, Any]]) -> None:
@@ -137,7 +147,7 @@ def verify(*, store_url: str, as_json: bool, run_id: str | None) -> None:
         keys = []
         for rid in runs:
             keys += [(rid, info.step) for info in store.history(rid)]
-        with Progress(console=_console, disable=as_json) as bar:
+        with Progress(console=console, disable=as_json) as bar:
             for rid, step in bar.track(keys, description="verifying checkpoints"):
                 try:
                     store.load(rid, step)
@@ -151,9 +161,9 @@ def verify(*, store_url: str, as_json: bool, run_id: str | None) -> None:
     data = {"checked": checked, "failures": failures}
 
     def render() -> None:
-        _console.print(f"verified {checked} checkpoints: {len(failures)} failed", highlight=False)
+        say(f"verified {checked} checkpoints: {len(failures)} failed")
         for failure in failures:
-            _console.print(f"  {failure['error']}: {failure['message']}", highlight=False)
+            say(f"  {failure['error']}: {visible(failure['message'])}")
 
     emit(data, as_json, render)
     if failures:
@@ -190,5 +200,5 @@ def import_(*, store_url: str, as_json: bool, fixture: Path, run_id: str | None)
     emit(
         {"run_id": info.run_id, "step": info.step, "messages": info.message_count, "digest": info.digest},
         as_json,
-        lambda: _console.print(f"imported {fixture} as run {info.run_id} step 0", highlight=False),
+        lambda: say(f"imported {visible(str(fixture))} as run {visible(info.run_id, max_len=ID_LEN)} step 0"),
     )

@@ -19,12 +19,14 @@ from typing import Any
 import click
 from rich.progress import Progress
 
-from safepoint.cli import _console, emit, handle_errors, main, store_options
+from safepoint.cli import handle_errors, main, store_options
+from safepoint.cli_render import ID_LEN, console, emit, say
 from safepoint.errors import InvalidArgument, NotFound, SafepointError
 from safepoint.migrations import MigrationChain
 from safepoint.store import open_store
 from safepoint.store.eager import migrate_store
 from safepoint.testing.migrations import CheckReport, check_one, fixture_text, stored_keys
+from safepoint.visible import visible, visible_json
 
 
 def load_chain(spec: str | None) -> MigrationChain:
@@ -72,7 +74,7 @@ def migrate(*, store_url: str, as_json: bool, chain_spec: str | None, dry_run: b
     still behind. History checkpoints are migrated when they are read.
     """
     chain = load_chain(chain_spec)
-    with open_store(store_url, migrations=chain) as store, Progress(console=_console, disable=as_json) as bar:
+    with open_store(store_url, migrations=chain) as store, Progress(console=console, disable=as_json) as bar:
         task = bar.add_task("migrating runs" if not dry_run else "checking runs (dry run)", total=None)
 
         def progress(done: int, total: int) -> None:
@@ -80,7 +82,7 @@ def migrate(*, store_url: str, as_json: bool, chain_spec: str | None, dry_run: b
             if as_json:
                 return
             # One plain line per batch as well: logs and tests can follow progress.
-            bar.console.print(f"batch done: {done}/{total}", highlight=False)
+            bar.console.print(f"batch done: {done}/{total}")
 
         report = migrate_store(store, batch_size=batch_size, dry_run=dry_run, progress=progress)
     data = {
@@ -94,12 +96,13 @@ def migrate(*, store_url: str, as_json: bool, chain_spec: str | None, dry_run: b
 
     def render() -> None:
         verb = "would migrate" if dry_run else "migrated"
-        _console.print(
+        say(
             f"{report.runs} runs, {report.behind} behind version {chain.current}: {verb} {report.migrated}, "
             f"{len(report.failures)} failed"
         )
         for run_id, step, error in report.failures:
-            _console.print(f"  run {run_id!r} step {step}: {type(error).__name__}: {error}", highlight=False)
+            where = f"run {visible(run_id, max_len=ID_LEN)} step {step}"
+            say(f"  {where}: {type(error).__name__}: {visible(str(error))}")
 
     emit(data, as_json, render)
     if not report.ok:
@@ -124,7 +127,7 @@ def check(*, store_url: str, as_json: bool, chain_spec: str | None, sample: int 
         keys = list(stored_keys(store))
         if sample is not None and sample < len(keys):
             keys = [keys[i] for i in sorted(random.Random(seed).sample(range(len(keys)), max(sample, 0)))]
-        with Progress(console=_console, disable=as_json) as bar:
+        with Progress(console=console, disable=as_json) as bar:
             for run_id, step in bar.track(keys, description="checking checkpoints"):
                 try:
                     data = store.load(run_id, step, migrate=False).to_dict()
@@ -145,9 +148,17 @@ def check(*, store_url: str, as_json: bool, chain_spec: str | None, sample: int 
             for f in report.failures
         ],
     }
-    emit(data, as_json, lambda: _console.print(report.summary(), highlight=False))
+    emit(data, as_json, lambda: _render_check(report))
     if not report.ok:
         sys.exit(1)
+
+
+def _render_check(report: CheckReport) -> None:
+    # The summary's first line holds only counts; each failure after it quotes
+    # a run id and an error text, so those are shown one line each, escaped.
+    say(report.summary().partition("\n")[0])
+    for failure in report.failures:
+        say(f"  {visible(str(failure))}")
 
 
 @main.command()
@@ -168,7 +179,8 @@ def export(*, store_url: str, as_json: bool, run_id: str, step: int | None, outp
     with open_store(store_url) as store:
         text = fixture_text(store.load(run_id, step, migrate=False))
     if output is None:
-        click.echo(text, nl=False)
+        # Equal JSON with no control character raw: stdout is often a terminal.
+        click.echo(visible_json(text), nl=False)
     else:
-        output.write_text(text, encoding="utf-8")
-        click.echo(f"wrote {output}", err=True)
+        output.write_text(text, encoding="utf-8")  # the file holds the fixture exactly as written
+        click.echo(f"wrote {visible(str(output))}", err=True)
