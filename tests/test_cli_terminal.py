@@ -42,7 +42,9 @@ HIDDEN = {"Cc", "Cf", "Cs", "Zl", "Zp"}
 RICH_STYLE = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def safepoint_cli(*args: str, terminal: bool = False) -> subprocess.CompletedProcess[str]:
+def safepoint_cli(
+    *args: str, terminal: bool = False, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     """The installed ``safepoint`` command as an operator runs it; ``terminal``: rich thinks it has a tty."""
     environment = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR", "TERM")}
     environment["COLUMNS"] = "300"  # wide enough that no table cell wraps in the middle of a literal
@@ -55,6 +57,7 @@ def safepoint_cli(*args: str, terminal: bool = False) -> subprocess.CompletedPro
         encoding="utf-8",
         timeout=60,
         env=environment,
+        cwd=cwd,
         check=False,
     )
 
@@ -188,6 +191,28 @@ def test_verify_names_a_hostile_run_escaped(hostile: str, tmp_path: Path) -> Non
     assert "CorruptCheckpoint" in table.stdout
     failures = json.loads(as_json.stdout)["failures"]
     assert [(f["run_id"], f["step"]) for f in failures] == [(RUN_ID, 0)]
+
+
+def test_check_and_migrate_show_a_failing_migration_escaped(hostile: str, tmp_path: Path) -> None:
+    """A migration failing with hostile text: `check` and `migrate --dry-run` report it visibly."""
+    (tmp_path / "hostile_chain.py").write_text(
+        "from safepoint.migrations import MigrationChain\n"
+        "def boom(cp):\n"
+        "    raise ValueError('bad ' + cp['state']['escapes'] + ' [bold]x[/bold]\\nERROR forged')\n"
+        "CHAIN = MigrationChain(current=2, migrations={1: boom})\n",
+        encoding="utf-8",
+    )
+    options = ("--store", hostile, "--migrations", "hostile_chain:CHAIN")
+    check = safepoint_cli("check", *options, cwd=tmp_path)
+    check_json = safepoint_cli("check", *options, "--json", cwd=tmp_path)
+    migrate = safepoint_cli("migrate", *options, "--dry-run", cwd=tmp_path)
+    for result in (check, check_json, migrate):
+        assert result.returncode == 1, result.stderr
+        assert_safe(result)
+        assert not any(line.startswith("ERROR forged") for line in result.stdout.splitlines())
+    assert SHOWN_RUN_ID in check.stdout
+    assert SHOWN_RUN_ID in migrate.stdout
+    assert {f["run_id"] for f in json.loads(check_json.stdout)["failures"]} == {RUN_ID, RUN_ID + "-fork"}
 
 
 def test_errors_on_stderr_show_hostile_arguments_escaped(hostile: str) -> None:
