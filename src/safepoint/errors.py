@@ -25,7 +25,20 @@
                └── BlobNotFound (also LookupError)  no blob with that digest
 
 Messages never contain stored values, only names, paths, run ids and steps, so
-an error can be logged without leaking what the checkpoint held.
+an error can be logged without leaking what the checkpoint held. Arguments out
+of range (a step, a limit, a lease, a cursor) are named with their bounds, not
+quoted. A dict key inside a path is shown with control and format characters
+escaped, and by its position (``state[<key #3>]``) when it is longer than 40
+characters; a path longer than 200 characters keeps its two ends. Errors from
+a driver are chained as ``__cause__`` — except where the driver's text can
+hold a secret (a PostgreSQL connection failure quotes parts of the URL): then
+the cause is a copy of the driver's error holding only a safe summary.
+
+Bounds the store enforces (``InvalidArgument`` / ``InvalidCheckpoint``):
+``step`` 0 to 2**31 - 1, ``schema_version`` 1 to 2**31 - 1, ``runs(limit=)``
+1 to 10,000, leases and heartbeat extensions up to 365 days, GC grace and
+retention durations up to 36,500 days; values nest at most 200 dicts and lists
+deep (``codec.MAX_DEPTH``).
 """
 
 from __future__ import annotations
@@ -44,10 +57,15 @@ class InvalidCheckpoint(InvalidArgument):
 
 
 class NotJSONCompatible(InvalidCheckpoint):
-    """A value inside a checkpoint is not plain JSON data.
+    """A value inside a checkpoint is not plain JSON data, or not storable as it is.
 
-    ``path`` is where the value sits, e.g. ``state.items[3]``; ``type_name``
-    is the offending Python type.
+    ``path`` is where the value sits, e.g. ``state.items[3]``; ``reason``
+    says why, naming the offending Python type but never the value: a type
+    JSON lacks (set, tuple, object), a subclass of a plain type (an
+    ``IntEnum`` or ``StrEnum`` member, a numpy scalar, an ``OrderedDict`` —
+    it would load back as the plain type, so it is refused instead of being
+    changed silently), an int outside 64 bits, NaN or infinity, a lone
+    surrogate, or nesting deeper than 200 dicts and lists.
     """
 
     def __init__(self, path: str, reason: str) -> None:

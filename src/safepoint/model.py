@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
+from .errors import InvalidArgument, InvalidCheckpoint
 from .messagelist import MessageList, StoredView, thaw
 
 JSONDict = dict[str, Any]
@@ -114,13 +115,16 @@ class Checkpoint:
         # Keep messages a tracked MessageList even when a new list is assigned:
         # the store then compares it against what it holds to find the delta.
         if name == "messages" and not isinstance(value, MessageList):
+            if not isinstance(value, list | tuple):
+                # A str, a dict or a generator would be taken apart silently.
+                raise InvalidCheckpoint(f"messages must be a list of dicts, not {type(value).__name__}")
             old = self.__dict__.get("messages")
             stored = old.stored if isinstance(old, MessageList) else None
             tracked = MessageList(value, stored)
             tracked.clean_prefix = 0
             value = tracked
         elif name == "status" and not isinstance(value, Status):
-            value = Status(value)
+            value = _status(value)
         object.__setattr__(self, name, value)
 
     @property
@@ -174,6 +178,19 @@ class Checkpoint:
         }
 
 
+def _status(value: Any) -> Status:
+    """``value`` as a Status; ``InvalidCheckpoint`` (naming the known ones, not the value) otherwise."""
+    if type(value) is str:
+        try:
+            return Status(value)
+        except ValueError:
+            pass
+    known = ", ".join(s.value for s in Status)
+    raise InvalidCheckpoint(
+        f"status must be a Status or the value of one ({known}); this {type(value).__name__} is neither"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class CheckpointInfo:
     """One entry of a run's history: the header, without the messages."""
@@ -203,6 +220,11 @@ class RunInfo:
     parent: ParentRef | None
 
 
+MAX_KEEP_LAST = 2**31 - 1  # a step count: see store.serialize.MAX_STEP
+MAX_AGE = timedelta(days=36_500)  # durations of retention and GC grace: a century is plenty
+_NO_TIME = timedelta(0)
+
+
 @dataclass(frozen=True, slots=True)
 class Retention:
     """Which checkpoints a run keeps; the rest are pruned by ``store.prune()`` / ``safepoint gc``.
@@ -220,16 +242,14 @@ class Retention:
     delete_finished_after: timedelta | None = None
 
     def __post_init__(self) -> None:
-        from .errors import InvalidArgument  # noqa: PLC0415
-
-        if self.keep_last is not None and (
-            not isinstance(self.keep_last, int) or isinstance(self.keep_last, bool) or self.keep_last < 1
-        ):
-            raise InvalidArgument(f"keep_last must be a positive int or None, not {self.keep_last!r}")
+        keep_last = self.keep_last
+        if keep_last is not None and (type(keep_last) is not int or not 1 <= keep_last <= MAX_KEEP_LAST):
+            raise InvalidArgument(f"keep_last must be None or an int from 1 to {MAX_KEEP_LAST}")
         for name in ("keep_for", "delete_finished_after"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, timedelta) or value < timedelta(0)):
-                raise InvalidArgument(f"{name} must be a non-negative timedelta or None, not {value!r}")
+            # Bounded so that ``now - value`` is still a date (timedelta.max is not).
+            if value is not None and (not isinstance(value, timedelta) or not _NO_TIME <= value <= MAX_AGE):
+                raise InvalidArgument(f"{name} must be None or a timedelta from 0 to {MAX_AGE.days} days")
 
     def to_json(self) -> JSONDict:
         def seconds(value: timedelta | None) -> float | None:
