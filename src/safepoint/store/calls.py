@@ -10,15 +10,19 @@ driver; an async store runs the same call by awaiting. Neither holds logic.
 from __future__ import annotations
 
 import base64
+import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
+from itertools import islice
 from typing import Any, Generic, TypeVar
 
+from safepoint import codec
 from safepoint.errors import InvalidArgument
 from safepoint.model import (
+    MAX_AGE,
     Checkpoint,
     CheckpointInfo,
     Lease,
@@ -29,10 +33,19 @@ from safepoint.model import (
     new_run_id,
     to_micros,
 )
+from safepoint.scrub import Secrets
 
 from . import leases, listing, maintenance, ops
 from .pipeline import Pipeline, ResolveSecrets
 from .serialize import check_id, check_step, finish_save, validate_fields
+
+# Bounds on arguments, so that no value reaches a driver as an overflow (SQLite
+# and PostgreSQL hold 64-bit integers; a lease's expiry is microseconds).
+MAX_LIMIT = 10_000  # rows per page of ``runs``
+MAX_LEASE = timedelta(days=365)  # a lease or heartbeat extension
+MAX_EPOCH = 2**63 - 1
+MAX_ROW_ID = 2**63 - 1  # what a cursor encodes
+_MAX_CURSOR_CHARS = 32
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -63,6 +76,10 @@ def save(
 ) -> Call[ops.SaveResult, CheckpointInfo]:
     """``save_op``: the driver's own save operation (same arguments and result as
     ``ops.save``, e.g. PostgreSQL's one-statement save); ``ops.save`` if None."""
+    if not isinstance(cp, Checkpoint):
+        raise InvalidArgument(f"save takes a safepoint.Checkpoint, not {type(cp).__name__}")
+    if lease is not None:
+        _check_lease(lease)
     pipeline.guard(partial(validate_fields, allow_bytes=pipeline.blobs is not None), cp)
     if lease is not None and lease.run_id != cp.run_id:
         raise InvalidArgument(f"the lease is for run {lease.run_id!r}, not {cp.run_id!r}")
@@ -105,6 +122,14 @@ def load(
     def finish(loaded: ops.Loaded) -> Checkpoint:
         return pipeline.after_load(loaded, migrate=migrate, resolve=resolve_secrets, fetch_blobs=fetch_blobs)
 
+    if not (
+        type(resolve_secrets) is bool or isinstance(resolve_secrets, Secrets) or callable(resolve_secrets)
+    ):
+        raise InvalidArgument(
+            "resolve_secrets must be a bool, a safepoint.Secrets or a name -> value callable"
+        )
+    _flag(migrate, "migrate")
+    _flag(fetch_blobs, "fetch_blobs")
     in_database = pipeline.blobs is not None and pipeline.blobs.in_database and fetch_blobs
     op = ops.load_for_reading(check_id(run_id), check_step(step), blobs_in_database=in_database)
     return Call(op, False, finish)
@@ -116,6 +141,8 @@ def migrate_runs(
     chain = pipeline.migrations
     if chain is None:
         raise InvalidArgument("eager migration needs a store opened with migrations=MigrationChain(...)")
+    if not isinstance(run_ids, list | tuple):  # a str would be taken for a list of one-letter ids
+        raise InvalidArgument(f"run_ids must be a list of run ids, not {type(run_ids).__name__}")
     ids = [check_id(run_id) for run_id in run_ids]
 
     def rewrite(head: Checkpoint) -> Checkpoint | None:
@@ -137,15 +164,20 @@ def fetch_blob(ref: Any, pipeline: Pipeline) -> Call[dict[str, bytes], str | byt
 
 
 def set_retention(run_id: str, policy: Retention | None) -> Call[None, None]:
+    return Call(maintenance.set_retention(check_id(run_id), _policy(policy)), True, _same)
+
+
+def _policy(policy: Any) -> Retention | None:
     if policy is not None and not isinstance(policy, Retention):
         raise InvalidArgument(f"policy must be a safepoint.Retention or None, not {type(policy).__name__}")
-    return Call(maintenance.set_retention(check_id(run_id), policy), True, _same)
+    return policy
 
 
 def prune_run(
     run_id: str, policy: Retention | None, pipeline: Pipeline, dry_run: bool
 ) -> Call[maintenance.PruneResult, maintenance.PruneResult]:
-    op = maintenance.prune_run(check_id(run_id), policy or pipeline.retention, now_micros(), dry_run=dry_run)
+    chosen = _policy(policy) or pipeline.retention
+    op = maintenance.prune_run(check_id(run_id), chosen, now_micros(), dry_run=_flag(dry_run, "dry_run"))
     return Call(op, not dry_run, _same)
 
 
@@ -154,16 +186,10 @@ def collect_garbage(
 ) -> Call[maintenance.GcResult, maintenance.GcResult]:
     if pipeline.blobs is None:
         raise InvalidArgument("this store has no blob store (opened with blobs=False): nothing to collect")
-    wait = grace if isinstance(grace, timedelta) else timedelta(seconds=_seconds_or_zero(grace))
-    op = maintenance.collect_garbage(pipeline.blobs, now_micros(), wait, dry_run=dry_run)
+    wait = _duration(grace, "grace", low=timedelta(0), high=MAX_AGE)
+    op = maintenance.collect_garbage(pipeline.blobs, now_micros(), wait, dry_run=_flag(dry_run, "dry_run"))
     # A write transaction even for a dry run: the exclusive blob guard needs one.
     return Call(op, True, _same)
-
-
-def _seconds_or_zero(value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise InvalidArgument(f"grace must be a non-negative number of seconds or a timedelta, not {value!r}")
-    return float(value)
 
 
 def history(run_id: str) -> Call[list[CheckpointInfo], list[CheckpointInfo]]:
@@ -182,10 +208,14 @@ def runs(
     limit: int,
     cursor: str | None,
 ) -> Call[tuple[list[RunInfo], int | None], Page[RunInfo]]:
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-        raise InvalidArgument(f"limit must be a positive int, not {limit!r}")
-    if labels is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
-        raise InvalidArgument("labels must map str to str")
+    if type(limit) is not int or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidArgument(f"limit must be an int from 1 to {MAX_LIMIT}")
+    if labels is not None and not _label_filter(labels):
+        raise InvalidArgument(
+            "labels must be a dict of str to str, without NUL characters or lone surrogates"
+        )
+    if updated_since is not None and not isinstance(updated_since, datetime):
+        raise InvalidArgument(f"updated_since must be a datetime or None, not {type(updated_since).__name__}")
     op = listing.list_runs(
         statuses=None if status is None else _statuses(status),
         labels=labels,
@@ -201,11 +231,19 @@ def runs(
     return Call(op, False, finish)
 
 
+def _label_filter(labels: Any) -> bool:
+    return (
+        type(labels) is dict
+        and all(type(k) is str and type(v) is str and "\x00" not in k + v for k, v in labels.items())
+        and codec.is_plain_json(labels)
+    )
+
+
 def fork(
     run_id: str, step: int | None, new_run_id_: str | None, labels: dict[str, str] | None, pipeline: Pipeline
 ) -> Call[Checkpoint, Checkpoint]:
     target = check_id(new_run_id_ or new_run_id(), "new_run_id")
-    pipeline.guard(validate_fields, Checkpoint(run_id=target, labels=labels or {}))
+    pipeline.guard(validate_fields, Checkpoint(run_id=target, labels={} if labels is None else labels))
     if labels is not None:  # scrubbed like any label a save writes
         labels = pipeline.prepare_save(Checkpoint(run_id=target, labels=labels)).fields.labels
     return Call(ops.fork(check_id(run_id), check_step(step), target, labels, now_micros()), True, _same)
@@ -226,40 +264,95 @@ def claim(worker_id: str, lease: float | timedelta) -> Call[Lease | None, Lease 
 
 
 def heartbeat(lease: Lease, extend: float | timedelta | None) -> Call[Lease, Lease]:
+    _check_lease(lease)
     duration = lease.duration if extend is None else _seconds(extend, "extend")
     return Call(leases.heartbeat(lease, duration, now_micros()), True, _same)
 
 
 def release(lease: Lease, status: Status | str | None, requeue: bool) -> Call[None, None]:
-    new_status = None if status is None else Status(_statuses(status)[0])
-    return Call(leases.release(lease, new_status, requeue, now_micros()), True, _same)
+    _check_lease(lease)
+    new_status = None if status is None else _status(status)
+    return Call(leases.release(lease, new_status, _flag(requeue, "requeue"), now_micros()), True, _same)
 
 
-def _seconds(value: float | timedelta, name: str) -> float:
-    seconds = value.total_seconds() if isinstance(value, timedelta) else value
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds > 0:
-        raise InvalidArgument(f"{name} must be a positive number of seconds or a timedelta, not {value!r}")
-    return float(seconds)
+def _check_lease(lease: Any) -> None:
+    """Refuse anything but a Lease with fields a store could have returned (naming the field only)."""
+    if not isinstance(lease, Lease):
+        raise InvalidArgument(f"lease must be a safepoint.Lease (from claim), not {type(lease).__name__}")
+    check_id(lease.run_id, "lease.run_id")
+    check_id(lease.worker_id, "lease.worker_id")
+    if type(lease.epoch) is not int or not 0 <= lease.epoch <= MAX_EPOCH:
+        raise InvalidArgument(f"lease.epoch must be an int from 0 to {MAX_EPOCH}")
+    _seconds(lease.duration, "lease.duration")
+
+
+def _flag(value: Any, name: str) -> bool:
+    if type(value) is not bool:
+        raise InvalidArgument(f"{name} must be True or False, not {type(value).__name__}")
+    return value
+
+
+def _seconds(value: Any, name: str) -> float:
+    return _duration(value, name, low=None, high=MAX_LEASE).total_seconds()
+
+
+def _duration(value: Any, name: str, *, low: timedelta | None, high: timedelta) -> timedelta:
+    """``value`` (seconds or a timedelta) as a timedelta within ``low`` (None: above 0) and ``high``."""
+    kind = "positive" if low is None else "non-negative"
+    problem = f"{name} must be a {kind} number of seconds or a timedelta, at most {high.days} days"
+    if isinstance(value, timedelta):
+        duration = value
+    elif type(value) in (int, float) and math.isfinite(value) and abs(value) <= high.total_seconds():
+        duration = timedelta(seconds=value)
+    else:
+        raise InvalidArgument(problem)
+    if duration > high or (duration <= timedelta(0) if low is None else duration < low):
+        raise InvalidArgument(problem)
+    return duration
+
+
+_KNOWN_STATUSES = ", ".join(s.value for s in Status)
+
+
+def _status(status: Any) -> Status:
+    if type(status) is Status:
+        return status
+    if type(status) is str:
+        for known in Status:
+            if known.value == status:
+                return known
+    raise InvalidArgument(f"status must be a Status or the value of one ({_KNOWN_STATUSES})")
 
 
 def _statuses(status: Status | str | Iterable[Status | str]) -> list[str]:
-    wanted = [status] if isinstance(status, str) else list(status)
-    try:
-        return [Status(s).value for s in wanted]
-    except ValueError as exc:
-        known = ", ".join(s.value for s in Status)
-        raise InvalidArgument(f"unknown status in {wanted!r} (known: {known})") from exc
+    if isinstance(status, str):
+        return [_status(status).value]
+    if not isinstance(status, Iterable) or isinstance(status, bytes | bytearray | Mapping):
+        raise InvalidArgument(
+            f"status must be a Status, the value of one, or a list of them ({_KNOWN_STATUSES})"
+        )
+    # More entries than statuses exist can only be a mistake: don't walk an endless iterable.
+    wanted = list(islice(status, 2 * len(Status) + 1))
+    if len(wanted) > 2 * len(Status):
+        raise InvalidArgument("status lists at most each status once")
+    return [_status(s).value for s in wanted]
 
 
 def _encode_cursor(row_id: int) -> str:
     return base64.urlsafe_b64encode(str(row_id).encode()).decode().rstrip("=")
 
 
-def _decode_cursor(cursor: str | None) -> int | None:
+def _decode_cursor(cursor: Any) -> int | None:
+    """The row id in a cursor this store returned; anything else is refused (never quoted)."""
     if cursor is None:
         return None
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        return int(base64.urlsafe_b64decode(padded.encode()).decode())
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidArgument(f"cursor {cursor!r} is not one this store returned") from exc
+    row_id = None
+    if type(cursor) is str and 0 < len(cursor) <= _MAX_CURSOR_CHARS and cursor.isascii():
+        try:
+            row_id = int(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii"))
+        except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors
+            row_id = None
+    # Only the exact text _encode_cursor writes: int() also takes " 7", "+7" and "7_0".
+    if row_id is None or not 0 <= row_id <= MAX_ROW_ID or _encode_cursor(row_id) != cursor:
+        raise InvalidArgument("cursor is not one this store returned: pass page.next_cursor back unchanged")
+    return row_id

@@ -175,7 +175,8 @@ class Store:
     ) -> Page[RunInfo]:
         """Runs, newest first, filtered by status (one or several), labels (all
         must match) and last update; pass ``page.next_cursor`` back as
-        ``cursor`` for the next page."""
+        ``cursor`` for the next page. ``limit`` is 1 to 10,000; a bad status,
+        limit or cursor raises ``InvalidArgument``."""
         return self._run(
             calls.runs(status=status, labels=labels, updated_since=updated_since, limit=limit, cursor=cursor)
         )
@@ -209,7 +210,8 @@ class Store:
 
         Returns a ``Lease`` whose ``epoch`` is higher than any earlier claim of
         the run, or None when nothing is claimable. Save under it with
-        ``save(cp, lease=...)``; keep it alive with ``heartbeat``.
+        ``save(cp, lease=...)``; keep it alive with ``heartbeat``. ``lease`` is
+        a positive duration of at most 365 days (seconds or a ``timedelta``).
         """
         return self._run(calls.claim(worker_id, lease))
 
