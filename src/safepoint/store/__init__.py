@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from safepoint.blobs.filesystem import FileSystemBlobStore
+from safepoint.codec import visible
 from safepoint.errors import InvalidURL
 
 from .asyncstore import AsyncStore, SQLiteAsyncDriver
@@ -82,9 +84,7 @@ def open_store(url: str = DEFAULT_URL, **options: Any) -> Store:
     elif scheme in ("postgresql", "postgres"):
         store = _open_postgres(url, options)
     else:
-        raise InvalidURL(
-            f"unsupported store URL {url!r}: expected sqlite:///path.db, postgresql://… or memory://"
-        )
+        raise InvalidURL(_unsupported(scheme))
     store.pipeline = pipeline
     return store
 
@@ -114,18 +114,31 @@ async def open_async_store(url: str = DEFAULT_URL, **options: Any) -> AsyncStore
         display_url = PostgresConfig.from_options(url, dict(options)).display_url
         async_driver = await open_postgres_async_driver(url, **options)
         return AsyncStore(async_driver, url=display_url, pipeline=pipeline)
-    raise InvalidURL(
-        f"unsupported store URL {url!r}: expected sqlite:///path.db, postgresql://… or memory://"
-    )
+    raise InvalidURL(_unsupported(scheme))
+
+
+# Errors about a URL never quote it: a URL can carry a password (a mistyped
+# postgresql:// one, an sqlite one pasted with credentials in its netloc).
+def _unsupported(scheme: str) -> str:
+    shown = f"scheme {scheme!r}" if _SCHEME.fullmatch(scheme) else "URL"
+    return f"unsupported store {shown}: expected sqlite:///path.db, postgresql://… or memory://"
+
+
+_SCHEME = re.compile(r"[a-z][a-z0-9+.-]{0,15}")
 
 
 def _sqlite_path(url: str) -> str:
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # e.g. an unbalanced "[" in the netloc
+        raise InvalidURL("this SQLite URL cannot be parsed") from None
     if parts.netloc or not parts.path.startswith("/") or parts.path == "/":
-        raise InvalidURL(f"SQLite URL {url!r} must look like sqlite:///relative.db or sqlite:////absolute.db")
+        raise InvalidURL("a SQLite URL must look like sqlite:///relative.db or sqlite:////absolute.db")
     path = unquote(parts.path[1:])  # sqlite:///x.db -> x.db, sqlite:////tmp/x.db -> /tmp/x.db
+    if "\x00" in path:
+        raise InvalidURL("a SQLite URL's path must not contain NUL characters")
     if path.endswith("/") or Path(path).is_dir():
-        raise InvalidURL(f"SQLite URL {url!r} names a folder, not a database file")
+        raise InvalidURL("this SQLite URL names a folder, not a database file")
     return path
 
 
@@ -133,8 +146,27 @@ def _open_sqlite(url: str, path: str | None, options: dict[str, Any]) -> Store:
     allowed = {"busy_timeout", "trace", "wal_autocheckpoint"}
     unknown = set(options) - allowed
     if unknown:
-        raise InvalidURL(f"unknown option(s) for {url!r}: {', '.join(sorted(unknown))}")
+        names = ", ".join(sorted(visible(str(name), 40) for name in unknown))
+        raise InvalidURL(f"unknown option(s) for a SQLite store: {names}")
+    _check_sqlite_options(options)
     return Store(SQLiteDriver(path, **options), url=url)
+
+
+def _check_sqlite_options(options: dict[str, Any]) -> None:
+    # Checked here, so that a bad value is an InvalidURL naming the option,
+    # not an OverflowError or a PRAGMA error from inside the driver.
+    timeout = options.get("busy_timeout", 30)
+    if type(timeout) not in (int, float) or not 0 <= timeout <= _MAX_BUSY_TIMEOUT:
+        raise InvalidURL(f"busy_timeout must be a number of seconds from 0 to {_MAX_BUSY_TIMEOUT}")
+    pages = options.get("wal_autocheckpoint", 256)
+    if type(pages) is not int or not 0 <= pages <= 2**31 - 1:
+        raise InvalidURL("wal_autocheckpoint must be an int from 0 to 2147483647 (pages)")
+    trace = options.get("trace")
+    if trace is not None and not callable(trace):
+        raise InvalidURL("trace must be a callable or None")
+
+
+_MAX_BUSY_TIMEOUT = 86_400  # a day; SQLite takes milliseconds as a 32-bit int
 
 
 def _open_postgres(url: str, options: dict[str, Any]) -> Store:
