@@ -17,7 +17,6 @@ from psycopg_pool import AsyncConnectionPool
 from safepoint.store.ops import Op, Row
 
 from .config import PostgresConfig, search_path
-from .errors import translate
 from .save import save as one_statement_save
 from .steps import BEGIN, COMMIT, Statement, Transaction, one_message, op_steps, opening, setup_steps
 
@@ -51,11 +50,7 @@ class PostgresAsyncDriver:
     @classmethod
     async def open(cls, config: PostgresConfig) -> PostgresAsyncDriver:
         """Bring the schema up to date on a connection of its own, then start the pool."""
-        try:
-            conn = await psycopg.AsyncConnection.connect(config.url, **config.connect_kwargs())
-        except psycopg.Error as exc:
-            raise translate(exc, doing=f"connecting to {config.display_url}") from exc
-        async with conn:
+        async with await _connect(config) as conn:
             path = search_path(config.schema, conn)
             tx = Transaction(setup_steps(config.schema, path))
             try:
@@ -80,6 +75,15 @@ class PostgresAsyncDriver:
     async def close(self) -> None:
         """Close every connection; later operations raise ``StoreClosed``."""
         await self.pool.close()
+
+
+async def _connect(config: PostgresConfig) -> psycopg.AsyncConnection[Any]:
+    """A connection of its own; ``StoreError`` without libpq's text when it fails (see driver.py)."""
+    try:
+        return await psycopg.AsyncConnection.connect(config.url, **config.connect_kwargs())
+    except psycopg.Error as exc:
+        failure = config.connect_error(exc)
+    raise failure
 
 
 async def _transact(

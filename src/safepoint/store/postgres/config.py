@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from safepoint.errors import InvalidURL
+from safepoint.codec import visible
+from safepoint.errors import InvalidURL, StoreError
 
 # PostgreSQL truncates longer identifiers (NAMEDATALEN - 1 bytes), which would
 # silently put the tables in a schema other than the one asked for.
@@ -22,7 +23,7 @@ MAX_SCHEMA_BYTES = 63
 class PostgresConfig:
     """Everything ``open_store("postgresql://…", **options)`` accepts; see its docstring."""
 
-    url: str
+    url: str = field(repr=False)  # it may hold the password; a repr lands in logs and tracebacks
     schema: str = "safepoint"
     min_size: int = 1
     max_size: int = 10
@@ -42,12 +43,17 @@ class PostgresConfig:
             "prepare_threshold",
         }
         if unknown:
-            raise InvalidURL(f"unknown option(s) for {redact(url)!r}: {', '.join(sorted(unknown))}")
+            names = ", ".join(sorted(visible(str(name), 40) for name in unknown))
+            raise InvalidURL(f"unknown option(s) for a PostgreSQL store: {names}")
+        valid = True
         try:
             conninfo_to_dict(url)
-        except psycopg.ProgrammingError as exc:
-            # libpq's message may quote parts of the URL, password included.
-            raise InvalidURL(f"{redact(url)!r} is not a valid PostgreSQL URL") from exc
+        except psycopg.ProgrammingError:
+            valid = False
+        if not valid:
+            # Raised outside the except block, chaining nothing: libpq's
+            # message may quote parts of the URL, password included.
+            raise InvalidURL(f"{redact(url)} is not a valid PostgreSQL URL")
         config = cls(url, **options)
         config._check()
         return config
@@ -58,22 +64,44 @@ class PostgresConfig:
             raise InvalidURL("schema must be a non-empty str without NUL characters")
         if len(schema.encode("utf-8", "surrogatepass")) > MAX_SCHEMA_BYTES:
             raise InvalidURL(f"schema name must be at most {MAX_SCHEMA_BYTES} bytes")
-        if not _positive_int(self.min_size, allow_zero=True) or not _positive_int(self.max_size):
-            raise InvalidURL("min_size and max_size must be ints, with max_size >= 1")
+        if not _int_in(self.min_size, 0, MAX_POOL_SIZE) or not _int_in(self.max_size, 1, MAX_POOL_SIZE):
+            raise InvalidURL(f"min_size and max_size must be ints up to {MAX_POOL_SIZE}, with max_size >= 1")
         if self.max_size < self.min_size:
             raise InvalidURL(f"max_size ({self.max_size}) must be at least min_size ({self.min_size})")
         for name in ("timeout", "connect_timeout"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-                raise InvalidURL(f"{name} must be a positive number of seconds, not {value!r}")
+            # Finite and bounded: libpq takes whole seconds as an int, the pool a float.
+            if type(value) not in (int, float) or not 0 < value <= MAX_TIMEOUT:
+                raise InvalidURL(f"{name} must be a positive number of seconds, at most {MAX_TIMEOUT}")
         threshold = self.prepare_threshold
-        if threshold is not None and not _positive_int(threshold, allow_zero=True):
-            raise InvalidURL(f"prepare_threshold must be None or an int >= 0, not {threshold!r}")
+        if threshold is not None and not _int_in(threshold, 0, 2**31 - 1):
+            raise InvalidURL("prepare_threshold must be None or an int >= 0")
 
     @property
     def display_url(self) -> str:
         """The URL with its password masked, for ``Store.url``, reprs and error messages."""
         return redact(self.url)
+
+    def connect_error(self, exc: psycopg.Error) -> StoreError:
+        """The error for a connection that could not be opened, safe to log.
+
+        libpq's messages quote what it parsed from the URL (a host or port
+        that a malformed URL took from the password, an option's value), so
+        neither its text nor the psycopg error is kept: the message has the
+        masked URL (host, port, database), a fixed phrase for the reason and
+        the error class; ``__cause__`` is a copy of the psycopg error (same
+        class) holding only that summary. Raise it outside the ``except``
+        block, so that the original is not kept as ``__context__`` either.
+        """
+        code = f", SQLSTATE {exc.sqlstate}" if exc.sqlstate else ""
+        summary = f"{_connect_reason(str(exc))} ({type(exc).__name__}{code})"
+        error = StoreError(f"PostgreSQL connection failed while connecting to {self.display_url}: {summary}")
+        try:
+            cause: Exception = type(exc)(summary)
+        except Exception:  # a psycopg class that takes other arguments
+            cause = psycopg.OperationalError(summary)
+        error.__cause__ = cause
+        return error
 
     def connect_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for every connection (the pool's and the DDL setup's)."""
@@ -108,19 +136,59 @@ def search_path(schema: str, context: psycopg.Connection[Any] | psycopg.AsyncCon
     return sql.Identifier(schema).as_string(context) + ", pg_temp"
 
 
+MAX_POOL_SIZE = 10_000
+MAX_TIMEOUT = 86_400  # seconds: a day
+
+# URL form: whatever stands between "scheme://" and the *last* "@" before the
+# query is credentials. libpq itself stops at the first "@" or "/", so in a
+# malformed URL (a "@", "/" or "#" in the password) part of the password
+# becomes the host, port or database: masking up to the last "@" hides it.
+_URL_CREDENTIALS = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^?]*)@")
+# Key/value form and URL query parameters: password=value, quoted or not.
+_PASSWORD_VALUE = re.compile(r"""(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s&]*)""")
+
+
 def redact(url: str) -> str:
-    """``url`` with any password replaced by ``***``."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparsable URL>"
-    if parts.password is None:
-        return url if "password" not in url.lower() else "<URL with a password>"
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+    """``url`` with any password replaced by ``***`` (also in a malformed URL), and
+    control characters escaped; the user, host, port and database stay readable."""
+    match = _URL_CREDENTIALS.match(url)
+    if match is not None:
+        user, colon, _password = match["userinfo"].partition(":")
+        if colon:
+            url = f"{match['scheme']}{user}:***@{url[match.end() :]}"
+    return visible(_PASSWORD_VALUE.sub(r"\1***", url), 500)
 
 
-def _positive_int(value: Any, *, allow_zero: bool = False) -> bool:
-    if isinstance(value, bool) or not isinstance(value, int):
-        return False
-    return value >= 0 if allow_zero else value >= 1
+# libpq's message -> a fixed phrase: only these words reach the error text.
+_REASONS = (
+    ("connection refused", "connection refused"),
+    ("timeout expired", "timed out"),
+    ("could not translate host name", "host name not found"),
+    ("name or service not known", "host name not found"),
+    ("password authentication failed", "password authentication failed"),
+    ("no password supplied", "no password supplied"),
+    ("pg_hba.conf", "rejected by pg_hba.conf"),
+    ("database", "database does not exist"),
+    ("role", "role does not exist"),
+    ("too many", "too many connections"),
+    ("remaining connection slots", "too many connections"),
+    ("starting up", "the server is starting up"),
+    ("shutting down", "the server is shutting down"),
+    ("no such file or directory", "no server socket at that path"),
+    ("network is unreachable", "network unreachable"),
+    ("no route to host", "network unreachable"),
+    ("ssl", "SSL negotiation failed"),
+    ("invalid", "invalid connection option"),
+)
+
+
+def _connect_reason(message: str) -> str:
+    text = message.lower()
+    for fragment, reason in _REASONS:
+        if fragment in text and (fragment not in ("database", "role") or "does not exist" in text):
+            return reason
+    return "the server could not be reached"
+
+
+def _int_in(value: Any, low: int, high: int) -> bool:
+    return type(value) is int and low <= value <= high

@@ -18,7 +18,6 @@ from psycopg_pool import ConnectionPool
 from safepoint.store.ops import Op, Row
 
 from .config import PostgresConfig, search_path
-from .errors import translate
 from .save import save as one_statement_save
 from .steps import (
     BEGIN,
@@ -59,11 +58,7 @@ class PostgresDriver:
         keep retrying in the background until ``timeout``), so an unreachable
         server fails at once, with libpq's reason.
         """
-        try:
-            conn = psycopg.connect(config.url, **config.connect_kwargs())
-        except psycopg.Error as exc:
-            raise translate(exc, doing=f"connecting to {config.display_url}") from exc
-        with conn:
+        with _connect(config) as conn:
             path = search_path(config.schema, conn)
             tx = Transaction(setup_steps(config.schema, path))
             try:
@@ -95,6 +90,15 @@ class PostgresDriver:
     def close(self) -> None:
         """Close every connection; later operations raise ``StoreClosed``."""
         self.pool.close()
+
+
+def _connect(config: PostgresConfig) -> psycopg.Connection[Any]:
+    """A connection of its own; ``StoreError`` without libpq's text when it fails (see ``connect_error``)."""
+    try:
+        return psycopg.connect(config.url, **config.connect_kwargs())
+    except psycopg.Error as exc:
+        failure = config.connect_error(exc)
+    raise failure  # outside the except block: psycopg's error is not even the __context__
 
 
 def _transact(conn: psycopg.Connection[Any], tx: Transaction[T], *, write: bool, pipeline: bool = True) -> T:
