@@ -12,8 +12,10 @@ from hypothesis import strategies as st
 
 import safepoint
 from safepoint import Checkpoint, SecretLeak, UnknownSecret, codec
+from safepoint.refs import SecretRef
 from safepoint.scrub import Found, Scrubber, Secrets
 from safepoint.scrub.known import find_known
+from safepoint.store.references import from_stored
 
 KEY = "sk-live-Zq81mXc0PfLw2RkT9vYb"
 PASSWORD = 'pa"ss\\word/with+plus&=%'
@@ -60,9 +62,12 @@ def test_every_encoding_inside_text_is_replaced(value: str, encoding: str) -> No
 
 
 def test_whole_string_becomes_a_reference_and_text_a_marker() -> None:
-    """A string that is the secret becomes {"$secret": NAME}; inside text, [SECRET:NAME]."""
+    """A string that is the secret becomes {"$secret": NAME}; inside text, [SECRET:NAME]
+    at a recorded span (stored as scrubbed text: only that span is a marker)."""
     cleaned, _ = scrubber().scrub({"key": KEY, "line": f"use {KEY} now"}, "state")
-    assert cleaned == {"key": {"$secret": "API_KEY"}, "line": "use [SECRET:API_KEY] now"}
+    line = {"$marks": [[4, 20]], "$text": "use [SECRET:API_KEY] now"}
+    assert cleaned == {"key": {"$secret": "API_KEY"}, "line": line}
+    assert from_stored(cleaned) == {"key": SecretRef("API_KEY"), "line": "use [SECRET:API_KEY] now"}
 
 
 def test_structure_is_kept_and_clean_values_are_untouched() -> None:
@@ -74,10 +79,10 @@ def test_structure_is_kept_and_clean_values_are_untouched() -> None:
 
 
 def test_scrubbing_is_idempotent_and_deterministic() -> None:
-    """Scrubbing scrubbed data changes nothing; two scrubbers agree."""
+    """Scrubbing scrubbed data (as a load gives it back) changes nothing; two scrubbers agree."""
     value = {k: f"x {v} y" for k, v in encodings(KEY).items()} | {"whole": KEY}
     once, _ = scrubber().scrub(value, "state")
-    twice, found = scrubber().scrub(once, "state")
+    twice, found = scrubber().scrub(from_stored(once), "state")
     assert twice == once
     assert not found.counts
     assert scrubber().scrub(value, "state")[0] == once
@@ -86,7 +91,8 @@ def test_scrubbing_is_idempotent_and_deterministic() -> None:
 def test_redact_policy_leaves_no_reference() -> None:
     """Under "redact", secrets become [REDACTED:NAME] for good."""
     cleaned, _ = scrubber("redact").scrub({"key": KEY, "line": f"use {KEY}"}, "state")
-    assert cleaned == {"key": "[REDACTED:API_KEY]", "line": "use [REDACTED:API_KEY]"}
+    assert from_stored(cleaned) == {"key": "[REDACTED:API_KEY]", "line": "use [REDACTED:API_KEY]"}
+    assert "$secret" not in json.dumps(cleaned)
 
 
 def test_raise_policy_names_path_and_secret_never_value() -> None:
@@ -174,7 +180,11 @@ def test_every_header_field_is_scrubbed_whatever_the_header_size(padding: int) -
     assert PASSWORD not in text
     assert stored.cursors == cp.cursors  # untouched fields are stored as they are
     assert info.scrub_report.by_rule() == {"secret:API_KEY": 4, "secret:DB_PASSWORD": 1}
-    assert store.load("r", resolve_secrets=True).state == cp.state
+    resolved = store.load("r", resolve_secrets=True)
+    # Values come back; a dict key holds its marker as plain text (keys must stay
+    # strings, so they cannot carry a reference) and is never resolved.
+    assert resolved.state == {"plan": "subtask-1", "nested": [{"deep": f"key={KEY}"}], "[SECRET:API_KEY]": 1}
+    assert resolved.pending_action == cp.pending_action
 
 
 def test_large_message_is_scrubbed_and_a_clean_one_kept_as_is() -> None:
@@ -242,7 +252,7 @@ def test_planted_secrets_in_random_text_are_always_removed(
     out = json.dumps(cleaned)
     for value, _enc in plants:
         assert leaks(out, value) == []
-    assert scrubber().scrub(cleaned, "state")[0] == cleaned
+    assert scrubber().scrub(from_stored(cleaned), "state")[0] == cleaned
 
 
 def test_find_known_prefers_exact_encodings() -> None:

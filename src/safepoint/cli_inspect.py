@@ -16,10 +16,10 @@ from safepoint.cli import handle_errors, main, store_options
 from safepoint.cli_render import ID_LEN, cell, console, emit, say, shown, when
 from safepoint.errors import NotFound, SafepointError
 from safepoint.messagelist import thaw
-from safepoint.model import Checkpoint, ParentRef, Status
+from safepoint.model import Checkpoint
 from safepoint.store import open_store
 from safepoint.store.eager import all_runs
-from safepoint.testing.migrations import read_fixture
+from safepoint.testing.migrations import fixture_checkpoint, read_fixture
 from safepoint.visible import visible
 
 # How much of a changed value or an added message one line shows.
@@ -180,21 +180,7 @@ def import_(*, store_url: str, as_json: bool, fixture: Path, run_id: str | None)
 
     Reproduce a production run locally: export it there, import it here, resume it.
     """
-    data = read_fixture(fixture)
-    parent = data.get("parent")
-    cp = Checkpoint(
-        run_id=run_id or data["run_id"],
-        step=0,
-        schema_version=data["schema_version"],
-        messages=data["messages"],
-        counters=data["counters"],
-        pending_action=data["pending_action"],
-        cursors=data["cursors"],
-        state=data["state"],
-        status=Status(data["status"]),
-        labels={**data["labels"], "imported_from": f"{data['run_id']}@{data['step']}"},
-        parent=None if parent is None else ParentRef(parent["run_id"], parent["step"]),
-    )
+    cp = fixture_checkpoint(read_fixture(fixture), run_id)
     with open_store(store_url) as store:
         info = store.save(cp)
     emit(

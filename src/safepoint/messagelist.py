@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn, SupportsIndex
 
 from safepoint.codec import EMPTY_CHAIN
+from safepoint.refs import REF_TYPES
 
 _FROZEN_HINT = "messages already saved are immutable; replace the message instead of mutating it"
 
@@ -61,7 +62,10 @@ _LEAF_TYPES = frozenset({str, int, float, bool, type(None)})
 
 
 def freeze(value: Any) -> Any:
-    """A deep, immutable copy of a JSON value (strings and numbers are shared)."""
+    """A deep, immutable copy of a JSON value (strings, numbers and the store's
+    own references, which are immutable already, are shared)."""
+    if isinstance(value, REF_TYPES):
+        return value
     if isinstance(value, dict):
         # Most messages are flat ({"role": ..., "content": "..."}): one C-level copy.
         if all(type(v) in _LEAF_TYPES for v in value.values()):
@@ -73,7 +77,10 @@ def freeze(value: Any) -> Any:
 
 
 def thaw(value: Any) -> Any:
-    """A deep, mutable copy of a JSON value."""
+    """A deep, mutable copy of a JSON value (the store's references stay as they
+    are: a plain dict in their place would be input on the next save)."""
+    if isinstance(value, REF_TYPES):
+        return value
     if isinstance(value, dict):
         return {k: thaw(v) for k, v in value.items()}
     if isinstance(value, list):

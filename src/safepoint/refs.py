@@ -25,7 +25,8 @@ How they are stored (canonical JSON, read by ``safepoint.store``):
   stored as ``$$secret``) and lose it on load, so a single-``$`` key in a
   stored value was always written by the store;
 * ``{"$secret": NAME}``, ``{"$blob": {...}}``, and
-  ``{"$marks": [[start, end], …], "$text": TEXT}`` for scrubbed text.
+  ``{"$marks": [[start, end], …], "$text": TEXT}`` for scrubbed text (``TEXT``
+  a blob reference when the text is large: a ``BlobLink`` with ``marks``).
 """
 
 from __future__ import annotations
@@ -83,10 +84,13 @@ class BlobLink(_FrozenRefDict):
     reads the value, and saving it again keeps the reference.
     """
 
-    __slots__ = ()
+    __slots__ = ("marks",)
+    marks: tuple[Span, ...]
 
-    def __init__(self, digest: str, size: int, media_type: str) -> None:
+    def __init__(self, digest: str, size: int, media_type: str, marks: Iterable[Span] = ()) -> None:
         dict.__init__(self, {BLOB_KEY: {"sha256": digest, "size": size, "media_type": media_type}})
+        # Large scrubbed text kept in the blob store: where its markers are.
+        self.marks = tuple(marks)
 
     @property
     def digest(self) -> str:
@@ -104,7 +108,7 @@ class BlobLink(_FrozenRefDict):
         return f"BlobLink({self.digest[:12]}…, size={self.size}, media_type={self.media_type!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (BlobLink, (self.digest, self.size, self.media_type))
+        return (BlobLink, (self.digest, self.size, self.media_type, self.marks))
 
 
 class ScrubbedText(str):
@@ -132,3 +136,18 @@ class ScrubbedText(str):
 
 
 REF_TYPES: tuple[type, ...] = (SecretRef, BlobLink, ScrubbedText)
+
+
+def text_form(text: ScrubbedText) -> Any:
+    """Scrubbed text as stored: with its marks, or a plain ``str`` when it has none."""
+    if not text.marks:
+        return str(text)
+    return {MARKS_KEY: [list(span) for span in text.marks], TEXT_KEY: str(text)}
+
+
+def link_form(link: BlobLink) -> Any:
+    """A blob link as stored: the link, or scrubbed text whose text is in the blob store."""
+    if not link.marks:
+        return link
+    plain = BlobLink(link.digest, link.size, link.media_type)
+    return {MARKS_KEY: [list(span) for span in link.marks], TEXT_KEY: plain}

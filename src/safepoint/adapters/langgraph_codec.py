@@ -6,7 +6,8 @@ stored as they are, so they stay readable in ``safepoint show``. Anything else
 goes through LangGraph's own serializer and is stored as ``{"$typed":
 ["msgpack", tree]}`` — the msgpack payload as a JSON tree, its strings in the
 clear for the scrubber (``langgraph_msgpack.py``) — or, for raw bytes,
-``{"$typed": ["bytes", base64]}``.
+``{"$typed": ["bytes", bytes]}`` (the store scrubs bytes whole and keeps them
+in its blob store).
 
 Loading is where a checkpoint store can be attacked: a payload that names a
 module and a class makes a permissive deserializer import and call it. The
@@ -177,7 +178,9 @@ class ValueCodec:
             body = to_tree(data)
             data = from_tree(body)  # exactly what a load will unpack
         else:
-            body = base64.b64encode(data).decode("ascii")
+            # Raw bytes as bytes: the store scans them and, if a secret is
+            # inside, replaces them whole (never an undecodable edit of base64).
+            body = data
         try:
             self._loads(kind, data)  # a value we could not load back must not be stored
         except RefusedValue as refused:
@@ -191,7 +194,12 @@ class ValueCodec:
         if type(stored) is dict and TYPED in stored:
             try:
                 kind, body = stored[TYPED]
-                data = from_tree(body) if kind == "msgpack" else base64.b64decode(body, validate=True)
+                if kind == "msgpack":
+                    data = from_tree(body)
+                elif isinstance(body, bytes):
+                    data = body
+                else:  # written before raw bytes were stored as bytes
+                    data = base64.b64decode(body, validate=True)
             except (TypeError, ValueError):
                 raise RefusedValue("a typed value is malformed (edited, or redacted inside?)") from None
             return self._loads(str(kind), data)

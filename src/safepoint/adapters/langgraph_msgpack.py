@@ -9,13 +9,16 @@ tree instead, strings in the clear, and packed again on load:
     msgpack map, str keys         {"key": tree, …}   (no key starting with "$")
     map with other keys           {"$map": [[key, value], …]}
     array                         [tree, …]
-    bin (bytes)                   {"$bin": base64}
+    bin (bytes)                   {"$bin": bytes}
     float NaN / ±inf              {"$float": "nan" | "inf" | "-inf"}
     ext (LangGraph's typed ones)  {"$ext": [code, tree of its own msgpack payload]}
-    ext that is not msgpack       {"$extbin": [code, base64]}
+    ext that is not msgpack       {"$extbin": [code, bytes]}
 
 A string the scrubber redacts stays a string, so the value still loads, with
-the marker in place of the secret.
+the marker in place of the secret. Binary parts stay ``bytes``: the store
+scans them and, if anything in them is a secret, replaces them *whole* by a
+``bytes`` placeholder — never an edit inside base64 that would no longer
+decode. (Trees written before carry base64 text there; both are read.)
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ import math
 from typing import Any
 
 import ormsgpack
+
+from safepoint.refs import SecretRef
 
 _UNPACK = ormsgpack.OPT_NON_STR_KEYS
 
@@ -67,12 +72,12 @@ def _tree(value: Any) -> Any:
             return {k: _tree(v) for k, v in value.items()}
         return {"$map": [[_tree(k), _tree(v)] for k, v in value.items()]}
     if kind is bytes:
-        return {"$bin": base64.b64encode(value).decode("ascii")}
+        return {"$bin": value}
     if kind is _Ext:
         try:
             return {"$ext": [value.code, to_tree(value.data)]}
         except ValueError:
-            return {"$extbin": [value.code, base64.b64encode(value.data).decode("ascii")]}
+            return {"$extbin": [value.code, value.data]}
     raise ValueError(f"msgpack produced an unexpected {kind.__name__}")
 
 
@@ -80,25 +85,36 @@ def _value(tree: Any) -> Any:
     kind = type(tree)
     if tree is None or kind in (bool, int, float, str):
         return tree
-    if kind is list:
+    if isinstance(tree, str):  # scrubbed text from a load: the text it shows
+        return str(tree)
+    if isinstance(tree, SecretRef):  # a string that was a secret, not resolved: its marker
+        return f"[SECRET:{tree.name}]"
+    if isinstance(tree, list):
         return [_value(v) for v in tree]
-    if kind is not dict:
+    if not isinstance(tree, dict):
         raise TypeError(kind.__name__)
     if len(tree) == 1:
         ((tag, body),) = tree.items()
         if tag == "$map":
             return {_hashable(_value(k)): _value(v) for k, v in body}
         if tag == "$bin":
-            return base64.b64decode(body, validate=True)
+            return _binary(body)
         if tag == "$float":
             return float(body)
         if tag == "$ext":
             return ormsgpack.Ext(int(body[0]), from_tree(body[1]))
         if tag == "$extbin":
-            return ormsgpack.Ext(int(body[0]), base64.b64decode(body[1], validate=True))
+            return ormsgpack.Ext(int(body[0]), _binary(body[1]))
     if any(k.startswith("$") for k in tree):
         raise KeyError("unknown $ tag")
     return {k: _value(v) for k, v in tree.items()}
+
+
+def _binary(body: Any) -> bytes:
+    """A binary part: bytes as stored now, or the base64 text of older trees."""
+    if isinstance(body, bytes):
+        return body
+    return base64.b64decode(body, validate=True)
 
 
 def _hashable(key: Any) -> Any:

@@ -6,31 +6,44 @@ secrets first (so they become references), then the token rules, then any
 steps the user adds. A step reports what it replaced with ``found.add(rule)``;
 the scrubber knows the path and the policy:
 
-* ``reference`` (default) — registered secrets become ``{"$secret": NAME}``
-  or ``[SECRET:NAME]`` markers (resolvable on load); rule matches become
-  ``[REDACTED:<rule>]``;
+* ``reference`` (default) — registered secrets become a ``SecretRef``
+  (``{"$secret": NAME}``) or ``[SECRET:NAME]`` markers (resolvable on load);
+  rule matches become ``[REDACTED:<rule>]``;
 * ``redact`` — registered secrets become ``[REDACTED:NAME]`` too, for good;
 * ``raise`` — the save is refused with ``SecretLeak`` naming path and rule.
 
+Only what the scrubber writes is ever interpreted (``safepoint.refs``). A step
+that writes markers returns a ``ScrubbedText`` recording where they are, so
+the next step never matches them again and a load can resolve exactly those;
+marker-shaped text from input is plain text, judged like any other. Input
+dict keys beginning with ``$`` are escaped (one more ``$``) so no input can
+pass for a reference. ``bytes`` are scanned too (as UTF-8, bad bytes
+replaced) and, if anything matches, replaced whole by a ``bytes`` placeholder.
+A user step gets a ``ScrubbedText`` when earlier steps wrote markers; if it
+returns a plain ``str`` instead, those markers become plain text (never
+resolved — safe, only less useful).
+
 Speed: a field is first encoded to JSON (which the store does anyway) and
 each step's ``might_match`` looks at that one text — an automaton pass in C.
-Only a field where something might match is walked value by value. A step
-without ``might_match`` makes every field walk (correct, just slower).
+Only a field where something might match, or that holds ``$`` keys or
+markers, is walked value by value. A step without ``might_match`` makes every
+field walk (correct, just slower).
 
-The scrubber is deterministic and idempotent — scrubbing scrubbed data
-changes nothing — which is what lets the store compare a checkpoint's
-messages with the scrubbed ones it holds (DESIGN: pitfalls).
+The scrubber is deterministic and idempotent — scrubbing a loaded (scrubbed)
+value gives back its stored form — which is what lets the store compare a
+checkpoint's messages with the scrubbed ones it holds (DESIGN: pitfalls).
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from safepoint import codec
 from safepoint.errors import InvalidArgument, SecretLeak
-from safepoint.model import ScrubReport
+from safepoint.refs import BlobLink, ScrubbedText, SecretRef, Span, link_form, text_form
 
 from .known import Secrets, find_known, marker
 
@@ -95,20 +108,23 @@ class KnownSecretsStep:
         hits = find_known(self.secrets.automaton(), text)
         if not hits:
             return text
+        kept = marks_of(text)
+        if kept:  # a secret never hides inside a marker written earlier; skip look-alike overlaps
+            hits = [h for h in hits if not any(h.start < end and start < h.end for start, end in kept)]
+            if not hits:
+                return text
         for hit in hits:
             found.add(f"secret:{hit.name}")
         reference = found.policy == "reference"
         whole = hits[0]
         is_whole = len(hits) == 1 and whole.encoding == "raw" and whole.start == 0 and whole.end == len(text)
         if reference and is_whole and not found.as_key:
-            return {"$secret": whole.name}
-        pieces, last = [], 0
-        for hit in hits:
-            pieces.append(text[last : hit.start])
-            pieces.append(marker(hit.name, hit.encoding) if reference else f"[REDACTED:{hit.name}]")
-            last = hit.end
-        pieces.append(text[last:])
-        return "".join(pieces)
+            return SecretRef(whole.name)
+        replacements = [
+            (hit.start, hit.end, marker(hit.name, hit.encoding) if reference else f"[REDACTED:{hit.name}]")
+            for hit in hits
+        ]
+        return splice(text, replacements)
 
 
 class RulesStep:
@@ -123,10 +139,43 @@ class RulesStep:
         return self.scanner.might_match(text)
 
     def __call__(self, text: str, found: Found) -> Any:
-        redacted, names = self.scanner.redact(text)
-        for name in names:
-            found.add(name)
-        return redacted
+        kept = marks_of(text)
+        findings = [
+            f for f in self.scanner.find(text) if not any(f.start < e and s < f.end for s, e in kept)
+        ]  # TEMPORARY until the rule engine takes the kept marks itself
+        if not findings:
+            return text
+        for finding in findings:
+            found.add(finding.rule)
+        return splice(text, [(f.start, f.end, f"[REDACTED:{f.rule}]") for f in findings])
+
+
+def marks_of(text: str) -> tuple[Span, ...]:
+    """The spans of the markers the store wrote in ``text`` (none in a plain ``str``)."""
+    return text.marks if isinstance(text, ScrubbedText) else ()
+
+
+def splice(text: str, replacements: list[tuple[int, int, str]]) -> ScrubbedText:
+    """``text`` with sorted, disjoint ``(start, end, marker)`` replacements made,
+    as scrubbed text whose marks are the new markers and the ones it had."""
+    old = marks_of(text)
+    pieces: list[str] = []
+    marks: list[Span] = []
+    last = shift = 0
+    at = 0  # next old mark to carry over
+    for start, end, mark in replacements:
+        while at < len(old) and old[at][0] < start:
+            marks.append((old[at][0] + shift, old[at][1] + shift))
+            at += 1
+        pieces.append(text[last:start])
+        new_start = start + shift
+        marks.append((new_start, new_start + len(mark)))
+        pieces.append(mark)
+        shift += len(mark) - (end - start)
+        last = end
+    marks.extend((start + shift, end + shift) for start, end in old[at:])
+    pieces.append(text[last:])
+    return ScrubbedText("".join(pieces), marks)
 
 
 class Scrubber:
@@ -176,26 +225,34 @@ class Scrubber:
     def scrub(
         self, value: Any, root: str, found: Found | None = None, *, checked: bool = False
     ) -> tuple[Any, Found]:
-        """``value`` scrubbed (the same object when nothing matched) and the findings.
+        """``value`` in stored form (the same object when nothing changed) and the findings.
 
-        ``checked``: the caller already saw ``might_match`` say yes for a text
+        Stored form: secrets replaced, input dict keys beginning with ``$``
+        escaped, store-written references kept (``safepoint.refs``), ``bytes``
+        scanned and, with findings, replaced whole by a ``bytes`` placeholder.
+        ``checked``: the caller already saw ``needs_walk`` say yes for a text
         holding this value, so the value is walked without a look of its own.
         """
         found = found if found is not None else Found(self.policy, root)
-        if not checked and not self._might_match(codec.encode(value).decode()):
-            return value, found
+        if not checked:
+            try:
+                text = codec.encode(value).decode()
+            except TypeError:  # bytes inside (JSON has no bytes): always walked
+                text = None
+            if text is not None and not self.needs_walk(text):
+                return value, found
         found.parts = [root]
         return self._walk(value, found), found
 
     def scrub_encoded(self, value: Any, encoded: bytes, root: str, found: Found) -> tuple[Any, bytes]:
-        """``value`` scrubbed and its canonical bytes, given its canonical bytes ``encoded``
+        """``value`` in stored form and its canonical bytes, given its canonical bytes ``encoded``
         (the same two objects back when nothing was replaced).
 
         A large value (a long tool output) is walked without the look first:
         some trigger is then almost always somewhere in it, and the look would
         only scan the text a second time before the walk scans it again.
         """
-        if len(encoded) <= _LOOK_FIRST_MAX_BYTES and not self._might_match(encoded.decode()):
+        if len(encoded) <= _LOOK_FIRST_MAX_BYTES and not self.needs_walk(encoded.decode()):
             return value, encoded
         found.parts = [root]
         scrubbed = self._walk(value, found)
@@ -246,6 +303,11 @@ class Scrubber:
         """Whether any step might replace something in this (JSON) text."""
         return self._might_match(text)
 
+    def needs_walk(self, text: str) -> bool:
+        """Whether a value with this (JSON) text must be walked: a step might
+        match, or it may hold ``$`` keys to escape or store-written references."""
+        return _STORED_SHAPES.search(text) is not None or self._might_match(text)
+
     def _might_match(self, text: str) -> bool:
         for step in self.steps:
             check = getattr(step, "might_match", None)
@@ -259,6 +321,10 @@ class Scrubber:
         if isinstance(value, str):
             return self._scrub_str(value, found)
         if isinstance(value, dict):
+            if isinstance(value, SecretRef):
+                return value  # written by the store on an earlier save: kept as it is
+            if isinstance(value, BlobLink):
+                return link_form(value)
             # Fast path for what most dicts hold: keys and short values the
             # cache knows to be clean, and numbers — no path bookkeeping.
             cache = self._live_cache()
@@ -266,6 +332,8 @@ class Scrubber:
             for key, child in value.items():
                 hit = cache.get((key, True)) if cache is not None and len(key) <= _CACHE_MAX_TEXT else None
                 new_key = hit[0] if hit is not None and not hit[1] else self._scrub_key(key, found)
+                if new_key[:1] == "$":
+                    new_key = "$" + new_key  # input: only the store writes single-$ keys
                 kind = type(child)
                 if kind is str:
                     if cache is not None and len(child) <= _CACHE_MAX_TEXT:
@@ -286,8 +354,58 @@ class Scrubber:
                 found.parts.append(index)
                 items.append(self._walk(child, found))
                 found.parts.pop()
-            return items
+            return self._split_keys(items, found)
+        if isinstance(value, bytes):
+            return self._scrub_bytes(value, found)
         return value
+
+    def _split_keys(self, items: list[Any], found: Found) -> list[Any]:
+        """A private key split into a list of lines (one string a line) is
+        redacted line by line: no single line shows the rule its whole."""
+        if not any(type(item) is str and "-----BEGIN" in item for item in items):
+            return items
+        from .rules import PEM_RULE_NAME, pem_line_blocks  # noqa: PLC0415  (compiled on first use)
+
+        blocks = pem_line_blocks(items)
+        for first, last in blocks:
+            found.parts.append(first)
+            found.add(PEM_RULE_NAME)
+            found.parts.pop()
+            mark = f"[REDACTED:{PEM_RULE_NAME}]"
+            for index in range(first, last + 1):
+                items[index] = text_form(ScrubbedText(mark, [(0, len(mark))]))
+        return items
+
+    def _scrub_bytes(self, data: bytes, found: Found) -> bytes:
+        """``data`` itself, or — when anything in it would be scrubbed — a
+        ``bytes`` placeholder naming the rules: binary data is never edited
+        inside (a patched archive or image would not decode), only replaced.
+
+        The bytes are read as UTF-8 with each undecodable byte replaced, so
+        one bad byte does not switch scanning off; text stored as UTF-16 is
+        looked at for registered secrets too.
+        """
+        texts = [data.decode("utf-8", "replace")]
+        if b"\x00" in data:
+            texts += [data.decode("utf-16-le", "replace"), data.decode("utf-16-be", "replace")]
+        names: list[str] = []
+        for decoded in texts:
+            if not self._might_match(decoded):
+                continue
+            probe = Found("redact", "bytes")
+            probe.as_key = True  # markers, never references: only the names are kept
+            current = decoded
+            for step in self.steps:
+                result = step(current, probe)
+                if isinstance(result, str):
+                    current = result
+            names.extend(rule for rule, _ in probe.counts)
+        if not names:
+            return data
+        unique = list(dict.fromkeys(names))
+        for name in unique:
+            found.add(name)
+        return f"[REDACTED:{','.join(unique)}]".encode()
 
     def _scrub_key(self, key: str, found: Found) -> str:
         found.parts.append("<key>")
@@ -310,8 +428,9 @@ class Scrubber:
     def _scrub_str(self, text: str, found: Found) -> Any:
         # Short strings repeat from save to save (keys, labels, statuses, tool
         # names): the built-in steps are deterministic, so their result for a
-        # short string is remembered, with the rules it reported.
-        cacheable = self._cacheable and len(text) <= _CACHE_MAX_TEXT
+        # short string is remembered, with the rules it reported. Scrubbed
+        # text from a load is never cached: it equals the plain text it shows.
+        cacheable = self._cacheable and len(text) <= _CACHE_MAX_TEXT and type(text) is str
         if cacheable:
             self._live_cache()
             hit = self._cache.get((text, found.as_key))
@@ -326,8 +445,12 @@ class Scrubber:
                 value = step(value, found)
                 if not isinstance(value, str):
                     break
-            if found.as_key and not isinstance(value, str):
-                raise InvalidArgument("a scrubber step must return a str for dict keys and labels")
+            if found.as_key:
+                if not isinstance(value, str):
+                    raise InvalidArgument("a scrubber step must return a str for dict keys and labels")
+                value = str(value)  # keys and labels hold markers as plain text
+            elif isinstance(value, ScrubbedText):
+                value = text_form(value)
             if cacheable:
                 if len(self._cache) >= _CACHE_SIZE:
                     self._cache.clear()
@@ -338,5 +461,6 @@ class Scrubber:
             found.names = None
 
 
-def report_of(founds: Iterable[Found]) -> ScrubReport:
-    return ScrubReport.merge(f.counts for f in founds)
+# Text that may hold a `$` key (to escape, or a reference the store wrote) or
+# scrubbed text from a load: such a value is walked even when no step matches.
+_STORED_SHAPES = re.compile(r'"\$|\[(?:SECRET|REDACTED):')

@@ -27,13 +27,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from safepoint import codec
-from safepoint.blobs.base import BlobRef
 from safepoint.errors import SafepointError, StoreError
 from safepoint.model import Checkpoint, Retention, Status, from_micros, to_micros
 
 from .blobio import BlobTarget, ExternalBlobs
-from .offload import BLOB_MARK, find_refs
-from .ops import NO_RUN, Op, Query, Row, load
+from .offload import BLOB_MARK, find_stored_refs
+from .ops import NO_RUN, Op, Query, Row, load_typed
 from .pipeline import PreparedSave
 from .serialize import header_bytes, pack_bodies
 
@@ -131,12 +130,12 @@ def _make_carrier(run_ref: int, step: int) -> Op[None]:
     """Drop the checkpoint but keep the messages its row carries (and their blobs)."""
     rows = yield Query("carried_messages", {"run_ref": run_ref, "step": step})
     packed = rows[0][0] if rows else None
-    refs: list[BlobRef] = []
+    digests: list[str] = []
     if packed is not None and BLOB_MARK in bytes(packed):
         for body in bytes(packed).split(b"\n"):
             if BLOB_MARK in body:
-                find_refs(codec.decode(body), refs)
-    blobs = codec.encode(sorted({r.digest for r in refs})).decode() if refs else None
+                find_stored_refs(codec.decode(body), digests)
+    blobs = codec.encode(sorted(set(digests))).decode() if digests else None
     yield Query("make_carrier", {"run_ref": run_ref, "step": step, "blobs": blobs})
 
 
@@ -199,7 +198,7 @@ def rewrite_heads(
         next_seq, run_ref, head_step, *_ = rows[0] if rows else NO_RUN
         if run_ref is None:
             continue  # deleted since it was listed
-        head = yield from load(run_id, head_step)
+        head, *_ = yield from load_typed(run_id, head_step)
         try:
             new = rewrite(head)
             if new is None:

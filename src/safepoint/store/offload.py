@@ -1,10 +1,12 @@
 """Large values by reference: strings too big to inline go to a blob store.
 
 On save, after scrubbing, every string in a checkpoint longer than the
-threshold (64 KiB of UTF-8 by default; per-path rules may lower or raise it)
-is replaced by ``{"$blob": {"sha256", "size", "media_type"}}`` and its bytes
-are queued for the blob store. ``ops.save`` writes them inside the save's
-transaction, before the checkpoint row — so a blob is durable before any
+threshold (64 KiB of UTF-8 by default; per-path rules may lower or raise it),
+and every ``bytes`` value, is replaced by a ``BlobLink``
+(``{"$blob": {"sha256", "size", "media_type"}}``) and its bytes are queued
+for the blob store. Only a ``BlobLink`` counts as a reference: by now every
+``$`` key that came from input has been escaped (``safepoint.refs``).
+``ops.save`` writes them inside the save's transaction, before the checkpoint row — so a blob is durable before any
 checkpoint that references it commits, and a crash in between leaves an
 orphan blob, never a dangling reference. On load the references are replaced
 by the values again (or left as references, for a caller who wants to fetch
@@ -22,6 +24,7 @@ from typing import Any
 from safepoint import codec
 from safepoint.blobs.base import BLOB_KEY, BlobRef, blob_digest
 from safepoint.errors import InvalidArgument
+from safepoint.refs import BlobLink, ScrubbedText, SecretRef
 
 DEFAULT_THRESHOLD = 64 * 1024
 TEXT = "text/plain; charset=utf-8"
@@ -65,11 +68,11 @@ class BlobSink:
         self.pending: dict[str, bytes] = {}
         self.digests: set[str] = set()
 
-    def add(self, data: bytes, media_type: str = TEXT) -> BlobRef:
-        ref = BlobRef(blob_digest(data), len(data), media_type)
-        self.pending.setdefault(ref.digest, data)
-        self.digests.add(ref.digest)
-        return ref
+    def add(self, data: bytes, media_type: str = TEXT) -> BlobLink:
+        digest = blob_digest(data)
+        self.pending.setdefault(digest, data)
+        self.digests.add(digest)
+        return BlobLink(digest, len(data), media_type)
 
 
 def might_hold_blobs(encoded: bytes, policy: BlobPolicy) -> bool:
@@ -82,16 +85,15 @@ def offload(value: Any, root: str, policy: BlobPolicy, sink: BlobSink) -> Any:
     its size (JSON cannot hold bytes) — replaced by a blob reference (a new object
     where anything changed); existing references are recorded in ``sink``."""
     if isinstance(value, bytes):
-        return sink.add(value, BINARY).to_json()
+        return sink.add(value, BINARY)
     if isinstance(value, str):
         data = value.encode("utf-8", "surrogatepass")
         if len(data) > policy.threshold_for(root):
-            return sink.add(data).to_json()
+            return sink.add(data)
         return value
     if isinstance(value, dict):
-        ref = BlobRef.from_json(value) if BLOB_KEY in value else None
-        if ref is not None:
-            sink.digests.add(ref.digest)
+        if isinstance(value, BlobLink):
+            sink.digests.add(value.digest)
             return value
         return {k: offload(v, _child(root, k), policy, sink) for k, v in value.items()}
     if isinstance(value, list):
@@ -103,13 +105,6 @@ def _child(root: str, key: str) -> str:
     return f"{root}.{key}" if key.isidentifier() else f"{root}[{key!r}]"
 
 
-def offload_bytes(value: Any, root: str, policy: BlobPolicy, sink: BlobSink) -> Any:
-    """``value`` with its ``bytes`` moved out, if it holds any (checked cheaply first)."""
-    if codec.is_plain_json(value):
-        return value
-    return offload(value, root, policy, sink)
-
-
 def offload_encoded(value: Any, encoded: bytes, root: str, policy: BlobPolicy, sink: BlobSink) -> bytes:
     """Canonical bytes of ``value`` after offloading, given its canonical bytes."""
     if not might_hold_blobs(encoded, policy):
@@ -118,11 +113,10 @@ def offload_encoded(value: Any, encoded: bytes, root: str, policy: BlobPolicy, s
 
 
 def find_refs(value: Any, out: list[BlobRef]) -> list[BlobRef]:
-    """Every blob reference inside ``value``."""
+    """Every blob reference inside a loaded ``value`` (its ``BlobLink``s)."""
     if isinstance(value, dict):
-        ref = BlobRef.from_json(value) if BLOB_KEY in value else None
-        if ref is not None:
-            out.append(ref)
+        if isinstance(value, BlobLink):
+            out.append(BlobRef(value.digest, value.size, value.media_type))
         else:
             for child in value.values():
                 find_refs(child, out)
@@ -132,13 +126,35 @@ def find_refs(value: Any, out: list[BlobRef]) -> list[BlobRef]:
     return out
 
 
-def inline(value: Any, fetched: Mapping[str, bytes]) -> Any:
-    """A copy of ``value`` with each blob reference replaced by its value (text, or bytes)."""
+def find_stored_refs(value: Any, out: list[str]) -> list[str]:
+    """The digests of every blob reference in a *stored* value (decoded, not
+    yet typed): there, a dict whose one key is ``$blob`` was written by the store."""
     if isinstance(value, dict):
-        ref = BlobRef.from_json(value) if BLOB_KEY in value else None
-        if ref is not None:
-            data = fetched[ref.digest]
-            return data.decode("utf-8", "surrogatepass") if ref.media_type == TEXT else data
+        body = value.get(BLOB_KEY) if len(value) == 1 else None
+        if isinstance(body, dict) and isinstance(body.get("sha256"), str):
+            out.append(body["sha256"])
+        else:
+            for child in value.values():
+                find_stored_refs(child, out)
+    elif isinstance(value, list):
+        for child in value:
+            find_stored_refs(child, out)
+    return out
+
+
+def inline(value: Any, fetched: Mapping[str, bytes]) -> Any:
+    """A copy of ``value`` with each ``BlobLink`` replaced by its value (text, or bytes)."""
+    if isinstance(value, dict):
+        if isinstance(value, BlobLink):
+            data = fetched[value.digest]
+            if value.media_type != TEXT:
+                return data
+            text = data.decode("utf-8", "surrogatepass")
+            if value.marks and value.marks[-1][1] <= len(text):
+                return ScrubbedText(text, value.marks)
+            return text
+        if isinstance(value, SecretRef):
+            return value  # a rebuilt plain dict would be input on the next save
         return {k: inline(v, fetched) for k, v in value.items()}
     if isinstance(value, list):
         return [inline(v, fetched) for v in value]

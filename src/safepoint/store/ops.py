@@ -25,8 +25,9 @@ from safepoint.model import (
     from_micros,
 )
 
-from .offload import BLOB_MARK, find_refs
+from .offload import BLOB_MARK, find_refs, find_stored_refs
 from .pipeline import PreparedSave, StoredFields
+from .references import typed_checkpoint
 from .serialize import (
     MessagePlan,
     decode_checkpoint,
@@ -184,8 +185,9 @@ class Loaded:
 
 
 def load_for_reading(run_id: str, step: int | None, *, blobs_in_database: bool) -> Op[Loaded]:
-    """``load``, noting blob references (and reading them, for the database target)."""
-    checkpoint, bodies, header = yield from _load_with_bodies(run_id, step, with_header=True)
+    """``load`` as a caller sees it (store-written references typed), noting blob
+    references (and reading them, for the database target)."""
+    checkpoint, bodies, header = yield from load_typed(run_id, step)
     indexes = [i for i, body in enumerate(bodies) if BLOB_MARK in body]
     has_blobs = bool(indexes) or BLOB_MARK in header
     stored: dict[str, bytes] = {}
@@ -201,13 +203,21 @@ def load_for_reading(run_id: str, step: int | None, *, blobs_in_database: bool) 
     return Loaded(checkpoint, indexes, has_blobs, stored)
 
 
+def load_typed(run_id: str, step: int | None) -> Op[tuple[Checkpoint, list[bytes], bytes]]:
+    """The checkpoint as callers see it (``references.typed_checkpoint``), with
+    its message bodies and header as stored."""
+    checkpoint, bodies, header, stored_format = yield from _load_with_bodies(run_id, step)
+    return typed_checkpoint(checkpoint, stored_format, bodies, header), bodies, header
+
+
 def _load(run_id: str, step: int | None) -> Op[Checkpoint]:
     checkpoint: Checkpoint
-    checkpoint, _bodies = yield from _load_with_bodies(run_id, step)
+    checkpoint, *_ = yield from _load_with_bodies(run_id, step)
     return checkpoint
 
 
-def _load_with_bodies(run_id: str, step: int | None, *, with_header: bool = False) -> Op[Any]:
+def _load_with_bodies(run_id: str, step: int | None) -> Op[tuple[Checkpoint, list[bytes], bytes, int]]:
+    """The checkpoint in stored form, its bodies and header as stored, and its stored format."""
     if step is None:
         rows = yield Query("checkpoint_latest", {"run_id": run_id})
     else:
@@ -218,7 +228,7 @@ def _load_with_bodies(run_id: str, step: int | None, *, with_header: bool = Fals
     # The rows of the run whose added messages overlap the ranges, in order.
     carriers = yield Query("view_messages", {"run_ref": run_ref, "ranges": ranges})
     bodies = select_bodies(carriers, ranges)
-    checkpoint = decode_checkpoint(
+    checkpoint, stored_format = decode_checkpoint(
         run_id=run_id,
         step=found_step,
         header=header,
@@ -226,9 +236,7 @@ def _load_with_bodies(run_id: str, step: int | None, *, with_header: bool = Fals
         ranges_json=ranges,
         bodies=bodies,
     )
-    if with_header:
-        return checkpoint, bodies, bytes(header)
-    return checkpoint, bodies
+    return checkpoint, bodies, bytes(header), stored_format
 
 
 def read_blobs(digests: list[str]) -> Op[dict[str, bytes]]:
@@ -242,8 +250,13 @@ def read_blobs(digests: list[str]) -> Op[dict[str, bytes]]:
 def fork(
     run_id: str, step: int | None, new_run_id: str, labels: dict[str, str] | None, now: int
 ) -> Op[Checkpoint]:
-    """Start ``new_run_id`` from a verified copy of ``run_id``'s checkpoint at ``step``."""
-    source, bodies = yield from _load_with_bodies(run_id, step)
+    """Start ``new_run_id`` from a verified copy of ``run_id``'s checkpoint at ``step``.
+
+    The copy is byte for byte the stored form (header fields and message
+    bodies), under the source's stored format and scrub report, so its
+    references mean what they meant in the source.
+    """
+    source, bodies, _header, stored_format = yield from _load_with_bodies(run_id, step)
     rows = yield Query("run_head", {"run_id": new_run_id, "labels": None})
     _next_seq, exists, *_ = rows[0] if rows else NO_RUN
     if exists is not None:
@@ -268,7 +281,13 @@ def fork(
         parent=ParentRef(run_id, source.step),
     )
     header = header_bytes(
-        forked, StoredFields.of(forked), created_at=now, count=view.count, chain=view.chain_at(view.count)
+        forked,
+        StoredFields.of(forked),
+        created_at=now,
+        count=view.count,
+        chain=view.chain_at(view.count),
+        report=source.scrub_report,
+        stored_format=stored_format,
     )
     digest = codec.digest(header)
     # The fork owns a copy of the messages it sees, numbered from its own log's start.
@@ -319,16 +338,17 @@ def fork(
     object.__setattr__(forked, "messages", MessageList(source.messages, new_view))
     forked.created_at = from_micros(now)
     forked.digest = digest.hex()
-    return forked
+    forked.scrub_report = source.scrub_report
+    return typed_checkpoint(forked, stored_format, bodies, header)
 
 
 def _referenced_blobs(header: bytes, bodies: list[bytes]) -> str | None:
     """The ``blobs`` column for a row holding ``header`` and carrying ``bodies``."""
-    refs: list[BlobRef] = []
+    digests: list[str] = []
     for data in (header, *bodies):
         if BLOB_MARK in data:
-            find_refs(codec.decode(data), refs)
-    return codec.encode(sorted({ref.digest for ref in refs})).decode() if refs else None
+            find_stored_refs(codec.decode(data), digests)
+    return codec.encode(sorted(set(digests))).decode() if digests else None
 
 
 def lease_detail(owner: str | None, epoch: int) -> str:

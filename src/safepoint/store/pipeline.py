@@ -27,6 +27,7 @@ from safepoint.errors import BlobNotFound, InvalidArgument, NotJSONCompatible
 from safepoint.messagelist import MessageList, StoredView, freeze
 from safepoint.migrations import MigrationChain
 from safepoint.model import Checkpoint, Retention, ScrubReport
+from safepoint.refs import BlobLink
 from safepoint.scrub import Found, Scrubber, Secrets
 from safepoint.scrub.resolve import lookup_for, restore
 
@@ -39,10 +40,10 @@ from .offload import (
     inline,
     might_hold_blobs,
     offload,
-    offload_bytes,
     offload_encoded,
 )
-from .serialize import MessagePlan, check_message, encode_message, plan_messages
+from .references import KEY_MARK, may_need_stored_form, to_stored
+from .serialize import MessagePlan, check_message, plan_messages
 
 if TYPE_CHECKING:
     from .ops import Loaded
@@ -68,6 +69,24 @@ class StoredFields:
         """A checkpoint's fields as they are (already scrubbed, e.g. a stored one being forked)."""
         return cls(cp.counters, cp.pending_action, cp.cursors, cp.state, cp.labels)
 
+    def value(self, name: str) -> Any:
+        """One of the walked fields (``pending_action``, ``cursors``, ``state``) by name."""
+        return getattr(self, name)
+
+    def with_values(self, values: dict[str, Any]) -> StoredFields:
+        """A copy with the walked fields in ``values`` replaced."""
+        return StoredFields(
+            self.counters,
+            values.get("pending_action", self.pending_action),
+            values.get("cursors", self.cursors),
+            values.get("state", self.state),
+            self.labels,
+        )
+
+
+# The header fields that hold arbitrary JSON (walked for secrets, $ keys and blobs).
+_WALKED = ("pending_action", "cursors", "state")
+
 
 class PreparedSave:
     """One save's stored form: scrubbed fields with large values offloaded, the
@@ -84,61 +103,52 @@ class PreparedSave:
         self.fields = self._prepare_fields(StoredFields.of(cp))
 
     def _prepare_fields(self, fields: StoredFields) -> StoredFields:
-        """The header fields as stored: bytes out, scrubbed, large values out.
+        """The header fields as stored: scrubbed (``bytes`` too), input ``$`` keys
+        escaped, large values and ``bytes`` out to blobs.
 
         The fields are encoded together once; most saves stop there, because
-        that one text shows no step might match and nothing is large.
+        that one text shows no step might match, no ``$`` key and nothing large.
         """
         try:
             encoded: bytes | None = codec.encode(_header_values(fields))
-        except TypeError:  # bytes somewhere (validation let them through): they go to blobs first
-            fields, encoded = self._bytes_out(fields), None
-        scrubbed = self._scrub_fields(fields, encoded)
-        if scrubbed is not fields:
+        except TypeError:  # bytes somewhere (validation let them through): every field is walked
+            encoded = None
+        stored = self._scrub_fields(fields, encoded)
+        if stored is not fields:
             encoded = None  # changed: the offload check needs the new text
-        return self._offload_fields(scrubbed, encoded)
-
-    def _bytes_out(self, fields: StoredFields) -> StoredFields:
-        """The fields with ``bytes`` values offloaded first: binary data is not
-        text to scrub, and JSON (which the scrubber reads) cannot hold it."""
-        if self.blobs is None:
-            return fields
-        values = {
-            name: offload_bytes(getattr(fields, name), name, self._policy, self._field_sink)
-            for name in ("pending_action", "cursors", "state")
-        }
-        return StoredFields(
-            fields.counters, values["pending_action"], values["cursors"], values["state"], fields.labels
-        )
+        return self._offload_fields(stored, encoded)
 
     def _scrub_fields(self, fields: StoredFields, encoded: bytes | None) -> StoredFields:
         scrubber = self._scrubber
         if scrubber is None:
-            return fields
+            if encoded is not None and not may_need_stored_form(encoded):
+                return fields
+            return fields.with_values({name: to_stored(fields.value(name)) for name in _WALKED})
         # One look at all the header fields together first: usually nothing matches.
-        text = (encoded if encoded is not None else codec.encode(_header_values(fields))).decode()
-        if not scrubber.might_match(text):
+        text = None if encoded is None else encoded.decode()
+        if text is not None and not scrubber.needs_walk(text):
             return fields
         # Something might match. A small header (the usual case: a counter
         # named "tokens_in" is enough to wake the token rule's prefilter) is
         # walked field by field straight away — its short strings are cached —
         # where a look per field would cost more than the walk; a large one
         # is looked at field by field first, so only the field at fault is walked.
-        checked = len(text) <= _WALK_WITHOUT_LOOK
+        checked = text is not None and len(text) <= _WALK_WITHOUT_LOOK
         found = Found(scrubber.policy, "state")  # one record for the header; each field sets its root
         values = {}
-        for name in ("pending_action", "cursors", "state"):
-            values[name], _ = scrubber.scrub(getattr(fields, name), name, found, checked=checked)
+        for name in _WALKED:
+            values[name], _ = scrubber.scrub(fields.value(name), name, found, checked=checked)
         # Labels and counter names are queryable columns: they stay strings
-        # (markers, never {"$secret": …} references).
+        # (markers as plain text, never references; never resolved).
         labels, _ = scrubber.scrub_strings(fields.labels, "labels", found, values_too=True, checked=checked)
         counters, _ = scrubber.scrub_strings(
             fields.counters, "counters", found, values_too=False, checked=checked
         )
         self._field_counts.append(found.counts)
-        pending, cursors, state = values["pending_action"], values["cursors"], values["state"]
-        scrubbed = StoredFields(counters, pending, cursors, state, labels)
-        if not found.counts and scrubbed == fields:
+        scrubbed = StoredFields(
+            counters, values["pending_action"], values["cursors"], values["state"], labels
+        )
+        if not found.counts and encoded is not None and scrubbed == fields:
             return fields  # nothing replaced: the header text encoded earlier still holds
         return scrubbed
 
@@ -149,14 +159,14 @@ class PreparedSave:
         if encoded is not None and not might_hold_blobs(encoded, self._policy):
             return fields  # the whole header is smaller than any threshold, and holds no reference
         values = {}
-        for name in ("pending_action", "cursors", "state"):
-            value = getattr(fields, name)
-            if might_hold_blobs(codec.encode(value), self._policy):
-                value = offload(value, name, self._policy, self._field_sink)
-            values[name] = value
-        return StoredFields(
-            fields.counters, values["pending_action"], values["cursors"], values["state"], fields.labels
-        )
+        for name in _WALKED:
+            value = fields.value(name)
+            try:
+                needed = might_hold_blobs(codec.encode(value), self._policy)
+            except TypeError:  # bytes (JSON has none): they go to the blob store
+                needed = True
+            values[name] = offload(value, name, self._policy, self._field_sink) if needed else value
+        return fields.with_values(values)
 
     def plan(self, view: StoredView | None, messages: list[Any]) -> MessagePlan:
         """The message delta against ``view``: every new message scrubbed, then offloaded."""
@@ -168,18 +178,25 @@ class PreparedSave:
 
         def encode(message: Any, index: int) -> bytes:
             root = f"messages[{index}]"
-            # One validating walk: plain JSON (the usual case) encodes as it is;
-            # anything else is checked by path, its bytes (if allowed) going out first.
+            # One validating walk: plain JSON (the usual case) encodes as it is
+            # and is walked only if its text asks for it; anything else (bytes,
+            # the store's own references) is checked by path and walked.
             if type(message) is dict and codec.is_plain_json(message):
                 body = codec.encode(message)
-            elif self.blobs is not None:
-                check_message(message, index, allow_bytes=True)
-                message = offload(message, root, policy, sink)
-                body = codec.encode(message)
+                if scrubber is not None:
+                    message, body = scrubber.scrub_encoded(message, body, root, found)
+                elif KEY_MARK in body:  # a $ key to escape
+                    message = to_stored(message)
+                    body = codec.encode(message)
             else:
-                body = encode_message(message, index)
-            if scrubber is not None:
-                message, body = scrubber.scrub_encoded(message, body, root, found)
+                check_message(message, index, allow_bytes=self.blobs is not None)
+                if scrubber is not None:
+                    message, _ = scrubber.scrub(message, root, found, checked=True)
+                else:
+                    message = to_stored(message)
+                if self.blobs is not None:
+                    message = offload(message, root, policy, sink)  # bytes and large text out
+                body = codec.encode(message)
             if self.blobs is not None:
                 body = offload_encoded(message, body, root, policy, sink)
             return body
@@ -343,7 +360,7 @@ class Pipeline:
         elif ref.digest not in stored:
             raise BlobNotFound(ref.digest, "not in the store's blob table")
         values = DatabaseBlobs.decode(stored) if self.blobs.in_database else stored
-        return inline(ref.to_json(), values)  # type: ignore[no-any-return]
+        return inline(BlobLink(ref.digest, ref.size, ref.media_type), values)  # type: ignore[no-any-return]
 
     def resolve(self, cp: Checkpoint, resolve: ResolveSecrets) -> Checkpoint:
         """``cp`` with secret references and markers replaced by values (in place)."""
@@ -362,7 +379,6 @@ class Pipeline:
         cp.pending_action = restore(cp.pending_action, lookup)
         cp.cursors = restore(cp.cursors, lookup)
         cp.state = restore(cp.state, lookup)
-        cp.labels = restore(cp.labels, lookup)
         return cp
 
 

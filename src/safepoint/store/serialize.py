@@ -25,6 +25,8 @@ from safepoint.errors import CorruptCheckpoint, InvalidArgument, InvalidCheckpoi
 from safepoint.messagelist import MessageList, StoredView, freeze
 from safepoint.model import Checkpoint, ParentRef, ScrubReport, Status, from_micros
 
+from .references import FORMAT, LEGACY_FORMAT
+
 if TYPE_CHECKING:
     from .pipeline import StoredFields
 
@@ -289,13 +291,17 @@ def header_bytes(
     count: int,
     chain: bytes,
     report: ScrubReport | None = None,
+    stored_format: int = FORMAT,
 ) -> bytes:
     """Canonical header of ``cp``: every field but the messages, which it pins by chain.
 
     ``fields`` are the header fields as stored (scrubbed); the scrub report
     (counts, no values) is kept only when the scrubber replaced something.
+    ``stored_format`` says how to read the references in the header and in
+    the messages (``store/references.py``); a fork keeps its source's.
     """
     header = {
+        "format": stored_format,
         "run_id": cp.run_id,
         "step": cp.step,
         "schema_version": cp.schema_version,
@@ -342,8 +348,13 @@ def decode_checkpoint(
     stored_digest: bytes,
     ranges_json: str | bytes,
     bodies: list[bytes],
-) -> Checkpoint:
-    """Rebuild and verify a stored checkpoint; ``CorruptCheckpoint`` on any mismatch."""
+) -> tuple[Checkpoint, int]:
+    """Rebuild and verify a stored checkpoint, and say its stored format;
+    ``CorruptCheckpoint`` on any mismatch.
+
+    The checkpoint is in stored form (``store/references.py`` turns it into
+    what a caller sees), so that a fork can copy it as it is.
+    """
 
     def corrupt(detail: str) -> CorruptCheckpoint:
         return CorruptCheckpoint(run_id, step, detail)
@@ -368,7 +379,10 @@ def decode_checkpoint(
     except ValueError as exc:
         raise corrupt("a message is not valid JSON") from exc
     parent = fields["parent"]
-    return Checkpoint(
+    stored_format = fields.get("format", LEGACY_FORMAT)
+    if stored_format not in (LEGACY_FORMAT, FORMAT):
+        raise corrupt("header is in a stored format this version does not know")
+    checkpoint = Checkpoint(
         run_id=run_id,
         step=step,
         schema_version=fields["schema_version"],
@@ -386,3 +400,4 @@ def decode_checkpoint(
         digest=bytes(stored_digest).hex(),
         scrub_report=ScrubReport.from_json(fields.get("scrub")),
     )
+    return checkpoint, stored_format
