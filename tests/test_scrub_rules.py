@@ -54,7 +54,7 @@ def test_rule_finds_its_format_in_text(name: str) -> None:
     for seed in range(50):
         snippet, secret = FAKES[name](Random(seed))
         text = f"step 3 output:\n{snippet}\n(end)"
-        redacted, hits = scanner.redact(text)
+        redacted, hits, _ = scanner.redact(text)
         assert secret not in redacted, (name, seed)
         assert name in hits, (name, seed, hits)
 
@@ -132,8 +132,9 @@ def test_key_names_in_every_case_style(key: str) -> None:
 def test_redact_returns_the_same_object_when_clean() -> None:
     """The fast path: nothing found means the very same str object and no names."""
     text = "".join(["nothing ", "secret ", "here: ", "just prose about tokens."])
-    redacted, hits = default_scanner(PII_KINDS).redact(text)
+    redacted, hits, marks = default_scanner(PII_KINDS).redact(text)
     assert redacted is text
+    assert marks == []
     assert hits == []
 
 
@@ -160,15 +161,15 @@ def test_redaction_is_idempotent(name: str) -> None:
     scanner = default_scanner(PII_KINDS)
     for seed in range(20):
         snippet = FAKES[name](Random(seed))[0]
-        once = scanner.redact(f"a {snippet} b")[0]
-        assert scanner.redact(once) == (once, [])
+        once, _, marks = scanner.redact(f"a {snippet} b")
+        assert scanner.redact(once, keep=marks) == (once, [], marks)
 
 
 def test_a_token_glued_to_a_redacted_one_goes_too() -> None:
     """A token whose boundary only shows once its neighbour is a marker is redacted in the same call."""
     block = FAKES["private-key"](Random(0))[0]
     key = FAKES["anthropic-api-key"](Random(0))[0]
-    redacted, hits = default_scanner().redact(block + key)
+    redacted, hits, _ = default_scanner().redact(block + key)
     assert redacted == "[REDACTED:private-key][REDACTED:anthropic-api-key]"
     assert hits == ["private-key", "anthropic-api-key"]
 
@@ -286,7 +287,7 @@ def test_odd_text_is_scanned_without_error() -> None:
     """Lone surrogates, NUL, emoji and combining marks neither raise nor hide a token."""
     token = FAKES["github-token"](Random(9))[0]
     text = f"\ud800\x00 \U0001f600 e\u0301 {token} \u200b"
-    redacted, hits = default_scanner(PII_KINDS).redact(text)
+    redacted, hits, _ = default_scanner(PII_KINDS).redact(text)
     assert token not in redacted
     assert hits == ["github-token"]
 
@@ -341,7 +342,7 @@ def test_planted_tokens_never_survive(
         snippet, secret = FAKES[name](Random(seed))
         pieces.insert(where % (len(pieces) + 1), snippet)
         secrets.append(secret)
-    redacted, hits = scanner.redact(separator.join(pieces))
+    redacted, hits, marks = scanner.redact(separator.join(pieces))
     assert all(secret not in redacted for secret in secrets)
     assert len(hits) >= 1
-    assert scanner.redact(redacted) == (redacted, [])  # and a second redaction is a no-op
+    assert scanner.redact(redacted, keep=marks) == (redacted, [], marks)  # and a second one is a no-op

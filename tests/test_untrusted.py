@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 import safepoint
-from safepoint import Checkpoint, Secrets
+from safepoint import Checkpoint, Secrets, codec
 from safepoint.refs import REF_TYPES, BlobLink, ScrubbedText, SecretRef
 from safepoint.testing.migrations import fixture_checkpoint, fixture_text, read_fixture
 
@@ -311,8 +311,6 @@ def test_run_resume_resolves_no_forged_reference(tmp_path: Path) -> None:
 def _legacy_row(path: Path) -> None:
     """Rewrite the head row of run "legacy" as a row from before format 2: no format
     key, input stored unescaped, a report naming only API_KEY (what that save replaced)."""
-    from safepoint import codec
-
     conn = sqlite3.connect(path)
     (header,) = conn.execute("SELECT header FROM safepoint_checkpoints").fetchone()
     fields = codec.decode(header)

@@ -217,8 +217,10 @@ def key_segment(key: Any, position: int, *, dotted: bool = True) -> str:
         shown = None  # long text, or a str subclass whose repr is its own
     else:
         try:
-            shown = visible(repr(key), 2 * MAX_KEY_CHARS + 1)
+            shown = visible(repr(key), MAX_KEY_CHARS + 3)
         except Exception:  # a hostile __repr__ must not replace the real error
+            shown = None
+        if shown is not None and len(shown) > MAX_KEY_CHARS + 2:
             shown = None
     if shown is None or len(shown) > 2 * MAX_KEY_CHARS:
         return f"[<key #{position}>]"

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import string
 from collections.abc import Callable
 from random import Random
+from urllib.parse import quote
 
 B62 = string.ascii_letters + string.digits
 B64URL = B62 + "-_"
@@ -60,7 +62,15 @@ def private_key(rng: Random) -> Fake:
 
 
 def jwt(rng: Random) -> Fake:
-    header = b64url(json.dumps({"alg": rng.choice(["HS256", "RS256", "ES256"]), "typ": "JWT"}).encode())
+    fields = {"alg": rng.choice(["HS256", "RS256", "ES256"]), "typ": "JWT"}
+    # Compact JSON (eyJ…) as most libraries write it, or with spaces or indented (eyAi…, ewog…, ew0K…).
+    layout = rng.choice([{"separators": (",", ":")}, {}, {"indent": 2}, {"indent": "\t"}, {"indent": 2}])
+    text = json.dumps(fields, **layout)  # type: ignore[arg-type]
+    if layout.get("indent") == 2 and rng.random() < 0.5:
+        text = text.replace("\n", "\r\n")
+    elif not layout and rng.random() < 0.5:
+        text = "{ " + text[1:]
+    header = b64url(text.encode())
     claims = {
         "sub": str(rng.randrange(10**9)),
         "iat": rng.randrange(1_600_000_000, 1_800_000_000),
@@ -70,8 +80,33 @@ def jwt(rng: Random) -> Fake:
     return token, token
 
 
+def aws_key_id(rng: Random) -> str:
+    return rng.choice(["AKIA", "ASIA"]) + pick(rng, string.ascii_uppercase + "234567", 16)
+
+
+def aws_csv(rng: Random, password: str, secret: str) -> str:
+    """A credentials file as the AWS console downloads it: the 5-column or the 2-column layout."""
+    key_id = aws_key_id(rng)
+    if not password:
+        return f"Access key ID,Secret access key\r\n{key_id},{secret}\r\n"
+    link = f"https://{rng.randrange(10**11, 10**12)}.signin.aws.amazon.com/console"
+    head = "User name,Password,Access key ID,Secret access key,Console login link"
+    return f"{head}\n{rng.choice(['alice', 'svc-deploy', 'Bob Smith'])},{password},{key_id},{secret},{link}\n"
+
+
+def console_password(rng: Random) -> str:
+    return b62(rng, rng.randrange(8, 20)) + rng.choice(["", "!", "#$", "%&*", "()"])
+
+
+def aws_console_password(rng: Random) -> Fake:
+    password = console_password(rng)
+    return aws_csv(rng, password, pick(rng, B62 + "/+", 40)), password
+
+
 def aws_secret(rng: Random) -> Fake:
     secret = pick(rng, B62 + "/+", 40)
+    if rng.random() < 0.25:
+        return aws_csv(rng, rng.choice(["", console_password(rng)]), secret), secret
     form = rng.choice(
         [
             "aws_secret_access_key = {}",
@@ -121,7 +156,22 @@ def twilio_auth(rng: Random) -> Fake:
 def url_password(rng: Random) -> Fake:
     password = b62(rng, rng.randrange(10, 24)) + rng.choice(["", "!", "%21", "~"])
     scheme = rng.choice(["postgresql", "mysql", "redis", "amqp", "https", "mongodb+srv"])
-    return f"{scheme}://svc_app:{password}@db-{rng.randrange(9)}.internal:5432/app", password
+    url = f"{scheme}://svc_app:{password}@db-{rng.randrange(9)}.internal:5432/app"
+    form = rng.choice(["plain", "plain", "encoded", "encoded-lower", "escaped", "escaped-twice"])
+    if form.startswith("encoded"):  # the URL as a query parameter: ?next=postgresql%3A%2F%2F…
+        url, password = quote(url, safe=""), quote(password, safe="")
+        if form == "encoded-lower":
+            url, password = lower_hex(url), lower_hex(password)
+        return f"https://app.internal/login?next={url}&x=1", password
+    if form == "escaped":  # a serializer that escapes "/" (PHP, some Java and JS ones)
+        return url.replace("/", "\\/"), password
+    if form == "escaped-twice":  # that JSON inside JSON again
+        return json.dumps(url.replace("/", "\\/"))[1:-1], password
+    return url, password
+
+
+def lower_hex(text: str) -> str:
+    return re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), text)
 
 
 def authorization(rng: Random) -> Fake:
@@ -140,7 +190,8 @@ def bearer(rng: Random) -> Fake:
 
 
 def assignment(rng: Random) -> Fake:
-    value = b62(rng, rng.randrange(12, 40))
+    # Mostly short, sometimes long (a service-account blob, a session cookie): judged and redacted whole.
+    value = b62(rng, rng.randrange(12, 40)) if rng.random() < 0.85 else long_value(rng)
     key = rng.choice(
         [
             "password",
@@ -162,6 +213,13 @@ def assignment(rng: Random) -> Fake:
         ["{k}={v}", "{k}: {v}", '"{k}": "{v}"', "{k} = '{v}'", '\\"{k}\\": \\"{v}\\"', '{k}: str = "{v}"']
     )
     return form.format(k=key, v=value), value
+
+
+def long_value(rng: Random) -> str:
+    """A generated value longer than 256 characters: base62 or base64 (with + / and = padding)."""
+    if rng.random() < 0.5:
+        return b62(rng, rng.randrange(257, 3000))
+    return base64.b64encode(rng.randbytes(rng.randrange(200, 2400))).decode()
 
 
 def phone(rng: Random) -> Fake:
@@ -233,10 +291,9 @@ def ssn(rng: Random) -> Fake:
 FAKES: dict[str, Callable[[Random], Fake]] = {
     "private-key": private_key,
     "jwt": jwt,
-    "aws-access-key-id": bare(
-        lambda r: r.choice(["AKIA", "ASIA"]) + pick(r, string.ascii_uppercase + "234567", 16)
-    ),
+    "aws-access-key-id": bare(aws_key_id),
     "aws-secret-access-key": aws_secret,
+    "aws-console-password": aws_console_password,
     "github-token": bare(lambda r: f"gh{r.choice('pousr')}_{b62(r, 36)}"),
     "github-fine-grained-token": bare(lambda r: f"github_pat_{b62(r, 22)}_{b62(r, 59)}"),
     "gitlab-token": gitlab,
@@ -289,6 +346,13 @@ def near_misses(rng: Random) -> dict[str, list[str]]:
             f"{no_alg}.{b64url(b'{}')}.{b64url(rng.randbytes(32))}",
             "eyJhbGciOiJIUzI1NiJ9",
             "eyJ" + pick(rng, B64URL, 60),
+            # whitespace-first headers without "alg", and prefixes in other base64url text
+            ".".join(
+                [b64url(json.dumps({"typ": "JWT"}, indent=2).encode()), b64url(b"{}"), pick(rng, B64URL, 43)]
+            ),
+            f"ewog{pick(rng, B64URL, 40)}.{pick(rng, B64URL, 40)}.{pick(rng, B64URL, 40)}",
+            "eyAi" + pick(rng, B64URL, 60),
+            "Lewontin, Sewol, ew0 and eyA are not tokens",
         ],
         "aws-access-key-id": [
             "AKIA" + pick(rng, "ABCDEFGHIJKLMNOPQRSTUVWXYZ", 15),
@@ -301,6 +365,16 @@ def near_misses(rng: Random) -> dict[str, list[str]]:
             "aws_secret_access_key = ${AWS_SECRET_ACCESS_KEY}",
             "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
             "aws_secret_access_key=" + "A" * 40,
+            "Access key ID,Secret access key\n" + aws_key_id(rng) + "," + pick(rng, B62, 39),
+            "Access key ID,Secret access key\nAKIAIOSFODNN7EXAMPLE,wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "AKIA" + pick(rng, "ABCDEFGHIJKLMNOP", 16) + "," + "x" * 40,
+        ],
+        "aws-console-password": [
+            "User name,Password,Access key ID,Secret access key,Console login link",
+            "alice,,AKIA" + pick(rng, "ABCDEFGHIJKLMNOP", 16) + "," + pick(rng, B62, 40) + ",https://x",
+            "alice,hunter2,AKIA" + pick(rng, "ABCDEFGHIJKLMNOP", 16) + "," + pick(rng, B62, 39),
+            "alice,hunter2,not-a-key-id," + pick(rng, B62, 40),
+            "id,name,value\n1,alpha,AKIA-report-2024",
         ],
         "github-token": [
             "ghp_" + b62(rng, 35),
@@ -373,6 +447,13 @@ def near_misses(rng: Random) -> dict[str, list[str]]:
             "https://user:<password>@host",
             "amqp://guest:****@rabbit:5672",
             "mongodb://host1:27017,host2:27017/?replicaSet=rs0",
+            "https%3A%2F%2Fexample.com%2Fpath%3Fq%3D1",
+            "postgresql%3A%2F%2Fuser%3Apassword%40localhost%2Fdb",
+            "redis%3a%2f%2f%3a%24%7BREDIS_PASSWORD%7D%40cache",
+            "https:\\/\\/docs.python.org\\/3\\/library\\/",
+            "postgres:\\/\\/app@db\\/app",
+            "postgresql:\\\\/\\\\/user:password@localhost",
+            "C:\\Users\\me:\\/tmp",
         ],
         "authorization-header": [
             "Authorization: Bearer $TOKEN",
@@ -418,6 +499,12 @@ def near_misses(rng: Random) -> dict[str, list[str]]:
             '"expires_at": "2024-05-09T07:35:25Z"',
             "token=2024-05-09T07:35:25Z",
             "SECRET_VERSION=1.2.3",
+            # long values that are not secrets: words, repetition, a path, code
+            "token=" + "_".join(["segment"] * 60),
+            "password=" + "a" * 400,
+            "secret=/" + "/".join(["dir"] * 100),
+            "token=" + "abc" * 120 + "(x)",
+            "api_key=" + "password=" * 50,
         ],
         "email": ["@property", "user@localhost", "a @ b", "pkg@1.2.3", "@example.com", "x@y.T"],
         "phone": [

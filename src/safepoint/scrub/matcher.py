@@ -11,7 +11,8 @@ character offsets.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from operator import itemgetter
 from typing import Generic, TypeVar
 
 from ahocorasick_rs import AhoCorasick, Implementation
@@ -25,6 +26,7 @@ class Matcher(Generic[V]):
     def __init__(self, words: Mapping[str, V]) -> None:
         patterns = [word for word in words if word]
         self._values = [words[word] for word in patterns]
+        self._longest = max(map(len, patterns), default=0)
         # The DFA is the fastest to search and small enough for a few thousand patterns.
         self._automaton = AhoCorasick(patterns, implementation=Implementation.DFA) if patterns else None
 
@@ -53,6 +55,36 @@ class Matcher(Generic[V]):
             found = automaton.find_matches_as_indexes(_without_surrogates(text), overlapping=True)
         return [(start, end, values[index]) for index, start, end in found]
 
+    def find_within(self, text: str, spans: Sequence[tuple[int, int]]) -> Iterator[tuple[int, int, V]]:
+        """Every occurrence that starts inside one of the sorted, disjoint ``spans``,
+        as ``(start, end, value)`` in order of start.
+
+        The text is searched a chunk at a time, so a dense text (a trigger every
+        few characters over megabytes) never holds all its occurrences in memory
+        at once; each chunk reaches ``longest - 1`` characters past its end so an
+        occurrence across the cut is found, once, in the chunk where it starts.
+        """
+        automaton = self._automaton
+        if automaton is None:
+            return
+        values, reach, size = self._values, self._longest - 1, _CHUNK
+        by_start = itemgetter(1)
+        for lo, hi in spans:
+            for cut in range(lo, hi, size):
+                stop = min(cut + size, hi)
+                piece = text[cut : stop + reach]
+                try:
+                    found = automaton.find_matches_as_indexes(piece, overlapping=True)
+                except UnicodeEncodeError:
+                    found = automaton.find_matches_as_indexes(_without_surrogates(piece), overlapping=True)
+                found.sort(key=by_start)
+                limit = stop - cut
+                for index, start, end in found:
+                    if start < limit:
+                        yield cut + start, cut + end, values[index]
+
+
+_CHUNK = 1 << 16  # characters per automaton call in find_within: bounded memory, negligible call overhead
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 

@@ -1,13 +1,13 @@
-"""The rule engine: find well-known token formats (and opt-in PII) in text, fast.
+"""The rule engine: find well-known token formats (and opt-in PII) in text, in linear time.
 
 A :class:`Rule` is data: a name, a regex for one occurrence, and *triggers* —
 literal substrings one of which lies inside every match. :class:`RuleScanner`
 puts every trigger of every rule into one Aho-Corasick automaton, so text with
 no trigger costs one pass in C. Only where a trigger is found does a rule's
-regex run, anchored at the trigger (``pattern.match`` there) or, for rules
-whose match may begin before the trigger, ``pattern.search`` over a window of
-``reach_before`` characters before it and ``max_length`` after — never the
-whole table over the whole text.
+regex run: anchored at the trigger (``pattern.match`` there), or, for rules
+whose match may begin before the trigger (``reach_before``), one
+``pattern.search`` over each cluster of nearby triggers — never the whole
+table over the whole text.
 
 Trigger case: ``Rule.triggers`` are lowercase, so any prefilter may lower the
 text and look for them. The scanner itself does not lower the text (a copy of
@@ -19,19 +19,33 @@ camelCase and PascalCase spellings (``api_key``: ``API_KEY``, ``apiKey``,
 ``ApiKey`` …), which covers how key names are written. A key in an odd mixed
 case such as ``PaSsWoRd`` is not seen.
 
-Markers are never matched again: a finding that overlaps ``[REDACTED:…]`` or a
-registered secret's ``[SECRET:…]`` is dropped, so redaction is idempotent.
-The engine never logs and never puts matched text in an exception.
+**Linear time, whatever the input.** Per rule, a trigger inside the last match
+is not looked at again, and a rule whose value is unbounded (``max_length``
+None) says so with ``covers_refused``: a value it refused covers its span too,
+so a later trigger inside it is not judged again on a suffix of the same
+value. Overlapping findings are merged in one sort and sweep; markers are
+located with one regex pass and bisection, never compared pairwise.
+
+**Markers.** Only markers the store wrote are exempt, and the caller names
+them: ``keep``, the sorted spans of genuine markers. They are never matched
+again and no finding overlaps one (a rule's regex sees each stretch between
+them as a text of its own, so a marker also reads as a boundary). Any other
+marker-shaped text (``[REDACTED:…]``, ``[SECRET:…]``) is untrusted input and
+switches nothing off: the rules judge the text as if it were not there (a
+*view* with it removed, spans mapped back, so a finding may cover it), and
+what it holds is scanned too. The engine never logs and never puts matched
+text in an exception.
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
 import itertools
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -43,9 +57,14 @@ if TYPE_CHECKING:
     from safepoint.scrub.token_rules import SECRET_RULES  # noqa: F401  (see __getattr__ below)
 
 PII_KINDS: tuple[str, ...] = ("email", "phone", "card", "iban", "ssn")
+PEM_RULE_NAME = "private-key"  # the rule that finds PEM private keys; pem_line_blocks reports under it
 _MARKER = re.compile(r"\[(?:REDACTED|SECRET):[^\]\s]{1,160}\]")
 _RULE_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,128}")  # so that every marker is recognised as one
 _MAX_ROUNDS = 32
+_LOOK_AROUND = 64  # more than any rule's lookbehind or lookahead reaches past its match (the longest is ~20)
+
+Span = tuple[int, int]
+_Candidate = tuple[int, int, int]  # start, end, rule index
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +79,12 @@ class Rule:
     description: str = ""  # the documented format it targets, in one line
     spellings: tuple[str, ...] = ()  # exact-case trigger spellings; () = the usual case variants
     reach_before: int = 0  # how far before a trigger a match may begin (0: it begins at the trigger)
-    max_length: int = 256  # longest match, from its start; bounds the window the regex sees
+    max_length: int | None = 256  # longest match, from its start (bounds what the regex sees); None: any
+    # A match the rule refuses (``secret`` group absent or empty, or ``validate`` saying no) still
+    # covers its span: no trigger inside it is tried again. For unbounded values, whose later triggers
+    # would each judge a suffix of the same value again (quadratic); the pattern should then match,
+    # without a ``secret`` group, wherever it would otherwise fail after reading a value.
+    covers_refused: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,9 +110,23 @@ def case_variants(trigger: str) -> set[str]:
     }
 
 
-# One probe per (rule, spelling): what to run when the spelling is found.
-# (rule index, spelling length, reach_before, window, bound match/search, has "secret" group, validate)
-_Probe = tuple[int, int, int, int, Callable[..., re.Match[str] | None], bool, Callable[[str], bool] | None]
+# What to run when a spelling is found: the anchored probes, and the rules searched around it.
+# Anchored probe: (rule index, window (0: to the end of the stretch), bound match, has "secret"
+# group, validate, covers_refused).
+_Probe = tuple[int, int, Callable[..., re.Match[str] | None], bool, Callable[[str], bool] | None, bool]
+_OnTrigger = tuple[tuple[_Probe, ...], tuple[int, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class _Search:
+    """A rule whose match may begin before its trigger."""
+
+    index: int
+    pattern: re.Pattern[str]
+    before: int
+    after: int  # how far past the last trigger a match may end (max_length + 1 for lookaheads); 0: any
+    has_group: bool
+    validate: Callable[[str], bool] | None
 
 
 class RuleScanner:
@@ -102,106 +140,348 @@ class RuleScanner:
         for name in names:
             if not _RULE_NAME.fullmatch(name):
                 raise InvalidArgument(f"rule name {name!r} must be 1-128 of A-Z a-z 0-9 _ . -")
-        probes: dict[str, list[_Probe]] = {}
+        anchored: dict[str, list[_Probe]] = {}
+        searched: dict[str, list[int]] = {}
+        self._searches: list[_Search] = []
         self._whole_text: list[tuple[int, re.Pattern[str], bool, Callable[[str], bool] | None]] = []
+        left = right = _LOOK_AROUND
         for index, rule in enumerate(self.rules):
             has_group = "secret" in rule.pattern.groupindex
             if not rule.triggers and not rule.spellings:
                 self._whole_text.append((index, rule.pattern, has_group, rule.validate))
+                left = max(left, (rule.max_length or 0) + _LOOK_AROUND)
                 continue
             spellings = set(rule.spellings) or {v for t in rule.triggers for v in case_variants(t)}
-            method = rule.pattern.search if rule.reach_before else rule.pattern.match
-            window = rule.reach_before + rule.max_length + 1  # +1: boundary lookaheads see the next char
+            # +1: boundary lookaheads see the character after the longest match.
+            window = rule.reach_before + rule.max_length + 1 if rule.max_length is not None else 0
+            left = max(left, window + _LOOK_AROUND)
+            right = max(right, rule.reach_before + max(map(len, spellings)) + _LOOK_AROUND)
+            if rule.reach_before:
+                slot = len(self._searches)
+                after = (rule.max_length + 1) if rule.max_length is not None else 0
+                self._searches.append(
+                    _Search(index, rule.pattern, rule.reach_before, after, has_group, rule.validate)
+                )
+                for spelling in spellings:
+                    searched.setdefault(spelling, []).append(slot)
+                continue
+            probe = (index, window, rule.pattern.match, has_group, rule.validate, rule.covers_refused)
             for spelling in sorted(spellings):
-                probe = (index, len(spelling), rule.reach_before, window, method, has_group, rule.validate)
-                probes.setdefault(spelling, []).append(probe)
-        self._automaton = Matcher({spelling: tuple(found) for spelling, found in probes.items()})
+                anchored.setdefault(spelling, []).append(probe)
+        words = sorted(set(anchored) | set(searched))
+        self._automaton: Matcher[_OnTrigger] = Matcher(
+            {w: (tuple(anchored.get(w, ())), tuple(searched.get(w, ()))) for w in words}
+        )
+        # The prefilter also runs on a field's JSON text, where a spelling holding a backslash (the
+        # JSON-escaped "://" of url-password) appears escaped once more.
+        escaped = {w.replace("\\", "\\\\") for w in words} - set(words)
+        self._prefilter: Matcher[bool] = Matcher(dict.fromkeys([*words, *sorted(escaped)], True))
+        # How far from a new marker the next redaction round looks (see redact).
+        self._left_reach, self._right_reach = left, right
 
     def might_match(self, text: str) -> bool:
-        """Cheap prefilter: False means :meth:`find` would certainly return nothing."""
-        if self._whole_text:
-            return True
-        return self._automaton.any(text)
+        """Cheap prefilter, on text or its JSON: False means :meth:`find` would certainly return nothing."""
+        if self._whole_text or "[REDACTED:" in text or "[SECRET:" in text:
+            return True  # (marker-shaped input is judged as if it were not there: it may join a trigger)
+        return self._prefilter.any(text)
 
-    def find(self, text: str) -> list[Finding]:
-        """Non-overlapping findings sorted by start; on overlap the longer, then earlier-listed, wins."""
-        candidates = self._candidates(text)
-        if not candidates:
-            return []
-        if "[REDACTED:" in text or "[SECRET:" in text:
-            candidates = _outside_markers(text, candidates)
-        if len(candidates) > 1:
-            candidates = _resolve_overlaps(candidates)
-        return [Finding(start, end, self.rules[index].name) for start, end, index in candidates]
+    def find(self, text: str, keep: Sequence[Span] = ()) -> list[Finding]:
+        """Non-overlapping findings sorted by start, none overlapping a ``keep`` span.
 
-    def redact(self, text: str) -> tuple[str, list[str]]:
-        """``text`` with each finding replaced by ``[REDACTED:<rule>]``, and the rule names hit.
+        ``keep``: the sorted spans of the markers the store wrote in ``text``. Overlapping matches
+        are merged into one finding, named after the longest, then earliest-listed rule, then the
+        leftmost match — so every character any rule matched is redacted.
+        """
+        found = self._find(text, _checked(keep, len(text)), None)
+        return [Finding(start, end, self.rules[index].name) for start, end, index in found]
+
+    def redact(self, text: str, keep: Sequence[Span] = ()) -> tuple[str, list[str], list[Span]]:
+        """``text`` with each finding replaced by ``[REDACTED:<rule>]``, the rule names hit (one per
+        finding), and the sorted spans of every genuine marker in the result (``keep`` moved along,
+        and the new ones).
 
         When nothing is found, the very same ``str`` object comes back with ``[]``. A token glued to
         one just redacted (``-----END … KEY-----sk-ant-…``) only shows its boundary once its
-        neighbour is a marker, so redaction repeats until nothing more is found: redacting the
-        result again is always a no-op.
+        neighbour is a marker, so redaction repeats — looking again only within reach of the markers
+        just written — until nothing more is found: ``redact(out, keep=marks)`` is always a no-op.
         """
+        marks = _checked(keep, len(text))
         names: list[str] = []
-        for _ in range(_MAX_ROUNDS):  # each round turns unmarked text into markers, which never match
-            findings = self.find(text)
-            if not findings:
+        regions: list[Span] | None = None  # None: the whole text
+        for _ in range(_MAX_ROUNDS):
+            found = self._find(text, marks, regions)
+            if not found:
                 break
-            pieces: list[str] = []
-            last = 0
-            for finding in findings:
-                pieces.append(text[last : finding.start])
-                pieces.append(f"[REDACTED:{finding.rule}]")
-                last = finding.end
-            pieces.append(text[last:])
-            text = "".join(pieces)
-            names.extend(finding.rule for finding in findings)
-        return text, names
+            names.extend(self.rules[index].name for _, _, index in found)
+            text, marks, new = _splice(
+                text, marks, [(s, e, f"[REDACTED:{self.rules[i].name}]") for s, e, i in found]
+            )
+            # A round changes what a rule sees only next to a new marker: to its right, lookbehinds
+            # (and matches reaching back) see a boundary; to its left, a match reading up to it.
+            size = len(text)
+            regions = _union(
+                [(max(0, s - self._left_reach), s) for s, _ in new]
+                + [(e, min(size, e + self._right_reach)) for _, e in new]
+            )
+        return text, names, marks
 
-    def _candidates(self, text: str) -> list[tuple[int, int, int]]:
-        found: list[tuple[int, int, int]] = []
+    # -- inside ---------------------------------------------------------------------
+
+    def _find(self, text: str, marks: list[Span], regions: list[Span] | None) -> list[_Candidate]:
+        """Merged candidates in ``text``, judged as if input markers were not there."""
+        inputs = _input_markers(text, marks)
+        if not inputs:
+            return _merge(self._scan(text, _gaps(marks, len(text)), regions))
+        view = _View(text, inputs)
+        view_marks = [(view.inward(s), view.inward(e)) for s, e in marks]
+        view_regions = (
+            None if regions is None else _union([(view.inward(a), view.inward(b)) for a, b in regions])
+        )
+        found = [
+            (view.start(s), view.end(e), index)
+            for s, e, index in self._scan(view.text, _gaps(view_marks, len(view.text)), view_regions)
+        ]
+        if regions is None:  # what an input marker holds is data too (it never changes between rounds)
+            contents = [(text.index(":", s) + 1, e - 1) for s, e in inputs]
+            found += self._scan(text, contents, contents)
+        return _merge(found)
+
+    def _scan(self, text: str, stretches: list[Span], regions: list[Span] | None) -> list[_Candidate]:
+        """Raw candidates wholly inside one of the sorted ``stretches``, probing only triggers that
+        start inside ``regions`` (None: everywhere)."""
+        found: list[_Candidate] = []
+        if not stretches:
+            return found
+        starts = [s for s, _ in stretches]
+        ends = [e for _, e in stretches]
         if len(self._automaton):
-            # Per rule, where its last match ended: a trigger inside that match needs no second look.
-            reached: dict[int, int] = {}
-            for at, _end, probes in self._automaton.find(text):
-                for index, _length, before, window, run, has_group, validate in probes:
-                    if at < reached.get(index, 0):
+            size = len(text)
+            # A few regions are searched apart; many small ones (markers packed densely) in one pass.
+            spans = regions if regions is not None and len(regions) <= 1 + size // 2048 else [(0, size)]
+            reached = [0] * len(self.rules)  # per rule, where its last match (or covering refusal) ended
+            searches = self._searches
+            # Per searched rule, the cluster of triggers pending for it: stretch (-1: none), first, last.
+            pending = [[-1, 0, 0] for _ in searches]
+            at_stretch, count = 0, len(stretches)
+            for at, end, (probes, searched) in self._automaton.find_within(text, spans):
+                while at_stretch < count and ends[at_stretch] <= at:
+                    at_stretch += 1
+                if at_stretch == count:
+                    break
+                if starts[at_stretch] > at or end > ends[at_stretch]:
+                    continue  # (part of) the trigger lies outside the stretches, in a kept marker
+                stop = ends[at_stretch]
+                for index, window, run, has_group, validate, covers in probes:
+                    if at < reached[index]:
                         continue
-                    lo = at - before if at > before else 0
-                    match = run(text, lo, lo + window)
-                    while match is not None:
-                        span = match.span("secret") if has_group else match.span()
-                        if span[1] > span[0] and (validate is None or validate(text[span[0] : span[1]])):
-                            found.append((span[0], span[1], index))
-                            reached[index] = match.end()
-                            break
-                        if not before:  # anchored at the trigger: one try
-                            break
-                        match = run(text, match.start() + 1, lo + window)
+                    match = run(text, at, at + window if window and at + window < stop else stop)
+                    if match is None:
+                        continue
+                    s, e = match.span("secret") if has_group else match.span()
+                    if e > s and (validate is None or validate(text[s:e])):
+                        found.append((s, e, index))
+                        reached[index] = match.end()
+                    elif covers:
+                        reached[index] = match.end()
+                for slot in searched:
+                    cluster, search = pending[slot], searches[slot]
+                    if cluster[0] == at_stretch and (
+                        not search.after or at - search.before <= cluster[2] + search.after
+                    ):
+                        cluster[2] = max(cluster[2], at)
+                        continue
+                    if cluster[0] >= 0:
+                        _search_cluster(text, search, cluster, stretches, found)
+                    cluster[:] = [at_stretch, at, at]
+            for search, cluster in zip(searches, pending, strict=True):
+                if cluster[0] >= 0:
+                    _search_cluster(text, search, cluster, stretches, found)
         for index, pattern, has_group, validate in self._whole_text:
-            for match in pattern.finditer(text):
-                start, end = match.span("secret") if has_group else match.span()
-                if end > start and (validate is None or validate(text[start:end])):
-                    found.append((start, end, index))
+            for lo, hi in _intersect(stretches, regions):
+                for match in pattern.finditer(text, lo, hi):
+                    s, e = match.span("secret") if has_group else match.span()
+                    if e > s and (validate is None or validate(text[s:e])):
+                        found.append((s, e, index))
         return found
 
 
-def _outside_markers(text: str, candidates: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
-    """Drop candidates overlapping a marker: what was redacted stays as it is."""
-    markers = [m.span() for m in _MARKER.finditer(text)]
-    if not markers:
-        return candidates
-    return [c for c in candidates if not any(c[0] < m_end and m_start < c[1] for m_start, m_end in markers)]
+def _search_cluster(
+    text: str, search: _Search, cluster: list[int], stretches: list[Span], found: list[_Candidate]
+) -> None:
+    """Search once over a cluster of nearby triggers of one rule (``[stretch, first, last]``):
+    every position where a match holding one of them may begin is tried once, however dense the
+    triggers."""
+    stretch, first, last = cluster
+    lo, stop = stretches[stretch]
+    pos = max(lo, first - search.before)
+    hi = min(stop, last + search.after) if search.after else stop
+    while pos <= last:
+        match = search.pattern.search(text, pos, hi)
+        if match is None or match.start() > last:
+            return  # a match starting later holds none of these triggers
+        s, e = match.span("secret") if search.has_group else match.span()
+        if e > s and (search.validate is None or search.validate(text[s:e])):
+            found.append((s, e, search.index))
+            pos = max(match.end(), match.start() + 1)
+        else:
+            pos = match.start() + 1
 
 
-def _resolve_overlaps(candidates: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
-    """Keep the longest (then earliest-listed rule, then leftmost) of overlapping candidates."""
-    kept: list[tuple[int, int, int]] = []
-    for cand in sorted(set(candidates), key=lambda c: (c[0] - c[1], c[2], c[0])):
-        if all(cand[1] <= k[0] or k[1] <= cand[0] for k in kept):
-            kept.append(cand)
-    kept.sort()
-    return kept
+def _merge(found: list[_Candidate]) -> list[_Candidate]:
+    """Sort, and merge overlapping candidates into one, named after the longest (then the
+    earliest-listed rule, then the leftmost): one sweep, whatever their number."""
+    if len(found) < 2:
+        return found
+    found.sort()
+    merged: list[_Candidate] = []
+    start, end, index = found[0]
+    best = (start - end, index, start)
+    for s, e, i in itertools.islice(found, 1, None):
+        if s < end:
+            end = max(end, e)
+            rank = (s - e, i, s)
+            if rank < best:
+                best, index = rank, i
+        else:
+            merged.append((start, end, index))
+            start, end, index = s, e, i
+            best = (s - e, i, s)
+    merged.append((start, end, index))
+    return merged
+
+
+def _checked(keep: Sequence[Span], size: int) -> list[Span]:
+    marks = [(int(s), int(e)) for s, e in keep]
+    last = 0
+    for s, e in marks:
+        if not last <= s < e <= size:
+            raise InvalidArgument("keep must hold sorted, disjoint (start, end) spans inside the text")
+        last = e
+    return marks
+
+
+def _gaps(marks: list[Span], size: int) -> list[Span]:
+    """The stretches of text between the kept markers (empty ones left out)."""
+    out: list[Span] = []
+    last = 0
+    for s, e in marks:
+        if s > last:
+            out.append((last, s))
+        last = e
+    if size > last:
+        out.append((last, size))
+    return out
+
+
+def _union(spans: list[Span]) -> list[Span]:
+    """Sorted, disjoint spans covering the same positions."""
+    out: list[Span] = []
+    for s, e in sorted(spans):
+        if e <= s:
+            continue
+        if out and s <= out[-1][1]:
+            if e > out[-1][1]:
+                out[-1] = (out[-1][0], e)
+        else:
+            out.append((s, e))
+    return out
+
+
+def _intersect(stretches: list[Span], regions: list[Span] | None) -> Iterator[Span]:
+    if regions is None:
+        yield from stretches
+        return
+    i = j = 0
+    while i < len(stretches) and j < len(regions):
+        lo = max(stretches[i][0], regions[j][0])
+        hi = min(stretches[i][1], regions[j][1])
+        if lo < hi:
+            yield lo, hi
+        if stretches[i][1] < regions[j][1]:
+            i += 1
+        else:
+            j += 1
+
+
+def _input_markers(text: str, marks: list[Span]) -> list[Span]:
+    """Marker-shaped spans of ``text`` that are not (and do not overlap) a kept marker."""
+    if "[REDACTED:" not in text and "[SECRET:" not in text:
+        return []
+    out: list[Span] = []
+    at, count = 0, len(marks)
+    for match in _MARKER.finditer(text):
+        s, e = match.span()
+        while at < count and marks[at][1] <= s:
+            at += 1
+        if at < count and marks[at][0] < e:
+            continue  # overlaps (or is) a kept marker
+        out.append((s, e))
+    return out
+
+
+class _View:
+    """``text`` with the input markers removed, and the mapping of positions both ways."""
+
+    def __init__(self, text: str, inputs: list[Span]) -> None:
+        pieces: list[str] = []
+        self._starts: list[int] = []  # each input marker's start in text
+        self._ends: list[int] = []
+        self._points: list[int] = []  # where each one was, in the view
+        self._removed: list[int] = []  # characters removed up to and including each one
+        last = removed = 0
+        for s, e in inputs:
+            pieces.append(text[last:s])
+            self._starts.append(s)
+            self._ends.append(e)
+            self._points.append(s - removed)
+            removed += e - s
+            self._removed.append(removed)
+            last = e
+        pieces.append(text[last:])
+        self.text = "".join(pieces)
+
+    def inward(self, pos: int) -> int:
+        """A text position in view coordinates (one inside an input marker: where it was)."""
+        k = bisect.bisect_right(self._starts, pos) - 1
+        if k < 0:
+            return pos
+        if pos < self._ends[k]:
+            return self._points[k]
+        return pos - self._removed[k]
+
+    def start(self, pos: int) -> int:
+        """A finding's start back in text: after any input marker that was right there."""
+        k = bisect.bisect_right(self._points, pos)
+        return pos + (self._removed[k - 1] if k else 0)
+
+    def end(self, pos: int) -> int:
+        """A finding's end back in text: before any input marker that was right there."""
+        k = bisect.bisect_left(self._points, pos)
+        return pos + (self._removed[k - 1] if k else 0)
+
+
+def _splice(
+    text: str, marks: list[Span], found: list[tuple[int, int, str]]
+) -> tuple[str, list[Span], list[Span]]:
+    """``text`` with the sorted, disjoint replacements made; all marks and the new ones, moved."""
+    pieces: list[str] = []
+    merged: list[Span] = []
+    new: list[Span] = []
+    last = shift = at = 0
+    for s, e, marker in found:
+        while at < len(marks) and marks[at][0] < s:
+            merged.append((marks[at][0] + shift, marks[at][1] + shift))
+            at += 1
+        pieces.append(text[last:s])
+        pieces.append(marker)
+        span = (s + shift, s + shift + len(marker))
+        merged.append(span)
+        new.append(span)
+        shift += len(marker) - (e - s)
+        last = e
+    merged.extend((s + shift, e + shift) for s, e in marks[at:])
+    pieces.append(text[last:])
+    return "".join(pieces), merged, new
 
 
 # -- value checks shared by the validators ---------------------------------------
@@ -212,8 +492,11 @@ _TYPED_PARTS = ("example", "changeme", "placeholder", "redacted", "your-", "your
 _PLACEHOLDER_PARTS = (
     *_TYPED_PARTS, "change_me", "change-me", "yourkey", "yourtoken", "yoursecret", "****", "dummy",
     "notreal", "not_real", "not-a-real", "sample", "replace_me", "replaceme", "insert", "fixme", "{{",
-    "}}", "$(", "%(", "%s", "[secret:",
+    "}}", "$(", "%(", "%s",
 )  # fmt: skip
+# (No marker text among them: a marker in input never makes a value look typed — the rules judge the
+# text as if it were not there, and a value never holds a kept one.)
+_TYPED_RUN_LOOK = 256  # typed runs (123456, abcdef) are looked for in this many leading characters
 _NUMERIC = re.compile(r"[\d\s.:/+TZ-]+")  # numbers, amounts, dates, times
 # Words (lower, Capitalized, camelCase or UPPER) with small numbers, joined by separators:
 # my_db_pass, read-only, user1.password, hunter22, settings.DB_PASSWORD, rfc6750. Random mixed case
@@ -241,7 +524,9 @@ def _is_typed(value: str, low: str) -> bool:
     if "xxxxx" in value or "XXXXX" in value or "*****" in value:
         return True
     run = longest = 1
-    for a, b in itertools.pairwise(value):  # 123456, abcdef: typed, not generated
+    # 123456, abcdef: typed, not generated. A person types short values; the bound keeps a long one
+    # (judged whole, however long) from costing a Python loop per character.
+    for a, b in itertools.pairwise(value[:_TYPED_RUN_LOOK]):
         run = run + 1 if ord(b) - ord(a) == 1 else 1
         longest = max(longest, run)
     return longest >= 6
@@ -263,7 +548,7 @@ def has_mixed_case(value: str) -> bool:
 def looks_like_secret_value(value: str) -> bool:
     """A value assigned to a secret-sounding key that is a real credential, not code or a placeholder."""
     n = len(value)
-    if n < 8 or n > 256 or is_placeholder(value):
+    if n < 8 or is_placeholder(value):  # no upper bound: a long value is a secret too, redacted whole
         return False
     if "://" in value or value[0] in "$%/.~#@" or value[:4].lower() == "arn:":
         return False  # env references, format strings, paths, URLs, ARNs
@@ -274,6 +559,79 @@ def looks_like_secret_value(value: str) -> bool:
     if not has_letter or (not has_digit and (n < 16 or not has_mixed_case(value))):
         return False
     return shannon_entropy(value) >= (3.0 if n >= 16 else 2.5)
+
+
+# -- PEM keys split into a list of lines ---------------------------------------------
+
+_PEM_BEGIN = re.compile(r"-----BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_PEM_END = re.compile(r"-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+# A line of a PEM body: base64 (a PGP checksum "=abcd" too), an RFC 1421 header (Proc-Type: …,
+# DEK-Info: …, PGP's Version: …), or blank. Atomic per line: a line that fails never makes the
+# lines before it try other splits (exponential backtracking).
+_PEM_BODY = re.compile(
+    r"(?:(?>[ \t]*(?:[A-Za-z0-9+/=]+|[A-Za-z][A-Za-z0-9-]*: [^\r\n]*)?[ \t]*)(?:\r?\n|\r|\Z))*"
+)
+_PEM_MATERIAL = re.compile(r"[A-Za-z0-9+/]{32}")  # as the text rule asks: key material, not "..."
+
+
+def pem_line_blocks(items: list[object]) -> list[tuple[int, int]]:
+    """The ``(first, last)`` index ranges (inclusive) of consecutive ``str`` items that together
+    form a PEM private key: a ``-----BEGIN … PRIVATE KEY-----`` line, body lines, and the
+    ``-----END … PRIVATE KEY-----`` line (or none: a truncated key), with or without trailing
+    newlines — a key split into a list of lines, which no rule sees whole in one string.
+
+    The first item may hold text before its BEGIN line and the last text after its END line; an
+    item holding a whole block is left to the text rule (:data:`PEM_RULE_NAME`). Each item is read
+    once: linear time.
+    """
+    blocks: list[tuple[int, int]] = []
+    count, i = len(items), 0
+    while i < count:
+        rest = _pem_opening(items[i])
+        if rest is None:
+            i += 1
+            continue
+        material = _PEM_MATERIAL.search(rest) is not None
+        j = i + 1
+        while j < count and isinstance(item := items[j], str) and _pem_body(item):
+            material = material or _PEM_MATERIAL.search(item) is not None
+            j += 1
+        last = j - 1
+        if j < count and (before := _pem_closing(items[j])) is not None:
+            material = material or _PEM_MATERIAL.search(before) is not None
+            last = j
+            j += 1
+        if last > i and material:
+            blocks.append((i, last))
+        i = max(j, i + 1) if last > i else i + 1
+    return blocks
+
+
+def _pem_body(text: str) -> bool:
+    return _PEM_BODY.fullmatch(text) is not None
+
+
+def _pem_opening(item: object) -> str | None:
+    """What follows the BEGIN line of an item that opens a key and does not close it, else None."""
+    if not isinstance(item, str):
+        return None
+    at = item.rfind("-----BEGIN")
+    match = _PEM_BEGIN.match(item, at) if at >= 0 else None
+    if match is None:
+        return None
+    rest = item[match.end() :]
+    return rest if _pem_body(rest) else None
+
+
+def _pem_closing(item: object) -> str | None:
+    """What precedes the END line of an item that closes a key, else None."""
+    if not isinstance(item, str):
+        return None
+    at = item.find("-----END")
+    if at < 0 or _PEM_END.match(item, at) is None:
+        return None
+    before = item[:at]
+    return before if _pem_body(before) else None
 
 
 # -- the tables ---------------------------------------------------------------------

@@ -19,8 +19,17 @@ import base64
 import binascii
 import json
 import re
+from urllib.parse import unquote
 
-from safepoint.scrub.rules import Rule, has_mixed_case, is_placeholder, looks_like_secret_value, looks_random
+from safepoint.scrub.rules import (
+    PEM_RULE_NAME,
+    Rule,
+    case_variants,
+    has_mixed_case,
+    is_placeholder,
+    looks_like_secret_value,
+    looks_random,
+)
 
 # A token does not continue a word on either side; an escaped \n, \r or \t before it (text inside a
 # JSON string) counts as a line break, not as the letter n.
@@ -29,11 +38,15 @@ _L = r"(?:(?<![A-Za-z0-9_])|" + _ESCAPE + ")"
 _R = r"(?![A-Za-z0-9_])"
 _LD = r"(?:(?<![A-Za-z0-9_-])|" + _ESCAPE + ")"  # … nor a dashed name, for formats whose alphabet has "-"
 _RD = r"(?![A-Za-z0-9_-])"
-# key="value", key: value, "key": "value", key => value, key := value, \"key\": \"value\" (JSON in JSON)
+# key="value", key: value, "key": "value", key => value, key := value, \"key\": \"value\" (JSON in
+# JSON), \\\"key\\\": \\\"value\\\" (and once more)
 _ASSIGN_TO_VALUE = (
-    r"""(?:\\?["'])?(?:[ \t]*:[ \t]*(?:str|bytes|SecretStr))?[ \t]{0,4}(?::=|=>|==|[:=])[ \t]{0,4}\\?"""
+    r"""(?:\\{0,3}["'])?(?:[ \t]*:[ \t]*(?:str|bytes|SecretStr))?[ \t]{0,4}(?::=|=>|==|[:=])[ \t]{0,4}"""
+    r"""\\{0,3}"""
 )
 _ASSIGN = _ASSIGN_TO_VALUE + r"""["'`]?"""
+# A CSV field on one line: quoted ("" inside for a quote) or bare (no comma or quote).
+_CSV_FIELD = r'(?:"(?:[^"\r\n\\]|""){1,128}"|[^,"\r\n\\]{1,128})'
 
 
 def _prefixed(
@@ -63,6 +76,11 @@ def _random_with_classes(value: str) -> bool:
     return looks_random(value) and has_mixed_case(value)
 
 
+# The base64url of a JWT header's first two bytes: '{"' (compact JSON), '{ ', '{\n', '{\r', '{\t'
+# (JSON written with spaces or indented, as some libraries do).
+_JWT_PREFIXES = ("eyJ", "eyA", "ewo", "ew0", "ewk")
+
+
 def _jwt_header_has_alg(token: str) -> bool:
     header = token.split(".", 1)[0]
     try:
@@ -90,10 +108,18 @@ def _header_value(value: str) -> bool:
 
 
 def _url_password(value: str) -> bool:
+    value = unquote(value)  # the same judgement for a password inside a URL-encoded URL
     low = value.lower()
     return not is_placeholder(value) and low not in _URL_PLACEHOLDERS and not value.startswith(("$", "{"))
 
 
+# Where a URL's scheme ends: as written, JSON-escaped once or twice (a serializer that escapes "/"),
+# and URL-encoded (upper- or lower-case hex).
+_URL_SCHEME_ENDS = ("://", ":\\/\\/", ":\\\\/\\\\/", ":\\\\\\/\\\\\\/", "%3A%2F%2F", "%3a%2f%2f")
+# A userinfo character inside a URL-encoded URL: unreserved or sub-delims (not "&" or "=", which end a
+# query parameter), or a %XX escape other than of "@", "/", "?", "#", space, quote (and ":" in the
+# user name, where it ends it).
+_ENC_CHAR = r"(?:[A-Za-z0-9._~!$'()*+,;-]|%(?!40|2[Ff]|3[Ff]|23|20|22{more})[0-9A-Fa-f]{{2}})"
 _URL_PLACEHOLDERS = frozenset(
     {"password", "passwd", "pass", "pwd", "pw", "secret", "p", "x", "changeme", "token"}
 )
@@ -146,16 +172,22 @@ _SECRET_KEY = (
     + _NOT_AFTER_WORD
 )
 # The value: quoted (anything but whitespace, quotes and backslash) or bare (no code punctuation: in
-# os.environ["X"], f"{x}", user.password and ${X} the bare value is too short or absent). A bare value
-# is taken whole, up to the first character it cannot hold — unless that is "(", "[" or "{": then it
-# is code (b64decode(x), tokens[0]), not a value.
+# os.environ["X"], f"{x}", user.password and ${X} the bare value is too short or absent). A value is
+# taken whole, however long, up to the first character it cannot hold — a quoted one must end at its
+# quote, and a bare one not at "(", "[" or "{": that is code (b64decode(x), tokens[0]), not a value.
+# Possessive runs, and where the value is refused the third branch reads it anyway (no "secret"
+# group): the rule covers what it refused (covers_refused), so a dense "password=password=…" or a
+# megabyte-long value costs one read, not one per trigger inside it.
+_QUOTED_CHARS = r"""[^\s"'`\\]"""
+_BARE_CHARS = r"""[^\s"'`\\,;&<>()\[\]{}.]"""
 _VALUE = (
-    r"""(?P<q>["'`])?(?P<secret>(?(q)[^\s"'`\\]{8,256}|[^\s"'`\\,;&<>()\[\]{}.]{8,256}))"""
-    r"""(?(q)(?=\\?(?P=q))|(?![^\s"'`\\,;&<>)\]}.]))"""
+    rf"""(?P<q>["'`])?(?:(?P<secret>(?(q){_QUOTED_CHARS}{{8,}}+|{_BARE_CHARS}{{8,}}+))"""
+    rf"""(?(q)(?=\\{{0,3}}(?P=q))|(?![(\[{{]))"""
+    rf"""|(?(q){_QUOTED_CHARS}*+|{_BARE_CHARS}*+))"""
 )
 SECRET_RULES: tuple[Rule, ...] = (
     Rule(
-        name="private-key",
+        name=PEM_RULE_NAME,
         pattern=re.compile(
             r"-----BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----(?:"
             # (the body never runs into another BEGIN, so a flood of headers costs linear time)
@@ -174,12 +206,15 @@ SECRET_RULES: tuple[Rule, ...] = (
     Rule(
         name="jwt",
         pattern=re.compile(
-            _LD + r"eyJ[A-Za-z0-9_-]{8,4000}\.[A-Za-z0-9_-]{2,12000}\.[A-Za-z0-9_-]{0,2000}" + _RD
+            _LD
+            + r"e(?:yJ|yA|wo|w0|wk)[A-Za-z0-9_-]{8,4000}\.[A-Za-z0-9_-]{2,12000}\.[A-Za-z0-9_-]{0,2000}"
+            + _RD
         ),
-        triggers=("eyj",),
-        spellings=("eyJ",),
+        triggers=tuple(p.lower() for p in _JWT_PREFIXES),
+        spellings=_JWT_PREFIXES,
         validate=_jwt_header_has_alg,
-        description='JSON Web Token (RFC 7519): three base64url parts, the header JSON with "alg"',
+        description='JSON Web Token (RFC 7519): three base64url parts, the header JSON with "alg" '
+        "(compact, or with spaces or line breaks after its brace)",
         max_length=18100,
     ),
     _prefixed(
@@ -192,14 +227,39 @@ SECRET_RULES: tuple[Rule, ...] = (
         name="aws-secret-access-key",
         pattern=re.compile(
             # anchored at "secret": secret_access_key / SecretAccessKey, or aws_secret(_key)
-            r"(?i:secret[_-]?access[_-]?key|(?:(?<=aws)|(?<=aws[_-]))secret(?:[_-]?key)?)"
+            r"(?:(?i:secret[_-]?access[_-]?key|(?:(?<=aws)|(?<=aws[_-]))secret(?:[_-]?key)?)"
             + _ASSIGN
+            # or at the key id, in the credentials CSV the AWS console downloads:
+            # "Access key ID,Secret access key" rows, "User name,Password,…" rows
+            + r"|(?:(?<![A-Za-z0-9])|"
+            + _ESCAPE
+            + r')(?:AKIA|ASIA)[A-Z2-7]{16}"?,"?)'
             + r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
         ),
-        triggers=("secret",),
+        triggers=("secret", "akia", "asia"),
+        spellings=(*sorted(case_variants("secret")), "AKIA", "ASIA"),
         validate=looks_random,
-        description="AWS secret access key: 40 base64 characters after aws_secret_access_key/SecretAccessKey",
+        description="AWS secret access key: 40 base64 characters after aws_secret_access_key/"
+        "SecretAccessKey, or after the access key id in a credentials CSV row",
         max_length=120,
+    ),
+    Rule(
+        name="aws-console-password",
+        pattern=re.compile(
+            # a CSV row from its line start (or an escaped \n): user name, PASSWORD, key id, secret key
+            r"(?:(?<![^\n])|(?<=\\n))"
+            + _CSV_FIELD
+            + ",(?P<secret>"
+            + _CSV_FIELD
+            + r'),"?(?:AKIA|ASIA)[A-Z2-7]{16}"?,"?[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])'
+        ),
+        triggers=("akia", "asia"),
+        spellings=("AKIA", "ASIA"),
+        validate=lambda value: value.strip('"') != "",
+        description="the Password column of the AWS console's credentials CSV "
+        "(User name,Password,Access key ID,Secret access key,Console login link)",
+        reach_before=2 * 131 + 2,
+        max_length=2 * 131 + 2 + 66,
     ),
     _prefixed(
         "github-token",
@@ -324,13 +384,20 @@ SECRET_RULES: tuple[Rule, ...] = (
     Rule(
         name="url-password",
         pattern=re.compile(
-            r"""://[^\s:@/?#\[\]"'<>\\]{0,128}:(?P<secret>[^\s@/?#"'<>\\]{1,256})@(?=[A-Za-z0-9\[_-])"""
+            # scheme://, JSON-escaped once or twice (:\/\/, :\\/\\/, :\\\/\\\/), or the URL URL-encoded
+            r"""(?:(?P<enc>%3[Aa]%2[Ff]%2[Ff])"""
+            + _ENC_CHAR.format(more="|3[Aa]")
+            + r"""{0,128}%3[Aa]|:(?://|(?P<esc>\\{1,3})/(?P=esc)/)[^\s:@/?#\[\]"'<>\\]{0,128}:)"""
+            + r"""(?P<secret>(?(enc)"""
+            + _ENC_CHAR.format(more="")
+            + r"""{1,256}|[^\s@/?#"'<>\\]{1,256}))(?(enc)%40|@)(?=[A-Za-z0-9\[_-])"""
         ),
-        triggers=("://",),
-        spellings=("://",),
+        triggers=tuple(s.lower() for s in _URL_SCHEME_ENDS),
+        spellings=_URL_SCHEME_ENDS,
         validate=_url_password,
-        description="the password in a URL's userinfo: scheme://user:PASSWORD@host",
-        max_length=400,
+        description="the password in a URL's userinfo: scheme://user:PASSWORD@host, also JSON-escaped "
+        "(:\\/\\/) or inside a URL-encoded URL (%3A%2F%2Fuser%3APASSWORD%40host)",
+        max_length=420,
     ),
     Rule(
         name="authorization-header",
@@ -377,7 +444,8 @@ SECRET_RULES: tuple[Rule, ...] = (
         ),
         validate=looks_like_secret_value,
         description="a high-entropy value assigned to password/passwd/secret/token/api_key/access_key/… "
-        "(env, YAML, JSON, code)",
-        max_length=400,
+        "(env, YAML, JSON, code), however long",
+        max_length=None,
+        covers_refused=True,
     ),
 )
