@@ -390,8 +390,8 @@ class Scrubber:
             texts += [data.decode("utf-16-le", "replace"), data.decode("utf-16-be", "replace")]
         names: list[str] = []
         for decoded in texts:
-            if not self._might_match(decoded):
-                continue
+            # No prefilter here: it looks for secrets as they appear in JSON text
+            # (quotes escaped), and this is raw text; each step scans it once.
             probe = Found("redact", "bytes")
             probe.as_key = True  # markers, never references: only the names are kept
             current = decoded
