@@ -139,15 +139,14 @@ class RulesStep:
         return self.scanner.might_match(text)
 
     def __call__(self, text: str, found: Found) -> Any:
-        kept = marks_of(text)
-        findings = [
-            f for f in self.scanner.find(text) if not any(f.start < e and s < f.end for s, e in kept)
-        ]  # TEMPORARY until the rule engine takes the kept marks itself
-        if not findings:
+        # The markers earlier steps wrote are kept as they are; marker-shaped
+        # text from input is judged like any other text (the engine's view).
+        redacted, names, marks = self.scanner.redact(text, marks_of(text))
+        if not names:
             return text
-        for finding in findings:
-            found.add(finding.rule)
-        return splice(text, [(f.start, f.end, f"[REDACTED:{f.rule}]") for f in findings])
+        for name in names:
+            found.add(name)
+        return ScrubbedText(redacted, marks)
 
 
 def marks_of(text: str) -> tuple[Span, ...]:
