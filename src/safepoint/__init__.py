@@ -49,6 +49,7 @@ from .model import (
     Status,
     new_run_id,
 )
+from .refs import BlobLink, ScrubbedText, SecretRef
 from .scrub import Scrubber, Secrets
 from .store import DEFAULT_URL, AsyncStore, Store, open_async_store, open_store
 from .worker import Job, Worker
@@ -62,6 +63,7 @@ __all__ = [
     "AsyncStore",
     "BlobCorrupt",
     "BlobError",
+    "BlobLink",
     "BlobNotFound",
     "Budget",
     "BudgetExceeded",
@@ -91,8 +93,10 @@ __all__ = [
     "SafepointError",
     "SchemaTooNew",
     "ScrubReport",
+    "ScrubbedText",
     "Scrubber",
     "SecretLeak",
+    "SecretRef",
     "Secrets",
     "Status",
     "Store",

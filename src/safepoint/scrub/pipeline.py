@@ -71,15 +71,18 @@ class Found:
         self.names: list[str] | None = None  # set while the scrubber records a result for its cache
 
     def path(self) -> str:
-        out = str(self.parts[0])
+        """Where the walk is, as error paths show it: keys (already scrubbed) with
+        control characters escaped, a long key as ``[<long key>]``, a long path
+        cut in the middle — a key can be megabytes of text."""
+        segments = [str(self.parts[0])]
         for part in self.parts[1:]:
             if isinstance(part, int):
-                out += f"[{part}]"
-            elif part.isidentifier():
-                out += f".{part}"
+                segments.append(f"[{part}]")
+            elif len(part) > codec.MAX_KEY_CHARS:
+                segments.append("[<long key>]")
             else:
-                out += f"[{part!r}]"
-        return out
+                segments.append(codec.key_segment(part, 0))
+        return codec.join_path(segments)
 
     def add(self, rule: str, count: int = 1) -> None:
         if self.names is not None:
