@@ -81,8 +81,8 @@ def _plain_json(value: Any, room: int) -> bool:
     if kind is str:
         return value.isascii() or _is_valid_unicode(value)
     # Strings, the commonest children, are checked in the loops themselves:
-    # no call per string, which pays for the depth bookkeeping (timeit: 6 KB
-    # message 15.6 -> 14.8 us).
+    # no call per string, which more than pays for the depth bookkeeping
+    # (timeit, a 6 KB tool-call message: 15.7 -> 14.7 us; a flat one 0.46 -> 0.42 us).
     if kind is dict:
         if not room:
             return False
