@@ -28,6 +28,7 @@ What a match becomes (``reference`` policy):
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import re
@@ -67,10 +68,10 @@ class _Variant:
 class _JsonStyle:
     """One JSON serializer's choices for the characters it does not write as themselves."""
 
-    hex_set: str | None = ""  # written \\uXXXX; None: every character but ASCII letters and digits
-    upper: bool = False  # \\u003C rather than \\u003c
-    ascii_only: bool = False  # non-ASCII as \\uXXXX (UTF-16 pairs beyond the BMP)
-    slash: bool = False  # "/" as \\/
+    hex_set: str | None = ""  # written \uXXXX; None: every character but ASCII letters and digits
+    upper: bool = False  # \u003C rather than \u003c
+    ascii_only: bool = False  # non-ASCII as \uXXXX (UTF-16 pairs beyond the BMP)
+    slash: bool = False  # "/" as \/
 
 
 # Who writes each style, so a reader can judge what is covered. Sets that differ
@@ -141,53 +142,93 @@ def _html_numeric(value: str, entity: str) -> str:
     return "".join(ch if ch.isascii() and ch.isalnum() else entity.format(ord(ch)) for ch in value)
 
 
+def _html_named(value: str, quotes: Mapping[str, str]) -> str:
+    table = {**_HTML_BASE, **quotes}
+    return "".join(table.get(ch, ch) for ch in value)
+
+
 def _lower_hex(url: str) -> str:
     return re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), url)
 
 
-def _encodings(value: str) -> dict[str, str]:
-    """Every exact encoding of ``value`` the scrubber looks for, by name.
+def _raw(value: str) -> str:
+    return value
+
+
+def _json_ascii(value: str) -> str:
+    return json.dumps(value)[1:-1]
+
+
+def _url(value: str) -> str:
+    return quote(value, safe="")
+
+
+def _base64(value: str) -> str:
+    return base64.b64encode(value.encode()).decode()
+
+
+def _base64url(value: str) -> str:
+    return base64.urlsafe_b64encode(value.encode()).decode()
+
+
+def _then(*steps: Callable[[str], str]) -> Callable[[str], str]:
+    """The encoders applied in turn: an encoding of an encoding."""
+
+    def encode(value: str) -> str:
+        for step in steps:
+            value = step(value)
+        return value
+
+    return encode
+
+
+def _encoders() -> dict[str, Callable[[str], str]]:
+    """Every exact encoding the scrubber looks for, by the name markers store.
 
     Order matters: when two names give the same text, the first is the one
-    reported (and stored in markers), so the older names come first.
+    reported (and stored in markers), so the older names come first. Names
+    are stored in checkpoints: never rename one, only add.
     """
-    raw = value.encode()
-    out = {
-        "raw": value,
-        "json": _json_escaped(value),
-        "json-ascii": json.dumps(value)[1:-1],
-        "json2": _json_escaped(_json_escaped(value)),
-        "url": quote(value, safe=""),
-        "url-path": quote(value),
-        "url-plus": quote_plus(value),
-        "base64": base64.b64encode(raw).decode(),
-        "base64url": base64.urlsafe_b64encode(raw).decode(),
+    url: dict[str, Callable[[str], str]] = {"url": _url, "url-path": quote, "url-plus": quote_plus}
+    table = {
+        "raw": _raw,
+        "json": _json_escaped,
+        "json-ascii": _json_ascii,
+        "json2": _then(_json_escaped, _json_escaped),
+        **url,
+        "base64": _base64,
+        "base64url": _base64url,
     }
-    for name in ("url", "url-path", "url-plus"):
-        out[name + "-lower"] = _lower_hex(out[name])
-    json_names = ["json-ascii"]
+    for name, encode in url.items():
+        table[name + "-lower"] = _then(encode, _lower_hex)
     for name, style in _JSON_STYLES.items():
-        out[name] = _json_styled(value, style)
-        json_names.append(name)
+        table[name] = functools.partial(_json_styled, style=style)
     # A JSON document kept as a string inside another (a tool's raw output).
-    for name in json_names:
-        out[name + "2"] = _json_escaped(out[name])
+    for name in ("json-ascii", *_JSON_STYLES):
+        table[name + "2"] = _then(table[name], _json_escaped)
     # Percent-encoding applied twice (a URL passed as a query parameter): %40 -> %2540.
     for lower in ("", "-lower"):
-        out["url2" + lower] = quote(out["url" + lower], safe="")
-        out["url-path2" + lower] = quote(out["url-path" + lower])
-        out["url-plus2" + lower] = quote_plus(out["url-plus" + lower])
+        for name, again in url.items():
+            table[name + "2" + lower] = _then(table[name + lower], again)
     for name, quotes in _HTML_STYLES.items():
-        table = _HTML_BASE | quotes
-        out[name] = "".join(table.get(ch, ch) for ch in value)
+        table[name] = functools.partial(_html_named, quotes=quotes)
     for name, entity in _HTML_NUMERIC.items():
-        out[name] = _html_numeric(value, entity)
-    return out
+        table[name] = functools.partial(_html_numeric, entity=entity)
+    return table
+
+
+_ENCODERS = _encoders()
+
+
+def _encodings(value: str) -> dict[str, str]:
+    """Every exact encoding of ``value`` the scrubber looks for, by name."""
+    return {name: encode(value) for name, encode in _ENCODERS.items()}
 
 
 def _encode(value: str, encoding: str) -> str | None:
     """Re-encode ``value`` for ``restore`` (None: not restorable)."""
-    return _encodings(value).get(encoding)
+    encode = _ENCODERS.get(encoding)  # only the one asked for: restore calls this per marker
+    return None if encode is None else encode(value)
 
 
 def _base64_cores(value: str) -> list[tuple[str, str, int, int]]:
