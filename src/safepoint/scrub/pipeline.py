@@ -45,7 +45,7 @@ from safepoint import codec
 from safepoint.errors import InvalidArgument, SecretLeak
 from safepoint.refs import BlobLink, ScrubbedText, SecretRef, Span, link_form, text_form
 
-from .known import Secrets, find_known, marker
+from .known import Hit, Secrets, find_known, marker
 
 if TYPE_CHECKING:
     from .rules import RuleScanner
@@ -113,7 +113,7 @@ class KnownSecretsStep:
             return text
         kept = marks_of(text)
         if kept:  # a secret never hides inside a marker written earlier; skip look-alike overlaps
-            hits = [h for h in hits if not any(h.start < end and start < h.end for start, end in kept)]
+            hits = outside(hits, kept)
             if not hits:
                 return text
         for hit in hits:
@@ -150,6 +150,20 @@ class RulesStep:
         for name in names:
             found.add(name)
         return ScrubbedText(redacted, marks)
+
+
+def outside(hits: list[Hit], kept: Sequence[Span]) -> list[Hit]:
+    """The hits (sorted, disjoint) that overlap none of the sorted ``kept`` spans,
+    in one sweep over both."""
+    out: list[Hit] = []
+    at = 0
+    for hit in hits:
+        while at < len(kept) and kept[at][1] <= hit.start:
+            at += 1
+        if at < len(kept) and kept[at][0] < hit.end:
+            continue
+        out.append(hit)
+    return out
 
 
 def marks_of(text: str) -> tuple[Span, ...]:
