@@ -492,7 +492,7 @@ def test_fixture_round_trips(tmp_path: Path) -> None:
     assert again.read_bytes() == path.read_bytes()
     assert text.endswith("}\n")
     assert text.startswith('{\n  "checkpoint": {\n    "counters": {\n')
-    assert '"safepoint_fixture": 1' in text
+    assert '"safepoint_fixture": 2' in text
     assert "héllo" in text  # UTF-8, not \u escapes: readable in review
 
 
@@ -510,7 +510,7 @@ def test_fixture_text_ignores_key_order(state: JSONDict) -> None:
     [
         ("{not json", "not a safepoint fixture (not valid JSON)"),
         ('{"run_id": "r"}', "not a safepoint fixture (no 'safepoint_fixture' key)"),
-        ('{"safepoint_fixture": 2, "checkpoint": {}}', "fixture format 2 is not 1"),
+        ('{"safepoint_fixture": 3, "checkpoint": {}}', "format is not one this version reads (1 or 2)"),
         ('{"safepoint_fixture": 1, "checkpoint": []}', "the fixture's 'checkpoint' is not a dict"),
     ],
 )
