@@ -111,9 +111,9 @@ def case_variants(trigger: str) -> set[str]:
 
 
 # What to run when a spelling is found: the anchored probes, and the rules searched around it.
-# Anchored probe: (rule index, window (0: to the end of the stretch), bound match, has "secret"
-# group, validate, covers_refused).
-_Probe = tuple[int, int, Callable[..., re.Match[str] | None], bool, Callable[[str], bool] | None, bool]
+# Anchored probe: (rule index, window (0: to the end of the stretch), bound match, the number of
+# the "secret" group (0: the whole match), validate, covers_refused).
+_Probe = tuple[int, int, Callable[..., re.Match[str] | None], int, Callable[[str], bool] | None, bool]
 _OnTrigger = tuple[tuple[_Probe, ...], tuple[int, ...]]
 
 
@@ -125,7 +125,7 @@ class _Search:
     pattern: re.Pattern[str]
     before: int
     after: int  # how far past the last trigger a match may end (max_length + 1 for lookaheads); 0: any
-    has_group: bool
+    group: int
     validate: Callable[[str], bool] | None
 
 
@@ -143,29 +143,27 @@ class RuleScanner:
         anchored: dict[str, list[_Probe]] = {}
         searched: dict[str, list[int]] = {}
         self._searches: list[_Search] = []
-        self._whole_text: list[tuple[int, re.Pattern[str], bool, Callable[[str], bool] | None]] = []
-        left = right = _LOOK_AROUND
+        self._whole_text: list[tuple[int, re.Pattern[str], int, Callable[[str], bool] | None]] = []
+        right = _LOOK_AROUND
         for index, rule in enumerate(self.rules):
-            has_group = "secret" in rule.pattern.groupindex
+            group = rule.pattern.groupindex.get("secret", 0)
             if not rule.triggers and not rule.spellings:
-                self._whole_text.append((index, rule.pattern, has_group, rule.validate))
-                left = max(left, (rule.max_length or 0) + _LOOK_AROUND)
+                self._whole_text.append((index, rule.pattern, group, rule.validate))
                 continue
             spellings = set(rule.spellings) or {v for t in rule.triggers for v in case_variants(t)}
             # +1: boundary lookaheads see the character after the longest match.
             window = rule.reach_before + rule.max_length + 1 if rule.max_length is not None else 0
-            left = max(left, window + _LOOK_AROUND)
             right = max(right, rule.reach_before + max(map(len, spellings)) + _LOOK_AROUND)
             if rule.reach_before:
                 slot = len(self._searches)
                 after = (rule.max_length + 1) if rule.max_length is not None else 0
                 self._searches.append(
-                    _Search(index, rule.pattern, rule.reach_before, after, has_group, rule.validate)
+                    _Search(index, rule.pattern, rule.reach_before, after, group, rule.validate)
                 )
                 for spelling in spellings:
                     searched.setdefault(spelling, []).append(slot)
                 continue
-            probe = (index, window, rule.pattern.match, has_group, rule.validate, rule.covers_refused)
+            probe = (index, window, rule.pattern.match, group, rule.validate, rule.covers_refused)
             for spelling in sorted(spellings):
                 anchored.setdefault(spelling, []).append(probe)
         words = sorted(set(anchored) | set(searched))
@@ -176,8 +174,10 @@ class RuleScanner:
         # JSON-escaped "://" of url-password) appears escaped once more.
         escaped = {w.replace("\\", "\\\\") for w in words} - set(words)
         self._prefilter: Matcher[bool] = Matcher(dict.fromkeys([*words, *sorted(escaped)], True))
-        # How far from a new marker the next redaction round looks (see redact).
-        self._left_reach, self._right_reach = left, right
+        # How far from a new marker the next redaction round looks (see redact): to its right, as far
+        # as a trigger whose match a lookbehind there could change; to its left, as far as lookaheads
+        # (and a short match ending at it) reach.
+        self._left_reach, self._right_reach = _LOOK_AROUND, right
 
     def might_match(self, text: str) -> bool:
         """Cheap prefilter, on text or its JSON: False means :meth:`find` would certainly return nothing."""
@@ -217,7 +217,9 @@ class RuleScanner:
                 text, marks, [(s, e, f"[REDACTED:{self.rules[i].name}]") for s, e, i in found]
             )
             # A round changes what a rule sees only next to a new marker: to its right, lookbehinds
-            # (and matches reaching back) see a boundary; to its left, a match reading up to it.
+            # (and matches reaching back) see a boundary; to its left, lookaheads see the end. (A
+            # long match refused in this round because it ran into the text now replaced is not
+            # judged again cut at the marker: any match overlapping that text was merged into it.)
             size = len(text)
             regions = _union(
                 [(max(0, s - self._left_reach), s) for s, _ in new]
@@ -252,7 +254,6 @@ class RuleScanner:
         found: list[_Candidate] = []
         if not stretches:
             return found
-        starts = [s for s, _ in stretches]
         ends = [e for _, e in stretches]
         if len(self._automaton):
             size = len(text)
@@ -263,21 +264,24 @@ class RuleScanner:
             # Per searched rule, the cluster of triggers pending for it: stretch (-1: none), first, last.
             pending = [[-1, 0, 0] for _ in searches]
             at_stretch, count = 0, len(stretches)
+            lo, stop = stretches[0]
             for at, end, (probes, searched) in self._automaton.find_within(text, spans):
-                while at_stretch < count and ends[at_stretch] <= at:
+                if at >= stop:
                     at_stretch += 1
-                if at_stretch == count:
-                    break
-                if starts[at_stretch] > at or end > ends[at_stretch]:
+                    while at_stretch < count and ends[at_stretch] <= at:
+                        at_stretch += 1
+                    if at_stretch == count:
+                        break
+                    lo, stop = stretches[at_stretch]
+                if at < lo or end > stop:
                     continue  # (part of) the trigger lies outside the stretches, in a kept marker
-                stop = ends[at_stretch]
-                for index, window, run, has_group, validate, covers in probes:
+                for index, window, run, group, validate, covers in probes:
                     if at < reached[index]:
                         continue
                     match = run(text, at, at + window if window and at + window < stop else stop)
                     if match is None:
                         continue
-                    s, e = match.span("secret") if has_group else match.span()
+                    s, e = match.span(group)
                     if e > s and (validate is None or validate(text[s:e])):
                         found.append((s, e, index))
                         reached[index] = match.end()
@@ -292,14 +296,15 @@ class RuleScanner:
                         continue
                     if cluster[0] >= 0:
                         _search_cluster(text, search, cluster, stretches, found)
-                    cluster[:] = [at_stretch, at, at]
+                    cluster[0] = at_stretch
+                    cluster[1] = cluster[2] = at
             for search, cluster in zip(searches, pending, strict=True):
                 if cluster[0] >= 0:
                     _search_cluster(text, search, cluster, stretches, found)
-        for index, pattern, has_group, validate in self._whole_text:
+        for index, pattern, group, validate in self._whole_text:
             for lo, hi in _intersect(stretches, regions):
                 for match in pattern.finditer(text, lo, hi):
-                    s, e = match.span("secret") if has_group else match.span()
+                    s, e = match.span(group)
                     if e > s and (validate is None or validate(text[s:e])):
                         found.append((s, e, index))
         return found
@@ -319,7 +324,7 @@ def _search_cluster(
         match = search.pattern.search(text, pos, hi)
         if match is None or match.start() > last:
             return  # a match starting later holds none of these triggers
-        s, e = match.span("secret") if search.has_group else match.span()
+        s, e = match.span(search.group)
         if e > s and (search.validate is None or search.validate(text[s:e])):
             found.append((s, e, search.index))
             pos = max(match.end(), match.start() + 1)
@@ -496,7 +501,10 @@ _PLACEHOLDER_PARTS = (
 )  # fmt: skip
 # (No marker text among them: a marker in input never makes a value look typed — the rules judge the
 # text as if it were not there, and a value never holds a kept one.)
-_TYPED_RUN_LOOK = 256  # typed runs (123456, abcdef) are looked for in this many leading characters
+# Stand-in words and typed runs are looked for in this many leading characters: a person types short
+# values, and in a long generated one (judged whole, however long) some five-letter word turns up by
+# chance — in a megabyte of base64, "dummy" or "fixme" almost surely does.
+_TYPED_LOOK = 256
 _NUMERIC = re.compile(r"[\d\s.:/+TZ-]+")  # numbers, amounts, dates, times
 # Words (lower, Capitalized, camelCase or UPPER) with small numbers, joined by separators:
 # my_db_pass, read-only, user1.password, hunter22, settings.DB_PASSWORD, rfc6750. Random mixed case
@@ -509,40 +517,69 @@ _CAMEL = re.compile(r"[a-z]*(?:[A-Z][a-z]+)*")
 def shannon_entropy(value: str) -> float:
     """Bits per character of ``value``'s own character distribution."""
     n = len(value)
-    return -sum(c / n * math.log2(c / n) for c in Counter(value).values()) if n else 0.0
+    if not n:
+        return 0.0
+    # log2(n) - sum(c * log2(c)) / n: for a short value, the counts by str.count and the sum by table
+    # lookups, all in C (a Counter and a loop of log2 calls cost several times more).
+    if n < len(_XLOG2X):
+        total = sum(map(_XLOG2X.__getitem__, map(value.count, set(value))))
+    else:
+        total = sum(c * math.log2(c) for c in Counter(value).values())
+    return math.log2(n) - total / n
+
+
+# The value checks run once per candidate, and a dense text has many: each is C-level work (one
+# automaton pass for the stand-in words, map/filter over str methods), not a Python loop per character.
+_TYPED_WORDS: Matcher[bool] = Matcher(dict.fromkeys(_TYPED_PARTS, True))
+_PLACEHOLDER_WORDS: Matcher[bool] = Matcher(dict.fromkeys(_PLACEHOLDER_PARTS, True))
+_NEXT_BYTE = bytes((i + 1) & 0xFF for i in range(256))
+_XLOG2X = [0.0, *(c * math.log2(c) for c in range(1, 4097))]
 
 
 def is_placeholder(value: str) -> bool:
     """A value a person typed to stand for a secret: changeme, <your-key>, ${X}, ********, 123456…"""
-    low = value.lower()
-    return any(part in low for part in _PLACEHOLDER_PARTS) or _is_typed(value, low)
+    head = value[:_TYPED_LOOK]
+    return _PLACEHOLDER_WORDS.any(head.lower()) or _typed_shape(head)  # (the typed words are among them)
 
 
 def _is_typed(value: str, low: str) -> bool:
-    if any(part in low for part in _TYPED_PARTS) or len(set(value)) <= 3:
+    return _TYPED_WORDS.any(low[:_TYPED_LOOK]) or _typed_shape(value[:_TYPED_LOOK])  # low: lowered head
+
+
+def _typed_shape(head: str) -> bool:
+    if len(set(head)) <= 3 or "xxxxx" in head or "XXXXX" in head or "*****" in head:
         return True
-    if "xxxxx" in value or "XXXXX" in value or "*****" in value:
-        return True
-    run = longest = 1
-    # 123456, abcdef: typed, not generated. A person types short values; the bound keeps a long one
-    # (judged whole, however long) from costing a Python loop per character.
-    for a, b in itertools.pairwise(value[:_TYPED_RUN_LOOK]):
+    return _has_ascending_run(head)
+
+
+def _has_ascending_run(value: str) -> bool:
+    """Six characters in a row, each the next code point: 123456, abcdef (typed, not generated)."""
+    if value.isascii():
+        # Each byte plus one, compared with the next byte: five equal bytes in a row make a run of six.
+        data = value.encode("ascii")
+        if len(data) < 6:
+            return False
+        steps = int.from_bytes(data[:-1].translate(_NEXT_BYTE)) ^ int.from_bytes(data[1:])
+        return bytes(5) in steps.to_bytes(len(data) - 1)
+    run = 1
+    for a, b in itertools.pairwise(value):
         run = run + 1 if ord(b) - ord(a) == 1 else 1
-        longest = max(longest, run)
-    return longest >= 6
+        if run >= 6:
+            return True
+    return False
 
 
 def looks_random(value: str) -> bool:
     """A prefixed token: not a typed stand-in, and at least 2.5 bits of entropy per character."""
-    return not _is_typed(value, value.lower()) and shannon_entropy(value) >= 2.5
+    return not _is_typed(value, value[:_TYPED_LOOK].lower()) and shannon_entropy(value) >= 2.5
 
 
 def has_mixed_case(value: str) -> bool:
     """Generated keys mix cases at random: upper and lower, and not in CamelCaseWords (unless digits too)."""
-    letters = "".join(c for c in value if c.isalpha())
+    letters = "".join(filter(str.isalpha, value))
     if letters.islower() or letters.isupper() or not letters:
         return False
-    return any(c.isdigit() for c in value) or _CAMEL.fullmatch(letters) is None
+    return any(map(str.isdigit, value)) or _CAMEL.fullmatch(letters) is None
 
 
 def looks_like_secret_value(value: str) -> bool:
@@ -554,8 +591,8 @@ def looks_like_secret_value(value: str) -> bool:
         return False  # env references, format strings, paths, URLs, ARNs
     if _NUMERIC.fullmatch(value) or _WORDS.fullmatch(value):
         return False
-    has_digit = any(c.isdigit() for c in value)
-    has_letter = any(c.isalpha() for c in value)
+    has_digit = any(map(str.isdigit, value))
+    has_letter = any(map(str.isalpha, value))
     if not has_letter or (not has_digit and (n < 16 or not has_mixed_case(value))):
         return False
     return shannon_entropy(value) >= (3.0 if n >= 16 else 2.5)
@@ -566,10 +603,10 @@ def looks_like_secret_value(value: str) -> bool:
 _PEM_BEGIN = re.compile(r"-----BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----")
 _PEM_END = re.compile(r"-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----")
 # A line of a PEM body: base64 (a PGP checksum "=abcd" too), an RFC 1421 header (Proc-Type: …,
-# DEK-Info: …, PGP's Version: …), or blank. Atomic per line: a line that fails never makes the
-# lines before it try other splits (exponential backtracking).
+# DEK-Info: …, PGP's Version: …), or blank. Atomic per line (its end included): a line that fails
+# never makes the lines before it try other splits (exponential backtracking).
 _PEM_BODY = re.compile(
-    r"(?:(?>[ \t]*(?:[A-Za-z0-9+/=]+|[A-Za-z][A-Za-z0-9-]*: [^\r\n]*)?[ \t]*)(?:\r?\n|\r|\Z))*"
+    r"(?>[ \t]*(?:[A-Za-z0-9+/=]+|[A-Za-z][A-Za-z0-9-]*: [^\r\n]*)?[ \t]*(?:\r?\n|\r|\Z))*"
 )
 _PEM_MATERIAL = re.compile(r"[A-Za-z0-9+/]{32}")  # as the text rule asks: key material, not "..."
 

@@ -55,7 +55,7 @@ def _prefixed(
     prefixes: tuple[str, ...],
     description: str,
     *,
-    max_length: int = 256,
+    max_length: int | None = 256,
     strict: bool = False,
 ) -> Rule:
     """A token found by its documented, case-sensitive prefix."""
@@ -113,9 +113,14 @@ def _url_password(value: str) -> bool:
     return not is_placeholder(value) and low not in _URL_PLACEHOLDERS and not value.startswith(("$", "{"))
 
 
-# Where a URL's scheme ends: as written, JSON-escaped once or twice (a serializer that escapes "/"),
-# and URL-encoded (upper- or lower-case hex).
-_URL_SCHEME_ENDS = ("://", ":\\/\\/", ":\\\\/\\\\/", ":\\\\\\/\\\\\\/", "%3A%2F%2F", "%3a%2f%2f")
+# Where a URL's scheme ends: as written, JSON-escaped by a serializer that escapes "/" (:\/\/) and
+# encoded into JSON up to three times more (one to four backslashes), and URL-encoded (either hex case).
+_URL_SCHEME_ENDS = (
+    "://",
+    *(f":{e}/{e}/" for e in ("\\", "\\" * 2, "\\" * 3, "\\" * 4)),
+    "%3A%2F%2F",
+    "%3a%2f%2f",
+)
 # A userinfo character inside a URL-encoded URL: unreserved or sub-delims (not "&" or "=", which end a
 # query parameter), or a %XX escape other than of "@", "/", "?", "#", space, quote (and ":" in the
 # user name, where it ends it).
@@ -165,11 +170,10 @@ _NOT_AFTER_WORD = (
     r"hash(?:es|ed)?|rotation|valid[a-z]*|required|strength|prefix(?:es)?|suffix(?:es)?|patterns?|regex|"
     r"headers?|param(?:eter)?s?|scheme|templates?|mask|location)(?![a-z])))"
 )
-_SECRET_KEY = (
+_SECRET_KEY_WORD = (
     r"(?<!:)(?i:password|passwd|passphrase|pwd|secret|token"
     + _NOT_BEFORE_TOKEN
     + r"|credentials?|api[_-]?key|access[_-]?key|private[_-]?key)"
-    + _NOT_AFTER_WORD
 )
 # The value: quoted (anything but whitespace, quotes and backslash) or bare (no code punctuation: in
 # os.environ["X"], f"{x}", user.password and ${X} the bare value is too short or absent). A value is
@@ -369,10 +373,11 @@ SECRET_RULES: tuple[Rule, ...] = (
     ),
     _prefixed(
         "pypi-token",
-        r"pypi-AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw)[A-Za-z0-9_-]{50,1000}" + _RD,
+        # (a word boundary before it: a prefix repeated inside one run fails at once, not after a read)
+        _LD + r"pypi-AgE(?:IcHlwaS5vcmc|NdGVzdC5weXBpLm9yZw)[A-Za-z0-9_-]{50,}+" + _RD,
         ("pypi-AgEIcHlwaS5vcmc", "pypi-AgENdGVzdC5weXBpLm9yZw"),
-        "PyPI API token: pypi- + a macaroon whose location is pypi.org (or test.pypi.org)",
-        max_length=1100,
+        "PyPI API token: pypi- + a macaroon whose location is pypi.org (or test.pypi.org), however long",
+        max_length=None,
     ),
     _prefixed(
         "huggingface-token",
@@ -384,10 +389,10 @@ SECRET_RULES: tuple[Rule, ...] = (
     Rule(
         name="url-password",
         pattern=re.compile(
-            # scheme://, JSON-escaped once or twice (:\/\/, :\\/\\/, :\\\/\\\/), or the URL URL-encoded
+            # scheme://, JSON-escaped (:\/\/, :\\/\\/, …: one to four backslashes), or the URL URL-encoded
             r"""(?:(?P<enc>%3[Aa]%2[Ff]%2[Ff])"""
             + _ENC_CHAR.format(more="|3[Aa]")
-            + r"""{0,128}%3[Aa]|:(?://|(?P<esc>\\{1,3})/(?P=esc)/)[^\s:@/?#\[\]"'<>\\]{0,128}:)"""
+            + r"""{0,128}%3[Aa]|:(?://|(?P<esc>\\{1,4})/(?P=esc)/)[^\s:@/?#\[\]"'<>\\]{0,128}:)"""
             + r"""(?P<secret>(?(enc)"""
             + _ENC_CHAR.format(more="")
             + r"""{1,256}|[^\s@/?#"'<>\\]{1,256}))(?(enc)%40|@)(?=[A-Za-z0-9\[_-])"""
@@ -425,7 +430,18 @@ SECRET_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         name="credential-assignment",
-        pattern=re.compile(_SECRET_KEY + r"[A-Za-z0-9_.-]{0,30}?" + _ASSIGN_TO_VALUE + _VALUE),
+        pattern=re.compile(
+            # The key's tail runs up to the assignment (possessive: it cannot hold one), looked at first
+            # so that a key word not followed by an assignment fails before the word checks run.
+            _SECRET_KEY_WORD
+            + r"(?=[A-Za-z0-9_.-]{0,30}+"
+            + _ASSIGN_TO_VALUE
+            + ")"
+            + _NOT_AFTER_WORD
+            + r"[A-Za-z0-9_.-]{0,30}+"
+            + _ASSIGN_TO_VALUE
+            + _VALUE
+        ),
         triggers=(
             "password",
             "passwd",
