@@ -120,8 +120,8 @@ async def open_async_store(url: str = DEFAULT_URL, **options: Any) -> AsyncStore
 # Errors about a URL never quote it: a URL can carry a password (a mistyped
 # postgresql:// one, an sqlite one pasted with credentials in its netloc).
 def _unsupported(scheme: str) -> str:
-    shown = f"scheme {scheme!r}" if _SCHEME.fullmatch(scheme) else "URL"
-    return f"unsupported store {shown}: expected sqlite:///path.db, postgresql://… or memory://"
+    shown = f" (scheme {scheme!r})" if _SCHEME.fullmatch(scheme) else ""
+    return f"unsupported store URL{shown}: expected sqlite:///path.db, postgresql://… or memory://"
 
 
 _SCHEME = re.compile(r"[a-z][a-z0-9+.-]{0,15}")
