@@ -62,6 +62,9 @@ _MARKER = re.compile(r"\[(?:REDACTED|SECRET):[^\]\s]{1,160}\]")
 _RULE_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,128}")  # so that every marker is recognised as one
 _MAX_ROUNDS = 32
 _LOOK_AROUND = 64  # more than any rule's lookbehind or lookahead reaches past its match (the longest is ~20)
+# Characters no rule's token, value or key runs through and no lookaround needs to see past ("[" and
+# "]" are not among them: a marker next to a new one may hide a glued token from the view).
+_SEPARATORS = frozenset(" \t\r\n\f\v\"'`,;(){}<>")
 
 Span = tuple[int, int]
 _Candidate = tuple[int, int, int]  # start, end, rule index
@@ -213,18 +216,36 @@ class RuleScanner:
             if not found:
                 break
             names.extend(self.rules[index].name for _, _, index in found)
+            # A round changes what a rule sees only next to a new marker, and only on a side where the
+            # marker is glued to the text: to its right, lookbehinds (and matches reaching back) now
+            # see a boundary; to its left, lookaheads see the end. A separator there (whitespace, a
+            # quote, , ; ( ) { } < >) was already a boundary, so that side needs no second look —
+            # which spares dense text (a finding per line) a second pass. (A long match refused
+            # because it ran into the text now replaced is not judged again cut at the marker: a
+            # match overlapping that text was merged into the finding.)
+            size = len(text)
+            glued = [
+                (s > 0 and text[s - 1] not in _SEPARATORS, e < size and text[e] not in _SEPARATORS)
+                for s, e, _ in found
+            ]
             text, marks, new = _splice(
                 text, marks, [(s, e, f"[REDACTED:{self.rules[i].name}]") for s, e, i in found]
             )
-            # A round changes what a rule sees only next to a new marker: to its right, lookbehinds
-            # (and matches reaching back) see a boundary; to its left, lookaheads see the end. (A
-            # long match refused in this round because it ran into the text now replaced is not
-            # judged again cut at the marker: any match overlapping that text was merged into it.)
             size = len(text)
             regions = _union(
-                [(max(0, s - self._left_reach), s) for s, _ in new]
-                + [(e, min(size, e + self._right_reach)) for _, e in new]
+                [
+                    (max(0, s - self._left_reach), s)
+                    for (s, _), (left, _) in zip(new, glued, strict=True)
+                    if left
+                ]
+                + [
+                    (e, min(size, e + self._right_reach))
+                    for (_, e), (_, right) in zip(new, glued, strict=True)
+                    if right
+                ]
             )
+            if not regions:
+                break
         return text, names, marks
 
     # -- inside ---------------------------------------------------------------------
