@@ -174,7 +174,7 @@ def test_a_lost_lease_is_fenced_off(pg_factory: Callable[..., Store], sent: list
     with pytest.raises(LeaseLost):
         store.save(stale, lease=lease)
     assert sent[-1][:2] == DECLINED
-    with pytest.raises(Conflict, match="leased by worker 'w2'"):
+    with pytest.raises(Conflict, match="leased by a worker"):
         store.save(stale)
     assert sent[-1][:2] == DECLINED
     assert store.load("leased").step == cp.step

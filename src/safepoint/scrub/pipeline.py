@@ -214,22 +214,22 @@ class Scrubber:
         steps: Sequence[Step] = (),
     ) -> None:
         if policy not in POLICIES:
-            raise InvalidArgument(f"secret policy {policy!r} is not one of {', '.join(POLICIES)}")
+            raise InvalidArgument(f"secret policy must be one of {', '.join(POLICIES)}")
         if secrets is not None and not isinstance(secrets, Secrets):
             raise InvalidArgument(f"secrets must be a safepoint.Secrets, not {type(secrets).__name__}")
         self.policy = str(policy)
         self.secrets = secrets if secrets is not None else Secrets()
         built: list[Step] = [KnownSecretsStep(self.secrets)]
-        if rules or pii:
+        kinds = _pii_kinds(pii)
+        if rules or kinds:
             # The rule table compiles its patterns on first use: only stores that scrub pay.
-            from .rules import PII_KINDS, RuleScanner, default_scanner, pii_rules  # noqa: PLC0415
+            from .rules import RuleScanner, default_scanner, pii_rules  # noqa: PLC0415
 
-            kinds = PII_KINDS if pii is True else () if pii is False else tuple(pii)
             scanner = default_scanner(pii=kinds) if rules else RuleScanner(pii_rules(kinds))
             built.append(RulesStep(scanner))
         for step in steps:
             if not callable(step):
-                raise InvalidArgument(f"scrubber step {step!r} is not callable")
+                raise InvalidArgument(f"scrubber step of type {type(step).__name__} is not callable")
         self.steps: tuple[Step, ...] = (*built, *steps)
         # Only the built-in steps are known to be deterministic enough to cache.
         self._cacheable = not steps
@@ -480,3 +480,19 @@ class Scrubber:
 # Text that may hold a `$` key (to escape, or a reference the store wrote) or
 # scrubbed text from a load: such a value is walked even when no step matches.
 _STORED_SHAPES = re.compile(r'"\$|\[(?:SECRET|REDACTED):')
+
+
+def _pii_kinds(pii: bool | Iterable[str]) -> tuple[str, ...]:
+    """The PII kinds ``pii=`` names (checked against the table when the scanner is built)."""
+    if pii is True:
+        from .rules import PII_KINDS  # noqa: PLC0415  (the table compiles on first use)
+
+        return PII_KINDS
+    if pii is False:
+        return ()
+    if isinstance(pii, str) or not isinstance(pii, Iterable):
+        raise InvalidArgument("pii must be True, False or a list of PII kinds")
+    kinds = tuple(pii)
+    if not all(isinstance(kind, str) for kind in kinds):
+        raise InvalidArgument("pii must be True, False or a list of PII kinds")
+    return kinds

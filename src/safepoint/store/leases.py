@@ -11,7 +11,7 @@ from __future__ import annotations
 from safepoint.errors import LeaseLost, NotFound
 from safepoint.model import Lease, Status, from_micros
 
-from .ops import Op, Query
+from .ops import Op, Query, lease_detail
 
 
 def enqueue(run_id: str, now: int) -> Op[None]:
@@ -68,13 +68,6 @@ def _raise_lease_lost(lease: Lease) -> Op[None]:
     if not rows:
         raise NotFound(lease.run_id)
     owner, epoch = rows[0]
-    raise LeaseLost(lease.run_id, lease.epoch, _lost_detail(lease, owner, epoch))
+    raise LeaseLost(lease.run_id, lease.epoch, lease_detail(lease, owner, epoch))
 
 
-def _lost_detail(lease: Lease, owner: str | None, epoch: int) -> str:
-    # Whose lease it is now, without the worker id: ids are chosen by whoever
-    # runs a worker (host names, pids, tokens) and error texts get logged.
-    if owner is None:
-        return f"the run is not leased (current epoch {epoch})"
-    who = "this worker" if owner == lease.worker_id else "another worker"
-    return f"{who} holds epoch {epoch}"

@@ -6,10 +6,11 @@ and every ``bytes`` value, is replaced by a ``BlobLink``
 (``{"$blob": {"sha256", "size", "media_type"}}``) and its bytes are queued
 for the blob store. Only a ``BlobLink`` counts as a reference: by now every
 ``$`` key that came from input has been escaped (``safepoint.refs``).
-``ops.save`` writes them inside the save's transaction, before the checkpoint row — so a blob is durable before any
-checkpoint that references it commits, and a crash in between leaves an
-orphan blob, never a dangling reference. On load the references are replaced
-by the values again (or left as references, for a caller who wants to fetch
+``ops.save`` writes them inside the save's transaction, before the
+checkpoint row — so a blob is durable before any checkpoint that
+references it commits, and a crash in between leaves an orphan blob,
+never a dangling reference. On load the references are replaced by the
+values again (or left as references, for a caller who wants to fetch
 them lazily).
 
 Content addressing makes the same output stored once, across steps and runs.
@@ -27,6 +28,7 @@ from safepoint.errors import InvalidArgument
 from safepoint.refs import BlobLink, ScrubbedText, SecretRef
 
 DEFAULT_THRESHOLD = 64 * 1024
+_MAX_THRESHOLD = 2**62  # bytes; anything larger is "never", and must still compare as an int
 TEXT = "text/plain; charset=utf-8"
 BINARY = "application/octet-stream"
 BLOB_MARK = b'"' + BLOB_KEY.encode() + b'"'
@@ -42,11 +44,14 @@ class BlobPolicy:
     rules: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.rules, Mapping):
+            raise InvalidArgument("blob_rules must map path prefixes to thresholds")
         for name, value in (("threshold", self.threshold), *self.rules.items()):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise InvalidArgument(
-                    f"blob threshold for {name!r} must be a non-negative int, not {value!r}"
-                )
+            if not isinstance(name, str):
+                raise InvalidArgument("blob_rules keys must be path prefixes (str)")
+            if type(value) is not int or not 0 <= value <= _MAX_THRESHOLD:
+                what = "blob_threshold" if name == "threshold" else "a blob_rules threshold"
+                raise InvalidArgument(f"{what} must be an int from 0 to 2**62")
 
     @property
     def smallest(self) -> int:
@@ -102,7 +107,7 @@ def offload(value: Any, root: str, policy: BlobPolicy, sink: BlobSink) -> Any:
 
 
 def _child(root: str, key: str) -> str:
-    return f"{root}.{key}" if key.isidentifier() else f"{root}[{key!r}]"
+    return codec.join_path([root, codec.key_segment(key, 0)])
 
 
 def offload_encoded(value: Any, encoded: bytes, root: str, policy: BlobPolicy, sink: BlobSink) -> bytes:

@@ -89,13 +89,13 @@ def save(
     # Fencing, checked inside the write transaction: a stale owner changes nothing.
     if lease is not None:
         if run_ref is None or owner != lease.worker_id or epoch != lease.epoch:
-            raise LeaseLost(lease.run_id, lease.epoch, lease_detail(owner, epoch))
+            raise LeaseLost(lease.run_id, lease.epoch, lease_detail(lease, owner, epoch))
     elif owner is not None and expires is not None and expires > now:
         raise Conflict(
             cp.run_id,
             cp.step,
             head_step,
-            detail=f"run {cp.run_id!r} is leased by worker {owner!r}; save with its lease",
+            detail="the run is leased by a worker; save with its lease",
         )
     if run_ref is None:
         if cp.step != 0:
@@ -351,10 +351,13 @@ def _referenced_blobs(header: bytes, bodies: list[bytes]) -> str | None:
     return codec.encode(sorted(set(digests))).decode() if digests else None
 
 
-def lease_detail(owner: str | None, epoch: int) -> str:
+def lease_detail(lease: Lease, owner: str | None, epoch: int) -> str:
+    """Whose lease the run is under now, without the worker id: ids are chosen by
+    whoever runs a worker (host names, pids, tokens), and error texts get logged."""
     if owner is None:
         return f"the run is not leased (current epoch {epoch})"
-    return f"worker {owner!r} holds epoch {epoch}"
+    who = "this worker" if owner == lease.worker_id else "another worker"
+    return f"{who} holds epoch {epoch}"
 
 
 def delete_run(run_id: str) -> Op[None]:

@@ -270,7 +270,9 @@ class Pipeline:
         if scrubber is None:
             scrubber = Scrubber(secrets=secrets, policy=policy, pii=pii)
         elif not isinstance(scrubber, Scrubber):
-            raise InvalidArgument(f"scrubber must be a safepoint.Scrubber or False, not {scrubber!r}")
+            raise InvalidArgument(
+                f"scrubber must be a safepoint.Scrubber or False, not {type(scrubber).__name__}"
+            )
         elif secrets is not None or pii:
             raise InvalidArgument("give secrets= and pii= to the Scrubber, not beside it")
         return cls(scrubber, migrations, blobs, blob_policy, retention)
@@ -407,4 +409,6 @@ def _blob_target(option: Any, default: BlobTarget | None, compress: bool) -> Blo
         )
     if isinstance(option, BlobStore):
         return ExternalBlobs(option)
-    raise InvalidArgument(f"blobs must be a BlobStore, a blob store URL, 'database' or False, not {option!r}")
+    raise InvalidArgument(
+        f"blobs must be a BlobStore, a blob store URL, 'database' or False, not {type(option).__name__}"
+    )
