@@ -77,7 +77,9 @@ def fixture_text(checkpoint: Checkpoint | Mapping[str, Any]) -> str:
     if not isinstance(data, Mapping):
         raise InvalidArgument(f"a fixture holds a Checkpoint or its dict, not {type(data).__name__}")
     data = dict(data)
-    codec.check_json(data, "checkpoint", allow_bytes=True)
+    codec.check_json(
+        data, "checkpoint", allow_bytes=True, max_depth=codec.MAX_DEPTH + 1
+    )  # the fields sit one level down
     for name in _VALUE_FIELDS:
         if name in data:
             data[name] = _bytes_out(to_stored(data[name]))
