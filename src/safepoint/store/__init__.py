@@ -11,6 +11,7 @@ from urllib.parse import unquote, urlsplit
 from safepoint.blobs.filesystem import FileSystemBlobStore
 from safepoint.codec import visible
 from safepoint.errors import InvalidURL
+from safepoint.observe import NO_OBSERVER, Observer
 
 from .asyncstore import AsyncStore, SQLiteAsyncDriver
 from .blobio import BlobTarget, DatabaseBlobs, ExternalBlobs
@@ -71,6 +72,7 @@ def open_store(url: str = DEFAULT_URL, **options: Any) -> Store:
         raise InvalidURL(f"store URL must be a str, not {type(url).__name__}")
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
     options = dict(options)
+    observer = _observer(options)
     if scheme == "sqlite":
         # Large values go to files beside the database unless told otherwise.
         default_blobs: BlobTarget = ExternalBlobs(FileSystemBlobStore(_sqlite_path(url) + ".blobs"))
@@ -86,7 +88,18 @@ def open_store(url: str = DEFAULT_URL, **options: Any) -> Store:
     else:
         raise InvalidURL(_unsupported(scheme))
     store.pipeline = pipeline
+    store.observer = observer
     return store
+
+
+def _observer(options: dict[str, Any]) -> Observer:
+    """The ``observer=`` option (``safepoint.observe``), taken out of ``options``."""
+    observer = options.pop("observer", None)
+    if observer is None:
+        return NO_OBSERVER
+    if not all(callable(getattr(observer, name, None)) for name in ("span", "add", "record")):
+        raise InvalidURL("observer must have span, add and record methods (see safepoint.observe)")
+    return observer  # type: ignore[no-any-return]
 
 
 async def open_async_store(url: str = DEFAULT_URL, **options: Any) -> AsyncStore:
@@ -103,17 +116,22 @@ async def open_async_store(url: str = DEFAULT_URL, **options: Any) -> AsyncStore
         sync_store = await asyncio.to_thread(open_store, url, **options)
         driver = sync_store.driver
         assert isinstance(driver, SQLiteDriver)
-        return AsyncStore(SQLiteAsyncDriver(driver), url=url, pipeline=sync_store.pipeline)
+        store = AsyncStore(SQLiteAsyncDriver(driver), url=url, pipeline=sync_store.pipeline)
+        store.observer = sync_store.observer
+        return store
     if scheme in ("postgresql", "postgres"):
         # Native async: psycopg's AsyncConnectionPool, bound to the running loop.
         from .postgres.async_driver import open_postgres_async_driver  # noqa: PLC0415
         from .postgres.config import PostgresConfig  # noqa: PLC0415
 
         options = dict(options)
+        observer = _observer(options)
         pipeline = Pipeline.from_options(options, DatabaseBlobs())
         display_url = PostgresConfig.from_options(url, dict(options)).display_url
         async_driver = await open_postgres_async_driver(url, **options)
-        return AsyncStore(async_driver, url=display_url, pipeline=pipeline)
+        opened = AsyncStore(async_driver, url=display_url, pipeline=pipeline)
+        opened.observer = observer
+        return opened
     raise InvalidURL(_unsupported(scheme))
 
 

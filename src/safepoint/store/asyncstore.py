@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 from safepoint.model import Checkpoint, CheckpointInfo, Lease, Page, Retention, RunInfo, Status
+from safepoint.observe import NO_OBSERVER, Observer
 
 from . import calls, maintenance, ops
 from .pipeline import Pipeline, ResolveSecrets
@@ -60,6 +61,8 @@ class AsyncStore:
         self._driver = driver
         self.url = url
         self.pipeline = pipeline if pipeline is not None else Pipeline()
+        # Spans and metrics (``safepoint.observe``); ``open_async_store(observer=…)`` sets it.
+        self.observer: Observer = NO_OBSERVER
 
     @property
     def driver(self) -> AsyncDriver:

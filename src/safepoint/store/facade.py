@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 from safepoint.model import Checkpoint, CheckpointInfo, Lease, Page, Retention, RunInfo, Status
+from safepoint.observe import NO_OBSERVER, Observer
 
 from . import calls, maintenance, ops
 from .pipeline import Pipeline, ResolveSecrets
@@ -44,6 +45,8 @@ class Store:
         self._driver = driver
         self.url = url
         self.pipeline = pipeline if pipeline is not None else Pipeline()
+        # Spans and metrics (``safepoint.observe``); ``open_store(observer=…)`` sets it.
+        self.observer: Observer = NO_OBSERVER
 
     @property
     def driver(self) -> Driver:
