@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,lint,bench,s3,langgraph,openai-agents]'
+	$(PY) -m pip install --quiet -e '.[test,lint,bench,s3,langgraph,openai-agents,otel]'
 	touch $(STAMP)
 
 demo: $(STAMP)
