@@ -4,7 +4,16 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test bench lint clean system-deps
+
+# The system packages the suite and the benchmarks drive for real: PgBouncer
+# (Debian's package) for the tests and the scale benchmark through a pooler.
+# apt-get update runs once, and only when something is missing.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+system-deps:
+	@command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || { \
+		$(SUDO) apt-get update && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y pgbouncer; }
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,11 +26,11 @@ demo: $(STAMP)
 
 # Two passes: the suite in parallel, then the test that restarts the shared
 # PostgreSQL server, alone (it would break the other tests' connections).
-test: $(STAMP)
+test: $(STAMP) system-deps
 	$(PY) -m pytest -n 2 -m "not pg_restart" tests
 	$(PY) -m pytest -m pg_restart tests
 
-bench: $(STAMP)
+bench: $(STAMP) system-deps
 	$(PY) bench/run.py --out docs/benchmarks.md
 
 lint: $(STAMP)
