@@ -1,0 +1,240 @@
+"""The PostgreSQL store through a real PgBouncer in transaction mode.
+
+At scale users put PgBouncer in front of PostgreSQL: consecutive transactions
+of one client land on different server connections, so nothing may live on the
+session (the schema is set per transaction, prepared statements are off for
+PgBouncer 1.18). These tests save, load and claim through one from threads and
+processes, keep two schemas apart on one server connection, and restart
+PgBouncer under running workers. Skipped when there is no ``pgbouncer`` binary
+(never under ``CI=true``; ``make test`` installs it).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+import safepoint
+from conftest_postgres import fresh_schema, raw, require_postgres
+from pgbouncer import PgBouncer, require_pgbouncer, started_pgbouncer
+from safepoint import Checkpoint, Status, Store
+from safepoint.worker import Job
+
+pytestmark = pytest.mark.timeout(120)
+# PgBouncer 1.18 (Debian 12) cannot keep prepared statements apart in transaction mode.
+BOUNCER_OPTIONS = {"prepare_threshold": None}
+
+
+@pytest.fixture(scope="module")
+def bouncer() -> Iterator[PgBouncer]:
+    """One PgBouncer in transaction mode for the module, in front of the test server."""
+    require_pgbouncer()
+    with started_pgbouncer(require_postgres(), pool_size=4) as running:
+        yield running
+
+
+@pytest.fixture
+def schema() -> Iterator[str]:
+    with fresh_schema(require_postgres()) as name:
+        yield name
+
+
+def open_through(bouncer: PgBouncer, schema: str, **options: object) -> Store:
+    return safepoint.open_store(bouncer.dsn, schema=schema, **BOUNCER_OPTIONS, **options)
+
+
+def three_steps(job: Job) -> Status:
+    """A short run: two more steps after the one it was queued at, each saved under the lease."""
+    cp = job.checkpoint
+    for _ in range(2):
+        cp = cp.next()
+        cp.messages.append({"role": "assistant", "content": f"step {cp.step} of {job.run_id}"})
+        cp.counters["steps"] = cp.step
+        job.save(cp)
+    return Status.DONE
+
+
+def queue_runs(store: Store, count: int, prefix: str) -> list[str]:
+    run_ids = [f"{prefix}-{index}" for index in range(count)]
+    for run_id in run_ids:
+        cp = Checkpoint(run_id=run_id)
+        cp.messages.append({"role": "user", "content": run_id})
+        store.save(cp)
+        store.enqueue(run_id)
+    return run_ids
+
+
+def test_threads_save_load_and_claim(bouncer: PgBouncer, schema: str) -> None:
+    """8 threads save and load 5 steps of their own runs, then claim 40 queued runs: each claimed once."""
+    store = open_through(bouncer, schema, max_size=8)
+    try:
+
+        def steps(thread: int) -> int:
+            cp = Checkpoint(run_id=f"thread-{thread}")
+            for step in range(5):
+                if step:
+                    cp = store.load(cp.run_id).next()
+                cp.messages.append({"role": "user", "content": f"{thread}/{step}"})
+                store.save(cp)
+            return store.load(cp.run_id).step
+
+        with ThreadPoolExecutor(8) as pool:
+            assert list(pool.map(steps, range(8))) == [4] * 8
+        loaded = store.load("thread-3")
+        assert [m["content"] for m in loaded.messages] == [f"3/{step}" for step in range(5)]
+
+        queued = queue_runs(store, 40, "claim")
+
+        def claim_all(thread: int) -> list[str]:
+            taken: list[str] = []
+            while (lease := store.claim(f"w{thread}", lease=60)) is not None:
+                taken.append(lease.run_id)
+                store.release(lease, status=Status.DONE)
+            return taken
+
+        with ThreadPoolExecutor(8) as pool:
+            claims = Counter(run_id for taken in pool.map(claim_all, range(8)) for run_id in taken)
+        print(f"claims: {sum(claims.values())} of {len(queued)} runs, most per run {max(claims.values())}")
+        assert sorted(claims) == sorted(queued)
+        assert set(claims.values()) == {1}
+    finally:
+        store.close()
+
+
+CHILD = """
+import json, sys
+import safepoint
+from safepoint import Status
+
+dsn, schema, name = sys.argv[1:4]
+store = safepoint.open_store(dsn, schema=schema, prepare_threshold=None, max_size=2)
+handled = []
+
+def handler(job):
+    cp = job.checkpoint
+    for _ in range(2):
+        cp = cp.next()
+        cp.messages.append({"role": "assistant", "content": f"step {cp.step} by {name}"})
+        job.save(cp)
+    handled.append(job.run_id)
+    return Status.DONE
+
+safepoint.Worker(store, handler, worker_id=name, lease=60, poll=0.05).run(stop_when_idle=True)
+store.close()
+print(json.dumps(handled))
+"""
+
+
+def test_processes_share_the_queue(bouncer: PgBouncer, schema: str) -> None:
+    """3 worker processes drain 60 queued runs through PgBouncer: every run done once, at step 2."""
+    store = open_through(bouncer, schema)
+    try:
+        queued = queue_runs(store, 60, "proc")
+        children = [
+            subprocess.Popen(
+                [sys.executable, "-c", CHILD, bouncer.dsn, schema, f"proc-worker-{index}"],
+                stdout=subprocess.PIPE,
+            )
+            for index in range(3)
+        ]
+        outputs = [child.communicate(timeout=90)[0] for child in children]
+        assert [child.returncode for child in children] == [0, 0, 0]
+        handled = Counter(run_id for out in outputs for run_id in json.loads(out))
+        print(f"per worker: {[len(json.loads(out)) for out in outputs]}")
+        assert sorted(handled) == sorted(queued)
+        assert set(handled.values()) == {1}
+        for run_id in queued:
+            info = store.run(run_id)
+            assert (info.status, info.head_step) == (Status.DONE, 2)
+    finally:
+        store.close()
+
+
+def test_schemas_stay_apart_on_one_server_connection(schema: str) -> None:
+    """Two schemas through a one-connection pool: each store sees only its own rows and tables."""
+    require_pgbouncer()
+    dsn = require_postgres()
+    with fresh_schema(dsn) as other, started_pgbouncer(dsn, pool_size=1) as single:
+        first, second = open_through(single, schema), open_through(single, other)
+        try:
+            for step in range(4):  # interleaved, so the one server connection alternates schemas
+                for store, label in ((first, "first"), (second, "second")):
+                    cp = Checkpoint(run_id="same-id") if step == 0 else store.load("same-id").next()
+                    cp.state["owner"] = label
+                    cp.messages.append({"role": "user", "content": f"{label} {step}"})
+                    store.save(cp)
+            for store, label in ((first, "first"), (second, "second")):
+                cp = store.load("same-id")
+                assert cp.step == 3
+                assert cp.state["owner"] == label
+                assert [m["content"] for m in cp.messages] == [f"{label} {step}" for step in range(4)]
+        finally:
+            first.close()
+            second.close()
+        for name in (schema, other):
+            assert raw(dsn, name, "SELECT count(*) FROM safepoint_runs") == [(1,)]
+        # Nothing landed in the session's default schema.
+        assert raw(
+            dsn,
+            "public",
+            "SELECT count(*) FROM information_schema.tables"
+            " WHERE table_schema IN ('public', 'safepoint') AND table_name = 'safepoint_runs'"
+            " AND table_schema <> ALL(%(mine)s)",
+            {"mine": [schema, other]},
+        ) == [(0,)]
+
+
+def test_workers_survive_a_pgbouncer_restart(schema: str) -> None:
+    """4 worker threads over 40 runs while PgBouncer restarts twice: every run done, none twice."""
+    require_pgbouncer()
+    with started_pgbouncer(require_postgres(), pool_size=4) as own:
+        store = open_through(own, schema, max_size=4, timeout=5)
+        try:
+            queued = queue_runs(store, 40, "restart")
+            handled: list[str] = []
+            lock = threading.Lock()
+
+            def slow_steps(job: Job) -> Status:
+                time.sleep(0.02)
+                outcome = three_steps(job)
+                with lock:
+                    handled.append(job.run_id)
+                return outcome
+
+            workers = [
+                safepoint.Worker(store, slow_steps, worker_id=f"t{index}", lease=30, poll=0.05)
+                for index in range(4)
+            ]
+            threads = [
+                threading.Thread(target=worker.run, kwargs={"stop_when_idle": True}) for worker in workers
+            ]
+            for thread in threads:
+                thread.start()
+            restarts = 0
+            for threshold in (8, 20):
+                while len(handled) < threshold and any(thread.is_alive() for thread in threads):
+                    time.sleep(0.01)
+                own.restart()
+                restarts += 1
+            for thread in threads:
+                thread.join(timeout=60)
+            assert not any(thread.is_alive() for thread in threads)
+            print(f"restarts: {restarts}, handled: {len(handled)}")
+            # Done exactly once: a second handling would have saved steps 3 and 4.
+            leftovers = [run_id for run_id in queued if store.run(run_id).status != Status.DONE]
+            assert leftovers == []
+            for run_id in queued:
+                assert store.run(run_id).head_step == 2
+                assert [m["content"] for m in store.load(run_id).messages][1:] == [
+                    f"step {step} of {run_id}" for step in (1, 2)
+                ]
+        finally:
+            store.close()
