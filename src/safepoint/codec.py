@@ -23,6 +23,7 @@ import orjson
 
 from .errors import NotJSONCompatible
 from .refs import BlobLink, ScrubbedText, SecretRef
+from .visible import visible
 
 _ENCODE_OPTIONS = orjson.OPT_SORT_KEYS
 # orjson (like most JSON codecs) refuses integers outside 64 bits; say so by path.
@@ -201,7 +202,7 @@ def _refusal(item: Any) -> str:
 
 
 def _type_name(value: Any) -> str:
-    return visible(type(value).__name__, MAX_KEY_CHARS)
+    return visible(type(value).__name__, max_len=MAX_KEY_CHARS)
 
 
 def key_segment(key: Any, position: int, *, dotted: bool = True) -> str:
@@ -217,7 +218,7 @@ def key_segment(key: Any, position: int, *, dotted: bool = True) -> str:
         shown = None  # long text, or a str subclass whose repr is its own
     else:
         try:
-            shown = visible(repr(key), MAX_KEY_CHARS + 3)
+            shown = visible(repr(key), max_len=MAX_KEY_CHARS + 3)
         except Exception:  # a hostile __repr__ must not replace the real error
             shown = None
         if shown is not None and len(shown) > MAX_KEY_CHARS + 2:
@@ -257,14 +258,6 @@ def join_path(segments: list[str]) -> str:
             break
         tail.append(segment)
     return "".join(head) + "…" + "".join(reversed(tail))
-
-
-def visible(text: str, limit: int) -> str:
-    """``text`` with non-printable characters (Unicode Cc, Cf, …) escaped as
-    ``\\xNN``/``\\uNNNN``, cut to ``limit`` characters with ``…``."""
-    if not text.isprintable():
-        text = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _is_valid_unicode(text: str) -> bool:

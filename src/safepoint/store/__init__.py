@@ -9,9 +9,9 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from safepoint.blobs.filesystem import FileSystemBlobStore
-from safepoint.codec import visible
 from safepoint.errors import InvalidURL
 from safepoint.observe import NO_OBSERVER, Observer
+from safepoint.visible import visible
 
 from .asyncstore import AsyncStore, SQLiteAsyncDriver
 from .blobio import BlobTarget, DatabaseBlobs, ExternalBlobs
@@ -164,7 +164,7 @@ def _open_sqlite(url: str, path: str | None, options: dict[str, Any]) -> Store:
     allowed = {"busy_timeout", "trace", "wal_autocheckpoint"}
     unknown = set(options) - allowed
     if unknown:
-        names = ", ".join(sorted(visible(str(name), 40) for name in unknown))
+        names = ", ".join(sorted(visible(str(name), max_len=40) for name in unknown))
         raise InvalidURL(f"unknown option(s) for a SQLite store: {names}")
     _check_sqlite_options(options)
     return Store(SQLiteDriver(path, **options), url=url)

@@ -11,8 +11,8 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from safepoint.codec import visible
 from safepoint.errors import InvalidURL, StoreError
+from safepoint.visible import visible
 
 # PostgreSQL truncates longer identifiers (NAMEDATALEN - 1 bytes), which would
 # silently put the tables in a schema other than the one asked for.
@@ -43,7 +43,7 @@ class PostgresConfig:
             "prepare_threshold",
         }
         if unknown:
-            names = ", ".join(sorted(visible(str(name), 40) for name in unknown))
+            names = ", ".join(sorted(visible(str(name), max_len=40) for name in unknown))
             raise InvalidURL(f"unknown option(s) for a PostgreSQL store: {names}")
         valid = True
         try:
@@ -156,7 +156,7 @@ def redact(url: str) -> str:
         user, colon, _password = match["userinfo"].partition(":")
         if colon:
             url = f"{match['scheme']}{user}:***@{url[match.end() :]}"
-    return visible(_PASSWORD_VALUE.sub(r"\1***", url), 500)
+    return visible(_PASSWORD_VALUE.sub(r"\1***", url), max_len=500)
 
 
 # libpq's message -> a fixed phrase: only these words reach the error text.
