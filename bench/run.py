@@ -4,6 +4,7 @@
     .venv/bin/python bench/run.py --quick                    # smoke test, a few minutes
     .venv/bin/python bench/run.py --no-postgres              # the SQLite sections only
     .venv/bin/python bench/run.py --adapter-only --steps 300 # the LangGraph adapter section alone
+    .venv/bin/python bench/run.py --scale-only               # 10,000 runs, 32 worker processes alone
 
 Sections are separate modules, run in this order: the store on SQLite
 (``sqlite_store``, with the default options and the variants in
@@ -11,7 +12,9 @@ Sections are separate modules, run in this order: the store on SQLite
 ``SafepointSaver`` for the adapter section), the scrubber
 (``scrub_section``), large tool outputs (``blob_section``) and PostgreSQL
 (``postgres_section``), which needs a server (``--pg-url``); when none
-answers, the report says so and the run goes on. ``report`` renders them.
+answers, the report says so and the run goes on. ``report`` renders them;
+the scale section (``scale_section``: queued runs, worker processes, one
+PostgreSQL, direct and through PgBouncer) renders itself, appended last.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import postgres_section
 import report
 import report_adapter
 import save_breakdown
+import scale_section
 import scrub_section
 import sqlite_store
 from common import StoreRun
@@ -57,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     _log(f"workload: {steps} steps, {workload.content_json_bytes():,} content bytes (JSON)")
     if args.adapter_only:
         return _adapter_only(args, workload, workdir, probes)
+    if args.scale_only:
+        return _finish(_scale(args), args, workdir)
 
     safepoint_runs: list[StoreRun] = []
     variants: dict[str, list[StoreRun]] = {}
@@ -135,7 +141,24 @@ def main(argv: list[str] | None = None) -> int:
         content_at={p: workload.prefix_json_bytes(p) for p in probes},
         breakdown=breakdown,
     )
-    return _finish(report.render(results), args, workdir)
+    scale = "" if args.no_postgres or args.no_scale else "\n" + _scale(args)
+    return _finish(report.render(results) + scale, args, workdir)
+
+
+def _scale(args: argparse.Namespace) -> str:
+    """The scale section (direct, then through PgBouncer), rendered."""
+    runs = args.scale_runs or (2000 if args.quick else 10_000)
+    result = scale_section.run(
+        args.pg_url,
+        runs=runs,
+        workers=args.scale_workers,
+        steps=args.scale_steps,
+        through_pgbouncer=not args.scale_no_pgbouncer,
+        bouncer_pool=args.scale_bouncer_pool,
+    )
+    given = sys.argv[1:]
+    command = "make bench" if given == ["--out", "docs/benchmarks.md"] else " ".join(["bench/run.py", *given])
+    return scale_section.render(result, command=command) + "\n"
 
 
 def _adapter_only(args: argparse.Namespace, workload: Any, workdir: Path, probes: tuple[int, ...]) -> int:
@@ -186,6 +209,15 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="run and print only the LangGraph adapter section (SQLite)",
     )
+    parser.add_argument("--scale-only", action="store_true", help="run and print only the scale section")
+    parser.add_argument("--no-scale", action="store_true", help="skip the scale section")
+    parser.add_argument("--scale-runs", type=int, help="queued runs (default 10,000; 2,000 with --quick)")
+    parser.add_argument("--scale-workers", type=int, default=32, help="worker processes (default 32)")
+    parser.add_argument("--scale-steps", type=int, default=2, help="steps each run saves (default 2)")
+    parser.add_argument(
+        "--scale-bouncer-pool", type=int, default=16, help="PgBouncer's server connections (default 16)"
+    )
+    parser.add_argument("--scale-no-pgbouncer", action="store_true", help="only the direct pass")
     parser.add_argument(
         "--pg-url", default=pg_server.DEFAULT_URL, help="PostgreSQL server (scratch schemas, dropped after)"
     )
