@@ -70,6 +70,8 @@ class AsyncStore:
         return self._driver
 
     async def _run(self, call: calls.Call[Any, T]) -> T:
+        if call.before is not None:  # blob uploads: blocking I/O, off the event loop, before the transaction
+            await asyncio.to_thread(call.before)
         return call.finish(await self._driver.run(call.op, write=call.write))
 
     async def save(self, checkpoint: Checkpoint, *, lease: Lease | None = None) -> CheckpointInfo:
@@ -129,7 +131,8 @@ class AsyncStore:
         """Delete blobs no stored row references (and older than ``grace``).
 
         Safe while saves run: it holds the blob guard that saves referencing
-        blobs hold from before their blob writes until their commit.
+        blobs hold in their transaction until commit, and a save re-checks
+        there the blobs it uploaded before (putting back any collected since).
         """
         return await self._run(calls.collect_garbage(self.pipeline, grace, dry_run))
 

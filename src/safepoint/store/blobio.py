@@ -2,17 +2,34 @@
 
 Two kinds of target, one interface for the operations in ``ops.py``:
 
-* ``ExternalBlobs`` — any ``BlobStore`` (filesystem, S3, memory). The save
-  operation puts the new values *inside* its transaction, after the run's
-  checks and before the checkpoint row, so the blob is durable before the row
-  commits.
+* ``ExternalBlobs`` — any ``BlobStore`` (filesystem, S3, memory). A save
+  uploads its new values *before* its transaction begins (``put_all``, run
+  by the store as the call's ``before`` step), so no upload, however slow,
+  runs while the save holds a row lock or an open transaction: PostgreSQL's
+  idle-in-transaction timeout (5 s, ``postgres/setup.sql``) would end the
+  session of a save that uploaded inside it, and the retry would fail the
+  same way. The blobs are content-addressed and idempotent, so a save that
+  dies after its uploads leaves only orphans, which garbage collection removes.
 * ``DatabaseBlobs`` — a table of the store itself; the values are inserted
   by the save's own transaction and read by the load's.
 
-Both take the blob guard first (``blob_guard_shared``): garbage collection
-takes it exclusively, so it never decides a blob is unreferenced while a save
-that references it is between its put and its commit. (SQLite's single writer
-gives that for free; PostgreSQL uses a transaction-level advisory lock.)
+Garbage collection and the blob guard. GC holds the guard exclusively
+(``blob_guard_exclusive``) while it marks and deletes; a save that references
+blobs takes it shared (``blob_guard_shared``) inside its transaction and
+holds it to commit. With the uploads before the transaction, a GC can run
+between a save's upload and its transaction and delete what it just put (or
+an old orphan that the upload found already there and did not rewrite). So
+under the shared guard ``ExternalBlobs.write`` *re-checks* each new blob
+(``BlobStore.exists``: a stat on the filesystem, one HEAD on S3) and puts it
+again if it is gone. After that check no GC can run until the save commits,
+and once it commits the row's ``blobs`` column marks them. A grace period
+would not do: ``put`` of content already stored does not refresh its
+``created_at``, so an old orphan reused by a new save would look old enough
+to collect, and ``collect_garbage(grace=0)`` is a documented call. The re-put
+happens only when a GC struck in that window (or when a runner skipped
+``before``); it is the one upload that can run inside the transaction.
+(SQLite's single writer makes the guard its write lock; PostgreSQL uses a
+transaction-level advisory lock.)
 """
 
 from __future__ import annotations
@@ -36,12 +53,24 @@ class ExternalBlobs:
     def __init__(self, store: BlobStore) -> None:
         self.store = store
 
-    def write(self, pending: Mapping[str, bytes], now: int) -> Generator[Any, Any, None]:
-        del now
+    def put_all(self, pending: Mapping[str, bytes]) -> None:
+        """Upload ``pending`` before the save's transaction (idempotent; durable when it returns)."""
         for data in pending.values():
-            self.store.put(data)  # idempotent; durable when it returns
+            self.store.put(data)
+
+    def write(self, pending: Mapping[str, bytes], now: int) -> Generator[Any, Any, None]:
+        """Inside the transaction, under the shared blob guard: make sure each blob is still there.
+
+        ``put_all`` uploaded them before the transaction; a GC in between may
+        have deleted them, so each missing one is put again (see the module
+        docstring). No queries: a generator like ``DatabaseBlobs.write``.
+        """
+        del now
+        for digest, data in pending.items():
+            if not self.store.exists(digest):
+                self.store.put(data)
         return
-        yield  # a generator like DatabaseBlobs.write
+        yield
 
     def fetch(self, digests: list[str]) -> dict[str, bytes]:
         return {digest: self.store.get(digest) for digest in digests}

@@ -2,9 +2,11 @@
 
 A ``Call`` is the whole recipe of one public method: the work done before the
 transaction (validation, encoding — so bad values are refused before any write
-and locks are held briefly), the operation the driver runs in one transaction,
-and the work done after commit. ``Store`` runs a call by blocking on its
-driver; an async store runs the same call by awaiting. Neither holds logic.
+and locks are held briefly), slow I/O that must precede it (``before``: a
+save's blob uploads), the operation the driver runs in one transaction, and
+the work done after commit. ``Store`` runs a call by blocking on its driver;
+an async store runs the same call by awaiting (and ``before`` in a thread).
+Neither holds logic.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from safepoint.model import (
 from safepoint.scrub import Secrets
 
 from . import leases, listing, maintenance, ops
+from .blobio import ExternalBlobs
 from .pipeline import Pipeline, ResolveSecrets
 from .serialize import check_id, check_step, finish_save, validate_fields
 
@@ -53,11 +56,16 @@ R = TypeVar("R")
 
 @dataclass(frozen=True, slots=True)
 class Call(Generic[T, R]):
-    """One transaction (``op``), and what turns its result into the method's return value."""
+    """One transaction (``op``), and what turns its result into the method's return value.
+
+    ``before``, when set, is blocking I/O to run before the transaction
+    begins (outside any lock); ``op`` stays correct if a runner skips it.
+    """
 
     op: ops.Op[T]
     write: bool
     finish: Callable[[T], R]
+    before: Callable[[], None] | None = None
 
 
 def _same(value: Any) -> Any:
@@ -107,7 +115,15 @@ def save(
         )
 
     op = (save_op or ops.save)(cp, prepared, view, plan, now=now, lease=lease)
-    return Call(op, True, finish)
+    # External blobs are uploaded before the transaction, so no upload runs
+    # under the run's row lock or against the server's idle-in-transaction
+    # timeout; the op re-checks them under the blob guard (see blobio.py).
+    before = None
+    if isinstance(pipeline.blobs, ExternalBlobs):
+        pending = prepared.pending_blobs()
+        if pending:
+            before = partial(pipeline.blobs.put_all, pending)
+    return Call(op, True, finish, before)
 
 
 def load(

@@ -54,6 +54,8 @@ class Store:
         return self._driver
 
     def _run(self, call: calls.Call[Any, T]) -> T:
+        if call.before is not None:  # slow I/O (blob uploads), before the transaction begins
+            call.before()
         return call.finish(self._driver.run(call.op, write=call.write))
 
     def save(self, checkpoint: Checkpoint, *, lease: Lease | None = None) -> CheckpointInfo:
@@ -155,7 +157,8 @@ class Store:
         """Delete blobs no stored row references (and older than ``grace``).
 
         Safe while saves run: it holds the blob guard that saves referencing
-        blobs hold from before their blob writes until their commit.
+        blobs hold in their transaction until commit, and a save re-checks
+        there the blobs it uploaded before (putting back any collected since).
         """
         return self._run(calls.collect_garbage(self.pipeline, grace, dry_run))
 

@@ -11,10 +11,13 @@ than a duration are deleted whole.
 
 **Garbage collection** (``collect_garbage``) deletes blobs no remaining row
 references. It holds the blob guard exclusively (``blob_guard_exclusive``),
-which every save that references blobs holds shared from before its blob
-writes until its commit — so a blob a save is about to reference can never
-be judged unreferenced and deleted under it. Blobs a crashed save left
-behind (written, never committed) are exactly the orphans it removes.
+which every save that references blobs holds shared from inside its
+transaction until its commit. External blobs are uploaded before that
+transaction, so a GC may delete one between its upload and the save's
+transaction; the save re-checks its new blobs under the shared guard and puts
+any missing one again (``blobio.ExternalBlobs.write``), so a committed row
+never references a deleted blob. Blobs a crashed save left behind (written,
+never committed) are exactly the orphans it removes.
 
 **Eager migration** (``rewrite_heads``, for ``safepoint migrate``) replaces a
 run's head checkpoint in place; see its docstring.
