@@ -1,4 +1,5 @@
-"""The scrubber section of docs/benchmarks.md (issue 4), from ``scrub_section.ScrubResults``."""
+"""The scrubber section of docs/benchmarks.md (issue 4, and issue 13's adversarial families), from
+``scrub_section.ScrubResults``."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ from collections.abc import Sequence
 
 from common import StoreRun
 from fmt import TIMES, Target, ms, table, targets_table
-from scrub_section import SECRETS, TARGET_KNOWN, TARGET_RULES, ScrubResults
+from scrub_section import SECRETS, TARGET_KNOWN, TARGET_RATIO, TARGET_RULES, Adversarial, ScrubResults
 
 from safepoint.testing.traffic import KINDS
 
 ANCHOR = "scrubber-throughput-issue-4"
+ADVERSARIAL_ANCHOR = "adversarial-scrub-issue-13"
 
 
 def targets(s: ScrubResults) -> list[Target]:
@@ -33,6 +35,31 @@ def targets(s: ScrubResults) -> list[Target]:
             rules >= TARGET_RULES,
             ANCHOR,
         ),
+        *(adversarial_targets(s.adversarial) if s.adversarial is not None else []),
+    ]
+
+
+def adversarial_targets(a: Adversarial) -> list[Target]:
+    worst = max(a.families, key=lambda f: (bool(f.error), f.ratio))
+    failed = [f.key for f in a.families if not f.ok]
+    return [
+        Target(
+            "#13",
+            f"Scrub time, {a.sizes[-1] / 1e6:g} MB / {a.sizes[0] / 1e6:g} MB, worst of {len(a.families)} "
+            "adversarial families",
+            f"{worst.ratio:.2f}{TIMES} ({worst.key})" + (f"; over: {', '.join(failed)}" if failed else ""),
+            f"≤ {TARGET_RATIO:g}{TIMES} for every family",
+            a.ok,
+            ADVERSARIAL_ANCHOR,
+        ),
+        Target(
+            "#13",
+            "Secret-rule findings per MB of ordinary agent traffic",
+            f"{a.ordinary_findings_per_mb:g}",
+            "0",
+            a.ordinary_findings_per_mb == 0,
+            ADVERSARIAL_ANCHOR,
+        ),
     ]
 
 
@@ -40,7 +67,58 @@ def render(s: ScrubResults, default: Sequence[StoreRun], unscrubbed: Sequence[St
     parts = [_intro(s), targets_table(targets(s)), _passes(s), _kinds(s), _components(s)]
     if default and unscrubbed:
         parts.append(_store_cost(default, unscrubbed))
+    if s.adversarial is not None:
+        parts.append(render_adversarial(s.adversarial))
     return "\n\n".join(p.strip("\n") for p in parts)
+
+
+def render_adversarial(a: Adversarial) -> str:
+    """The adversarial families: time at both sizes, the ratio against the target, findings."""
+    small, large = (f"{size / 1e6:g} MB" for size in (a.sizes[0], a.sizes[-1]))
+    rows = []
+    for f in a.families:
+        if f.error:
+            rows.append([f.key, f.shape, "-", "-", "-", f"FAIL ({f.error})", "-"])
+            continue
+        rate = a.sizes[-1] / 1e6 / f.seconds[-1] if f.seconds[-1] else 0.0
+        rows.append(
+            [
+                f.key,
+                f.shape,
+                f"{f.seconds[0]:.3f}",
+                f"{f.seconds[-1]:.3f}",
+                f"{f.ratio:.2f}{TIMES}",
+                "PASS" if f.ok else "FAIL",
+                f"{rate:.1f} MB/s, {f.findings[-1]:,} findings",
+            ]
+        )
+    head = [
+        "Family",
+        "Text",
+        f"s at {small}",
+        f"s at {large}",
+        "ratio",
+        f"≤ {TARGET_RATIO:g}{TIMES}",
+        f"at {large}",
+    ]
+    return f"""
+### Adversarial text: linear time (issue 13)
+
+No input may make a save take more than linear time. One family per rule
+packs that rule's triggers densely — its generated tokens, each followed by
+four of its look-alikes and four bare trigger spellings, glued by nothing, a
+space, a line break, an escaped `\\n`, `,` or `=`; then shapes that trigger
+again and again without completing a match, values longer than any window,
+marker-shaped input, ordinary agent traffic, and the load side (a registered
+secret every 25 characters, saved to `open_store("memory://", secrets=…)` and
+loaded with `resolve_secrets=True`). Each text is one message scrubbed with
+`Scrubber().scrub` (`Scrubber(pii=(kind,))` for a PII rule): {small}, {large},
+then {small} again, in process CPU seconds; the {small} time is the mean of
+its two runs, which bracket the {large} one. Ordinary traffic: {a.ordinary_findings_per_mb:g}
+findings per MB. Measured in {a.seconds:.0f} s.
+
+{table(head, rows)}
+"""
 
 
 def _rate(s: ScrubResults, seconds: list[float], size: int | None = None) -> str:

@@ -1,6 +1,8 @@
-"""The scrubber's throughput on agent traffic (issue 4), through the entry point a save uses.
+"""The scrubber's throughput on agent traffic (issue 4) and on adversarial text (issue 13),
+through the entry points a save uses.
 
     .venv/bin/python bench/scrub_section.py [--mb 5] [--repeat 5]   # this section alone
+    .venv/bin/python bench/scrub_section.py --adversarial-only      # the linear-time families alone
 
 The traffic is ``safepoint.testing.traffic.mixed_traffic(total_bytes)``:
 secret-free prose, code, JSON tool outputs and logs, in chunks. Each chunk
@@ -25,11 +27,30 @@ traffic's UTF-8 text bytes (10^6 bytes per MB) over the pass's time.
 The components table times the pieces a pass is made of (each step's
 prefilter and the step itself, through the scrubber's step protocol), for
 profiling.
+
+**Adversarial families (issue 13)** — linear time whatever the input. One
+family per rule: a text packing that rule's triggers densely — its generated
+tokens (tests/scrub_corpus/fakes.py), each followed by four of its look-alikes
+and four bare trigger spellings, glued by "", " ", "\n", "\\n", "," or "=" —
+plus shapes that trigger without ever completing a match (``eyJ`` repeated,
+BEGIN lines with no END, ``password=`` with no value, …), values longer than
+any window, marker-shaped input, ordinary agent traffic, and, on the load
+side, a registered secret repeated densely (saved to
+``open_store("memory://", secrets=…)`` and loaded with
+``resolve_secrets=True``). Each is scrubbed as one message through
+``Scrubber().scrub`` (``Scrubber(pii=(kind,))`` for a PII rule) after a
+warm-up: 1 MB, 10 MB, then 1 MB again — the 1 MB time is the mean of the two
+runs, which bracket the 10 MB one, so a machine that slows down or speeds up
+meanwhile tilts both sides alike — in process CPU seconds. The target:
+time(10 MB) / time(1 MB) ≤ 12 for every family. Findings per MB on the
+ordinary traffic are the false-positive rate, which must be 0.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import itertools
 import random
 import statistics
 import string
@@ -38,15 +59,24 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import safepoint
 from safepoint import codec
 from safepoint.scrub import Found, KnownSecretsStep, RulesStep, Scrubber, Secrets
+from safepoint.scrub.pii import PII_RULES
+from safepoint.scrub.rules import SECRET_RULES, Rule, case_variants
 from safepoint.testing.traffic import KINDS, mixed_traffic, traffic_by_kind
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from scrub_corpus.fakes import FAKES, near_misses  # (the generators the rule tests use)
 
 SECRETS = 100
 TARGET_KNOWN = 50.0  # MB/s with 100 registered secrets
 TARGET_RULES = 20.0  # MB/s
+TARGET_RATIO = 12.0  # time(10 MB) / time(1 MB), every adversarial family
+ADVERSARIAL_SIZES = (1_000_000, 10_000_000)
 _ROLE = {"prose": "assistant", "code": "tool", "json": "tool", "logs": "tool"}
 
 
@@ -78,6 +108,7 @@ class ScrubResults:
     passes: list[Pass]
     components: list[Pass]
     seconds: float = 0.0
+    adversarial: Adversarial | None = None
 
     def get(self, key: str) -> Pass:
         return next(p for p in self.passes if p.key == key)
@@ -112,7 +143,9 @@ def traffic(total_bytes: int, seed: int = 0) -> tuple[list[dict[str, Any]], list
     return messages, kinds
 
 
-def run(total_bytes: int = 5_000_000, repeat: int = 5, seed: int = 0) -> ScrubResults:
+def run(
+    total_bytes: int = 5_000_000, repeat: int = 5, seed: int = 0, *, adversarial: bool = True
+) -> ScrubResults:
     began = time.perf_counter()
     messages, kinds = traffic(total_bytes, seed)
     kind_bytes = Counter[str]()
@@ -148,6 +181,7 @@ def run(total_bytes: int = 5_000_000, repeat: int = 5, seed: int = 0) -> ScrubRe
         passes=passes,
         components=components,
         seconds=time.perf_counter() - began,
+        adversarial=run_adversarial() if adversarial else None,
     )
 
 
@@ -225,13 +259,246 @@ def _components(scrubber: Scrubber, messages: list[dict[str, Any]], repeat: int)
     return piece_list
 
 
+# -- adversarial families (issue 13) -------------------------------------------------------------
+
+_GLUE = ("", " ", "\n", "\\n", ",", "=")  # what packs one piece against the next
+_UNITS = 240  # distinct pieces per family, cycled up to the size (the engine keeps nothing between texts)
+
+
+@dataclass(slots=True)
+class Family:
+    """One adversarial text, scrubbed at each of ``ADVERSARIAL_SIZES``."""
+
+    key: str
+    shape: str  # what the text is, in one line
+    seconds: list[float] = field(default_factory=list)  # CPU seconds at each size
+    findings: list[int] = field(default_factory=list)  # what the scrubber replaced, at each size
+    error: str = ""  # the error's type if a run failed (the load side depends on the whole store)
+
+    @property
+    def ratio(self) -> float:
+        return self.seconds[-1] / self.seconds[0] if len(self.seconds) > 1 and self.seconds[0] else 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and 0 < self.ratio <= TARGET_RATIO
+
+
+@dataclass(slots=True)
+class Adversarial:
+    sizes: tuple[int, ...]
+    families: list[Family]
+    ordinary_findings_per_mb: float
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return all(f.ok for f in self.families)
+
+
+def _spellings(rule: Rule) -> list[str]:
+    return sorted(set(rule.spellings) or {v for t in rule.triggers for v in case_variants(t)})
+
+
+def _rule_pieces(rule: Rule) -> list[str]:
+    """A rule's tokens, each followed by four of its look-alikes and four bare trigger spellings,
+    glued densely (a trigger every few dozen characters, a real token every few hundred)."""
+    key = rule.name if rule.kind == "secret" else rule.kind
+    rng = random.Random(f"adversarial:{key}")
+    misses = near_misses(random.Random(7))[key]
+    spellings = _spellings(rule) or ["0"]
+    pieces = []
+    for i in range(_UNITS):
+        glue = _GLUE[i % len(_GLUE)]
+        parts = [FAKES[key](rng)[0]]
+        for j in range(4):
+            parts += [misses[(4 * i + j) % len(misses)], spellings[(4 * i + j) % len(spellings)]]
+        pieces.append(glue.join([*parts, ""]))
+    return pieces
+
+
+def _repeat(unit: str) -> list[str]:
+    return [unit]
+
+
+def _random_runs(prefix: str, length: int, end: str, *, url: bool = False) -> list[str]:
+    """Pieces of ``prefix`` + ``length`` random base64 (or base64url) characters + ``end``."""
+    rng = random.Random(prefix)
+    encode = base64.urlsafe_b64encode if url else base64.b64encode
+    return [prefix + encode(rng.randbytes(length)).decode()[:length] + end for _ in range(_UNITS)]
+
+
+# Shapes that trigger a rule again and again without completing a match, or that read far.
+_SHAPES: dict[str, tuple[str, Callable[[], list[str]]]] = {
+    "eyJ repeated": ("`eyJ` packed end to end: a JWT start every 3 characters", lambda: _repeat("eyJ")),
+    "JWT-like runs": (
+        "`eyJ` + 2 KB of base64url + `.`, over and over: JWT-shaped, no header",
+        lambda: _random_runs("eyJ", 2000, ".", url=True),
+    ),
+    "BEGIN, no END": (
+        "`-----BEGIN RSA PRIVATE KEY-----` lines with no body and no END",
+        lambda: _repeat("-----BEGIN RSA PRIVATE KEY-----\n"),
+    ),
+    "PEM bodies, no END": (
+        "BEGIN + 4 KB of base64 lines, never an END (each a truncated key)",
+        lambda: [
+            "-----BEGIN PRIVATE KEY-----\n" + "\n".join(line[i : i + 64] for i in range(0, 4096, 64)) + "\n"
+            for line in _random_runs("", 4096, "")
+        ],
+    ),
+    "password= no value": ("`password=` packed end to end", lambda: _repeat("password=")),
+    "password= long values": (
+        "`password=` + a 3 KB random value, one per line (each redacted whole)",
+        lambda: _random_runs("password=", 3000, "\n"),
+    ),
+    "marker-shaped input": (
+        "`[REDACTED:x]` and `[SECRET:Y]` written by the input between `password=` values",
+        lambda: [f"password=[REDACTED:x]{p}[SECRET:Y] " for p in _random_runs("", 20, "")],
+    ),
+}
+
+
+def _text(pieces: list[str], size: int) -> str:
+    out, total = [], 0
+    for piece in itertools.cycle(pieces):
+        out.append(piece)
+        total += len(piece)
+        if total >= size:
+            break
+    return "".join(out)
+
+
+def _scrub_once(scrubber: Scrubber, value: Any) -> tuple[float, int]:
+    began = time.process_time()
+    _, found = scrubber.scrub(value, "messages[0]")
+    return time.process_time() - began, sum(found.counts.values())
+
+
+def _family(
+    key: str, shape: str, scrubber: Scrubber, make: Callable[[int], Any], sizes: tuple[int, ...]
+) -> Family:
+    values = {size: make(size) for size in (sizes[0], sizes[-1])}
+    _scrub_once(scrubber, make(10_000))  # warm-up: the rule table and automata are built on first use
+    return _bracketed(Family(key, shape), lambda size: _scrub_once(scrubber, values[size]), sizes)
+
+
+def _bracketed(family: Family, measure: Callable[[int], tuple[float, int]], sizes: tuple[int, ...]) -> Family:
+    """Small, large, small again: the small time is the mean of the two runs around the large one."""
+    before, large, after = measure(sizes[0]), measure(sizes[-1]), measure(sizes[0])
+    family.seconds = [(before[0] + after[0]) / 2, large[0]]
+    family.findings = [before[1], large[1]]
+    return family
+
+
+def _ordinary(sizes: tuple[int, ...]) -> tuple[Family, float]:
+    """Ordinary agent traffic, one message per chunk; the 10 MB is the 1 MB traffic cycled."""
+    chunks = mixed_traffic(sizes[0], seed=1)
+    scrubber = Scrubber()
+
+    def measure(size: int) -> tuple[float, int]:
+        messages = [{"role": "tool", "content": c} for c in chunks] * max(1, round(size / sizes[0]))
+        began, findings = time.process_time(), 0
+        for i, message in enumerate(messages):
+            findings += sum(scrubber.scrub(message, f"messages[{i}]")[1].counts.values())
+        return time.process_time() - began, findings
+
+    family = Family("ordinary traffic", "`mixed_traffic`: prose, code, JSON tool outputs, logs (no secrets)")
+    _bracketed(family, measure, sizes)
+    megabytes = sum(len(c.encode()) for c in chunks) / 1e6
+    return family, family.findings[0] / megabytes
+
+
+def _load_side(sizes: tuple[int, ...]) -> list[Family]:
+    """A registered secret packed densely: save (every copy becomes a marker) and load, resolved."""
+    rng = random.Random(13)
+    value = "tok_" + "".join(rng.choice(string.ascii_letters + string.digits) for _ in range(20))
+    secrets = Secrets().add("API_TOKEN", value)
+    save = Family("load side: save", "a registered secret every 25 characters, saved (each becomes a marker)")
+    load = Family("load side: load", "the same, loaded with `resolve_secrets=True` (each marker resolved)")
+
+    def run(size: int) -> tuple[tuple[float, int], tuple[float, int]]:
+        text = _text([value + " "], size)
+        store = safepoint.open_store("memory://", secrets=secrets)
+        try:
+            checkpoint = safepoint.Checkpoint(run_id="dense", messages=[{"role": "tool", "content": text}])
+            began = time.process_time()
+            store.save(checkpoint)
+            saved = (time.process_time() - began, text.count(value))
+            began = time.process_time()
+            loaded = store.load("dense", resolve_secrets=True)
+            return saved, (time.process_time() - began, loaded.messages[0]["content"].count(value))
+        finally:
+            store.close()
+
+    try:
+        runs = [run(sizes[0]), run(sizes[-1]), run(sizes[0])]
+    except Exception as exc:  # reported as the family's error, by type only
+        save.error = load.error = type(exc).__name__
+        return [save, load]
+    for family, side in ((save, 0), (load, 1)):
+        before, large, after = (r[side] for r in runs)
+        family.seconds = [(before[0] + after[0]) / 2, large[0]]
+        family.findings = [before[1], large[1]]
+    return [save, load]
+
+
+def run_adversarial(sizes: tuple[int, ...] = ADVERSARIAL_SIZES) -> Adversarial:
+    began = time.perf_counter()
+    families: list[Family] = []
+    default = Scrubber()
+    for rule in (*SECRET_RULES, *PII_RULES):
+        pieces = _rule_pieces(rule)
+        scrubber = default if rule.kind == "secret" else Scrubber(pii=(rule.kind,))
+        shape = f"`{rule.name}`: {', '.join(_spellings(rule)[:4]) or 'no trigger'} …"
+        families.append(_family(rule.name, shape, scrubber, lambda n, p=pieces: _message(_text(p, n)), sizes))
+    for key, (shape, make) in _SHAPES.items():
+        pieces = make()
+        families.append(_family(key, shape, default, lambda n, p=pieces: _message(_text(p, n)), sizes))
+    huge = "`token=` and one random value as long as the whole text (redacted whole)"
+    families.append(_family("one huge value", huge, default, _huge_value, sizes))
+    ordinary, per_mb = _ordinary(sizes)
+    families.append(ordinary)
+    families.extend(_load_side(sizes))
+    return Adversarial(sizes, families, per_mb, time.perf_counter() - began)
+
+
+def _message(text: str) -> dict[str, str]:
+    return {"role": "tool", "content": text}
+
+
+def _huge_value(size: int) -> dict[str, str]:
+    return _message("token=" + base64.b64encode(random.Random(size).randbytes(size * 3 // 4)).decode())
+
+
+def print_adversarial(a: Adversarial) -> None:
+    small, large = (f"{size / 1e6:g} MB" for size in (a.sizes[0], a.sizes[-1]))
+    print(f"adversarial families: CPU seconds at {small} and {large}, target ratio <= {TARGET_RATIO:g}")
+    for f in a.families:
+        if f.error:
+            print(f"  {f.key:28} FAIL ({f.error})")
+            continue
+        rate = a.sizes[-1] / 1e6 / f.seconds[-1] if f.seconds[-1] else 0.0
+        verdict = "PASS" if f.ok else "FAIL"
+        print(
+            f"  {f.key:28} {f.seconds[0]:7.3f} s {f.seconds[-1]:8.3f} s  x{f.ratio:5.2f}  {verdict}"
+            f"  ({rate:5.1f} MB/s at {large}, {f.findings[-1]:,} findings)"
+        )
+    print(f"ordinary traffic: {a.ordinary_findings_per_mb:g} findings per MB (must be 0)")
+    print(f"all families {'PASS' if a.ok else 'FAIL'}; measured in {a.seconds:.0f} s")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--mb", type=float, default=5.0, help="traffic to scrub, in MB")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-adversarial", action="store_true", help="skip the adversarial families")
+    parser.add_argument("--adversarial-only", action="store_true", help="only the adversarial families")
     args = parser.parse_args(argv)
-    results = run(int(args.mb * 1_000_000), args.repeat, args.seed)
+    if args.adversarial_only:
+        print_adversarial(run_adversarial())
+        return 0
+    results = run(int(args.mb * 1_000_000), args.repeat, args.seed, adversarial=not args.no_adversarial)
     size = results.total_bytes
     print(f"{results.messages} messages, {size:,} bytes of text, {results.secrets} registered secrets")
     for p in [*results.passes, *results.components]:
@@ -239,6 +506,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {p.label:58} {p.rate(size):7.1f} MB/s  (min {rates[0]:.1f}, max {rates[-1]:.1f})")
         if p.findings:
             print(f"  {'':58} findings: {dict(p.findings.most_common(6))}")
+    if results.adversarial is not None:
+        print_adversarial(results.adversarial)
     return 0
 
 

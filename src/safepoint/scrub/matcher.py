@@ -34,14 +34,28 @@ class Matcher(Generic[V]):
         return len(self._values)
 
     def any(self, text: str) -> bool:
-        """Whether any word occurs in ``text``."""
+        """Whether any word occurs in ``text``.
+
+        The automaton lists every match, so a text dense with words (a trigger every few
+        characters over megabytes) is looked at in growing pieces — 4 KB, then 16 times more each
+        time, overlapping by ``longest - 1`` — and the first piece with a match answers: a clean
+        text still costs one pass (in a handful of calls), a dense one almost nothing.
+        """
         automaton = self._automaton
         if automaton is None:
             return False
-        try:
-            return bool(automaton.find_matches_as_indexes(text))
-        except UnicodeEncodeError:
-            return bool(automaton.find_matches_as_indexes(_without_surrogates(text)))
+        size, cut, piece, reach = len(text), 0, _FIRST_LOOK, self._longest - 1
+        while cut < size:
+            part = text[cut : cut + piece + reach] if cut or piece < size else text
+            try:
+                if automaton.find_matches_as_indexes(part):
+                    return True
+            except UnicodeEncodeError:
+                if automaton.find_matches_as_indexes(_without_surrogates(part)):
+                    return True
+            cut += piece
+            piece *= 16
+        return False
 
     def find(self, text: str) -> list[tuple[int, int, V]]:
         """Every occurrence, overlapping ones included: ``(start, end, value)``, by end offset."""
@@ -85,6 +99,7 @@ class Matcher(Generic[V]):
 
 
 _CHUNK = 1 << 16  # characters per automaton call in find_within: bounded memory, negligible call overhead
+_FIRST_LOOK = 1 << 12  # characters any() looks at first
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 

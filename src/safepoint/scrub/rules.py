@@ -62,6 +62,9 @@ _MARKER = re.compile(r"\[(?:REDACTED|SECRET):[^\]\s]{1,160}\]")
 _RULE_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,128}")  # so that every marker is recognised as one
 _MAX_ROUNDS = 32
 _LOOK_AROUND = 64  # more than any rule's lookbehind or lookahead reaches past its match (the longest is ~20)
+# A rule whose triggers come closer than _DENSE characters apart is searched ahead _HORIZON characters
+# at a time (in C) instead of matched at each trigger (a Python call per trigger: 1-2 us).
+_DENSE, _HORIZON = 32, 4096
 # Characters no rule's token, value or key runs through and no lookaround needs to see past ("[" and
 # "]" are not among them: a marker next to a new one may hide a glued token from the view).
 _SEPARATORS = frozenset(" \t\r\n\f\v\"'`,;(){}<>")
@@ -114,9 +117,10 @@ def case_variants(trigger: str) -> set[str]:
 
 
 # What to run when a spelling is found: the anchored probes, and the rules searched around it.
-# Anchored probe: (rule index, window (0: to the end of the stretch), bound match, the number of
-# the "secret" group (0: the whole match), validate, covers_refused).
-_Probe = tuple[int, int, Callable[..., re.Match[str] | None], int, Callable[[str], bool] | None, bool]
+# Anchored probe: (rule index, window (0: to the end of the stretch), bound match, bound search, the
+# number of the "secret" group (0: the whole match), validate, covers_refused).
+_Finder = Callable[..., re.Match[str] | None]
+_Probe = tuple[int, int, _Finder, _Finder, int, Callable[[str], bool] | None, bool]
 _OnTrigger = tuple[tuple[_Probe, ...], tuple[int, ...]]
 
 
@@ -166,7 +170,15 @@ class RuleScanner:
                 for spelling in spellings:
                     searched.setdefault(spelling, []).append(slot)
                 continue
-            probe = (index, window, rule.pattern.match, group, rule.validate, rule.covers_refused)
+            probe = (
+                index,
+                window,
+                rule.pattern.match,
+                rule.pattern.search,
+                group,
+                rule.validate,
+                rule.covers_refused,
+            )
             for spelling in sorted(spellings):
                 anchored.setdefault(spelling, []).append(probe)
         words = sorted(set(anchored) | set(searched))
@@ -275,53 +287,8 @@ class RuleScanner:
         found: list[_Candidate] = []
         if not stretches:
             return found
-        ends = [e for _, e in stretches]
         if len(self._automaton):
-            size = len(text)
-            # A few regions are searched apart; many small ones (markers packed densely) in one pass.
-            spans = regions if regions is not None and len(regions) <= 1 + size // 2048 else [(0, size)]
-            reached = [0] * len(self.rules)  # per rule, where its last match (or covering refusal) ended
-            searches = self._searches
-            # Per searched rule, the cluster of triggers pending for it: stretch (-1: none), first, last.
-            pending = [[-1, 0, 0] for _ in searches]
-            at_stretch, count = 0, len(stretches)
-            lo, stop = stretches[0]
-            for at, end, (probes, searched) in self._automaton.find_within(text, spans):
-                if at >= stop:
-                    at_stretch += 1
-                    while at_stretch < count and ends[at_stretch] <= at:
-                        at_stretch += 1
-                    if at_stretch == count:
-                        break
-                    lo, stop = stretches[at_stretch]
-                if at < lo or end > stop:
-                    continue  # (part of) the trigger lies outside the stretches, in a kept marker
-                for index, window, run, group, validate, covers in probes:
-                    if at < reached[index]:
-                        continue
-                    match = run(text, at, at + window if window and at + window < stop else stop)
-                    if match is None:
-                        continue
-                    s, e = match.span(group)
-                    if e > s and (validate is None or validate(text[s:e])):
-                        found.append((s, e, index))
-                        reached[index] = match.end()
-                    elif covers:
-                        reached[index] = match.end()
-                for slot in searched:
-                    cluster, search = pending[slot], searches[slot]
-                    if cluster[0] == at_stretch and (
-                        not search.after or at - search.before <= cluster[2] + search.after
-                    ):
-                        cluster[2] = max(cluster[2], at)
-                        continue
-                    if cluster[0] >= 0:
-                        _search_cluster(text, search, cluster, stretches, found)
-                    cluster[0] = at_stretch
-                    cluster[1] = cluster[2] = at
-            for search, cluster in zip(searches, pending, strict=True):
-                if cluster[0] >= 0:
-                    _search_cluster(text, search, cluster, stretches, found)
+            self._scan_triggers(text, stretches, regions, found)
         for index, pattern, group, validate in self._whole_text:
             for lo, hi in _intersect(stretches, regions):
                 for match in pattern.finditer(text, lo, hi):
@@ -329,6 +296,82 @@ class RuleScanner:
                     if e > s and (validate is None or validate(text[s:e])):
                         found.append((s, e, index))
         return found
+
+    def _scan_triggers(
+        self, text: str, stretches: list[Span], regions: list[Span] | None, found: list[_Candidate]
+    ) -> None:
+        size = len(text)
+        # A few regions are searched apart; many small ones (markers packed densely) in one pass.
+        spans = regions if regions is not None and len(regions) <= 1 + size // 2048 else [(0, size)]
+        reached = [0] * len(self.rules)  # per rule, where its last match (or covering refusal) ended
+        last = [-_DENSE] * len(self.rules)  # per rule, its last trigger looked at
+        # Per searched rule, the cluster of triggers pending for it: stretch (-1: none), first, last.
+        pending = [[-1, 0, 0] for _ in self._searches]
+        ends = [e for _, e in stretches]
+        at_stretch, count = 0, len(stretches)
+        lo, stop = stretches[0]
+        for at, end, (probes, searched) in self._automaton.find_within(text, spans):
+            if at >= stop:
+                at_stretch += 1
+                while at_stretch < count and ends[at_stretch] <= at:
+                    at_stretch += 1
+                if at_stretch == count:
+                    break
+                lo, stop = stretches[at_stretch]
+            if at < lo or end > stop:
+                continue  # (part of) the trigger lies outside the stretches, in a kept marker
+            for index, window, run, look, group, validate, covers in probes:
+                if at < reached[index]:
+                    continue
+                if at - last[index] >= _DENSE:
+                    last[index] = at
+                    match = run(text, at, at + window if window and at + window < stop else stop)
+                    if match is None:
+                        continue
+                else:
+                    # Dense triggers (eyJeyJeyJ…, a key word on every line): one search in C looks
+                    # ahead, and the triggers it shows to start no match are skipped by `reached`.
+                    last[index] = at
+                    hi = at + _HORIZON + window if window and at + _HORIZON + window < stop else stop
+                    match = look(text, at, hi)
+                    if match is None:  # no match starts before hi - window (any, when hi is the end)
+                        reached[index] = hi - window + 1 if hi < stop else stop
+                        continue
+                    if hi < stop and match.start() > hi - window:
+                        reached[index] = match.start()  # it may be cut short at hi: look again there
+                        continue
+                    reached[index] = match.start() + 1
+                s, e = match.span(group)
+                if e > s and (validate is None or validate(text[s:e])):
+                    found.append((s, e, index))
+                    reached[index] = match.end()
+                elif covers:
+                    reached[index] = match.end()
+            for slot in searched:
+                self._pend(text, slot, pending[slot], at_stretch, at, stretches, found)
+        for search, cluster in zip(self._searches, pending, strict=True):
+            if cluster[0] >= 0:
+                _search_cluster(text, search, cluster, stretches, found)
+
+    def _pend(
+        self,
+        text: str,
+        slot: int,
+        cluster: list[int],
+        at_stretch: int,
+        at: int,
+        stretches: list[Span],
+        found: list[_Candidate],
+    ) -> None:
+        """Add a trigger to its searched rule's pending cluster, searching the cluster it ends."""
+        search = self._searches[slot]
+        if cluster[0] == at_stretch and (not search.after or at - search.before <= cluster[2] + search.after):
+            cluster[2] = max(cluster[2], at)
+            return
+        if cluster[0] >= 0:
+            _search_cluster(text, search, cluster, stretches, found)
+        cluster[0] = at_stretch
+        cluster[1] = cluster[2] = at
 
 
 def _search_cluster(
