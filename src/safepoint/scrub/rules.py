@@ -264,7 +264,8 @@ class RuleScanner:
 
     def _find(self, text: str, marks: list[Span], regions: list[Span] | None) -> list[_Candidate]:
         """Merged candidates in ``text``, judged as if input markers were not there."""
-        inputs = _input_markers(text, marks)
+        text = _masked(text, marks)
+        inputs = _input_markers(text)
         if not inputs:
             return _merge(self._scan(text, _gaps(marks, len(text)), regions))
         view = _View(text, inputs)
@@ -332,7 +333,8 @@ class RuleScanner:
                     # Dense triggers (eyJeyJeyJ…, a key word on every line): one search in C looks
                     # ahead, and the triggers it shows to start no match are skipped by `reached`.
                     last[index] = at
-                    hi = at + _HORIZON + window if window and at + _HORIZON + window < stop else stop
+                    ahead = max(_HORIZON, 4 * window) + window  # (several windows: each search moves on)
+                    hi = at + ahead if window and at + ahead < stop else stop
                     match = look(text, at, hi)
                     if match is None:  # no match starts before hi - window (any, when hi is the end)
                         reached[index] = hi - window + 1 if hi < stop else stop
@@ -348,7 +350,9 @@ class RuleScanner:
                 elif covers:
                     reached[index] = match.end()
             for slot in searched:
-                self._pend(text, slot, pending[slot], at_stretch, at, stretches, found)
+                self._pend(
+                    text, slot, pending[slot], at_stretch=at_stretch, at=at, stretches=stretches, found=found
+                )
         for search, cluster in zip(self._searches, pending, strict=True):
             if cluster[0] >= 0:
                 _search_cluster(text, search, cluster, stretches, found)
@@ -358,6 +362,7 @@ class RuleScanner:
         text: str,
         slot: int,
         cluster: list[int],
+        *,
         at_stretch: int,
         at: int,
         stretches: list[Span],
@@ -472,20 +477,32 @@ def _intersect(stretches: list[Span], regions: list[Span] | None) -> Iterator[Sp
             j += 1
 
 
-def _input_markers(text: str, marks: list[Span]) -> list[Span]:
-    """Marker-shaped spans of ``text`` that are not (and do not overlap) a kept marker."""
+def _masked(text: str, marks: list[Span]) -> str:
+    """``text`` with each kept marker blanked out (as many vertical tabs): no trigger is found inside
+    one (marker-dense text would spend its time skipping them) and no marker-shaped text spans one.
+    A lookbehind from the next stretch sees whitespace where it saw "]": a boundary either way."""
+    if not marks:
+        return text
+    pieces: list[str] = []
+    last = 0
+    blanks: dict[int, str] = {}
+    for s, e in marks:
+        pieces.append(text[last:s])
+        blank = blanks.get(e - s)
+        if blank is None:
+            blank = blanks[e - s] = "\v" * (e - s)
+        pieces.append(blank)
+        last = e
+    pieces.append(text[last:])
+    return "".join(pieces)
+
+
+def _input_markers(text: str) -> list[Span]:
+    """Marker-shaped spans of a masked ``text``: none is, or overlaps, a kept marker (those are
+    blanked out, and no marker-shaped text holds whitespace)."""
     if "[REDACTED:" not in text and "[SECRET:" not in text:
         return []
-    out: list[Span] = []
-    at, count = 0, len(marks)
-    for match in _MARKER.finditer(text):
-        s, e = match.span()
-        while at < count and marks[at][1] <= s:
-            at += 1
-        if at < count and marks[at][0] < e:
-            continue  # overlaps (or is) a kept marker
-        out.append((s, e))
-    return out
+    return [match.span() for match in _MARKER.finditer(text)]
 
 
 class _View:
