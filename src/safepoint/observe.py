@@ -9,15 +9,67 @@ outcomes — and run ids only when the user opts in.
 
 The hook is the public trace hook too: anything with these three methods can
 be passed as ``open_store(url, observer=…)``.
+
+What the store reports (``METRICS`` lists the metrics): a span per public
+operation — ``safepoint.save``, ``.load``, ``.fork``, ``.gc``, ``.migrate``,
+``.claim``, ``.heartbeat``, ``.release``, ``.enqueue`` and the read calls —
+and, per operation, ``<span name>.duration`` in seconds. Span attributes may
+include the identifiers in ``IDENTIFIERS`` (run and worker ids); an observer
+that exports them should drop them unless its user opted in, as
+``OpenTelemetryObserver`` does. Metric attributes never carry them (one time
+series per run would swamp any metrics backend).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 Attributes = Mapping[str, str | int | float | bool]
+
+# Span attributes that name a run or a worker: exported only when the user opts in.
+IDENTIFIERS = frozenset({"safepoint.run_id", "safepoint.new_run_id", "safepoint.worker_id"})
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    """How a metric is meant to be exported: instrument kind, UCUM unit, description."""
+
+    kind: Literal["counter", "histogram", "gauge"]
+    unit: str
+    description: str
+
+
+def _duration(operation: str) -> Metric:
+    return Metric("histogram", "s", f"Time a store {operation} took, as the caller saw it")
+
+
+# Every metric safepoint reports by name. An observer may meet others (a newer
+# worker's): ``add`` is then a counter and ``record`` a histogram.
+METRICS: Mapping[str, Metric] = {
+    "safepoint.save.duration": _duration("save"),
+    "safepoint.load.duration": _duration("load"),
+    "safepoint.fork.duration": _duration("fork"),
+    "safepoint.gc.duration": _duration("garbage collection"),
+    "safepoint.migrate.duration": _duration("eager migration batch"),
+    "safepoint.claim.duration": _duration("claim"),
+    "safepoint.heartbeat.duration": _duration("heartbeat"),
+    "safepoint.release.duration": _duration("release"),
+    "safepoint.enqueue.duration": _duration("enqueue"),
+    "safepoint.save.bytes": Metric("histogram", "By", "Bytes a save wrote: new message bodies and blobs"),
+    "safepoint.save.messages": Metric("histogram", "{message}", "Messages a save appended"),
+    "safepoint.load.messages": Metric("histogram", "{message}", "Messages in a loaded checkpoint"),
+    "safepoint.blobs.written": Metric("counter", "{blob}", "Blobs saves wrote"),
+    "safepoint.scrub.findings": Metric("counter", "{finding}", "Values the scrubber replaced, by rule"),
+    "safepoint.conflicts": Metric("counter", "{conflict}", "Saves refused as not the next step"),
+    "safepoint.leases.lost": Metric("counter", "{lease}", "Saves, heartbeats and releases fenced off"),
+    "safepoint.retries": Metric("counter", "{retry}", "Transient store errors retried, by operation"),
+    "safepoint.runs.quarantined": Metric("counter", "{run}", "Runs released as failed after max_attempts"),
+    "safepoint.runs.too_new": Metric("counter", "{run}", "Claimed runs saved by newer code, put back"),
+    "safepoint.queue.depth": Metric("gauge", "{run}", "Runs queued and claimable"),
+}
 
 
 class Span(Protocol):
@@ -52,6 +104,7 @@ class _NoSpan:
 
 
 _NO_SPAN = _NoSpan()
+NO_SPAN: Span = _NO_SPAN  # what an observer's failed span stands in for
 
 
 class NoObserver:

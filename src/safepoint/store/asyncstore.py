@@ -2,7 +2,8 @@
 
 Each method awaits the same shared ``Call`` (``calls.py``) that ``Store``
 blocks on, so the two cannot drift apart: validation, encoding, the
-transaction's logic and the post-commit bookkeeping exist once.
+transaction's logic and the post-commit bookkeeping exist once; so do the
+spans and metrics around them (``traced.py``).
 
 SQLite has no async driver of its own; ``SQLiteAsyncDriver`` runs the sync
 driver's transaction in a worker thread (``asyncio.to_thread``), which keeps
@@ -12,18 +13,19 @@ the event loop free while SQLite waits for its fsync.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import Any, Protocol, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 from safepoint.model import Checkpoint, CheckpointInfo, Lease, Page, Retention, RunInfo, Status
 from safepoint.observe import NO_OBSERVER, Observer
 
-from . import calls, maintenance, ops
+from . import calls, maintenance, ops, traced
 from .pipeline import Pipeline, ResolveSecrets
 from .sqlite.driver import SQLiteDriver
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class AsyncDriver(Protocol):
@@ -63,6 +65,7 @@ class AsyncStore:
         self.pipeline = pipeline if pipeline is not None else Pipeline()
         # Spans and metrics (``safepoint.observe``); ``open_async_store(observer=…)`` sets it.
         self.observer: Observer = NO_OBSERVER
+        self._backend = traced.backend_of(url)
 
     @property
     def driver(self) -> AsyncDriver:
@@ -74,10 +77,28 @@ class AsyncStore:
             await asyncio.to_thread(call.before)
         return call.finish(await self._driver.run(call.op, write=call.write))
 
+    async def _call(self, build: Callable[P, calls.Call[Any, T]], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Build the call and run it, inside the observer's span when there is one (as ``Store._call``)."""
+        observer = self.observer
+        if observer is NO_OBSERVER:
+            return await self._run(build(*args, **kwargs))
+        with traced.operation(observer, self._backend, build, args, kwargs) as op:
+            result = await self._run(build(*args, **kwargs))
+            traced.finished(build, op, result)
+        return result
+
     async def save(self, checkpoint: Checkpoint, *, lease: Lease | None = None) -> CheckpointInfo:
         """Store ``checkpoint`` as the next step of its run (see ``Store.save``)."""
         save_op = getattr(self._driver, "save_op", None)  # the dialect's own save, if any
-        return await self._run(calls.save(checkpoint, lease, self.pipeline, save_op))
+        observer = self.observer
+        if observer is NO_OBSERVER:
+            return await self._run(calls.save(checkpoint, lease, self.pipeline, save_op))
+        facts = calls.SaveFacts()
+        attributes = traced.of_save(checkpoint, lease)
+        with traced.Operation(observer, "safepoint.save", self._backend, attributes) as op:
+            info = await self._run(calls.observed_save(checkpoint, lease, self.pipeline, save_op, facts))
+            traced.saved(op, facts)
+        return info
 
     async def load(
         self,
@@ -89,20 +110,19 @@ class AsyncStore:
         fetch_blobs: bool = True,
     ) -> Checkpoint:
         """The run's latest checkpoint, or the one at ``step``, verified."""
-        return await self._run(
-            calls.load(
-                run_id,
-                step,
-                self.pipeline,
-                resolve_secrets=resolve_secrets,
-                migrate=migrate,
-                fetch_blobs=fetch_blobs,
-            )
+        return await self._call(
+            calls.load,
+            run_id,
+            step,
+            self.pipeline,
+            resolve_secrets=resolve_secrets,
+            migrate=migrate,
+            fetch_blobs=fetch_blobs,
         )
 
     async def migrate_runs(self, run_ids: list[str]) -> maintenance.Rewritten:
         """Eagerly migrate these runs' latest checkpoints (see ``Store.migrate_runs``)."""
-        return await self._run(calls.migrate_runs(run_ids, self.pipeline))
+        return await self._call(calls.migrate_runs, run_ids, self.pipeline)
 
     async def fetch_blob(self, ref: Any) -> str | bytes:
         """The value a blob reference stands for (from ``load(..., fetch_blobs=False)``).
@@ -111,11 +131,11 @@ class AsyncStore:
         ``BlobRef``. Text comes back as ``str``; the bytes are verified against
         the digest (``BlobCorrupt`` if altered, ``BlobNotFound`` if missing).
         """
-        return await self._run(calls.fetch_blob(ref, self.pipeline))
+        return await self._call(calls.fetch_blob, ref, self.pipeline)
 
     async def set_retention(self, run_id: str, policy: Retention | None) -> None:
         """Give one run its own retention policy (``None``: back to the store's)."""
-        return await self._run(calls.set_retention(run_id, policy))
+        return await self._call(calls.set_retention, run_id, policy)
 
     async def prune_run(
         self, run_id: str, policy: Retention | None = None, *, dry_run: bool = False
@@ -123,7 +143,7 @@ class AsyncStore:
         """Apply retention to one run in one transaction: the run's own policy, else
         ``policy``, else the store's. Kept checkpoints all still load exactly.
         (``safepoint gc`` and ``prune_store`` call this for every run.)"""
-        return await self._run(calls.prune_run(run_id, policy, self.pipeline, dry_run))
+        return await self._call(calls.prune_run, run_id, policy, self.pipeline, dry_run)
 
     async def collect_garbage(
         self, *, grace: float | timedelta = 0, dry_run: bool = False
@@ -134,15 +154,15 @@ class AsyncStore:
         blobs hold in their transaction until commit, and a save re-checks
         there the blobs it uploaded before (putting back any collected since).
         """
-        return await self._run(calls.collect_garbage(self.pipeline, grace, dry_run))
+        return await self._call(calls.collect_garbage, self.pipeline, grace, dry_run)
 
     async def history(self, run_id: str) -> list[CheckpointInfo]:
         """Every checkpoint of the run, oldest first (headers only)."""
-        return await self._run(calls.history(run_id))
+        return await self._call(calls.history, run_id)
 
     async def run(self, run_id: str) -> RunInfo:
         """The run's summary."""
-        return await self._run(calls.run_info(run_id))
+        return await self._call(calls.run_info, run_id)
 
     async def runs(
         self,
@@ -154,8 +174,8 @@ class AsyncStore:
         cursor: str | None = None,
     ) -> Page[RunInfo]:
         """Runs, newest first, filtered and paged (see ``Store.runs``)."""
-        return await self._run(
-            calls.runs(status=status, labels=labels, updated_since=updated_since, limit=limit, cursor=cursor)
+        return await self._call(
+            calls.runs, status=status, labels=labels, updated_since=updated_since, limit=limit, cursor=cursor
         )
 
     async def fork(
@@ -167,15 +187,15 @@ class AsyncStore:
         labels: dict[str, str] | None = None,
     ) -> Checkpoint:
         """Start a new run from a checkpoint (see ``Store.fork``)."""
-        return await self._run(calls.fork(run_id, step, new_run_id, labels, self.pipeline))
+        return await self._call(calls.fork, run_id, step, new_run_id, labels, self.pipeline)
 
     async def delete_run(self, run_id: str) -> None:
         """Delete the run with its checkpoints and messages."""
-        await self._run(calls.delete_run(run_id))
+        await self._call(calls.delete_run, run_id)
 
     async def enqueue(self, run_id: str) -> None:
         """Queue the run for workers to ``claim`` (idempotent); ``NotFound`` if absent."""
-        await self._run(calls.enqueue(run_id))
+        await self._call(calls.enqueue, run_id)
 
     async def claim(self, worker_id: str, *, lease: float | timedelta = 30.0) -> Lease | None:
         """Atomically take one queued run whose lease is free or expired.
@@ -184,11 +204,11 @@ class AsyncStore:
         the run, or None when nothing is claimable. Save under it with
         ``save(cp, lease=...)``; keep it alive with ``heartbeat``.
         """
-        return await self._run(calls.claim(worker_id, lease))
+        return await self._call(calls.claim, worker_id, lease)
 
     async def heartbeat(self, lease: Lease, *, extend: float | timedelta | None = None) -> Lease:
         """Extend the lease (by its own duration unless ``extend``); ``LeaseLost`` if fenced off."""
-        return await self._run(calls.heartbeat(lease, extend))
+        return await self._call(calls.heartbeat, lease, extend)
 
     async def release(
         self, lease: Lease, *, status: Status | str | None = None, requeue: bool = False
@@ -196,7 +216,7 @@ class AsyncStore:
         """Give the run back. ``requeue`` keeps it queued for another worker;
         ``status`` sets the run's status (its checkpoints keep theirs).
         ``LeaseLost`` if the lease is no longer current."""
-        await self._run(calls.release(lease, status, requeue))
+        await self._call(calls.release, lease, status, requeue)
 
     async def close(self) -> None:
         """Release the connection(s)."""

@@ -15,7 +15,7 @@ import base64
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import partial
 from itertools import islice
@@ -39,7 +39,7 @@ from safepoint.scrub import Secrets
 
 from . import leases, listing, maintenance, ops
 from .blobio import ExternalBlobs
-from .pipeline import Pipeline, ResolveSecrets
+from .pipeline import Pipeline, PreparedSave, ResolveSecrets
 from .serialize import check_id, check_step, finish_save, validate_fields
 
 # Bounds on arguments, so that no value reaches a driver as an overflow (SQLite
@@ -124,6 +124,50 @@ def save(
         if pending:
             before = partial(pipeline.blobs.put_all, pending)
     return Call(op, True, finish, before)
+
+
+@dataclass(slots=True)
+class SaveFacts:
+    """What one committed save wrote, for span attributes and metrics: sizes and counts, no value.
+
+    ``bytes_written`` counts the new message bodies and blobs (the small
+    header row aside); ``findings`` the scrubber's replacements by rule.
+    """
+
+    bytes_written: int = 0
+    messages_added: int = 0
+    blobs_written: int = 0
+    findings: dict[str, int] = field(default_factory=dict)
+
+
+def observed_save(
+    cp: Checkpoint, lease: Lease | None, pipeline: Pipeline, save_op: SaveOp | None, facts: SaveFacts
+) -> Call[ops.SaveResult, CheckpointInfo]:
+    """``save``, filling ``facts`` once the save has committed (an observed store's save).
+
+    The save is built by ``save`` itself; only its operation is wrapped, to
+    keep hold of the prepared save, whose pending blobs are read after
+    commit (a re-plan inside the transaction may add some).
+    """
+    inner = save_op or ops.save
+    held: list[PreparedSave] = []
+
+    def op(cp: Checkpoint, prepared: PreparedSave, *args: Any, **kwargs: Any) -> ops.Op[ops.SaveResult]:
+        held.append(prepared)
+        return inner(cp, prepared, *args, **kwargs)
+
+    call = save(cp, lease, pipeline, op)
+
+    def finish(result: ops.SaveResult) -> CheckpointInfo:
+        info = call.finish(result)
+        blobs = held[0].pending_blobs() if held else {}
+        facts.messages_added = len(result.plan.bodies)
+        facts.blobs_written = len(blobs)
+        facts.bytes_written = sum(map(len, result.plan.bodies)) + sum(map(len, blobs.values()))
+        facts.findings = result.report.by_rule()
+        return info
+
+    return Call(call.op, call.write, finish, call.before)
 
 
 def load(

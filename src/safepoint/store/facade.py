@@ -1,22 +1,25 @@
 """``Store``: the public face of a checkpoint store, over any driver.
 
 Each method is one line: build the shared ``Call`` (``calls.py``) and run it
-on the driver. An async store does the same with ``await``.
+on the driver. An async store does the same with ``await``. With an observer
+(``open_store(url, observer=…)``) each call runs inside a span
+(``traced.py``); without one, a single identity test skips all of that.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import Any, Protocol, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 from safepoint.model import Checkpoint, CheckpointInfo, Lease, Page, Retention, RunInfo, Status
 from safepoint.observe import NO_OBSERVER, Observer
 
-from . import calls, maintenance, ops
+from . import calls, maintenance, ops, traced
 from .pipeline import Pipeline, ResolveSecrets
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class Driver(Protocol):
@@ -47,6 +50,7 @@ class Store:
         self.pipeline = pipeline if pipeline is not None else Pipeline()
         # Spans and metrics (``safepoint.observe``); ``open_store(observer=…)`` sets it.
         self.observer: Observer = NO_OBSERVER
+        self._backend = traced.backend_of(url)
 
     @property
     def driver(self) -> Driver:
@@ -57,6 +61,16 @@ class Store:
         if call.before is not None:  # slow I/O (blob uploads), before the transaction begins
             call.before()
         return call.finish(self._driver.run(call.op, write=call.write))
+
+    def _call(self, build: Callable[P, calls.Call[Any, T]], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Build the call and run it, inside the observer's span when there is one."""
+        observer = self.observer
+        if observer is NO_OBSERVER:
+            return self._run(build(*args, **kwargs))
+        with traced.operation(observer, self._backend, build, args, kwargs) as op:
+            result = self._run(build(*args, **kwargs))
+            traced.finished(build, op, result)
+        return result
 
     def save(self, checkpoint: Checkpoint, *, lease: Lease | None = None) -> CheckpointInfo:
         """Store ``checkpoint`` as the next step of its run, atomically and durably.
@@ -80,7 +94,15 @@ class Store:
         ``Conflict``.
         """
         save_op = getattr(self._driver, "save_op", None)  # the dialect's own save, if any
-        return self._run(calls.save(checkpoint, lease, self.pipeline, save_op))
+        observer = self.observer
+        if observer is NO_OBSERVER:
+            return self._run(calls.save(checkpoint, lease, self.pipeline, save_op))
+        facts = calls.SaveFacts()
+        attributes = traced.of_save(checkpoint, lease)
+        with traced.Operation(observer, "safepoint.save", self._backend, attributes) as op:
+            info = self._run(calls.observed_save(checkpoint, lease, self.pipeline, save_op, facts))
+            traced.saved(op, facts)
+        return info
 
     def load(
         self,
@@ -110,15 +132,14 @@ class Store:
         not exist and ``CorruptCheckpoint`` when stored rows fail the digest.
         Always two queries, however long the run.
         """
-        return self._run(
-            calls.load(
-                run_id,
-                step,
-                self.pipeline,
-                resolve_secrets=resolve_secrets,
-                migrate=migrate,
-                fetch_blobs=fetch_blobs,
-            )
+        return self._call(
+            calls.load,
+            run_id,
+            step,
+            self.pipeline,
+            resolve_secrets=resolve_secrets,
+            migrate=migrate,
+            fetch_blobs=fetch_blobs,
         )
 
     def migrate_runs(self, run_ids: list[str]) -> maintenance.Rewritten:
@@ -130,7 +151,7 @@ class Store:
         Runs already current are left alone; a run whose migration fails is
         left unchanged and reported. ``safepoint migrate`` calls this in batches.
         """
-        return self._run(calls.migrate_runs(run_ids, self.pipeline))
+        return self._call(calls.migrate_runs, run_ids, self.pipeline)
 
     def fetch_blob(self, ref: Any) -> str | bytes:
         """The value a blob reference stands for (from ``load(..., fetch_blobs=False)``).
@@ -139,11 +160,11 @@ class Store:
         ``BlobRef``. Text comes back as ``str``; the bytes are verified against
         the digest (``BlobCorrupt`` if altered, ``BlobNotFound`` if missing).
         """
-        return self._run(calls.fetch_blob(ref, self.pipeline))
+        return self._call(calls.fetch_blob, ref, self.pipeline)
 
     def set_retention(self, run_id: str, policy: Retention | None) -> None:
         """Give one run its own retention policy (``None``: back to the store's)."""
-        return self._run(calls.set_retention(run_id, policy))
+        return self._call(calls.set_retention, run_id, policy)
 
     def prune_run(
         self, run_id: str, policy: Retention | None = None, *, dry_run: bool = False
@@ -151,7 +172,7 @@ class Store:
         """Apply retention to one run in one transaction: the run's own policy, else
         ``policy``, else the store's. Kept checkpoints all still load exactly.
         (``safepoint gc`` and ``prune_store`` call this for every run.)"""
-        return self._run(calls.prune_run(run_id, policy, self.pipeline, dry_run))
+        return self._call(calls.prune_run, run_id, policy, self.pipeline, dry_run)
 
     def collect_garbage(self, *, grace: float | timedelta = 0, dry_run: bool = False) -> maintenance.GcResult:
         """Delete blobs no stored row references (and older than ``grace``).
@@ -160,15 +181,15 @@ class Store:
         blobs hold in their transaction until commit, and a save re-checks
         there the blobs it uploaded before (putting back any collected since).
         """
-        return self._run(calls.collect_garbage(self.pipeline, grace, dry_run))
+        return self._call(calls.collect_garbage, self.pipeline, grace, dry_run)
 
     def history(self, run_id: str) -> list[CheckpointInfo]:
         """Every checkpoint of the run, oldest first (headers only, no messages)."""
-        return self._run(calls.history(run_id))
+        return self._call(calls.history, run_id)
 
     def run(self, run_id: str) -> RunInfo:
         """The run's summary: status, head step, labels, counters, timestamps."""
-        return self._run(calls.run_info(run_id))
+        return self._call(calls.run_info, run_id)
 
     def runs(
         self,
@@ -183,8 +204,8 @@ class Store:
         must match) and last update; pass ``page.next_cursor`` back as
         ``cursor`` for the next page. ``limit`` is 1 to 10,000; a bad status,
         limit or cursor raises ``InvalidArgument``."""
-        return self._run(
-            calls.runs(status=status, labels=labels, updated_since=updated_since, limit=limit, cursor=cursor)
+        return self._call(
+            calls.runs, status=status, labels=labels, updated_since=updated_since, limit=limit, cursor=cursor
         )
 
     def fork(
@@ -201,15 +222,15 @@ class Store:
         same step number, with ``parent`` recording where it came from; save
         ``fork.next()`` to continue it. Returns the new run's checkpoint.
         """
-        return self._run(calls.fork(run_id, step, new_run_id, labels, self.pipeline))
+        return self._call(calls.fork, run_id, step, new_run_id, labels, self.pipeline)
 
     def delete_run(self, run_id: str) -> None:
         """Delete the run, its checkpoints and messages; ``NotFound`` if absent."""
-        self._run(calls.delete_run(run_id))
+        self._call(calls.delete_run, run_id)
 
     def enqueue(self, run_id: str) -> None:
         """Queue the run for workers to ``claim`` (idempotent); ``NotFound`` if absent."""
-        self._run(calls.enqueue(run_id))
+        self._call(calls.enqueue, run_id)
 
     def claim(self, worker_id: str, *, lease: float | timedelta = 30.0) -> Lease | None:
         """Atomically take one queued run whose lease is free or expired.
@@ -219,17 +240,17 @@ class Store:
         ``save(cp, lease=...)``; keep it alive with ``heartbeat``. ``lease`` is
         a positive duration of at most 365 days (seconds or a ``timedelta``).
         """
-        return self._run(calls.claim(worker_id, lease))
+        return self._call(calls.claim, worker_id, lease)
 
     def heartbeat(self, lease: Lease, *, extend: float | timedelta | None = None) -> Lease:
         """Extend the lease (by its own duration unless ``extend``); ``LeaseLost`` if fenced off."""
-        return self._run(calls.heartbeat(lease, extend))
+        return self._call(calls.heartbeat, lease, extend)
 
     def release(self, lease: Lease, *, status: Status | str | None = None, requeue: bool = False) -> None:
         """Give the run back. ``requeue`` keeps it queued for another worker;
         ``status`` sets the run's status (its checkpoints keep theirs).
         ``LeaseLost`` if the lease is no longer current."""
-        self._run(calls.release(lease, status, requeue))
+        self._call(calls.release, lease, status, requeue)
 
     def close(self) -> None:
         """Release the connection(s). Using the store afterwards raises ``StoreClosed``."""

@@ -8,12 +8,14 @@ Open one with ``await open_postgres_async_driver(url, **options)``.
 
 from __future__ import annotations
 
+import os
 from contextlib import closing, nullcontext
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from safepoint.store import forking
 from safepoint.store.ops import Op, Row
 
 from .config import PostgresConfig, search_path
@@ -46,6 +48,10 @@ class PostgresAsyncDriver:
         self.pool = pool  # for tests and tools; a store never needs it
         self.search_path = search_path
         self.applied: list[int] = []  # DDL revisions this driver applied when it opened
+        # Fork safety (see store/forking.py and driver.py): the process whose
+        # pool this is, and whether a forked child's new pool still needs opening.
+        self._pid = os.getpid()
+        self._reopen = False
 
     @classmethod
     async def open(cls, config: PostgresConfig) -> PostgresAsyncDriver:
@@ -67,14 +73,37 @@ class PostgresAsyncDriver:
         """Drive ``op`` in one transaction; commit on return, roll back on error."""
         tx = Transaction(op_steps(op, self.search_path))
         try:
-            async with self.pool.connection() as conn:
+            pool = await self._own_pool()
+            async with pool.connection() as conn:
                 return await _transact(conn, tx, write=write)
         except (psycopg.Error, UnicodeEncodeError) as exc:
             raise tx.error(exc) from exc
 
     async def close(self) -> None:
         """Close every connection; later operations raise ``StoreClosed``."""
+        if self._pid != os.getpid():  # a forked child: the parent's sockets are not ours to close
+            self._discard_inherited()
+            self._reopen = False
         await self.pool.close()
+
+    async def _own_pool(self) -> AsyncConnectionPool:
+        """This process's pool: in a forked child, a new one (the parent's is discarded, never closed)."""
+        if self._pid != os.getpid():
+            # No await between the check and the swap: concurrent first calls
+            # in the child's event loop make one pool.
+            self._reopen = not self.pool.closed
+            self._discard_inherited()
+        if self._reopen:
+            await self.pool.open()  # idempotent: concurrent callers wait on the pool's own lock
+            self._reopen = False
+        return self.pool
+
+    def _discard_inherited(self) -> None:
+        # As in driver.py: the parent's pool is kept, never closed (closing
+        # would send libpq's Terminate on the parent's sockets).
+        forking.inherit(self.pool)
+        self.pool = AsyncConnectionPool(**self.config.pool_kwargs())
+        self._pid = os.getpid()
 
 
 async def _connect(config: PostgresConfig) -> psycopg.AsyncConnection[Any]:

@@ -9,12 +9,15 @@ and nothing here touches synchronous_commit, so under the server's default
 
 from __future__ import annotations
 
+import os
+import threading
 from contextlib import closing, nullcontext
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from safepoint.store import forking
 from safepoint.store.ops import Op, Row
 
 from .config import PostgresConfig, search_path
@@ -49,6 +52,10 @@ class PostgresDriver:
         self.pool = pool  # for tests and tools; a store never needs it
         self.search_path = search_path
         self.applied: list[int] = []  # DDL revisions this driver applied when it opened
+        # Fork safety (see store/forking.py): the process whose pool this is.
+        self._pid = os.getpid()
+        self._fork_lock = threading.Lock()
+        forking.register(self)
 
     @classmethod
     def open(cls, config: PostgresConfig) -> PostgresDriver:
@@ -82,14 +89,47 @@ class PostgresDriver:
     def _run(self, steps: Steps[T], *, write: bool) -> T:
         tx = Transaction(steps)
         try:
-            with self.pool.connection() as conn:
+            with self._own_pool().connection() as conn:
                 return _transact(conn, tx, write=write)
         except (psycopg.Error, UnicodeEncodeError) as exc:
             raise tx.error(exc) from exc
 
     def close(self) -> None:
         """Close every connection; later operations raise ``StoreClosed``."""
+        if self._pid != os.getpid():  # a forked child: the parent's sockets are not ours to close
+            self._discard_inherited(reopen=False)
         self.pool.close()
+
+    # -- fork safety (store/forking.py) ----------------------------------------
+
+    def _own_pool(self) -> ConnectionPool:
+        """This process's pool: in a forked child, a new one (the parent's is discarded, never closed)."""
+        if self._pid != os.getpid():
+            with self._fork_lock:
+                if self._pid != os.getpid():
+                    self._discard_inherited(reopen=not self.pool.closed)
+        return self.pool
+
+    def _discard_inherited(self, *, reopen: bool) -> None:
+        # The inherited pool holds the parent's sockets: using one would
+        # interleave with the parent's queries, and closing it (pool.close(),
+        # connection.close()) sends libpq's Terminate and ends the parent's
+        # session. So it is kept, unclosed, for good (forking.inherit).
+        forking.inherit(self.pool)
+        pool: ConnectionPool = ConnectionPool(**self.config.pool_kwargs())
+        if reopen:
+            pool.open()
+        self.pool = pool  # a never-opened pool raises PoolClosed: StoreClosed, as in the parent
+        self._pid = os.getpid()
+
+    def before_fork(self) -> None:
+        pass  # nothing to quiesce: the child never touches the parent's pool
+
+    def after_fork_in_parent(self) -> None:
+        pass
+
+    def after_fork_in_child(self) -> None:
+        self._fork_lock = threading.Lock()  # another thread may have held it at the fork
 
 
 def _connect(config: PostgresConfig) -> psycopg.Connection[Any]:

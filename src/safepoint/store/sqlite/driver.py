@@ -11,6 +11,7 @@ same SQL, same behaviour, nothing on disk (for tests).
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from safepoint.errors import StoreClosed, StoreError
+from safepoint.store import forking
 from safepoint.store.ops import Op, Row
 from safepoint.store.sqlfiles import Revision, load_queries, load_revisions, read_text
 
@@ -50,6 +52,25 @@ class SQLiteDriver:
         self.path = path
         if path is not None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._busy_timeout = busy_timeout
+        self._wal_autocheckpoint = wal_autocheckpoint
+        self._trace = trace
+        self._conn: sqlite3.Connection | None = self._open()
+        # Reentrant, so that the fork hook of a thread forking from inside an
+        # operation (a blob store's or trace callback) does not wait on itself.
+        self._lock = threading.RLock()
+        self._closed = False
+        # Fork safety (see store/forking.py): the process that owns _conn, and
+        # why a forked child cannot reconnect (None: it can).
+        self._pid = os.getpid()
+        self._fork_problem: str | None = None
+        self._held_for_fork = False
+        forking.register(self)
+        self.setup()
+
+    def _open(self) -> sqlite3.Connection:
+        """A connection with the store's settings (at open, and in a forked child)."""
+        path, busy_timeout, wal_autocheckpoint = self.path, self._busy_timeout, self._wal_autocheckpoint
         try:
             conn = sqlite3.connect(
                 ":memory:" if path is None else path,
@@ -71,11 +92,9 @@ class SQLiteDriver:
             conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open SQLite database {path!r}: {exc}") from exc
-        self._conn: sqlite3.Connection | None = conn
-        self._lock = threading.Lock()
-        if trace is not None:
-            conn.set_trace_callback(trace)
-        self.setup()
+        if self._trace is not None:
+            conn.set_trace_callback(self._trace)
+        return conn
 
     # -- running operations --------------------------------------------------
 
@@ -115,15 +134,72 @@ class SQLiteDriver:
                 raise StoreError(f"query {query.name!r} failed: {exc}") from exc
 
     def _connection(self) -> sqlite3.Connection:
+        if self._pid != os.getpid():  # forked without Python's fork hooks
+            self._discard_inherited(quiesced=False)
         if self._conn is None:
-            raise StoreClosed("the store is closed")
+            if self._closed:
+                raise StoreClosed("the store is closed")
+            if self._fork_problem is not None:
+                raise StoreClosed(self._fork_problem)
+            # A forked child: a connection of its own, the parent's discarded.
+            self._conn = self._open()
         return self._conn
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
+            if self._pid != os.getpid():
+                self._discard_inherited(quiesced=False)  # the parent's: never closed here
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+    # -- fork safety (store/forking.py) ----------------------------------------
+
+    def before_fork(self) -> None:
+        """Wait for the operation in flight, so that the child inherits an idle libsqlite3.
+
+        A thread inside a transaction at the instant of the fork leaves the
+        child's copy of libsqlite3 believing this process holds file and WAL
+        locks (and maybe a mutex) that no child thread will ever release; a
+        new connection in the child would share that state. Bounded by the
+        busy timeout (the longest a transaction waits for the file lock),
+        so a fork never waits forever; the child of a fork that did not get
+        the lock refuses to use the store.
+        """
+        self._held_for_fork = self._lock.acquire(timeout=self._busy_timeout + 1)
+
+    def after_fork_in_parent(self) -> None:
+        if self._held_for_fork:
+            self._held_for_fork = False
+            self._lock.release()
+
+    def after_fork_in_child(self) -> None:
+        quiesced = self._held_for_fork and not (self._conn is not None and self._conn.in_transaction)
+        self._held_for_fork = False
+        self._lock = threading.RLock()  # the parent's may be held by a thread the child lacks
+        self._discard_inherited(quiesced=quiesced)
+
+    def _discard_inherited(self, *, quiesced: bool) -> None:
+        """Drop the parent's connection without closing it; the next operation opens one (if it can)."""
+        self._pid = os.getpid()
+        if self._conn is None:
+            return  # closed, or already discarded
+        # Never closed, never freed here: SQLite forbids using a connection
+        # across fork, and closing it would release locks and may checkpoint
+        # or delete the WAL under the parent.
+        forking.inherit(self._conn)
+        self._conn = None
+        if self.path is None:
+            self._fork_problem = (
+                "a memory:// store lives in the process that opened it and cannot be used"
+                " after os.fork(); open a store in the child"
+            )
+        elif not quiesced:
+            self._fork_problem = (
+                "the process forked while this SQLite store was inside a transaction;"
+                " its state cannot be trusted in the child: open the store after forking"
+            )
 
     # -- DDL -------------------------------------------------------------------
 

@@ -1,0 +1,311 @@
+"""OpenTelemetry spans and metrics (the ``otel`` extra), with the real SDK and its in-memory exporters."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed")
+
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+import safepoint
+from safepoint import Checkpoint, Conflict, LeaseLost, MigrationChain, open_async_store, open_store
+from safepoint.observe_otel import OpenTelemetryObserver
+
+# A value no attribute may ever show: it is planted in every stored field.
+PLANTED = "PLANTED-7f3a9c-never-exported"
+# A token the scrubber's rules replace (so the save has a finding by rule).
+TOKEN = "sk-proj-Zq81mXc0PfLw2RkT9vYbH4nJ6tGd3sQe"
+
+
+@dataclass
+class Telemetry:
+    tracer_provider: TracerProvider
+    spans: InMemorySpanExporter
+    metrics: InMemoryMetricReader
+    meter_provider: MeterProvider
+
+    def observer(self, **options: Any) -> OpenTelemetryObserver:
+        return OpenTelemetryObserver(self.tracer_provider, self.meter_provider, **options)
+
+    def finished(self, name: str | None = None) -> list[ReadableSpan]:
+        return [s for s in self.spans.get_finished_spans() if name is None or s.name == name]
+
+    def points(self) -> dict[str, list[Any]]:
+        """Every metric data point collected so far, by metric name."""
+        data = self.metrics.get_metrics_data()
+        out: dict[str, list[Any]] = {}
+        for resource in data.resource_metrics if data else ():
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    out.setdefault(metric.name, []).extend(metric.data.data_points)
+        return out
+
+
+@pytest.fixture
+def telemetry() -> Iterator[Telemetry]:
+    spans = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    yield Telemetry(tracer_provider, spans, reader, meter_provider)
+    tracer_provider.shutdown()
+    meter_provider.shutdown()
+
+
+def planted(run_id: str, step: int = 0) -> Checkpoint:
+    return Checkpoint(
+        run_id=run_id,
+        step=step,
+        messages=[{"role": "user", "content": f"{PLANTED} key {TOKEN}"}],
+        state={"note": PLANTED, PLANTED: 1},
+        counters={"tokens_in": 7},
+        labels={"team": PLANTED},
+    )
+
+
+def test_each_operation_is_a_span_with_its_name(telemetry: Telemetry) -> None:
+    """save, load, fork, gc, migrate, enqueue, claim, heartbeat and release each make one span."""
+    chain = MigrationChain(current=2, migrations={1: lambda cp: cp})
+    store = open_store("memory://", observer=telemetry.observer(), migrations=chain)
+    cp = planted("run-a")
+    cp.schema_version = 1
+    store.save(cp)
+    store.load("run-a")
+    store.fork("run-a", new_run_id="run-b")
+    store.collect_garbage()
+    store.migrate_runs(["run-a"])
+    store.enqueue("run-a")
+    lease = store.claim("worker-1")
+    assert lease is not None
+    lease = store.heartbeat(lease)
+    store.release(lease)
+    names = [s.name for s in telemetry.finished()]
+    assert names == [
+        "safepoint.save",
+        "safepoint.load",
+        "safepoint.fork",
+        "safepoint.gc",
+        "safepoint.migrate",
+        "safepoint.enqueue",
+        "safepoint.claim",
+        "safepoint.heartbeat",
+        "safepoint.release",
+    ]
+    for span in telemetry.finished():
+        assert span.attributes is not None
+        assert span.attributes["safepoint.backend"] == "memory"
+        assert span.attributes["safepoint.outcome"] == "ok"
+    claim = telemetry.finished("safepoint.claim")[0]
+    assert claim.attributes is not None
+    assert claim.attributes["safepoint.claimed"] is True
+    assert claim.attributes["safepoint.lease.epoch"] == lease.epoch
+
+
+def test_save_span_is_a_child_of_the_callers_span(telemetry: Telemetry) -> None:
+    """A save inside the caller's span is parented to it, in the same trace."""
+    store = open_store("memory://", observer=telemetry.observer())
+    tracer = telemetry.tracer_provider.get_tracer("agent")
+    with tracer.start_as_current_span("agent.step") as caller:
+        store.save(planted("run-p"))
+    save = telemetry.finished("safepoint.save")[0]
+    assert save.parent is not None
+    assert save.parent.span_id == caller.get_span_context().span_id
+    assert save.context is not None
+    assert save.context.trace_id == caller.get_span_context().trace_id
+
+
+def test_save_attributes_say_what_was_written(telemetry: Telemetry) -> None:
+    """A save's span carries step, sizes, counts, scrub findings by rule and the lease epoch."""
+    store = open_store("memory://", observer=telemetry.observer())
+    cp = planted("run-s")
+    store.save(cp)
+    store.enqueue("run-s")
+    lease = store.claim("w")
+    assert lease is not None
+    nxt = cp.next()
+    nxt.messages.append({"role": "assistant", "content": "two"})
+    nxt.messages.append({"role": "user", "content": "three"})
+    store.save(nxt, lease=lease)
+    first, second = (s.attributes for s in telemetry.finished("safepoint.save"))
+    assert first is not None and second is not None
+    assert first["safepoint.step"] == 0
+    assert first["safepoint.messages_added"] == 1
+    assert first["safepoint.scrub.findings"] >= 1
+    rules = {k for k in first if k.startswith("safepoint.scrub.") and k != "safepoint.scrub.findings"}
+    assert rules, "findings are reported by rule"
+    assert second["safepoint.step"] == 1
+    assert second["safepoint.messages_added"] == 2
+    assert second["safepoint.bytes_written"] > 0
+    assert second["safepoint.blobs_written"] == 0
+    assert second["safepoint.lease.epoch"] == lease.epoch
+
+
+def test_blobs_written_are_counted(tmp_path: Path, telemetry: Telemetry) -> None:
+    """A value over the blob threshold is one blob written, its bytes counted (SQLite, external blobs)."""
+    store = open_store(f"sqlite:///{tmp_path}/s.db", observer=telemetry.observer(), blob_threshold=1024)
+    cp = Checkpoint(run_id="run-blob", state={"page": "x" * 5000})
+    store.save(cp)
+    attributes = telemetry.finished("safepoint.save")[0].attributes
+    assert attributes is not None
+    assert attributes["safepoint.backend"] == "sqlite"
+    assert attributes["safepoint.blobs_written"] == 1
+    assert attributes["safepoint.bytes_written"] >= 5000
+    assert store.load("run-blob").state["page"] == "x" * 5000
+
+
+def test_no_attribute_carries_a_stored_value(telemetry: Telemetry) -> None:
+    """The planted value (in messages, state keys and values, labels) is in no span or metric attribute."""
+    store = open_store("memory://", observer=telemetry.observer(include_run_ids=True))
+    cp = planted("run-v")
+    store.save(cp)
+    store.load("run-v")
+    store.history("run-v")
+    store.runs()
+    store.fork("run-v", new_run_id="run-w")
+    with pytest.raises(Conflict):
+        store.save(planted("run-v"))
+    shown = [repr(dict(s.attributes or {})) + s.name + repr(s.status) for s in telemetry.finished()]
+    shown += [repr(dict(p.attributes)) for points in telemetry.points().values() for p in points]
+    assert shown
+    assert not [text for text in shown if PLANTED in text or TOKEN in text]
+
+
+def test_run_ids_only_when_opted_in(telemetry: Telemetry) -> None:
+    """Run and worker ids reach spans only with include_run_ids=True, and metrics never."""
+    quiet = open_store("memory://", observer=telemetry.observer())
+    quiet.save(planted("run-quiet"))
+    quiet.enqueue("run-quiet")
+    assert quiet.claim("worker-quiet") is not None
+    loud = open_store("memory://", observer=telemetry.observer(include_run_ids=True))
+    loud.save(planted("run-loud"))
+    spans = telemetry.finished()
+    for span in spans[:3]:
+        assert not {"safepoint.run_id", "safepoint.worker_id"} & set(span.attributes or {})
+    assert (spans[3].attributes or {})["safepoint.run_id"] == "run-loud"
+    for points in telemetry.points().values():
+        for point in points:
+            assert "safepoint.run_id" not in point.attributes
+            assert "safepoint.worker_id" not in point.attributes
+
+
+def test_metrics_recorded(telemetry: Telemetry) -> None:
+    """Save and load latency and size, conflicts, lost leases and claim latency are recorded;
+    the worker's own metrics (retries, quarantines, queue depth) map to instruments by name."""
+    observer = telemetry.observer()
+    store = open_store("memory://", observer=observer)
+    cp = planted("run-m")
+    store.save(cp)
+    store.save(cp.next())
+    store.load("run-m")
+    with pytest.raises(Conflict):
+        store.save(planted("run-m"))
+    store.enqueue("run-m")
+    old = store.claim("w1", lease=0.001)
+    assert old is not None
+    store.release(old, requeue=True)
+    with pytest.raises(LeaseLost):
+        store.heartbeat(old)
+    observer.add("safepoint.retries", 1, {"safepoint.operation": "claim"})
+    observer.add("safepoint.runs.quarantined", 1, {})
+    observer.record("safepoint.queue.depth", 5, {})
+    points = telemetry.points()
+    saves = points["safepoint.save.duration"]
+    assert sum(p.count for p in saves) == 3
+    assert {p.attributes["safepoint.outcome"] for p in saves} == {"ok", "Conflict"}
+    assert sum(p.count for p in points["safepoint.load.duration"]) == 1
+    assert sum(p.count for p in points["safepoint.save.bytes"]) == 2
+    assert sum(p.sum for p in points["safepoint.save.messages"]) == 1
+    assert sum(p.count for p in points["safepoint.load.messages"]) == 1
+    assert sum(p.value for p in points["safepoint.conflicts"]) == 1
+    assert sum(p.value for p in points["safepoint.leases.lost"]) == 1
+    assert sum(p.count for p in points["safepoint.claim.duration"]) == 1
+    assert sum(p.value for p in points["safepoint.scrub.findings"]) >= 1
+    assert [p.value for p in points["safepoint.retries"]] == [1]
+    assert [p.attributes for p in points["safepoint.retries"]] == [{"safepoint.operation": "claim"}]
+    assert [p.value for p in points["safepoint.runs.quarantined"]] == [1]
+    assert [p.value for p in points["safepoint.queue.depth"]] == [5]
+    heartbeat = telemetry.finished("safepoint.heartbeat")[0]
+    assert (heartbeat.attributes or {})["safepoint.outcome"] == "LeaseLost"
+    assert heartbeat.status.status_code is StatusCode.ERROR
+    assert not heartbeat.events, "no exception event: its message and traceback stay out"
+
+
+def test_async_store_reports_the_same_spans(telemetry: Telemetry) -> None:
+    """The async twin makes the same spans with the same attributes."""
+
+    async def main() -> None:
+        store = await open_async_store("memory://", observer=telemetry.observer())
+        cp = planted("run-async")
+        await store.save(cp)
+        await store.load("run-async")
+        await store.close()
+
+    asyncio.run(main())
+    save, load = telemetry.finished()
+    assert (save.name, load.name) == ("safepoint.save", "safepoint.load")
+    assert (save.attributes or {})["safepoint.messages_added"] == 1
+    assert (load.attributes or {})["safepoint.messages"] == 1
+
+
+class BrokenObserver:
+    """An observer whose every method raises."""
+
+    def span(self, name: str, attributes: Any) -> Any:
+        raise RuntimeError("observer down")
+
+    def add(self, metric: str, value: float, attributes: Any) -> None:
+        raise RuntimeError("observer down")
+
+    def record(self, metric: str, value: float, attributes: Any) -> None:
+        raise RuntimeError("observer down")
+
+
+def test_a_broken_observer_never_breaks_a_save() -> None:
+    """An observer that raises is ignored: the save, load and claim go on."""
+    store = open_store("memory://", observer=BrokenObserver())
+    store.save(planted("run-x"))
+    assert store.load("run-x").state["note"] == PLANTED
+    with pytest.raises(Conflict):  # the call's own error still reaches the caller
+        store.save(planted("run-x"))
+
+
+def test_without_the_extra_safepoint_works_and_observe_otel_names_it(tmp_path: Path) -> None:
+    """With OpenTelemetry absent, import and save work, and observe_otel raises an ImportError naming the extra."""
+    script = f"""
+import sys
+sys.modules["opentelemetry"] = None
+import safepoint
+store = safepoint.open_store("sqlite:///{tmp_path}/x.db")
+store.save(safepoint.Checkpoint(run_id="r"))
+assert store.load("r").step == 0
+assert not [m for m in sys.modules if m.startswith("opentelemetry") and sys.modules[m] is not None]
+try:
+    import safepoint.observe_otel
+except ImportError as exc:
+    print("ERROR", type(exc).__name__, exc)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "ERROR ImportError" in done.stdout
+    assert "safepoint[otel]" in done.stdout
+
+
+def test_the_observer_is_not_exported_from_the_package() -> None:
+    """``import safepoint`` does not import OpenTelemetry (the extra stays optional)."""
+    assert "OpenTelemetryObserver" not in safepoint.__all__
