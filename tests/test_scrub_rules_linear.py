@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from safepoint.scrub import rules
 from safepoint.scrub.pii import PII_RULES
 from safepoint.scrub.rules import SECRET_RULES, Finding, Rule, RuleScanner
 from scrub_corpus.fakes import FAKES, b62
@@ -94,6 +95,7 @@ FAMILIES: dict[str, Callable[[int], str]] = {
     "authorization repeated": dense(lambda r: "Authorization: "),
     "tokens of every rule": dense(lambda r: FAKES[r.choice(sorted(FAKES))](r)[0] + r.choice(["", " ", "\n"])),
     "marker-shaped input": dense(lambda r: f"password=[REDACTED:x]{b62(r, 12)}[SECRET:Y]"),
+    "odd-case keys among dense ones": dense(lambda r: f"password=x PaSsWoRd={b62(r, 16)} token "),
 }
 
 
@@ -110,6 +112,19 @@ def test_work_grows_linearly_with_dense_text(family: str) -> None:
     for measure in ("regex", "validate", "validated chars"):
         assert counts[measure] <= 10 * at_small.get(measure, 0) * 1.1 + 100, (measure, at_small, dict(counts))
     assert counts["validated chars"] <= 4 * large  # each value judged a bounded number of times
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_searching_ahead_finds_what_matching_at_each_trigger_finds(
+    family: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where triggers are dense the engine searches ahead in C; it finds exactly the findings that
+    matching at every trigger finds (no odd-case key word a trigger would not see)."""
+    scanner = RuleScanner((*SECRET_RULES, *PII_RULES))
+    text = FAMILIES[family](30_000)
+    searched_ahead = scanner.redact(text)
+    monkeypatch.setattr(rules, "_DENSE", 0)  # every trigger matched where it stands
+    assert scanner.redact(text) == searched_ahead
 
 
 def test_a_refused_unbounded_value_is_judged_once() -> None:

@@ -118,9 +118,9 @@ def case_variants(trigger: str) -> set[str]:
 
 # What to run when a spelling is found: the anchored probes, and the rules searched around it.
 # Anchored probe: (rule index, window (0: to the end of the stretch), bound match, bound search, the
-# number of the "secret" group (0: the whole match), validate, covers_refused).
+# rule's spellings, the number of the "secret" group (0: the whole match), validate, covers_refused).
 _Finder = Callable[..., re.Match[str] | None]
-_Probe = tuple[int, int, _Finder, _Finder, int, Callable[[str], bool] | None, bool]
+_Probe = tuple[int, int, _Finder, _Finder, tuple[str, ...], int, Callable[[str], bool] | None, bool]
 _OnTrigger = tuple[tuple[_Probe, ...], tuple[int, ...]]
 
 
@@ -175,6 +175,7 @@ class RuleScanner:
                 window,
                 rule.pattern.match,
                 rule.pattern.search,
+                tuple(sorted(spellings)),
                 group,
                 rule.validate,
                 rule.covers_refused,
@@ -321,7 +322,7 @@ class RuleScanner:
                 lo, stop = stretches[at_stretch]
             if at < lo or end > stop:
                 continue  # (part of) the trigger lies outside the stretches, in a kept marker
-            for index, window, run, look, group, validate, covers in probes:
+            for index, window, run, look, starts, group, validate, covers in probes:
                 if at < reached[index]:
                     continue
                 if at - last[index] >= _DENSE:
@@ -343,6 +344,8 @@ class RuleScanner:
                         reached[index] = match.start()  # it may be cut short at hi: look again there
                         continue
                     reached[index] = match.start() + 1
+                    if not text.startswith(starts, match.start()):
+                        continue  # (e.g. a key word in an odd case): only what a trigger finds counts
                 s, e = match.span(group)
                 if e > s and (validate is None or validate(text[s:e])):
                     found.append((s, e, index))
