@@ -55,14 +55,14 @@ def main(argv: list[str] | None = None) -> int:
     workdir: Path = args.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
 
+    if args.scale_only:  # needs none of the agent workload the other sections build
+        return _finish(_scale(args), args, workdir)
     began = time.perf_counter()
     described = machine.describe(workdir)  # now: it names the code this process imported
     workload = agent_workload.build(steps)
     _log(f"workload: {steps} steps, {workload.content_json_bytes():,} content bytes (JSON)")
     if args.adapter_only:
         return _adapter_only(args, workload, workdir, probes)
-    if args.scale_only:
-        return _finish(_scale(args), args, workdir)
 
     safepoint_runs: list[StoreRun] = []
     variants: dict[str, list[StoreRun]] = {}

@@ -82,7 +82,10 @@ class Pass:
     reclaimed_after_expiry: int = 0
     done_twice: int = 0
     not_done: int = 0
-    cpu: pg_server.CpuSample = pg_server.ZERO
+    server_cpu: float = 0.0  # CPU seconds of the server backends connected to this pass's database
+    worker_cpu: float = 0.0  # ... of the worker processes, from the barrier to their exit
+    bouncer_cpu: float | None = None  # ... of the PgBouncer process
+    machine: pg_server.CpuSample = pg_server.ZERO  # the whole machine (others' work included)
 
     def window(self, last: bool) -> list[float]:
         size = min(WINDOW, len(self.claims) // 2)
@@ -162,14 +165,14 @@ def run(
         else:
             with (
                 _database(url, "bouncer", template=template) as target,
-                pgbouncer.running_pgbouncer(target, pool_size=bouncer_pool) as through,
+                pgbouncer.started_pgbouncer(target, pool_size=bouncer_pool) as bouncer,
             ):
                 options = {"prepare_threshold": None}  # PgBouncer 1.18: no prepared statements
                 label = f"PgBouncer (transaction mode, {bouncer_pool} server connections)"
                 passes.append(
                     _pass(
                         label,
-                        through,
+                        bouncer.dsn,
                         check=target,
                         options=options,
                         runs=runs,
@@ -178,6 +181,7 @@ def run(
                         lease=lease,
                         per_worker=per_worker,
                         bouncer_pool=bouncer_pool,
+                        bouncer_pid=bouncer.pid,
                     )
                 )
     return Result(passes, fill_seconds, max_connections, in_use, skipped)
@@ -249,6 +253,7 @@ def _pass(
     lease: float,
     per_worker: int,
     bouncer_pool: int | None,
+    bouncer_pid: int | None = None,
 ) -> Pass:
     result = Pass(label, runs, workers, steps, per_worker, bouncer_pool)
     with tempfile.TemporaryDirectory(prefix="sp-scale-") as folder:
@@ -279,23 +284,27 @@ def _pass(
             f"scale ({label}): {workers} workers connected in {time.monotonic() - spawned:.1f}s,"
             f" {per_worker} connections each; go"
         )
-        before = pg_server.sample([]), _reaped()
+        backends = _backends(check)
+        watched = backends + ([bouncer_pid] if bouncer_pid is not None else [])
+        before, machine = _cpu(watched), pg_server.sample([])
         go = time.monotonic()
         for child in children:
             assert child.stdin is not None
             child.stdin.write("go\n")
             child.stdin.close()
         _wait_done(check, runs, children)
+        # Before the workers exit, while their backends are still there; a backend that
+        # connected during the pass (PgBouncer opens server connections lazily) counts whole.
+        backends = sorted(set(backends) | set(_backends(check)))
+        after = _cpu(backends + ([bouncer_pid] if bouncer_pid is not None else []))
+        result.machine = pg_server.sample([]) - machine
+        result.server_cpu = sum(after.get(pid, 0.0) - before.get(pid, 0.0) for pid in backends)
+        if bouncer_pid is not None:
+            result.bouncer_cpu = after.get(bouncer_pid, 0.0) - before.get(bouncer_pid, 0.0)
         for child in children:
             child.send_signal(signal.SIGTERM)
         for child in children:
             child.wait(timeout=120)
-        after = pg_server.sample([]), _reaped()
-        # The workers have exited: their CPU time is what this process reaped from its children.
-        result.cpu = after[0] - before[0]
-        result.cpu = pg_server.CpuSample(
-            result.cpu.server, after[1] - before[1], result.cpu.busy, result.cpu.idle
-        )
         codes = [child.returncode for child in children]
         if any(codes):
             raise RuntimeError(f"scale workers exited with {codes}")
@@ -303,6 +312,7 @@ def _pass(
     result.seconds = max(out["last_done"] for out in outputs) - go
     result.claims = sorted((claim for out in outputs for claim in out["claims"]), key=lambda claim: claim[0])
     result.empty_claims = sum(len(out["empty"]) for out in outputs)
+    result.worker_cpu = sum(out["cpu"] for out in outputs)
     result.saves = sorted(seconds for out in outputs for seconds in out["saves"])
     handled = Counter(run_id for out in outputs for run_id in out["handled"])
     result.done_twice = sum(1 for count in handled.values() if count > 1)
@@ -331,9 +341,26 @@ def _wait_done(url: str, runs: int, children: list[subprocess.Popen[str]], timeo
     _log("scale: not every run was done in time")
 
 
-def _reaped() -> float:
-    times = os.times()
-    return times.children_user + times.children_system
+def _backends(url: str) -> list[int]:
+    """The server processes connected to ``url``'s database, but for this query's own."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return [int(row[0]) for row in rows]
+
+
+def _cpu(pids: list[int]) -> dict[int, float]:
+    """CPU seconds (user + system) each live process of ``pids`` has used so far."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[pid] = (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+    return out
 
 
 def _double_claims(claims: list[list[Any]]) -> tuple[int, int]:
@@ -415,9 +442,18 @@ def render(result: Result | str, *, command: str) -> str:
         [f"{p.done_twice} / {p.not_done}" for p in result.passes],
     )
     row(
-        "CPU s: server / workers / machine busy",
+        "CPU per run: server backends / workers / PgBouncer",
         [
-            f"{p.cpu.server:.0f} / {p.cpu.clients:.0f} / {p.cpu.busy:.0f} of {p.cpu.busy + p.cpu.idle:.0f}"
+            f"{p.server_cpu / p.runs * 1000:.2f} / {p.worker_cpu / p.runs * 1000:.2f} / "
+            + ("—" if p.bouncer_cpu is None else f"{p.bouncer_cpu / p.runs * 1000:.2f}")
+            + " ms"
+            for p in result.passes
+        ],
+    )
+    row(
+        "machine: busy / all core-seconds (this pass's share)",
+        [
+            f"{p.machine.busy:.0f} / {p.machine.busy + p.machine.idle:.0f} s ({_share(p):.0%})"
             for p in result.passes
         ],
     )
@@ -427,6 +463,12 @@ def render(result: Result | str, *, command: str) -> str:
     if result.skipped:
         lines.append("")
     return "\n".join(lines)
+
+
+def _share(p: Pass) -> float:
+    """This pass's processes' CPU as a share of the machine's busy time (the rest: other work)."""
+    ours = p.server_cpu + p.worker_cpu + (p.bouncer_cpu or 0.0)
+    return ours / p.machine.busy if p.machine.busy else 0.0
 
 
 def _log(message: str) -> None:

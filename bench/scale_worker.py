@@ -74,14 +74,16 @@ def main(spec: dict[str, Any]) -> None:
     store.runs(limit=1)  # one round trip: the pool is connected before the barrier
     print("ready", flush=True)
     sys.stdin.readline()
-    began = time.monotonic()
+    began, cpu = time.monotonic(), time.process_time()
     worker.run(stop_when_idle=True)
+    cpu = time.process_time() - cpu  # this process's CPU (all threads) while it worked
     # The parent's SIGTERM may come while this process exits, when Python has put back the
     # default handler (which would end it with -15): from here on, ignore it.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     store.close()
     result = {
         "began": began,
+        "cpu": cpu,
         "last_done": finished[0] or began,
         "claims": claims,
         "empty": empty,

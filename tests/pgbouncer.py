@@ -143,6 +143,11 @@ class PgBouncer:
             for path in (self.folder, *self.folder.iterdir()):
                 os.chown(path, self._run_as.pw_uid, self._run_as.pw_gid)
 
+    @property
+    def pid(self) -> int | None:
+        """The running PgBouncer's process id (``setpriv`` execs it, so it is the child's own)."""
+        return None if self._process is None else self._process.pid
+
     def log(self) -> str:
         """PgBouncer's log so far (for failure messages)."""
         try:
