@@ -23,8 +23,17 @@ case such as ``PaSsWoRd`` is not seen.
 is not looked at again, and a rule whose value is unbounded (``max_length``
 None) says so with ``covers_refused``: a value it refused covers its span too,
 so a later trigger inside it is not judged again on a suffix of the same
-value. Overlapping findings are merged in one sort and sweep; markers are
-located with one regex pass and bisection, never compared pairwise.
+value. Where a rule's triggers come closer than 32 characters apart
+(``eyJeyJeyJ…``), one ``pattern.search`` in C looks ahead several windows and
+the triggers it shows to start no match are skipped — counting only matches
+that start at a spelling, so the findings are the same either way. Value
+checks look for typed stand-ins in a value's first 256 characters only.
+Overlapping findings are merged into one, named after the longest (then
+earliest-listed rule, then leftmost) match, in one sort and sweep — so every
+character any rule matched is redacted; markers are located with one regex
+pass and bisection, never compared pairwise. :meth:`RuleScanner.redact`
+repeats only near the markers it just wrote, and only on a side glued to the
+text (see there).
 
 **Markers.** Only markers the store wrote are exempt, and the caller names
 them: ``keep``, the sorted spans of genuine markers. They are never matched
