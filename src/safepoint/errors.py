@@ -18,8 +18,10 @@
      ├── BudgetExceeded                        a run hit its token, spend or step limit
      ├── RunStatusError                        the run's status forbids the call (an action on a done run, …)
      ├── ActionMismatch                        a resumed run did not replay its interrupted action first
-     └── StoreError                            the backend failed (locked too long, disk full, …);
-          │                                    the driver's exception is chained as ``__cause__``
+     └── StoreError                            the backend failed; the driver's exception is
+          │                                    chained as ``__cause__``
+          ├── StoreUnavailable                 transient: connection lost, server restarting or
+          │                                    shutting down, disk full, a lock timeout — retry it
           ├── StoreClosed                      the store was used after ``close()``
           └── BlobError                        the blob store failed (I/O, permissions, network)
                └── BlobNotFound (also LookupError)  no blob with that digest
@@ -133,6 +135,26 @@ class InvalidURL(InvalidArgument):
 
 class StoreError(SafepointError):
     """The storage backend failed; the driver's exception is the ``__cause__``."""
+
+
+class StoreUnavailable(StoreError):
+    """The store is unavailable for now; the same call may well succeed later.
+
+    The one transient error: raised only for a lost connection, a server
+    restart or shutdown, a full disk, and a lock or statement timeout
+    (SQLite busy or locked; PostgreSQL lock_not_available, serialization
+    failure, deadlock). Every other ``StoreError`` — ``StoreClosed``,
+    ``BlobError``, ``BlobNotFound`` — is not transient: retrying it fails the
+    same way. ``committing`` is True when the error came while the commit was
+    on its way, so the write may have happened; ``digest`` is then the digest
+    of the checkpoint being written, when the driver knew it (the retry
+    policy in ``safepoint.retrying`` compares it with the stored one).
+    """
+
+    def __init__(self, message: str, *, committing: bool = False, digest: bytes | None = None) -> None:
+        self.committing = committing
+        self.digest = digest
+        super().__init__(message)
 
 
 class StoreClosed(StoreError):

@@ -13,11 +13,26 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import PoolClosed, PoolTimeout, TooManyRequests
 
-from safepoint.errors import Conflict, InvalidArgument, StoreClosed, StoreError
+from safepoint.errors import Conflict, InvalidArgument, StoreClosed, StoreError, StoreUnavailable
 
 # Unique violations that can only mean "another writer got there first". The
 # locked run row makes them unreachable in practice; this is the safety net.
 _RACE_CONSTRAINTS = frozenset({"safepoint_checkpoints_pkey", "safepoint_messages_pkey"})
+
+# SQLSTATEs that pass: the same statement succeeds once the server has space,
+# connections or the lock again. Class 08 (connection) and 57P (shutdown,
+# crash, restart) are connection losses, handled apart.
+_TRANSIENT = frozenset(
+    {
+        "53100",  # disk_full
+        "53300",  # too_many_connections
+        "55P03",  # lock_not_available (lock_timeout)
+        "40001",  # serialization_failure
+        "40P01",  # deadlock_detected
+        "57014",  # query_canceled: statement_timeout, mostly spent waiting for a lock
+        "25P03",  # idle_in_transaction_session_timeout: the session is gone, a new one works
+    }
+)
 
 
 def translate(
@@ -27,6 +42,7 @@ def translate(
     committing: bool = False,
     run_id: str | None = None,
     step: int | None = None,
+    digest: bytes | None = None,
 ) -> Exception:
     """The safepoint error for ``exc``, raised while ``doing``; other exceptions pass through.
 
@@ -34,7 +50,9 @@ def translate(
     PostgreSQL cannot hold (a lone surrogate) that no validation caught; it is
     refused as ``InvalidArgument`` before anything reaches the server.
 
-    ``committing``: the COMMIT was sent, so a lost connection leaves its outcome unknown.
+    ``committing``: the COMMIT was sent, so a lost connection leaves its outcome unknown;
+    ``digest`` (of the checkpoint being written, if any) then travels on the
+    ``StoreUnavailable`` for the retry policy's "did it commit?" check.
     """
     if isinstance(exc, UnicodeEncodeError):
         return InvalidArgument(
@@ -46,7 +64,7 @@ def translate(
     if isinstance(exc, PoolClosed):
         return StoreClosed("the store is closed")
     if isinstance(exc, PoolTimeout | TooManyRequests):
-        return StoreError(
+        return StoreUnavailable(
             f"no PostgreSQL connection became free in time ({type(exc).__name__}): "
             "raise the store's max_size or timeout, or hold fewer connections"
         )
@@ -58,13 +76,20 @@ def translate(
     ):
         return Conflict(run_id, step, None, detail="another writer stored this step first")
     sqlstate = exc.sqlstate
-    connection_lost = sqlstate is None or sqlstate.startswith(("08", "57P"))
+    connection_lost = sqlstate is None or sqlstate.startswith(("08", "57P")) or sqlstate == "25P03"
     if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError) and connection_lost:
         # Connection-level failures (refused, reset, server shut down) carry
         # no stored values; libpq's first line is what an operator needs.
         lines = str(exc).strip().splitlines()
         reason = lines[0] if lines else type(exc).__name__
         outcome = "; the commit may or may not have happened" if committing else ""
-        return StoreError(f"PostgreSQL connection failed while {doing}{outcome}: {reason}")
+        return StoreUnavailable(
+            f"PostgreSQL connection failed while {doing}{outcome}: {reason}",
+            committing=committing,
+            digest=digest if committing else None,
+        )
     code = "" if sqlstate is None else f" (SQLSTATE {sqlstate})"
+    if sqlstate in _TRANSIENT:
+        # An error reply: the server answered, so the transaction did not commit.
+        return StoreUnavailable(f"PostgreSQL unavailable while {doing}: {type(exc).__name__}{code}")
     return StoreError(f"PostgreSQL failed while {doing}: {type(exc).__name__}{code}")

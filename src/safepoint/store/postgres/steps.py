@@ -224,6 +224,7 @@ class Transaction(Generic[T]):
         self._committing = False
         self._run_id: str | None = None
         self._step: int | None = None
+        self._digest: bytes | None = None  # of the checkpoint a save writes (errors.translate)
 
     def steps(self) -> Steps[T]:
         inner = self._inner
@@ -234,6 +235,7 @@ class Transaction(Generic[T]):
                 for params in (statement.params or {}, *(statement.many or ())[:1]):
                     self._run_id = params.get("run_id", self._run_id)
                     self._step = params.get("step", self._step)
+                    self._digest = params.get("digest", self._digest)
                 self._committing = statement.final  # its COMMIT goes with it
                 rows = yield statement
                 if statement.fetch or statement.final:  # its rows came back: all before it succeeded
@@ -257,7 +259,12 @@ class Transaction(Generic[T]):
     def error(self, exc: Exception) -> Exception:
         """The safepoint error to raise for ``exc`` (chained by the caller with ``from exc``)."""
         return translate(
-            exc, doing=self.doing, committing=self._committing, run_id=self._run_id, step=self._step
+            exc,
+            doing=self.doing,
+            committing=self._committing,
+            run_id=self._run_id,
+            step=self._step,
+            digest=self._digest,
         )
 
 

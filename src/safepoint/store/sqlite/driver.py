@@ -11,6 +11,7 @@ same SQL, same behaviour, nothing on disk (for tests).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -22,6 +23,8 @@ from safepoint.errors import StoreClosed, StoreError
 from safepoint.store import forking
 from safepoint.store.ops import Op, Row
 from safepoint.store.sqlfiles import Revision, load_queries, load_revisions, read_text
+
+from .errors import translate
 
 T = TypeVar("T")
 _PACKAGE = __package__ or "safepoint.store.sqlite"
@@ -91,7 +94,7 @@ class SQLiteDriver:
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open SQLite database {path!r}: {exc}") from exc
+            raise translate(exc, f"opening the SQLite database {path!r}") from exc
         if self._trace is not None:
             conn.set_trace_callback(self._trace)
         return conn
@@ -105,13 +108,18 @@ class SQLiteDriver:
             try:
                 conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             except sqlite3.Error as exc:
-                raise StoreError(f"cannot start a transaction: {exc}") from exc
+                raise translate(exc, "starting a transaction") from exc
             try:
                 result = self._drive(conn, op)
-                conn.execute("COMMIT")
+                try:
+                    conn.execute("COMMIT")
+                except sqlite3.Error as exc:  # e.g. SQLITE_FULL: SQLite has rolled back
+                    raise translate(exc, "committing") from exc
             except BaseException:
                 if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                    # The error that got us here is the one to report, not the rollback's.
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
                 raise
             return result
 
@@ -131,7 +139,7 @@ class SQLiteDriver:
                     rows = conn.execute(sql, query.params).fetchall()
             except sqlite3.Error as exc:
                 op.close()
-                raise StoreError(f"query {query.name!r} failed: {exc}") from exc
+                raise translate(exc, f"running {query.name!r}") from exc
 
     def _connection(self) -> sqlite3.Connection:
         if self._pid != os.getpid():  # forked without Python's fork hooks

@@ -1,0 +1,33 @@
+"""sqlite3 errors -> safepoint errors, at the driver boundary.
+
+SQLite's error texts name tables, columns and constraints, never a bound
+value, so they are kept. What matters is the class: a full disk
+(``SQLITE_FULL``, also what a ``max_page_count`` limit reports), a lock held
+past ``busy_timeout`` (``SQLITE_BUSY``, ``SQLITE_LOCKED``) and an I/O error
+(``SQLITE_IOERR``: a write or fsync the file system refused, e.g. out of
+space on a tmpfs) are transient — the same call succeeds once space or the
+lock comes back — so they become ``StoreUnavailable``; the rest stay
+``StoreError``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from safepoint.errors import StoreError, StoreUnavailable
+
+# Primary result codes (the low byte of an extended code), from sqlite3.h.
+_BUSY, _LOCKED, _IOERR, _FULL = 5, 6, 10, 13
+_TRANSIENT = frozenset({_BUSY, _LOCKED, _IOERR, _FULL})
+
+
+def translate(exc: sqlite3.Error, doing: str) -> StoreError:
+    """The safepoint error for ``exc``, raised while ``doing`` (the caller chains it ``from exc``).
+
+    A failed COMMIT is not ambiguous on SQLite: SQLite rolls the transaction
+    back before it reports the error, so ``committing`` is never set.
+    """
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF in _TRANSIENT:
+        return StoreUnavailable(f"SQLite unavailable while {doing}: {exc}")
+    return StoreError(f"SQLite failed while {doing}: {exc}")
