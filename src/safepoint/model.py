@@ -218,6 +218,13 @@ class RunInfo:
     created_at: datetime
     updated_at: datetime
     parent: ParentRef | None
+    # Worker attempts (see ``Worker``): claims since the last clean outcome or
+    # ``requeue``; when the run may be claimed again after a failed attempt;
+    # and that attempt's error — the exception's type and its own message,
+    # scrubbed and truncated, never a stored value.
+    attempts: int = 0
+    retry_at: datetime | None = None
+    last_error: str | None = None
 
 
 MAX_KEEP_LAST = 2**31 - 1  # a step count: see store.serialize.MAX_STEP
@@ -286,6 +293,7 @@ class Lease:
     epoch: int
     expires_at: datetime
     duration: float  # seconds; heartbeats extend the lease by this much
+    attempts: int = 0  # claims of the run so far, this one included (reset by a clean outcome)
 
 
 @dataclass(frozen=True, slots=True)

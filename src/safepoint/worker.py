@@ -2,19 +2,38 @@
 
 A worker loops: ``claim`` a run (one statement; ``SKIP LOCKED`` on
 PostgreSQL), load its latest checkpoint, call ``handler(job)`` while a
-background thread heartbeats the lease, then ``release`` the run. Any number
-of workers in any number of processes and machines can share one store: the
-lease epoch fences off a worker that stalled past its lease (GC pause, SIGSTOP,
-network partition) — its next save raises ``LeaseLost`` and changes nothing.
+background thread heartbeats the lease, then release the run. Any number of
+workers in any number of processes and machines can share one store: the
+lease epoch fences off a worker that stalled past its lease (GC pause,
+SIGSTOP, network partition) — its next save raises ``LeaseLost`` and changes
+nothing. The way to write a handler is ``Run`` under the job's lease::
 
-The handler does steps and saves each one with ``job.save(cp)``; it should
-check ``job.stopping`` between steps. Its return value decides what happens
-to the run: a ``Status`` (e.g. ``Status.DONE``) releases it with that status;
-``None`` (stopped early, e.g. on SIGTERM) puts it back in the queue.
+    def handler(job: Job) -> Status | None:
+        run = Run.open(job.store, job.run_id, lease=job.lease)
+        while run.active:
+            if job.stopping:
+                return None          # back to the queue; the next worker resumes it
+            ...                      # one step
+            run.commit()
+        return run.status
 
-Store errors (a database restart, a dropped connection) are retried with
-backoff; a save whose commit was interrupted is checked against the store
-before being retried, so no acknowledged checkpoint is lost or written twice.
+Its return value decides what happens to the run: a ``Status`` releases it
+with that status; ``None`` puts it back in the queue.
+
+Faults are not failures. ``StoreUnavailable`` (a restart, a dropped
+connection, a full disk, a lock timeout) is retried by the one policy in
+``safepoint.retrying`` — in claims, heartbeats, releases, ``job.save`` and
+``Run`` under a lease — and if it outlasts the policy the run goes back to
+the queue (or its lease simply expires): never ``failed``.
+
+Poison runs are quarantined. Every claim counts an attempt. A handler that
+raises, or a run that cannot be loaded (corrupt, a migration that raises),
+is put back with ``retry_at = now + backoff * 2**(attempts - 1)``; at
+``max_attempts`` it is released as ``failed`` with ``last_error`` — the
+exception's type and its own message, scrubbed and truncated — visible in
+``store.run(id)`` and ``runs()``, until ``store.requeue(id)``. A run saved
+by newer code (``SchemaTooNew``) goes back untouched, its attempt uncounted.
+Nothing about one run ends the worker's loop.
 """
 
 from __future__ import annotations
@@ -28,17 +47,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import TypeVar
+from typing import Any
 
-from safepoint.errors import LeaseLost, StoreError
+from safepoint import retrying
+from safepoint.errors import LeaseLost, SchemaTooNew, StoreUnavailable
 from safepoint.model import Checkpoint, CheckpointInfo, Lease, Status
-from safepoint.store import Store
+from safepoint.retrying import RetryPolicy
+from safepoint.store import Store, leases
+from safepoint.store.leases import Attempts
 from safepoint.visible import ID_LEN, VisibleTracebacks, visible
 
 log = logging.getLogger("safepoint.worker")
 # A handler's exception can quote a tool's output: its text reaches log handlers escaped.
 log.addFilter(VisibleTracebacks())
-T = TypeVar("T")
+ERROR_LEN = 500  # characters of last_error kept: enough to tell causes apart
 
 
 @dataclass
@@ -50,7 +72,7 @@ class Job:
     checkpoint: Checkpoint
     _stop: threading.Event
     lost: threading.Event = field(default_factory=threading.Event)
-    retry_for: float = 60.0
+    retry: RetryPolicy = retrying.DEFAULT_POLICY
 
     @property
     def run_id(self) -> str:
@@ -64,39 +86,11 @@ class Job:
     def save(self, checkpoint: Checkpoint) -> CheckpointInfo:
         """Save under this job's lease; ``LeaseLost`` if another worker took the run over.
 
-        If the store fails mid-save, the save is retried after checking
-        whether its commit in fact landed (then it is not written again).
+        ``StoreUnavailable`` is retried (``safepoint.retrying``); a save whose
+        commit was in doubt is checked against the stored digest first, so
+        it is never written twice.
         """
-        deadline = time.monotonic() + self.retry_for
-        delay = 0.05
-        while True:
-            try:
-                return self.store.save(checkpoint, lease=self.lease)
-            except StoreError:
-                if time.monotonic() > deadline:
-                    raise
-                log.warning(
-                    "save of run %s step %s failed; retrying",
-                    visible(checkpoint.run_id, max_len=ID_LEN),
-                    visible(str(checkpoint.step), max_len=ID_LEN),
-                )
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
-                landed = self._landed(checkpoint)
-                if landed is not None:
-                    return landed
-
-    def _landed(self, checkpoint: Checkpoint) -> CheckpointInfo | None:
-        """The stored header of ``checkpoint`` if an interrupted save did commit it."""
-        try:
-            head = self.store.run(checkpoint.run_id)
-            if head.head_step < checkpoint.step:
-                return None
-            # Only this lease's holder can have written the step; make sure it still is us.
-            self.lease = self.store.heartbeat(self.lease)
-            return self.store.history(checkpoint.run_id)[-1]
-        except StoreError:
-            return None
+        return retrying.save(self.store, checkpoint, self.lease, policy=self.retry)
 
 
 Handler = Callable[[Job], Status | None]
@@ -107,7 +101,11 @@ class Worker:
 
     ``lease`` is the lease duration in seconds; the lease is renewed every
     ``heartbeat`` seconds (default a third of it). ``poll`` is how long to wait
-    when nothing is queued.
+    when nothing is queued. ``retry_for`` is how long a store outage is
+    ridden out before the run is given back. ``max_attempts`` claims of one
+    run without a clean outcome quarantine it (kills and lost leases count:
+    attempts are counted at claim); ``backoff`` seconds, doubling per
+    attempt, pass between them.
     """
 
     def __init__(
@@ -120,14 +118,20 @@ class Worker:
         heartbeat: float | None = None,
         poll: float = 0.5,
         retry_for: float = 60.0,
+        max_attempts: int = 5,
+        backoff: float = 1.0,
     ) -> None:
+        if type(max_attempts) is not int or max_attempts < 1:
+            raise ValueError("max_attempts must be an int of at least 1")
         self.store = store
         self.handler = handler
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}"
         self.lease_seconds = lease
         self.heartbeat_seconds = heartbeat if heartbeat is not None else lease / 3
         self.poll = poll
-        self.retry_for = retry_for
+        self.retry = RetryPolicy(deadline=retry_for)
+        self.max_attempts = max_attempts
+        self.backoff = backoff
         self._stop = threading.Event()
 
     def stop(self) -> None:
@@ -145,66 +149,190 @@ class Worker:
         signal.signal(signal.SIGINT, on_signal)
 
     def run(self, *, max_runs: int | None = None, stop_when_idle: bool = False) -> int:
-        """Work until stopped (or idle, or ``max_runs`` handled); returns runs handled."""
+        """Work until stopped (or idle, or ``max_runs`` handled); returns runs handled.
+
+        ``stop_when_idle`` returns once nothing is claimable and no queued
+        run becomes claimable within one lease period (a dead worker's lease
+        expiring, a failed attempt's ``retry_at``); until then it sleeps to
+        the earliest such moment and claims again.
+        """
         handled = 0
         while not self._stop.is_set() and (max_runs is None or handled < max_runs):
-            lease = self._retrying(lambda: self.store.claim(self.worker_id, lease=self.lease_seconds))
-            if lease is None:
-                if stop_when_idle:
-                    break
-                self._stop.wait(self.poll)
+            try:
+                lease = self._call(
+                    "claim", lambda: self.store.claim(self.worker_id, lease=self.lease_seconds)
+                )
+                wait = None if lease is not None else self._idle_wait(stop_when_idle)
+            except StoreUnavailable:
+                self._stop.wait(self.poll)  # outlasted the retries; the store may come back
                 continue
-            self._handle(lease)
-            handled += 1
+            if lease is not None:
+                self._handle(lease)
+                handled += 1
+            elif wait is None:
+                break
+            else:
+                self._stop.wait(wait)
         return handled
 
+    def _idle_wait(self, stop_when_idle: bool) -> float | None:
+        """How long to sleep before claiming again; None to stop."""
+        if not stop_when_idle:
+            return self.poll
+        now = time.time_ns() // 1000
+        until: int | None = self._call(
+            "drain", lambda: self.store.driver.run(leases.next_claimable(now), write=False)
+        )
+        if until is None or until > self.lease_seconds * 1_000_000:
+            return None
+        return max(until / 1_000_000, 0.01)
+
+    # -- one run ------------------------------------------------------------------
+
     def _handle(self, lease: Lease) -> None:
-        checkpoint = self._retrying(lambda: self.store.load(lease.run_id))
-        job = Job(self.store, lease, checkpoint, self._stop, retry_for=self.retry_for)
-        beating = threading.Event()
-        beater = threading.Thread(target=self._beat, args=(job, beating), daemon=True)
+        try:
+            self._work(lease)
+        except Exception as exc:  # a last resort: nothing about one run ends the worker
+            log.error("run %s: worker error %s", _shown(lease.run_id), self._describe(exc))
+
+    def _work(self, lease: Lease) -> None:
+        expiry = _deadline(lease)
+        try:
+            checkpoint = self._call("load", lambda: self.store.load(lease.run_id), deadline=expiry)
+        except SchemaTooNew:
+            # A newer deploy's run: not poison. Back untouched, the attempt uncounted.
+            self.store.observer.add("safepoint.runs.too_new", 1, {})
+            log.warning("run %s was saved by newer code; putting it back", _shown(lease.run_id))
+            self._release(lease, None, requeue=True, attempts="uncount")
+            return
+        except StoreUnavailable:
+            self._release(lease, None, requeue=True, attempts="uncount")
+            return
+        except LeaseLost:
+            raise
+        except Exception as exc:  # unloadable: corrupt, a migration that raises, …
+            self._failed_attempt(lease, exc)
+            return
+        job = Job(self.store, lease, checkpoint, self._stop, retry=self.retry)
+        done = threading.Event()
+        beater = threading.Thread(target=self._beat, args=(job, done), daemon=True)
         beater.start()
-        outcome: Status | None
+        outcome: Status | None = None
+        failure: Exception | None = None
         try:
             outcome = self.handler(job)
         except LeaseLost:
-            log.warning(
-                "lost the lease on run %s; leaving it to its new owner", visible(lease.run_id, max_len=ID_LEN)
-            )
-            return
-        except Exception:
-            log.exception("handler failed on run %s", visible(lease.run_id, max_len=ID_LEN))
-            outcome = Status.FAILED
+            job.lost.set()
+        except StoreUnavailable:
+            outcome = None  # the store outlasted the retries: not the run's fault
+        except Exception as exc:
+            failure = exc
         finally:
-            beating.set()
+            done.set()
             beater.join()
         if job.lost.is_set():
+            self.store.observer.add("safepoint.leases.lost", 1, {})
+            log.warning("lost the lease on run %s; leaving it to its new owner", _shown(lease.run_id))
+        elif failure is not None:
+            self._failed_attempt(job.lease, failure)
+        elif outcome is None:
+            self._release(job.lease, None, requeue=True, attempts="uncount")
+        else:
+            self._release(job.lease, outcome, requeue=False, attempts="reset")
+
+    def _failed_attempt(self, lease: Lease, exc: Exception) -> None:
+        """Back to the queue after a backoff, or quarantined once out of attempts."""
+        error = self._describe(exc)
+        if lease.attempts >= self.max_attempts:
+            self.store.observer.add("safepoint.runs.quarantined", 1, {"safepoint.error": type(exc).__name__})
+            log.error("run %s quarantined after %d attempts: %s", _shown(lease.run_id), lease.attempts, error)
+            self._release(lease, Status.FAILED, requeue=False, error=error)
             return
+        delay = self.backoff * 2 ** max(lease.attempts - 1, 0)
+        log.warning("run %s attempt %d failed: %s", _shown(lease.run_id), lease.attempts, error)
+        retry_at = time.time_ns() // 1000 + int(delay * 1_000_000)
+        self._release(lease, None, requeue=True, retry_at=retry_at, error=error)
+
+    def _release(
+        self,
+        lease: Lease,
+        status: Status | None,
+        *,
+        requeue: bool,
+        attempts: Attempts = "keep",
+        retry_at: int | None = None,
+        error: str | None = None,
+    ) -> None:
+        """Give the run back; if the store stays unavailable, the lease expires instead."""
+
+        def release() -> None:
+            op = leases.release(
+                lease,
+                status,
+                requeue,
+                time.time_ns() // 1000,
+                attempts=attempts,
+                retry_at=retry_at,
+                error=error,
+            )
+            with self.store.observer.span("safepoint.release", self._attributes(lease)):
+                self.store.driver.run(op, write=True)
+
         try:
-            self._retrying(lambda: self.store.release(job.lease, status=outcome, requeue=outcome is None))
+            self._call("release", release, deadline=_deadline(lease))
         except LeaseLost:
-            log.warning("lease on run %s expired before release", visible(lease.run_id, max_len=ID_LEN))
+            self.store.observer.add("safepoint.leases.lost", 1, {})
+            log.warning("lease on run %s expired before release", _shown(lease.run_id))
+        except StoreUnavailable:
+            log.warning("could not release run %s; its lease will expire", _shown(lease.run_id))
 
     def _beat(self, job: Job, done: threading.Event) -> None:
         while not done.wait(self.heartbeat_seconds):
             try:
-                job.lease = self.store.heartbeat(job.lease)
+                job.lease = self._call(
+                    "heartbeat",
+                    lambda: self.store.heartbeat(job.lease),
+                    deadline=_deadline(job.lease),
+                    stop=done,
+                )
             except LeaseLost:
                 job.lost.set()
                 return
-            except StoreError:
-                log.warning("heartbeat for run %s failed; retrying", visible(job.run_id, max_len=ID_LEN))
+            except StoreUnavailable:
+                pass  # the next beat tries again; a save finds out if the lease is gone
 
-    def _retrying(self, action: Callable[[], T]) -> T:
-        """Run ``action``, retrying store errors with backoff for up to ``retry_for`` seconds."""
-        deadline = time.monotonic() + self.retry_for
-        delay = 0.05
-        while True:
-            try:
-                return action()
-            except StoreError:
-                if time.monotonic() > deadline:
-                    raise
-                log.warning("store unavailable; retrying in %.2fs", delay)
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
+    # -- helpers ------------------------------------------------------------------
+
+    def _call(
+        self, operation: str, fn: Callable[[], Any], *, deadline: float | None = None, stop: Any = None
+    ) -> Any:
+        observer = self.store.observer
+        return retrying.call(
+            operation, fn, observer=observer, policy=self.retry, deadline=deadline, stop=stop
+        )
+
+    def _attributes(self, lease: Lease) -> dict[str, str | int | float | bool]:
+        attributes: dict[str, str | int | float | bool] = {
+            "safepoint.backend": getattr(self.store.driver, "dialect", "unknown"),
+            "safepoint.lease.epoch": lease.epoch,
+        }
+        if getattr(self.store.observer, "include_run_ids", False):
+            attributes["safepoint.run_id"] = lease.run_id
+        return attributes
+
+    def _describe(self, exc: Exception) -> str:
+        """``Type: message`` — the exception's own words, scrubbed and truncated."""
+        text = f"{type(exc).__name__}: {exc}"
+        scrubber = self.store.pipeline.scrubber
+        if scrubber is not None:
+            text = scrubber.scrub_text(text)
+        return visible(text, max_len=ERROR_LEN)
+
+
+def _deadline(lease: Lease) -> float:
+    """The lease's expiry as a ``time.monotonic()`` instant."""
+    return time.monotonic() + (lease.expires_at.timestamp() - time.time())
+
+
+def _shown(run_id: str) -> str:
+    return visible(run_id, max_len=ID_LEN)

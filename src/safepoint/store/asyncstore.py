@@ -197,6 +197,17 @@ class AsyncStore:
         """Queue the run for workers to ``claim`` (idempotent); ``NotFound`` if absent."""
         await self._call(calls.enqueue, run_id)
 
+    async def requeue(self, run_id: str) -> None:
+        """Put the run back in the queue with its attempts reset; ``NotFound`` if absent.
+
+        For a run a ``Worker`` quarantined (status ``failed`` after
+        ``max_attempts``, its last error in ``run(run_id).last_error``):
+        it becomes ``running`` and claimable again. Any other run is queued
+        as ``enqueue`` would, its attempts and ``retry_at`` cleared. A live
+        lease on the run is left alone.
+        """
+        await self._call(calls.requeue, run_id)
+
     async def claim(self, worker_id: str, *, lease: float | timedelta = 30.0) -> Lease | None:
         """Atomically take one queued run whose lease is free or expired.
 

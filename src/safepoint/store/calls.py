@@ -335,6 +335,10 @@ def release(lease: Lease, status: Status | str | None, requeue: bool) -> Call[No
     return Call(leases.release(lease, new_status, _flag(requeue, "requeue"), now_micros()), True, _same)
 
 
+def requeue(run_id: str) -> Call[None, None]:
+    return Call(leases.requeue(check_id(run_id), now_micros()), True, _same)
+
+
 def _check_lease(lease: Any) -> None:
     """Refuse anything but a Lease with fields a store could have returned (naming the field only)."""
     if not isinstance(lease, Lease):

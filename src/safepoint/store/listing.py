@@ -73,6 +73,9 @@ def _run_info(row: Row) -> RunInfo:
         updated,
         parent_id,
         parent_step,
+        attempts,
+        retry_at,
+        last_error,
     ) = row
     return RunInfo(
         run_id=run_id,
@@ -84,4 +87,7 @@ def _run_info(row: Row) -> RunInfo:
         created_at=from_micros(created),
         updated_at=from_micros(updated),
         parent=None if parent_id is None else ParentRef(parent_id, parent_step),
+        attempts=attempts,
+        retry_at=None if retry_at is None else from_micros(retry_at),
+        last_error=last_error,
     )

@@ -113,7 +113,8 @@ SELECT id FROM safepoint_runs WHERE run_id = %(run_id)s FOR UPDATE;
 SELECT id, run_id, status, head_step, schema_version, labels::text, counters::text,
        (extract(epoch FROM created_at) * 1000000)::bigint,
        (extract(epoch FROM updated_at) * 1000000)::bigint,
-       parent_run_id, parent_step
+       parent_run_id, parent_step,
+       attempts, (extract(epoch FROM retry_at) * 1000000)::bigint, last_error
 FROM safepoint_runs
 WHERE run_id = %(run_id)s;
 
@@ -124,7 +125,8 @@ WHERE run_id = %(run_id)s;
 SELECT id, run_id, status, head_step, schema_version, labels::text, counters::text,
        (extract(epoch FROM created_at) * 1000000)::bigint,
        (extract(epoch FROM updated_at) * 1000000)::bigint,
-       parent_run_id, parent_step
+       parent_run_id, parent_step,
+       attempts, (extract(epoch FROM retry_at) * 1000000)::bigint, last_error
 FROM safepoint_runs
 WHERE (%(statuses)s::jsonb IS NULL
        OR status IN (SELECT jsonb_array_elements_text(%(statuses)s::jsonb)))
@@ -154,18 +156,22 @@ RETURNING id;
 -- run, and a run being saved (its row locked by run_head) is skipped. A row
 -- another claimer changed since this statement's snapshot is re-checked
 -- against the WHERE clause when locked, so a claimed run is never taken twice.
+-- The attempt is counted here, and retry_at respected (see the SQLite query).
 UPDATE safepoint_runs
 SET lease_owner = %(worker_id)s, lease_epoch = lease_epoch + 1,
-    lease_expires_at = 'epoch'::timestamptz + %(expires_at)s::bigint * interval '1 microsecond'
+    lease_expires_at = 'epoch'::timestamptz + %(expires_at)s::bigint * interval '1 microsecond',
+    attempts = attempts + 1, retry_at = NULL
 WHERE id = (
     SELECT id FROM safepoint_runs
     WHERE queued_at IS NOT NULL
       AND (lease_owner IS NULL
            OR lease_expires_at <= 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
+      AND (retry_at IS NULL
+           OR retry_at <= 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
     ORDER BY queued_at, id
     LIMIT 1
     FOR UPDATE SKIP LOCKED)
-RETURNING run_id, lease_epoch, (extract(epoch FROM lease_expires_at) * 1000000)::bigint;
+RETURNING run_id, lease_epoch, (extract(epoch FROM lease_expires_at) * 1000000)::bigint, attempts;
 
 -- name: heartbeat
 UPDATE safepoint_runs
@@ -180,9 +186,32 @@ SET lease_owner = NULL, lease_expires_at = NULL,
     queued_at = CASE WHEN %(requeue)s::boolean
                      THEN coalesce(queued_at, 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
                 END,
-    status = coalesce(%(status)s::text, status)
+    status = coalesce(%(status)s::text, status),
+    -- %(attempts)s: 'keep', 'reset' or 'uncount' (see the SQLite query)
+    attempts = CASE %(attempts)s::text WHEN 'reset' THEN 0
+                                      WHEN 'uncount' THEN greatest(attempts - 1, 0)
+                                      ELSE attempts END,
+    retry_at = 'epoch'::timestamptz + %(retry_at)s::bigint * interval '1 microsecond',
+    last_error = CASE WHEN %(attempts)s::text = 'reset' THEN NULL
+                      ELSE coalesce(%(error)s::text, last_error) END
 WHERE run_id = %(run_id)s AND lease_owner = %(worker_id)s AND lease_epoch = %(epoch)s::bigint
 RETURNING id;
+
+-- name: requeue
+-- Back in the queue with a clean slate of attempts (see the SQLite query).
+UPDATE safepoint_runs
+SET queued_at = coalesce(queued_at, 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond'),
+    attempts = 0, retry_at = NULL,
+    status = CASE WHEN status = 'failed' THEN 'running' ELSE status END
+WHERE run_id = %(run_id)s
+RETURNING id;
+
+-- name: next_claimable
+-- When the next queued run can be claimed (see the SQLite query); greatest()
+-- skips NULLs, and coalesce makes "free now" the epoch.
+SELECT (extract(epoch FROM min(coalesce(greatest(lease_expires_at, retry_at), 'epoch'::timestamptz)))
+        * 1000000)::bigint
+FROM safepoint_runs WHERE queued_at IS NOT NULL;
 
 -- name: lease_state
 SELECT lease_owner, lease_epoch FROM safepoint_runs WHERE run_id = %(run_id)s;

@@ -28,7 +28,10 @@ CREATE TABLE safepoint_runs (
     lease_owner     text,
     lease_epoch     bigint      NOT NULL DEFAULT 0,
     lease_expires_at timestamptz,
-    retention       jsonb                           -- the run's own retention policy (revision 3)
+    retention       jsonb,                          -- the run's own retention policy (revision 3)
+    attempts        integer     NOT NULL DEFAULT 0, -- claims since success or requeue (revision 5)
+    retry_at        timestamptz,                    -- not claimable before, after a failed attempt
+    last_error      text                            -- the last attempt's error, scrubbed
 );
 
 -- What runs(...) filters on: status (paged by id), last update, labels @> {...}.

@@ -88,7 +88,8 @@ SELECT id FROM safepoint_runs WHERE run_id = :run_id;
 -- name: run_info
 SELECT r.id, r.run_id, r.status, c.step, c.schema_version, r.labels,
        json_extract(CAST(c.header AS TEXT), '$.counters'),
-       r.created_at, c.created_at, r.parent_run_id, r.parent_step
+       r.created_at, c.created_at, r.parent_run_id, r.parent_step,
+       r.attempts, r.retry_at, r.last_error
 FROM safepoint_runs AS r
 JOIN safepoint_checkpoints AS c ON c.id = (
     SELECT max(id) FROM safepoint_checkpoints
@@ -101,7 +102,8 @@ WHERE r.run_id = :run_id;
 -- match when every wanted key/value pair is among the run's labels.
 SELECT r.id, r.run_id, r.status, c.step, c.schema_version, r.labels,
        json_extract(CAST(c.header AS TEXT), '$.counters'),
-       r.created_at, c.created_at, r.parent_run_id, r.parent_step
+       r.created_at, c.created_at, r.parent_run_id, r.parent_step,
+       r.attempts, r.retry_at, r.last_error
 FROM safepoint_runs AS r
 JOIN safepoint_checkpoints AS c ON c.id = (
     SELECT max(id) FROM safepoint_checkpoints
@@ -131,16 +133,21 @@ RETURNING id;
 
 -- name: claim
 -- One statement: take the oldest queued run whose lease is free or expired
--- and bump its epoch. SQLite needs no SKIP LOCKED: BEGIN IMMEDIATE already
--- makes claimers take turns, so two can never pick the same run.
+-- and whose retry_at (after a failed attempt) has come, bump its epoch and
+-- count the attempt. Counted here, at claim, so that a handler that kills
+-- its own process still uses up its attempts. SQLite needs no SKIP LOCKED:
+-- BEGIN IMMEDIATE already makes claimers take turns, so two can never pick
+-- the same run.
 UPDATE safepoint_runs
-SET lease_owner = :worker_id, lease_epoch = lease_epoch + 1, lease_expires_at = :expires_at
+SET lease_owner = :worker_id, lease_epoch = lease_epoch + 1, lease_expires_at = :expires_at,
+    attempts = attempts + 1, retry_at = NULL
 WHERE id = (
     SELECT id FROM safepoint_runs
     WHERE queued_at IS NOT NULL AND (lease_owner IS NULL OR lease_expires_at <= :now)
+      AND (retry_at IS NULL OR retry_at <= :now)
     ORDER BY queued_at, id
     LIMIT 1)
-RETURNING run_id, lease_epoch, lease_expires_at;
+RETURNING run_id, lease_epoch, lease_expires_at, attempts;
 
 -- name: heartbeat
 UPDATE safepoint_runs SET lease_expires_at = :expires_at
@@ -149,12 +156,37 @@ RETURNING lease_expires_at;
 
 -- name: release
 -- The epoch stays: it only ever grows, so an old lease can never match again.
+-- :attempts says what happens to the count: 'keep', 'reset' (a clean
+-- outcome) or 'uncount' (the attempt was not the run's fault: a too-new
+-- schema_version, an unavailable store, a stop). :retry_at and :error
+-- record a failed attempt (NULL otherwise).
 UPDATE safepoint_runs
 SET lease_owner = NULL, lease_expires_at = NULL,
     queued_at = CASE WHEN :requeue THEN coalesce(queued_at, :now) ELSE NULL END,
-    status = coalesce(:status, status)
+    status = coalesce(:status, status),
+    attempts = CASE :attempts WHEN 'reset' THEN 0
+                              WHEN 'uncount' THEN max(attempts - 1, 0)
+                              ELSE attempts END,
+    retry_at = :retry_at,
+    last_error = CASE WHEN :attempts = 'reset' THEN NULL ELSE coalesce(:error, last_error) END
 WHERE run_id = :run_id AND lease_owner = :worker_id AND lease_epoch = :epoch
 RETURNING id;
+
+-- name: requeue
+-- Back in the queue with a clean slate of attempts (a quarantined run is
+-- failed: it runs again). The last error stays readable until an attempt
+-- succeeds. A live lease is left alone: its holder's release decides.
+UPDATE safepoint_runs
+SET queued_at = coalesce(queued_at, :now), attempts = 0, retry_at = NULL,
+    status = CASE WHEN status = 'failed' THEN 'running' ELSE status END
+WHERE run_id = :run_id
+RETURNING id;
+
+-- name: next_claimable
+-- When the next queued run can be claimed: the later of its lease expiry and
+-- its retry_at (0 if both are unset), earliest first; NULL if nothing is queued.
+SELECT min(max(coalesce(lease_expires_at, 0), coalesce(retry_at, 0)))
+FROM safepoint_runs WHERE queued_at IS NOT NULL;
 
 -- name: lease_state
 SELECT lease_owner, lease_epoch FROM safepoint_runs WHERE run_id = :run_id;

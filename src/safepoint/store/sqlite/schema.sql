@@ -21,7 +21,10 @@ CREATE TABLE safepoint_runs (
     lease_owner     TEXT,
     lease_epoch     INTEGER NOT NULL DEFAULT 0,
     lease_expires_at INTEGER,
-    retention       TEXT                       -- the run's own retention policy, JSON (revision 3)
+    retention       TEXT,                      -- the run's own retention policy, JSON (revision 3)
+    attempts        INTEGER NOT NULL DEFAULT 0, -- claims since the last success or requeue (revision 4)
+    retry_at        INTEGER,                   -- not claimable before this, after a failed attempt
+    last_error      TEXT                       -- the last attempt's error: type and scrubbed message
 );
 
 -- runs(updated_since=...) filters on the head checkpoint's created_at and
