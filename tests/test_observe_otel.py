@@ -142,7 +142,8 @@ def test_save_attributes_say_what_was_written(telemetry: Telemetry) -> None:
     nxt.messages.append({"role": "user", "content": "three"})
     store.save(nxt, lease=lease)
     first, second = (s.attributes for s in telemetry.finished("safepoint.save"))
-    assert first is not None and second is not None
+    assert first is not None
+    assert second is not None
     assert first["safepoint.step"] == 0
     assert first["safepoint.messages_added"] == 1
     assert first["safepoint.scrub.findings"] >= 1
@@ -229,7 +230,6 @@ def test_metrics_recorded(telemetry: Telemetry) -> None:
     assert {p.attributes["safepoint.outcome"] for p in saves} == {"ok", "Conflict"}
     assert sum(p.count for p in points["safepoint.load.duration"]) == 1
     assert sum(p.count for p in points["safepoint.save.bytes"]) == 2
-    assert sum(p.sum for p in points["safepoint.save.messages"]) == 1
     assert sum(p.count for p in points["safepoint.load.messages"]) == 1
     assert sum(p.value for p in points["safepoint.conflicts"]) == 1
     assert sum(p.value for p in points["safepoint.leases.lost"]) == 1
@@ -285,7 +285,7 @@ def test_a_broken_observer_never_breaks_a_save() -> None:
 
 
 def test_without_the_extra_safepoint_works_and_observe_otel_names_it(tmp_path: Path) -> None:
-    """With OpenTelemetry absent, import and save work, and observe_otel raises an ImportError naming the extra."""
+    """Without OpenTelemetry, import and save work; observe_otel raises an ImportError naming the extra."""
     script = f"""
 import sys
 sys.modules["opentelemetry"] = None

@@ -59,7 +59,6 @@ METRICS: Mapping[str, Metric] = {
     "safepoint.release.duration": _duration("release"),
     "safepoint.enqueue.duration": _duration("enqueue"),
     "safepoint.save.bytes": Metric("histogram", "By", "Bytes a save wrote: new message bodies and blobs"),
-    "safepoint.save.messages": Metric("histogram", "{message}", "Messages a save appended"),
     "safepoint.load.messages": Metric("histogram", "{message}", "Messages in a loaded checkpoint"),
     "safepoint.blobs.written": Metric("counter", "{blob}", "Blobs saves wrote"),
     "safepoint.scrub.findings": Metric("counter", "{finding}", "Values the scrubber replaced, by rule"),

@@ -59,7 +59,7 @@ def _without_ids(attributes: Attributes) -> dict[str, Any]:
 class _Span:
     """One OpenTelemetry span, current while the store's call runs."""
 
-    __slots__ = ("_attributes", "_ids", "_name", "_span", "_token", "_tracer")
+    __slots__ = ("_attributes", "_ids", "_later", "_name", "_span", "_token", "_tracer")
 
     def __init__(self, tracer: trace.Tracer, name: str, attributes: Attributes, ids: bool) -> None:
         self._tracer = tracer
@@ -68,6 +68,9 @@ class _Span:
         self._ids = ids
         self._span: trace.Span = trace.INVALID_SPAN
         self._token: Any = None
+        # Attributes learnt during the call, set on the span in one go on
+        # exit: the SDK takes a lock and validates per call, not per key.
+        self._later: dict[str, str | int | float | bool] = {}
 
     def __enter__(self) -> _Span:
         try:
@@ -86,20 +89,17 @@ class _Span:
     def set(self, key: str, value: str | int | float | bool) -> None:
         if key in IDENTIFIERS and not self._ids:
             return
-        try:  # noqa: SIM105  (cheaper than contextlib.suppress, per attribute)
-            self._span.set_attribute(key, value)
-        except Exception:  # see __enter__
-            pass
+        self._later[key] = value
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
     ) -> None:
         span = self._span
+        later = self._later
         try:
-            if kind is None:
-                span.set_attribute("safepoint.outcome", "ok")
-            else:
-                span.set_attribute("safepoint.outcome", kind.__name__)
+            later["safepoint.outcome"] = "ok" if kind is None else kind.__name__
+            span.set_attributes(later)
+            if kind is not None:
                 span.set_status(Status(StatusCode.ERROR, kind.__name__))
             if self._token is not None:
                 otel_context.detach(self._token)
