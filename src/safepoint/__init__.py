@@ -33,6 +33,7 @@ from .errors import (
     SecretLeak,
     StoreClosed,
     StoreError,
+    StoreUnavailable,
     UnknownSecret,
 )
 from .harness import AsyncRun, Budget, PendingAction, Reconcile, Run, idempotency_key
@@ -102,6 +103,7 @@ __all__ = [
     "Store",
     "StoreClosed",
     "StoreError",
+    "StoreUnavailable",
     "UnknownSecret",
     "Worker",
     "__version__",
