@@ -86,6 +86,7 @@ class Pass:
     worker_cpu: float = 0.0  # ... of the worker processes, from the barrier to their exit
     bouncer_cpu: float | None = None  # ... of the PgBouncer process
     machine: pg_server.CpuSample = pg_server.ZERO  # the whole machine (others' work included)
+    claim_pages: tuple[int, int] = (0, 0)  # buffer pages the claim's scan touches: at go, at the end
 
     def window(self, last: bool) -> list[float]:
         size = min(WINDOW, len(self.claims) // 2)
@@ -285,6 +286,7 @@ def _pass(
             f" {per_worker} connections each; go"
         )
         backends = _backends(check)
+        pages_at_go = _claim_pages(check)
         watched = backends + ([bouncer_pid] if bouncer_pid is not None else [])
         before, machine = _cpu(watched), pg_server.sample([])
         go = time.monotonic()
@@ -298,6 +300,7 @@ def _pass(
         backends = sorted(set(backends) | set(_backends(check)))
         after = _cpu(backends + ([bouncer_pid] if bouncer_pid is not None else []))
         result.machine = pg_server.sample([]) - machine
+        result.claim_pages = (pages_at_go, _claim_pages(check))
         result.server_cpu = sum(after.get(pid, 0.0) - before.get(pid, 0.0) for pid in backends)
         if bouncer_pid is not None:
             result.bouncer_cpu = after.get(bouncer_pid, 0.0) - before.get(bouncer_pid, 0.0)
@@ -348,6 +351,24 @@ def _backends(url: str) -> list[int]:
             "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
         ).fetchall()
     return [int(row[0]) for row in rows]
+
+
+def _claim_pages(url: str) -> int:
+    """Buffer pages the claim's search for the oldest claimable run reads now (EXPLAIN ANALYZE).
+
+    The same search as the claim statement's subquery, without its row lock;
+    an index entry of a run that left the queue stays until vacuum, so this
+    is what grows if anything in the claim's cost does.
+    """
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT id FROM safepoint.safepoint_runs"
+            " WHERE queued_at IS NOT NULL AND (lease_owner IS NULL OR lease_expires_at <= now())"
+            " ORDER BY queued_at, id LIMIT 1"
+        ).fetchone()
+    assert row is not None
+    plan = row[0][0]["Plan"]
+    return int(plan.get("Shared Hit Blocks", 0)) + int(plan.get("Shared Read Blocks", 0))
 
 
 def _cpu(pids: list[int]) -> dict[int, float]:
@@ -431,6 +452,10 @@ def render(result: Result | str, *, command: str) -> str:
         [f"{p.ratio:.2f}{TIMES} {'PASS' if p.ratio <= TARGET else '**FAIL**'}" for p in result.passes],
     )
     row("save p50 / p99", [f"{ms(p.saves, 0.5)} / {ms(p.saves, 0.99)}" for p in result.passes])
+    row(
+        "pages the claim's index scan reads: at the barrier / at the end",
+        [f"{p.claim_pages[0]} / {p.claim_pages[1]}" for p in result.passes],
+    )
     row("claims that found nothing (end of queue)", [f"{p.empty_claims:,}" for p in result.passes])
     row(
         "claimed twice (lease unexpired; must be 0)",
