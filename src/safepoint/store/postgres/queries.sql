@@ -187,7 +187,7 @@ SET lease_owner = NULL, lease_expires_at = NULL,
                      THEN coalesce(queued_at, 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
                 END,
     status = coalesce(%(status)s::text, status),
-    -- %(attempts)s: 'keep', 'reset' or 'uncount' (see the SQLite query)
+    -- the attempts parameter: 'keep', 'reset' or 'uncount' (see the SQLite query)
     attempts = CASE %(attempts)s::text WHEN 'reset' THEN 0
                                       WHEN 'uncount' THEN greatest(attempts - 1, 0)
                                       ELSE attempts END,
