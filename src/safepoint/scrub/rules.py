@@ -772,7 +772,7 @@ def pii_rules(kinds: Iterable[str]) -> tuple[Rule, ...]:
     wanted = set(kinds)
     unknown = sorted(wanted - set(PII_KINDS))
     if unknown:
-        raise InvalidArgument(f"unknown PII kind {unknown[0]!r}; known kinds: {', '.join(PII_KINDS)}")
+        raise InvalidArgument(f"unknown PII kind; known kinds: {', '.join(PII_KINDS)}")
     # pii.py builds Rule objects from this module, so it is imported when first needed.
     from safepoint.scrub.pii import PII_RULES  # noqa: PLC0415
 
