@@ -113,8 +113,9 @@ marker-shaped input, ordinary agent traffic, and the load side (a registered
 secret every 25 characters, saved to `open_store("memory://", secrets=…)` and
 loaded with `resolve_secrets=True`). Each text is one message scrubbed with
 `Scrubber().scrub` (`Scrubber(pii=(kind,))` for a PII rule): {small}, {large},
-then {small} again, in process CPU seconds; the {small} time is the mean of
-its two runs, which bracket the {large} one. Ordinary traffic: {a.ordinary_findings_per_mb:g}
+then {small} again, in process CPU seconds, each size's time the lower of its
+runs; a family over the target is measured once more before it counts (on a
+shared machine one busy moment in the long run tips it). Ordinary traffic: {a.ordinary_findings_per_mb:g}
 findings per MB. Measured in {a.seconds:.0f} s.
 
 {table(head, rows)}
