@@ -134,15 +134,15 @@ def test_worker_log_lines_show_a_hostile_run_id_escaped(caplog: pytest.LogCaptur
             raise RuntimeError(f"tool output: {job.checkpoint.run_id}")
 
         with caplog.at_level(logging.INFO, logger="safepoint.worker"):
-            handled = Worker(store, handler, worker_id="w\x1b[2J", lease=30).run(stop_when_idle=True)
+            worker = Worker(store, handler, worker_id="w\x1b[2J", lease=30, max_attempts=1)
+            handled = worker.run(stop_when_idle=True)
         assert handled == 1
         assert store.run(run_id).status is Status.FAILED
     shown = "run\\x1b]0;pwned\\x07\\nERROR forged line\\u202e"
     messages = [r.getMessage() for r in caplog.records]
-    assert messages == [f"handler failed on run {shown}"]
+    # One attempt allowed: the run is quarantined, and the line names the (escaped) error.
+    assert messages == [f"run {shown} quarantined after 1 attempts: RuntimeError: tool output: {shown}"]
     formatted = logging.Formatter("%(levelname)s %(message)s").format(caplog.records[0])
     assert hidden(formatted, allow="\n") == []
-    assert f"RuntimeError: tool output: {shown}" in formatted
     assert not any(line.startswith("ERROR forged") for line in formatted.splitlines())
-    assert caplog.records[0].exc_info is not None  # handlers that report exception objects still can
     assert hidden(caplog.text, allow="\n") == []

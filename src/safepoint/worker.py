@@ -50,7 +50,7 @@ from types import FrameType
 from typing import Any
 
 from safepoint import retrying
-from safepoint.errors import LeaseLost, SchemaTooNew, StoreUnavailable
+from safepoint.errors import InvalidArgument, LeaseLost, SchemaTooNew, StoreUnavailable
 from safepoint.model import Checkpoint, CheckpointInfo, Lease, Status
 from safepoint.retrying import RetryPolicy
 from safepoint.store import Store, leases
@@ -122,7 +122,7 @@ class Worker:
         backoff: float = 1.0,
     ) -> None:
         if type(max_attempts) is not int or max_attempts < 1:
-            raise ValueError("max_attempts must be an int of at least 1")
+            raise InvalidArgument("max_attempts must be an int of at least 1")
         self.store = store
         self.handler = handler
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}"
