@@ -86,7 +86,7 @@ class Found:
 
     def add(self, rule: str, count: int = 1) -> None:
         if self.names is not None:
-            self.names.append(rule)
+            self.names.extend([rule] * count)
         path = self.path()
         if self.policy == "raise":
             raise SecretLeak(path, rule)
@@ -138,7 +138,8 @@ class RulesStep:
 
     def might_match(self, text: str) -> bool:
         # The scanner's own prefilter: exact-case prefixes and key spellings,
-        # valid on a field's JSON text too (no trigger holds a quote or backslash).
+        # valid on a field's JSON text too (triggers holding a backslash are
+        # looked for in their JSON-escaped form as well).
         return self.scanner.might_match(text)
 
     def __call__(self, text: str, found: Found) -> Any:
@@ -147,8 +148,10 @@ class RulesStep:
         redacted, names, marks = self.scanner.redact(text, marks_of(text))
         if not names:
             return text
-        for name in names:
-            found.add(name)
+        # One add per rule, not per finding: each add builds the path (dense
+        # text has tens of thousands of findings).
+        for name, count in Counter(names).items():
+            found.add(name, count)
         return ScrubbedText(redacted, marks)
 
 
