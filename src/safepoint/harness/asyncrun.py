@@ -16,7 +16,7 @@ from safepoint.store import AsyncStore
 
 from .actions import ReconcileHook
 from .budgets import Budget
-from .core import Flow, Load, NewRun, Request, RunCore, Save
+from .core import Flow, Load, NewRun, Request, RunCore, RunStatus, Save
 from .view import RunView
 
 T = TypeVar("T")
@@ -46,6 +46,8 @@ async def _serve(store: AsyncStore, request: Request, lease: Lease | None) -> An
         if request.resolve_secrets is False:
             return await store.load(request.run_id)
         return await store.load(request.run_id, resolve_secrets=request.resolve_secrets)
+    if isinstance(request, RunStatus):
+        return (await store.run(request.run_id)).status
     result = request.fn(*request.args)
     return (await result) if inspect.isawaitable(result) else result
 

@@ -61,7 +61,19 @@ class Invoke:
     args: tuple[Any, ...]
 
 
-Request = Load | Save | Invoke
+@dataclass(frozen=True, slots=True)
+class RunStatus:
+    """The run row's status; the ``Status`` is sent back.
+
+    Asked after loading a head that says ``running``: a worker quarantines a
+    poison run by its run row alone (the head may be unloadable, so no final
+    checkpoint can be written), and the row's ``failed`` must win.
+    """
+
+    run_id: str
+
+
+Request = Load | Save | Invoke | RunStatus
 Flow = Generator[Request, Any, T]
 
 
@@ -148,8 +160,16 @@ class RunCore:
     def resume(self, run_id: str, resolve_secrets: Any) -> Flow[None]:
         """Load the run's latest checkpoint and settle what it left pending."""
         cp: Checkpoint = yield Load(run_id, resolve_secrets)
+        yield from self._row_status(cp)
         self._carry(cp)
         yield from self._settle()
+
+    def _row_status(self, cp: Checkpoint) -> Flow[None]:
+        """A run its row calls ``failed`` (quarantined by a worker) is failed, whatever its head says."""
+        if cp.status is Status.RUNNING:
+            status: Status = yield RunStatus(cp.run_id)
+            if status is Status.FAILED:
+                cp.status = Status.FAILED
 
     def open(self, new: NewRun, resolve_secrets: Any) -> Flow[None]:
         """Resume the run if it exists, else start it (``new.run_id`` is required)."""
@@ -162,6 +182,7 @@ class RunCore:
                 return
             except Conflict:  # another process started it first: resume theirs
                 cp = yield Load(new.run_id, resolve_secrets)
+        yield from self._row_status(cp)
         self._carry(cp)
         yield from self._settle()
 

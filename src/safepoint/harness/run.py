@@ -2,21 +2,28 @@
 
 Every method that saves or calls user code runs one flow of ``core.py`` by
 blocking on the store; ``AsyncRun`` runs the same flows by awaiting.
+
+Under a lease (``Run.open(job.store, job.run_id, lease=job.lease)`` in a
+``Worker`` handler) loads and saves go through the workers' retry policy
+(``safepoint.retrying``): an outage is ridden out, and a save whose commit was
+in doubt is checked against the stored digest instead of being written twice.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, TypeVar
 
+from safepoint import retrying
 from safepoint.errors import InvalidArgument
 from safepoint.model import CheckpointInfo, JSONDict, Lease, Status
 from safepoint.store import Store
 
 from .actions import ReconcileHook
 from .budgets import Budget
-from .core import Flow, Load, NewRun, Request, RunCore, Save
+from .core import Flow, Load, NewRun, Request, RunCore, RunStatus, Save
 from .view import RunView
 
 T = TypeVar("T")
@@ -41,11 +48,19 @@ def drive(store: Store, flow: Flow[T], lease: Lease | None = None) -> T:
 
 def _serve(store: Store, request: Request, lease: Lease | None) -> Any:
     if isinstance(request, Save):
+        if lease is not None:  # a worker's run: ride out an outage, never save twice
+            return retrying.save(store, request.checkpoint, lease)
         return store.save(request.checkpoint, lease=lease)
     if isinstance(request, Load):
         if request.resolve_secrets is False:
-            return store.load(request.run_id)
-        return store.load(request.run_id, resolve_secrets=request.resolve_secrets)
+            load = partial(store.load, request.run_id)
+        else:
+            load = partial(store.load, request.run_id, resolve_secrets=request.resolve_secrets)
+        return load() if lease is None else retrying.call("load", load, observer=store.observer)
+    if isinstance(request, RunStatus):
+        status = partial(store.run, request.run_id)
+        info = status() if lease is None else retrying.call("run", status, observer=store.observer)
+        return info.status
     result = request.fn(*request.args)
     if inspect.isawaitable(result):
         if inspect.iscoroutine(result):
