@@ -35,14 +35,14 @@ def corrupt(store: safepoint.Store, run_id: str) -> None:
     assert isinstance(driver, SQLiteDriver)
     ((ref,),) = driver.execute_raw("SELECT id FROM safepoint_runs WHERE run_id = ?", (run_id,))
     driver.execute_raw(
-        "UPDATE safepoint_checkpoints SET header = CAST(replace(CAST(header AS TEXT), 'seed', 'weed') AS BLOB)"
-        " WHERE id = ?",
+        "UPDATE safepoint_checkpoints"
+        " SET header = CAST(replace(CAST(header AS TEXT), 'seed', 'weed') AS BLOB) WHERE id = ?",
         (ref * 2**32,),
     )
 
 
 def test_three_poison_runs_among_a_thousand_are_quarantined_with_their_reasons(tmp_path: Path) -> None:
-    """997 runs done once each; corrupt, raising and unloadable runs quarantined with their errors; 0 exits."""
+    """997 runs done once each; corrupt, raising and unloadable runs quarantined with reasons; 0 exits."""
     url = f"sqlite:///{tmp_path / 'queue.db'}"
     poison = {"run-0100": "corrupt", "run-0500": "raises", "run-0900": "unloadable"}
     with safepoint.open_store(url) as store:
@@ -75,12 +75,15 @@ def test_three_poison_runs_among_a_thousand_are_quarantined_with_their_reasons(t
     print(f"statuses {dict(statuses)}, done {len(done)}, exits {codes}")
     assert codes == [0] * WORKERS  # every worker ran to idle and exited on its own
     assert statuses == {Status.DONE: RUNS - 3, Status.FAILED: 3}
-    assert len(done) == RUNS - 3 and max(done.values()) == 1
+    assert len(done) == RUNS - 3
+    assert max(done.values()) == 1
     reasons = {"corrupt": "CorruptCheckpoint", "raises": "RuntimeError", "unloadable": "MigrationError"}
     for run_id, kind in poison.items():
         info = infos[run_id]
-        assert info.status is Status.FAILED and info.attempts == MAX_ATTEMPTS
-        assert info.last_error is not None and info.last_error.startswith(reasons[kind])
+        assert info.status is Status.FAILED
+        assert info.attempts == MAX_ATTEMPTS
+        assert info.last_error is not None
+        assert info.last_error.startswith(reasons[kind])
         assert "seed" not in info.last_error  # the error's own words, never a stored value
 
 
@@ -107,7 +110,9 @@ def test_a_run_saved_by_newer_code_goes_back_without_using_an_attempt(tmp_path: 
         worker = Worker(store, lambda job: Status.DONE, lease=5, poll=0.01)
         worker.run(max_runs=3)
         info = store.run("newer")
-        assert info.status is Status.RUNNING and info.attempts == 0 and info.head_step == 0
+        assert info.status is Status.RUNNING
+        assert info.attempts == 0
+        assert info.head_step == 0
         assert counted.count("safepoint.runs.too_new") == 3
         assert store.claim("someone", lease=5) is not None  # still queued
 
@@ -127,12 +132,14 @@ def test_retry_at_holds_a_failed_run_back_then_requeue_brings_a_quarantined_one_
         store.enqueue("flaky")
         handled(store, flaky, max_attempts=2)
         info = store.run("flaky")
-        assert info.status is Status.FAILED and info.attempts == 2
+        assert info.status is Status.FAILED
+        assert info.attempts == 2
         assert info.last_error == "RuntimeError: attempt 2 failed"
         assert calls[1] - calls[0] >= 0.05  # the claim skipped the run until its retry_at
         assert store.claim("anyone", lease=5) is None  # quarantined: not in the queue
         inactive = Run.open(store, "flaky")  # the head says running; the run row's failed wins
-        assert not inactive.active and inactive.status is Status.FAILED
+        assert not inactive.active
+        assert inactive.status is Status.FAILED
         store.requeue("flaky")
         assert store.run("flaky").attempts == 0
         handled(store, flaky, max_attempts=2)
