@@ -53,7 +53,8 @@ def main() -> None:
 
     # Store options (e.g. a PostgreSQL schema) come from the test, as JSON.
     store = safepoint.open_store(url, **json.loads(os.environ.get("SAFEPOINT_TEST_STORE_OPTIONS", "{}")))
-    worker = Worker(store, handler, worker_id=worker_id, lease=float(lease), poll=0.05)
+    # Every SIGKILL a run receives costs it an attempt (counted at claim): never quarantine here.
+    worker = Worker(store, handler, worker_id=worker_id, lease=float(lease), poll=0.05, max_attempts=1000)
     worker.install_signal_handlers()
     worker.run()
     store.close()
