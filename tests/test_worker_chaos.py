@@ -168,13 +168,3 @@ def test_run_in_workers_survives_terminated_backends_and_two_restarts(tmp_path: 
     dsn = require_postgres()
     with fresh_database(dsn) as (direct, dbname):
         torture(tmp_path, as_url(direct), {"max_size": 4}, direct, dbname)
-
-
-def test_the_same_through_pgbouncer(tmp_path: Path) -> None:
-    """The same torture with every worker connecting through PgBouncer in transaction mode."""
-    require_cluster()
-    from pgbouncer import running_pgbouncer  # noqa: PLC0415  # only this test needs it
-
-    dsn = require_postgres()
-    with fresh_database(dsn) as (direct, dbname), running_pgbouncer(direct) as bounced:
-        torture(tmp_path, as_url(bounced), {"max_size": 4, "prepare_threshold": None}, direct, dbname)
