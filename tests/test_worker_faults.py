@@ -20,7 +20,7 @@ import pytest
 import safepoint
 from conftest_postgres import require_postgres
 from safepoint import Checkpoint, Job, Status, Worker
-from test_worker_chaos import as_url, fresh_database
+from worker_databases import as_url, fresh_database
 
 HELPER = Path(__file__).parent / "helpers" / "run_worker.py"
 pytestmark = pytest.mark.crash
