@@ -44,8 +44,12 @@ def test_run_in_a_worker_survives_dropped_connections(tmp_path: Path) -> None:
                 store.enqueue(f"drop-{i}")
         ledger = tmp_path / "ledger.tsv"
         workers = [spawn(url, ledger, f"w{n}", 5, 0.05) for n in range(2)]
-        terminated = 0
-        for _ in range(6):
+        terminated = rounds = 0
+        # Six rounds that each hit the workers' backends: worker processes start
+        # slowly on a loaded machine, so rounds before they connect do not count.
+        for _ in range(400):
+            if rounds >= 6 or all(w.poll() is not None for w in workers):
+                break
             time.sleep(0.25)
             with psycopg.connect(direct, autocommit=True) as conn:
                 row = conn.execute(
@@ -53,7 +57,9 @@ def test_run_in_a_worker_survives_dropped_connections(tmp_path: Path) -> None:
                     " WHERE datname = %s AND pid <> pg_backend_pid()",
                     (dbname,),
                 ).fetchone()
-                terminated += row[0] if row else 0
+                hit = row[0] if row else 0
+                terminated += hit
+                rounds += 1 if hit else 0
         codes = [w.wait(timeout=120) for w in workers]
         done = Counter(
             line.split("\t")[1] for line in ledger.read_text().splitlines() if line.startswith("done\t")
