@@ -2,15 +2,18 @@
 
 The same flows (``core.py``) as ``Run``, driven by awaiting: the same method
 names, awaited. Tools and reconcile hooks may be plain functions or return
-awaitables (``async def``); either works.
+awaitables (``async def``); either works. Under a lease, loads and saves ride
+out an outage as ``Run``'s do (``safepoint.retrying``, awaited).
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from typing import Any, TypeVar
 
+from safepoint import retrying
 from safepoint.model import CheckpointInfo, JSONDict, Lease, Status
 from safepoint.store import AsyncStore
 
@@ -41,13 +44,22 @@ async def drive(store: AsyncStore, flow: Flow[T], lease: Lease | None = None) ->
 
 async def _serve(store: AsyncStore, request: Request, lease: Lease | None) -> Any:
     if isinstance(request, Save):
+        if lease is not None:  # a worker's run: ride out an outage, never save twice
+            return await retrying.save_async(store, request.checkpoint, lease)
         return await store.save(request.checkpoint, lease=lease)
     if isinstance(request, Load):
         if request.resolve_secrets is False:
-            return await store.load(request.run_id)
-        return await store.load(request.run_id, resolve_secrets=request.resolve_secrets)
+            load = partial(store.load, request.run_id)
+        else:
+            load = partial(store.load, request.run_id, resolve_secrets=request.resolve_secrets)
+        return await (load() if lease is None else retrying.call_async("load", load, observer=store.observer))
     if isinstance(request, RunStatus):
-        return (await store.run(request.run_id)).status
+        status = partial(store.run, request.run_id)
+        if lease is None:
+            info = await status()
+        else:
+            info = await retrying.call_async("run", status, observer=store.observer)
+        return info.status
     result = request.fn(*request.args)
     return (await result) if inspect.isawaitable(result) else result
 
