@@ -22,8 +22,7 @@ series per run would swamp any metrics backend).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -58,7 +57,9 @@ METRICS: Mapping[str, Metric] = {
     "safepoint.heartbeat.duration": _duration("heartbeat"),
     "safepoint.release.duration": _duration("release"),
     "safepoint.enqueue.duration": _duration("enqueue"),
-    "safepoint.save.bytes": Metric("histogram", "By", "Bytes a save wrote: new message bodies and blobs"),
+    # A counter, not a histogram: one histogram record per save (its latency)
+    # is what the SDK's cost allows; the span carries each save's own size.
+    "safepoint.save.bytes": Metric("counter", "By", "Bytes saves wrote: new message bodies and blobs"),
     "safepoint.load.messages": Metric("histogram", "{message}", "Messages in a loaded checkpoint"),
     "safepoint.blobs.written": Metric("counter", "{blob}", "Blobs saves wrote"),
     "safepoint.scrub.findings": Metric("counter", "{finding}", "Values the scrubber replaced, by rule"),
@@ -96,9 +97,17 @@ class Observer(Protocol):
 
 
 class _NoSpan:
+    """A span that records nothing, and its own context manager (no generator to drive)."""
+
     __slots__ = ()
 
     def set(self, key: str, value: str | int | float | bool) -> None:
+        pass
+
+    def __enter__(self) -> _NoSpan:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
         pass
 
 
@@ -109,10 +118,9 @@ NO_SPAN: Span = _NO_SPAN  # what an observer's failed span stands in for
 class NoObserver:
     """The default: reports nothing."""
 
-    @contextmanager
-    def span(self, name: str, attributes: Attributes) -> Iterator[Span]:
+    def span(self, name: str, attributes: Attributes) -> _NoSpan:
         del name, attributes
-        yield _NO_SPAN
+        return _NO_SPAN
 
     def add(self, metric: str, value: int | float, attributes: Attributes) -> None:
         pass

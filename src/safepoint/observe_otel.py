@@ -22,7 +22,7 @@ dropped, so observing can never break a save.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -40,7 +40,7 @@ from safepoint.observe import IDENTIFIERS, METRICS, Attributes, Metric
 
 __all__ = ["OpenTelemetryObserver"]
 
-_Sink = Callable[[int | float, dict[str, Any]], None]  # an instrument's add, set or record
+_Sink = Callable[[int | float, Attributes], None]  # an instrument's add, set or record
 
 _SCOPE = "safepoint"
 # Latency buckets in seconds, from a memory-store save (tens of microseconds)
@@ -52,12 +52,26 @@ _BYTES = tuple(float(4**n) for n in range(4, 15))
 _COUNTS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 5000.0)
 
 
-def _without_ids(attributes: Attributes) -> dict[str, Any]:
+_NO_IDS = IDENTIFIERS.isdisjoint  # one C-level pass over the keys
+
+
+def _without_ids(attributes: Attributes) -> Attributes:
+    """``attributes`` less run and worker ids; itself when it has none (the usual case: no copy)."""
+    if _NO_IDS(attributes):
+        return attributes
     return {key: value for key, value in attributes.items() if key not in IDENTIFIERS}
 
 
 class _Span:
-    """One OpenTelemetry span, current while the store's call runs."""
+    """One OpenTelemetry span, current while the store's call runs.
+
+    The cost per save is mostly the SDK's (creating, cleaning attributes,
+    ending and exporting a span — ``bench/otel_section.py``), so this adds
+    as little as it can: one object that is both the context manager and
+    the ``Span``, the start attributes passed as given (copied only to drop
+    ids), the rest set in one ``set_attributes`` on exit, and none of that
+    when the sampler did not record the span.
+    """
 
     __slots__ = ("_attributes", "_ids", "_later", "_name", "_span", "_token", "_tracer")
 
@@ -69,27 +83,35 @@ class _Span:
         self._span: trace.Span = trace.INVALID_SPAN
         self._token: Any = None
         # Attributes learnt during the call, set on the span in one go on
-        # exit: the SDK takes a lock and validates per call, not per key.
-        self._later: dict[str, str | int | float | bool] = {}
+        # exit (the SDK takes a lock and validates per call, not per key);
+        # None while the span is not recording, so nothing is collected.
+        self._later: dict[str, str | int | float | bool] | None = None
 
     def __enter__(self) -> _Span:
         try:
-            attributes = self._attributes if self._ids else _without_ids(self._attributes)
-            # Outcome and status are set here on exit, from the error's type
-            # only: a recorded exception would carry its message and traceback.
+            attributes = self._attributes
+            # Outcome and status are set on exit, from the error's type only:
+            # a recorded exception would carry its message and traceback.
             span = self._tracer.start_span(
-                self._name, attributes=attributes, record_exception=False, set_status_on_exception=False
+                self._name,
+                attributes=attributes if self._ids else _without_ids(attributes),
+                record_exception=False,
+                set_status_on_exception=False,
             )
+            # Current even when not recording, so that spans inside the call
+            # (a database driver's) are its children and share its sampling.
             self._token = otel_context.attach(trace.set_span_in_context(span))
             self._span = span
+            if span.is_recording():
+                self._later = {}
         except Exception:  # OpenTelemetry's own failure must not stop the call
             self._span, self._token = trace.INVALID_SPAN, None
         return self
 
     def set(self, key: str, value: str | int | float | bool) -> None:
-        if key in IDENTIFIERS and not self._ids:
-            return
-        self._later[key] = value
+        later = self._later
+        if later is not None and (self._ids or key not in IDENTIFIERS):
+            later[key] = value
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
@@ -97,15 +119,52 @@ class _Span:
         span = self._span
         later = self._later
         try:
-            later["safepoint.outcome"] = "ok" if kind is None else kind.__name__
-            span.set_attributes(later)
-            if kind is not None:
-                span.set_status(Status(StatusCode.ERROR, kind.__name__))
+            if later is not None:
+                later["safepoint.outcome"] = "ok" if kind is None else kind.__name__
+                span.set_attributes(later)
+                if kind is not None:
+                    span.set_status(Status(StatusCode.ERROR, kind.__name__))
             if self._token is not None:
                 otel_context.detach(self._token)
             span.end()
         except Exception:  # see __enter__
             pass
+
+
+class _Total:
+    """A counter summed here and read by the SDK when it collects (an observable counter).
+
+    Adding is a dictionary update under a lock, where the SDK's synchronous
+    counter would take each value through its measurement pipeline (about
+    as dear as the span, per call, in ``bench/otel_section.py``). What is
+    exported is the same cumulative sum per attribute set; a reader asking
+    for deltas gets them from the SDK. Attribute sets stay few: metric
+    attributes never carry ids.
+    """
+
+    __slots__ = ("_attributes", "_lock", "_values")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: dict[frozenset[tuple[str, Any]], int | float] = {}
+        self._attributes: dict[frozenset[tuple[str, Any]], dict[str, Any]] = {}
+
+    def add(self, value: int | float, attributes: Attributes) -> None:
+        if not value >= 0:  # a counter only goes up (the SDK drops these too); NaN fails as well
+            return
+        key = frozenset(attributes.items())
+        with self._lock:
+            values = self._values
+            if key in values:
+                values[key] += value
+            else:
+                values[key] = value
+                self._attributes[key] = dict(attributes)
+
+    def observe(self, options: metrics.CallbackOptions) -> Iterable[metrics.Observation]:
+        del options
+        with self._lock:
+            return [metrics.Observation(value, self._attributes[key]) for key, value in self._values.items()]
 
 
 class OpenTelemetryObserver:
@@ -138,7 +197,7 @@ class OpenTelemetryObserver:
     def add(self, metric: str, value: int | float, attributes: Attributes) -> None:
         try:
             sink = self._sinks.get(metric) or self._create(metric, "counter")
-            sink(value, _without_ids(attributes))
+            sink(value, _without_ids(attributes))  # the SDK copies the attributes it keeps
         except Exception:  # observing never breaks a store call
             pass
 
@@ -161,7 +220,11 @@ class OpenTelemetryObserver:
     def _make(self, name: str, metric: Metric) -> _Sink:
         meter = self._meter
         if metric.kind == "counter":
-            return meter.create_counter(name, unit=metric.unit, description=metric.description).add
+            total = _Total()
+            meter.create_observable_counter(
+                name, callbacks=[total.observe], unit=metric.unit, description=metric.description
+            )
+            return total.add
         if metric.kind == "gauge":
             return meter.create_gauge(name, unit=metric.unit, description=metric.description).set
         buckets: Sequence[float] = (

@@ -24,7 +24,7 @@ from typing import Any
 
 from safepoint.errors import Conflict, LeaseLost
 from safepoint.model import Checkpoint, Lease, Status
-from safepoint.observe import NO_SPAN, Attributes, Observer, Span
+from safepoint.observe import METRICS, NO_SPAN, Attributes, Observer, Span
 
 from . import calls
 from .calls import SaveFacts
@@ -34,28 +34,36 @@ AttributeDict = dict[str, str | int | float | bool]
 
 
 class Operation:
-    """One observed store call, as a context manager: ``with Operation(...) as op: ... op.set(k, v)``."""
+    """One observed store call, as a context manager: ``with Operation(...) as op: ... op.set(k, v)``.
 
-    __slots__ = ("_attributes", "_backend", "_manager", "_measures", "_name", "_observer", "_span", "_start")
+    What it adds to the observer's own cost is kept to a few dictionary
+    operations: the metric names and the ``backend``/``outcome`` attribute
+    sets are made once per process (``_names``) and shared, read-only, by
+    every call.
+    """
+
+    __slots__ = ("_backend", "_manager", "_measures", "_name", "_observer", "_span", "_start")
 
     def __init__(self, observer: Observer, name: str, backend: str, attributes: AttributeDict) -> None:
         self._observer = observer
         self._name = name
         self._backend = backend
         attributes["safepoint.backend"] = backend
-        self._attributes = attributes
-        self._measures: list[tuple[str, int | float, Attributes]] = []
-        self._manager: Any = None
+        self._measures: list[tuple[str, int | float, Attributes | None]] | None = None
+        try:
+            self._manager: Any = observer.span(name, attributes)
+        except Exception:  # a broken observer must not stop the call
+            self._manager = None
         self._span: Span = NO_SPAN
         self._start = 0.0
 
     def __enter__(self) -> Operation:
-        try:
-            manager = self._observer.span(self._name, self._attributes)
-            self._span = manager.__enter__()
-            self._manager = manager
-        except Exception:  # a broken observer must not stop the call
-            self._manager, self._span = None, NO_SPAN
+        manager = self._manager
+        if manager is not None:
+            try:
+                self._span = manager.__enter__()
+            except Exception:  # see __init__
+                self._manager, self._span = None, NO_SPAN
         self._start = time.perf_counter()
         return self
 
@@ -63,41 +71,69 @@ class Operation:
         """Add an attribute to the span (a fact learnt during the call)."""
         try:  # noqa: SIM105  (cheaper than contextlib.suppress, per attribute)
             self._span.set(key, value)
-        except Exception:  # see __enter__
+        except Exception:  # see __init__
             pass
 
     def measure(self, metric: str, value: int | float, attributes: Attributes | None = None) -> None:
         """Record ``metric`` on the way out, with the operation's backend and outcome."""
-        self._measures.append((metric, value, attributes or {}))
+        if self._measures is None:
+            self._measures = [(metric, value, attributes)]
+        else:
+            self._measures.append((metric, value, attributes))
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
     ) -> None:
         elapsed = time.perf_counter() - self._start
         observer = self._observer
-        outcome = "ok" if kind is None else kind.__name__
-        base = {"safepoint.backend": self._backend, "safepoint.outcome": outcome}
+        base = _base(self._backend, "ok" if kind is None else kind.__name__)
+        # Metrics first, while the span is still current: an SDK that keeps
+        # exemplars links them to this span.
         try:
-            observer.record(f"{self._name}.duration", elapsed, base)
-            for metric, value, extra in self._measures:
-                kind_of = observer.add if metric in _COUNTERS else observer.record
-                kind_of(metric, value, {**base, **extra} if extra else base)
-            if isinstance(error, Conflict):
-                observer.add("safepoint.conflicts", 1, base)
-            elif isinstance(error, LeaseLost):
-                observer.add("safepoint.leases.lost", 1, base)
-        except Exception:  # see __enter__
+            observer.record(_duration(self._name), elapsed, base)
+            if self._measures is not None:
+                for metric, value, extra in self._measures:
+                    report = observer.add if metric in _COUNTERS else observer.record
+                    report(metric, value, {**base, **extra} if extra else base)
+            if kind is not None:
+                if issubclass(kind, Conflict):
+                    observer.add("safepoint.conflicts", 1, base)
+                elif issubclass(kind, LeaseLost):
+                    observer.add("safepoint.leases.lost", 1, base)
+        except Exception:  # see __init__
             pass
         if self._manager is not None:
             try:  # noqa: SIM105  (as in set)
                 self._manager.__exit__(kind, error, tb)
-            except Exception:  # see __enter__
+            except Exception:  # see __init__
                 pass
         # None: the call's own error, if any, goes on to the caller.
 
 
+# Made once per name and per (backend, outcome), then shared: the observer
+# must treat attributes as read-only (``Attributes`` is a ``Mapping``), and
+# OpenTelemetry's SDK copies what it keeps. Both stay small: a handful of
+# operation names, backends and error types.
+_DURATIONS: dict[str, str] = {}
+_BASES: dict[tuple[str, str], Attributes] = {}
+
+
+def _duration(name: str) -> str:
+    metric = _DURATIONS.get(name)
+    if metric is None:
+        metric = _DURATIONS[name] = f"{name}.duration"
+    return metric
+
+
+def _base(backend: str, outcome: str) -> Attributes:
+    attributes = _BASES.get((backend, outcome))
+    if attributes is None:
+        attributes = _BASES[backend, outcome] = {"safepoint.backend": backend, "safepoint.outcome": outcome}
+    return attributes
+
+
 # Metrics ``measure`` adds to rather than records.
-_COUNTERS = frozenset({"safepoint.blobs.written", "safepoint.scrub.findings"})
+_COUNTERS = frozenset(name for name, metric in METRICS.items() if metric.kind == "counter")
 
 
 def of_save(cp: Checkpoint, lease: Lease | None) -> AttributeDict:
@@ -120,8 +156,9 @@ def saved(op: Operation, facts: SaveFacts) -> None:
     for rule, count in findings.items():
         op.set(f"safepoint.scrub.{rule}", count)
         op.measure("safepoint.scrub.findings", count, {"safepoint.scrub.rule": rule})
-    # Two histograms per save (latency, recorded on exit, and size): each
-    # costs the SDK about as much as the span, so counts stay span attributes.
+    # One histogram per save (its latency, recorded on exit): a record costs
+    # the SDK about half a span, so the size is a counter and counts stay
+    # span attributes.
     op.measure("safepoint.save.bytes", facts.bytes_written)
     if facts.blobs_written:
         op.measure("safepoint.blobs.written", facts.blobs_written)
