@@ -685,7 +685,7 @@ def _everything(store: Store) -> list[JSONDict]:
 @pytest.fixture
 def mixed_store() -> Iterator[Store]:
     """Five runs, 13 checkpoints: versions 1 to 3, one too new, one poisoned."""
-    store = safepoint.open_store("memory://")
+    store = safepoint.open_store("memory://", schema_version=4)  # written by code up to version 4
     _save_run(store, "r0", [1, 1, 2])
     _save_run(store, "r1", [1, 1, 1], poison_at=1)
     _save_run(store, "r2", [2, 3])

@@ -102,7 +102,7 @@ def test_a_run_saved_by_newer_code_goes_back_without_using_an_attempt(tmp_path: 
             counted.append(metric)
 
     url = f"sqlite:///{tmp_path / 'q.db'}"
-    with safepoint.open_store(url) as newer:
+    with safepoint.open_store(url, schema_version=7) as newer:
         newer.save(Checkpoint(run_id="newer", schema_version=7))
         newer.enqueue("newer")
     with safepoint.open_store(url, migrations=safepoint.MigrationChain(current=1)) as store:

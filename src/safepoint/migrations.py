@@ -315,3 +315,26 @@ def _json_problem(data: Mapping[str, Any]) -> NotJSONCompatible | None:
     except NotJSONCompatible as exc:
         return exc
     return None
+
+
+def current_version(chain: MigrationChain | None, schema_version: Any = None) -> int:
+    """The schema_version a store opened with ``migrations=chain`` and ``schema_version=`` writes and loads.
+
+    The chain's ``current``; without a chain ``schema_version``, default 1.
+    Both given, they must agree (``InvalidArgument`` otherwise): one store
+    cannot have two current versions.
+    """
+    if schema_version is not None and (not _is_int(schema_version) or not 1 <= schema_version <= _MAX_VERSION):
+        raise InvalidArgument(f"schema_version must be an int from 1 to {_MAX_VERSION}")
+    if chain is None:
+        return 1 if schema_version is None else schema_version
+    if schema_version is not None and schema_version != chain.current:
+        raise InvalidArgument(
+            f"schema_version={schema_version} disagrees with the migration chain's current version "
+            f"{chain.current}; give one of them, or both equal"
+        )
+    return chain.current
+
+
+# The largest schema_version a store holds (serialize.MAX_SCHEMA_VERSION, a 32-bit column).
+_MAX_VERSION = 2**31 - 1

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from safepoint import codec
 from safepoint.blobs.base import BlobRef, BlobStore
-from safepoint.errors import BlobNotFound, InvalidArgument, NotJSONCompatible
+from safepoint.errors import BlobNotFound, InvalidArgument, NotJSONCompatible, SchemaTooNew
 from safepoint.messagelist import MessageList, StoredView, freeze
-from safepoint.migrations import MigrationChain
+from safepoint.migrations import MigrationChain, current_version
 from safepoint.model import Checkpoint, Retention, ScrubReport
 from safepoint.refs import BlobLink
 from safepoint.scrub import Found, Scrubber, Secrets
@@ -223,7 +223,14 @@ class PreparedSave:
 
 
 class Pipeline:
-    """A store's save and load transformations: scrubbing, migrations (and blobs)."""
+    """A store's save and load transformations: scrubbing, migrations (and blobs).
+
+    ``schema_version`` is the application's current checkpoint version as
+    this code knows it: the chain's ``current``, else the one given, else 1.
+    A save of a newer checkpoint and a migrating load of one are refused
+    (``SchemaTooNew``), so code that never declared versions cannot resume
+    (and overwrite) a run written by newer code.
+    """
 
     def __init__(
         self,
@@ -232,6 +239,7 @@ class Pipeline:
         blobs: BlobTarget | None = None,
         blob_policy: BlobPolicy | None = None,
         retention: Retention | None = None,
+        schema_version: int | None = None,
     ) -> None:
         self.scrubber = scrubber
         self.blobs = blobs
@@ -246,6 +254,7 @@ class Pipeline:
                 )
             migrations.validate()  # a gap is an error now, not when a run resumes
         self.migrations = migrations
+        self.schema_version = current_version(migrations, schema_version)
 
     @classmethod
     def from_options(cls, options: dict[str, Any], default_blobs: BlobTarget | None = None) -> Pipeline:
@@ -254,6 +263,7 @@ class Pipeline:
         ``default_blobs`` is the backend's blob target when ``blobs`` is not given.
         """
         migrations = options.pop("migrations", None)
+        schema_version = options.pop("schema_version", None)
         retention = options.pop("retention", None)
         blobs = _blob_target(options.pop("blobs", None), default_blobs, options.pop("blob_compress", False))
         blob_policy = BlobPolicy(
@@ -266,7 +276,7 @@ class Pipeline:
         if scrubber is False:
             if secrets is not None:
                 raise InvalidArgument("secrets= needs a scrubber; it cannot be combined with scrubber=False")
-            return cls(None, migrations, blobs, blob_policy, retention)
+            return cls(None, migrations, blobs, blob_policy, retention, schema_version)
         if scrubber is None:
             scrubber = Scrubber(secrets=secrets, policy=policy, pii=pii)
         elif not isinstance(scrubber, Scrubber):
@@ -275,9 +285,13 @@ class Pipeline:
             )
         elif secrets is not None or pii:
             raise InvalidArgument("give secrets= and pii= to the Scrubber, not beside it")
-        return cls(scrubber, migrations, blobs, blob_policy, retention)
+        return cls(scrubber, migrations, blobs, blob_policy, retention, schema_version)
 
     def prepare_save(self, cp: Checkpoint) -> PreparedSave:
+        if type(cp.schema_version) is int and cp.schema_version > self.schema_version:
+            # Written by newer code (an imported fixture, a copied checkpoint): this
+            # code would store a shape it cannot load itself.
+            raise SchemaTooNew(cp.run_id, cp.step, cp.schema_version, self.schema_version)
         return PreparedSave(self, cp)
 
     def guard(self, func: Callable[..., T], *args: Any) -> T:
@@ -303,7 +317,9 @@ class Pipeline:
         """
         chain = self.migrations
         if chain is None:
-            return cp
+            if cp.schema_version > self.schema_version:
+                raise SchemaTooNew(cp.run_id, cp.step, cp.schema_version, self.schema_version)
+            return cp  # no chain: an older version loads as stored
         chain.check_version(cp.schema_version, run_id=cp.run_id, step=cp.step)
         if not chain.needs_migration(cp.schema_version):
             return cp

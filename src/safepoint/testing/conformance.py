@@ -26,15 +26,15 @@ from collections.abc import Callable
 
 import pytest
 
-from safepoint.errors import Conflict, CorruptCheckpoint, NotJSONCompatible
+from safepoint.errors import Conflict, CorruptCheckpoint, NotJSONCompatible, SchemaTooNew
 from safepoint.model import Checkpoint, Status
 from safepoint.store import Store
 
 from .api_suite import ApiConformance
 from .lease_suite import LeaseConformance
-from .suite_support import QueryLog, Tamper, grow, messages_written, snapshot
+from .suite_support import QueryLog, Tamper, declaring, grow, messages_written, snapshot
 
-__all__ = ["QueryLog", "StoreConformance", "Tamper", "grow", "messages_written", "snapshot"]
+__all__ = ["QueryLog", "StoreConformance", "Tamper", "declaring", "grow", "messages_written", "snapshot"]
 
 
 class StoreConformance(LeaseConformance, ApiConformance):
@@ -81,8 +81,9 @@ class StoreConformance(LeaseConformance, ApiConformance):
             labels={"team": "search", "env": "test"},
         )
         expected = snapshot(cp)
-        store.save(cp)
-        assert snapshot(reopen().load("round-trip ✓")) == expected
+        with declaring(store, 3):
+            store.save(cp)
+        assert snapshot(reopen().load("round-trip ✓", migrate=False)) == expected
 
     def test_save_does_not_change_the_callers_values(self, store: Store) -> None:
         """Saving keeps the caller's state, counters and messages equal to what they were."""
@@ -157,12 +158,25 @@ class StoreConformance(LeaseConformance, ApiConformance):
     def test_schema_version_is_stored_per_checkpoint(self, store: Store) -> None:
         """Every checkpoint carries its own schema_version."""
         cp = Checkpoint(run_id="versions", schema_version=2)
-        store.save(cp)
-        cp = cp.next()
-        cp.schema_version = 3
-        store.save(cp)
-        assert [i.schema_version for i in store.history("versions")] == [2, 3]
-        assert store.load("versions", 0).schema_version == 2
+        with declaring(store, 3):
+            store.save(cp)
+            cp = cp.next()
+            cp.schema_version = 3
+            store.save(cp)
+            assert [i.schema_version for i in store.history("versions")] == [2, 3]
+            assert store.load("versions", 0).schema_version == 2
+
+    def test_newer_checkpoints_are_refused_but_read_raw(self, store: Store) -> None:
+        """Code at version 2 refuses to save or to load (migrating) a version 3 checkpoint; raw reads work."""
+        with declaring(store, 3):
+            store.save(Checkpoint(run_id="newer", schema_version=3))
+        with declaring(store, 2):
+            with pytest.raises(SchemaTooNew):
+                store.load("newer")
+            assert store.load("newer", migrate=False).schema_version == 3
+            with pytest.raises(SchemaTooNew):
+                store.save(store.load("newer", migrate=False).next())
+            assert [i.step for i in store.history("newer")] == [0]
 
     # -- invariant 6: verified --------------------------------------------------
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import copy
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from safepoint.model import Checkpoint
@@ -32,6 +34,20 @@ def grow(store: Store, run_id: str, steps: int, per_step: int = 2) -> Checkpoint
         cp.cursors["batch"] = {"done": step}
         store.save(cp)
     return cp
+
+
+@contextmanager
+def declaring(store: Store, version: int) -> Iterator[Store]:
+    """``store`` as code whose current schema_version is ``version`` (and no migrations) would use it."""
+    saved = store.pipeline
+    pipeline = copy.copy(saved)
+    pipeline.migrations = None
+    pipeline.schema_version = version
+    store.pipeline = pipeline
+    try:
+        yield store
+    finally:
+        store.pipeline = saved
 
 
 def messages_written(queries: list[store_ops.Query]) -> int:
