@@ -33,6 +33,7 @@ from .errors import (
     SecretLeak,
     StoreClosed,
     StoreError,
+    StoreNotFound,
     StoreUnavailable,
     UnknownSecret,
 )
@@ -103,6 +104,7 @@ __all__ = [
     "Store",
     "StoreClosed",
     "StoreError",
+    "StoreNotFound",
     "StoreUnavailable",
     "UnknownSecret",
     "Worker",

@@ -8,6 +8,7 @@
      │    ├── InvalidURL                        ``open_store`` was given a URL it can't serve
      │    └── InvalidMigrationChain             a gap, duplicate or out-of-range version in a chain
      ├── NotFound (also LookupError)           no such run, or no such step
+     │    └── StoreNotFound                     a read-only open found no safepoint store at the URL
      ├── UnknownSecret (also LookupError)      a stored secret reference names a secret the resolver lacks
      ├── Conflict                              not the next step of the run (optimistic concurrency)
      ├── LeaseLost                             a worker's lease is no longer current (fenced off)
@@ -84,6 +85,21 @@ class NotFound(SafepointError, LookupError):
         self.step = step
         where = f"run {run_id!r}" if step is None else f"run {run_id!r} step {step}"
         super().__init__(f"{where} not found")
+
+
+class StoreNotFound(NotFound):
+    """``open_store(url, read_only=True)`` found no safepoint store there; nothing was created.
+
+    Nothing at the URL (no file, no database, no schema), or a SQLite file or
+    PostgreSQL schema without safepoint's tables. ``url`` is the URL as shown
+    (a PostgreSQL password masked); ``run_id`` and ``step`` are None.
+    """
+
+    def __init__(self, url: str, detail: str | None = None) -> None:
+        self.url = url
+        self.run_id = None  # type: ignore[assignment]
+        self.step = None
+        SafepointError.__init__(self, f"no safepoint store at {url}" + (f": {detail}" if detail else ""))
 
 
 class Conflict(SafepointError):

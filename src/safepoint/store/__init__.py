@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import re
-from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 from safepoint.blobs.filesystem import FileSystemBlobStore
-from safepoint.errors import InvalidURL
+from safepoint.errors import InvalidURL, StoreNotFound
 from safepoint.observe import NO_OBSERVER, Observer
 from safepoint.visible import visible
 
@@ -17,7 +14,9 @@ from .asyncstore import AsyncStore, SQLiteAsyncDriver
 from .blobio import BlobTarget, DatabaseBlobs, ExternalBlobs
 from .facade import Store
 from .pipeline import Pipeline
-from .sqlite.driver import SQLiteDriver
+from .sqlite.driver import SnapshotWarning, SQLiteDriver
+from .urls import scheme_of
+from .urls import sqlite_path as _sqlite_path
 
 DEFAULT_URL = "sqlite:///.safepoint/state.db"
 
@@ -40,7 +39,9 @@ def open_store(url: str = DEFAULT_URL, **options: Any) -> Store:
       once). Options:
 
       - ``schema`` (default ``"safepoint"``): the PostgreSQL schema holding
-        the tables, created if missing. It is set per transaction
+        the tables, created if missing. ``?schema=NAME`` in the URL does the
+        same (the option wins when both are given); it is taken out of the
+        URL before libpq sees it. It is set per transaction
         (``set_config('search_path', …, true)``), never on the session, so
         the store works behind PgBouncer in transaction mode.
       - ``min_size`` (default 1) and ``max_size`` (default 10): connections
@@ -58,6 +59,27 @@ def open_store(url: str = DEFAULT_URL, **options: Any) -> Store:
 
       An unreachable server raises ``StoreError`` at once, with libpq's reason.
 
+    ``read_only=True`` (every backend) opens an *existing* store to look at
+    it and never changes anything: no file, folder, schema or table is
+    created, no DDL revision applied, and every write (``save``, ``fork``,
+    leases, pruning …) raises ``StoreError``. Nothing there raises
+    ``StoreNotFound`` (a ``NotFound``): no file, no database or schema, or a
+    SQLite file or PostgreSQL schema without safepoint's tables. It works
+    with read access only: a SQLite file the process cannot write (SQLite
+    may create the ``-wal`` and ``-shm`` files beside it, nothing else; in a
+    folder the process cannot write, it reads the file as an immutable
+    snapshot — changes still in the ``-wal`` file are not seen — and warns
+    with a ``SnapshotWarning``), a PostgreSQL role with ``USAGE`` on the
+    schema and ``SELECT`` on its tables. A store at an older DDL revision
+    must be opened read-write once to be upgraded.
+
+    ``schema_version`` (default 1) is the version of the application's
+    checkpoint shape that this code knows; with ``migrations=`` it is the
+    chain's ``current`` (give one or the other, or both equal). A migrating
+    ``load`` of a checkpoint newer than that raises ``SchemaTooNew``, and so
+    does a ``save`` of one; ``load(..., migrate=False)`` reads any version.
+    Without a chain, older checkpoints load as stored.
+
     Every backend also takes the scrubber's options (see docs/secrets.md):
     ``secrets`` (a ``safepoint.Secrets`` registry: values that become
     references), ``secret_policy`` (``"reference"`` default, ``"redact"`` or
@@ -66,30 +88,39 @@ def open_store(url: str = DEFAULT_URL, **options: Any) -> Store:
     ``scrubber=Scrubber(...)``. The token rules are always on unless
     ``scrubber=False`` (no scrubbing at all — for benchmarks).
 
-    Unknown schemes or options raise ``InvalidURL``.
+    Unknown schemes or options raise ``InvalidURL``; a near miss
+    (``sqlite:/x.db``, ``postgres:/db``, a bare ``file.db``) says the right form.
     """
-    if not isinstance(url, str):
-        raise InvalidURL(f"store URL must be a str, not {type(url).__name__}")
-    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+    scheme = scheme_of(url)
     options = dict(options)
+    read_only = _read_only(options)
     observer = _observer(options)
     if scheme == "sqlite":
-        # Large values go to files beside the database unless told otherwise.
+        # Large values go to files beside the database unless told otherwise
+        # (the folder is made by the first large value, never on open).
         default_blobs: BlobTarget = ExternalBlobs(FileSystemBlobStore(_sqlite_path(url) + ".blobs"))
     else:
         default_blobs = DatabaseBlobs()
     pipeline = Pipeline.from_options(options, default_blobs)
     if scheme == "sqlite":
-        store = _open_sqlite(url, _sqlite_path(url), options)
+        store = _open_sqlite(url, _sqlite_path(url), options, read_only)
     elif scheme == "memory":
-        store = _open_sqlite(url, None, options)
-    elif scheme in ("postgresql", "postgres"):
-        store = _open_postgres(url, options)
+        if read_only:
+            raise StoreNotFound("memory://", "a memory:// store is new and empty on every open")
+        store = _open_sqlite(url, None, options, read_only)
     else:
-        raise InvalidURL(_unsupported(scheme))
+        store = _open_postgres(url, options, read_only)
     store.pipeline = pipeline
     store.observer = observer
     return store
+
+
+def _read_only(options: dict[str, Any]) -> bool:
+    """The ``read_only=`` option, taken out of ``options``."""
+    value = options.pop("read_only", False)
+    if type(value) is not bool:
+        raise InvalidURL(f"read_only must be True or False, not {type(value).__name__}")
+    return value
 
 
 def _observer(options: dict[str, Any]) -> Observer:
@@ -109,9 +140,7 @@ async def open_async_store(url: str = DEFAULT_URL, **options: Any) -> AsyncStore
     awaited. SQLite work runs in a worker thread so the event loop never
     blocks on a commit.
     """
-    if not isinstance(url, str):
-        raise InvalidURL(f"store URL must be a str, not {type(url).__name__}")
-    scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+    scheme = scheme_of(url)
     if scheme in ("sqlite", "memory"):
         sync_store = await asyncio.to_thread(open_store, url, **options)
         driver = sync_store.driver
@@ -119,7 +148,7 @@ async def open_async_store(url: str = DEFAULT_URL, **options: Any) -> AsyncStore
         store = AsyncStore(SQLiteAsyncDriver(driver), url=url, pipeline=sync_store.pipeline)
         store.observer = sync_store.observer
         return store
-    if scheme in ("postgresql", "postgres"):
+    if scheme == "postgresql":
         # Native async: psycopg's AsyncConnectionPool, bound to the running loop.
         from .postgres.async_driver import open_postgres_async_driver  # noqa: PLC0415
         from .postgres.config import PostgresConfig  # noqa: PLC0415
@@ -132,42 +161,17 @@ async def open_async_store(url: str = DEFAULT_URL, **options: Any) -> AsyncStore
         opened = AsyncStore(async_driver, url=display_url, pipeline=pipeline)
         opened.observer = observer
         return opened
-    raise InvalidURL(_unsupported(scheme))
+    raise AssertionError(f"scheme_of returned {scheme!r}")  # pragma: no cover
 
 
-# Errors about a URL never quote it: a URL can carry a password (a mistyped
-# postgresql:// one, an sqlite one pasted with credentials in its netloc).
-def _unsupported(scheme: str) -> str:
-    shown = f" (scheme {scheme!r})" if _SCHEME.fullmatch(scheme) else ""
-    return f"unsupported store URL{shown}: expected sqlite:///path.db, postgresql://… or memory://"
-
-
-_SCHEME = re.compile(r"[a-z][a-z0-9+.-]{0,15}")
-
-
-def _sqlite_path(url: str) -> str:
-    try:
-        parts = urlsplit(url)
-    except ValueError:  # e.g. an unbalanced "[" in the netloc
-        raise InvalidURL("this SQLite URL cannot be parsed") from None
-    if parts.netloc or not parts.path.startswith("/") or parts.path == "/":
-        raise InvalidURL("a SQLite URL must look like sqlite:///relative.db or sqlite:////absolute.db")
-    path = unquote(parts.path[1:])  # sqlite:///x.db -> x.db, sqlite:////tmp/x.db -> /tmp/x.db
-    if "\x00" in path:
-        raise InvalidURL("a SQLite URL's path must not contain NUL characters")
-    if path.endswith("/") or Path(path).is_dir():
-        raise InvalidURL("this SQLite URL names a folder, not a database file")
-    return path
-
-
-def _open_sqlite(url: str, path: str | None, options: dict[str, Any]) -> Store:
+def _open_sqlite(url: str, path: str | None, options: dict[str, Any], read_only: bool) -> Store:
     allowed = {"busy_timeout", "trace", "wal_autocheckpoint"}
     unknown = set(options) - allowed
     if unknown:
         names = ", ".join(sorted(visible(str(name), max_len=40) for name in unknown))
         raise InvalidURL(f"unknown option(s) for a SQLite store: {names}")
     _check_sqlite_options(options)
-    return Store(SQLiteDriver(path, **options), url=url)
+    return Store(SQLiteDriver(path, read_only=read_only, **options), url=url)
 
 
 def _check_sqlite_options(options: dict[str, Any]) -> None:
@@ -187,14 +191,14 @@ def _check_sqlite_options(options: dict[str, Any]) -> None:
 _MAX_BUSY_TIMEOUT = 86_400  # a day; SQLite takes milliseconds as a 32-bit int
 
 
-def _open_postgres(url: str, options: dict[str, Any]) -> Store:
+def _open_postgres(url: str, options: dict[str, Any], read_only: bool) -> Store:
     # Imported here so that SQLite users never load psycopg.
     from .postgres.config import PostgresConfig  # noqa: PLC0415
     from .postgres.driver import PostgresDriver  # noqa: PLC0415
 
-    config = PostgresConfig.from_options(url, options)
+    config = PostgresConfig.from_options(url, {**options, "read_only": read_only})
     # display_url masks the password: Store.url shows up in reprs and logs.
     return Store(PostgresDriver.open(config), url=config.display_url)
 
 
-__all__ = ["DEFAULT_URL", "AsyncStore", "Store", "open_async_store", "open_store"]
+__all__ = ["DEFAULT_URL", "AsyncStore", "SnapshotWarning", "Store", "open_async_store", "open_store"]

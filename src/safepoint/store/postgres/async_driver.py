@@ -15,12 +15,25 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 
+from safepoint.errors import StoreError
 from safepoint.store import forking
 from safepoint.store.ops import Op, Row
 
 from .config import PostgresConfig, search_path
 from .save import save as one_statement_save
-from .steps import BEGIN, COMMIT, Statement, Transaction, one_message, op_steps, opening, setup_steps
+from .steps import (
+    BEGIN,
+    COMMIT,
+    READ_ONLY_WRITE,
+    Statement,
+    Transaction,
+    check_existing,
+    existing_steps,
+    one_message,
+    op_steps,
+    opening,
+    setup_steps,
+)
 
 T = TypeVar("T")
 
@@ -58,11 +71,20 @@ class PostgresAsyncDriver:
         """Bring the schema up to date on a connection of its own, then start the pool."""
         async with await _connect(config) as conn:
             path = search_path(config.schema, conn)
-            tx = Transaction(setup_steps(config.schema, path))
-            try:
-                applied = await _transact(conn, tx, write=True, pipeline=False)
-            except psycopg.Error as exc:
-                raise tx.error(exc) from exc
+            if config.read_only:  # look, never create: no lock, no DDL
+                look = Transaction(existing_steps(config.schema, path))
+                try:
+                    found = await _transact(conn, look, write=False, pipeline=False)
+                except psycopg.Error as exc:
+                    raise look.error(exc) from exc
+                check_existing(config, found)
+                applied: list[int] = []
+            else:
+                tx = Transaction(setup_steps(config.schema, path))
+                try:
+                    applied = await _transact(conn, tx, write=True, pipeline=False)
+                except psycopg.Error as exc:
+                    raise tx.error(exc) from exc
         pool: AsyncConnectionPool = AsyncConnectionPool(**config.pool_kwargs())
         await pool.open()
         driver = cls(config, pool, path)
@@ -71,6 +93,8 @@ class PostgresAsyncDriver:
 
     async def run(self, op: Op[T], *, write: bool) -> T:
         """Drive ``op`` in one transaction; commit on return, roll back on error."""
+        if write and self.config.read_only:
+            raise StoreError(READ_ONLY_WRITE)
         tx = Transaction(op_steps(op, self.search_path))
         try:
             pool = await self._own_pool()

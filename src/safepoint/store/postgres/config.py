@@ -6,34 +6,45 @@ import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote, unquote
 
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from safepoint.errors import InvalidURL, StoreError
+from safepoint.errors import InvalidURL, StoreError, StoreNotFound
 from safepoint.visible import visible
 
 # PostgreSQL truncates longer identifiers (NAMEDATALEN - 1 bytes), which would
 # silently put the tables in a schema other than the one asked for.
 MAX_SCHEMA_BYTES = 63
+DEFAULT_SCHEMA = "safepoint"
 
 
 @dataclass(frozen=True, slots=True)
 class PostgresConfig:
     """Everything ``open_store("postgresql://…", **options)`` accepts; see its docstring."""
 
-    url: str = field(repr=False)  # it may hold the password; a repr lands in logs and tracebacks
-    schema: str = "safepoint"
+    # The libpq URL (``?schema=`` taken out); it may hold the password, and a
+    # repr lands in logs and tracebacks.
+    url: str = field(repr=False)
+    schema: str = DEFAULT_SCHEMA
     min_size: int = 1
     max_size: int = 10
     timeout: float = 30.0
     connect_timeout: float = 10.0
     prepare_threshold: int | None = 5
+    # Open an existing store only and never write (``open_store(..., read_only=True)``).
+    read_only: bool = False
 
     @classmethod
     def from_options(cls, url: str, options: dict[str, Any]) -> PostgresConfig:
-        """Validate ``url`` and ``options``; ``InvalidURL`` names what is wrong (never the password)."""
+        """Validate ``url`` and ``options``; ``InvalidURL`` names what is wrong (never the password).
+
+        A ``schema`` query parameter in the URL chooses the schema unless the
+        ``schema`` option does; either way it is taken out of the URL, which
+        libpq would refuse with it.
+        """
         unknown = set(options) - {
             "schema",
             "min_size",
@@ -41,10 +52,14 @@ class PostgresConfig:
             "timeout",
             "connect_timeout",
             "prepare_threshold",
+            "read_only",
         }
         if unknown:
             names = ", ".join(sorted(visible(str(name), max_len=40) for name in unknown))
             raise InvalidURL(f"unknown option(s) for a PostgreSQL store: {names}")
+        url, url_schema = split_schema(url)
+        if url_schema is not None and "schema" not in options:
+            options = {**options, "schema": url_schema}
         valid = True
         try:
             conninfo_to_dict(url)
@@ -59,6 +74,8 @@ class PostgresConfig:
         return config
 
     def _check(self) -> None:
+        if type(self.read_only) is not bool:
+            raise InvalidURL(f"read_only must be True or False, not {type(self.read_only).__name__}")
         schema = self.schema
         if not isinstance(schema, str) or not schema or "\x00" in schema:
             raise InvalidURL("schema must be a non-empty str without NUL characters")
@@ -79,11 +96,24 @@ class PostgresConfig:
 
     @property
     def display_url(self) -> str:
-        """The URL with its password masked, for ``Store.url``, reprs and error messages."""
-        return redact(self.url)
+        """The URL with its password masked, for ``Store.url``, reprs and error messages.
 
-    def connect_error(self, exc: psycopg.Error) -> StoreError:
+        A schema other than the default is shown as ``?schema=``, so the URL
+        names the store and opens it again (``safepoint --store``).
+        """
+        if self.schema == DEFAULT_SCHEMA:
+            return redact(self.url)
+        separator = "&" if "?" in self.url else "?"
+        return redact(f"{self.url}{separator}schema={quote(self.schema, safe='')}")
+
+    def not_found(self, detail: str) -> StoreNotFound:
+        """The error for a read-only open that found no store: the masked URL and ``detail``."""
+        return StoreNotFound(self.display_url, detail)
+
+    def connect_error(self, exc: psycopg.Error) -> StoreError | StoreNotFound:
         """The error for a connection that could not be opened, safe to log.
+
+        Read-only, a database that does not exist is ``StoreNotFound``.
 
         libpq's messages quote what it parsed from the URL (a host or port
         that a malformed URL took from the password, an option's value), so
@@ -94,7 +124,10 @@ class PostgresConfig:
         block, so that the original is not kept as ``__context__`` either.
         """
         code = f", SQLSTATE {exc.sqlstate}" if exc.sqlstate else ""
-        summary = f"{_connect_reason(str(exc))} ({type(exc).__name__}{code})"
+        reason = _connect_reason(str(exc))
+        if self.read_only and reason == "database does not exist":
+            return self.not_found("the database does not exist")
+        summary = f"{reason} ({type(exc).__name__}{code})"
         error = StoreError(f"PostgreSQL connection failed while connecting to {self.display_url}: {summary}")
         try:
             cause: Exception = type(exc)(summary)
@@ -125,6 +158,36 @@ class PostgresConfig:
             "name": f"safepoint:{self.schema}",
             "open": False,  # opened explicitly (and awaited, for the async pool)
         }
+
+
+def split_schema(url: str) -> tuple[str, str | None]:
+    """``url`` without its ``schema`` query parameter, and that parameter's value (None if absent).
+
+    Only the URL form has query parameters (``postgresql://…?schema=x``); the
+    other parameters stay exactly as written, in order. Given twice, it is an
+    ``InvalidURL``; the value is percent-decoded as libpq decodes the others.
+    """
+    base, mark, query = url.partition("?")
+    if not mark or not _URL_FORM.match(url):
+        return url, None
+    query, hash_mark, fragment = query.partition("#")
+    kept: list[str] = []
+    values: list[str] = []
+    for part in query.split("&"):
+        key, _, value = part.partition("=")
+        if unquote(key) == "schema":
+            values.append(unquote(value))
+        else:
+            kept.append(part)
+    if not values:
+        return url, None
+    if len(values) > 1:
+        raise InvalidURL("the URL gives ?schema= more than once")
+    rest = "&".join(kept)
+    return base + ("?" + rest if rest else "") + hash_mark + fragment, values[0]
+
+
+_URL_FORM = re.compile(r"(?i)^postgres(ql)?://")
 
 
 def search_path(schema: str, context: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> str:

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from safepoint.errors import StoreError
 from safepoint.store import forking
 from safepoint.store.ops import Op, Row
 
@@ -25,9 +26,12 @@ from .save import save as one_statement_save
 from .steps import (
     BEGIN,
     COMMIT,
+    READ_ONLY_WRITE,
     Statement,
     Steps,
     Transaction,
+    check_existing,
+    existing_steps,
     one_message,
     op_steps,
     opening,
@@ -67,11 +71,20 @@ class PostgresDriver:
         """
         with _connect(config) as conn:
             path = search_path(config.schema, conn)
-            tx = Transaction(setup_steps(config.schema, path))
-            try:
-                applied = _transact(conn, tx, write=True, pipeline=False)
-            except psycopg.Error as exc:
-                raise tx.error(exc) from exc
+            if config.read_only:  # look, never create: no lock, no DDL
+                look = Transaction(existing_steps(config.schema, path))
+                try:
+                    found = _transact(conn, look, write=False, pipeline=False)
+                except psycopg.Error as exc:
+                    raise look.error(exc) from exc
+                check_existing(config, found)
+                applied: list[int] = []
+            else:
+                tx = Transaction(setup_steps(config.schema, path))
+                try:
+                    applied = _transact(conn, tx, write=True, pipeline=False)
+                except psycopg.Error as exc:
+                    raise tx.error(exc) from exc
         pool: ConnectionPool = ConnectionPool(**config.pool_kwargs())
         pool.open()
         driver = cls(config, pool, path)
@@ -87,6 +100,8 @@ class PostgresDriver:
         return self._run(raw_steps(sql, params, self.search_path), write=True)
 
     def _run(self, steps: Steps[T], *, write: bool) -> T:
+        if write and self.config.read_only:
+            raise StoreError(READ_ONLY_WRITE)
         tx = Transaction(steps)
         try:
             with self._own_pool().connection() as conn:

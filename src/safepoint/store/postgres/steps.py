@@ -46,7 +46,9 @@ from psycopg import sql
 from safepoint.errors import StoreError
 from safepoint.store.ops import Op, Query, Row
 from safepoint.store.sqlfiles import load_queries, load_revisions, read_text
+from safepoint.visible import visible
 
+from .config import PostgresConfig
 from .errors import translate
 
 T = TypeVar("T")
@@ -299,3 +301,45 @@ def setup_steps(schema: str, search_path: str) -> Steps[list[int]]:
         params = {"revision": revision.number, "name": revision.name}
         yield Statement("record_revision", SETUP["record_revision"], params, fetch=False)
     return [r.number for r in todo]
+
+
+@dataclass(frozen=True, slots=True)
+class Existing:
+    """What a read-only open found in the schema: whether it exists, and the DDL revisions applied there.
+
+    ``revisions`` is None when the schema has no safepoint tables.
+    """
+
+    schema_exists: bool
+    revisions: frozenset[int] | None
+
+
+def existing_steps(schema: str, search_path: str) -> Steps[Existing]:
+    """Look at the schema without changing anything (a read-only open): no lock, no DDL."""
+    if not (yield Statement("schema_exists", SETUP["schema_exists"], {"schema": schema}))[0][0]:
+        return Existing(schema_exists=False, revisions=None)
+    yield _set_search_path(search_path)
+    if not (yield Statement("revisions_table_exists", SETUP["revisions_table_exists"], {"schema": schema}))[
+        0
+    ][0]:
+        return Existing(schema_exists=True, revisions=None)
+    rows = yield Statement("applied_revisions", SETUP["applied_revisions"])
+    return Existing(schema_exists=True, revisions=frozenset(row[0] for row in rows))
+
+
+def check_existing(config: PostgresConfig, found: Existing) -> None:
+    """Raise unless ``found`` is a store this code reads: ``StoreNotFound``, or ``StoreError`` if too old."""
+    shown = visible(config.schema, max_len=80)
+    if not found.schema_exists:
+        raise config.not_found(f'the database has no schema "{shown}"')
+    if found.revisions is None:
+        raise config.not_found(f'schema "{shown}" has no safepoint tables')
+    missing = [r.number for r in REVISIONS if r.number not in found.revisions]
+    if missing:
+        raise StoreError(
+            f'the safepoint store in schema "{shown}" predates this version of safepoint (it lacks DDL'
+            f" revision {missing[0]}): open it once for writing (open_store without read_only) to upgrade it"
+        )
+
+
+READ_ONLY_WRITE = "this store was opened with read_only=True: it writes nothing"

@@ -7,6 +7,14 @@ wait for it instead of failing. Several processes may share one file.
 
 ``memory://`` is served by this driver too, on a private in-memory database:
 same SQL, same behaviour, nothing on disk (for tests).
+
+``read_only=True`` opens an existing file to look at it (DESIGN invariant
+10): ``mode=ro``, no folder made, no DDL, no ``journal_mode`` change, writes
+refused before they start. A WAL-mode file read that way still needs its
+``-shm`` index: SQLite creates ``-shm`` and ``-wal`` beside the file when the
+folder allows it. When it does not (``SQLITE_READONLY_DIRECTORY``, or an
+index it cannot use), the file is opened ``immutable=1`` instead: a snapshot
+of the main file, without what the ``-wal`` holds, said by a ``SnapshotWarning``.
 """
 
 from __future__ import annotations
@@ -15,14 +23,16 @@ import contextlib
 import os
 import sqlite3
 import threading
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from safepoint.errors import StoreClosed, StoreError
+from safepoint.errors import StoreClosed, StoreError, StoreNotFound
 from safepoint.store import forking
 from safepoint.store.ops import Op, Row
 from safepoint.store.sqlfiles import Revision, load_queries, load_revisions, read_text
+from safepoint.visible import visible
 
 from .errors import translate
 
@@ -39,6 +49,14 @@ CREATE TABLE IF NOT EXISTS safepoint_ddl_revisions (
 )"""
 
 
+# Primary result codes after which a read-only open falls back to immutable=1.
+_READONLY, _CANTOPEN = 8, 14
+
+
+class SnapshotWarning(UserWarning):
+    """A read-only SQLite store is read as an immutable snapshot (no write access to its folder)."""
+
+
 class SQLiteDriver:
     """Runs store operations on one SQLite connection, one at a time."""
 
@@ -51,9 +69,15 @@ class SQLiteDriver:
         busy_timeout: float = 30.0,
         trace: Callable[[str], None] | None = None,
         wal_autocheckpoint: int = 256,
+        read_only: bool = False,
     ) -> None:
         self.path = path
-        if path is not None:
+        self.read_only = read_only
+        # True when a read-only open had to take the file as immutable (see the module docstring).
+        self.snapshot = False
+        if path is not None and read_only and not Path(path).is_file():
+            raise StoreNotFound(_url(path), f"{visible(os.path.abspath(path))} does not exist")
+        if path is not None and not read_only:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._busy_timeout = busy_timeout
         self._wal_autocheckpoint = wal_autocheckpoint
@@ -69,11 +93,16 @@ class SQLiteDriver:
         self._fork_problem: str | None = None
         self._held_for_fork = False
         forking.register(self)
-        self.setup()
+        if read_only:
+            self._check_existing()
+        else:
+            self.setup()
 
     def _open(self) -> sqlite3.Connection:
         """A connection with the store's settings (at open, and in a forked child)."""
         path, busy_timeout, wal_autocheckpoint = self.path, self._busy_timeout, self._wal_autocheckpoint
+        if self.read_only and path is not None:
+            return self._open_read_only(path)
         try:
             conn = sqlite3.connect(
                 ":memory:" if path is None else path,
@@ -83,6 +112,11 @@ class SQLiteDriver:
             )
             conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
             if path is not None:
+                # A new file becomes an incremental auto-vacuum one, so that gc can
+                # give freed pages back (maintenance.collect_garbage); it must be set
+                # before journal_mode = WAL writes the file's first page. On an
+                # existing file it changes nothing until a full VACUUM (Store.vacuum).
+                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
                 conn.execute("PRAGMA journal_mode = WAL")
                 # Checkpoint the WAL back into the database every 256 pages
                 # (1 MiB) instead of SQLite's 1,000: a commit that must grow the
@@ -99,10 +133,78 @@ class SQLiteDriver:
             conn.set_trace_callback(self._trace)
         return conn
 
+    def _open_read_only(self, path: str) -> sqlite3.Connection:
+        """``mode=ro``, or ``immutable=1`` when the folder does not let SQLite keep its WAL index."""
+        uri = Path(path).absolute().as_uri()
+        while True:
+            query = "?mode=ro&immutable=1" if self.snapshot else "?mode=ro"
+            try:
+                conn = sqlite3.connect(
+                    uri + query,
+                    uri=True,
+                    isolation_level=None,
+                    check_same_thread=False,
+                    timeout=self._busy_timeout,
+                )
+            except sqlite3.Error as exc:
+                raise translate(exc, f"opening the SQLite database {path!r} read-only") from exc
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
+                # The first read opens the WAL index (-shm): the point where a folder without
+                # write access shows.
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchall()
+            except sqlite3.Error as exc:
+                conn.close()
+                code = getattr(exc, "sqlite_errorcode", 0)
+                if self.snapshot or not isinstance(code, int) or code & 0xFF not in (_READONLY, _CANTOPEN):
+                    raise translate(exc, f"opening the SQLite database {path!r} read-only") from exc
+                self.snapshot = True
+                continue
+            if self._trace is not None:
+                conn.set_trace_callback(self._trace)
+            return conn
+
+    def _check_existing(self) -> None:
+        """Refuse a file that holds no safepoint store, or one at an older DDL revision."""
+        assert self.path is not None
+        where = visible(os.path.abspath(self.path))
+        if self.snapshot:
+            warnings.warn(
+                SnapshotWarning(
+                    f"no write access to the folder of {where}: reading it as an immutable snapshot"
+                    " (changes still in its -wal file are not shown)"
+                ),
+                stacklevel=5,  # open_store's caller
+            )
+        with self._lock:
+            conn = self._connection()
+            try:
+                tables = conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'safepoint_ddl_revisions'"
+                ).fetchall()
+                if not tables:
+                    self.close()
+                    raise StoreNotFound(
+                        _url(self.path), f"{where} is a SQLite file without safepoint's tables"
+                    )
+                applied = {row[0] for row in conn.execute("SELECT revision FROM safepoint_ddl_revisions")}
+            except sqlite3.Error as exc:
+                self.close()
+                raise translate(exc, f"reading the SQLite database {self.path!r}") from exc
+        missing = [r.number for r in REVISIONS if r.number not in applied]
+        if missing:
+            self.close()
+            raise StoreError(
+                f"the safepoint store in {where} predates this version of safepoint (it lacks DDL revision"
+                f" {missing[0]}): open it once for writing (open_store without read_only) to upgrade it"
+            )
+
     # -- running operations --------------------------------------------------
 
     def run(self, op: Op[T], *, write: bool) -> T:
         """Drive ``op`` inside one transaction; commit on return, roll back on error."""
+        if write and self.read_only:
+            raise StoreError(READ_ONLY_WRITE)
         with self._lock:
             conn = self._connection()
             try:
@@ -218,6 +320,8 @@ class SQLiteDriver:
         each missing revision in order. Both happen under the write lock, so
         processes starting together cannot apply a revision twice.
         """
+        if self.read_only:
+            raise StoreError(READ_ONLY_WRITE)
         with self._lock:
             conn = self._connection()
             conn.execute("BEGIN IMMEDIATE")
@@ -243,6 +347,14 @@ class SQLiteDriver:
         """Run one statement outside the named queries (tests and benchmarks only)."""
         with self._lock:
             return self._connection().execute(sql, params).fetchall()
+
+
+READ_ONLY_WRITE = "this store was opened with read_only=True: it writes nothing"
+
+
+def _url(path: str) -> str:
+    """The URL that names ``path``, for messages (escaped: a path may hold any character)."""
+    return visible(f"sqlite:///{path}", max_len=500)
 
 
 def execute_script(conn: sqlite3.Connection, script: str) -> None:
