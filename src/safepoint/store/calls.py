@@ -248,8 +248,22 @@ def collect_garbage(
         raise InvalidArgument("this store has no blob store (opened with blobs=False): nothing to collect")
     wait = _duration(grace, "grace", low=timedelta(0), high=MAX_AGE)
     op = maintenance.collect_garbage(pipeline.blobs, now_micros(), wait, dry_run=_flag(dry_run, "dry_run"))
-    # A write transaction even for a dry run: the exclusive blob guard needs one.
-    return Call(op, True, _same)
+    # A dry run deletes nothing and takes no guard: a read-only transaction.
+    return Call(op, not dry_run, _same)
+
+
+def vacuum(dialect: str) -> Call[maintenance.FileSpace | None, maintenance.FileSpace]:
+    if dialect != "sqlite":
+        raise InvalidArgument(
+            f"vacuum is for SQLite stores; {dialect} reuses freed space after autovacuum"
+            " (VACUUM FULL is a database administrator's call)"
+        )
+
+    def finish(space: maintenance.FileSpace | None) -> maintenance.FileSpace:
+        assert space is not None  # a SQLite file always reports its pages
+        return space
+
+    return Call(maintenance.vacuum_store(), True, finish)
 
 
 def history(run_id: str) -> Call[list[CheckpointInfo], list[CheckpointInfo]]:
@@ -337,6 +351,18 @@ def release(lease: Lease, status: Status | str | None, requeue: bool) -> Call[No
 
 def requeue(run_id: str) -> Call[None, None]:
     return Call(leases.requeue(check_id(run_id), now_micros()), True, _same)
+
+
+def queue_state(run_id: str) -> Call[leases.QueueState, leases.QueueState]:
+    return Call(leases.queue_state(check_id(run_id)), False, _same)
+
+
+def revoke_lease(run_id: str) -> Call[leases.QueueState, leases.QueueState]:
+    return Call(leases.revoke_lease(check_id(run_id)), True, _same)
+
+
+def cancel(run_id: str, pipeline: Pipeline) -> Call[leases.Cancelled, leases.Cancelled]:
+    return Call(leases.cancel(check_id(run_id), pipeline.prepare_save, now_micros()), True, _same)
 
 
 def _check_lease(lease: Any) -> None:

@@ -15,7 +15,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 from safepoint.model import Checkpoint, CheckpointInfo, Lease, Page, Retention, RunInfo, Status
 from safepoint.observe import NO_OBSERVER, Observer
 
-from . import calls, maintenance, ops, traced
+from . import calls, leases, maintenance, ops, traced
 from .pipeline import Pipeline, ResolveSecrets
 
 T = TypeVar("T")
@@ -180,8 +180,23 @@ class Store:
         Safe while saves run: it holds the blob guard that saves referencing
         blobs hold in their transaction until commit, and a save re-checks
         there the blobs it uploaded before (putting back any collected since).
+        On SQLite it then gives the file's free pages back (``result.database``:
+        the file's size before and after); a file created without incremental
+        auto-vacuum keeps them until one ``vacuum()``. A dry run reads only.
         """
         return self._call(calls.collect_garbage, self.pipeline, grace, dry_run)
+
+    def vacuum(self) -> maintenance.FileSpace:
+        """Rewrite a SQLite file without its free pages, and switch it to incremental auto-vacuum.
+
+        For a file created before safepoint created stores with incremental
+        auto-vacuum: after this one full ``VACUUM``, ``collect_garbage`` gives
+        freed pages back to the file system itself. It needs the database to
+        itself for as long as it takes (saves wait, up to their busy timeout)
+        and free disk space about the size of the file. ``InvalidArgument``
+        on PostgreSQL, whose autovacuum reuses freed space.
+        """
+        return self._call(calls.vacuum, self._driver.dialect)
 
     def history(self, run_id: str) -> list[CheckpointInfo]:
         """Every checkpoint of the run, oldest first (headers only, no messages)."""
@@ -225,7 +240,13 @@ class Store:
         return self._call(calls.fork, run_id, step, new_run_id, labels, self.pipeline)
 
     def delete_run(self, run_id: str) -> None:
-        """Delete the run, its checkpoints and messages; ``NotFound`` if absent."""
+        """Delete the run: every checkpoint, its messages, the run row with its queue
+        entry and lease, in one transaction; ``NotFound`` if absent.
+
+        A worker holding the lease is fenced off (its next save, heartbeat or
+        release raises ``LeaseLost``). Blobs only this run referenced stay
+        until ``collect_garbage`` (``safepoint gc``). The id may be used again.
+        """
         self._call(calls.delete_run, run_id)
 
     def enqueue(self, run_id: str) -> None:
@@ -242,6 +263,37 @@ class Store:
         lease on the run is left alone.
         """
         self._call(calls.requeue, run_id)
+
+    def cancel(self, run_id: str) -> leases.Cancelled:
+        """Stop the run for good: status ``cancelled``, out of the queue, its lease holder fenced off.
+
+        A worker holding a live lease is fenced: its next save, heartbeat or
+        release raises ``LeaseLost`` and changes nothing. The cancellation is
+        saved as one new checkpoint (the head's next step, status
+        ``cancelled``, nothing else changed), so it shows in ``history``, a
+        writer without a lease meets ``Conflict`` at its next save, and
+        ``Run.resume`` comes back inactive. A head that cannot be loaded
+        (corrupt) is cancelled on the run row alone. Cancelling a cancelled
+        run changes nothing more; a ``done`` run raises ``RunStatusError``;
+        ``NotFound`` if absent. Returns what was done (``leases.Cancelled``).
+        """
+        return self._call(calls.cancel, run_id, self.pipeline)
+
+    def queue_state(self, run_id: str) -> leases.QueueState:
+        """Where the run stands with the workers: queued or not, the lease's holder,
+        epoch and expiry (``leases.QueueState``); ``NotFound`` if absent."""
+        return self._call(calls.queue_state, run_id)
+
+    def revoke_lease(self, run_id: str) -> leases.QueueState:
+        """Fence off the worker holding the run's lease and take the run out of the queue.
+
+        The holder's next save, heartbeat or release raises ``LeaseLost``. Out
+        of the queue too, so no worker claims the run while the caller works
+        on it: ``enqueue`` (or ``requeue``) hands it back. Returns the state
+        as it was before (``state.leased()``: whether a live lease was
+        revoked); ``NotFound`` if absent.
+        """
+        return self._call(calls.revoke_lease, run_id)
 
     def claim(self, worker_id: str, *, lease: float | timedelta = 30.0) -> Lease | None:
         """Atomically take one queued run whose lease is free or expired.

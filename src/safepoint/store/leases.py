@@ -6,16 +6,26 @@ epoch; every later call under the lease — and every save made with it
 (``ops.save``) — is checked against that epoch. A claim also counts an
 attempt and skips a run whose ``retry_at`` (set by a failed attempt's
 release) has not come; ``requeue`` gives a run a clean slate.
+
+For operators: ``queue_state`` reads where a run stands with the workers,
+``revoke_lease`` fences off the worker holding it (its next save, heartbeat or
+release raises ``LeaseLost``), and ``cancel`` does that and stops the run for
+good, as a new checkpoint with status ``cancelled``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
-from safepoint.errors import LeaseLost, NotFound
-from safepoint.model import Lease, Status, from_micros
+from safepoint.errors import LeaseLost, NotFound, RunStatusError, SafepointError
+from safepoint.model import Checkpoint, Lease, Status, from_micros
 
+from . import ops
 from .ops import Op, Query, lease_detail
+from .pipeline import PreparedSave
 
 
 def enqueue(run_id: str, now: int) -> Op[None]:
@@ -106,7 +116,114 @@ def next_claimable(now: int) -> Op[int | None]:
 
 def _raise_lease_lost(lease: Lease) -> Op[None]:
     rows = yield Query("lease_state", {"run_id": lease.run_id})
-    if not rows:
-        raise NotFound(lease.run_id)
+    if not rows:  # deleted under its holder: the lease is lost as surely as to a new claim
+        raise LeaseLost(lease.run_id, lease.epoch, "the run was deleted")
     owner, epoch = rows[0]
     raise LeaseLost(lease.run_id, lease.epoch, lease_detail(lease, owner, epoch))
+
+
+@dataclass(frozen=True, slots=True)
+class QueueState:
+    """Where a run stands with the workers (``Store.queue_state``).
+
+    ``epoch`` counts the claims of the run so far: 0 means no worker ever took
+    it. ``owner`` and ``expires_at`` are the lease's, None when the run is
+    not leased; a lease whose ``expires_at`` has passed no longer protects the
+    run (any worker may claim it), see ``leased``.
+    """
+
+    run_id: str
+    queued: bool
+    owner: str | None
+    epoch: int
+    expires_at: datetime | None
+
+    def leased(self, now: datetime | None = None) -> bool:
+        """Whether a worker holds a live lease on the run (at ``now``; default: the current time)."""
+        if self.owner is None or self.expires_at is None:
+            return False
+        return self.expires_at > (now if now is not None else datetime.now(self.expires_at.tzinfo))
+
+    @property
+    def served_by_workers(self) -> bool:
+        """Whether workers ever claimed the run (so a run made runnable again belongs in the queue)."""
+        return self.epoch > 0
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    """What ``Store.cancel`` did.
+
+    ``step`` is the checkpoint saved with status ``cancelled``, or None when
+    none was (the head already said cancelled, or it could not be loaded: then
+    only the run row says so). ``fenced`` is True when a worker held a live
+    lease: its next save, heartbeat or release raises ``LeaseLost``.
+    """
+
+    run_id: str
+    step: int | None
+    fenced: bool
+
+
+def _queue_state(run_id: str, row: ops.Row) -> QueueState:
+    queued, owner, epoch, expires = row[:4]
+    return QueueState(run_id, bool(queued), owner, epoch, None if expires is None else from_micros(expires))
+
+
+def queue_state(run_id: str) -> Op[QueueState]:
+    """The run's place in the queue and its lease."""
+    rows = yield Query("queue_state", {"run_id": run_id})
+    if not rows:
+        raise NotFound(run_id)
+    return _queue_state(run_id, rows[0])
+
+
+def _locked_state(run_id: str) -> Op[tuple[QueueState, str]]:
+    """The queue state and the run row's status, the row locked until commit (PostgreSQL):
+    a save of the run in flight finishes first, and one that comes later waits and then
+    fails its lease check."""
+    rows = yield Query("queue_state_for_update", {"run_id": run_id})
+    if not rows:
+        raise NotFound(run_id)
+    return _queue_state(run_id, rows[0]), rows[0][4]
+
+
+def revoke_lease(run_id: str) -> Op[QueueState]:
+    """Fence off the lease holder and take the run out of the queue; the state as it was before."""
+    before, _status = yield from _locked_state(run_id)
+    yield Query("revoke_lease", {"run_id": run_id})
+    return before
+
+
+def cancel(run_id: str, prepare: Callable[[Checkpoint], PreparedSave], now: int) -> Op[Cancelled]:
+    """Stop the run for good: fence its lease holder, dequeue it, and save a ``cancelled`` checkpoint.
+
+    The checkpoint is the head's next step with only its status changed, so
+    the cancellation is in the history, a writer without a lease that saves
+    next meets a ``Conflict``, and a resumed ``Run`` comes back inactive. A
+    head that cannot be loaded or stored again (corrupt, saved by newer code)
+    still gets cancelled, on the run row alone. ``RunStatusError`` for a run
+    that is done (raised before anything is written: the transaction rolls back).
+    """
+    before, row_status = yield from _locked_state(run_id)
+    if row_status == Status.DONE.value:
+        raise RunStatusError(run_id, row_status, "it finished: there is nothing to cancel")
+    fenced = before.leased(from_micros(now))
+    yield Query("cancel_run", {"run_id": run_id})
+    try:
+        head, *_ = yield from ops.load_typed(run_id, None)
+    except SafepointError:
+        return Cancelled(run_id, None, fenced)  # unloadable head: the run row alone says cancelled
+    if head.status is Status.DONE:
+        raise RunStatusError(run_id, head.status.value, "it finished: there is nothing to cancel")
+    if head.status is Status.CANCELLED:
+        return Cancelled(run_id, None, fenced)
+    cancelled = head.next()
+    cancelled.status = Status.CANCELLED
+    try:
+        prepared = prepare(cancelled)
+        plan = prepared.plan(head.stored_view, cancelled.messages)
+    except SafepointError:
+        return Cancelled(run_id, None, fenced)
+    yield from ops.save(cancelled, prepared, head.stored_view, plan, now=now)
+    return Cancelled(run_id, cancelled.step, fenced)

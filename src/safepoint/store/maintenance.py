@@ -17,7 +17,16 @@ transaction, so a GC may delete one between its upload and the save's
 transaction; the save re-checks its new blobs under the shared guard and puts
 any missing one again (``blobio.ExternalBlobs.write``), so a committed row
 never references a deleted blob. Blobs a crashed save left behind (written,
-never committed) are exactly the orphans it removes.
+never committed) are exactly the orphans it removes. On SQLite it then gives
+the file's free pages back to the file system (``PRAGMA incremental_vacuum``,
+in a file created with incremental auto-vacuum, which new stores are); the
+file shrinks at the next WAL checkpoint, at the latest when the last
+connection closes. A file created without it keeps its free pages (SQLite
+reuses them) until one full ``vacuum_store``.
+
+Dry runs read only: they take no lock (on PostgreSQL a read-only
+transaction refuses ``FOR UPDATE``), so what they report is what a real run
+would have done at that moment.
 
 **Eager migration** (``rewrite_heads``, for ``safepoint migrate``) replaces a
 run's head checkpoint in place; see its docstring.
@@ -50,16 +59,44 @@ class PruneResult:
     pruned_steps: list[int] = field(default_factory=list)
     rows_deleted: int = 0
     run_deleted: bool = False
+    # Stored bytes of what was removed: deleted rows whole, the headers of rows
+    # kept as message carriers (as stored, before PostgreSQL's compression).
+    bytes_deleted: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FileSpace:
+    """A SQLite file's size before and after a collection, and the free space left in it.
+
+    ``reclaims`` says whether the file gives free pages back (created with
+    incremental auto-vacuum); when False, ``free_bytes`` stay in the file,
+    reused by later saves, until one full ``Store.vacuum()``.
+    """
+
+    bytes_before: int
+    bytes_after: int
+    free_bytes: int
+    reclaims: bool
+
+    @property
+    def bytes_freed(self) -> int:
+        return self.bytes_before - self.bytes_after
 
 
 @dataclass(slots=True)
 class GcResult:
-    """What garbage collection found and did."""
+    """What garbage collection found and did.
+
+    ``bytes_freed`` counts blob bytes; ``database`` is the SQLite file's
+    space (None on PostgreSQL, which reuses freed space after autovacuum
+    instead of giving it back).
+    """
 
     blobs_deleted: int = 0
     bytes_freed: int = 0
     blobs_kept: int = 0
     deleted: list[str] = field(default_factory=list)
+    database: FileSpace | None = None
 
 
 def set_retention(run_id: str, policy: Retention | None) -> Op[None]:
@@ -75,7 +112,7 @@ def set_retention(run_id: str, policy: Retention | None) -> Op[None]:
 def prune_run(run_id: str, store_policy: Retention | None, now: int, *, dry_run: bool) -> Op[PruneResult]:
     """Apply the run's retention policy (its own, else the store's) in one transaction."""
     result = PruneResult(run_id)
-    rows = yield Query("run_retention", {"run_id": run_id})
+    rows = yield Query("run_retention_read" if dry_run else "run_retention", {"run_id": run_id})
     if not rows:
         return result  # deleted since it was listed
     run_ref, own, status = rows[0]
@@ -94,26 +131,29 @@ def prune_run(run_id: str, store_policy: Retention | None, now: int, *, dry_run:
     ):
         result.run_deleted = True
         result.rows_deleted = len(spans)
+        result.bytes_deleted = sum(row[6] + row[7] for row in spans)
         if not dry_run:
             for name in ("delete_checkpoints", "delete_run"):
                 yield Query(name, {"run_ref": run_ref})
         return result
     keep = _kept_steps(live, head_step, policy, now)
     seen = [span for row in live if row[0] in keep for span in codec.decode(row[4])]
-    for step, _created, first_seq, added, _ranges, pruned in spans:
+    for step, _created, first_seq, added, _ranges, pruned, header_size, body_size in spans:
         if step in keep:
             continue
         carries_seen = added > 0 and any(first_seq < end and first_seq + added > start for start, end in seen)
         if not pruned:
             result.pruned_steps.append(step)
         if carries_seen:
-            if not pruned and not dry_run:
-                yield from _make_carrier(run_ref, step)
-        elif not dry_run:
-            result.rows_deleted += 1
+            if not pruned:
+                result.bytes_deleted += header_size
+                if not dry_run:
+                    yield from _make_carrier(run_ref, step)
+            continue
+        result.rows_deleted += 1
+        result.bytes_deleted += header_size + body_size
+        if not dry_run:
             yield Query("delete_checkpoint_row", {"run_ref": run_ref, "step": step})
-        else:
-            result.rows_deleted += 1
     return result
 
 
@@ -145,7 +185,8 @@ def _make_carrier(run_ref: int, step: int) -> Op[None]:
 def collect_garbage(target: BlobTarget, now: int, grace: timedelta, *, dry_run: bool) -> Op[GcResult]:
     """Delete every blob no row references (and older than ``grace``), under the exclusive guard."""
     result = GcResult()
-    yield Query("blob_guard_exclusive")
+    if not dry_run:  # a dry run deletes nothing, so it needs no guard (and runs read only)
+        yield Query("blob_guard_exclusive")
     referenced: set[str] = set()
     for (blobs,) in (yield Query("referenced_blobs")):
         referenced.update(codec.decode(blobs))
@@ -159,6 +200,7 @@ def collect_garbage(target: BlobTarget, now: int, grace: timedelta, *, dry_run: 
                 result.blobs_deleted += 1
                 result.bytes_freed += info.stored_size
                 result.deleted.append(info.digest)
+        result.database = yield from _release_free_pages(dry_run)
         return result
     doomed = []
     for digest, stored_size, created in (yield Query("stored_blobs")):
@@ -171,7 +213,47 @@ def collect_garbage(target: BlobTarget, now: int, grace: timedelta, *, dry_run: 
         result.deleted.append(digest)
     if doomed and not dry_run:
         yield Query("delete_blobs", many=doomed)
+    result.database = yield from _release_free_pages(dry_run)
     return result
+
+
+def _release_free_pages(dry_run: bool) -> Op[FileSpace | None]:
+    """Give the SQLite file's free pages back (see the module docstring); None on PostgreSQL."""
+    rows = yield Query("database_pages")
+    if not rows:
+        return None
+    pages, free, page_size, auto_vacuum = rows[0]
+    reclaims = auto_vacuum == _INCREMENTAL
+    before = pages * page_size
+    if dry_run or not reclaims or not free:
+        return FileSpace(before, before - (free * page_size if reclaims else 0), free * page_size, reclaims)
+    yield Query("release_free_pages", many=[{}] * free)
+    ((pages, free, page_size, _),) = yield Query("database_pages")
+    return FileSpace(before, pages * page_size, free * page_size, reclaims)
+
+
+_INCREMENTAL = 2  # PRAGMA auto_vacuum's value for incremental
+
+
+def vacuum_store() -> Op[FileSpace | None]:
+    """Rewrite the SQLite file without its free pages, switched to incremental auto-vacuum.
+
+    SQLite's ``VACUUM`` cannot run inside a transaction: this operation ends
+    the one its driver began, vacuums, and begins an empty one for the
+    driver to commit. It needs the database to itself (it waits for the
+    write lock, and for readers) and free disk space about the size of the
+    file. None on PostgreSQL (``Store.vacuum`` refuses it before).
+    """
+    rows = yield Query("database_pages")
+    if not rows:
+        return None
+    pages, _free, page_size, _mode = rows[0]
+    yield Query("end_transaction")
+    yield Query("vacuum_incremental")
+    yield Query("vacuum")
+    yield Query("begin_transaction")
+    ((after, free, page_size, mode),) = yield Query("database_pages")
+    return FileSpace(pages * page_size, after * page_size, free * page_size, mode == _INCREMENTAL)
 
 
 @dataclass(frozen=True, slots=True)

@@ -265,7 +265,11 @@ UPDATE safepoint_runs SET retention = %(retention)s::jsonb WHERE run_id = %(run_
 SELECT id, retention::text, status FROM safepoint_runs WHERE run_id = %(run_id)s FOR UPDATE;
 
 -- name: checkpoint_spans
-SELECT step, (extract(epoch FROM created_at) * 1000000)::bigint, first_seq, added, ranges::text, pruned
+-- The sizes are as stored before TOAST compression (what the report counts as freed).
+SELECT step, (extract(epoch FROM created_at) * 1000000)::bigint, first_seq, added, ranges::text, pruned,
+       octet_length(header)::bigint,
+       (coalesce(octet_length(messages), 0) + octet_length(ranges::text)
+        + coalesce(octet_length(blobs::text), 0))::bigint
 FROM safepoint_checkpoints
 WHERE run_ref = %(run_ref)s::bigint
 ORDER BY step;
@@ -289,3 +293,54 @@ SELECT digest, octet_length(data), (extract(epoch FROM created_at) * 1000000)::b
 
 -- name: delete_blobs
 DELETE FROM safepoint_blobs WHERE digest = %(digest)s;
+
+-- name: queue_state
+-- Where a run stands with the workers (Store.queue_state), and the row's status.
+SELECT queued_at IS NOT NULL, lease_owner, lease_epoch,
+       (extract(epoch FROM lease_expires_at) * 1000000)::bigint, status
+FROM safepoint_runs WHERE run_id = %(run_id)s;
+
+-- name: queue_state_for_update
+-- The same, the run row locked until commit like run_head: a save in flight
+-- finishes first, and a save that comes later waits, then fails its lease check.
+SELECT queued_at IS NOT NULL, lease_owner, lease_epoch,
+       (extract(epoch FROM lease_expires_at) * 1000000)::bigint, status
+FROM safepoint_runs WHERE run_id = %(run_id)s
+FOR UPDATE;
+
+-- name: revoke_lease
+-- The holder is fenced and the run dequeued (see the SQLite query).
+UPDATE safepoint_runs SET lease_owner = NULL, lease_expires_at = NULL, queued_at = NULL
+WHERE run_id = %(run_id)s;
+
+-- name: cancel_run
+UPDATE safepoint_runs
+SET status = 'cancelled', lease_owner = NULL, lease_expires_at = NULL, queued_at = NULL,
+    retry_at = NULL
+WHERE run_id = %(run_id)s;
+
+-- name: run_retention_read
+-- run_retention for a dry run, which runs READ ONLY: FOR UPDATE is refused there.
+SELECT id, retention::text, status FROM safepoint_runs WHERE run_id = %(run_id)s;
+
+-- name: database_pages
+-- No row: PostgreSQL does not give space back to the file system on a delete;
+-- autovacuum makes it reusable, and VACUUM FULL is a database administrator's call.
+SELECT NULL::bigint, NULL::bigint, NULL::bigint, NULL::integer WHERE false;
+
+-- name: release_free_pages
+-- Never sent (database_pages has no row here); the names of both dialects match.
+SELECT 1 WHERE false;
+
+-- name: end_transaction
+-- Never sent: Store.vacuum is SQLite's (see database_pages).
+SELECT 1 WHERE false;
+
+-- name: vacuum_incremental
+SELECT 1 WHERE false;
+
+-- name: vacuum
+SELECT 1 WHERE false;
+
+-- name: begin_transaction
+SELECT 1 WHERE false;

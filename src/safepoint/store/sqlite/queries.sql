@@ -233,8 +233,10 @@ UPDATE safepoint_runs SET retention = :retention WHERE run_id = :run_id RETURNIN
 SELECT id, retention, status FROM safepoint_runs WHERE run_id = :run_id;
 
 -- name: checkpoint_spans
--- What retention needs of every row of a run, oldest first: no headers, no messages.
-SELECT step, created_at, first_seq, added, ranges, pruned
+-- What retention needs of every row of a run, oldest first: no headers, no
+-- messages, only their sizes (what deleting the row frees, for the report).
+SELECT step, created_at, first_seq, added, ranges, pruned, length(header),
+       coalesce(length(messages), 0) + length(ranges) + coalesce(length(blobs), 0)
 FROM safepoint_checkpoints
 WHERE id BETWEEN :run_ref * 4294967296 AND :run_ref * 4294967296 + 4294967295
 ORDER BY id;
@@ -260,3 +262,62 @@ SELECT digest, length(data), created_at FROM safepoint_blobs;
 
 -- name: delete_blobs
 DELETE FROM safepoint_blobs WHERE digest = :digest;
+
+-- name: queue_state
+-- Where a run stands with the workers (Store.queue_state), and the row's status.
+SELECT queued_at IS NOT NULL, lease_owner, lease_epoch, lease_expires_at, status
+FROM safepoint_runs WHERE run_id = :run_id;
+
+-- name: queue_state_for_update
+-- The same, before a write to the row (revoke_lease, cancel); BEGIN IMMEDIATE
+-- already holds the write lock, so nothing more to lock here.
+SELECT queued_at IS NOT NULL, lease_owner, lease_epoch, lease_expires_at, status
+FROM safepoint_runs WHERE run_id = :run_id;
+
+-- name: revoke_lease
+-- The holder is fenced: heartbeat, release and saves under its lease all
+-- match on lease_owner, which is gone. The epoch stays (it only ever grows).
+-- Out of the queue too, so that no worker claims the run before the
+-- operator who revoked the lease is done with it.
+UPDATE safepoint_runs SET lease_owner = NULL, lease_expires_at = NULL, queued_at = NULL
+WHERE run_id = :run_id;
+
+-- name: cancel_run
+-- Fenced and dequeued like revoke_lease, and cancelled on the row (the
+-- cancelled checkpoint, when the head loads, follows in the same transaction).
+UPDATE safepoint_runs
+SET status = 'cancelled', lease_owner = NULL, lease_expires_at = NULL, queued_at = NULL,
+    retry_at = NULL
+WHERE run_id = :run_id;
+
+-- name: run_retention_read
+-- run_retention for a dry run: read only, nothing locked.
+SELECT id, retention, status FROM safepoint_runs WHERE run_id = :run_id;
+
+-- name: database_pages
+-- How big the file is and how much of it is free, in pages, and whether it
+-- gives free pages back (auto_vacuum 2: incremental, how new stores are
+-- created; 0: none, files created before that, until one full VACUUM).
+SELECT page_count, freelist_count, page_size, auto_vacuum
+FROM pragma_page_count(), pragma_freelist_count(), pragma_page_size(), pragma_auto_vacuum();
+
+-- name: release_free_pages
+-- Moves pages from the end of the file into free pages and truncates it (in
+-- an incremental auto-vacuum file; a no-op otherwise). Run once per free
+-- page: Python's sqlite3 steps a statement without result columns once, and
+-- each step of this pragma releases one page.
+PRAGMA incremental_vacuum;
+
+-- name: end_transaction
+-- A full VACUUM cannot run inside a transaction: vacuum_store ends the one
+-- its driver opened, vacuums, and opens an empty one for the driver to commit.
+COMMIT;
+
+-- name: vacuum_incremental
+PRAGMA auto_vacuum = INCREMENTAL;
+
+-- name: vacuum
+VACUUM;
+
+-- name: begin_transaction
+BEGIN IMMEDIATE;
