@@ -10,7 +10,9 @@ through ``safepoint.cli_render``: control characters visible, never markup.
 from __future__ import annotations
 
 import functools
+import os
 import sys
+import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -19,16 +21,30 @@ from rich.table import Table
 from rich.text import Text
 
 from safepoint.cli_render import ID_LEN, cell, console, emit, error_line, pairs, say, shown, when
-from safepoint.errors import SafepointError
+from safepoint.errors import InvalidArgument, NotFound, SafepointError
 from safepoint.model import Checkpoint, RunInfo
-from safepoint.store import DEFAULT_URL, Store, open_store
+from safepoint.store import DEFAULT_URL, SnapshotWarning, Store, open_store
+from safepoint.store.urls import scheme_of, split_schema
 from safepoint.visible import visible
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def store_options(func: F) -> F:
-    """``--store`` and ``--json``, shared by every command that reads a store."""
+    """``--store``, ``--schema`` and ``--json``, shared by every command that opens a store.
+
+    ``--schema`` reaches the store through ``_open`` (it is kept on the click
+    context, not passed to the command), so every command that opens its
+    store with ``_open`` honours it.
+    """
+    func = click.option(
+        "--schema",
+        default=None,
+        metavar="NAME",
+        expose_value=False,
+        callback=_remember_schema,
+        help="PostgreSQL schema of the store (beats ?schema= in the URL, then env SAFEPOINT_SCHEMA).",
+    )(func)
     func = click.option(
         "--store",
         "store_url",
@@ -40,6 +56,17 @@ def store_options(func: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")(func)
 
 
+_SCHEMA = "safepoint.schema"  # where --schema waits on the click context for _open
+
+
+def _remember_schema(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    ctx.meta[_SCHEMA] = value
+    return value
+
+
+EXIT_NOT_FOUND = 3  # no store at the URL (StoreNotFound), or no such run or step (NotFound)
+
+
 def handle_errors(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -47,7 +74,7 @@ def handle_errors(func: F) -> F:
             return func(*args, **kwargs)
         except SafepointError as exc:
             click.echo(error_line(exc), err=True)
-            sys.exit(1)
+            sys.exit(EXIT_NOT_FOUND if isinstance(exc, NotFound) else 1)
 
     return wrapper  # type: ignore[return-value]
 
@@ -84,8 +111,30 @@ def _visible_usage(exc: click.ClickException) -> click.ClickException:
     return click.ClickException(visible(message))
 
 
-def _open(store_url: str) -> Store:
-    return open_store(store_url)
+def _open(store_url: str, *, read_only: bool = False, **options: Any) -> Store:
+    """The store a command works on: read-only for the commands that only look (they never create one).
+
+    The PostgreSQL schema is ``--schema``, else ``?schema=`` in the URL, else
+    ``SAFEPOINT_SCHEMA``. A SQLite file read as an immutable snapshot (no
+    write access to its folder) is said on stderr.
+    """
+    postgres = scheme_of(store_url) == "postgresql"
+    chosen = click.get_current_context().meta.get(_SCHEMA)
+    if chosen is not None and not postgres:
+        raise InvalidArgument("--schema applies to PostgreSQL stores only")
+    if chosen is None and postgres and split_schema(store_url)[1] is None:
+        chosen = os.environ.get("SAFEPOINT_SCHEMA") or None
+    if chosen is not None:
+        options["schema"] = chosen
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SnapshotWarning)
+        store = open_store(store_url, read_only=read_only, **options)
+    for warning in caught:
+        if issubclass(warning.category, SnapshotWarning):
+            click.echo(f"note: {visible(str(warning.message))}", err=True)
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    return store
 
 
 @click.group(cls=_Commands)
@@ -117,7 +166,7 @@ def runs(
         if not sep:
             raise click.BadParameter(f"{label!r} is not KEY=VALUE", param_hint="--label")
         wanted[key] = value
-    with _open(store_url) as store:
+    with _open(store_url, read_only=True) as store:
         page = store.runs(status=list(status) or None, labels=wanted or None, limit=limit, cursor=cursor)
         where = store.url  # the URL as the store shows it: a PostgreSQL password masked
     data = {"runs": [_run_dict(r) for r in page], "next_cursor": page.next_cursor}
@@ -153,8 +202,8 @@ def runs(
 @handle_errors
 def show(*, store_url: str, as_json: bool, run_id: str, step: int | None, show_messages: int) -> None:
     """Show one checkpoint of a run (the latest unless --step)."""
-    with _open(store_url) as store:
-        cp = store.load(run_id, step)
+    with _open(store_url, read_only=True) as store:
+        cp = store.load(run_id, step, migrate=False)  # as stored: a checkpoint of any version shows
         history = store.history(run_id)
 
     def render() -> None:

@@ -9,11 +9,10 @@ import click
 from rich.progress import Progress
 from rich.table import Table
 
-from safepoint.cli import handle_errors, main, store_options
+from safepoint.cli import _open, handle_errors, main, store_options
 from safepoint.cli_render import console, emit
 from safepoint.errors import InvalidArgument
 from safepoint.model import Retention
-from safepoint.store import open_store
 from safepoint.store.housekeeping import prune_store
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
@@ -63,7 +62,7 @@ def gc(
             delete_finished_after=parse_duration(delete_finished_after, "delete-finished-after"),
         )
     wait = parse_duration(grace, "grace") or timedelta(0)
-    with open_store(store_url) as store, Progress(console=console, disable=as_json) as bar:
+    with _open(store_url) as store, Progress(console=console, disable=as_json) as bar:
         task = bar.add_task("pruning runs", total=None)
         pruned = prune_store(
             store, policy, dry_run=dry_run, progress=lambda d, t: bar.update(task, completed=d, total=t)

@@ -12,12 +12,12 @@ from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 
-from safepoint.cli import handle_errors, main, store_options
+from safepoint.cli import _open, handle_errors, main, store_options
+from safepoint.cli_migrations import load_chain, migrations_option
 from safepoint.cli_render import ID_LEN, cell, console, emit, say, shown, when
 from safepoint.errors import NotFound, SafepointError
 from safepoint.messagelist import thaw
 from safepoint.model import Checkpoint
-from safepoint.store import open_store
 from safepoint.store.eager import all_runs
 from safepoint.testing.migrations import fixture_checkpoint, read_fixture
 from safepoint.visible import visible
@@ -33,7 +33,7 @@ _MESSAGE_LEN = 90
 @handle_errors
 def history(*, store_url: str, as_json: bool, run_id: str) -> None:
     """List every checkpoint of a run, oldest first (headers only)."""
-    with open_store(store_url) as store:
+    with _open(store_url, read_only=True) as store:
         infos = store.history(run_id)
     data = [
         {
@@ -69,9 +69,10 @@ def history(*, store_url: str, as_json: bool, run_id: str) -> None:
 @handle_errors
 def diff(*, store_url: str, as_json: bool, run_id: str, step_a: int, step_b: int | None) -> None:
     """What changed between two checkpoints of a run (STEP_B: the latest by default)."""
-    with open_store(store_url) as store:
-        a = store.load(run_id, step_a)
-        b = store.load(run_id, step_b)
+    with _open(store_url, read_only=True) as store:
+        # As stored: checkpoints of any schema_version compare, unmigrated.
+        a = store.load(run_id, step_a, migrate=False)
+        b = store.load(run_id, step_b, migrate=False)
     data = checkpoint_diff(a, b)
 
     def render() -> None:
@@ -142,7 +143,7 @@ def verify(*, store_url: str, as_json: bool, run_id: str | None) -> None:
     """
     failures: list[dict[str, Any]] = []
     checked = 0
-    with open_store(store_url) as store:
+    with _open(store_url, read_only=True) as store:
         runs = [run_id] if run_id else [run.run_id for run in all_runs(store)]
         keys = []
         for rid in runs:
@@ -150,7 +151,7 @@ def verify(*, store_url: str, as_json: bool, run_id: str | None) -> None:
         with Progress(console=console, disable=as_json) as bar:
             for rid, step in bar.track(keys, description="verifying checkpoints"):
                 try:
-                    store.load(rid, step)
+                    store.load(rid, step, migrate=False)  # digests, messages, blobs: any version
                 except NotFound:
                     continue  # deleted meanwhile
                 except SafepointError as exc:
@@ -174,14 +175,34 @@ def verify(*, store_url: str, as_json: bool, run_id: str | None) -> None:
 @store_options
 @click.argument("fixture", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--run-id", default=None, help="The new run's id (default: the exported run's id).")
+@migrations_option
+@click.option(
+    "--schema-version",
+    type=int,
+    default=None,
+    help="The current schema_version of the code that will resume it (default: the chain's, else 1).",
+)
 @handle_errors
-def import_(*, store_url: str, as_json: bool, fixture: Path, run_id: str | None) -> None:
+def import_(
+    *,
+    store_url: str,
+    as_json: bool,
+    fixture: Path,
+    run_id: str | None,
+    chain_spec: str | None,
+    schema_version: int | None,
+) -> None:
     """Start a new run from an exported checkpoint (``safepoint export``), as its step 0.
 
     Reproduce a production run locally: export it there, import it here, resume it.
+    A fixture newer than schema_version 1 needs the chain it was written for
+    (``--migrations``) or ``--schema-version``.
     """
     cp = fixture_checkpoint(read_fixture(fixture), run_id)
-    with open_store(store_url) as store:
+    options: dict[str, Any] = {"schema_version": schema_version}
+    if chain_spec:
+        options["migrations"] = load_chain(chain_spec)
+    with _open(store_url, **options) as store:
         info = store.save(cp)
     emit(
         {"run_id": info.run_id, "step": info.step, "messages": info.message_count, "digest": info.digest},

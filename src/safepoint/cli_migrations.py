@@ -19,11 +19,10 @@ from typing import Any
 import click
 from rich.progress import Progress
 
-from safepoint.cli import handle_errors, main, store_options
+from safepoint.cli import _open, handle_errors, main, store_options
 from safepoint.cli_render import ID_LEN, console, emit, say
 from safepoint.errors import InvalidArgument, NotFound, SafepointError
 from safepoint.migrations import MigrationChain
-from safepoint.store import open_store
 from safepoint.store.eager import migrate_store
 from safepoint.testing.migrations import CheckReport, check_one, fixture_text, stored_keys
 from safepoint.visible import visible, visible_json
@@ -40,6 +39,9 @@ def load_chain(spec: str | None) -> MigrationChain:
         raise InvalidArgument(f"--migrations {spec!r} must look like module:attribute")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
+    # Importing the application's module must not leave a __pycache__ in its
+    # folder: check is a read command, and read commands change nothing.
+    sys.dont_write_bytecode = True
     try:
         value: Any = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as exc:
@@ -74,7 +76,7 @@ def migrate(*, store_url: str, as_json: bool, chain_spec: str | None, dry_run: b
     still behind. History checkpoints are migrated when they are read.
     """
     chain = load_chain(chain_spec)
-    with open_store(store_url, migrations=chain) as store, Progress(console=console, disable=as_json) as bar:
+    with _open(store_url, migrations=chain) as store, Progress(console=console, disable=as_json) as bar:
         task = bar.add_task("migrating runs" if not dry_run else "checking runs (dry run)", total=None)
 
         def progress(done: int, total: int) -> None:
@@ -120,10 +122,11 @@ def check(*, store_url: str, as_json: bool, chain_spec: str | None, sample: int 
 
     Exits non-zero if any checkpoint fails, listing each with run, step and error.
     """
-    chain = load_chain(chain_spec)
-    chain.validate()
     report = CheckReport()
-    with open_store(store_url) as store:
+    # The store first: where there is none, the application's code is never imported.
+    with _open(store_url, read_only=True) as store:
+        chain = load_chain(chain_spec)
+        chain.validate()
         keys = list(stored_keys(store))
         if sample is not None and sample < len(keys):
             keys = [keys[i] for i in sorted(random.Random(seed).sample(range(len(keys)), max(sample, 0)))]
@@ -176,7 +179,7 @@ def export(*, store_url: str, as_json: bool, run_id: str, step: int | None, outp
     with ``safepoint.testing.assert_migrates``.
     """
     del as_json  # a fixture is JSON already
-    with open_store(store_url) as store:
+    with _open(store_url, read_only=True) as store:
         text = fixture_text(store.load(run_id, step, migrate=False))
     if output is None:
         # Equal JSON with no control character raw: stdout is often a terminal.

@@ -239,6 +239,7 @@ class Pipeline:
         blobs: BlobTarget | None = None,
         blob_policy: BlobPolicy | None = None,
         retention: Retention | None = None,
+        *,
         schema_version: int | None = None,
     ) -> None:
         self.scrubber = scrubber
@@ -276,7 +277,7 @@ class Pipeline:
         if scrubber is False:
             if secrets is not None:
                 raise InvalidArgument("secrets= needs a scrubber; it cannot be combined with scrubber=False")
-            return cls(None, migrations, blobs, blob_policy, retention, schema_version)
+            return cls(None, migrations, blobs, blob_policy, retention, schema_version=schema_version)
         if scrubber is None:
             scrubber = Scrubber(secrets=secrets, policy=policy, pii=pii)
         elif not isinstance(scrubber, Scrubber):
@@ -285,7 +286,7 @@ class Pipeline:
             )
         elif secrets is not None or pii:
             raise InvalidArgument("give secrets= and pii= to the Scrubber, not beside it")
-        return cls(scrubber, migrations, blobs, blob_policy, retention, schema_version)
+        return cls(scrubber, migrations, blobs, blob_policy, retention, schema_version=schema_version)
 
     def prepare_save(self, cp: Checkpoint) -> PreparedSave:
         if type(cp.schema_version) is int and cp.schema_version > self.schema_version:

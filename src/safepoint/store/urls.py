@@ -114,3 +114,33 @@ def sqlite_path(url: str) -> str:
     if path.endswith("/") or Path(path).is_dir():
         raise InvalidURL("this SQLite URL names a folder, not a database file")
     return path
+
+
+def split_schema(url: str) -> tuple[str, str | None]:
+    """``url`` without its ``schema`` query parameter, and that parameter's value (None if absent).
+
+    Only the URL form has query parameters (``postgresql://…?schema=x``); the
+    other parameters stay exactly as written, in order. Given twice, it is an
+    ``InvalidURL``; the value is percent-decoded as libpq decodes the others.
+    """
+    base, mark, query = url.partition("?")
+    if not mark or not _URL_FORM.match(url):
+        return url, None
+    query, hash_mark, fragment = query.partition("#")
+    kept: list[str] = []
+    values: list[str] = []
+    for part in query.split("&"):
+        key, _, value = part.partition("=")
+        if unquote(key) == "schema":
+            values.append(unquote(value))
+        else:
+            kept.append(part)
+    if not values:
+        return url, None
+    if len(values) > 1:
+        raise InvalidURL("the URL gives ?schema= more than once")
+    rest = "&".join(kept)
+    return base + ("?" + rest if rest else "") + hash_mark + fragment, values[0]
+
+
+_URL_FORM = re.compile(r"(?i)^postgres(ql)?://")

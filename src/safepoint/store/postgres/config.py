@@ -6,13 +6,14 @@ import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from safepoint.errors import InvalidURL, StoreError, StoreNotFound
+from safepoint.store.urls import split_schema
 from safepoint.visible import visible
 
 # PostgreSQL truncates longer identifiers (NAMEDATALEN - 1 bytes), which would
@@ -158,36 +159,6 @@ class PostgresConfig:
             "name": f"safepoint:{self.schema}",
             "open": False,  # opened explicitly (and awaited, for the async pool)
         }
-
-
-def split_schema(url: str) -> tuple[str, str | None]:
-    """``url`` without its ``schema`` query parameter, and that parameter's value (None if absent).
-
-    Only the URL form has query parameters (``postgresql://…?schema=x``); the
-    other parameters stay exactly as written, in order. Given twice, it is an
-    ``InvalidURL``; the value is percent-decoded as libpq decodes the others.
-    """
-    base, mark, query = url.partition("?")
-    if not mark or not _URL_FORM.match(url):
-        return url, None
-    query, hash_mark, fragment = query.partition("#")
-    kept: list[str] = []
-    values: list[str] = []
-    for part in query.split("&"):
-        key, _, value = part.partition("=")
-        if unquote(key) == "schema":
-            values.append(unquote(value))
-        else:
-            kept.append(part)
-    if not values:
-        return url, None
-    if len(values) > 1:
-        raise InvalidURL("the URL gives ?schema= more than once")
-    rest = "&".join(kept)
-    return base + ("?" + rest if rest else "") + hash_mark + fragment, values[0]
-
-
-_URL_FORM = re.compile(r"(?i)^postgres(ql)?://")
 
 
 def search_path(schema: str, context: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> str:
