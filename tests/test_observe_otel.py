@@ -18,11 +18,14 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 from opentelemetry.trace import StatusCode
 
 import safepoint
-from safepoint import Checkpoint, Conflict, LeaseLost, MigrationChain, open_async_store, open_store
+from safepoint import Checkpoint, Conflict, LeaseLost, MigrationChain, Status, open_async_store, open_store
 from safepoint.observe_otel import OpenTelemetryObserver
+from safepoint.store import calls, leases, traced
+from safepoint.worker import Job, Worker
 
 # A value no attribute may ever show: it is planted in every stored field.
 PLANTED = "PLANTED-7f3a9c-never-exported"
@@ -52,6 +55,10 @@ class Telemetry:
                 for metric in scope.metrics:
                     out.setdefault(metric.name, []).extend(metric.data.data_points)
         return out
+
+    def total(self, metric: str) -> float:
+        """A counter's value, summed over its attribute sets (0 when never added to)."""
+        return sum(p.value for p in self.points().get(metric, []))
 
 
 @pytest.fixture
@@ -308,3 +315,131 @@ except ImportError as exc:
 def test_the_observer_is_not_exported_from_the_package() -> None:
     """``import safepoint`` does not import OpenTelemetry (the extra stays optional)."""
     assert "OpenTelemetryObserver" not in safepoint.__all__
+
+
+def test_one_histogram_record_per_save_and_the_size_is_counted(telemetry: Telemetry) -> None:
+    """A save records one histogram (its latency); the bytes counter sums the spans' bytes_written."""
+    store = open_store("memory://", observer=telemetry.observer())
+    cp = planted("run-h")
+    store.save(cp)
+    for step in range(1, 4):
+        cp = cp.next()
+        cp.messages.append({"role": "assistant", "content": f"reply {step} " * 50})
+        store.save(cp)
+    histograms = {name for name, points in telemetry.points().items() if hasattr(points[0], "count")}
+    assert histograms == {"safepoint.save.duration"}
+    assert sum(p.count for p in telemetry.points()["safepoint.save.duration"]) == 4
+    written = [(s.attributes or {})["safepoint.bytes_written"] for s in telemetry.finished("safepoint.save")]
+    assert telemetry.total("safepoint.save.bytes") == sum(written) > 0
+    # A reader collecting again sees the same cumulative sums, not zeros or doubles.
+    assert telemetry.total("safepoint.save.bytes") == sum(written)
+
+
+def test_an_unrecorded_span_still_saves_and_metrics_still_count() -> None:
+    """With a sampler that records nothing, no span is exported and metrics are still reported."""
+    spans = InMemorySpanExporter()
+    tracer_provider = TracerProvider(sampler=ALWAYS_OFF)
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    reader = InMemoryMetricReader()
+    telemetry = Telemetry(tracer_provider, spans, reader, MeterProvider(metric_readers=[reader]))
+    store = open_store("memory://", observer=telemetry.observer())
+    store.save(planted("run-off"))
+    with pytest.raises(Conflict):
+        store.save(planted("run-off"))
+    assert store.load("run-off").step == 0
+    assert telemetry.finished() == []
+    assert sum(p.count for p in telemetry.points()["safepoint.save.duration"]) == 2
+    assert telemetry.total("safepoint.conflicts") == 1
+
+
+def test_around_is_the_stores_release_span_and_counts_a_lost_lease_once(telemetry: Telemetry) -> None:
+    """A release run on the driver inside ``traced.around`` is one release span, timed, its
+    lost lease counted once: what ``store.release`` reports, for a caller (the worker) that
+    runs the release itself."""
+    store = open_store("memory://", observer=telemetry.observer())
+    store.save(planted("run-r"))
+    store.enqueue("run-r")
+    lease = store.claim("w")
+    assert lease is not None
+    with traced.around(store, calls.release, lease, None, True):
+        store.driver.run(
+            leases.release(lease, None, True, calls.now_micros(), attempts="uncount"), write=True
+        )
+    again = store.claim("w")
+    assert again is not None
+    store.revoke_lease("run-r")
+    with pytest.raises(LeaseLost), traced.around(store, calls.release, again, Status.DONE, False):
+        store.driver.run(leases.release(again, Status.DONE, False, calls.now_micros()), write=True)
+    released = telemetry.finished("safepoint.release")
+    assert [(s.attributes or {})["safepoint.outcome"] for s in released] == ["ok", "LeaseLost"]
+    assert (released[0].attributes or {})["safepoint.requeue"] is True
+    assert (released[1].attributes or {})["safepoint.status"] == "done"
+    assert (released[1].attributes or {})["safepoint.lease.epoch"] == again.epoch
+    assert sum(p.count for p in telemetry.points()["safepoint.release.duration"]) == 2
+    assert telemetry.total("safepoint.leases.lost") == 1
+
+
+def test_around_reports_nothing_without_an_observer() -> None:
+    """An unobserved store's ``around`` is a null context: no span, no cost beyond one test."""
+    store = open_store("memory://")
+    with traced.around(store, calls.release, None, None, False) as op:
+        assert op is None
+
+
+def _worker_store(telemetry: Telemetry, runs: int) -> safepoint.Store:
+    store = open_store("memory://", observer=telemetry.observer())
+    for n in range(runs):
+        store.save(Checkpoint(run_id=f"run-{n}"))
+        store.enqueue(f"run-{n}")
+    return store
+
+
+def test_a_worker_makes_one_release_span_per_run(telemetry: Telemetry) -> None:
+    """Each run a Worker finishes is released once, as one ``safepoint.release`` span."""
+    store = _worker_store(telemetry, 3)
+
+    def handler(job: Job) -> Status:
+        job.save(job.checkpoint.next())
+        return Status.DONE
+
+    assert Worker(store, handler, heartbeat=60).run(stop_when_idle=True) == 3
+    released = telemetry.finished("safepoint.release")
+    assert len(released) == 3
+    assert {(s.attributes or {})["safepoint.outcome"] for s in released} == {"ok"}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="worker.py counts safepoint.leases.lost again after the store counted the fenced-off save "
+    "(Worker._work); the fix is on worker.py's side: drop its own adds and wrap its release in "
+    "traced.around (see traced.around). Remove this marker with that change.",
+)
+def test_a_worker_counts_a_lost_lease_once(telemetry: Telemetry) -> None:
+    """A lease lost mid-run (revoked: its save is fenced off) is one count of leases.lost, not two."""
+    store = _worker_store(telemetry, 1)
+
+    def handler(job: Job) -> Status:
+        store.revoke_lease(job.run_id)
+        job.save(job.checkpoint.next())  # LeaseLost
+        return Status.DONE
+
+    Worker(store, handler, heartbeat=60).run(max_runs=1)
+    saves = telemetry.finished("safepoint.save")
+    assert (saves[-1].attributes or {})["safepoint.outcome"] == "LeaseLost"
+    assert telemetry.total("safepoint.leases.lost") == 1
+
+
+def test_a_store_without_an_observer_imports_no_opentelemetry(tmp_path: Path) -> None:
+    """With the extra installed but no observer given, saving and loading import no OpenTelemetry."""
+    script = f"""
+import sys
+import safepoint
+store = safepoint.open_store("sqlite:///{tmp_path}/plain.db")
+store.save(safepoint.Checkpoint(run_id="r", messages=[{{"role": "user", "content": "hi"}}]))
+assert store.load("r").step == 0
+print(sorted(m for m in sys.modules if m.startswith("opentelemetry")))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]"

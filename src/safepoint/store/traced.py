@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from safepoint.errors import Conflict, LeaseLost
 from safepoint.model import Checkpoint, Lease, Status
-from safepoint.observe import METRICS, NO_SPAN, Attributes, Observer, Span
+from safepoint.observe import METRICS, NO_OBSERVER, NO_SPAN, Attributes, Observer, Span
 
 from . import calls
 from .calls import SaveFacts
@@ -321,6 +322,31 @@ def operation(
     """The ``Operation`` for ``build(*args, **kwargs)``; ``finished`` reports its result."""
     spec = spec_of(build)
     return Operation(observer, spec.name, backend, spec.attributes(*args, **kwargs))
+
+
+class Observed(Protocol):
+    """What ``around`` needs of a store: its observer and its URL."""
+
+    observer: Observer
+    url: str
+
+
+def around(store: Observed, build: Callable[..., Any], *args: Any) -> AbstractContextManager[Any]:
+    """The span, metrics and counts ``store`` reports for ``build(*args)``, for a caller
+    that runs the call's operation on the driver itself.
+
+    The worker releases a run that way (its release also sets attempts,
+    ``retry_at`` and the last error, which ``Store.release`` does not take):
+    wrapping that in ``around(store, calls.release, lease, status, requeue)``
+    makes it the same single ``safepoint.release`` span, with the same
+    ``safepoint.release.duration`` and the same one count of
+    ``safepoint.leases.lost``, as ``store.release``. A caller using this
+    must not count what it reports again. Nothing at all without an observer.
+    """
+    observer = store.observer
+    if observer is NO_OBSERVER:
+        return nullcontext()
+    return operation(observer, backend_of(store.url), build, args, {})
 
 
 def finished(build: Callable[..., Any], op: Operation, result: Any) -> None:
