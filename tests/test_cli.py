@@ -106,7 +106,7 @@ def test_missing_run_is_a_one_line_error(url: str) -> None:
 def test_bad_store_url_is_reported(tmp_path: Path) -> None:
     """An unsupported store URL is a clear error, not a traceback."""
     result = cli("runs", "--store", "mysql://nowhere")
-    assert result.returncode == 1
+    assert result.returncode == 2  # a usage error: the URL is the operator's argument
     assert "unsupported store URL" in result.stderr
 
 

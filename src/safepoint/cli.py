@@ -3,7 +3,8 @@
 Every command takes ``--store URL`` (or the ``SAFEPOINT_STORE`` environment
 variable; default ``sqlite:///.safepoint/state.db``) and ``--json``; output
 goes through ``emit``: tables for people, JSON for machines. Errors print one
-line to stderr and exit with status 1. Whatever comes from a store is shown
+line to stderr (a JSON object with ``--json``) and exit with the status for
+their kind (``handle_errors``, ``cli_render.ExitCode``). Whatever comes from a store is shown
 through ``safepoint.cli_render``: control characters visible, never markup.
 """
 
@@ -20,8 +21,20 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from safepoint.cli_render import ID_LEN, cell, console, emit, error_line, pairs, say, shown, when
-from safepoint.errors import InvalidArgument, NotFound, SafepointError
+from safepoint.cli_render import (
+    ID_LEN,
+    ExitCode,
+    cell,
+    console,
+    emit,
+    error_object,
+    pairs,
+    report_error,
+    say,
+    shown,
+    when,
+)
+from safepoint.errors import InvalidArgument, SafepointError
 from safepoint.model import Checkpoint, RunInfo
 from safepoint.store import DEFAULT_URL, SnapshotWarning, Store, open_store
 from safepoint.store.urls import scheme_of, split_schema
@@ -64,17 +77,21 @@ def _remember_schema(ctx: click.Context, _param: click.Parameter, value: str | N
     return value
 
 
-EXIT_NOT_FOUND = 3  # no store at the URL (StoreNotFound), or no such run or step (NotFound)
+EXIT_NOT_FOUND = ExitCode.NOT_FOUND  # no store at the URL (StoreNotFound), or no such run or step
 
 
 def handle_errors(func: F) -> F:
+    """Every command's errors, in one place: a ``SafepointError`` prints one line on stderr
+    (with ``--json``, a JSON object: ``cli_render.error_json``) and exits with the status
+    for its kind: ``cli_render.ExitCode`` (usage 2, not found 3, corrupt 4, store
+    unavailable 5, conflict or lease lost 6, anything else 1), documented in docs/cli.md."""
+
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
         except SafepointError as exc:
-            click.echo(error_line(exc), err=True)
-            sys.exit(EXIT_NOT_FOUND if isinstance(exc, NotFound) else 1)
+            sys.exit(report_error(exc, as_json=bool(kwargs.get("as_json"))))
 
     return wrapper  # type: ignore[return-value]
 
@@ -83,27 +100,40 @@ class _Commands(click.Group):
     """The command group; a usage error quoting the command line shows it with control characters escaped.
 
     Click prints some arguments raw (``Got unexpected extra argument (…)``),
-    and a run id pasted from a store can hold escape sequences.
+    and a run id pasted from a store can hold escape sequences. With
+    ``--json`` on the command line, a usage error is a JSON object too.
     """
 
     def make_context(
         self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
     ) -> click.Context:
         try:
-            return super().make_context(info_name, args, parent, **extra)
+            ctx = super().make_context(info_name, args, parent, **extra)
         except click.ClickException as exc:
-            raise _visible_usage(exc) from None
+            raise _visible_usage(exc, "--json" in args) from None
+        ctx.meta[_WANTS_JSON] = "--json" in args
+        return ctx
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except click.ClickException as exc:  # a subcommand's own arguments are parsed here
-            raise _visible_usage(exc) from None
+            raise _visible_usage(exc, ctx.meta.get(_WANTS_JSON, False)) from None
 
 
-def _visible_usage(exc: click.ClickException) -> click.ClickException:
-    """``exc`` itself when its text is plain; else the same kind of error (and exit code) with it escaped."""
+_WANTS_JSON = "safepoint.json"  # on the group's context: --json was on the command line
+
+
+def _visible_usage(exc: click.ClickException, as_json: bool = False) -> click.ClickException:
+    """``exc`` itself when its text is plain; else the same kind of error (and exit code) with it escaped.
+
+    With ``as_json`` it is printed here as a JSON object and the command exits
+    with its code (2 for a usage error).
+    """
     message = exc.format_message()
+    if as_json:
+        click.echo(error_object(message, type(exc).__name__), err=True)
+        sys.exit(exc.exit_code)
     if visible(message) == message:
         return exc
     if isinstance(exc, click.UsageError):

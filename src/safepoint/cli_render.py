@@ -19,15 +19,43 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from datetime import datetime
+from enum import IntEnum
 from typing import Any
 
 import click
 from rich.console import Console
 from rich.text import Text
 
+from safepoint.errors import (
+    BlobNotFound,
+    Conflict,
+    CorruptCheckpoint,
+    InvalidArgument,
+    LeaseLost,
+    NotFound,
+    RunStatusError,
+    SafepointError,
+    StoreError,
+)
 from safepoint.visible import ID_LEN, visible, visible_json
 
-__all__ = ["ID_LEN", "cell", "console", "emit", "error_line", "json_text", "pairs", "say", "shown", "when"]
+__all__ = [
+    "ID_LEN",
+    "ExitCode",
+    "cell",
+    "console",
+    "emit",
+    "error_json",
+    "error_line",
+    "error_object",
+    "exit_code",
+    "json_text",
+    "pairs",
+    "report_error",
+    "say",
+    "shown",
+    "when",
+]
 
 # markup/emoji off: a string that reaches rich by mistake still prints as itself.
 console = Console(markup=False, highlight=False, emoji=False)
@@ -81,3 +109,68 @@ def when(moment: datetime | None) -> str:
 def error_line(exc: BaseException) -> str:
     """The one line an error prints on stderr; its text can quote stored values, so it is made visible."""
     return f"error: {visible(str(exc))}"
+
+
+class ExitCode(IntEnum):
+    """What the ``safepoint`` command's exit status says; documented in docs/cli.md.
+
+    The codes stay as they are across releases: scripts branch on them.
+    """
+
+    OK = 0
+    FAILURE = 1  # anything else: a failed verify, a migration that raised, a budget exceeded
+    USAGE = 2  # a wrong argument or option (click's own usage errors exit 2 as well)
+    NOT_FOUND = 3  # no such run or step, or no safepoint store at the URL
+    CORRUPT = 4  # stored data failed verification: a digest, a blob's hash, a missing blob
+    UNAVAILABLE = 5  # the store could not be reached or failed: connection, lock timeout, disk full
+    CONFLICT = 6  # the run moved on, is leased by a worker, or its status forbids the command
+
+
+# Most specific first: BlobNotFound is a StoreError and a LookupError, but for a
+# checkpoint that references it the stored data is damaged.
+_EXIT_CODES: tuple[tuple[type[SafepointError], ExitCode], ...] = (
+    (CorruptCheckpoint, ExitCode.CORRUPT),
+    (BlobNotFound, ExitCode.CORRUPT),
+    (NotFound, ExitCode.NOT_FOUND),
+    (InvalidArgument, ExitCode.USAGE),
+    (Conflict, ExitCode.CONFLICT),
+    (LeaseLost, ExitCode.CONFLICT),
+    (RunStatusError, ExitCode.CONFLICT),
+    (StoreError, ExitCode.UNAVAILABLE),
+)
+
+
+def exit_code(exc: SafepointError) -> ExitCode:
+    """The exit status for an error, by its kind (``ExitCode``)."""
+    for kind, code in _EXIT_CODES:
+        if isinstance(exc, kind):
+            return code
+    return ExitCode.FAILURE
+
+
+def error_json(exc: SafepointError) -> str:
+    """The error as one JSON object for machines (``--json``), on one line.
+
+    ``error`` is the message (which never quotes a stored value, only ids,
+    steps and names), ``type`` the class name, ``run_id`` and ``step`` where
+    the error names them (else null); control characters come out escaped.
+    """
+    run_id, step = getattr(exc, "run_id", None), getattr(exc, "step", None)
+    return error_object(str(exc), type(exc).__name__, run_id, step)
+
+
+def error_object(message: str, kind: str, run_id: Any = None, step: Any = None) -> str:
+    """``{"error": message, "type": kind, "run_id": …, "step": …}`` as one line of visible JSON."""
+    data = {
+        "error": message,
+        "type": kind,
+        "run_id": run_id if isinstance(run_id, str) else None,
+        "step": step if type(step) is int else None,
+    }
+    return visible_json(json.dumps(data, ensure_ascii=False))
+
+
+def report_error(exc: SafepointError, *, as_json: bool) -> ExitCode:
+    """Print the error on stderr (one line; a JSON object with ``--json``) and return its exit code."""
+    click.echo(error_json(exc) if as_json else error_line(exc), err=True)
+    return exit_code(exc)
