@@ -152,6 +152,23 @@ class AsyncRun(RunView):
         await run._drive(run._core.resume_with(run_id, answer, resolve_secrets))
         return run
 
+    @classmethod
+    async def set_budget(
+        cls,
+        store: AsyncStore,
+        run_id: str,
+        *,
+        tokens: int | None = None,
+        spend: float | None = None,
+        steps: int | None = None,
+        lease: Lease | None = None,
+    ) -> AsyncRun:
+        """Change a run's budget as one new checkpoint (see ``Run.set_budget``)."""
+        limits = Budget(tokens=tokens, spend=spend, steps=steps)
+        run = cls(store, RunCore(), lease=lease)
+        await run._drive(run._core.set_budget(run_id, limits))
+        return run
+
     async def action(self, tool: str, args: Any, fn: Callable[[str], R | Awaitable[R]]) -> R:
         """Take a side-effecting action (see ``Run.action``); ``fn`` may be async."""
         return await self._drive(self._core.action(tool, args, fn))

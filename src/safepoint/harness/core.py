@@ -211,6 +211,28 @@ class RunCore:
         yield from self._save()
         yield from self._settle()
 
+    def set_budget(self, run_id: str, limits: budgets.Budget) -> Flow[None]:
+        """Set the limits ``limits`` gives (the others stay) as one new checkpoint.
+
+        A run its budget failed (failed, and over a limit) runs again once the
+        new limits cover what it used; one still over them stays failed. A run
+        that failed otherwise, or is done or cancelled, is refused.
+        """
+        cp: Checkpoint = yield Load(run_id, False)
+        exceeded = budgets.over_usage(run_id, cp.counters) or budgets.at_step_limit(run_id, cp.counters)
+        if cp.status in (Status.DONE, Status.CANCELLED) or (cp.status is Status.FAILED and exceeded is None):
+            why = "it did not fail by its budget" if cp.status is Status.FAILED else "it is over"
+            raise RunStatusError(run_id, cp.status.value, f"a new budget would not make it run: {why}")
+        self._carry(cp)
+        counters = self.cp.counters
+        counters.update(limits.to_counters())
+        if (
+            cp.status is Status.FAILED
+            and (budgets.over_usage(run_id, counters) or budgets.at_step_limit(run_id, counters)) is None
+        ):
+            self.cp.status = Status.RUNNING
+        yield from self._save()
+
     def _settle(self) -> Flow[None]:
         """After a load: enforce the budgets, and decide about an interrupted action."""
         cp = self.cp

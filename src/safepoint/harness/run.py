@@ -186,6 +186,30 @@ class Run(RunView):
         run._drive(run._core.resume_with(run_id, answer, resolve_secrets))
         return run
 
+    @classmethod
+    def set_budget(
+        cls,
+        store: Store,
+        run_id: str,
+        *,
+        tokens: int | None = None,
+        spend: float | None = None,
+        steps: int | None = None,
+        lease: Lease | None = None,
+    ) -> Run:
+        """Change a run's budget from any process: each limit given is set to that value
+        (the others stay), saved as one new checkpoint, so the change is in the history.
+
+        A run that its budget stopped (``failed``, over a limit) becomes
+        ``running`` again when the new limits cover what it has used; resume it
+        (or, for a worker's run, ``store.enqueue`` it). ``RunStatusError`` for
+        a run that is done, cancelled, or failed for another reason.
+        """
+        limits = Budget(tokens=tokens, spend=spend, steps=steps)  # refuses a bad limit
+        run = cls(store, RunCore(), lease=lease)
+        run._drive(run._core.set_budget(run_id, limits))
+        return run
+
     # -- one step -------------------------------------------------------------
 
     def action(self, tool: str, args: Any, fn: Callable[[str], R]) -> R:
