@@ -321,8 +321,8 @@ def _run_dict(run: RunInfo) -> dict[str, Any]:
     }
 
 
-# The schema-change commands live in their own module; importing it registers them.
-from safepoint import cli_gc, cli_inspect, cli_migrations  # noqa: E402, F401
+# The other commands live in their own modules; importing them registers them.
+from safepoint import cli_gc, cli_inspect, cli_migrations, cli_operate  # noqa: E402, F401
 
 if __name__ == "__main__":
     # Under ``python -m`` this file is ``__main__``; the commands registered
