@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shlex
 import sys
 import warnings
 from collections.abc import Callable
@@ -21,6 +22,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
+from safepoint import cli_messages
 from safepoint.cli_render import (
     ID_LEN,
     ExitCode,
@@ -34,8 +36,8 @@ from safepoint.cli_render import (
     shown,
     when,
 )
-from safepoint.errors import InvalidArgument, SafepointError
-from safepoint.model import Checkpoint, RunInfo
+from safepoint.errors import InvalidArgument, NotFound, SafepointError
+from safepoint.model import Checkpoint, Page, RunInfo, Status
 from safepoint.store import DEFAULT_URL, SnapshotWarning, Store, open_store
 from safepoint.store.urls import scheme_of, split_schema
 from safepoint.visible import visible
@@ -173,11 +175,14 @@ def main() -> None:
     """safepoint: checkpoints that make AI-agent runs survivable."""
 
 
+_RUNS_PAGE = 50
+
+
 @main.command()
 @store_options
 @click.option("--status", multiple=True, help="Only runs with this status (repeatable).")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Only runs with this label.")
-@click.option("--limit", default=50, show_default=True, help="Runs per page.")
+@click.option("--limit", default=_RUNS_PAGE, show_default=True, help="Runs per page.")
 @click.option("--cursor", default=None, help="Continue from a previous page's next_cursor.")
 @handle_errors
 def runs(
@@ -199,25 +204,41 @@ def runs(
     with _open(store_url, read_only=True) as store:
         page = store.runs(status=list(status) or None, labels=wanted or None, limit=limit, cursor=cursor)
         where = store.url  # the URL as the store shows it: a PostgreSQL password masked
-    data = {"runs": [_run_dict(r) for r in page], "next_cursor": page.next_cursor}
+        questions = _waiting_questions(store, page)
+    data = {
+        "runs": [{**_run_dict(r), "question": questions.get(r.run_id)} for r in page],
+        "next_cursor": page.next_cursor,
+    }
 
     def render() -> None:
         table = Table(title=Text(f"runs in {visible(where)}"))
-        for column in ("run", "status", "step", "updated", "labels", "counters"):
+        # A run id is never cut: a long one wraps in its cell (escaped, like every stored text).
+        table.add_column("run", overflow="fold")
+        for column in ("status", "step", "updated", "labels", "counters", "waiting for / last error"):
             table.add_column(column)
         for run in page:
+            note = questions.get(run.run_id) or run.last_error or "-"
             table.add_row(
-                cell(run.run_id, max_len=ID_LEN),
+                cell(run.run_id),
                 cell(run.status.value),
                 cell(run.head_step),
                 when(run.updated_at),
                 Text(pairs(run.labels, max_len=_WIDE)),
                 Text(pairs(run.counters, max_len=_WIDE)),
+                cell(note, max_len=_NARROW),
             )
         console.print(table)
         if page.next_cursor:
-            # The cursor encodes a run id: shown escaped, like the id itself.
-            say(f"more: safepoint runs --cursor {shown(page.next_cursor)}")
+            # The same filters, so the next page is the next page of this listing.
+            again = [
+                "safepoint",
+                "runs",
+                *(f"--status={s}" for s in status),
+                *(f"--label={x}" for x in labels),
+            ]
+            if limit != _RUNS_PAGE:
+                again.append(f"--limit={limit}")
+            say("more: " + visible(shlex.join([*again, "--cursor", page.next_cursor])))
 
     emit(data, as_json, render)
 
@@ -275,7 +296,7 @@ def _render_checkpoint(cp: Checkpoint, steps: int, show_messages: int) -> None:
         ("messages", str(len(cp.messages))),
         ("counters", pairs(cp.counters, max_len=_WIDE)),
         ("cursors", shown(cp.cursors, max_len=_WIDE)),
-        ("pending_action", "-" if cp.pending_action is None else shown(cp.pending_action, max_len=_WIDE)),
+        ("pending_action", visible(cli_messages.pending(cp.pending_action), max_len=_WIDE)),
         ("state", shown(cp.state, max_len=_WIDE)),
         ("labels", pairs(cp.labels, max_len=_WIDE)),
         ("parent", "-" if parent is None else f"{visible(parent.run_id, max_len=ID_LEN)} step {parent.step}"),
@@ -292,12 +313,9 @@ def _render_checkpoint(cp: Checkpoint, steps: int, show_messages: int) -> None:
         table.add_column("role")
         table.add_column("content")
         for index, message in recent:
-            # One row per message: a line break in the content shows as \n.
-            table.add_row(
-                str(index),
-                cell(message.get("role", "?"), max_len=_NARROW),
-                cell(message.get("content"), max_len=_NARROW),
-            )
+            # One row per message, tool calls and results included: a line break shows as \n.
+            role, text = cli_messages.describe(message)
+            table.add_row(str(index), cell(role, max_len=_NARROW), cell(text, max_len=_NARROW))
         console.print(table)
 
 
@@ -305,6 +323,29 @@ def _scrubbed(cp: Checkpoint) -> str:
     """What the scrubber replaced when this checkpoint was saved: counts by rule, never values."""
     counts = cp.scrub_report.by_rule()
     return ", ".join(f"{shown(rule)} x{n}" for rule, n in counts.items()) or "nothing"
+
+
+def _waiting_questions(store: Store, page: Page[RunInfo]) -> dict[str, str]:
+    """What each waiting run of the page asks (its head's pending question), by run id.
+
+    One load per waiting run, messages' blobs left in the store; a head that
+    cannot be read says so instead of failing the listing.
+    """
+    asked: dict[str, str] = {}
+    for run in page:
+        if run.status is not Status.WAITING:
+            continue
+        try:
+            head = store.load(run.run_id, migrate=False, fetch_blobs=False)
+        except NotFound:
+            continue  # deleted since it was listed
+        except SafepointError as exc:
+            asked[run.run_id] = f"(its checkpoint cannot be read: {type(exc).__name__})"
+            continue
+        text = cli_messages.question(head.pending_action)
+        if text is not None:
+            asked[run.run_id] = text
+    return asked
 
 
 def _run_dict(run: RunInfo) -> dict[str, Any]:
