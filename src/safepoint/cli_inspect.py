@@ -13,11 +13,13 @@ from rich.table import Table
 from rich.text import Text
 
 from safepoint.cli import _open, handle_errors, main, store_options
+from safepoint.cli_messages import describe, pending
 from safepoint.cli_migrations import load_chain, migrations_option
 from safepoint.cli_render import ID_LEN, cell, console, emit, say, shown, when
-from safepoint.errors import NotFound, SafepointError
+from safepoint.errors import Conflict, NotFound, SafepointError
 from safepoint.messagelist import thaw
 from safepoint.model import Checkpoint
+from safepoint.store import Store
 from safepoint.store.eager import all_runs
 from safepoint.testing.migrations import fixture_checkpoint, read_fixture
 from safepoint.visible import visible
@@ -32,9 +34,10 @@ _MESSAGE_LEN = 90
 @click.argument("run_id")
 @handle_errors
 def history(*, store_url: str, as_json: bool, run_id: str) -> None:
-    """List every checkpoint of a run, oldest first (headers only)."""
+    """List every checkpoint of a run, oldest first, with the action each one had pending."""
     with _open(store_url, read_only=True) as store:
         infos = store.history(run_id)
+        actions = {i.step: _pending_at(store, run_id, i.step) for i in infos}
     data = [
         {
             "step": i.step,
@@ -43,22 +46,33 @@ def history(*, store_url: str, as_json: bool, run_id: str) -> None:
             "messages": i.message_count,
             "created_at": i.created_at.isoformat(),
             "digest": i.digest,
+            "pending_action": actions[i.step],
         }
         for i in infos
     ]
 
     def render() -> None:
         table = Table(title=Text(f"history of {visible(run_id, max_len=ID_LEN)} ({len(infos)} checkpoints)"))
-        for column in ("step", "status", "version", "messages", "saved", "digest"):
+        for column in ("step", "status", "version", "messages", "saved", "digest", "pending action"):
             table.add_column(column)
         for i in infos:
             table.add_row(
                 str(i.step), cell(i.status.value), cell(i.schema_version), str(i.message_count),
-                when(i.created_at), cell(i.digest[:16]),
+                when(i.created_at), cell(i.digest[:16]), cell(pending(actions[i.step]), max_len=_MESSAGE_LEN),
             )  # fmt: skip
         console.print(table)
 
     emit(data, as_json, render)
+
+
+def _pending_at(store: Store, run_id: str, step: int) -> Any:
+    """The pending action of one step (a load, blobs left in the store); an unreadable step says so."""
+    try:
+        return store.load(run_id, step, migrate=False, fetch_blobs=False).pending_action
+    except NotFound:
+        return None  # pruned since it was listed
+    except SafepointError as exc:
+        return {"unreadable": type(exc).__name__}
 
 
 @main.command()
@@ -93,8 +107,8 @@ def diff(*, store_url: str, as_json: bool, run_id: str, step_a: int, step_b: int
             )
         console.print(table)
         for message in moved["added"][-10:]:
-            role = shown(message.get("role", "?"), max_len=_VALUE_LEN)
-            say(f"  + {role}: {shown(message.get('content'), max_len=_MESSAGE_LEN)}")
+            role, text = describe(message)  # tool calls and results too
+            say(f"  + {shown(role, max_len=_VALUE_LEN)}: {shown(text, max_len=_MESSAGE_LEN)}")
 
     emit(data, as_json, render)
 
@@ -203,7 +217,18 @@ def import_(
     if chain_spec:
         options["migrations"] = load_chain(chain_spec)
     with _open(store_url, **options) as store:
-        info = store.save(cp)
+        try:
+            info = store.save(cp)
+        except Conflict as exc:
+            if exc.head is None:
+                raise
+            raise Conflict(
+                cp.run_id,
+                cp.step,
+                exc.head,
+                detail=f"run {cp.run_id!r} already exists (at step {exc.head}); "
+                "import the fixture as a new run with --run-id NEW_ID",
+            ) from None
     emit(
         {"run_id": info.run_id, "step": info.step, "messages": info.message_count, "digest": info.digest},
         as_json,
