@@ -46,7 +46,7 @@ def scheme_of(url: object) -> str:
             raise InvalidURL(_sqlite_slashes(slashes))
         return "sqlite"
     if scheme in ("postgresql", "postgres"):
-        if slashes != 2:
+        if slashes < 2:  # three are libpq's own: postgresql:///dbname on the local socket
             raise InvalidURL(
                 "a PostgreSQL URL starts with postgresql:// "
                 f"(two slashes; this one has {slashes}): {POSTGRES_FORM}"
