@@ -1,19 +1,20 @@
-"""``safepoint gc``: apply retention, then delete blobs nothing references."""
+"""``safepoint gc``: apply retention, delete blobs nothing references, give the file its space back."""
 
 from __future__ import annotations
 
 import re
 from datetime import timedelta
+from typing import Any
 
 import click
 from rich.progress import Progress
-from rich.table import Table
 
 from safepoint.cli import _open, handle_errors, main, store_options
-from safepoint.cli_render import console, emit
+from safepoint.cli_render import console, emit, say
 from safepoint.errors import InvalidArgument
 from safepoint.model import Retention
 from safepoint.store.housekeeping import prune_store
+from safepoint.store.maintenance import FileSpace
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -38,6 +39,11 @@ def parse_duration(text: str | None, name: str) -> timedelta | None:
     "--delete-finished-after", default=None, metavar="DURATION", help="Delete finished runs this old (30d)."
 )
 @click.option("--grace", default="0s", show_default=True, metavar="DURATION", help="Spare blobs this young.")
+@click.option(
+    "--vacuum",
+    is_flag=True,
+    help="SQLite: then rewrite the file without its free pages (once, for a file that keeps them).",
+)
 @handle_errors
 def gc(
     *,
@@ -48,12 +54,19 @@ def gc(
     keep_for: str | None,
     delete_finished_after: str | None,
     grace: str,
+    vacuum: bool,
 ) -> None:
     """Prune checkpoints by retention, then delete blobs no checkpoint references.
 
     Without retention flags only runs with their own policy (set_retention)
     are pruned; blobs are always collected. Safe while agents are saving.
+    On SQLite the file then gives its free pages back; a file created before
+    safepoint made files that do (incremental auto-vacuum) needs one
+    --vacuum, which needs the store to itself and free disk about the
+    size of the file. --dry-run opens the store read-only and changes nothing.
     """
+    if vacuum and dry_run:
+        raise click.UsageError("--vacuum rewrites the file: it does not go with --dry-run")
     policy = None
     if keep_last is not None or keep_for is not None or delete_finished_after is not None:
         policy = Retention(
@@ -62,38 +75,95 @@ def gc(
             delete_finished_after=parse_duration(delete_finished_after, "delete-finished-after"),
         )
     wait = parse_duration(grace, "grace") or timedelta(0)
-    with _open(store_url) as store, Progress(console=console, disable=as_json) as bar:
-        task = bar.add_task("pruning runs", total=None)
-        pruned = prune_store(
-            store, policy, dry_run=dry_run, progress=lambda d, t: bar.update(task, completed=d, total=t)
-        )
-        bar.update(task, description="collecting blobs")
-        collected = store.collect_garbage(grace=wait, dry_run=dry_run)
+    vacuumed: FileSpace | None = None
+    with _open(store_url, read_only=dry_run) as store:
+        if vacuum and store.driver.dialect != "sqlite":
+            raise click.UsageError(
+                "--vacuum is for SQLite: PostgreSQL reuses freed space after autovacuum"
+                " (VACUUM FULL is a database administrator's call)"
+            )
+        with Progress(console=console, disable=as_json or not console.is_terminal, transient=True) as bar:
+            task = bar.add_task("pruning runs", total=None)
+            pruned = prune_store(
+                store, policy, dry_run=dry_run, progress=lambda d, t: bar.update(task, completed=d, total=t)
+            )
+            bar.update(task, description="collecting blobs")
+            collected = store.collect_garbage(grace=wait, dry_run=dry_run)
+        if vacuum:
+            size = _size(collected.database.bytes_after if collected.database else 0)
+            click.echo(
+                f"vacuum: rewriting the database file ({size}) in full. It needs the store to itself"
+                f" (saves wait until it is done) and about {size} of free disk space.",
+                err=True,
+            )
+            vacuumed = store.vacuum()
+    space = vacuumed or collected.database
     data = {
         "dry_run": dry_run,
         "runs": pruned.runs,
         "checkpoints_pruned": pruned.checkpoints_pruned,
         "rows_deleted": pruned.rows_deleted,
+        "row_bytes_deleted": pruned.bytes_deleted,
         "runs_deleted": pruned.runs_deleted,
         "blobs_deleted": collected.blobs_deleted,
         "bytes_freed": collected.bytes_freed,
         "blobs_kept": collected.blobs_kept,
+        "database": None if space is None else _space_dict(space, collected.database),
+        "vacuumed": vacuumed is not None,
+    }
+    start = collected.database.bytes_before if collected.database is not None else None
+    emit(data, as_json, lambda: _summary(data, space, start, dry_run))
+
+
+def _space_dict(space: FileSpace, before: FileSpace | None) -> dict[str, int | bool]:
+    start = before.bytes_before if before is not None else space.bytes_before
+    return {
+        "bytes_before": start,
+        "bytes_after": space.bytes_after,
+        "bytes_freed": start - space.bytes_after,
+        "free_bytes": space.free_bytes,
+        "reclaims": space.reclaims,
     }
 
-    def render() -> None:
-        table = Table(
-            title="safepoint gc" + (" (dry run: nothing changed)" if dry_run else ""), show_header=False
-        )
-        for key in (
-            "runs",
-            "checkpoints_pruned",
-            "rows_deleted",
-            "blobs_deleted",
-            "bytes_freed",
-            "blobs_kept",
-        ):
-            table.add_row(key.replace("_", " "), f"{data[key]:,}")
-        table.add_row("runs deleted", str(len(pruned.runs_deleted)))
-        console.print(table)
 
-    emit(data, as_json, render)
+def _summary(data: dict[str, Any], space: FileSpace | None, start: int | None, dry: bool) -> None:
+    """What gc did, in plain words (what it would do, for a dry run); ``start``: the file's size before."""
+    pruned, deleted = ("would prune", "would delete") if dry else ("pruned", "deleted")
+    say("safepoint gc" + (" (dry run: nothing changed)" if dry else ""))
+    stored = _size(data["row_bytes_deleted"])
+    runs, checkpoints = _n(data["runs"], "run"), _n(data["checkpoints_pruned"], "checkpoint")
+    say(f"  retention: {runs} looked at; {pruned} {checkpoints}")
+    say(f"    {deleted} {_n(data['rows_deleted'], 'checkpoint row')} and headers: {stored} of stored data")
+    if data["runs_deleted"]:
+        say(f"    {deleted} {_n(len(data['runs_deleted']), 'finished run')} whole")
+    blobs, freed = _n(data["blobs_deleted"], "blob"), _size(data["bytes_freed"])
+    say(f"  blobs: {deleted} {blobs} that no checkpoint references ({freed}); {data['blobs_kept']:,} kept")
+    if space is None or start is None:
+        say("  database: PostgreSQL reuses the space of deleted rows after autovacuum")
+        return
+    free = _size(space.free_bytes)
+    if dry:
+        keeps = "gives them back" if space.reclaims else "keeps them (safepoint gc --vacuum shrinks it once)"
+        say(f"  database file: {_size(start)}, {free} of it free pages; it {keeps}")
+        return
+    given = _size(max(start - space.bytes_after, 0))
+    say(f"  database file: {_size(start)} -> {_size(space.bytes_after)} ({given} given back to the disk)")
+    if not space.reclaims and space.free_bytes:
+        say(f"    it keeps {free} of free pages, which SQLite reuses: it was created without incremental")
+        say("    auto-vacuum; safepoint gc --vacuum shrinks it once")
+
+
+def _n(count: int, thing: str) -> str:
+    return f"{count:,} {thing}" + ("" if count == 1 else "s")
+
+
+def _size(count: int) -> str:
+    """Bytes for people: 512 bytes, 12.3 kB, 4.5 MB, 1.2 GB (powers of 1,000)."""
+    if count < 1000:
+        return f"{count:,} bytes"
+    for unit in ("kB", "MB", "GB", "TB"):
+        count_f = count / 1000
+        if count_f < 1000 or unit == "TB":
+            return f"{count_f:.1f} {unit}"
+        count = int(count_f)
+    raise AssertionError("unreachable")

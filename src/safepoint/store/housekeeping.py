@@ -28,10 +28,13 @@ class PruneReport:
     rows_deleted: int = 0
     runs_deleted: list[str] = field(default_factory=list)
     dry_run: bool = False
+    # Stored bytes of the rows and headers removed (``PruneResult.bytes_deleted``).
+    bytes_deleted: int = 0
 
     def add(self, result: PruneResult) -> None:
         self.checkpoints_pruned += len(result.pruned_steps)
         self.rows_deleted += result.rows_deleted
+        self.bytes_deleted += result.bytes_deleted
         if result.run_deleted:
             self.runs_deleted.append(result.run_id)
 
