@@ -324,7 +324,9 @@ def current_version(chain: MigrationChain | None, schema_version: Any = None) ->
     Both given, they must agree (``InvalidArgument`` otherwise): one store
     cannot have two current versions.
     """
-    if schema_version is not None and (not _is_int(schema_version) or not 1 <= schema_version <= _MAX_VERSION):
+    if schema_version is not None and (
+        not _is_int(schema_version) or not 1 <= schema_version <= _MAX_VERSION
+    ):
         raise InvalidArgument(f"schema_version must be an int from 1 to {_MAX_VERSION}")
     if chain is None:
         return 1 if schema_version is None else schema_version
