@@ -1,24 +1,46 @@
-"""What OpenTelemetry costs a save: client CPU per save with the observer on vs off.
+"""What OpenTelemetry costs a save: client CPU per save with the observer on vs off (issue 14).
 
-    .venv/bin/python bench/otel_section.py                 # 2,000 saves x 5 reps, memory:// and SQLite
-    .venv/bin/python bench/otel_section.py --saves 500 --reps 2
+    .venv/bin/python bench/otel_section.py                    # 2,000 saves x 5 reps, SQLite
+    .venv/bin/python bench/otel_section.py --saves 2000 --reps 3
+    .venv/bin/python bench/run.py --otel-only                  # the same, as make bench runs it
 
-CPU is ``time.process_time`` (every thread of this process, so a batching
-span processor's export thread would be counted too) over ``saves`` saves of
-one growing run, each appending a user and an assistant message, built the
-way users build them (``cp.next()`` and an append). "on" is
-``OpenTelemetryObserver`` on the real SDK with a ``SimpleSpanProcessor``
-into an ``InMemorySpanExporter`` (every span exported as it ends: the
-dearest in-process setup) and a ``MeterProvider`` with an
-``InMemoryMetricReader``; "off" is the default observer. "absent" runs the
-"off" loop in a child process where OpenTelemetry cannot be imported, to
-show the extra's absence changes nothing. Configurations alternate within
-each rep, each in a fresh process, and the median rep is reported. The issue's target: on <= 1.1x off.
+The workload is the agent every other SQLite section is fed
+(``agent_workload``: two messages a step, ~500-byte replies, a ~50 KB tool
+output every tenth step; about 6 KB a step on average), saved the way users
+save it (``cp.next()``, the step applied, ``store.save``) into a SQLite file
+store with the default options. Only ``store.save`` is timed, with
+``time.process_time``: every thread of the process, so a span processor's
+export thread counts too.
+
+Six stores take turns in one process, each on its own file and run, in
+blocks of ``BLOCK`` saves whose order rotates, so that a change in the
+machine's speed (it is shared) falls on all of them alike:
+
+- ``off``: the default observer (what every user without OpenTelemetry gets);
+- ``hook``: ``safepoint.observe.NoObserver()``, an observer that does nothing:
+  what safepoint's own side of the hook costs;
+- ``traces``: ``OpenTelemetryObserver`` with a ``TracerProvider``
+  and a ``BatchSpanProcessor`` (the processor a production user configures)
+  into an ``InMemorySpanExporter``, metrics off;
+- ``metrics``: the same with a ``MeterProvider`` and an ``InMemoryMetricReader``,
+  traces off;
+- ``on``: both, as a user turns OpenTelemetry on (the target's configuration);
+- ``sampled``: ``on`` with the sampler many production users set,
+  ``ParentBased(TraceIdRatioBased(0.1))``: one trace in ten recorded.
+
+After each block of a store with spans, its processor is flushed inside
+the timer (the export is counted) and the exporter cleared outside it (an
+in-memory exporter keeps every span; a real one sends them away). Each rep
+is a fresh process; the ratio reported is the median of the reps' own
+on/off ratios. "extra absent" runs the ``off`` loop in a process where
+OpenTelemetry cannot be imported, and checks that nothing imported it. The
+issue's target: on <= 1.1x off.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import subprocess
 import sys
@@ -28,119 +50,230 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from safepoint import Checkpoint, open_store
+BENCH_DIR = Path(__file__).resolve().parent
+if str(BENCH_DIR) not in sys.path:  # run as a script or from bench/run.py
+    sys.path.insert(0, str(BENCH_DIR))
 
-BACKENDS = ("memory", "sqlite")
+import agent_workload  # noqa: E402
+
+from safepoint import Checkpoint, open_store  # noqa: E402
+from safepoint.observe import NoObserver  # noqa: E402
+
+CONFIGS = ("off", "hook", "traces", "metrics", "on", "sampled")
+SAMPLED = 0.1  # the ratio of the ``sampled`` configuration
+BLOCK = 50  # saves per turn
+PROCESSOR = "BatchSpanProcessor"
+TARGET = 1.1
 
 
 @dataclass(frozen=True)
 class OtelResult:
     backend: str
     saves: int
-    off_us: float  # median CPU microseconds per save, observer off
-    on_us: float  # the same with OpenTelemetry on
+    reps: int
+    step_bytes: float  # mean JSON bytes of the messages a step adds
+    us: dict[str, float]  # median CPU microseconds per save, by configuration
+    ratio: float  # median over reps of on / off
+    ratios: list[float]  # each rep's on / off
     absent_us: float  # off, in a process without OpenTelemetry
 
-    @property
-    def ratio(self) -> float:
-        return self.on_us / self.off_us
+    def part(self, config: str, base: str) -> float:
+        return self.us[config] - self.us[base]
 
 
-def _url(backend: str, folder: Path, tag: str) -> str:
-    return "memory://" if backend == "memory" else f"sqlite:///{folder}/{tag}.db"
-
-
-def cpu_per_save(url: str, saves: int, observer: Any = None) -> float:
-    """CPU microseconds per save over ``saves`` saves of one growing run."""
-    options = {} if observer is None else {"observer": observer}
-    store = open_store(url, **options)
-    cp = Checkpoint(run_id="bench-otel", messages=[{"role": "system", "content": "You are a careful agent."}])
-    store.save(cp)  # the first save creates the run: not what is timed
-    began = time.process_time()
-    for step in range(saves):
-        cp = cp.next()
-        cp.messages.append({"role": "user", "content": f"step {step}: look up the order status please"})
-        cp.messages.append({"role": "assistant", "content": f"order {step} shipped; tracking follows"})
-        cp.counters = {"tokens_in": 40 * step, "tokens_out": 25 * step}
-        store.save(cp)
-    spent = time.process_time() - began
-    store.close()
-    return spent / saves * 1e6
-
-
-def _otel_observer() -> tuple[Any, Any, Any]:
-    from opentelemetry.sdk.metrics import MeterProvider  # noqa: PLC0415  (the extra may be absent)
+def _observer(config: str) -> tuple[Any, Any]:
+    """The store's observer for ``config`` and what flushes its spans (or None)."""
+    if config == "off":
+        return None, None
+    if config == "hook":
+        return NoObserver(), None
+    # The extra may be absent where this module is imported: import only here.
+    from opentelemetry.metrics import NoOpMeterProvider  # noqa: PLC0415
+    from opentelemetry.sdk.metrics import MeterProvider  # noqa: PLC0415
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: PLC0415
     from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: PLC0415
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor  # noqa: PLC0415
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: PLC0415
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased  # noqa: PLC0415
+    from opentelemetry.trace import NoOpTracerProvider  # noqa: PLC0415
 
     from safepoint.observe_otel import OpenTelemetryObserver  # noqa: PLC0415
 
-    exporter = InMemorySpanExporter()
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
-    meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
-    return OpenTelemetryObserver(tracer_provider, meter_provider), tracer_provider, meter_provider
+    tracer_provider: Any = NoOpTracerProvider()
+    meter_provider: Any = NoOpMeterProvider()
+    flush = None
+    if config in ("traces", "on", "sampled"):
+        exporter = InMemorySpanExporter()
+        sampler = ParentBased(TraceIdRatioBased(SAMPLED)) if config == "sampled" else None
+        tracer_provider = TracerProvider(sampler=sampler)
+        tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
+        flush = (tracer_provider.force_flush, exporter.clear)
+    if config in ("metrics", "on", "sampled"):
+        meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    return OpenTelemetryObserver(tracer_provider, meter_provider), flush
 
 
-# Each measurement runs in a fresh process, so none inherits another's heap
-# (the in-memory exporter keeps every span, which slows the garbage collector
-# for whatever runs after it in the same process).
+class _Lane:
+    """One store saving the agent's run, timed block by block."""
+
+    def __init__(self, config: str, url: str) -> None:
+        observer, self.flush = _observer(config)
+        self.store = open_store(url, **({} if observer is None else {"observer": observer}))
+        self.cp = Checkpoint(run_id=f"bench-otel-{config}")
+        self.store.save(self.cp)  # step 0 creates the run: not timed
+        self.cpu = 0.0
+
+    def block(self, steps: list[agent_workload.AgentStep]) -> None:
+        store, cp, cpu = self.store, self.cp, 0.0
+        for agent_step in steps:
+            cp = cp.next()
+            agent_step.apply(cp)
+            began = time.process_time()
+            store.save(cp)
+            cpu += time.process_time() - began
+        if self.flush is not None:
+            force_flush, clear = self.flush
+            began = time.process_time()
+            force_flush()
+            cpu += time.process_time() - began
+            clear()
+        self.cp = cp
+        self.cpu += cpu
+
+
+def measure(url_of: dict[str, str], saves: int, configs: tuple[str, ...]) -> dict[str, float]:
+    """CPU microseconds per save of each configuration, taking turns in this process."""
+    steps = agent_workload.build(saves).steps
+    lanes = {config: _Lane(config, url_of[config]) for config in configs}
+    for turn, first in enumerate(range(0, saves, BLOCK)):
+        shift = turn % len(configs)
+        for config in configs[shift:] + configs[:shift]:  # rotate: no configuration always first
+            lanes[config].block(steps[first : first + BLOCK])
+    for lane in lanes.values():
+        lane.store.close()
+    return {config: lane.cpu / saves * 1e6 for config, lane in lanes.items()}
+
+
 _CHILD = """
-import sys
+import json, sys
 if {absent}:
-    sys.modules["opentelemetry"] = None
+    sys.modules["opentelemetry"] = None  # as if the extra were not installed
 sys.path.insert(0, {bench!r})
 import otel_section
-observer = otel_section._otel_observer()[0] if {on} else None
-print(otel_section.cpu_per_save({url!r}, {saves}, observer))
+result = otel_section.measure({urls!r}, {saves}, {configs!r})
+if {absent}:
+    imported = [m for m in sys.modules if m.startswith("opentelemetry") and sys.modules[m] is not None]
+    assert not imported, imported
+print(json.dumps(result))
 """
 
 
-def _measure(kind: str, url: str, saves: int) -> float:
-    script = _CHILD.format(
-        absent=kind == "absent", on=kind == "on", bench=str(Path(__file__).parent), url=url, saves=saves
-    )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    return float(done.stdout.split()[-1])
+def _child(urls: dict[str, str], saves: int, configs: tuple[str, ...], absent: bool) -> dict[str, float]:
+    script = _CHILD.format(absent=absent, bench=str(BENCH_DIR), urls=urls, saves=saves, configs=configs)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"otel bench child failed:\n{done.stderr}")
+    result: dict[str, float] = json.loads(done.stdout.splitlines()[-1])
+    return result
 
 
-def run(saves: int = 2000, reps: int = 5, backends: tuple[str, ...] = BACKENDS) -> list[OtelResult]:
+def _urls(backend: str, folder: Path, tag: str, configs: tuple[str, ...]) -> dict[str, str]:
+    if backend == "memory":
+        return dict.fromkeys(configs, "memory://")
+    return {config: f"sqlite:///{folder}/{tag}-{config}.db" for config in configs}
+
+
+def run(saves: int = 2000, reps: int = 5, backends: tuple[str, ...] = ("sqlite",)) -> list[OtelResult]:
+    workload = agent_workload.build(saves)
+    step_bytes = workload.content_json_bytes() / saves
     results = []
     with tempfile.TemporaryDirectory(prefix="safepoint-otel-") as tmp:
         folder = Path(tmp)
         for backend in backends:
-            times: dict[str, list[float]] = {"off": [], "on": [], "absent": []}
-            kinds = list(times)
+            times: dict[str, list[float]] = {config: [] for config in CONFIGS}
+            absent: list[float] = []
             for rep in range(reps):
-                for kind in kinds[rep % 3 :] + kinds[: rep % 3]:  # rotate: no kind always first
-                    times[kind].append(_measure(kind, _url(backend, folder, f"{kind}{rep}"), saves))
-            off, on, absent = (statistics.median(times[kind]) for kind in kinds)
-            results.append(OtelResult(backend, saves, off, on, absent))
+                # The process without the extra runs first on odd reps, second on even ones.
+                order = (False, True) if rep % 2 == 0 else (True, False)
+                for without in order:
+                    if without:
+                        urls = _urls(backend, folder, f"absent{rep}", ("off",))
+                        absent.append(_child(urls, saves, ("off",), absent=True)["off"])
+                    else:
+                        paired = _child(_urls(backend, folder, f"r{rep}", CONFIGS), saves, CONFIGS, False)
+                        for config in CONFIGS:
+                            times[config].append(paired[config])
+            ratios = [on / off for on, off in zip(times["on"], times["off"], strict=True)]
+            results.append(
+                OtelResult(
+                    backend=backend,
+                    saves=saves,
+                    reps=reps,
+                    step_bytes=step_bytes,
+                    us={config: statistics.median(values) for config, values in times.items()},
+                    ratio=statistics.median(ratios),
+                    ratios=ratios,
+                    absent_us=statistics.median(absent),
+                )
+            )
     return results
 
 
-def render(results: list[OtelResult]) -> str:
-    lines = [
-        "| backend | saves | CPU/save off | CPU/save on (OTel) | on / off | extra absent |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+def render(results: list[OtelResult], *, command: str, heading: bool = True) -> str:
+    """The Markdown section: the table, then where the difference goes."""
+    lines = ["## OpenTelemetry: client CPU per save (issue 14)", ""] if heading else []
+    first = results[0]
+    lines += [
+        f"`{command}`: {first.saves:,} saves of the agent workload (about {first.step_bytes / 1000:.1f} KB "
+        "of messages a step: two messages, a ~50 KB tool output every tenth step) into a store with the "
+        "default options; CPU is `time.process_time` around each `store.save` (every thread of the "
+        f"process). Traces: `TracerProvider` + `{PROCESSOR}` + `InMemorySpanExporter`, flushed inside "
+        "the timer after every block; metrics: `MeterProvider` + `InMemoryMetricReader`. The six "
+        f"configurations take turns in one process in blocks of {BLOCK} saves; medians of "
+        f"{first.reps} processes. Target: on <= {TARGET}x off.",
+        "",
+        "| backend | off | hook, no-op observer | traces only | metrics only | on (traces + metrics) "
+        f"| on / off | on, {SAMPLED:.0%} of traces sampled | extra absent |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in results:
+        us = r.us
+        lines.append(
+            f"| {r.backend} | {us['off']:.1f} us | {us['hook']:.1f} us | {us['traces']:.1f} us "
+            f"| {us['metrics']:.1f} us | {us['on']:.1f} us | **{r.ratio:.3f}x** "
+            f"({', '.join(f'{x:.2f}' for x in r.ratios)}) "
+            f"| {us['sampled']:.1f} us ({us['sampled'] / us['off']:.2f}x) | {r.absent_us:.1f} us |"
+        )
+    lines += ["", "Where the difference goes (differences of the medians above, per save):", ""]
+    lines += [
+        "| backend | safepoint's hook | spans (SDK) | metrics (SDK) | on - off |",
+        "| --- | ---: | ---: | ---: | ---: |",
     ]
     for r in results:
         lines.append(
-            f"| {r.backend} | {r.saves:,} | {r.off_us:.1f} us | {r.on_us:.1f} us | {r.ratio:.2f}x "
-            f"| {r.absent_us:.1f} us |"
+            f"| {r.backend} | {r.part('hook', 'off'):+.1f} us | {r.part('traces', 'hook'):+.1f} us "
+            f"| {r.part('metrics', 'hook'):+.1f} us | {r.part('on', 'off'):+.1f} us |"
         )
+    lines += [
+        "",
+        '"extra absent" is the `off` loop in a process where `opentelemetry` cannot be imported '
+        "(checked: nothing imported it); it differs from `off` by the noise between processes.",
+        "",
+    ]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--saves", type=int, default=2000)
     parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--backend", choices=BACKENDS, action="append")
+    parser.add_argument(
+        "--backend", choices=("sqlite", "memory"), action="append", help="sqlite (default); memory too"
+    )
     args = parser.parse_args(argv)
-    print(render(run(args.saves, args.reps, tuple(args.backend or BACKENDS))))
+    given = sys.argv[1:] if argv is None else argv
+    command = " ".join([".venv/bin/python bench/otel_section.py", *given])
+    print(render(run(args.saves, args.reps, tuple(args.backend or ("sqlite",))), command=command))
     return 0
 
 

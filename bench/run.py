@@ -5,6 +5,7 @@
     .venv/bin/python bench/run.py --no-postgres              # the SQLite sections only
     .venv/bin/python bench/run.py --adapter-only --steps 300 # the LangGraph adapter section alone
     .venv/bin/python bench/run.py --scale-only               # 10,000 runs, 32 worker processes alone
+    .venv/bin/python bench/run.py --otel-only                # OpenTelemetry's CPU per save alone
 
 Sections are separate modules, run in this order: the store on SQLite
 (``sqlite_store``, with the default options and the variants in
@@ -14,7 +15,9 @@ Sections are separate modules, run in this order: the store on SQLite
 (``postgres_section``), which needs a server (``--pg-url``); when none
 answers, the report says so and the run goes on. ``report`` renders them;
 the scale section (``scale_section``: queued runs, worker processes, one
-PostgreSQL, direct and through PgBouncer) renders itself, appended last.
+PostgreSQL, direct and through PgBouncer) and the OpenTelemetry section
+(``otel_section``: client CPU per save with the observer on and off) render
+themselves, appended last in that order.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import agent_workload
 import blob_section
 import langgraph_sqlite
 import machine
+import otel_section
 import pg_server
 import postgres_section
 import report
@@ -57,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.scale_only:  # needs none of the agent workload the other sections build
         return _finish(_scale(args), args, workdir)
+    if args.otel_only:  # builds its own workload, in its own processes
+        return _finish(_otel(args), args, workdir)
     began = time.perf_counter()
     described = machine.describe(workdir)  # now: it names the code this process imported
     workload = agent_workload.build(steps)
@@ -142,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         breakdown=breakdown,
     )
     scale = "" if args.no_postgres or args.no_scale else "\n" + _scale(args)
-    return _finish(report.render(results) + scale, args, workdir)
+    otel = "" if args.no_otel else "\n" + _otel(args)
+    return _finish(report.render(results) + scale + otel, args, workdir)
 
 
 def _scale(args: argparse.Namespace) -> str:
@@ -159,6 +166,17 @@ def _scale(args: argparse.Namespace) -> str:
     given = sys.argv[1:]
     command = "make bench" if given == ["--out", "docs/benchmarks.md"] else " ".join(["bench/run.py", *given])
     return scale_section.render(result, command=command) + "\n"
+
+
+def _otel(args: argparse.Namespace) -> str:
+    """The OpenTelemetry section (CPU per save, observer on vs off, SQLite), rendered."""
+    saves = args.otel_saves or (500 if args.quick else 2000)
+    reps = args.otel_reps or (1 if args.quick else 5)
+    results = otel_section.run(saves=saves, reps=reps)
+    _log(f"otel: on/off {results[0].ratio:.3f}x over {reps} processes of {saves} saves")
+    given = sys.argv[1:]
+    command = "make bench" if given == ["--out", "docs/benchmarks.md"] else " ".join(["bench/run.py", *given])
+    return otel_section.render(results, command=command)
 
 
 def _adapter_only(args: argparse.Namespace, workload: Any, workdir: Path, probes: tuple[int, ...]) -> int:
@@ -211,6 +229,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--scale-only", action="store_true", help="run and print only the scale section")
     parser.add_argument("--no-scale", action="store_true", help="skip the scale section")
+    parser.add_argument(
+        "--otel-only", action="store_true", help="run and print only the OpenTelemetry section"
+    )
+    parser.add_argument("--no-otel", action="store_true", help="skip the OpenTelemetry section")
+    parser.add_argument("--otel-saves", type=int, help="saves per OpenTelemetry process (default 2,000)")
+    parser.add_argument("--otel-reps", type=int, help="OpenTelemetry processes (default 5)")
     parser.add_argument("--scale-runs", type=int, help="queued runs (default 10,000; 2,000 with --quick)")
     parser.add_argument("--scale-workers", type=int, default=32, help="worker processes (default 32)")
     parser.add_argument("--scale-steps", type=int, default=2, help="steps each run saves (default 2)")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry import trace
 
 # The otel extra is part of what `make test` installs: a missing SDK is an error here, never a skip.
 from opentelemetry.sdk.metrics import MeterProvider
@@ -19,7 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
-from opentelemetry.trace import StatusCode
+from opentelemetry.trace import NoOpTracerProvider, StatusCode
 
 import safepoint
 from safepoint import Checkpoint, Conflict, LeaseLost, MigrationChain, Status, open_async_store, open_store
@@ -443,3 +444,20 @@ print(sorted(m for m in sys.modules if m.startswith("opentelemetry")))
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_spans_inside_a_call_are_its_children_and_a_no_op_tracer_hides_nothing(telemetry: Telemetry) -> None:
+    """Inside an observed call its span is current (a database driver's spans nest under it);
+    with traces off (a no-op tracer) the caller's span stays current instead."""
+    agent = telemetry.tracer_provider.get_tracer("agent")
+    with agent.start_as_current_span("agent.step") as caller:
+        with telemetry.observer().span("safepoint.save", {"safepoint.backend": "memory"}):
+            agent.start_span("driver.query").end()
+        metrics_only = OpenTelemetryObserver(NoOpTracerProvider(), telemetry.meter_provider)
+        with metrics_only.span("safepoint.save", {"safepoint.backend": "memory"}):
+            assert trace.get_current_span().get_span_context() == caller.get_span_context()
+    save = telemetry.finished("safepoint.save")[0]
+    query = telemetry.finished("driver.query")[0]
+    assert query.parent is not None
+    assert save.context is not None
+    assert query.parent.span_id == save.context.span_id

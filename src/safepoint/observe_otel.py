@@ -92,10 +92,13 @@ class _Span:
             # Outcome and status are set on exit, from the error's type only:
             # a recorded exception would carry its message and traceback.
             span = self._tracer.start_span(self._name, record_exception=False, set_status_on_exception=False)
-            # Current even when not recording, so that spans inside the call
-            # (a database driver's) are its children and share its sampling.
-            self._token = otel_context.attach(trace.set_span_in_context(span))
             self._span = span
+            # Current even when not recording, so that spans inside the call
+            # (a database driver's) are its children and share its sampling;
+            # but not a no-op tracer's invalid span, which would hide the
+            # caller's span from them.
+            if span.get_span_context().is_valid:
+                self._token = otel_context.attach(trace.set_span_in_context(span))
             if span.is_recording():
                 attributes = self._attributes
                 if self._ids or _NO_IDS(attributes):
