@@ -18,6 +18,7 @@ this checkout's packages.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -341,6 +342,24 @@ def test_read_only_open_of_a_missing_or_foreign_store_raises_store_not_found(tmp
         safepoint.open_store(url, read_only="yes")
 
 
+def test_a_store_at_an_older_ddl_revision_is_not_upgraded_by_a_read_only_open(tmp_path: Path) -> None:
+    """Read-only cannot upgrade: it says to open the store for writing once, and leaves the file as it was."""
+    db = tmp_path / "old.db"
+    with safepoint.open_store(f"sqlite:///{db}"):
+        pass
+    conn = sqlite3.connect(db)
+    conn.execute(
+        "DELETE FROM safepoint_ddl_revisions"
+        " WHERE revision = (SELECT max(revision) FROM safepoint_ddl_revisions)"
+    )
+    conn.commit()
+    conn.close()
+    before = db.read_bytes()
+    with pytest.raises(safepoint.StoreError, match="open it once for writing"):
+        safepoint.open_store(f"sqlite:///{db}", read_only=True)
+    assert db.read_bytes() == before
+
+
 # -- PostgreSQL ------------------------------------------------------------------
 
 
@@ -406,6 +425,32 @@ def test_a_schema_without_safepoints_tables_is_said_and_left_empty(postgres_dsn:
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         tables = conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = %s", (pg_schema,)).fetchone()
     assert tables == (0,)
+
+
+def test_read_only_postgres_stores_sync_and_async(postgres_dsn: str, pg_schema: str) -> None:
+    """read_only=True on PostgreSQL: reads work, writes are refused before any statement, sync and async."""
+    with pytest.raises(StoreNotFound, match="has no schema"):
+        asyncio.run(safepoint.open_async_store(postgres_dsn, schema=pg_schema, read_only=True))
+    with safepoint.open_store(postgres_dsn, schema=pg_schema, max_size=1) as store:
+        two_steps(store)
+    with safepoint.open_store(postgres_dsn, schema=pg_schema, read_only=True, max_size=1) as store:
+        assert store.load("r").state == {"n": 1}
+        with pytest.raises(safepoint.StoreError, match="read_only=True"):
+            store.save(store.load("r").next())
+
+    async def main() -> None:
+        store = await safepoint.open_async_store(
+            f"{postgres_dsn}?schema={pg_schema}", read_only=True, max_size=1
+        )
+        try:
+            cp = await store.load("r")
+            assert cp.step == 1
+            with pytest.raises(safepoint.StoreError, match="read_only=True"):
+                await store.save(cp.next())
+        finally:
+            await store.close()
+
+    asyncio.run(main())
 
 
 @pytest.fixture
