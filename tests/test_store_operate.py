@@ -7,6 +7,7 @@ import asyncio
 import os
 import sqlite3
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +46,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
         path = tmp_path / "ops.db"
 
         def corrupt_sqlite(run_id: str, step: int) -> None:
-            with sqlite3.connect(path) as conn:
+            with closing(sqlite3.connect(path)) as conn, conn:
                 (ref,) = conn.execute("SELECT id FROM safepoint_runs WHERE run_id = ?", (run_id,)).fetchone()
                 conn.execute(
                     "UPDATE safepoint_checkpoints SET digest = zeroblob(32) WHERE id = ?",
@@ -264,7 +265,7 @@ def test_gc_gives_a_new_sqlite_file_its_space_back(tmp_path: Path) -> None:
 def test_vacuum_shrinks_a_file_created_without_auto_vacuum(tmp_path: Path) -> None:
     """An older file keeps its free pages through gc; one vacuum() shrinks it and makes it incremental."""
     path = tmp_path / "old.db"
-    with sqlite3.connect(path) as conn:  # as safepoint created files before: auto_vacuum NONE
+    with closing(sqlite3.connect(path)) as conn, conn:  # as safepoint created files before: auto_vacuum NONE
         conn.execute("PRAGMA auto_vacuum = NONE")
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("CREATE TABLE unrelated (x)")
