@@ -166,13 +166,17 @@ class PgBouncer:
                 "--clear-groups",
                 *command,
             ]
-        self._process = subprocess.Popen(
-            command, cwd=self.folder, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
+        # stderr to a file, never a pipe: PgBouncer logs every login there too,
+        # and once a pipe nobody reads is full (64 KiB) it blocks in write() and
+        # every client hangs — a wedged pooler the test would blame on the library.
+        with open(self.folder / "pgbouncer.stderr", "ab") as stderr:
+            self._process = subprocess.Popen(
+                command, cwd=self.folder, stdout=subprocess.DEVNULL, stderr=stderr
+            )
         deadline = time.monotonic() + timeout
         while True:
             if self._process.poll() is not None:
-                stderr = self._process.stderr.read().decode(errors="replace") if self._process.stderr else ""
+                stderr = (self.folder / "pgbouncer.stderr").read_text(errors="replace")
                 raise RuntimeError(
                     f"pgbouncer exited with {self._process.returncode}:\n{stderr}\n{self.log()}"
                 )
@@ -198,8 +202,6 @@ class PgBouncer:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
-        if process.stderr is not None:
-            process.stderr.close()
 
     def restart(self) -> None:
         """Stop and start again on the same port: clients see dropped connections, then a fresh pooler."""

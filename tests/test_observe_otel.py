@@ -409,12 +409,6 @@ def test_a_worker_makes_one_release_span_per_run(telemetry: Telemetry) -> None:
     assert {(s.attributes or {})["safepoint.outcome"] for s in released} == {"ok"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="worker.py counts safepoint.leases.lost again after the store counted the fenced-off save "
-    "(Worker._work); the fix is on worker.py's side: drop its own adds and wrap its release in "
-    "traced.around (see traced.around). Remove this marker with that change.",
-)
 def test_a_worker_counts_a_lost_lease_once(telemetry: Telemetry) -> None:
     """A lease lost mid-run (revoked: its save is fenced off) is one count of leases.lost, not two."""
     store = _worker_store(telemetry, 1)

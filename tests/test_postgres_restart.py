@@ -15,47 +15,20 @@ import sys
 import time
 from pathlib import Path
 
-import psycopg
 import pytest
 
 import safepoint
 from conftest_postgres import fresh_schema, require_postgres
 from safepoint import Checkpoint, Status
+from worker_databases import require_cluster, restart_postgres, wait_for_server
 
 HELPER = Path(__file__).parent / "helpers" / "torture_worker.py"
 pytestmark = pytest.mark.pg_restart
 
 
-def restart_postgres() -> None:
-    version = sorted(os.listdir("/etc/postgresql"))[-1]
-    subprocess.run(
-        ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-
-
-def wait_for_server(dsn: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with psycopg.connect(dsn, connect_timeout=2) as conn:
-                conn.execute("SELECT 1")
-            return
-        except psycopg.OperationalError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-
-
 def test_workers_survive_a_postgres_restart(tmp_path: Path) -> None:
     """4 workers run 200 runs while the server restarts twice: all finish, every acknowledged save is kept."""
-    if not Path("/etc/postgresql").is_dir() or os.geteuid() != 0:
-        message = "needs a local PostgreSQL cluster managed by pg_ctlcluster and root"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
+    require_cluster()
     dsn = require_postgres()
     runs, steps = 200, 5
     with fresh_schema(dsn) as schema:

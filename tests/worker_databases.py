@@ -1,15 +1,39 @@
-"""A PostgreSQL database of its own for a worker test (so a fault loop can target exactly its backends)."""
+"""PostgreSQL for the worker fault tests: a database of its own (so a fault loop can target
+exactly its backends), and the local cluster the restart tests knock down."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import psycopg
+import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+
+def require_cluster() -> None:
+    """A local cluster this test may restart (pg_ctlcluster, as root); under CI=true it must be there."""
+    if not Path("/etc/postgresql").is_dir() or os.geteuid() != 0:
+        message = "needs a local PostgreSQL cluster managed by pg_ctlcluster and root"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def restart_postgres() -> None:
+    version = sorted(os.listdir("/etc/postgresql"))[-1]
+    subprocess.run(
+        ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", "restart"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
 
 
 def wait_for_server(dsn: str, timeout: float = 60) -> None:

@@ -29,7 +29,7 @@ from typing import TypeVar
 
 from safepoint.errors import Conflict, NotFound, StoreUnavailable
 from safepoint.model import Checkpoint, CheckpointInfo, Lease
-from safepoint.observe import Observer
+from safepoint.observe import NO_OBSERVER, Observer
 from safepoint.store import AsyncStore, Store
 
 log = logging.getLogger("safepoint.retrying")
@@ -88,7 +88,7 @@ def call(
     operation: str,
     fn: Callable[[], T],
     *,
-    observer: Observer,
+    observer: Observer = NO_OBSERVER,
     policy: RetryPolicy = DEFAULT_POLICY,
     deadline: float | None = None,
     stop: threading.Event | None = None,
@@ -114,7 +114,7 @@ async def call_async(
     operation: str,
     fn: Callable[[], Awaitable[T]],
     *,
-    observer: Observer,
+    observer: Observer = NO_OBSERVER,
     policy: RetryPolicy = DEFAULT_POLICY,
     deadline: float | None = None,
 ) -> T:

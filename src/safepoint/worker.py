@@ -53,7 +53,7 @@ from safepoint import retrying
 from safepoint.errors import InvalidArgument, LeaseLost, SchemaTooNew, StoreUnavailable
 from safepoint.model import Checkpoint, CheckpointInfo, Lease, Status
 from safepoint.retrying import RetryPolicy
-from safepoint.store import Store, leases
+from safepoint.store import Store, calls, leases, traced
 from safepoint.store.leases import Attempts
 from safepoint.visible import ID_LEN, VisibleTracebacks, visible
 
@@ -185,7 +185,9 @@ class Worker:
         )
         if until is None or until > self.lease_seconds * 1_000_000:
             return None
-        return max(until / 1_000_000, 0.01)
+        # Look again at least every heartbeat: the run may be released (or
+        # finished) long before its lease would have expired.
+        return max(min(until / 1_000_000, self.heartbeat_seconds), 0.01)
 
     # -- one run ------------------------------------------------------------------
 
@@ -231,7 +233,8 @@ class Worker:
             done.set()
             beater.join()
         if job.lost.is_set():
-            self.store.observer.add("safepoint.leases.lost", 1, {})
+            # The store counted safepoint.leases.lost where it found out (the
+            # fenced save or heartbeat): not counted again here.
             log.warning("lost the lease on run %s; leaving it to its new owner", _shown(lease.run_id))
         elif failure is not None:
             self._failed_attempt(job.lease, failure)
@@ -275,13 +278,15 @@ class Worker:
                 retry_at=retry_at,
                 error=error,
             )
-            with self.store.observer.span("safepoint.release", self._attributes(lease)):
+            # Run on the driver (Store.release takes no attempts, retry_at or
+            # error), inside the store's own release span, which also counts
+            # a lost lease: one span and one count, as store.release reports.
+            with traced.around(self.store, calls.release, lease, status, requeue):
                 self.store.driver.run(op, write=True)
 
         try:
             self._call("release", release, deadline=_deadline(lease))
         except LeaseLost:
-            self.store.observer.add("safepoint.leases.lost", 1, {})
             log.warning("lease on run %s expired before release", _shown(lease.run_id))
         except StoreUnavailable:
             log.warning("could not release run %s; its lease will expire", _shown(lease.run_id))
@@ -310,15 +315,6 @@ class Worker:
         return retrying.call(
             operation, fn, observer=observer, policy=self.retry, deadline=deadline, stop=stop
         )
-
-    def _attributes(self, lease: Lease) -> dict[str, str | int | float | bool]:
-        attributes: dict[str, str | int | float | bool] = {
-            "safepoint.backend": getattr(self.store.driver, "dialect", "unknown"),
-            "safepoint.lease.epoch": lease.epoch,
-        }
-        if getattr(self.store.observer, "include_run_ids", False):
-            attributes["safepoint.run_id"] = lease.run_id
-        return attributes
 
     def _describe(self, exc: Exception) -> str:
         """``Type: message`` — the exception's own words, scrubbed and truncated."""

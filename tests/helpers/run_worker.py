@@ -23,7 +23,7 @@ import time
 from typing import Any
 
 import safepoint
-from safepoint import Job, MigrationChain, Run, Status, Worker
+from safepoint import Job, MigrationChain, Run, Status, Worker, retrying
 
 
 def lift(checkpoint: dict[str, Any]) -> dict[str, Any]:
@@ -37,7 +37,7 @@ def main() -> None:
     url, ledger_path, worker_id, steps, lease, max_attempts = sys.argv[1:7]
     step_delay = float(sys.argv[7]) if len(sys.argv) > 7 else 0.0
     total = int(steps)
-    logging.basicConfig(level=logging.CRITICAL)
+    logging.basicConfig(level=logging.ERROR)
     ledger = open(ledger_path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115  # lives as long as the process
 
     def handler(job: Job) -> Status | None:
@@ -62,7 +62,9 @@ def main() -> None:
     options = json.loads(os.environ.get("SAFEPOINT_TEST_STORE_OPTIONS", "{}"))
     if os.environ.get("SAFEPOINT_TEST_MIGRATE"):
         options["migrations"] = MigrationChain(current=2, migrations={1: lift})
-    store = safepoint.open_store(url, **options)
+    # A worker may start in the middle of an outage: opening the store raises
+    # StoreUnavailable then, and the documented answer is to retry it.
+    store = retrying.call("open", lambda: safepoint.open_store(url, **options))
     worker = Worker(
         store,
         handler,
