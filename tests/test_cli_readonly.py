@@ -136,10 +136,9 @@ def test_a_sqlite_file_without_safepoints_tables_is_said_and_left_alone(tmp_path
     conn.commit()
     conn.close()
     before = tree(tmp_path)
-    for command in (("runs",), ("show", "r")):
-        result = safepoint_cli(*command, "--store", f"sqlite:///{other}", cwd=tmp_path)
-        assert result.returncode == EXIT_NOT_FOUND, result.stderr
-        assert "a SQLite file without safepoint's tables" in result.stderr
+    result = safepoint_cli("show", "r", "--store", f"sqlite:///{other}", cwd=tmp_path)
+    assert result.returncode == EXIT_NOT_FOUND, result.stderr
+    assert "a SQLite file without safepoint's tables" in result.stderr
     after = tree(tmp_path)
     side_files = {"other.db-wal", "other.db-shm", "."}
     assert {k: v for k, v in after.items() if k not in side_files} == {
