@@ -277,3 +277,60 @@ def test_gc_dry_run_works_on_postgresql(folder: Path) -> None:
         assert vacuum.returncode == ExitCode.USAGE
         with safepoint.open_store(url) as store:
             assert len(store.history("long")) == 3
+
+
+@pytest.mark.parametrize(
+    ("message", "role", "text"),
+    [
+        ({"role": "assistant", "function_call": {"name": "f", "arguments": "{}"}}, "assistant", "call f({})"),
+        ({"role": "tool", "content": [{"type": "text", "text": "ok"}]}, "tool", "result ok"),
+        ({"type": "reasoning", "summary": [{"type": "summary_text", "text": "think"}]}, "reasoning", "think"),
+        ({"type": "web_search_call", "id": "ws", "status": "completed"}, "web search call", '"id":"ws"'),
+        (
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hi"}]},
+            "assistant",
+            "hi",
+        ),
+        (
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t", "is_error": True, "content": "boom"}],
+            },
+            "user",
+            "error result [t] boom",
+        ),
+        (
+            {"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm"}]},
+            "assistant",
+            "(thinking) hmm",
+        ),
+        ({"content": "no role", "type": "human"}, "user", "no role"),
+        ({"role": "assistant", "content": None}, "assistant", "(no content)"),
+        (
+            {"role": "assistant", "content": None, "refusal": None, "audio": {"id": "a"}},
+            "assistant",
+            '"audio"',
+        ),
+        ("a bare string", "-", '"a bare string"'),
+        ({"role": "user", "content": {"unexpected": [1, 2]}}, "user", '{"unexpected":[1,2]}'),
+    ],
+)
+def test_describe_knows_the_shapes_users_store(message: object, role: str, text: str) -> None:
+    """cli_messages.describe: a role and a line for each shape, never None, null or ?."""
+    from safepoint.cli_messages import describe  # noqa: PLC0415  # the function under test, by itself
+
+    shown_role, shown_text = describe(message)
+    assert shown_role == role
+    assert text in shown_text
+    assert shown_text not in ("", "null", "?")
+
+
+def test_every_command_and_exit_code_is_in_the_cli_docs() -> None:
+    """docs/cli.md names every subcommand and documents every exit code."""
+    from safepoint.cli import main  # noqa: PLC0415
+
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text(encoding="utf-8")
+    for name in main.list_commands(None):  # type: ignore[arg-type]
+        assert f"safepoint {name}" in docs, name
+    for code in ExitCode:
+        assert f"| {int(code)} |" in docs, code

@@ -72,10 +72,11 @@ def describe(message: Any) -> tuple[str, str]:
     legacy = message.get("function_call")
     if isinstance(legacy, Mapping):
         pieces.append(_call(legacy.get("name"), legacy.get("arguments"), None))
-    if role == "tool" and ("tool_call_id" in message or not pieces):
+    if role == "tool":
         return role, _result(message.get("tool_call_id"), message.get("content"))
     if not pieces:
-        return role, _json(_without(message, "role"))
+        rest = {k: v for k, v in message.items() if k not in ("role", "type") and v is not None}
+        return role, _json(rest) if rest else "(no content)"
     return role, " · ".join(pieces)
 
 
@@ -153,7 +154,7 @@ def _call(name: Any, arguments: Any, call_id: Any) -> str:
 
 def _result(call_id: Any, output: Any) -> str:
     tag = f"[{_text(call_id)}] " if call_id not in (None, "") else ""
-    return f"result {tag}{_parts(output) or _json(output)}"
+    return f"result {tag}{_parts(output) or ('(empty)' if output in (None, '') else _json(output))}"
 
 
 def _list(value: Any) -> list[Any]:
