@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import stat
 import threading
 import warnings
 from collections.abc import Callable
@@ -75,8 +76,8 @@ class SQLiteDriver:
         self.read_only = read_only
         # True when a read-only open had to take the file as immutable (see the module docstring).
         self.snapshot = False
-        if path is not None and read_only and not Path(path).is_file():
-            raise StoreNotFound(_url(path), f"{visible(os.path.abspath(path))} does not exist")
+        if path is not None and read_only:
+            _check_file(path)
         if path is not None and not read_only:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._busy_timeout = busy_timeout
@@ -350,6 +351,21 @@ class SQLiteDriver:
 
 
 READ_ONLY_WRITE = "this store was opened with read_only=True: it writes nothing"
+
+
+def _check_file(path: str) -> None:
+    """``StoreNotFound`` unless ``path`` is a file (``StoreError`` when a folder on the way is closed)."""
+    where = visible(os.path.abspath(path))
+    try:
+        mode: int | None = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        mode = None
+    except OSError as exc:  # EACCES on a folder of the path, ELOOP, …
+        raise StoreError(f"cannot reach {where}: {exc.strerror}") from None
+    if mode is None:
+        raise StoreNotFound(_url(path), f"{where} does not exist")
+    if not stat.S_ISREG(mode):
+        raise StoreNotFound(_url(path), f"{where} is not a file")
 
 
 def _url(path: str) -> str:
