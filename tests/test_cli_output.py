@@ -87,7 +87,7 @@ SHOWN = [
     "result [fc_2] shipped",
     "Searching. · call search(",
     "result [toolu_3] 3 hits",
-    'call calculator({"x":2}) [lc_4]',
+    'call calculator({"x": 2}) [lc_4]',
     "result [lc_4] 4",
 ]
 
@@ -116,8 +116,8 @@ def test_show_diff_and_history_render_tool_calls_and_results(tmp_path: Path, fol
     assert "null" not in show.stdout.split("last 9 of 9 messages")[1]
     assert "│ ? " not in show.stdout
     assert "+ tool call: call lookup_order" in diff.stdout
-    assert 'action refund({"order":42}) · in flight' in history.stdout
-    assert 'action refund({"order":42})' in show.stdout
+    assert 'action refund({"order": 42}) · in flight' in history.stdout
+    assert 'action refund({"order": 42})' in show.stdout
     data = json.loads(sp(folder, "history", "agent", "--store", url, "--json").stdout)
     assert [step["pending_action"] for step in data] == [None, cp.pending_action]
 
@@ -285,7 +285,7 @@ def test_gc_dry_run_works_on_postgresql(folder: Path) -> None:
         ({"role": "assistant", "function_call": {"name": "f", "arguments": "{}"}}, "assistant", "call f({})"),
         ({"role": "tool", "content": [{"type": "text", "text": "ok"}]}, "tool", "result ok"),
         ({"type": "reasoning", "summary": [{"type": "summary_text", "text": "think"}]}, "reasoning", "think"),
-        ({"type": "web_search_call", "id": "ws", "status": "completed"}, "web search call", '"id":"ws"'),
+        ({"type": "web_search_call", "id": "ws", "status": "completed"}, "web search call", '"id": "ws"'),
         (
             {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hi"}]},
             "assistant",
@@ -312,7 +312,7 @@ def test_gc_dry_run_works_on_postgresql(folder: Path) -> None:
             '"audio"',
         ),
         ("a bare string", "-", '"a bare string"'),
-        ({"role": "user", "content": {"unexpected": [1, 2]}}, "user", '{"unexpected":[1,2]}'),
+        ({"role": "user", "content": {"unexpected": [1, 2]}}, "user", '{"unexpected": [1, 2]}'),
     ],
 )
 def test_describe_knows_the_shapes_users_store(message: object, role: str, text: str) -> None:

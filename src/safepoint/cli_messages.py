@@ -170,7 +170,8 @@ def _text(value: Any) -> str:
 
 
 def _json(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+    # The separators every other JSON the CLI shows uses (state, cursors, a pending action).
+    text = json.dumps(value, ensure_ascii=False, default=str)
     return text[: _PART * 2]
 
 
