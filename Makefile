@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench lint clean system-deps
+.PHONY: demo test bench lint clean system-deps lock install-checks
 
 # The system packages the suite and the benchmarks drive for real: PgBouncer
 # (Debian's package) for the tests and the scale benchmark through a pooler.
@@ -15,10 +15,19 @@ system-deps:
 		$(SUDO) apt-get update && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y pgbouncer; }
 
-$(STAMP): pyproject.toml
+# Dependencies: pyproject.toml declares ranges (what users get); the .venv gets
+# the exact versions of requirements/lock.txt, as pip constraints, so make test,
+# make bench and CI install the same thing every time. requirements/lower-bounds.txt
+# pins every range's lower bound: install-checks runs the CLI and SQLite tests
+# against it. `make lock` re-resolves the lock (UPGRADE="pkg ..." lets those move,
+# UPGRADE=all everything); the recipe is in docs/architecture.md.
+LOCK   := requirements/lock.txt
+EXTRAS := test,lint,bench,postgres,s3,langgraph,openai-agents,otel
+
+$(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,lint,bench,s3,langgraph,openai-agents,otel]'
+	$(PY) -m pip install --quiet -c $(LOCK) -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -32,6 +41,17 @@ test: $(STAMP) system-deps
 
 bench: $(STAMP) system-deps
 	$(PY) bench/run.py --out docs/benchmarks.md
+
+# Installs safepoint's wheel into fresh venvs under $$TMPDIR, from the package
+# registry: beside older rich/click/boto3/orjson, with the core dependencies
+# only (no psycopg), and at every lower bound running the CLI and SQLite tests.
+# .ci/run runs it after make test.
+install-checks: $(STAMP)
+	$(PY) tests/install/checks.py
+
+# Not on $(STAMP): a range raised past the old lock could not install it.
+lock:
+	$(if $(wildcard $(PY)),$(PY),$(PYTHON)) requirements/make_lock.py $(if $(filter all,$(UPGRADE)),--upgrade-all,$(foreach p,$(UPGRADE),--upgrade $(p)))
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench

@@ -34,6 +34,7 @@ def test_all_is_exactly_the_public_surface() -> None:
         "LeaseLost",
         "MigrationChain",
         "MigrationError",
+        "MissingExtra",
         "NotFound",
         "NotJSONCompatible",
         "Page",

@@ -6,6 +6,7 @@
      │    │    ├── NotJSONCompatible            e.g. ``state.items[3]: set is not JSON-compatible``
      │    │    └── SecretLeak                   the scrubber found a secret and the policy is ``raise``
      │    ├── InvalidURL                        ``open_store`` was given a URL it can't serve
+     │    ├── MissingExtra (also ImportError)   an optional part's extra is missing: names the pip install
      │    └── InvalidMigrationChain             a gap, duplicate or out-of-range version in a chain
      ├── NotFound (also LookupError)           no such run, or no such step
      │    └── StoreNotFound                     a read-only open found no safepoint store at the URL
@@ -147,6 +148,21 @@ class CorruptCheckpoint(SafepointError):
 
 class InvalidURL(InvalidArgument):
     """``open_store`` was given a URL or option it cannot serve."""
+
+
+class MissingExtra(InvalidArgument, ImportError):
+    """An optional part of safepoint was asked for, but its extra is not installed.
+
+    E.g. a ``postgresql://`` store without ``safepoint[postgres]``. The message
+    names the command to run; ``extra`` is the extra's name and ``name`` (as on
+    any ``ImportError``) the package that is missing. It is an ``ImportError``
+    too, so ``import safepoint.store.postgres`` fails the way imports do.
+    """
+
+    def __init__(self, feature: str, extra: str, package: str) -> None:
+        self.extra = extra
+        super().__init__(f"{feature} needs the {extra!r} extra: pip install 'safepoint[{extra}]'")
+        self.name = package  # ImportError's attribute; its __init__ is not the one called here
 
 
 class StoreError(SafepointError):

@@ -5,4 +5,18 @@
 (``queries.sql``), the same DDL setup and the same error translation
 (``steps.py``); each only blocks on, or awaits, the statements it is handed.
 Open a store with ``safepoint.open_store("postgresql://…")``.
+
+psycopg is the ``postgres`` extra, so a SQLite-only install has no database
+driver. Every module here is reached through this package, so this is the one
+place that says which extra to install when psycopg is missing.
 """
+
+from __future__ import annotations
+
+from safepoint.errors import MissingExtra
+
+try:  # the drivers import both anyway; a psycopg without libpq fails here too
+    import psycopg  # noqa: F401
+    import psycopg_pool  # noqa: F401
+except ImportError as exc:
+    raise MissingExtra("the PostgreSQL store", "postgres", exc.name or "psycopg") from exc
