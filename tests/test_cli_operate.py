@@ -62,9 +62,19 @@ def _claimed(store: safepoint.Store, run_id: str) -> safepoint.Lease:
 
 
 def test_answer_resumes_a_waiting_run_and_refuses_one_that_is_not(url: str, folder: Path) -> None:
-    """answer VALUE saves the answer as the next step (take_input gets it); a running run is a conflict."""
+    """answer VALUE saves the answer as the next step (take_input gets it); a running run is a conflict.
+
+    A waiting run a worker released goes back in the workers' queue; one that was never claimed does not.
+    """
     with safepoint.open_store(url) as store:
         Run.start(store, "ticket").wait_for_input("Refund order 42?")
+        Run.start(store, "served")
+        lease = _claimed(store, "served")
+        Run.open(store, "served", lease=lease).wait_for_input("Which plan?")
+        store.release(lease, status=Status.WAITING)  # what a Worker does when its handler returns WAITING
+    served = sp(folder, "answer", "served", "pro", "--store", url, "--json")
+    assert served.returncode == 0, served.stderr
+    assert json.loads(served.stdout)["queued"] is True  # workers serve it: back in their queue
     result = sp(folder, "answer", "ticket", "yes, refund it", "--store", url, "--json")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == {
@@ -80,6 +90,10 @@ def test_answer_resumes_a_waiting_run_and_refuses_one_that_is_not(url: str, fold
     with safepoint.open_store(url) as store:
         run = Run.resume(store, "ticket")
         assert run.take_input() == "yes, refund it"
+        again = store.claim("worker-2")
+        assert again is not None
+        assert again.run_id == "served"
+        assert Run.resume(store, "served", lease=again).take_input() == "pro"
     assert list(folder.iterdir()) == []
 
 
