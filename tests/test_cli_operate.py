@@ -163,6 +163,10 @@ def test_delete_asks_first_and_then_removes_the_run(url: str, folder: Path) -> N
     gone = sp(folder, "delete", "old", "--yes", "--store", url, "--json")
     assert gone.returncode == 3
     assert json.loads(gone.stderr)["type"] == "NotFound"
+    nowhere = sp(folder, "cancel", "old")  # the default store, in an empty folder: none is created
+    assert nowhere.returncode == 3
+    assert "no safepoint store at" in nowhere.stderr
+    assert list(folder.iterdir()) == []
 
 
 def test_budget_makes_a_run_its_budget_failed_runnable_again(url: str, folder: Path) -> None:

@@ -10,6 +10,7 @@ import click
 from rich.progress import Progress
 
 from safepoint.cli import _open, handle_errors, main, store_options
+from safepoint.cli_operate import open_existing
 from safepoint.cli_render import console, emit, say
 from safepoint.errors import InvalidArgument
 from safepoint.model import Retention
@@ -76,7 +77,7 @@ def gc(
         )
     wait = parse_duration(grace, "grace") or timedelta(0)
     vacuumed: FileSpace | None = None
-    with _open(store_url, read_only=dry_run) as store:
+    with _open(store_url, read_only=True) if dry_run else open_existing(store_url) as store:
         if vacuum and store.driver.dialect != "sqlite":
             raise click.UsageError(
                 "--vacuum is for SQLite: PostgreSQL reuses freed space after autovacuum"

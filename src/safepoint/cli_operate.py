@@ -16,6 +16,7 @@ and that the change makes runnable goes back in the queue.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ import click
 
 from safepoint.cli import _open, handle_errors, main, store_options
 from safepoint.cli_render import ID_LEN, emit, say, shown, when
-from safepoint.errors import Conflict, RunStatusError
+from safepoint.errors import Conflict, RunStatusError, StoreError
 from safepoint.harness import Reconcile, Run
 from safepoint.model import Status
 from safepoint.store import Store
@@ -38,6 +39,16 @@ _FORCE_HELP = "Fence off a worker holding the run's lease first (its next save f
 
 def _id(run_id: str) -> str:
     return visible(run_id, max_len=ID_LEN)
+
+
+def open_existing(store_url: str) -> Store:
+    """The store, for writing, only if one is there: a command that changes an existing store must
+    not create one where there is none (``StoreNotFound``, exit code 3, and nothing made)."""
+    # StoreError: a store is there (an older one, which opening it for writing upgrades), or
+    # the store cannot be reached, which the open below says.
+    with contextlib.suppress(StoreError):
+        _open(store_url, read_only=True).close()
+    return _open(store_url)
 
 
 @contextmanager
@@ -129,7 +140,7 @@ def answer(
     else:
         given = _parse_json(json_value, "--json-value") if json_value is not None else value
         reply = Reconcile.skip(given) if skip else given
-    with _open(store_url) as store:
+    with open_existing(store_url) as store:
         head = store.load(run_id, migrate=False, fetch_blobs=False)
         if head.status is not Status.WAITING:
             raise RunStatusError(run_id, head.status.value, "only a waiting run takes an answer")
@@ -167,7 +178,7 @@ def cancel(*, store_url: str, as_json: bool, run_id: str) -> None:
     and changes nothing. The cancellation is saved as the run's next
     checkpoint, so it shows in the history. A done run cannot be cancelled.
     """
-    with _open(store_url) as store:
+    with open_existing(store_url) as store:
         done = store.cancel(run_id)
     data = {"run_id": run_id, "step": done.step, "fenced": done.fenced}
 
@@ -190,7 +201,7 @@ def requeue(*, store_url: str, as_json: bool, run_id: str) -> None:
     For a run a worker quarantined (failed after its attempts, its last error
     shown by safepoint runs): it becomes running and claimable again.
     """
-    with _open(store_url) as store:
+    with open_existing(store_url) as store:
         store.requeue(run_id)
         info = store.run(run_id)
     data = {"run_id": run_id, "status": info.status.value, "queued": True}
@@ -212,7 +223,7 @@ def delete(*, store_url: str, as_json: bool, run_id: str, yes: bool) -> None:
     Asks first unless --yes. A worker holding its lease is fenced off. The
     blobs only this run referenced go at the next safepoint gc.
     """
-    with _open(store_url) as store:
+    with open_existing(store_url) as store:
         steps = len(store.history(run_id))
         leased = store.queue_state(run_id).leased()
         if not yes:
@@ -257,7 +268,7 @@ def budget(
     """
     if tokens is None and spend is None and steps is None:
         raise click.UsageError("give at least one of --tokens, --spend, --steps")
-    with _open(store_url) as store:
+    with open_existing(store_url) as store:
         with _to_ourselves(store, run_id, force) as state:
             run = Run.set_budget(store, run_id, tokens=tokens, spend=spend, steps=steps)
         queued = _back_to_workers(store, state, run)
