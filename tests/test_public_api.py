@@ -56,6 +56,7 @@ def test_all_is_exactly_the_public_surface() -> None:
         "Status",
         "Store",
         "StoreClosed",
+        "StoreCorrupt",
         "StoreError",
         "StoreNotFound",
         "StoreUnavailable",

@@ -35,6 +35,7 @@ from safepoint.errors import (
     NotFound,
     RunStatusError,
     SafepointError,
+    StoreCorrupt,
     StoreError,
 )
 from safepoint.visible import ID_LEN, visible, visible_json
@@ -121,7 +122,7 @@ class ExitCode(IntEnum):
     FAILURE = 1  # anything else: a failed verify, a migration that raised, a budget exceeded
     USAGE = 2  # a wrong argument or option (click's own usage errors exit 2 as well)
     NOT_FOUND = 3  # no such run or step, or no safepoint store at the URL
-    CORRUPT = 4  # stored data failed verification: a digest, a blob's hash, a missing blob
+    CORRUPT = 4  # stored data failed verification (digest, blob hash, missing blob), or a damaged file
     UNAVAILABLE = 5  # the store could not be reached or failed: connection, lock timeout, disk full
     CONFLICT = 6  # the run moved on, is leased by a worker, or its status forbids the command
 
@@ -131,6 +132,7 @@ class ExitCode(IntEnum):
 _EXIT_CODES: tuple[tuple[type[SafepointError], ExitCode], ...] = (
     (CorruptCheckpoint, ExitCode.CORRUPT),
     (BlobNotFound, ExitCode.CORRUPT),
+    (StoreCorrupt, ExitCode.CORRUPT),
     (NotFound, ExitCode.NOT_FOUND),
     (InvalidArgument, ExitCode.USAGE),
     (Conflict, ExitCode.CONFLICT),

@@ -25,6 +25,8 @@
           ├── StoreUnavailable                 transient: connection lost, server restarting or
           │                                    shutting down, disk full, a lock timeout — retry it
           ├── StoreClosed                      the store was used after ``close()``
+          ├── StoreCorrupt                     the database itself is damaged (a corrupt page,
+          │                                    not a database file): names the file or schema
           └── BlobError                        the blob store failed (I/O, permissions, network)
                └── BlobNotFound (also LookupError)  no blob with that digest
 
@@ -191,6 +193,22 @@ class StoreUnavailable(StoreError):
 
 class StoreClosed(StoreError):
     """The store was used after ``close()``."""
+
+
+class StoreCorrupt(StoreError):
+    """The database itself is damaged, below any one checkpoint; not transient.
+
+    SQLite reports a corrupt page (``database disk image is malformed``) or a
+    file that is not a database; PostgreSQL a ``data_corrupted`` or
+    ``index_corrupted`` error. ``where`` names the file (or the PostgreSQL
+    database), never stored text. What to do next: ``safepoint verify`` on a
+    copy restored from backup, or fork the runs from their last good step
+    (docs/operations.md, "Damaged data").
+    """
+
+    def __init__(self, where: str, detail: str) -> None:
+        self.where = where
+        super().__init__(f"the store at {where} is corrupt: {detail}")
 
 
 class SecretLeak(InvalidCheckpoint):

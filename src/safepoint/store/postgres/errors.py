@@ -13,7 +13,14 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import PoolClosed, PoolTimeout, TooManyRequests
 
-from safepoint.errors import Conflict, InvalidArgument, StoreClosed, StoreError, StoreUnavailable
+from safepoint.errors import (
+    Conflict,
+    InvalidArgument,
+    StoreClosed,
+    StoreCorrupt,
+    StoreError,
+    StoreUnavailable,
+)
 
 # Unique violations that can only mean "another writer got there first". The
 # locked run row makes them unreachable in practice; this is the safety net.
@@ -33,6 +40,9 @@ _TRANSIENT = frozenset(
         "25P03",  # idle_in_transaction_session_timeout: the session is gone, a new one works
     }
 )
+
+# Damaged storage (class XX): not transient, reported as StoreCorrupt.
+_CORRUPTION = frozenset({"XX001", "XX002"})  # data_corrupted, index_corrupted
 
 
 def translate(
@@ -89,6 +99,9 @@ def translate(
             digest=digest if committing else None,
         )
     code = "" if sqlstate is None else f" (SQLSTATE {sqlstate})"
+    if sqlstate in _CORRUPTION:
+        # The server's text names relations and blocks, but it is not ours to vouch for.
+        return StoreCorrupt("the PostgreSQL database", f"{type(exc).__name__}{code} while {doing}")
     if sqlstate in _TRANSIENT:
         # An error reply: the server answered, so the transaction did not commit.
         return StoreUnavailable(f"PostgreSQL unavailable while {doing}: {type(exc).__name__}{code}")

@@ -129,7 +129,7 @@ class SQLiteDriver:
             conn.execute("PRAGMA synchronous = FULL")
             conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.Error as exc:
-            raise translate(exc, f"opening the SQLite database {path!r}") from exc
+            raise translate(exc, f"opening the SQLite database {path!r}", self.path) from exc
         if self._trace is not None:
             conn.set_trace_callback(self._trace)
         return conn
@@ -148,7 +148,7 @@ class SQLiteDriver:
                     timeout=self._busy_timeout,
                 )
             except sqlite3.Error as exc:
-                raise translate(exc, f"opening the SQLite database {path!r} read-only") from exc
+                raise translate(exc, f"opening the SQLite database {path!r} read-only", self.path) from exc
             try:
                 conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
                 # The first read opens the WAL index (-shm): the point where a folder without
@@ -158,7 +158,8 @@ class SQLiteDriver:
                 conn.close()
                 code = getattr(exc, "sqlite_errorcode", 0)
                 if self.snapshot or not isinstance(code, int) or code & 0xFF not in (_READONLY, _CANTOPEN):
-                    raise translate(exc, f"opening the SQLite database {path!r} read-only") from exc
+                    doing = f"opening the SQLite database {path!r} read-only"
+                    raise translate(exc, doing, self.path) from exc
                 self.snapshot = True
                 continue
             if self._trace is not None:
@@ -191,7 +192,7 @@ class SQLiteDriver:
                 applied = {row[0] for row in conn.execute("SELECT revision FROM safepoint_ddl_revisions")}
             except sqlite3.Error as exc:
                 self.close()
-                raise translate(exc, f"reading the SQLite database {self.path!r}") from exc
+                raise translate(exc, f"reading the SQLite database {self.path!r}", self.path) from exc
         missing = [r.number for r in REVISIONS if r.number not in applied]
         if missing:
             self.close()
@@ -211,13 +212,13 @@ class SQLiteDriver:
             try:
                 conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             except sqlite3.Error as exc:
-                raise translate(exc, "starting a transaction") from exc
+                raise translate(exc, "starting a transaction", self.path) from exc
             try:
                 result = self._drive(conn, op)
                 try:
                     conn.execute("COMMIT")
                 except sqlite3.Error as exc:  # e.g. SQLITE_FULL: SQLite has rolled back
-                    raise translate(exc, "committing") from exc
+                    raise translate(exc, "committing", self.path) from exc
             except BaseException:
                 if conn.in_transaction:
                     # The error that got us here is the one to report, not the rollback's.
@@ -242,7 +243,7 @@ class SQLiteDriver:
                     rows = conn.execute(sql, query.params).fetchall()
             except sqlite3.Error as exc:
                 op.close()
-                raise translate(exc, f"running {query.name!r}") from exc
+                raise translate(exc, f"running {query.name!r}", self.path) from exc
 
     def _connection(self) -> sqlite3.Connection:
         if self._pid != os.getpid():  # forked without Python's fork hooks
