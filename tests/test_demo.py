@@ -12,6 +12,8 @@ from safepoint.demo import main
 from safepoint.testing.demo_agent import DEMO_API_KEY, run_demo_agent, store_options
 from safepoint.testing.ledger import Ledger
 
+ROOT = Path(__file__).resolve().parent.parent
+
 
 def test_demo_kills_resumes_and_finishes_exactly(tmp_path: Path) -> None:
     """The demo exits 0 with its summary and leaves one DONE run equal to an uninterrupted one."""
@@ -49,3 +51,36 @@ def test_demo_kills_resumes_and_finishes_exactly(tmp_path: Path) -> None:
 def test_demo_refuses_a_store_a_child_process_cannot_share() -> None:
     """memory:// lives in one process, so the demo says so and exits 2 instead of crashing."""
     assert main("memory://") == 2
+
+
+def test_the_inspect_lines_work_when_pasted_from_the_repo_root(tmp_path: Path) -> None:
+    """Run from the repo root as ``make demo`` does, on a store whose path has a space in it and
+    a terminal narrower than the lines: each printed command, pasted into a shell there, exits 0."""
+    url = f"sqlite:///{tmp_path / 'my store' / 'demo.db'}"
+    (tmp_path / "my store").mkdir()
+    env = {**os.environ, "COLUMNS": "60"}
+    done = subprocess.run(
+        [sys.executable, "-m", "safepoint.demo", url],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    _, marker, tail = done.stdout.partition("Inspect it")
+    assert marker, done.stdout
+    commands = [line.strip() for line in tail.splitlines()[1:] if line.strip()]
+    assert len(commands) == 3, tail
+    with safepoint.open_store(url, **store_options()) as store:
+        (run,) = store.runs()
+    wide = {**os.environ, "COLUMNS": "200"}  # the narrow terminal was the demo's; read the answers whole
+    for command in commands:
+        assert "safepoint" in command.split()[0]
+        assert url in command.replace("'", "")  # the store the demo used, quoted for the shell
+        pasted = subprocess.run(
+            command, shell=True, capture_output=True, text=True, cwd=ROOT, timeout=60, check=False, env=wide
+        )
+        assert pasted.returncode == 0, f"{command}\n{pasted.stdout}{pasted.stderr}"
+        assert run.run_id in pasted.stdout, command

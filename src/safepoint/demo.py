@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import random
+import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -26,6 +29,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from safepoint.blobs.base import BLOB_KEY
 from safepoint.harness import PendingAction, Reconcile
@@ -215,15 +219,40 @@ def _demo(console: Console, store: Store, spec: EntrySpec, rng: random.Random, e
         ("side effects", f"{len(effects)}, each exactly once ({calls} calls to the services)"),
     ]
     console.print(_summary(store, final, rows))
-    store_opt = "" if store.url == DEFAULT_URL else f" --store {store.url}"
-    console.print("Inspect it:")
-    for command in (
-        f"safepoint runs{store_opt}",
-        f"safepoint show {run_id}{store_opt}",
-        f"safepoint show {run_id} --step {head.step}{store_opt}",
-    ):
-        console.print(f"  [cyan]{command}[/]")
+    console.print("Inspect it (from this folder):")
+    for command in inspect_commands(store.url, run_id, head.step):
+        # soft_wrap: a long line stays one line, so it still works when pasted
+        console.print(Text(f"  {command}", style="cyan"), soft_wrap=True)
     return 0
+
+
+def cli_command() -> str:
+    """How to call this installation's ``safepoint`` from the current folder.
+
+    ``safepoint`` when that is what PATH finds; otherwise the script beside this Python,
+    relative when it is under the current folder (``make demo`` prints ``.venv/bin/safepoint``);
+    ``python -m safepoint.cli`` when no script was installed.
+    """
+    script = Path(os.path.abspath(Path(sys.executable).parent / "safepoint"))
+    if not script.is_file():
+        return shlex.join([sys.executable, "-m", "safepoint.cli"])
+    found = shutil.which("safepoint")
+    if found is not None and Path(os.path.abspath(found)) == script:
+        return "safepoint"
+    try:
+        return shlex.quote(str(script.relative_to(Path.cwd())))
+    except ValueError:
+        return shlex.quote(str(script))
+
+
+def inspect_commands(store_url: str, run_id: str, step: int) -> list[str]:
+    """Shell lines that inspect the demo's run, naming the store it used; each works when pasted."""
+    cli, store = cli_command(), ["--store", store_url]
+    return [
+        f"{cli} {shlex.join(['runs', *store])}",
+        f"{cli} {shlex.join(['show', run_id, *store])}",
+        f"{cli} {shlex.join(['show', run_id, '--step', str(step), *store])}",
+    ]
 
 
 def _summary(store: Store, final: Checkpoint, rows: list[tuple[str, str]]) -> Table:
