@@ -13,7 +13,7 @@ from scrub_section import SECRETS, TARGET_KNOWN, TARGET_RATIO, TARGET_RULES, Adv
 from safepoint.testing.traffic import KINDS
 
 ANCHOR = "scrubber-throughput-issue-4"
-ADVERSARIAL_ANCHOR = "adversarial-scrub-issue-13"
+ADVERSARIAL_ANCHOR = "adversarial-text-linear-time-issue-13"  # the heading render_adversarial writes
 
 
 def targets(s: ScrubResults) -> list[Target]:
