@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -149,3 +150,14 @@ def test_the_fastapi_example_over_http_survives_a_double_submit_and_a_restart(tm
         assert final.labels == {"app": "chat"}
         assert final.counters["steps"] == 4
         assert len(final.messages) == 8
+
+
+def test_the_docs_page_quotes_the_example_word_for_word() -> None:
+    """Every ```python block of docs/fastapi.md is a piece of examples/fastapi_app.py, so the page
+    shows the code the test above runs."""
+    page = (ROOT / "docs" / "fastapi.md").read_text(encoding="utf-8")
+    example = (ROOT / "examples" / "fastapi_app.py").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", page, re.DOTALL)
+    assert len(blocks) >= 4
+    for block in blocks:
+        assert block.strip() in example, block
