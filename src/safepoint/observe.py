@@ -92,7 +92,7 @@ class Observer(Protocol):
         ...
 
     def record(self, metric: str, value: int | float, attributes: Attributes) -> None:
-        """Record one measurement of a histogram or gauge (``safepoint.save.bytes`` …)."""
+        """Record one measurement of a histogram or gauge (``safepoint.save.duration`` …)."""
         ...
 
 

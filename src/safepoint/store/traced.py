@@ -7,7 +7,9 @@ pays one identity test per call. Otherwise the method runs inside an
 current span), times the call, and on the way out records
 ``<span name>.duration``, counts the errors worth alerting on (conflicts,
 lost leases) and passes the error, if any, to the span, which marks its
-outcome with the error's type name.
+outcome with the error's type name. A caller that runs a call's operation
+on the driver itself (the worker's release) wraps it in ``around``, so it is
+reported, and counted, exactly as the store's own call would be.
 
 Attributes are facts about the call — backend, step, sizes, counts, rule
 names, epochs — never a stored value. An observer that raises is ignored:
@@ -39,8 +41,8 @@ class Operation:
 
     What it adds to the observer's own cost is kept to a few dictionary
     operations: the metric names and the ``backend``/``outcome`` attribute
-    sets are made once per process (``_names``) and shared, read-only, by
-    every call.
+    sets are made once per process (``_duration``, ``_base``) and shared,
+    read-only, by every call; a save records one histogram (its latency).
     """
 
     __slots__ = ("_backend", "_manager", "_measures", "_name", "_observer", "_span", "_start")
