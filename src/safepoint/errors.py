@@ -139,13 +139,17 @@ class LeaseLost(SafepointError):
 
 
 class CorruptCheckpoint(SafepointError):
-    """A stored checkpoint does not match its digest (altered or torn rows)."""
+    """A stored checkpoint does not match its digest (altered or torn rows),
+    or a stored column it pins (status, message count, the run row's head)
+    disagrees with it. ``step`` is None only when the damaged column is the
+    step itself; ``detail`` names what is wrong, never a stored value."""
 
-    def __init__(self, run_id: str, step: int, detail: str) -> None:
+    def __init__(self, run_id: str, step: int | None, detail: str) -> None:
         self.run_id = run_id
         self.step = step
         self.detail = detail
-        super().__init__(f"run {run_id!r} step {step} is corrupt: {detail}")
+        where = f"run {run_id!r}" if step is None else f"run {run_id!r} step {step}"
+        super().__init__(f"{where} is corrupt: {detail}")
 
 
 class InvalidURL(InvalidArgument):
@@ -292,7 +296,7 @@ class BlobCorrupt(CorruptCheckpoint):
     def __init__(self, digest: str, detail: str, run_id: str | None = None, step: int | None = None) -> None:
         self.digest = digest
         self.run_id = run_id  # type: ignore[assignment]
-        self.step = step  # type: ignore[assignment]
+        self.step = step
         self.detail = detail
         where = f"run {run_id!r} step {step}: " if run_id is not None else ""
         SafepointError.__init__(self, f"{where}blob {digest} is corrupt: {detail}")

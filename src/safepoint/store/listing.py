@@ -1,9 +1,17 @@
-"""Read operations over runs: a run's history, its summary, and the paged listing."""
+"""Read operations over runs: a run's history, its summary, and the paged listing.
+
+These read columns outside any digest (a checkpoint row's status, version,
+message count; the run row's labels, counters, times). A value no save
+writes (an unknown status, a label column that is not JSON, a time that is
+not a number) is ``CorruptCheckpoint`` naming the run and step, never a
+traceback; whether the columns agree with the checkpoints they describe is
+what ``safepoint verify`` checks (``safepoint.tamper``).
+"""
 
 from __future__ import annotations
 
 from safepoint import codec
-from safepoint.errors import NotFound
+from safepoint.errors import CorruptCheckpoint, NotFound
 from safepoint.model import CheckpointInfo, ParentRef, RunInfo, Status, from_micros
 
 from .ops import Op, Query, Row
@@ -14,8 +22,15 @@ def history(run_id: str) -> Op[list[CheckpointInfo]]:
     rows = yield Query("history", {"run_id": run_id})
     if not rows:
         raise NotFound(run_id)
-    return [
-        CheckpointInfo(
+    return [_checkpoint_info(run_id, row) for row in rows]
+
+
+def _checkpoint_info(run_id: str, row: Row) -> CheckpointInfo:
+    step, version, status, created, count, digest = row
+    try:
+        if type(step) is not int or type(version) is not int or type(count) is not int:
+            raise TypeError("not an int")
+        return CheckpointInfo(
             run_id=run_id,
             step=step,
             schema_version=version,
@@ -24,8 +39,11 @@ def history(run_id: str) -> Op[list[CheckpointInfo]]:
             message_count=count,
             digest=bytes(digest).hex(),
         )
-        for step, version, status, created, count, digest in rows
-    ]
+    except (TypeError, ValueError, OverflowError):
+        where = step if type(step) is int else None
+        raise CorruptCheckpoint(
+            run_id, where, "its checkpoint row's columns are not what a save writes"
+        ) from None
 
 
 def run_info(run_id: str) -> Op[RunInfo]:
@@ -77,17 +95,26 @@ def _run_info(row: Row) -> RunInfo:
         retry_at,
         last_error,
     ) = row
-    return RunInfo(
-        run_id=run_id,
-        status=Status(status),
-        head_step=head,
-        schema_version=version,
-        labels=codec.decode(labels),
-        counters=codec.decode(counters),
-        created_at=from_micros(created),
-        updated_at=from_micros(updated),
-        parent=None if parent_id is None else ParentRef(parent_id, parent_step),
-        attempts=attempts,
-        retry_at=None if retry_at is None else from_micros(retry_at),
-        last_error=last_error,
-    )
+    try:
+        decoded = codec.decode(labels), codec.decode(counters)
+        if not all(type(value) is dict for value in decoded) or type(head) is not int:
+            raise TypeError("not a dict")
+        return RunInfo(
+            run_id=run_id,
+            status=Status(status),
+            head_step=head,
+            schema_version=version,
+            labels=decoded[0],
+            counters=decoded[1],
+            created_at=from_micros(created),
+            updated_at=from_micros(updated),
+            parent=None if parent_id is None else ParentRef(parent_id, parent_step),
+            attempts=attempts,
+            retry_at=None if retry_at is None else from_micros(retry_at),
+            last_error=last_error,
+        )
+    except (TypeError, ValueError, OverflowError):
+        where = head if type(head) is int else None
+        raise CorruptCheckpoint(
+            str(run_id), where, "its run row's columns are not what a save writes"
+        ) from None

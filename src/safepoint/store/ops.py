@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from safepoint import codec
 from safepoint.blobs.base import BlobRef
-from safepoint.errors import Conflict, LeaseLost, NotFound
+from safepoint.errors import Conflict, CorruptCheckpoint, LeaseLost, NotFound
 from safepoint.messagelist import MessageList, StoredView
 from safepoint.model import (
     Checkpoint,
@@ -33,6 +33,7 @@ from .serialize import (
     decode_checkpoint,
     header_bytes,
     pack_bodies,
+    parse_ranges,
     select_bodies,
 )
 
@@ -227,10 +228,16 @@ def _load_with_bodies(run_id: str, step: int | None) -> Op[tuple[Checkpoint, lis
         rows = yield Query("checkpoint_at", {"run_id": run_id, "step": step})
     if not rows:
         raise NotFound(run_id, step)
-    run_ref, found_step, ranges, header, digest = rows[0]
+    run_ref, found_step, ranges, header, digest, *_head = rows[0]
+    if step is None:
+        _check_head(run_id, rows[0])
+    try:
+        spans = parse_ranges(ranges)
+    except ValueError:
+        raise CorruptCheckpoint(run_id, found_step, "its message ranges are not what a save writes") from None
     # The rows of the run whose added messages overlap the ranges, in order.
-    carriers = yield Query("view_messages", {"run_ref": run_ref, "ranges": ranges})
-    bodies = select_bodies(carriers, ranges)
+    carriers = yield Query("view_messages", {"run_ref": run_ref, "ranges": codec.encode(spans).decode()})
+    bodies = select_bodies(carriers, spans)
     checkpoint, stored_format = decode_checkpoint(
         run_id=run_id,
         step=found_step,
@@ -240,6 +247,30 @@ def _load_with_bodies(run_id: str, step: int | None) -> Op[tuple[Checkpoint, lis
         bodies=bodies,
     )
     return checkpoint, bodies, bytes(header), stored_format
+
+
+def _check_head(run_id: str, row: Row) -> None:
+    """The run row's head (PostgreSQL keeps it there) against the checkpoint rows.
+
+    ``row`` is checkpoint_latest's: the row at the head step (its step None:
+    no such row), the run row's head step and digest, the highest stored
+    step. A head moved back would load an older checkpoint and make every
+    later save conflict; a head row deleted would look like a run that does
+    not exist. On SQLite the head *is* the
+    highest row, so these always agree (docs/operations.md says what that
+    cannot catch).
+    """
+    _ref, found, _ranges, _header, digest, head_step, head_digest, last = row
+    if type(head_step) is not int:
+        raise CorruptCheckpoint(run_id, last if type(last) is int else None, "the run row has no head step")
+    if found is None:
+        raise CorruptCheckpoint(run_id, head_step, "the run's head checkpoint row is missing")
+    if last != head_step:
+        raise CorruptCheckpoint(
+            run_id, last, f"the run row's head is step {head_step}, but step {last} is stored"
+        )
+    if head_digest is None or bytes(head_digest) != bytes(digest):
+        raise CorruptCheckpoint(run_id, head_step, "the run row's head digest does not match the checkpoint")
 
 
 def read_blobs(digests: list[str]) -> Op[dict[str, bytes]]:

@@ -261,25 +261,42 @@ def pack_bodies(bodies: list[bytes]) -> bytes | None:
     return b"\n".join(bodies) if bodies else None
 
 
-def select_bodies(carriers: list[tuple[Any, ...]], ranges_json: str | bytes) -> list[bytes]:
+def parse_ranges(ranges_json: str | bytes) -> tuple[tuple[int, int], ...]:
+    """A checkpoint's stored ranges as ``(start, end)`` pairs; ``ValueError`` unless
+    they are what a save writes (ordered, non-negative, non-empty int spans)."""
+    try:
+        spans = tuple((a, b) for a, b in codec.decode(ranges_json))
+    except (TypeError, ValueError) as exc:
+        raise ValueError("ranges are not a list of pairs") from exc
+    low = 0
+    for start, end in spans:
+        if type(start) is not int or type(end) is not int or not low <= start <= end:
+            raise ValueError("ranges are not ordered spans of seqs")
+        low = end
+    return spans
+
+
+def select_bodies(carriers: list[tuple[Any, ...]], spans: tuple[tuple[int, int], ...]) -> list[bytes]:
     """The message bodies a checkpoint sees, from the rows that added them.
 
     ``carriers`` are ``(first_seq, packed)`` rows of the run, in log order;
     a body missing from them is simply absent from the result (the digest
-    check then reports the checkpoint corrupt).
+    check then reports the checkpoint corrupt). Only seqs the carriers hold
+    are looked at, so a tampered span (``[0, 10**12]``) costs no more than
+    the rows read; a carrier whose columns are not what a save writes
+    contributes nothing.
     """
     by_seq: dict[int, bytes] = {}
     for first_seq, packed in carriers:
-        if packed is not None:
+        if type(first_seq) is int and isinstance(packed, bytes | bytearray | memoryview):
             for offset, body in enumerate(bytes(packed).split(b"\n")):
                 by_seq[first_seq + offset] = body
-    try:
-        spans = codec.decode(ranges_json)
-    except ValueError:
-        return []  # decode_checkpoint reports the unreadable ranges
+    if not by_seq:
+        return []
+    lowest, highest = min(by_seq), max(by_seq) + 1
     out: list[bytes] = []
     for start, end in spans:
-        out.extend(by_seq[seq] for seq in range(start, end) if seq in by_seq)
+        out.extend(by_seq[seq] for seq in range(max(start, lowest), min(end, highest)) if seq in by_seq)
     return out
 
 
@@ -363,41 +380,51 @@ def decode_checkpoint(
         raise corrupt("header does not match its digest")
     try:
         fields = codec.decode(header)
-        ranges = tuple((int(a), int(b)) for a, b in codec.decode(ranges_json))
+        ranges = parse_ranges(ranges_json)
     except (ValueError, TypeError) as exc:
         raise corrupt("header or ranges are not valid JSON") from exc
-    if fields.get("run_id") != run_id or fields.get("step") != step:
-        raise corrupt(f"header belongs to run {fields.get('run_id')!r} step {fields.get('step')!r}")
-    expected = fields["messages"]["count"]
+    if type(fields) is not dict or fields.get("run_id") != run_id or fields.get("step") != step:
+        got = fields.get("step") if type(fields) is dict else None
+        raise corrupt(f"header belongs to another run or step (step {got if type(got) is int else '?'})")
+    try:
+        expected, chain = fields["messages"]["count"], fields["messages"]["chain"]
+    except (KeyError, TypeError) as exc:
+        raise corrupt("header has no message count and chain") from exc
     if len(bodies) != expected:
-        raise corrupt(f"expected {expected} messages, found {len(bodies)}")
+        shown = expected if type(expected) is int else "?"
+        raise corrupt(f"expected {shown} messages, found {len(bodies)}")
     chains = codec.extend_chain(codec.EMPTY_CHAIN, (bytes(b) for b in bodies))
-    if (chains[-1] if chains else codec.EMPTY_CHAIN).hex() != fields["messages"]["chain"]:
+    if (chains[-1] if chains else codec.EMPTY_CHAIN).hex() != chain:
         raise corrupt("messages do not match the digest chain")
     try:
         messages = [freeze(codec.decode(body)) for body in bodies]
     except ValueError as exc:
         raise corrupt("a message is not valid JSON") from exc
-    parent = fields["parent"]
     stored_format = fields.get("format", LEGACY_FORMAT)
     if stored_format not in (LEGACY_FORMAT, FORMAT):
         raise corrupt("header is in a stored format this version does not know")
-    checkpoint = Checkpoint(
-        run_id=run_id,
-        step=step,
-        schema_version=fields["schema_version"],
-        messages=MessageList(
-            messages, StoredView(run_id, step, bytes(stored_digest), len(messages), chains, ranges)
-        ),
-        counters=fields["counters"],
-        pending_action=fields["pending_action"],
-        cursors=fields["cursors"],
-        state=fields["state"],
-        status=Status(fields["status"]),
-        labels=fields["labels"],
-        parent=None if parent is None else ParentRef(parent[0], parent[1]),
-        created_at=from_micros(fields["created_at"]),
-        digest=bytes(stored_digest).hex(),
-        scrub_report=ScrubReport.from_json(fields.get("scrub")),
-    )
+    # The digest matched, so the header is as written; a header whose fields are
+    # still not what a save writes (a digest recomputed by hand) is corrupt too.
+    try:
+        parent = fields["parent"]
+        checkpoint = Checkpoint(
+            run_id=run_id,
+            step=step,
+            schema_version=fields["schema_version"],
+            messages=MessageList(
+                messages, StoredView(run_id, step, bytes(stored_digest), len(messages), chains, ranges)
+            ),
+            counters=fields["counters"],
+            pending_action=fields["pending_action"],
+            cursors=fields["cursors"],
+            state=fields["state"],
+            status=Status(fields["status"]),
+            labels=fields["labels"],
+            parent=None if parent is None else ParentRef(parent[0], parent[1]),
+            created_at=from_micros(fields["created_at"]),
+            digest=bytes(stored_digest).hex(),
+            scrub_report=ScrubReport.from_json(fields.get("scrub")),
+        )
+    except (KeyError, TypeError, ValueError, IndexError, OverflowError) as exc:
+        raise corrupt("header fields are not what a save writes") from exc
     return checkpoint, stored_format

@@ -69,9 +69,15 @@ INSERT INTO safepoint_checkpoints (
 
 -- name: checkpoint_latest
 -- ranges goes back as text: ops hands it to view_messages and json-decodes it.
-SELECT r.id, c.step, c.ranges::text, c.header, c.digest
+-- The head is where the run row says; ops checks it against the rows (its
+-- digest, and the highest stored step: one backward primary-key probe), so a
+-- head moved back or a head row deleted is CorruptCheckpoint, not an older
+-- checkpoint or NotFound. Hence the LEFT JOIN: a run row without its head
+-- row still comes back.
+SELECT r.id, c.step, c.ranges::text, c.header, c.digest, r.head_step, r.head_digest,
+       (SELECT max(k.step) FROM safepoint_checkpoints AS k WHERE k.run_ref = r.id)
 FROM safepoint_runs AS r
-JOIN safepoint_checkpoints AS c ON c.run_ref = r.id AND c.step = r.head_step
+LEFT JOIN safepoint_checkpoints AS c ON c.run_ref = r.id AND c.step = r.head_step
 WHERE r.run_id = %(run_id)s;
 
 -- name: checkpoint_at

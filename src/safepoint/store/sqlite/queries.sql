@@ -48,7 +48,12 @@ INSERT INTO safepoint_checkpoints (
 );
 
 -- name: checkpoint_latest
-SELECT r.id, c.step, c.ranges, c.header, c.digest
+-- The last three columns are the run's head as the run row records it (step,
+-- digest) and its highest stored step, which ops checks against each other
+-- (see the PostgreSQL query). Here the head is the highest row, so they are
+-- that row's own: a head row deleted cleanly cannot be told from saves that
+-- never happened (docs/operations.md, "Damaged data").
+SELECT r.id, c.step, c.ranges, c.header, c.digest, c.step, c.digest, c.step
 FROM safepoint_runs AS r
 JOIN safepoint_checkpoints AS c ON c.id = (
     SELECT max(id) FROM safepoint_checkpoints
