@@ -16,11 +16,12 @@ from safepoint.cli import _open, handle_errors, main, store_options
 from safepoint.cli_messages import describe, pending
 from safepoint.cli_migrations import load_chain, migrations_option
 from safepoint.cli_render import ID_LEN, cell, console, emit, say, shown, when
-from safepoint.errors import Conflict, NotFound, SafepointError
+from safepoint.errors import Conflict, CorruptCheckpoint, NotFound, SafepointError
 from safepoint.messagelist import thaw
 from safepoint.model import Checkpoint
 from safepoint.store import Store
 from safepoint.store.eager import all_runs
+from safepoint.tamper import checkpoint_mismatches, run_mismatches
 from safepoint.testing.migrations import fixture_checkpoint, read_fixture
 from safepoint.visible import visible
 
@@ -151,28 +152,49 @@ def _field_changes(path: str, before: Any, after: Any, out: list[dict[str, Any]]
 @click.argument("run_id", required=False)
 @handle_errors
 def verify(*, store_url: str, as_json: bool, run_id: str | None) -> None:
-    """Load and verify every checkpoint (of one run, or all): digests, messages, blobs.
+    """Load and verify every checkpoint (of one run, or all): digests, messages, blobs,
+    the listed columns outside the digest, and each run's head.
 
     Exits non-zero if any fails, naming run, step and what is wrong.
     """
     failures: list[dict[str, Any]] = []
     checked = 0
+
+    def failed(rid: str, step: int | None, exc: SafepointError) -> None:
+        failure = {"run_id": rid, "step": step, "error": type(exc).__name__, "message": str(exc)}
+        if failure not in failures:  # a damaged head fails its own load and the head's
+            failures.append(failure)
+
     with _open(store_url, read_only=True) as store:
         runs = [run_id] if run_id else [run.run_id for run in all_runs(store)]
         keys = []
         for rid in runs:
-            keys += [(rid, info.step) for info in store.history(rid)]
+            try:
+                keys += [(rid, info) for info in store.history(rid)]
+            except NotFound:
+                if run_id:
+                    raise
+                continue  # deleted meanwhile
+            except SafepointError as exc:  # a damaged history row
+                failed(rid, getattr(exc, "step", None), exc)
         with Progress(console=console, disable=as_json) as bar:
-            for rid, step in bar.track(keys, description="verifying checkpoints"):
+            for rid, info in bar.track(keys, description="verifying checkpoints"):
                 try:
-                    store.load(rid, step, migrate=False)  # digests, messages, blobs: any version
+                    cp = store.load(rid, info.step, migrate=False)  # digests, messages, blobs: any version
+                    _agree(rid, info.step, checkpoint_mismatches(info, cp), "checkpoint row")
                 except NotFound:
                     continue  # deleted meanwhile
                 except SafepointError as exc:
-                    failures.append(
-                        {"run_id": rid, "step": step, "error": type(exc).__name__, "message": str(exc)}
-                    )
+                    failed(rid, info.step, exc)
                 checked += 1
+        for rid in runs:  # the head as a load finds it, and the run row against it
+            try:
+                head = store.load(rid, migrate=False, fetch_blobs=False)
+                _agree(rid, head.step, run_mismatches(store.run(rid), head), "run row")
+            except NotFound:
+                continue
+            except SafepointError as exc:
+                failed(rid, getattr(exc, "step", None), exc)
     data = {"checked": checked, "failures": failures}
 
     def render() -> None:
@@ -183,6 +205,13 @@ def verify(*, store_url: str, as_json: bool, run_id: str | None) -> None:
     emit(data, as_json, render)
     if failures:
         sys.exit(1)
+
+
+def _agree(run_id: str, step: int, mismatched: list[str], row: str) -> None:
+    if mismatched:
+        raise CorruptCheckpoint(
+            run_id, step, f"the {row}'s {', '.join(mismatched)} disagree with the checkpoint"
+        )
 
 
 @main.command(name="import")

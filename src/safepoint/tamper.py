@@ -1,0 +1,43 @@
+"""Stored columns outside the digest, checked against the checkpoints they describe.
+
+A checkpoint's digest covers its header (every field but the messages, which
+it pins by chain). Listings do not read the header: ``history`` reads the
+checkpoint row's status, schema_version, message count, time and digest;
+``runs`` and ``Store.run`` read the run row's labels and (on PostgreSQL) its
+head step, schema_version and counters. A load never trusts these (it reads
+the header and, on PostgreSQL, checks the run row's head step and digest),
+but a listing would show an altered one as if it were true. ``safepoint
+verify`` loads each checkpoint and compares: these functions say what
+differs, by column name only — never a stored value.
+
+Not compared: the run row's status. It is the queue's view of the run (a
+worker's release marks a quarantined run failed, ``requeue`` makes it
+running again) and legitimately differs from the head checkpoint's.
+"""
+
+from __future__ import annotations
+
+from safepoint.model import Checkpoint, CheckpointInfo, RunInfo
+
+
+def checkpoint_mismatches(info: CheckpointInfo, cp: Checkpoint) -> list[str]:
+    """The columns of a checkpoint row (as ``history`` lists it) that disagree with the loaded checkpoint."""
+    checks = {
+        "status": info.status == cp.status,
+        "schema_version": info.schema_version == cp.schema_version,
+        "message count": info.message_count == len(cp.messages),
+        "created_at": info.created_at == cp.created_at,
+        "digest": info.digest == cp.digest,
+    }
+    return [name for name, same in checks.items() if not same]
+
+
+def run_mismatches(run: RunInfo, head: Checkpoint) -> list[str]:
+    """The columns of the run row (as ``runs`` lists it) that disagree with its loaded head checkpoint."""
+    checks = {
+        "head step": run.head_step == head.step,
+        "schema_version": run.schema_version == head.schema_version,
+        "labels": run.labels == head.labels,
+        "counters": run.counters == head.counters,
+    }
+    return [name for name, same in checks.items() if not same]
