@@ -24,11 +24,15 @@ system-deps:
 LOCK   := requirements/lock.txt
 EXTRAS := test,lint,bench,postgres,s3,langgraph,openai-agents,otel
 
+# Says what it is doing before the one slow step of a first run, and how long it took
+# after: $(shell date) is the start time, as make expands a recipe before running it.
 $(STAMP): pyproject.toml $(LOCK)
+	@echo "$(if $(wildcard $(STAMP)),Updating $(VENV): pyproject.toml or $(LOCK) changed,Setting up $(VENV) on first run (about 2-3 minutes: a venv, then pip installs safepoint and the extras the tests use)) ..."
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -c $(LOCK) -e '.[$(EXTRAS)]'
 	touch $(STAMP)
+	@echo "$(VENV) ready in $$(( $$(date +%s) - $(shell date +%s) ))s"
 
 demo: $(STAMP)
 	$(VENV)/bin/safepoint demo
