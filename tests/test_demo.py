@@ -84,3 +84,27 @@ def test_the_inspect_lines_work_when_pasted_from_the_repo_root(tmp_path: Path) -
         )
         assert pasted.returncode == 0, f"{command}\n{pasted.stdout}{pasted.stderr}"
         assert run.run_id in pasted.stdout, command
+
+
+def test_make_demo_says_when_it_sets_up_and_how_long_that_took(tmp_path: Path) -> None:
+    """On a fresh clone (no venv yet) ``make demo`` first says it is setting up and about how long
+    that takes, and says how long it took; once set up, a changed pyproject.toml says "Updating".
+    ``make -n`` shows the recipe without installing anything."""
+    venv = tmp_path / "venv"
+
+    def plan() -> str:
+        dry = subprocess.run(
+            ["make", "-n", f"VENV={venv}", "demo"], cwd=ROOT, capture_output=True, text=True, check=False
+        )
+        assert dry.returncode == 0, dry.stderr
+        return dry.stdout
+
+    first = plan().splitlines()
+    assert first[0].startswith(f'echo "Setting up {venv} on first run (about ')
+    assert "minutes" in first[0]
+    assert any(f"{venv} ready in" in line for line in first), first
+    assert first[-1] == f"{venv}/bin/safepoint demo"
+    venv.mkdir()
+    (venv / ".installed").touch()
+    os.utime(venv / ".installed", (0, 0))  # older than pyproject.toml
+    assert plan().splitlines()[0].startswith(f'echo "Updating {venv}: pyproject.toml')
