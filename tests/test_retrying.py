@@ -151,7 +151,7 @@ def test_async_run_under_a_lease_saves_an_in_doubt_commit_exactly_once(tmp_path:
 
 
 def test_async_run_under_a_lease_rides_out_terminated_backends() -> None:
-    """``AsyncRun`` on PostgreSQL, 40 steps, its backends terminated every 100 ms: every step stored once."""
+    """``AsyncRun`` on PostgreSQL, 40 steps, its backends terminated every 300 ms: every step stored once."""
     dsn = require_postgres()
     with fresh_database(dsn) as (direct, dbname):
         url = as_url(direct)
@@ -159,11 +159,14 @@ def test_async_run_under_a_lease_rides_out_terminated_backends() -> None:
         terminated = [0]
 
         def chaos() -> None:
-            while not stop.wait(0.1):
+            # Backends at least 200 ms old: a fresh connection gets its first
+            # statement through, as after any real outage.
+            while not stop.wait(0.3):
                 with psycopg.connect(direct, autocommit=True) as conn:
                     row = conn.execute(
                         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-                        " WHERE datname = %s AND pid <> pg_backend_pid()",
+                        " WHERE datname = %s AND pid <> pg_backend_pid()"
+                        " AND backend_start < now() - interval '200 milliseconds'",
                         (dbname,),
                     ).fetchone()
                 terminated[0] += row[0] if row else 0
@@ -183,7 +186,7 @@ def test_async_run_under_a_lease_rides_out_terminated_backends() -> None:
                         run.state["k"] = k
                         run.append({"role": "assistant", "content": f"step {k}"})
                         await run.commit()
-                        await asyncio.sleep(0.01)
+                        await asyncio.sleep(0.05)
                     await run.finish()
                 finally:
                     stop.set()

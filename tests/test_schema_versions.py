@@ -183,3 +183,31 @@ def test_read_commands_show_checkpoints_of_any_version_and_import_takes_the_vers
     assert chained.returncode == 0, chained.stderr
     with safepoint.open_store(local, schema_version=5) as store:
         assert {r.run_id: r.schema_version for r in store.runs()} == {"r": 5, "again": 5}
+
+
+def test_a_run_starts_at_the_version_its_store_declares(tmp_path: Path) -> None:
+    """``Run``/``AsyncRun`` stamp a new run with ``store.schema_version``, not 1: a store at
+    version 3 (declared, or its chain's) never gets a fresh version-1 run to migrate later."""
+    from safepoint.harness import AsyncRun, Run  # noqa: PLC0415  # the harness is this test's subject
+
+    url = f"sqlite:///{tmp_path / 'v.db'}"
+    with safepoint.open_store(url, schema_version=3) as store:
+        assert store.schema_version == 3
+        run = Run.start(store, "sync-run")
+        run.commit()
+        assert [info.schema_version for info in store.history("sync-run")] == [3, 3]
+    chain = MigrationChain(current=2, migrations={1: lambda cp: cp})
+    with safepoint.open_store(url, migrations=chain) as store:
+        assert store.schema_version == 2
+        assert Run.start(store, "chained").checkpoint.schema_version == 2
+
+    async def started_async() -> int:
+        store = await safepoint.open_async_store(url, schema_version=3)
+        try:
+            assert store.schema_version == 3
+            run = await AsyncRun.start(store, "async-run")
+            return (await store.load(run.run_id)).schema_version
+        finally:
+            await store.close()
+
+    assert asyncio.run(started_async()) == 3

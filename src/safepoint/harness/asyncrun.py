@@ -19,7 +19,7 @@ from safepoint.store import AsyncStore
 
 from .actions import ReconcileHook
 from .budgets import Budget
-from .core import Flow, Load, NewRun, Request, RunCore, RunStatus, Save
+from .core import CurrentVersion, Flow, Load, NewRun, Request, RunCore, RunStatus, Save
 from .view import RunView
 
 T = TypeVar("T")
@@ -53,6 +53,8 @@ async def _serve(store: AsyncStore, request: Request, lease: Lease | None) -> An
         else:
             load = partial(store.load, request.run_id, resolve_secrets=request.resolve_secrets)
         return await (load() if lease is None else retrying.call_async("load", load, observer=store.observer))
+    if isinstance(request, CurrentVersion):
+        return store.schema_version
     if isinstance(request, RunStatus):
         status = partial(store.run, request.run_id)
         if lease is None:

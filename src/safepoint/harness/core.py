@@ -73,7 +73,13 @@ class RunStatus:
     run_id: str
 
 
-Request = Load | Save | Invoke | RunStatus
+@dataclass(frozen=True, slots=True)
+class CurrentVersion:
+    """The ``schema_version`` the store writes (``Store.schema_version``): a new run starts at it,
+    so a run started by code that declares version 3 is not stored as version 1."""
+
+
+Request = Load | Save | Invoke | RunStatus | CurrentVersion
 Flow = Generator[Request, Any, T]
 
 
@@ -147,7 +153,9 @@ class RunCore:
 
     def start(self, new: NewRun) -> Flow[None]:
         """Create the run: save step 0 with its budget, labels, state, cursors and messages."""
+        version: int = yield CurrentVersion()
         self.cp = Checkpoint(
+            schema_version=version,
             run_id=new.run_id or new_run_id(),
             messages=list(new.messages or []),
             counters=budgets.starting_counters(new.budget),

@@ -23,7 +23,7 @@ from safepoint.store import Store
 
 from .actions import ReconcileHook
 from .budgets import Budget
-from .core import Flow, Load, NewRun, Request, RunCore, RunStatus, Save
+from .core import CurrentVersion, Flow, Load, NewRun, Request, RunCore, RunStatus, Save
 from .view import RunView
 
 T = TypeVar("T")
@@ -57,6 +57,8 @@ def _serve(store: Store, request: Request, lease: Lease | None) -> Any:
         else:
             load = partial(store.load, request.run_id, resolve_secrets=request.resolve_secrets)
         return load() if lease is None else retrying.call("load", load, observer=store.observer)
+    if isinstance(request, CurrentVersion):
+        return store.schema_version
     if isinstance(request, RunStatus):
         status = partial(store.run, request.run_id)
         info = status() if lease is None else retrying.call("run", status, observer=store.observer)

@@ -53,6 +53,13 @@ class Store:
         self._backend = traced.backend_of(url)
 
     @property
+    def schema_version(self) -> int:
+        """The checkpoint version this store writes and reads up to: the migration
+        chain's current version, or ``open_store(schema_version=…)``, default 1.
+        A new run starts at it; a newer checkpoint is ``SchemaTooNew``."""
+        return self.pipeline.schema_version
+
+    @property
     def driver(self) -> Driver:
         """The backend driver (for tests and tools; not needed to use the store)."""
         return self._driver
