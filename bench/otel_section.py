@@ -3,6 +3,7 @@
     .venv/bin/python bench/otel_section.py                    # 2,000 saves x 5 reps, SQLite
     .venv/bin/python bench/otel_section.py --saves 2000 --reps 3
     .venv/bin/python bench/run.py --otel-only                  # the same, as make bench runs it
+    .venv/bin/python bench/otel_section.py --instructions     # instructions per save, under valgrind
 
 The workload is the agent every other SQLite section is fed
 (``agent_workload``: two messages a step, ~500-byte replies, a ~50 KB tool
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -141,9 +143,12 @@ class _Lane:
         self.cpu += cpu
 
 
-def measure(url_of: dict[str, str], saves: int, configs: tuple[str, ...]) -> dict[str, float]:
-    """CPU microseconds per save of each configuration, taking turns in this process."""
-    steps = agent_workload.build(saves).steps
+def measure(
+    url_of: dict[str, str], saves: int, configs: tuple[str, ...], workload_steps: int | None = None
+) -> dict[str, float]:
+    """CPU microseconds per save of each configuration, taking turns in this process
+    (the first ``saves`` of ``workload_steps`` agent steps built)."""
+    steps = agent_workload.build(max(saves, workload_steps or 0)).steps
     lanes = {config: _Lane(config, url_of[config]) for config in configs}
     for turn, first in enumerate(range(0, saves, BLOCK)):
         shift = turn % len(configs)
@@ -263,17 +268,94 @@ def render(results: list[OtelResult], *, command: str, heading: bool = True) -> 
     return "\n".join(lines)
 
 
+def instructions(saves: int = 200, configs: tuple[str, ...] = CONFIGS) -> dict[str, float]:
+    """Instructions per save of each configuration, counted by valgrind (callgrind).
+
+    A count does not move with the machine's other load, as CPU time does:
+    it is the noise-free half of the picture (not the other half: cache
+    misses, which make the same instructions dearer inside a real program).
+    Each configuration runs alone in two processes with the same setup, one
+    saving ``WARMUP`` steps and one ``WARMUP + saves``; the difference,
+    divided by ``saves``, is per save. Slow (valgrind runs Python ~50x
+    slower): minutes per configuration, two processes at a time.
+    """
+    if shutil.which("valgrind") is None:
+        raise RuntimeError("--instructions needs valgrind (apt-get install valgrind)")
+    counts: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="safepoint-otel-ir-") as tmp:
+        for config in configs:
+            pair = []
+            for n in (WARMUP, WARMUP + saves):
+                urls = {config: f"sqlite:///{tmp}/{config}-{n}.db"}
+                script = _IR_CHILD.format(
+                    bench=str(BENCH_DIR), urls=urls, n=n, total=WARMUP + saves, config=config
+                )
+                command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
+                pair.append(
+                    subprocess.Popen(
+                        [*command, sys.executable, "-c", script], stderr=subprocess.PIPE, text=True
+                    )
+                )
+            collected = [_collected(process) for process in pair]
+            counts[config] = (collected[1] - collected[0]) / saves
+    return counts
+
+
+WARMUP = 100  # saves both processes of a pair make before the counted ones
+_IR_CHILD = """
+import sys
+sys.path.insert(0, {bench!r})
+import otel_section
+otel_section.measure({urls!r}, {n}, ({config!r},), workload_steps={total})
+"""
+
+
+def _collected(process: subprocess.Popen[str]) -> int:
+    _, err = process.communicate()
+    if process.returncode != 0:
+        raise RuntimeError(f"valgrind child failed:\n{err}")
+    for line in err.splitlines():
+        if "Collected :" in line:
+            return int(line.rsplit(":", 1)[1])
+    raise RuntimeError(f"no instruction count in valgrind's output:\n{err}")
+
+
+def render_instructions(counts: dict[str, float], saves: int) -> str:
+    off = counts["off"]
+    lines = [
+        f"Instructions per save (valgrind callgrind, SQLite, {saves} saves after {WARMUP}, each "
+        "configuration alone):",
+        "",
+        "| configuration | instructions per save | on top of off | vs off |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for config, count in counts.items():
+        lines.append(f"| {config} | {count:,.0f} | {count - off:+,.0f} | {count / off:.3f}x |")
+    return "\n".join([*lines, ""])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--saves", type=int, default=2000)
+    parser.add_argument(
+        "--saves", type=int, help="saves per process (default 2,000; 200 with --instructions)"
+    )
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument(
         "--backend", choices=("sqlite", "memory"), action="append", help="sqlite (default); memory too"
     )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="count instructions per save under valgrind instead (slow; --saves of them, default 200)",
+    )
     args = parser.parse_args(argv)
+    if args.instructions:
+        saves = args.saves or 200
+        print(render_instructions(instructions(saves), saves))
+        return 0
     given = sys.argv[1:] if argv is None else argv
     command = " ".join([".venv/bin/python bench/otel_section.py", *given])
-    print(render(run(args.saves, args.reps, tuple(args.backend or ("sqlite",))), command=command))
+    print(render(run(args.saves or 2000, args.reps, tuple(args.backend or ("sqlite",))), command=command))
     return 0
 
 
