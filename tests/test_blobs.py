@@ -50,6 +50,7 @@ from safepoint.errors import (
     BlobNotFound,
     InvalidArgument,
     InvalidURL,
+    MissingExtra,
     SafepointError,
     StoreClosed,
 )
@@ -802,11 +803,13 @@ def test_importing_blobs_does_not_import_boto3() -> None:
 
 
 def test_s3_store_without_boto3_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without boto3 installed, creating an S3 store is InvalidArgument naming the extra."""
+    """Without boto3 installed, creating an S3 store is MissingExtra (an InvalidArgument) naming the extra."""
     for name in ("boto3", "botocore", "botocore.exceptions"):
         monkeypatch.setitem(sys.modules, name, None)
-    with pytest.raises(InvalidArgument, match=r"pip install safepoint\[s3\]"):
+    with pytest.raises(InvalidArgument, match=r"pip install 'safepoint\[s3\]'") as caught:
         S3BlobStore("some-bucket")
+    assert isinstance(caught.value, MissingExtra)
+    assert caught.value.extra == "s3"
 
 
 def test_s3_client_or_client_options_not_both(s3_target: S3Target) -> None:

@@ -28,7 +28,7 @@ from safepoint.blobs.base import (
     decode_stored,
     encode_stored,
 )
-from safepoint.errors import BlobError, BlobNotFound, InvalidArgument
+from safepoint.errors import BlobError, BlobNotFound, InvalidArgument, MissingExtra
 
 # Matched against the error code only: a GET of a missing bucket is also HTTP 404, but
 # "NoSuchBucket" is a misconfiguration to report, not a missing blob. (A HEAD has no
@@ -69,7 +69,7 @@ class S3BlobStore(StoreLifecycle):
         try:
             import botocore.exceptions  # type: ignore[import-untyped]  # noqa: PLC0415  # lazy: optional extra
         except ImportError as exc:
-            raise InvalidArgument("the S3 blob store needs boto3: pip install safepoint[s3]") from exc
+            raise MissingExtra("the S3 blob store", "s3", "botocore") from exc
         self._errors: tuple[type[Exception], ...] = (
             botocore.exceptions.ClientError,
             botocore.exceptions.BotoCoreError,
@@ -203,7 +203,7 @@ def _make_client(endpoint_url: str | None, region: str | None, options: dict[str
     try:
         import boto3  # type: ignore[import-untyped]  # noqa: PLC0415  # lazy: optional extra
     except ImportError as exc:
-        raise InvalidArgument("the S3 blob store needs boto3: pip install safepoint[s3]") from exc
+        raise MissingExtra("the S3 blob store", "s3", "boto3") from exc
     # A session per store: boto3's default session is shared global state.
     return boto3.session.Session().client("s3", endpoint_url=endpoint_url, region_name=region, **options)
 
