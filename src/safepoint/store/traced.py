@@ -77,6 +77,15 @@ class Operation:
         except Exception:  # see __init__
             pass
 
+    def update(self, attributes: AttributeDict) -> None:
+        """``set`` each of ``attributes`` (one call for a save's several facts)."""
+        span = self._span
+        try:
+            for key, value in attributes.items():
+                span.set(key, value)
+        except Exception:  # see __init__
+            pass
+
     def measure(self, metric: str, value: int | float, attributes: Attributes | None = None) -> None:
         """Record ``metric`` on the way out, with the operation's backend and outcome."""
         if self._measures is None:
@@ -89,11 +98,12 @@ class Operation:
     ) -> None:
         elapsed = time.perf_counter() - self._start
         observer = self._observer
-        base = _base(self._backend, "ok" if kind is None else kind.__name__)
+        outcome = "ok" if kind is None else kind.__name__
+        base = _BASES.get((self._backend, outcome)) or _base(self._backend, outcome)
         # Metrics first, while the span is still current: an SDK that keeps
         # exemplars links them to this span.
         try:
-            observer.record(_duration(self._name), elapsed, base)
+            observer.record(_DURATIONS.get(self._name) or _duration(self._name), elapsed, base)
             if self._measures is not None:
                 for metric, value, extra in self._measures:
                     report = observer.add if metric in _COUNTERS else observer.record
@@ -151,11 +161,15 @@ def of_save(cp: Checkpoint, lease: Lease | None) -> AttributeDict:
 
 def saved(op: Operation, facts: SaveFacts) -> None:
     """What a committed save did: sizes, counts, scrub findings by rule."""
-    op.set("safepoint.bytes_written", facts.bytes_written)
-    op.set("safepoint.messages_added", facts.messages_added)
-    op.set("safepoint.blobs_written", facts.blobs_written)
     findings = facts.findings
-    op.set("safepoint.scrub.findings", sum(findings.values()))
+    op.update(
+        {
+            "safepoint.bytes_written": facts.bytes_written,
+            "safepoint.messages_added": facts.messages_added,
+            "safepoint.blobs_written": facts.blobs_written,
+            "safepoint.scrub.findings": sum(findings.values()) if findings else 0,
+        }
+    )
     for rule, count in findings.items():
         op.set(f"safepoint.scrub.{rule}", count)
         op.measure("safepoint.scrub.findings", count, {"safepoint.scrub.rule": rule})
