@@ -6,7 +6,8 @@
 through the library and through the installed ``safepoint`` command; psycopg is
 absent, and a ``postgresql://`` URL is a ``MissingExtra`` naming the extra (one
 line from the CLI, no traceback). ``--core-only``: the venv holds exactly
-safepoint's core dependencies (and what they need), nothing else. ``--s3``: the
+safepoint's core dependencies (and what they need), nothing else, and the S3
+blob store names the s3 extra. ``--s3``: the
 S3 blob store makes its client, and the installed botocore takes the
 ``IfNoneMatch`` put that conditional writes need. Standard library only: this
 runs outside the project's .venv. Exits non-zero, saying what failed.
@@ -111,6 +112,14 @@ def main() -> None:
         installed = {canonical(d.metadata["Name"]) for d in importlib.metadata.distributions()}
         extra = installed - core_closure() - {"pip", "setuptools", "wheel"}
         check(not extra, f"a core-only venv holds more than the core dependencies: {sorted(extra)}")
+        from safepoint.blobs.s3 import S3BlobStore  # noqa: PLC0415  # importable without boto3
+
+        try:
+            S3BlobStore("bucket", endpoint_url="http://127.0.0.1:9")
+        except safepoint.MissingExtra as exc:
+            check("pip install 'safepoint[s3]'" in str(exc), f"the S3 error names the extra: {exc}")
+        else:
+            check(False, "an S3 blob store without boto3 raised nothing")
 
     if args.s3:
         from safepoint.blobs.s3 import S3BlobStore  # noqa: PLC0415  # needs the s3 extra
