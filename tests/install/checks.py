@@ -3,9 +3,10 @@
     .venv/bin/python tests/install/checks.py [--only NAME ...] [--keep]
     make install-checks                      # the same; .ci/run runs it after make test
 
-- ``beside-older``: safepoint[s3] installs next to rich, click, boto3 and orjson
-  one major below the lock's versions, or one minor where our range has no
-  older major; the smoke test then passes (tests/install/smoke.py --s3).
+- ``beside-older``: an application's rich, click, boto3 and orjson, one major
+  below the lock's versions (one minor where our range has no older major),
+  then safepoint[s3] installed beside them, changing none of them; the smoke
+  test then passes (tests/install/smoke.py --s3).
 - ``core-only``: safepoint alone (the lock's versions): the venv holds the
   standard library and the core dependencies, no psycopg; ``import safepoint``
   and the SQLite store work, a postgresql:// URL names the extra, the CLI
@@ -183,13 +184,21 @@ class Check:
 class BesideOlder(Check):
     name = "beside-older"
 
+    def __init__(self) -> None:
+        self.before: dict[str, Version] = {}
+
     def install(self, venv: Venv, wheel: Path) -> None:
-        venv.pip_install(f"{wheel}[s3]", *(older_than_lock(name) for name in OLDER))
+        # The application first, then safepoint into it: pip must keep the application's versions.
+        venv.pip_install(*(older_than_lock(name) for name in OLDER))
+        self.before = {name: venv.version(name) for name in OLDER}
+        venv.pip_install(f"{wheel}[s3]")
 
     def verify(self, venv: Venv) -> str:
         lock = pins(LOCK)
         got = {name: venv.version(name) for name in OLDER}
         for name, version in got.items():
+            if version != self.before[name]:
+                raise CheckFailed(f"installing safepoint moved {name} from {self.before[name]} to {version}")
             if version >= lock[name] or not ranges()[name].specifier.contains(version):
                 raise CheckFailed(f"{name} {version}: not below the lock's {lock[name]} within our range")
         venv.smoke("--s3")
