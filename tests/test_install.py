@@ -138,6 +138,15 @@ def test_the_makefile_installs_through_the_lock() -> None:
     assert set(extras.split(",")) == set(PYPROJECT["optional-dependencies"])
 
 
+def test_ci_runs_the_install_checks() -> None:
+    """.ci/run runs make install-checks after make test, under set -e, so a failed check fails CI."""
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "set -euo pipefail" in ci
+    assert ci.index("make test") < ci.index("make install-checks")
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert "install-checks: $(STAMP)\n\t$(PY) tests/install/checks.py\n" in makefile
+
+
 _IMPORT_LINE = re.compile(r"^\s*(?:from\s+([\w.]+)\s+import\s|import\s+([\w.]+))", re.MULTILINE)
 
 
