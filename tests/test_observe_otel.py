@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -455,3 +458,25 @@ def test_spans_inside_a_call_are_its_children_and_a_no_op_tracer_hides_nothing(t
     assert query.parent is not None
     assert save.context is not None
     assert query.parent.span_id == save.context.span_id
+
+
+def test_a_child_forked_while_a_counter_was_locked_still_counts(telemetry: Telemetry) -> None:
+    """A process forked while another thread held a counter's lock gets fresh locks: its adds
+    (a save's, a retry's) do not wait forever on a lock nobody in the child will release."""
+    observer = telemetry.observer()
+    observer.add("safepoint.conflicts", 1, {})
+    total = observer._sinks["safepoint.conflicts"].__self__  # type: ignore[attr-defined]
+    with total._lock:
+        pid = os.fork()
+        if pid == 0:  # the child: a hang here is the bug
+            observer.add("safepoint.conflicts", 1, {})
+            observer.add("safepoint.retries", 1, {"safepoint.operation": "save"})
+            os._exit(0)
+    deadline = time.monotonic() + 20
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child hung on the counter's inherited lock")
+    assert os.waitstatus_to_exitcode(done[1]) == 0

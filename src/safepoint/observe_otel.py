@@ -21,7 +21,9 @@ dropped, so observing can never break a save.
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any
@@ -143,12 +145,13 @@ class _Total:
     attributes never carry ids.
     """
 
-    __slots__ = ("_attributes", "_lock", "_values")
+    __slots__ = ("__weakref__", "_attributes", "_lock", "_values")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._values: dict[frozenset[tuple[str, Any]], int | float] = {}
         self._attributes: dict[frozenset[tuple[str, Any]], dict[str, Any]] = {}
+        _LOCKED.add(self)
 
     def add(self, value: int | float, attributes: Attributes) -> None:
         if not value >= 0:  # a counter only goes up (the SDK drops these too); NaN fails as well
@@ -166,6 +169,20 @@ class _Total:
         del options
         with self._lock:
             return [metrics.Observation(value, self._attributes[key]) for key, value in self._values.items()]
+
+
+# Whatever holds a lock here, so that a child forked while another thread held
+# one does not wait on it forever (the child's first save would hang): the
+# child starts with fresh locks.
+_LOCKED: weakref.WeakSet[_Total | OpenTelemetryObserver] = weakref.WeakSet()
+
+
+def _fresh_locks() -> None:
+    for holder in list(_LOCKED):
+        holder._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_locks)
 
 
 class OpenTelemetryObserver:
@@ -191,6 +208,7 @@ class OpenTelemetryObserver:
         self._meter = metrics.get_meter(_SCOPE, __version__, meter_provider=meter_provider)
         self._sinks: dict[str, _Sink] = {}
         self._lock = threading.Lock()
+        _LOCKED.add(self)
 
     def span(self, name: str, attributes: Attributes) -> _Span:
         return _Span(self._tracer, name, attributes, self.include_run_ids)
