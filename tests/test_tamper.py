@@ -10,6 +10,7 @@ exits with the corrupt code, never a traceback.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -25,7 +26,7 @@ import pytest
 
 import safepoint
 from conftest_postgres import fresh_schema, raw, require_postgres
-from safepoint import Checkpoint, CorruptCheckpoint, SafepointError, StoreCorrupt
+from safepoint import Checkpoint, CorruptCheckpoint, Retention, SafepointError, StoreCorrupt
 from safepoint.cli_render import ExitCode
 from safepoint.tamper import checkpoint_mismatches, run_mismatches
 
@@ -366,3 +367,48 @@ def test_postgres_undecodable_status_is_corrupt_checkpoint(pg: tuple[str, str, s
         no_marker(listed.value)
     one_line(sp(cwd, "history", "r", "--store", url))
     one_line(sp(cwd, "runs", "--store", url))
+
+
+# -- the pruned flag: a live checkpoint hidden by hand -------------------------------------------
+
+
+def test_sqlite_a_live_checkpoint_flagged_pruned_is_reported_by_verify(tmp_path: Path, cwd: Path) -> None:
+    """Retention empties what it prunes; a full row flagged pruned hides a checkpoint: verify names it."""
+    path = tmp_path / "p.db"
+    url = f"sqlite:///{path}"
+    fill(url)
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("UPDATE safepoint_checkpoints SET pruned = 1 WHERE step = 1")  # test SQL
+    with safepoint.open_store(url, read_only=True) as store:
+        assert 1 not in [info.step for info in store.history("r")]  # hidden from the listing
+        assert store.hidden_steps("r") == [1]
+    failures = verify_json(cwd, url)
+    assert ("r", 1, "CorruptCheckpoint") in {(f["run_id"], f["step"], f["error"]) for f in failures}
+
+
+def test_postgres_a_live_checkpoint_flagged_pruned_is_reported_by_verify(
+    pg: tuple[str, str, str], cwd: Path
+) -> None:
+    dsn, schema, url = pg
+    raw(dsn, schema, "UPDATE safepoint_checkpoints SET pruned = true WHERE step = 1")  # test SQL
+
+    async def hidden() -> list[int]:
+        store = await safepoint.open_async_store(url, read_only=True)
+        try:
+            return await store.hidden_steps("r")
+        finally:
+            await store.close()
+
+    assert asyncio.run(hidden()) == [1]
+    failures = verify_json(cwd, url)
+    assert ("r", 1, "CorruptCheckpoint") in {(f["run_id"], f["step"], f["error"]) for f in failures}
+
+
+def test_a_store_pruned_by_retention_hides_nothing(tmp_path: Path) -> None:
+    """What retention really prunes is an emptied row: ``hidden_steps`` stays empty."""
+    url = f"sqlite:///{tmp_path / 'kept.db'}"
+    fill(url)
+    with safepoint.open_store(url) as store:
+        result = store.prune_run("r", Retention(keep_last=1))
+        assert result.pruned_steps
+        assert store.hidden_steps("r") == []

@@ -189,6 +189,9 @@ def verify(*, store_url: str, as_json: bool, run_id: str | None) -> None:
                 checked += 1
         for rid in runs:  # the head as a load finds it, and the run row against it
             try:
+                for step in store.hidden_steps(rid):  # a live checkpoint flagged pruned by hand
+                    hidden = CorruptCheckpoint(rid, step, "marked pruned but still holds a checkpoint")
+                    failed(rid, step, hidden)
                 head = store.load(rid, migrate=False, fetch_blobs=False)
                 _agree(rid, head.step, run_mismatches(store.run(rid), head), "run row")
             except NotFound:

@@ -353,6 +353,10 @@ def requeue(run_id: str) -> Call[None, None]:
     return Call(leases.requeue(check_id(run_id), now_micros()), True, _same)
 
 
+def hidden_steps(run_id: str) -> Call[list[int], list[int]]:
+    return Call(maintenance.hidden_steps(check_id(run_id)), False, _same)
+
+
 def queue_state(run_id: str) -> Call[leases.QueueState, leases.QueueState]:
     return Call(leases.queue_state(check_id(run_id)), False, _same)
 

@@ -286,6 +286,12 @@ class Store:
         """
         return self._call(calls.cancel, run_id, self.pipeline)
 
+    def hidden_steps(self, run_id: str) -> list[int]:
+        """Steps of the run whose rows are marked pruned yet still hold a checkpoint —
+        only tampering makes one, and it hides that checkpoint from ``history``
+        and loads (``safepoint verify`` reports them); ``NotFound`` if absent."""
+        return self._call(calls.hidden_steps, run_id)
+
     def queue_state(self, run_id: str) -> leases.QueueState:
         """Where the run stands with the workers: queued or not, the lease's holder,
         epoch and expiry (``leases.QueueState``); ``NotFound`` if absent."""

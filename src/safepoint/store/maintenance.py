@@ -109,6 +109,22 @@ def set_retention(run_id: str, policy: Retention | None) -> Op[None]:
         raise NotFound(run_id)
 
 
+def hidden_steps(run_id: str) -> Op[list[int]]:
+    """Steps whose row is marked pruned but still holds a checkpoint header.
+
+    Retention empties a row it prunes (``make_carrier``: no header, no
+    ranges), so a pruned flag on a full row was set by hand, and it hides a
+    live checkpoint from ``history`` and loads. ``NotFound`` if no such run.
+    """
+    rows = yield Query("run_retention_read", {"run_id": run_id})
+    if not rows:
+        from safepoint.errors import NotFound  # noqa: PLC0415
+
+        raise NotFound(run_id)
+    spans = yield Query("checkpoint_spans", {"run_ref": rows[0][0]})
+    return [int(row[0]) for row in spans if row[5] and row[6]]
+
+
 def prune_run(run_id: str, store_policy: Retention | None, now: int, *, dry_run: bool) -> Op[PruneResult]:
     """Apply the run's retention policy (its own, else the store's) in one transaction."""
     result = PruneResult(run_id)
