@@ -93,8 +93,17 @@ def test_make_demo_says_when_it_sets_up_and_how_long_that_took(tmp_path: Path) -
     venv = tmp_path / "venv"
 
     def plan() -> str:
+        # As a user types it: not a sub-make of `make test` (whose MAKEFLAGS and
+        # MAKELEVEL would add "Entering directory" lines and its own flags).
+        inherited = ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES")
+        env = {k: v for k, v in os.environ.items() if k not in inherited}
         dry = subprocess.run(
-            ["make", "-n", f"VENV={venv}", "demo"], cwd=ROOT, capture_output=True, text=True, check=False
+            ["make", "--no-print-directory", "-n", f"VENV={venv}", "demo"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+            env=env,
         )
         assert dry.returncode == 0, dry.stderr
         return dry.stdout
