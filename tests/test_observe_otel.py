@@ -480,3 +480,10 @@ def test_a_child_forked_while_a_counter_was_locked_still_counts(telemetry: Telem
         os.waitpid(pid, 0)
         pytest.fail("the forked child hung on the counter's inherited lock")
     assert os.waitstatus_to_exitcode(done[1]) == 0
+
+
+def test_an_observed_worker_gauges_the_queue_depth(telemetry: Telemetry) -> None:
+    """``safepoint.queue.depth`` from the worker's loop: 3 queued, one just claimed, 2 left."""
+    store = _worker_store(telemetry, 3)
+    Worker(store, lambda job: Status.DONE, heartbeat=60).run(max_runs=1)
+    assert [p.value for p in telemetry.points()["safepoint.queue.depth"]] == [2]

@@ -329,3 +329,30 @@ def test_set_budget_lets_a_run_its_budget_failed_run_again(backend: Backend) -> 
             assert run.status is Status.RUNNING
 
     asyncio.run(scenario())
+
+
+def test_queue_depth_counts_what_a_claim_could_take_now(backend: Backend) -> None:
+    """Queued and free: counted; leased, waiting for retry_at, or not queued: not."""
+    with backend.open() as store:
+        for n in range(4):
+            store.save(Checkpoint(run_id=f"q-{n}"))
+        store.save(Checkpoint(run_id="not-queued"))
+        for n in range(4):
+            store.enqueue(f"q-{n}")
+        assert store.queue_depth() == 4
+        lease = store.claim("w1", lease=60)
+        assert lease is not None
+        assert store.queue_depth() == 3  # the leased one is not claimable
+        store.release(lease, requeue=True)
+        assert store.queue_depth() == 4
+        store.delete_run("q-0")
+        assert store.queue_depth() == 3
+
+    async def depth() -> int:
+        store = await safepoint.open_async_store(backend.url)
+        try:
+            return await store.queue_depth()
+        finally:
+            await store.close()
+
+    assert asyncio.run(depth()) == 3

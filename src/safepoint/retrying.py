@@ -78,7 +78,7 @@ class _Window:
         delay = next(self.delays)
         if time.monotonic() + delay > self.give_up:
             raise exc
-        self.observer.add("safepoint.retries", 1, {"operation": self.operation})
+        self.observer.add("safepoint.retries", 1, {"safepoint.operation": self.operation})
         # The error's text is the driver's summary: it names no stored value.
         log.warning("%s: %s; retrying in %.2fs", self.operation, exc, delay)
         return delay

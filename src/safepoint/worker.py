@@ -38,6 +38,7 @@ Nothing about one run ends the worker's loop.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -52,6 +53,7 @@ from typing import Any
 from safepoint import retrying
 from safepoint.errors import InvalidArgument, LeaseLost, SchemaTooNew, StoreUnavailable
 from safepoint.model import Checkpoint, CheckpointInfo, Lease, Status
+from safepoint.observe import NO_OBSERVER
 from safepoint.retrying import RetryPolicy
 from safepoint.store import Store, calls, leases, traced
 from safepoint.store.leases import Attempts
@@ -133,6 +135,7 @@ class Worker:
         self.max_attempts = max_attempts
         self.backoff = backoff
         self._stop = threading.Event()
+        self._next_gauge = 0.0  # time.monotonic() of the next queue-depth reading
 
     def stop(self) -> None:
         """Ask the worker to stop: the handler finishes its step, saves, and the run is released."""
@@ -166,6 +169,7 @@ class Worker:
             except StoreUnavailable:
                 self._stop.wait(self.poll)  # outlasted the retries; the store may come back
                 continue
+            self._gauge_queue()
             if lease is not None:
                 self._handle(lease)
                 handled += 1
@@ -174,6 +178,17 @@ class Worker:
             else:
                 self._stop.wait(wait)
         return handled
+
+    def _gauge_queue(self) -> None:
+        """``safepoint.queue.depth``, at most once a heartbeat, and only for an observed store
+        (one count query; an unobserved worker never pays it)."""
+        observer = self.store.observer
+        now = time.monotonic()
+        if observer is NO_OBSERVER or now < self._next_gauge:
+            return
+        self._next_gauge = now + self.heartbeat_seconds
+        with contextlib.suppress(StoreUnavailable):  # a gauge is not worth a retry: the next one will do
+            observer.record("safepoint.queue.depth", self.store.queue_depth(), {})
 
     def _idle_wait(self, stop_when_idle: bool) -> float | None:
         """How long to sleep before claiming again; None to stop."""

@@ -257,6 +257,11 @@ class AsyncStore:
         and loads (``safepoint verify`` reports them); ``NotFound`` if absent."""
         return await self._call(calls.hidden_steps, run_id)
 
+    async def queue_depth(self) -> int:
+        """How many queued runs a claim could take now (free or expired lease,
+        ``retry_at`` come): the backlog a fleet of workers faces."""
+        return await self._call(calls.queue_depth)
+
     async def queue_state(self, run_id: str) -> leases.QueueState:
         """Where the run stands with the workers: queued or not, the lease's holder,
         epoch and expiry (``leases.QueueState``); ``NotFound`` if absent."""

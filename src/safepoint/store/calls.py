@@ -357,6 +357,10 @@ def hidden_steps(run_id: str) -> Call[list[int], list[int]]:
     return Call(maintenance.hidden_steps(check_id(run_id)), False, _same)
 
 
+def queue_depth() -> Call[int, int]:
+    return Call(leases.queue_depth(now_micros()), False, _same)
+
+
 def queue_state(run_id: str) -> Call[leases.QueueState, leases.QueueState]:
     return Call(leases.queue_state(check_id(run_id)), False, _same)
 

@@ -292,6 +292,11 @@ class Store:
         and loads (``safepoint verify`` reports them); ``NotFound`` if absent."""
         return self._call(calls.hidden_steps, run_id)
 
+    def queue_depth(self) -> int:
+        """How many queued runs a claim could take now (free or expired lease,
+        ``retry_at`` come): the backlog a fleet of workers faces."""
+        return self._call(calls.queue_depth)
+
     def queue_state(self, run_id: str) -> leases.QueueState:
         """Where the run stands with the workers: queued or not, the lease's holder,
         epoch and expiry (``leases.QueueState``); ``NotFound`` if absent."""

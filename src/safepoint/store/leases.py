@@ -107,6 +107,12 @@ def requeue(run_id: str, now: int) -> Op[None]:
         raise NotFound(run_id)
 
 
+def queue_depth(now: int) -> Op[int]:
+    """How many queued runs a claim could take now."""
+    rows = yield Query("queue_depth", {"now": now})
+    return int(rows[0][0]) if rows else 0
+
+
 def next_claimable(now: int) -> Op[int | None]:
     """Microseconds until the earliest queued run can be claimed (0: now); None if none is queued."""
     rows = yield Query("next_claimable", {})

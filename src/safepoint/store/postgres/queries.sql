@@ -179,6 +179,15 @@ WHERE id = (
     FOR UPDATE SKIP LOCKED)
 RETURNING run_id, lease_epoch, (extract(epoch FROM lease_expires_at) * 1000000)::bigint, attempts;
 
+-- name: queue_depth
+-- How many runs a claim could take now (see the SQLite query).
+SELECT count(*) FROM safepoint_runs
+WHERE queued_at IS NOT NULL
+  AND (lease_owner IS NULL
+       OR lease_expires_at <= 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
+  AND (retry_at IS NULL
+       OR retry_at <= 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond');
+
 -- name: heartbeat
 UPDATE safepoint_runs
 SET lease_expires_at = 'epoch'::timestamptz + %(expires_at)s::bigint * interval '1 microsecond'

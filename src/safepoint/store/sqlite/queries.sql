@@ -154,6 +154,13 @@ WHERE id = (
     LIMIT 1)
 RETURNING run_id, lease_epoch, lease_expires_at, attempts;
 
+-- name: queue_depth
+-- How many runs a claim could take now (the claim's WHERE clause): the
+-- safepoint.queue.depth gauge, and Store.queue_depth for operators.
+SELECT count(*) FROM safepoint_runs
+WHERE queued_at IS NOT NULL AND (lease_owner IS NULL OR lease_expires_at <= :now)
+  AND (retry_at IS NULL OR retry_at <= :now);
+
 -- name: heartbeat
 UPDATE safepoint_runs SET lease_expires_at = :expires_at
 WHERE run_id = :run_id AND lease_owner = :worker_id AND lease_epoch = :epoch
