@@ -412,3 +412,25 @@ def test_a_store_pruned_by_retention_hides_nothing(tmp_path: Path) -> None:
         result = store.prune_run("r", Retention(keep_last=1))
         assert result.pruned_steps
         assert store.hidden_steps("r") == []
+
+
+@pytest.mark.parametrize("change", ["parent_step = 0", "parent_run_id = 'elsewhere'", "parent_run_id = NULL"])
+def test_sqlite_verify_reports_a_run_rows_parent_changed(change: str, tmp_path: Path, cwd: Path) -> None:
+    """A fork stores its parent in its first checkpoint; the run row's copy (``runs --json``) must match."""
+    path = tmp_path / "f.db"
+    url = f"sqlite:///{path}"
+    fill(url)
+    with safepoint.open_store(url) as store:
+        store.fork("r", 2, new_run_id="child")
+    assert verify_json_ok(cwd, url)
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(f"UPDATE safepoint_runs SET {change} WHERE run_id = 'child'")  # test SQL
+    failures = verify_json(cwd, url)
+    assert {(f["run_id"], f["error"]) for f in failures} == {("child", "CorruptCheckpoint")}
+    assert all("parent" in f["message"] for f in failures)
+
+
+def verify_json_ok(cwd: Path, url: str) -> bool:
+    result = sp(cwd, "verify", "--store", url, "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return json.loads(result.stdout)["failures"] == []

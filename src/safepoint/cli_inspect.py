@@ -177,10 +177,12 @@ def verify(*, store_url: str, as_json: bool, run_id: str | None) -> None:
                 continue  # deleted meanwhile
             except SafepointError as exc:  # a damaged history row
                 failed(rid, getattr(exc, "step", None), exc)
+        firsts: dict[str, Checkpoint] = {}  # each run's oldest stored checkpoint: its parent
         with Progress(console=console, disable=as_json) as bar:
             for rid, info in bar.track(keys, description="verifying checkpoints"):
                 try:
                     cp = store.load(rid, info.step, migrate=False)  # digests, messages, blobs: any version
+                    firsts.setdefault(rid, cp)  # history is oldest first
                     _agree(rid, info.step, checkpoint_mismatches(info, cp), "checkpoint row")
                 except NotFound:
                     continue  # deleted meanwhile
@@ -193,7 +195,7 @@ def verify(*, store_url: str, as_json: bool, run_id: str | None) -> None:
                     hidden = CorruptCheckpoint(rid, step, "marked pruned but still holds a checkpoint")
                     failed(rid, step, hidden)
                 head = store.load(rid, migrate=False, fetch_blobs=False)
-                _agree(rid, head.step, run_mismatches(store.run(rid), head), "run row")
+                _agree(rid, head.step, run_mismatches(store.run(rid), head, firsts.get(rid)), "run row")
             except NotFound:
                 continue
             except SafepointError as exc:

@@ -32,12 +32,16 @@ def checkpoint_mismatches(info: CheckpointInfo, cp: Checkpoint) -> list[str]:
     return [name for name, same in checks.items() if not same]
 
 
-def run_mismatches(run: RunInfo, head: Checkpoint) -> list[str]:
-    """The columns of the run row (as ``runs`` lists it) that disagree with its loaded head checkpoint."""
+def run_mismatches(run: RunInfo, head: Checkpoint, first: Checkpoint | None = None) -> list[str]:
+    """The columns of the run row (as ``runs`` lists it) that disagree with its loaded head
+    checkpoint — and, given the run's first stored checkpoint, its parent: a fork writes the
+    parent into the first checkpoint it stores, so the run row's copy must match it."""
     checks = {
         "head step": run.head_step == head.step,
         "schema_version": run.schema_version == head.schema_version,
         "labels": run.labels == head.labels,
         "counters": run.counters == head.counters,
     }
+    if first is not None:
+        checks["parent"] = run.parent == first.parent
     return [name for name, same in checks.items() if not same]
