@@ -9,8 +9,6 @@ lease holder's side included.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,8 +17,7 @@ import pytest
 import safepoint
 from conftest_postgres import fresh_schema, require_postgres
 from safepoint import Budget, BudgetExceeded, Checkpoint, LeaseLost, Run, Status
-
-SAFEPOINT = str(Path(sys.executable).with_name("safepoint"))
+from safepoint_exe import sp
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -38,19 +35,6 @@ def folder(tmp_path: Path) -> Path:
     empty = tmp_path / "cwd"
     empty.mkdir()
     return empty
-
-
-def sp(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """The real executable, from an empty folder, stdin not a terminal."""
-    return subprocess.run(
-        [SAFEPOINT, *args],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
 
 
 def _claimed(store: safepoint.Store, run_id: str) -> safepoint.Lease:

@@ -8,33 +8,23 @@ import os
 import shlex
 import sqlite3
 import subprocess
-import sys
 from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 import safepoint
+import safepoint_exe
 from conftest_postgres import fresh_schema, require_postgres
 from safepoint import Checkpoint, Retention, Run, Status
 from safepoint.cli_render import ExitCode
 
-SAFEPOINT = str(Path(sys.executable).with_name("safepoint"))
 ESC = "\x1b"
 
 
 def sp(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """The real executable, from ``folder``, with a terminal wide enough to keep table cells on one line."""
-    return subprocess.run(
-        [SAFEPOINT, *args],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, "COLUMNS": "400"},
-        check=False,
-    )
+    """The real executable, with a terminal wide enough to keep table cells on one line."""
+    return safepoint_exe.sp(folder, *args, columns=400)
 
 
 @pytest.fixture

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -25,27 +23,19 @@ from typing import Any
 import pytest
 
 import safepoint
+import safepoint_exe
 from conftest_postgres import fresh_schema, raw, require_postgres
 from safepoint import Checkpoint, CorruptCheckpoint, Retention, SafepointError, StoreCorrupt
 from safepoint.cli_render import ExitCode
 from safepoint.tamper import checkpoint_mismatches, run_mismatches
 
-SAFEPOINT = str(Path(sys.executable).with_name("safepoint"))
 MARKER = "TAMPER-MARKER-5e1d"
 STEPS = 4
 
 
-def sp(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [SAFEPOINT, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, "COLUMNS": "300"},
-        check=False,
-    )
+def sp(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real executable, with a terminal wide enough to keep table cells on one line."""
+    return safepoint_exe.sp(folder, *args, columns=300)
 
 
 def one_line(result: subprocess.CompletedProcess[str], code: ExitCode = ExitCode.CORRUPT) -> str:
