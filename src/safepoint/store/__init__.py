@@ -13,6 +13,7 @@ from safepoint.visible import visible
 from .asyncstore import AsyncStore, SQLiteAsyncDriver
 from .blobio import BlobTarget, DatabaseBlobs, ExternalBlobs
 from .facade import Store
+from .leases import Attempts, QueueState
 from .pipeline import Pipeline
 from .sqlite.driver import SnapshotWarning, SQLiteDriver
 from .urls import scheme_of
@@ -201,4 +202,13 @@ def _open_postgres(url: str, options: dict[str, Any], read_only: bool) -> Store:
     return Store(PostgresDriver.open(config), url=config.display_url)
 
 
-__all__ = ["DEFAULT_URL", "AsyncStore", "SnapshotWarning", "Store", "open_async_store", "open_store"]
+__all__ = [
+    "DEFAULT_URL",
+    "AsyncStore",
+    "Attempts",
+    "QueueState",
+    "SnapshotWarning",
+    "Store",
+    "open_async_store",
+    "open_store",
+]
