@@ -48,10 +48,10 @@ def show(*, store_url: str, as_json: bool, run_id: str, step: int | None, show_m
     """Show one checkpoint of a run (the latest unless --step)."""
     with open_store_at(store_url, read_only=True) as store:
         cp = store.load(run_id, step, migrate=False)  # as stored: a checkpoint of any version shows
-        history = store.history(run_id)
+        steps = len(store.history(run_id))
 
     def render() -> None:
-        _render_checkpoint(cp, len(history), show_messages)
+        _render_checkpoint(cp, steps, show_messages)
 
     data = cp.to_dict()
     data["scrub_report"] = [
