@@ -11,7 +11,7 @@ import pytest
 
 import safepoint
 from safepoint import Checkpoint, Status
-from safepoint.cli import EXIT_NOT_FOUND
+from safepoint.cli.output import ExitCode
 
 
 def cli(*args: str, env_store: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -97,7 +97,7 @@ def test_missing_run_is_a_one_line_error(url: str) -> None:
     """Unknown runs and steps exit with the not-found code and one clear line on stderr, no traceback."""
     for args in (["show", "nope"], ["show", "run-0", "--step", "9"]):
         result = cli(*args, "--store", url)
-        assert result.returncode == EXIT_NOT_FOUND
+        assert result.returncode == ExitCode.NOT_FOUND
         assert result.stderr.startswith("error: run ")
         assert "not found" in result.stderr
         assert "Traceback" not in result.stderr

@@ -41,7 +41,7 @@ from psycopg.conninfo import conninfo_to_dict
 import safepoint
 from conftest_postgres import fresh_schema
 from safepoint import Checkpoint, InvalidURL, StoreNotFound
-from safepoint.cli import EXIT_NOT_FOUND
+from safepoint.cli.output import ExitCode
 from safepoint.store.urls import scheme_of, split_schema
 
 SAFEPOINT = str(Path(sys.executable).parent / "safepoint")  # the installed console script
@@ -118,13 +118,13 @@ def test_every_read_command_in_a_folder_without_a_store_exits_not_found_and_chan
     (folder / "app.py").write_text(TRACED_APP)
     before = tree(folder)
     for command, result in each(READ_COMMANDS, cwd=folder):
-        assert result.returncode == EXIT_NOT_FOUND, (command, result.stderr)
+        assert result.returncode == ExitCode.NOT_FOUND, (command, result.stderr)
         assert result.stderr.startswith("error: no safepoint store at sqlite:///.safepoint/state.db"), command
         assert str(folder / ".safepoint" / "state.db") in result.stderr  # where it looked, in full
         assert "Traceback" not in result.stderr
     # An explicit URL into folders that do not exist either, with --json.
     result = safepoint_cli("runs", "--json", "--store", "sqlite:///deep/er/x.db", cwd=folder)
-    assert result.returncode == EXIT_NOT_FOUND, result.stderr
+    assert result.returncode == ExitCode.NOT_FOUND, result.stderr
     assert tree(folder) == before
 
 
@@ -137,7 +137,7 @@ def test_a_sqlite_file_without_safepoints_tables_is_said_and_left_alone(tmp_path
     conn.close()
     before = tree(tmp_path)
     result = safepoint_cli("show", "r", "--store", f"sqlite:///{other}", cwd=tmp_path)
-    assert result.returncode == EXIT_NOT_FOUND, result.stderr
+    assert result.returncode == ExitCode.NOT_FOUND, result.stderr
     assert "a SQLite file without safepoint's tables" in result.stderr
     after = tree(tmp_path)
     side_files = {"other.db-wal", "other.db-shm", "."}
@@ -312,7 +312,7 @@ def test_near_miss_urls_from_the_command_line(tmp_path: Path) -> None:
     """`sqlite:/x.db` once made x.db in the current folder; now it is an error showing the right form."""
     for url in ("sqlite:/x.db", f"postgres:/{PASSWORD}"):
         result = safepoint_cli("runs", "--store", url, cwd=tmp_path)
-        assert result.returncode not in (0, EXIT_NOT_FOUND), result.stderr
+        assert result.returncode not in (0, ExitCode.NOT_FOUND), result.stderr
         assert "sqlite:///relative/path.db" in result.stderr or "postgresql://user:" in result.stderr
         assert PASSWORD not in result.stderr
         assert "Traceback" not in result.stderr
@@ -399,16 +399,16 @@ def test_every_read_command_on_a_fresh_database_creates_no_schema(
     inside = _url(postgres_dsn, dbname=fresh_database)
     before = _schemas(inside)
     for command, result in each(READ_COMMANDS, "--store", url, cwd=tmp_path):
-        assert result.returncode == EXIT_NOT_FOUND, (command, result.stderr)
+        assert result.returncode == ExitCode.NOT_FOUND, (command, result.stderr)
         assert "no safepoint store at postgresql://postgres:***@" in result.stderr
         assert 'the database has no schema "safepoint"' in result.stderr
         assert PASSWORD not in result.stderr
     result = safepoint_cli("runs", "--store", url, "--schema", "elsewhere", cwd=tmp_path)
-    assert result.returncode == EXIT_NOT_FOUND
+    assert result.returncode == ExitCode.NOT_FOUND
     assert "?schema=elsewhere" in result.stderr
     missing = _url(postgres_dsn, password=PASSWORD, dbname=fresh_database + "_none")
     result = safepoint_cli("runs", "--store", missing, cwd=tmp_path)
-    assert result.returncode == EXIT_NOT_FOUND, result.stderr
+    assert result.returncode == ExitCode.NOT_FOUND, result.stderr
     assert "the database does not exist" in result.stderr
     assert PASSWORD not in result.stderr
     assert _schemas(inside) == before

@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 
 import safepoint
-from safepoint import Checkpoint, cli_render
+from safepoint import Checkpoint
+from safepoint.cli import output
 from safepoint.refs import BlobLink, ScrubbedText, SecretRef
 
 SAFEPOINT = Path(sys.executable).with_name("safepoint")  # the installed console script
@@ -242,8 +243,8 @@ def test_store_written_references_render_as_the_json_they_equal() -> None:
         "blob": {"$blob": {"sha256": digest, "size": 3, "media_type": "text/plain"}},
         "text": "Bearer [SECRET:API_KEY|raw]\u202e",
     }
-    assert cli_render.json_text(data) == cli_render.json_text(plain)
-    assert json.loads(cli_render.json_text(data)) == plain
-    assert cli_render.shown(data["key"]) == '{"$secret": "API_KEY"}'
-    assert cli_render.shown(data["text"]) == "Bearer [SECRET:API_KEY|raw]\\u202e"
-    assert cli_render.pairs({"k": data["key"]}) == 'k={"$secret": "API_KEY"}'
+    assert output.json_text(data) == output.json_text(plain)
+    assert json.loads(output.json_text(data)) == plain
+    assert output.shown(data["key"]) == '{"$secret": "API_KEY"}'
+    assert output.shown(data["text"]) == "Bearer [SECRET:API_KEY|raw]\\u202e"
+    assert output.pairs({"k": data["key"]}) == 'k={"$secret": "API_KEY"}'

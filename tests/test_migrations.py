@@ -21,6 +21,7 @@ from safepoint import (
     NotJSONCompatible,
     SchemaTooNew,
     Store,
+    migration_check,
 )
 from safepoint.migrations import MigrationChain
 from safepoint.testing import migrations as testing_migrations
@@ -715,7 +716,7 @@ def test_assert_all_loadable_lists_every_failing_checkpoint(mixed_store: Store) 
 
 def test_assert_all_loadable_passes_and_pages(mixed_store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """With a chain every checkpoint fits, it returns the report, paging through runs two at a time."""
-    monkeypatch.setattr(testing_migrations, "_PAGE_SIZE", 2)
+    monkeypatch.setattr(migration_check, "_PAGE_SIZE", 2)  # stored_keys pages there
     chain = MigrationChain(current=4, migrations={1: _noop, 2: _noop, 3: _noop})
     report = assert_all_loadable(mixed_store, chain)
     assert (report.checked, report.up_to_date, report.migrated, report.ok) == (13, 1, 12, True)

@@ -26,7 +26,7 @@ import safepoint
 import safepoint_exe
 from conftest_postgres import fresh_schema, raw, require_postgres
 from safepoint import Checkpoint, CorruptCheckpoint, Retention, SafepointError, StoreCorrupt
-from safepoint.cli_render import ExitCode
+from safepoint.cli.output import ExitCode
 from safepoint.tamper import checkpoint_mismatches, run_mismatches
 
 MARKER = "TAMPER-MARKER-5e1d"

@@ -16,7 +16,6 @@ and that the change makes runnable goes back in the queue.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 from collections.abc import Iterator
@@ -25,13 +24,11 @@ from typing import Any
 
 import click
 
-from safepoint.cli import _open, handle_errors, main, store_options
-from safepoint.cli_render import ID_LEN, emit, say, shown, when
-from safepoint.errors import Conflict, RunStatusError, StoreError
-from safepoint.harness import Reconcile, Run
+from safepoint import Reconcile, Run
+from safepoint.cli.output import ID_LEN, emit, handle_errors, open_existing, say, shown, store_options, when
+from safepoint.errors import Conflict, RunStatusError
 from safepoint.model import Status
-from safepoint.store import Store
-from safepoint.store.leases import QueueState
+from safepoint.store import QueueState, Store
 from safepoint.visible import visible
 
 _FORCE_HELP = "Fence off a worker holding the run's lease first (its next save fails with LeaseLost)."
@@ -39,16 +36,6 @@ _FORCE_HELP = "Fence off a worker holding the run's lease first (its next save f
 
 def _id(run_id: str) -> str:
     return visible(run_id, max_len=ID_LEN)
-
-
-def open_existing(store_url: str) -> Store:
-    """The store, for writing, only if one is there: a command that changes an existing store must
-    not create one where there is none (``StoreNotFound``, exit code 3, and nothing made)."""
-    # StoreError: a store is there (an older one, which opening it for writing upgrades), or
-    # the store cannot be reached, which the open below says.
-    with contextlib.suppress(StoreError):
-        _open(store_url, read_only=True).close()
-    return _open(store_url)
 
 
 @contextmanager
@@ -98,7 +85,7 @@ def _parse_json(text: str, option: str) -> Any:
         raise click.BadParameter("is not valid JSON", param_hint=option) from None
 
 
-@main.command()
+@click.command()
 @store_options
 @click.argument("run_id")
 @click.argument("value", required=False)
@@ -167,7 +154,7 @@ def answer(
     emit(data, as_json, render)
 
 
-@main.command()
+@click.command()
 @store_options
 @click.argument("run_id")
 @handle_errors
@@ -191,7 +178,7 @@ def cancel(*, store_url: str, as_json: bool, run_id: str) -> None:
     emit(data, as_json, render)
 
 
-@main.command()
+@click.command()
 @store_options
 @click.argument("run_id")
 @handle_errors
@@ -212,7 +199,7 @@ def requeue(*, store_url: str, as_json: bool, run_id: str) -> None:
     )
 
 
-@main.command()
+@click.command()
 @store_options
 @click.argument("run_id")
 @click.option("--yes", is_flag=True, help="Delete without asking.")
@@ -242,7 +229,7 @@ def delete(*, store_url: str, as_json: bool, run_id: str, yes: bool) -> None:
     emit(data, as_json, render)
 
 
-@main.command()
+@click.command()
 @store_options
 @click.argument("run_id")
 @click.option("--tokens", type=click.IntRange(min=0), default=None, help="Set the tokens limit (in + out).")

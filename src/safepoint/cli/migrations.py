@@ -1,4 +1,4 @@
-"""``safepoint migrate``, ``check`` and ``export``: the schema-change commands.
+"""``safepoint migrate``, ``check``, ``export`` and ``import``: the schema-change commands.
 
 They need the application's migration chain, named as ``module:attribute``
 with ``--migrations`` (or ``SAFEPOINT_MIGRATIONS``), e.g.
@@ -19,12 +19,12 @@ from typing import Any
 import click
 from rich.progress import Progress
 
-from safepoint.cli import _open, handle_errors, main, store_options
-from safepoint.cli_render import ID_LEN, console, emit, say
-from safepoint.errors import InvalidArgument, NotFound, SafepointError
+from safepoint.cli.output import ID_LEN, console, emit, handle_errors, open_store_at, say, store_options
+from safepoint.errors import Conflict, InvalidArgument, NotFound, SafepointError
+from safepoint.fixtures import fixture_checkpoint, fixture_text, read_fixture
+from safepoint.migration_check import CheckReport, check_one, stored_keys
 from safepoint.migrations import MigrationChain
-from safepoint.store.eager import migrate_store
-from safepoint.testing.migrations import CheckReport, check_one, fixture_text, stored_keys
+from safepoint.store.admin import migrate_store
 from safepoint.visible import visible, visible_json
 
 
@@ -63,7 +63,7 @@ def migrations_option(func: Any) -> Any:
     )(func)
 
 
-@main.command()
+@click.command()
 @store_options
 @migrations_option
 @click.option("--dry-run", is_flag=True, help="Load and migrate in memory only; write nothing.")
@@ -76,7 +76,10 @@ def migrate(*, store_url: str, as_json: bool, chain_spec: str | None, dry_run: b
     still behind. History checkpoints are migrated when they are read.
     """
     chain = load_chain(chain_spec)
-    with _open(store_url, migrations=chain) as store, Progress(console=console, disable=as_json) as bar:
+    with (
+        open_store_at(store_url, migrations=chain) as store,
+        Progress(console=console, disable=as_json) as bar,
+    ):
         task = bar.add_task("migrating runs" if not dry_run else "checking runs (dry run)", total=None)
 
         def progress(done: int, total: int) -> None:
@@ -111,7 +114,7 @@ def migrate(*, store_url: str, as_json: bool, chain_spec: str | None, dry_run: b
         sys.exit(1)
 
 
-@main.command()
+@click.command()
 @store_options
 @migrations_option
 @click.option("--sample", type=int, default=None, help="Check a random sample of this many checkpoints.")
@@ -124,7 +127,7 @@ def check(*, store_url: str, as_json: bool, chain_spec: str | None, sample: int 
     """
     report = CheckReport()
     # The store first: where there is none, the application's code is never imported.
-    with _open(store_url, read_only=True) as store:
+    with open_store_at(store_url, read_only=True) as store:
         chain = load_chain(chain_spec)
         chain.validate()
         keys = list(stored_keys(store))
@@ -164,7 +167,7 @@ def _render_check(report: CheckReport) -> None:
         say(f"  {visible(str(failure))}")
 
 
-@main.command()
+@click.command()
 @store_options
 @click.argument("run_id")
 @click.option("--step", type=int, default=None, help="The step to export (default: the latest).")
@@ -179,7 +182,7 @@ def export(*, store_url: str, as_json: bool, run_id: str, step: int | None, outp
     with ``safepoint.testing.assert_migrates``.
     """
     del as_json  # a fixture is JSON already
-    with _open(store_url, read_only=True) as store:
+    with open_store_at(store_url, read_only=True) as store:
         text = fixture_text(store.load(run_id, step, migrate=False))
     if output is None:
         # Equal JSON with no control character raw: stdout is often a terminal.
@@ -187,3 +190,54 @@ def export(*, store_url: str, as_json: bool, run_id: str, step: int | None, outp
     else:
         output.write_text(text, encoding="utf-8")  # the file holds the fixture exactly as written
         click.echo(f"wrote {visible(str(output))}", err=True)
+
+
+@click.command(name="import")
+@store_options
+@click.argument("fixture", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--run-id", default=None, help="The new run's id (default: the exported run's id).")
+@migrations_option
+@click.option(
+    "--schema-version",
+    type=int,
+    default=None,
+    help="The current schema_version of the code that will resume it (default: the chain's, else 1).",
+)
+@handle_errors
+def import_(
+    *,
+    store_url: str,
+    as_json: bool,
+    fixture: Path,
+    run_id: str | None,
+    chain_spec: str | None,
+    schema_version: int | None,
+) -> None:
+    """Start a new run from an exported checkpoint (``safepoint export``), as its step 0.
+
+    Reproduce a production run locally: export it there, import it here, resume it.
+    A fixture newer than schema_version 1 needs the chain it was written for
+    (``--migrations``) or ``--schema-version``.
+    """
+    cp = fixture_checkpoint(read_fixture(fixture), run_id)
+    options: dict[str, Any] = {"schema_version": schema_version}
+    if chain_spec:
+        options["migrations"] = load_chain(chain_spec)
+    with open_store_at(store_url, **options) as store:
+        try:
+            info = store.save(cp)
+        except Conflict as exc:
+            if exc.head is None:
+                raise
+            raise Conflict(
+                cp.run_id,
+                cp.step,
+                exc.head,
+                detail=f"run {cp.run_id!r} already exists (at step {exc.head}); "
+                "import the fixture as a new run with --run-id NEW_ID",
+            ) from None
+    emit(
+        {"run_id": info.run_id, "step": info.step, "messages": info.message_count, "digest": info.digest},
+        as_json,
+        lambda: say(f"imported {visible(str(fixture))} as run {visible(info.run_id, max_len=ID_LEN)} step 0"),
+    )

@@ -19,7 +19,7 @@ shapes users store:
 
 Anything else is shown as its JSON, never as ``null`` or ``?``. The result
 is plain text made of stored values: callers pass it through
-``cli_render.cell``/``shown``, which make control characters visible.
+``output.cell``/``shown``, which make control characters visible.
 Nothing here is interpreted beyond picking fields: a value shaped like a
 tool call is only ever shown.
 """

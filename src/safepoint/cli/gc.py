@@ -9,13 +9,18 @@ from typing import Any
 import click
 from rich.progress import Progress
 
-from safepoint.cli import _open, handle_errors, main, store_options
-from safepoint.cli_operate import open_existing
-from safepoint.cli_render import console, emit, say
+from safepoint.cli.output import (
+    console,
+    emit,
+    handle_errors,
+    open_existing,
+    open_store_at,
+    say,
+    store_options,
+)
 from safepoint.errors import InvalidArgument
 from safepoint.model import Retention
-from safepoint.store.housekeeping import prune_store
-from safepoint.store.maintenance import FileSpace
+from safepoint.store.admin import FileSpace, prune_store
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -31,7 +36,7 @@ def parse_duration(text: str | None, name: str) -> timedelta | None:
     return timedelta(seconds=sum(float(n) * _UNITS[u] for n, u in parts))
 
 
-@main.command()
+@click.command()
 @store_options
 @click.option("--dry-run", is_flag=True, help="Report what would be removed; change nothing.")
 @click.option("--keep-last", type=int, default=None, help="Keep each run's newest N checkpoints.")
@@ -77,7 +82,7 @@ def gc(
         )
     wait = parse_duration(grace, "grace") or timedelta(0)
     vacuumed: FileSpace | None = None
-    with _open(store_url, read_only=True) if dry_run else open_existing(store_url) as store:
+    with open_store_at(store_url, read_only=True) if dry_run else open_existing(store_url) as store:
         if vacuum and store.driver.dialect != "sqlite":
             raise click.UsageError(
                 "--vacuum is for SQLite: PostgreSQL reuses freed space after autovacuum"

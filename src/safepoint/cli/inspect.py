@@ -1,0 +1,221 @@
+"""``safepoint show``, ``history`` and ``diff``: one run's checkpoints as stored (any version, unmigrated)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+from rich.table import Table
+from rich.text import Text
+
+from safepoint.cli.messages import describe, pending
+from safepoint.cli.output import (
+    ID_LEN,
+    NARROW,
+    WIDE,
+    cell,
+    console,
+    emit,
+    handle_errors,
+    open_store_at,
+    pairs,
+    say,
+    shown,
+    store_options,
+    when,
+)
+from safepoint.errors import NotFound, SafepointError
+from safepoint.messagelist import thaw
+from safepoint.model import Checkpoint
+from safepoint.store import Store
+from safepoint.visible import visible
+
+# How much of a changed value or an added message one line shows.
+_VALUE_LEN = 60
+_MESSAGE_LEN = 90
+
+
+@click.command()
+@store_options
+@click.argument("run_id")
+@click.option("--step", type=int, default=None, help="Show this step instead of the latest.")
+@click.option(
+    "--messages", "show_messages", default=10, show_default=True, help="How many recent messages to show."
+)
+@handle_errors
+def show(*, store_url: str, as_json: bool, run_id: str, step: int | None, show_messages: int) -> None:
+    """Show one checkpoint of a run (the latest unless --step)."""
+    with open_store_at(store_url, read_only=True) as store:
+        cp = store.load(run_id, step, migrate=False)  # as stored: a checkpoint of any version shows
+        steps = len(store.history(run_id))
+
+    def render() -> None:
+        _render_checkpoint(cp, steps, show_messages)
+
+    data = cp.to_dict()
+    data["scrub_report"] = [
+        {"rule": rule, "path": path, "count": count} for rule, path, count in cp.scrub_report.counts
+    ]
+    emit(data, as_json, render)
+
+
+def _render_checkpoint(cp: Checkpoint, steps: int, show_messages: int) -> None:
+    summary = Table(
+        title=Text(f"run {visible(cp.run_id, max_len=ID_LEN)} · step {cp.step}"), show_header=False
+    )
+    summary.add_column("field", style="bold")
+    summary.add_column("value")
+    parent = cp.parent
+    rows = [
+        ("status", shown(cp.status.value)),
+        ("schema_version", shown(cp.schema_version)),
+        ("saved", when(cp.created_at)),
+        ("checkpoints", str(steps)),
+        ("messages", str(len(cp.messages))),
+        ("counters", pairs(cp.counters, max_len=WIDE)),
+        ("cursors", shown(cp.cursors, max_len=WIDE)),
+        ("pending_action", visible(pending(cp.pending_action), max_len=WIDE)),
+        ("state", shown(cp.state, max_len=WIDE)),
+        ("labels", pairs(cp.labels, max_len=WIDE)),
+        ("parent", "-" if parent is None else f"{visible(parent.run_id, max_len=ID_LEN)} step {parent.step}"),
+        ("digest", shown(cp.digest or "-")),
+        ("scrubbed", _scrubbed(cp)),
+    ]
+    for field, value in rows:
+        summary.add_row(field, Text(value))
+    console.print(summary)
+    recent = list(enumerate(cp.messages))[-show_messages:] if show_messages > 0 else []
+    if recent:
+        table = Table(title=Text(f"last {len(recent)} of {len(cp.messages)} messages"))
+        table.add_column("#", justify="right")
+        table.add_column("role")
+        table.add_column("content")
+        for index, message in recent:
+            # One row per message, tool calls and results included: a line break shows as \n.
+            role, text = describe(message)
+            table.add_row(str(index), cell(role, max_len=NARROW), cell(text, max_len=NARROW))
+        console.print(table)
+
+
+def _scrubbed(cp: Checkpoint) -> str:
+    """What the scrubber replaced when this checkpoint was saved: counts by rule, never values."""
+    counts = cp.scrub_report.by_rule()
+    return ", ".join(f"{shown(rule)} x{n}" for rule, n in counts.items()) or "nothing"
+
+
+@click.command()
+@store_options
+@click.argument("run_id")
+@handle_errors
+def history(*, store_url: str, as_json: bool, run_id: str) -> None:
+    """List every checkpoint of a run, oldest first, with the action each one had pending."""
+    with open_store_at(store_url, read_only=True) as store:
+        infos = store.history(run_id)
+        actions = {i.step: _pending_at(store, run_id, i.step) for i in infos}
+    data = [
+        {
+            "step": i.step,
+            "status": i.status.value,
+            "schema_version": i.schema_version,
+            "messages": i.message_count,
+            "created_at": i.created_at.isoformat(),
+            "digest": i.digest,
+            "pending_action": actions[i.step],
+        }
+        for i in infos
+    ]
+
+    def render() -> None:
+        table = Table(title=Text(f"history of {visible(run_id, max_len=ID_LEN)} ({len(infos)} checkpoints)"))
+        for column in ("step", "status", "version", "messages", "saved", "digest", "pending action"):
+            table.add_column(column)
+        for i in infos:
+            table.add_row(
+                str(i.step), cell(i.status.value), cell(i.schema_version), str(i.message_count),
+                when(i.created_at), cell(i.digest[:16]), cell(pending(actions[i.step]), max_len=_MESSAGE_LEN),
+            )  # fmt: skip
+        console.print(table)
+
+    emit(data, as_json, render)
+
+
+def _pending_at(store: Store, run_id: str, step: int) -> Any:
+    """The pending action of one step (a load, blobs left in the store); an unreadable step says so."""
+    try:
+        return store.load(run_id, step, migrate=False, fetch_blobs=False).pending_action
+    except NotFound:
+        return None  # pruned since it was listed
+    except SafepointError as exc:
+        return {"unreadable": type(exc).__name__}
+
+
+@click.command()
+@store_options
+@click.argument("run_id")
+@click.argument("step_a", type=int)
+@click.argument("step_b", type=int, required=False)
+@handle_errors
+def diff(*, store_url: str, as_json: bool, run_id: str, step_a: int, step_b: int | None) -> None:
+    """What changed between two checkpoints of a run (STEP_B: the latest by default)."""
+    with open_store_at(store_url, read_only=True) as store:
+        # As stored: checkpoints of any schema_version compare, unmigrated.
+        a = store.load(run_id, step_a, migrate=False)
+        b = store.load(run_id, step_b, migrate=False)
+    data = checkpoint_diff(a, b)
+
+    def render() -> None:
+        moved = data["messages"]
+        say(
+            f"run {visible(run_id, max_len=ID_LEN)}: step {a.step} → step {b.step}: "
+            f"{moved['shared']} messages shared, {moved['removed']} removed, {len(moved['added'])} added"
+        )
+        table = Table(show_header=True)
+        for column in ("field", "step " + str(a.step), "step " + str(b.step)):
+            table.add_column(column)
+        for change in data["fields"]:
+            # Values as JSON (a string in quotes), so "1" and 1, or "" and null, differ.
+            table.add_row(
+                cell(change["path"], max_len=_VALUE_LEN),
+                Text(visible(_json(change["before"]), max_len=_VALUE_LEN)),
+                Text(visible(_json(change["after"]), max_len=_VALUE_LEN)),
+            )
+        console.print(table)
+        for message in moved["added"][-10:]:
+            role, text = describe(message)  # tool calls and results too
+            say(f"  + {shown(role, max_len=_VALUE_LEN)}: {shown(text, max_len=_MESSAGE_LEN)}")
+
+    emit(data, as_json, render)
+
+
+def checkpoint_diff(a: Checkpoint, b: Checkpoint) -> dict[str, Any]:
+    """The differences between two checkpoints: messages shared/removed/added, changed fields by path."""
+    old, new = list(a.messages), list(b.messages)
+    shared = 0
+    while shared < min(len(old), len(new)) and old[shared] == new[shared]:
+        shared += 1
+    changes: list[dict[str, Any]] = []
+    left, right = a.to_dict(), b.to_dict()
+    for name in ("status", "schema_version", "counters", "cursors", "state", "pending_action", "labels"):
+        _field_changes(name, left[name], right[name], changes)
+    return {
+        "run_id": b.run_id,
+        "from_step": a.step,
+        "to_step": b.step,
+        "messages": {"shared": shared, "removed": len(old) - shared, "added": thaw(new[shared:])},
+        "fields": changes,
+    }
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _field_changes(path: str, before: Any, after: Any, out: list[dict[str, Any]]) -> None:
+    if before == after:
+        return
+    if isinstance(before, dict) and isinstance(after, dict):
+        for key in sorted(set(before) | set(after)):
+            _field_changes(f"{path}.{key}", before.get(key), after.get(key), out)
+        return
+    out.append({"path": path, "before": before, "after": after})

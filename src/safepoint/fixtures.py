@@ -1,0 +1,177 @@
+"""A checkpoint as a fixture file and back: what ``safepoint export`` writes and ``safepoint import`` reads.
+
+A fixture file is ``{"safepoint_fixture": 2, "checkpoint": {...}}`` written
+with sorted keys and two-space indents, newline-terminated, so that it diffs
+well in code review and the same checkpoint always gives the same bytes.
+
+Format 2 writes the checkpoint's values the way the store keeps them
+(``safepoint.refs``): what the store wrote — a secret reference, scrubbed
+text with its marks, a blob link — as its single-``$`` object, any ``$`` key
+of the data with one more ``$``, and ``bytes`` as ``{"$bytes": base64}``. So
+a fixture carries references explicitly, and reading it back gives the
+same typed values. In a format 1 fixture nothing was escaped, so there every
+reference-shaped dict is plain data: importing it never resolves a secret.
+
+The test helpers built on these (``assert_migrates`` and the whole-store
+checks) are in ``safepoint.testing.migrations``; see docs/migrations.md.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from safepoint import codec
+from safepoint.errors import InvalidArgument
+from safepoint.model import Checkpoint, ParentRef, Status
+from safepoint.store.references import from_stored, to_stored
+
+__all__ = [
+    "FIXTURE_FORMAT",
+    "fixture_checkpoint",
+    "fixture_text",
+    "read_fixture",
+    "unwrap_fixture",
+    "write_fixture",
+]
+
+FIXTURE_FORMAT = 2
+_BYTES_KEY = "$bytes"  # bytes in a fixture (JSON has none): written only by fixture_text
+_VALUE_FIELDS = ("messages", "pending_action", "cursors", "state")
+_FIXTURE_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "run_id": str,
+    "step": int,
+    "schema_version": int,
+    "status": str,
+    "messages": list,
+    "counters": dict,
+    "pending_action": (dict, type(None)),
+    "cursors": dict,
+    "state": dict,
+    "labels": dict,
+}
+_FIXTURE_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
+
+JSONDict = dict[str, Any]
+
+
+def fixture_text(checkpoint: Checkpoint | Mapping[str, Any]) -> str:
+    """The fixture file's text for ``checkpoint`` (a Checkpoint or its ``to_dict()``).
+
+    What ``write_fixture`` writes and ``safepoint export`` prints. Raises
+    ``NotJSONCompatible`` naming the path of a value that is not JSON data.
+    """
+    data = checkpoint.to_dict() if isinstance(checkpoint, Checkpoint) else checkpoint
+    if not isinstance(data, Mapping):
+        raise InvalidArgument(f"a fixture holds a Checkpoint or its dict, not {type(data).__name__}")
+    data = dict(data)
+    codec.check_json(
+        data, "checkpoint", allow_bytes=True, max_depth=codec.MAX_DEPTH + 1
+    )  # the fields sit one level down
+    for name in _VALUE_FIELDS:
+        if name in data:
+            data[name] = _bytes_out(to_stored(data[name]))
+    envelope = {"safepoint_fixture": FIXTURE_FORMAT, "checkpoint": data}
+    return orjson.dumps(envelope, option=_FIXTURE_OPTIONS).decode("utf-8")
+
+
+def _bytes_out(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return {_BYTES_KEY: base64.b64encode(value).decode("ascii")}
+    if isinstance(value, dict):
+        return {k: _bytes_out(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_bytes_out(v) for v in value]
+    return value
+
+
+def _bytes_in(value: Any) -> Any:
+    if isinstance(value, dict):
+        if len(value) == 1 and isinstance(value.get(_BYTES_KEY), str):
+            try:
+                return base64.b64decode(value[_BYTES_KEY], validate=True)
+            except ValueError:
+                raise InvalidArgument("a fixture's bytes value is not valid base64") from None
+        return {k: _bytes_in(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_bytes_in(v) for v in value]
+    return value
+
+
+def write_fixture(checkpoint: Checkpoint | Mapping[str, Any], path: str | Path) -> Path:
+    """Write ``checkpoint`` as a fixture file at ``path`` (its folder is created); returns the path."""
+    path = Path(path)
+    text = fixture_text(checkpoint)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def read_fixture(path: str | Path) -> JSONDict:
+    """The checkpoint dict stored in the fixture file at ``path``.
+
+    Raises ``InvalidArgument`` naming the file when it is not valid JSON or
+    not a safepoint fixture of a format this version reads.
+    """
+    try:
+        document = codec.decode(Path(path).read_bytes())
+    except ValueError as exc:
+        raise InvalidArgument(f"{path}: not a safepoint fixture (not valid JSON)") from exc
+    return unwrap_fixture(document, str(path))
+
+
+def unwrap_fixture(document: Any, where: str) -> JSONDict:
+    """The checkpoint dict in a parsed fixture document; ``InvalidArgument`` naming ``where`` if none."""
+    if not isinstance(document, dict) or "safepoint_fixture" not in document:
+        raise InvalidArgument(f"{where}: not a safepoint fixture (no 'safepoint_fixture' key)")
+    version = document["safepoint_fixture"]
+    if type(version) is not int or version not in (1, FIXTURE_FORMAT):
+        raise InvalidArgument(
+            f"{where}: the fixture's format is not one this version reads (1 or {FIXTURE_FORMAT})"
+        )
+    checkpoint = document.get("checkpoint")
+    if not isinstance(checkpoint, dict):
+        raise InvalidArgument(f"{where}: the fixture's 'checkpoint' is not a dict")
+    if version == FIXTURE_FORMAT:  # references written explicitly; format 1's are data
+        checkpoint = dict(checkpoint)
+        for name in _VALUE_FIELDS:
+            if name in checkpoint:
+                checkpoint[name] = from_stored(_bytes_in(checkpoint[name]))
+    return checkpoint
+
+
+def fixture_checkpoint(data: Mapping[str, Any], run_id: str | None = None) -> Checkpoint:
+    """A new run's step 0 from a fixture's checkpoint dict (``read_fixture``), as
+    ``safepoint import`` starts it; ``InvalidArgument`` names a missing or bad field."""
+    for name, kinds in _FIXTURE_FIELDS.items():
+        if name not in data:
+            raise InvalidArgument(f"the fixture's checkpoint has no {name!r} field")
+        if not isinstance(data[name], kinds):
+            raise InvalidArgument(f"the fixture's checkpoint field {name!r} has the wrong type")
+    parent = data.get("parent")
+    if parent is not None and not (
+        isinstance(parent, dict) and isinstance(parent.get("run_id"), str) and type(parent.get("step")) is int
+    ):
+        raise InvalidArgument("the fixture's checkpoint field 'parent' has the wrong type")
+    try:
+        status = Status(data["status"])
+    except ValueError:
+        raise InvalidArgument("the fixture's checkpoint field 'status' is not a known status") from None
+    labels = {**data["labels"], "imported_from": f"{data['run_id']}@{data['step']}"}
+    return Checkpoint(
+        run_id=run_id or data["run_id"],
+        step=0,
+        schema_version=data["schema_version"],
+        messages=list(data["messages"]),
+        counters=data["counters"],
+        pending_action=data["pending_action"],
+        cursors=data["cursors"],
+        state=data["state"],
+        status=status,
+        labels=labels,
+        parent=None if parent is None else ParentRef(parent["run_id"], parent["step"]),
+    )
