@@ -93,8 +93,6 @@ class Scrubber:
         # Only the built-in steps are known to be deterministic enough to cache.
         self._walk = Walk(self.steps, self.secrets, cacheable=not steps)
 
-    # -- whole fields ------------------------------------------------------
-
     def scrub(
         self, value: Any, root: str, found: Found | None = None, *, checked: bool = False
     ) -> tuple[Any, Found]:
