@@ -11,7 +11,10 @@ alignment, so inside ``Authorization: Basic`` headers too, and across the line
 breaks of MIME or PEM wrapping). All variants of all secrets go into one
 Aho-Corasick automaton, so the cost of a scan does not grow with the number of
 secrets; each value has a fixed number of variants, each a few times its
-length, so the automaton's size grows only linearly with the values'.
+length, so the automaton's size grows only linearly with the values'. This
+module is the registry (:class:`Secrets`) and the markers; the encodings are
+:mod:`safepoint.scrub.encodings`, the automaton and the search
+:mod:`safepoint.scrub.known_automaton`.
 
 What a match becomes (``reference`` policy):
 
