@@ -28,7 +28,7 @@ _SKIP_DIRS = frozenset(
 
 
 @functools.cache
-def stdlib_sources() -> tuple[str, ...]:
+def _stdlib_sources() -> tuple[str, ...]:
     root = Path(sysconfig.get_paths()["stdlib"])
     paths = sorted(
         p for p in root.rglob("*.py") if not _SKIP_DIRS.intersection(p.relative_to(root).parts[:-1])
@@ -39,7 +39,7 @@ def stdlib_sources() -> tuple[str, ...]:
 @functools.cache
 def _docstrings() -> tuple[str, ...]:
     found: list[str] = []
-    for source in stdlib_sources():
+    for source in _stdlib_sources():
         try:
             tree = ast.parse(source)
         except (SyntaxError, ValueError):
@@ -72,7 +72,7 @@ def _lines(text: str, rng: random.Random, low: int, high: int) -> str:
 
 
 def stdlib_code(rng: random.Random) -> str:
-    return _lines(rng.choice(stdlib_sources()), rng, 800, 8000)
+    return _lines(rng.choice(_stdlib_sources()), rng, 800, 8000)
 
 
 def stdlib_prose(rng: random.Random) -> str:
