@@ -10,7 +10,7 @@ from common import StoreRun
 from fmt import TIMES, Target, ms, table, targets_table
 from scrub_section import SECRETS, TARGET_KNOWN, TARGET_RATIO, TARGET_RULES, Adversarial, ScrubResults
 
-from safepoint.testing.traffic import KINDS
+from scrub_corpus.traffic import KINDS  # (tests/ is on sys.path: scrub_section puts it there)
 
 ANCHOR = "scrubber-throughput-issue-4"
 ADVERSARIAL_ANCHOR = "adversarial-text-linear-time-issue-13"  # the heading render_adversarial writes

@@ -65,12 +65,13 @@ from typing import Any
 import safepoint
 from safepoint import codec
 from safepoint.scrub import Found, KnownSecretsStep, RulesStep, Scrubber, Secrets
+from safepoint.scrub.engine.rule import Rule, case_variants
 from safepoint.scrub.pii import PII_RULES
-from safepoint.scrub.rules import SECRET_RULES, Rule, case_variants
-from safepoint.testing.traffic import KINDS, mixed_traffic, traffic_by_kind
+from safepoint.scrub.rules import SECRET_RULES
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from scrub_corpus.fakes import FAKES, near_misses  # (the generators the rule tests use)
+from scrub_corpus.traffic import KINDS, mixed_traffic, traffic_by_kind
 
 SECRETS = 100
 TARGET_KNOWN = 50.0  # MB/s with 100 registered secrets

@@ -3,7 +3,7 @@
 The labelled corpus plants generated secrets (tests/scrub_corpus/fakes.py) in
 the places an agent run puts them — an env file, code, a JSON tool output, a
 log line, prose, or bare — and records where each secret sits. The clean side
-is ``safepoint.testing.traffic``: real standard-library prose and code plus
+is ``scrub_corpus.traffic``: real standard-library prose and code plus
 generated JSON tool outputs and logs, full of hashes, ids and placeholders;
 and look-alike traffic (tests/scrub_corpus/clean.py) shaped like what the newer
 rules look for — CSV exports, URL-encoded and JSON-escaped URLs without a
@@ -22,10 +22,12 @@ from random import Random
 
 import pytest
 
-from safepoint.scrub.rules import PII_KINDS, SECRET_RULES, RuleScanner, default_scanner
-from safepoint.testing.traffic import KINDS, traffic_by_kind
+from safepoint.scrub.engine.scanner import RuleScanner
+from safepoint.scrub.pii import PII_KINDS
+from safepoint.scrub.rules import SECRET_RULES, default_scanner
 from scrub_corpus.clean import lookalike_traffic
 from scrub_corpus.fakes import FAKES
+from scrub_corpus.traffic import KINDS, traffic_by_kind
 
 SEEDS_PER_CELL = 12
 CLEAN_BYTES = 4_000_000  # 1 MB of each kind

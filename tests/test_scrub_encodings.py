@@ -3,7 +3,7 @@
 Every encoder below is written from the producing library's behaviour (the
 standard library where it has one), not from ``known.py``: a positive case
 plants the secret, in that encoding, inside text and checks the one hit
-(name, exact span, the text ``_encode`` rebuilds); a negative case checks
+(name, exact span, the text ``encode_as`` rebuilds); a negative case checks
 that near misses and ordinary text — also in these encodings — stay unflagged.
 """
 
@@ -25,8 +25,10 @@ from hypothesis import strategies as st
 import safepoint
 from safepoint import Checkpoint, codec
 from safepoint.scrub import Secrets
-from safepoint.scrub.known import MARKER, Hit, _encode, _encodings, find_known
-from safepoint.testing.traffic import mixed_traffic
+from safepoint.scrub.encodings import encode_as, every_encoding
+from safepoint.scrub.known import MARKER
+from safepoint.scrub.known_automaton import Hit, find_known
+from scrub_corpus.traffic import mixed_traffic
 
 KEY = "sk-proj-Zq81mXc0PfLw2RkT9vYbH4nJ6tGd3sQe"  # 40 characters
 # Every character the encoders treat differently: / < > & ' = " + % space, non-ASCII, astral.
@@ -161,7 +163,7 @@ def test_secret_in_each_encoding_is_found_exactly_and_restorable(name: str, enco
     text, start, end = planted(encoded)
     hits = find(text)
     assert [(h.name, h.start, h.end) for h in hits] == [(name, start, end)]
-    assert _encode(value, hits[0].encoding) == encoded
+    assert encode_as(value, hits[0].encoding) == encoded
     assert prefilter_says_yes(text)
 
 
@@ -234,7 +236,7 @@ def test_wrapped_base64_is_found_at_every_break_position(
         assert [(h.start, h.end) for h in hits] == [want], at
         assert hits[0].encoding == "base64-wrapped"
         assert prefilter_says_yes(text), at
-    assert _encode(value, "base64-wrapped") is None
+    assert encode_as(value, "base64-wrapped") is None
 
 
 @pytest.mark.parametrize("value", [KEY, PASSWORD], ids=["key", "password"])
@@ -308,8 +310,8 @@ def test_any_secret_in_any_known_encoding_is_covered(value: str, data: st.DataOb
     """Any value, in any encoding the scrubber names, planted in text, is covered by hits
     under its name, and the field's look says to walk it."""
     secrets = Secrets().add("S", value)
-    encoding = data.draw(st.sampled_from(sorted(_encodings(value))))
-    encoded = _encodings(value)[encoding]
+    encoding = data.draw(st.sampled_from(sorted(every_encoding(value))))
+    encoded = every_encoding(value)[encoding]
     text = "«" + encoded + "»"
     hits = find_known(secrets.automaton(), text)
     covered = {i for h in hits for i in range(h.start, h.end)}
@@ -321,14 +323,14 @@ def test_any_secret_in_any_known_encoding_is_covered(value: str, data: st.DataOb
 
 
 def test_every_encoding_name_is_a_marker_name_and_rebuilds_its_text() -> None:
-    """Each encoding name fits a marker and _encode gives its exact text; the two base64
+    """Each encoding name fits a marker and encode_as gives its exact text; the two base64
     fragment names are not restorable."""
     for value in SECRETS.values():
-        for encoding, text in _encodings(value).items():
+        for encoding, text in every_encoding(value).items():
             assert MARKER.fullmatch(f"[SECRET:X|{encoding}]")
-            assert _encode(value, encoding) == text
-        assert _encode(value, "base64-part") is None
-        assert _encode(value, "base64-wrapped") is None
+            assert encode_as(value, encoding) == text
+        assert encode_as(value, "base64-part") is None
+        assert encode_as(value, "base64-wrapped") is None
 
 
 # -- ordinary text, sizes, dense hits -----------------------------------------------------

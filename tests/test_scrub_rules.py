@@ -13,20 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from safepoint.errors import InvalidArgument
-from safepoint.scrub.pii import PII_RULES, card_valid, iban_valid, luhn_valid
-from safepoint.scrub.rules import (
-    PII_KINDS,
-    SECRET_RULES,
-    Finding,
-    Rule,
-    RuleScanner,
-    default_scanner,
-    looks_like_secret_value,
-    pii_rules,
-    shannon_entropy,
-)
-from safepoint.testing.traffic import mixed_traffic
+from safepoint.scrub.engine.rule import Finding, Rule
+from safepoint.scrub.engine.scanner import RuleScanner
+from safepoint.scrub.pii import PII_KINDS, PII_RULES, card_valid, iban_valid, luhn_valid
+from safepoint.scrub.rules import SECRET_RULES, default_scanner, pii_rules
+from safepoint.scrub.token_rules.value_checks import looks_like_secret_value, shannon_entropy
 from scrub_corpus.fakes import FAKES, near_misses
+from scrub_corpus.traffic import mixed_traffic
 
 SECRET_NAMES = [rule.name for rule in SECRET_RULES]
 ALL_NAMES = SECRET_NAMES + list(PII_KINDS)

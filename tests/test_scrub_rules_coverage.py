@@ -10,7 +10,8 @@ from urllib.parse import quote
 
 import pytest
 
-from safepoint.scrub.rules import PEM_RULE_NAME, SECRET_RULES, default_scanner, pem_line_blocks
+from safepoint.scrub.pem_lines import PEM_RULE_NAME, pem_line_blocks
+from safepoint.scrub.rules import SECRET_RULES, default_scanner
 from scrub_corpus.fakes import B62, FAKES, aws_key_id, b62, b64url, pick
 
 SCANNER = default_scanner()

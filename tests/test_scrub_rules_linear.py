@@ -14,9 +14,11 @@ from typing import Any
 
 import pytest
 
-from safepoint.scrub import rules
+from safepoint.scrub.engine import triggers
+from safepoint.scrub.engine.rule import Finding, Rule
+from safepoint.scrub.engine.scanner import RuleScanner
 from safepoint.scrub.pii import PII_RULES
-from safepoint.scrub.rules import SECRET_RULES, Finding, Rule, RuleScanner
+from safepoint.scrub.rules import SECRET_RULES
 from scrub_corpus.fakes import FAKES, b62
 
 
@@ -123,7 +125,7 @@ def test_searching_ahead_finds_what_matching_at_each_trigger_finds(
     scanner = RuleScanner((*SECRET_RULES, *PII_RULES))
     text = FAMILIES[family](30_000)
     searched_ahead = scanner.redact(text)
-    monkeypatch.setattr(rules, "_DENSE", 0)  # every trigger matched where it stands
+    monkeypatch.setattr(triggers, "_DENSE", 0)  # every trigger matched where it stands
     assert scanner.redact(text) == searched_ahead
 
 

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from safepoint.errors import InvalidArgument
-from safepoint.scrub.rules import SECRET_RULES, default_scanner, is_placeholder
+from safepoint.scrub.rules import SECRET_RULES, default_scanner
+from safepoint.scrub.token_rules.value_checks import is_placeholder
 from scrub_corpus.fakes import FAKES, b62
 
 SCANNER = default_scanner()

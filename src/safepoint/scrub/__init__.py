@@ -2,12 +2,14 @@
 
 ``Secrets`` holds the values a harness must never store; ``Scrubber`` is the
 pipeline (a list of plain callables) a store runs on every checkpoint; the
-rule table lives in ``rules``/``token_rules``/``pii``. See docs/secrets.md.
+rule engine lives in ``engine``, its tables in ``token_rules`` and ``pii``,
+and ``rules`` joins them. See docs/secrets.md.
 """
 
 from __future__ import annotations
 
 from .known import Secrets
-from .pipeline import POLICIES, Found, KnownSecretsStep, Policy, RulesStep, Scrubber, Step
+from .pipeline import POLICIES, Policy, Scrubber
+from .steps import Found, KnownSecretsStep, RulesStep, Step
 
 __all__ = ["POLICIES", "Found", "KnownSecretsStep", "Policy", "RulesStep", "Scrubber", "Secrets", "Step"]

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import re
 
-from safepoint.scrub.rules import Rule
+from .engine.rule import Rule
+
+# The kinds a store may ask for (``pii=``), each the ``kind`` of one or more rules below.
+PII_KINDS: tuple[str, ...] = ("email", "phone", "card", "iban", "ssn")
 
 
 def luhn_valid(digits: str) -> bool:

@@ -37,164 +37,19 @@ checkpoint's messages with the scrubbed ones it holds (DESIGN: pitfalls).
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
+from typing import Any, Literal, cast
 
 from safepoint import codec
-from safepoint.errors import InvalidArgument, SecretLeak
-from safepoint.refs import BlobLink, ScrubbedText, SecretRef, Span, link_form, text_form
+from safepoint.errors import InvalidArgument
 
-from .known import Hit, Secrets, find_known, marker
-
-if TYPE_CHECKING:
-    from .rules import RuleScanner
+from .known import Secrets
+from .steps import Found, KnownSecretsStep, RulesStep, Step
+from .walk import Walk
 
 Policy = Literal["reference", "redact", "raise"]
-_CACHE_MAX_TEXT = 256  # characters: longer strings are rarely repeated, and cost more to hash
-_CACHE_SIZE = 8192  # entries; cleared when full (a save rarely needs more than a few dozen)
 POLICIES: tuple[str, ...] = ("reference", "redact", "raise")
 _LOOK_FIRST_MAX_BYTES = 8192  # larger encoded values are walked straight away (see scrub_encoded)
-
-
-class Found:
-    """Where a step reports a replacement: records ``(rule, path)`` or, under
-    the ``raise`` policy, refuses the save naming them."""
-
-    __slots__ = ("as_key", "counts", "names", "parts", "policy")
-
-    def __init__(self, policy: str, root: str) -> None:
-        self.policy = policy
-        self.counts: Counter[tuple[str, str]] = Counter()
-        self.parts: list[str | int] = [root]
-        self.as_key = False  # the text being scrubbed is a dict key or a label: it must stay a str
-        self.names: list[str] | None = None  # set while the scrubber records a result for its cache
-
-    def path(self) -> str:
-        """Where the walk is, as error paths show it: keys (already scrubbed) with
-        control characters escaped, a long key as ``[<long key>]``, a long path
-        cut in the middle — a key can be megabytes of text."""
-        segments = [str(self.parts[0])]
-        for part in self.parts[1:]:
-            if isinstance(part, int):
-                segments.append(f"[{part}]")
-            elif len(part) > codec.MAX_KEY_CHARS:
-                segments.append("[<long key>]")
-            else:
-                segments.append(codec.key_segment(part, 0))
-        return codec.join_path(segments)
-
-    def add(self, rule: str, count: int = 1) -> None:
-        if self.names is not None:
-            self.names.extend([rule] * count)
-        path = self.path()
-        if self.policy == "raise":
-            raise SecretLeak(path, rule)
-        self.counts[(rule, path)] += count
-
-
-class Step(Protocol):
-    def __call__(self, text: str, found: Found) -> Any: ...
-
-
-class KnownSecretsStep:
-    """Registered secret values, in every encoding, via one automaton."""
-
-    def __init__(self, secrets: Secrets) -> None:
-        self.secrets = secrets
-
-    def might_match(self, text: str) -> bool:
-        automaton = self.secrets.prefilter()
-        return automaton is not None and automaton.any(text)
-
-    def __call__(self, text: str, found: Found) -> Any:
-        hits = find_known(self.secrets.automaton(), text)
-        if not hits:
-            return text
-        kept = marks_of(text)
-        if kept:  # a secret never hides inside a marker written earlier; skip look-alike overlaps
-            hits = outside(hits, kept)
-            if not hits:
-                return text
-        for hit in hits:
-            found.add(f"secret:{hit.name}")
-        reference = found.policy == "reference"
-        whole = hits[0]
-        is_whole = len(hits) == 1 and whole.encoding == "raw" and whole.start == 0 and whole.end == len(text)
-        if reference and is_whole and not found.as_key:
-            return SecretRef(whole.name)
-        replacements = [
-            (hit.start, hit.end, marker(hit.name, hit.encoding) if reference else f"[REDACTED:{hit.name}]")
-            for hit in hits
-        ]
-        return splice(text, replacements)
-
-
-class RulesStep:
-    """Well-known token formats (and opt-in PII) from the rule table."""
-
-    def __init__(self, scanner: RuleScanner) -> None:
-        self.scanner = scanner
-
-    def might_match(self, text: str) -> bool:
-        # The scanner's own prefilter: exact-case prefixes and key spellings,
-        # valid on a field's JSON text too (triggers holding a backslash are
-        # looked for in their JSON-escaped form as well).
-        return self.scanner.might_match(text)
-
-    def __call__(self, text: str, found: Found) -> Any:
-        # The markers earlier steps wrote are kept as they are; marker-shaped
-        # text from input is judged like any other text (the engine's view).
-        redacted, names, marks = self.scanner.redact(text, marks_of(text))
-        if not names:
-            return text
-        # One add per rule, not per finding: each add builds the path (dense
-        # text has tens of thousands of findings).
-        for name, count in Counter(names).items():
-            found.add(name, count)
-        return ScrubbedText(redacted, marks)
-
-
-def outside(hits: list[Hit], kept: Sequence[Span]) -> list[Hit]:
-    """The hits (sorted, disjoint) that overlap none of the sorted ``kept`` spans,
-    in one sweep over both."""
-    out: list[Hit] = []
-    at = 0
-    for hit in hits:
-        while at < len(kept) and kept[at][1] <= hit.start:
-            at += 1
-        if at < len(kept) and kept[at][0] < hit.end:
-            continue
-        out.append(hit)
-    return out
-
-
-def marks_of(text: str) -> tuple[Span, ...]:
-    """The spans of the markers the store wrote in ``text`` (none in a plain ``str``)."""
-    return text.marks if isinstance(text, ScrubbedText) else ()
-
-
-def splice(text: str, replacements: list[tuple[int, int, str]]) -> ScrubbedText:
-    """``text`` with sorted, disjoint ``(start, end, marker)`` replacements made,
-    as scrubbed text whose marks are the new markers and the ones it had."""
-    old = marks_of(text)
-    pieces: list[str] = []
-    marks: list[Span] = []
-    last = shift = 0
-    at = 0  # next old mark to carry over
-    for start, end, mark in replacements:
-        while at < len(old) and old[at][0] < start:
-            marks.append((old[at][0] + shift, old[at][1] + shift))
-            at += 1
-        pieces.append(text[last:start])
-        new_start = start + shift
-        marks.append((new_start, new_start + len(mark)))
-        pieces.append(mark)
-        shift += len(mark) - (end - start)
-        last = end
-    marks.extend((start + shift, end + shift) for start, end in old[at:])
-    pieces.append(text[last:])
-    return ScrubbedText("".join(pieces), marks)
 
 
 class Scrubber:
@@ -226,7 +81,8 @@ class Scrubber:
         kinds = _pii_kinds(pii)
         if rules or kinds:
             # The rule table compiles its patterns on first use: only stores that scrub pay.
-            from .rules import RuleScanner, default_scanner, pii_rules  # noqa: PLC0415
+            from .engine.scanner import RuleScanner  # noqa: PLC0415
+            from .rules import default_scanner, pii_rules  # noqa: PLC0415
 
             scanner = default_scanner(pii=kinds) if rules else RuleScanner(pii_rules(kinds))
             built.append(RulesStep(scanner))
@@ -235,11 +91,7 @@ class Scrubber:
                 raise InvalidArgument(f"scrubber step of type {type(step).__name__} is not callable")
         self.steps: tuple[Step, ...] = (*built, *steps)
         # Only the built-in steps are known to be deterministic enough to cache.
-        self._cacheable = not steps
-        self._cache: dict[tuple[str, bool], tuple[Any, tuple[str, ...]]] = {}
-        self._cache_version = self.secrets.version
-
-    # -- whole fields ------------------------------------------------------
+        self._walk = Walk(self.steps, self.secrets, cacheable=not steps)
 
     def scrub(
         self, value: Any, root: str, found: Found | None = None, *, checked: bool = False
@@ -261,7 +113,7 @@ class Scrubber:
             if text is not None and not self.needs_walk(text):
                 return value, found
         found.parts = [root]
-        return self._walk(value, found), found
+        return self._walk.value(value, found), found
 
     def scrub_encoded(self, value: Any, encoded: bytes, root: str, found: Found) -> tuple[Any, bytes]:
         """``value`` in stored form and its canonical bytes, given its canonical bytes ``encoded``
@@ -274,7 +126,7 @@ class Scrubber:
         if len(encoded) <= _LOOK_FIRST_MAX_BYTES and not self.needs_walk(encoded.decode()):
             return value, encoded
         found.parts = [root]
-        scrubbed = self._walk(value, found)
+        scrubbed = self._walk.value(value, found)
         if scrubbed == value:
             return value, encoded  # nothing replaced: keep the bytes (and the caller's object)
         return scrubbed, codec.encode(scrubbed)
@@ -297,26 +149,13 @@ class Scrubber:
             found.parts = [root]
         if not checked and not self._might_match(codec.encode(mapping).decode()):
             return mapping, found
-        cache = self._live_cache()
-        out: dict[str, Any] = {}
-        for key, value in mapping.items():
-            hit = cache.get((key, True)) if cache is not None and len(key) <= _CACHE_MAX_TEXT else None
-            new_key = hit[0] if hit is not None and not hit[1] else self._scrub_key(key, found)
-            new_value = value
-            if values_too and isinstance(value, str):
-                found.parts.append(new_key)
-                found.as_key = True
-                new_value = self._scrub_str(value, found)
-                found.as_key = False
-                found.parts.pop()
-            out[new_key] = new_value
-        return out, found
+        return self._walk.mapping(mapping, found, values_too=values_too), found
 
     def scrub_text(self, text: str) -> str:
         """One string scrubbed as a dict key would be (always a str; findings dropped)."""
         found = Found("redact" if self.policy == "raise" else self.policy, "text")
         found.as_key = True
-        return cast(str, self._scrub_str(text, found))
+        return cast(str, self._walk.string(text, found))
 
     def might_match(self, text: str) -> bool:
         """Whether any step might replace something in this (JSON) text."""
@@ -334,151 +173,6 @@ class Scrubber:
                 return True
         return False
 
-    # -- the walk ------------------------------------------------------------
-
-    def _walk(self, value: Any, found: Found) -> Any:
-        if isinstance(value, str):
-            return self._scrub_str(value, found)
-        if isinstance(value, dict):
-            if isinstance(value, SecretRef):
-                return value  # written by the store on an earlier save: kept as it is
-            if isinstance(value, BlobLink):
-                return link_form(value)
-            # Fast path for what most dicts hold: keys and short values the
-            # cache knows to be clean, and numbers — no path bookkeeping.
-            cache = self._live_cache()
-            out: dict[str, Any] = {}
-            for key, child in value.items():
-                hit = cache.get((key, True)) if cache is not None and len(key) <= _CACHE_MAX_TEXT else None
-                new_key = hit[0] if hit is not None and not hit[1] else self._scrub_key(key, found)
-                if new_key[:1] == "$":
-                    new_key = "$" + new_key  # input: only the store writes single-$ keys
-                kind = type(child)
-                if kind is str:
-                    if cache is not None and len(child) <= _CACHE_MAX_TEXT:
-                        hit = cache.get((child, False))
-                        if hit is not None and not hit[1]:
-                            out[new_key] = hit[0]
-                            continue
-                elif kind is int or kind is float or kind is bool or child is None:
-                    out[new_key] = child
-                    continue
-                found.parts.append(new_key)
-                out[new_key] = self._walk(child, found)
-                found.parts.pop()
-            return out
-        if isinstance(value, list):
-            items = []
-            for index, child in enumerate(value):
-                found.parts.append(index)
-                items.append(self._walk(child, found))
-                found.parts.pop()
-            return self._split_keys(items, found)
-        if isinstance(value, bytes):
-            return self._scrub_bytes(value, found)
-        return value
-
-    def _split_keys(self, items: list[Any], found: Found) -> list[Any]:
-        """A private key split into a list of lines (one string a line) is
-        redacted line by line: no single line shows the rule its whole."""
-        if not any(type(item) is str and "-----BEGIN" in item for item in items):
-            return items
-        from .rules import PEM_RULE_NAME, pem_line_blocks  # noqa: PLC0415  (compiled on first use)
-
-        blocks = pem_line_blocks(items)
-        for first, last in blocks:
-            found.parts.append(first)
-            found.add(PEM_RULE_NAME)
-            found.parts.pop()
-            mark = f"[REDACTED:{PEM_RULE_NAME}]"
-            for index in range(first, last + 1):
-                items[index] = text_form(ScrubbedText(mark, [(0, len(mark))]))
-        return items
-
-    def _scrub_bytes(self, data: bytes, found: Found) -> bytes:
-        """``data`` itself, or — when anything in it would be scrubbed — a
-        ``bytes`` placeholder naming the rules: binary data is never edited
-        inside (a patched archive or image would not decode), only replaced.
-
-        The bytes are read as UTF-8 with each undecodable byte replaced, so
-        one bad byte does not switch scanning off; text stored as UTF-16 is
-        looked at for registered secrets too.
-        """
-        texts = [data.decode("utf-8", "replace")]
-        if b"\x00" in data:
-            texts += [data.decode("utf-16-le", "replace"), data.decode("utf-16-be", "replace")]
-        names: list[str] = []
-        for decoded in texts:
-            # No prefilter here: it looks for secrets as they appear in JSON text
-            # (quotes escaped), and this is raw text; each step scans it once.
-            probe = Found("redact", "bytes")
-            probe.as_key = True  # markers, never references: only the names are kept
-            current = decoded
-            for step in self.steps:
-                result = step(current, probe)
-                if isinstance(result, str):
-                    current = result
-            names.extend(rule for rule, _ in probe.counts)
-        if not names:
-            return data
-        unique = list(dict.fromkeys(names))
-        for name in unique:
-            found.add(name)
-        return f"[REDACTED:{','.join(unique)}]".encode()
-
-    def _scrub_key(self, key: str, found: Found) -> str:
-        found.parts.append("<key>")
-        found.as_key = True
-        try:
-            return cast(str, self._scrub_str(key, found))
-        finally:
-            found.as_key = False
-            found.parts.pop()
-
-    def _live_cache(self) -> dict[tuple[str, bool], tuple[Any, tuple[str, ...]]] | None:
-        """The short-string cache, emptied if secrets changed since; None if not cacheable."""
-        if not self._cacheable:
-            return None
-        if self._cache_version != self.secrets.version:
-            self._cache.clear()
-            self._cache_version = self.secrets.version
-        return self._cache
-
-    def _scrub_str(self, text: str, found: Found) -> Any:
-        # Short strings repeat from save to save (keys, labels, statuses, tool
-        # names): the built-in steps are deterministic, so their result for a
-        # short string is remembered, with the rules it reported. Scrubbed
-        # text from a load is never cached: it equals the plain text it shows.
-        cacheable = self._cacheable and len(text) <= _CACHE_MAX_TEXT and type(text) is str
-        if cacheable:
-            self._live_cache()
-            hit = self._cache.get((text, found.as_key))
-            if hit is not None:
-                for name in hit[1]:
-                    found.add(name)
-                return hit[0]
-            found.names = []
-        try:
-            value: Any = text
-            for step in self.steps:
-                value = step(value, found)
-                if not isinstance(value, str):
-                    break
-            if found.as_key:
-                if not isinstance(value, str):
-                    raise InvalidArgument("a scrubber step must return a str for dict keys and labels")
-                value = str(value)  # keys and labels hold markers as plain text
-            elif isinstance(value, ScrubbedText):
-                value = text_form(value)
-            if cacheable:
-                if len(self._cache) >= _CACHE_SIZE:
-                    self._cache.clear()
-                assert found.names is not None
-                self._cache[(text, found.as_key)] = (value, tuple(found.names))
-            return value
-        finally:
-            found.names = None
-
 
 # Text that may hold a `$` key (to escape, or a reference the store wrote) or
 # scrubbed text from a load: such a value is walked even when no step matches.
@@ -488,7 +182,7 @@ _STORED_SHAPES = re.compile(r'"\$|\[(?:SECRET|REDACTED):')
 def _pii_kinds(pii: bool | Iterable[str]) -> tuple[str, ...]:
     """The PII kinds ``pii=`` names (checked against the table when the scanner is built)."""
     if pii is True:
-        from .rules import PII_KINDS  # noqa: PLC0415  (the table compiles on first use)
+        from .pii import PII_KINDS  # noqa: PLC0415  (the table compiles on first use)
 
         return PII_KINDS
     if pii is False:

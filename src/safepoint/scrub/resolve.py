@@ -18,7 +18,8 @@ from typing import Any
 from safepoint.errors import UnknownSecret
 from safepoint.refs import ScrubbedText, SecretRef
 
-from .known import MARKER, Secrets, _encode
+from .encodings import encode_as
+from .known import MARKER, Secrets
 
 
 def restore_text(text: ScrubbedText, lookup: Callable[[str], str]) -> str:
@@ -37,7 +38,7 @@ def restore_text(text: ScrubbedText, lookup: Callable[[str], str]) -> str:
         length += start - last
         piece = text[start:end]
         match = MARKER.fullmatch(piece)
-        encoded = None if match is None else _encode(lookup(match.group(1)), match.group(2) or "raw")
+        encoded = None if match is None else encode_as(lookup(match.group(1)), match.group(2) or "raw")
         if encoded is None:
             kept.append((length, length + len(piece)))
         else:

@@ -1,140 +1,22 @@
-"""Realistic, secret-free agent traffic, the same for the same seed: what the rule table must let pass.
+"""The shapes of secret-free agent traffic: templates with generated values, and tool outputs.
 
-Four kinds of chunk, as an agent run produces them:
-
-* ``prose`` — the Python reference documentation and the standard library's
-  docstrings (real English about code), plus assistant-style messages;
-* ``code`` — slices of the standard library's own source, plus configuration
-  files (Compose, CI workflows, .env templates) that name secrets without
-  holding any;
-* ``json`` — tool outputs: file reads, search results, chat completions,
-  API listings, images;
-* ``logs`` — access logs, application logs, CI, git and container output.
-
-Real text comes from the running Python's standard library
-(``sysconfig.get_paths()["stdlib"]``), so nothing but Python is needed; the
-rest is filled in from a seeded RNG. It is built to be hard on the rules:
-git SHAs, sha256 digests, UUIDs, base64 image data, hex request ids,
-pagination tokens, long identifiers, versions, dates, IP addresses, order
-numbers, "password" in prose and ``${DB_PASSWORD}`` placeholders — but no
-credential, card, IBAN, SSN or phone number (emails do appear: they are PII,
-not secrets).
+``{name}`` slots in a template are filled from a seeded RNG with values that
+are hard on the rules — git SHAs, sha256 digests, UUIDs, base64, hex request
+ids, pagination tokens, long identifiers, versions, dates, IP addresses, order
+numbers — but never a credential; ``${X}`` placeholders stay as they are.
 """
 
 from __future__ import annotations
 
-import ast
 import base64
-import functools
 import json
 import random
 import re
 import string
-import sysconfig
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 
-KINDS: tuple[str, ...] = ("prose", "code", "json", "logs")
-_SKIP_DIRS = frozenset(
-    {
-        "test",
-        "tests",
-        "idle_test",
-        "site-packages",
-        "encodings",
-        "__pycache__",
-        "turtledemo",
-        "lib2to3",
-        "idlelib",
-    }
-)
-
-
-def mixed_traffic(total_bytes: int = 5_000_000, seed: int = 0) -> list[str]:
-    """About ``total_bytes`` of UTF-8 text in chunks of every kind, shuffled by ``seed``."""
-    by_kind = traffic_by_kind(total_bytes, seed)
-    chunks = [chunk for kind in KINDS for chunk in by_kind[kind]]
-    random.Random(f"mix:{seed}").shuffle(chunks)
-    return chunks
-
-
-def traffic_by_kind(
-    total_bytes: int = 5_000_000, seed: int = 0, kinds: tuple[str, ...] = KINDS
-) -> dict[str, list[str]]:
-    """About ``total_bytes / len(kinds)`` of UTF-8 text of each kind, as lists of chunks."""
-    share = total_bytes // max(1, len(kinds))
-    by_kind: dict[str, list[str]] = {}
-    for kind in kinds:
-        rng = random.Random(f"{kind}:{seed}")
-        chunks: list[str] = []
-        size = 0
-        while size < share:
-            chunks.append(_MAKERS[kind](rng))
-            size += len(chunks[-1].encode())
-        by_kind[kind] = chunks
-    return by_kind
-
-
-# -- real text: the standard library ------------------------------------------------
-
-
-@functools.cache
-def _stdlib_sources() -> tuple[str, ...]:
-    root = Path(sysconfig.get_paths()["stdlib"])
-    paths = sorted(
-        p for p in root.rglob("*.py") if not _SKIP_DIRS.intersection(p.relative_to(root).parts[:-1])
-    )
-    return tuple(p.read_text(encoding="utf-8", errors="replace") for p in paths)
-
-
-@functools.cache
-def _docstrings() -> tuple[str, ...]:
-    found: list[str] = []
-    for source in _stdlib_sources():
-        try:
-            tree = ast.parse(source)
-        except (SyntaxError, ValueError):
-            continue
-        nodes = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
-        found.extend(
-            doc
-            for node in ast.walk(tree)
-            if isinstance(node, nodes) and (doc := ast.get_docstring(node)) and len(doc) > 200
-        )
-    return tuple(found)
-
-
-@functools.cache
-def _reference_docs() -> tuple[str, ...]:
-    try:
-        from pydoc_data.topics import topics  # noqa: PLC0415  (large: loaded only for traffic)
-    except ImportError:  # some distributions leave pydoc_data out
-        return ()
-    return tuple(topics[name] for name in sorted(topics))
-
-
-def _lines(text: str, rng: random.Random, low: int, high: int) -> str:
-    """A run of whole lines of ``text`` of about ``low`` to ``high`` characters (all of it if shorter)."""
-    if len(text) <= high:
-        return text
-    start = text.rfind("\n", 0, rng.randrange(0, len(text) - low)) + 1
-    end = text.find("\n", start + rng.randrange(low, high))
-    return text[start : end if end != -1 else len(text)]
-
-
-def _stdlib_code(rng: random.Random) -> str:
-    return _lines(rng.choice(_stdlib_sources()), rng, 800, 8000)
-
-
-def _stdlib_prose(rng: random.Random) -> str:
-    docs = _reference_docs()
-    if docs and rng.random() < 0.5:
-        return _lines(rng.choice(docs), rng, 500, 6000)
-    return rng.choice(_docstrings())
-
-
-# -- generated values: {name} in a template ---------------------------------------
+from scrub_corpus.stdlib_text import stdlib_code, stdlib_prose
 
 _B62 = string.ascii_letters + string.digits
 _WORD_LIST = (
@@ -177,16 +59,16 @@ _VALUES: dict[str, Callable[[random.Random], str]] = {
     "user": lambda r: r.choice(["deploy", "alice", "bob", "svc-runner", "admin", "ci"]),
     "order": lambda r: f"ORD-{r.randrange(2019, 2026)}-{r.randrange(1000):04}-{r.randrange(10000):04}",
     "email": lambda r: f"{r.choice(['alice', 'bob', 'noreply', 'ci-bot'])}@example.com",
-    "doc": lambda r: _stdlib_prose(r).split("\n", 1)[0][:200],
+    "doc": lambda r: stdlib_prose(r).split("\n", 1)[0][:200],
 }
 _SLOT = re.compile(r"\{(" + "|".join(_VALUES) + r")\}")  # only known names: ${X} stays as it is
 
 
-def _expand(template: str, rng: random.Random) -> str:
+def expand(template: str, rng: random.Random) -> str:
     return _SLOT.sub(lambda m: _VALUES[m.group(1)](rng), template)
 
 
-_LOG_LINES = (
+LOG_LINES = (
     '{ip} - - [09/May/2024:{time} +0000] "{method} /api/v1/runs/{uuid}/steps?page=2&limit=50 HTTP/1.1" '
     '{status} {int} "-" "python-httpx/0.27.0" rt={ms} req_id={hex32}',
     "{date} {time} {level} [safepoint.worker] claimed run {uuid} step {int} lease epoch {int} in {ms} ms",
@@ -214,7 +96,7 @@ _LOG_LINES = (
     "{date} {time} INFO connected to postgresql://app@db-1.internal:5432/app (pool {int}) and redis://:***@cache",
     "{date} {time} WARNING disk-usage-alert fired for risk-score-{version} on task-runner-{hex8}",
 )
-_CONFIGS = (
+CONFIGS = (
     "services:\n  db:\n    image: postgres:16\n    environment:\n      POSTGRES_USER: app\n"
     "      POSTGRES_PASSWORD: ${POSTGRES_PASSWORD}\n  api:\n    environment:\n"
     "      DATABASE_URL: postgresql://app:${POSTGRES_PASSWORD}@db:5432/app\n"
@@ -251,19 +133,19 @@ _SENTENCES = (
 )
 
 
-def _assistant_message(rng: random.Random) -> str:
-    return " ".join(_expand(rng.choice(_SENTENCES), rng) for _ in range(rng.randrange(3, 12)))
+def assistant_message(rng: random.Random) -> str:
+    return " ".join(expand(rng.choice(_SENTENCES), rng) for _ in range(rng.randrange(3, 12)))
 
 
 # -- tool outputs -------------------------------------------------------------------
 
 
-def _json_template(rng: random.Random) -> object:
+def tool_output(rng: random.Random) -> object:
     """One tool output: generated values in the shapes real APIs return."""
     v = {name: make(rng) for name, make in _VALUES.items() if name not in ("doc",)}
     pick = rng.randrange(8)
     if pick == 0:
-        content = _stdlib_code(rng)
+        content = stdlib_code(rng)
         return {
             "tool_use_id": "toolu_" + v["b62"],
             "path": v["path"],
@@ -275,7 +157,7 @@ def _json_template(rng: random.Random) -> object:
             {
                 "title": v["ident"],
                 "url": f"https://docs.example.org/{v['word']}#{_VALUES['hex8'](rng)}",
-                "snippet": _stdlib_prose(rng)[:400],
+                "snippet": stdlib_prose(rng)[:400],
             }
             for _ in range(rng.randrange(2, 6))
         ]
@@ -289,7 +171,7 @@ def _json_template(rng: random.Random) -> object:
             "type": "function",
             "function": {"name": v["ident"], "arguments": json.dumps({"path": v["path"], "limit": 50})},
         }
-        message = {"role": "assistant", "content": _assistant_message(rng), "tool_calls": [call]}
+        message = {"role": "assistant", "content": assistant_message(rng), "tool_calls": [call]}
         usage = {
             "prompt_tokens": int(v["int"]),
             "completion_tokens": 312,
@@ -361,27 +243,3 @@ def _json_template(rng: random.Random) -> object:
         "order_id": v["order"],
         "client_ip": v["ip"],
     }
-
-
-def _prose(rng: random.Random) -> str:
-    return _stdlib_prose(rng) if rng.random() < 0.75 else _assistant_message(rng)
-
-
-def _code(rng: random.Random) -> str:
-    return _stdlib_code(rng) if rng.random() < 0.85 else _expand(rng.choice(_CONFIGS), rng)
-
-
-def _json(rng: random.Random) -> str:
-    return json.dumps(_json_template(rng), indent=rng.choice([None, 2]))
-
-
-def _logs(rng: random.Random) -> str:
-    return "\n".join(_expand(rng.choice(_LOG_LINES), rng) for _ in range(rng.randrange(10, 60))) + "\n"
-
-
-_MAKERS: dict[str, Callable[[random.Random], str]] = {
-    "prose": _prose,
-    "code": _code,
-    "json": _json,
-    "logs": _logs,
-}
