@@ -37,7 +37,8 @@ from safepoint.cli_render import (
     when,
 )
 from safepoint.errors import InvalidArgument, NotFound, SafepointError
-from safepoint.model import Checkpoint, Page, RunInfo, Status
+from safepoint.model import Checkpoint, Status
+from safepoint.records import Page, RunInfo
 from safepoint.store import DEFAULT_URL, SnapshotWarning, Store, open_store
 from safepoint.store.urls import scheme_of, split_schema
 from safepoint.visible import visible

@@ -13,7 +13,7 @@ from safepoint.cli import _open, handle_errors, main, store_options
 from safepoint.cli_operate import open_existing
 from safepoint.cli_render import console, emit, say
 from safepoint.errors import InvalidArgument
-from safepoint.model import Retention
+from safepoint.records import Retention
 from safepoint.store.housekeeping import prune_store
 from safepoint.store.maintenance import FileSpace
 
