@@ -34,7 +34,20 @@ class CheckpointInfo:
 
 @dataclass(frozen=True, slots=True)
 class RunInfo:
-    """One run as the store knows it (its latest checkpoint's summary)."""
+    """One run as the store knows it (its latest checkpoint's summary).
+
+    ``labels`` are the run row's copy, which listings read (``runs(labels=…)``
+    filters on it). A run's labels are stored twice: in every checkpoint's
+    header, as that step saved them, and on the run row. The run row's copy is
+    overwritten, whole, by the labels of each checkpoint the run saves (after
+    scrubbing, as in the header) — no merge: a save whose checkpoint has other
+    labels, or none, replaces them silently. A fork writes the forked
+    checkpoint's labels (``fork(labels=…)`` replaces the source's, it does not
+    add to them), and ``safepoint migrate`` those of the migrated head. So
+    ``labels`` equals the head checkpoint's, while ``load(run_id, step)`` of an
+    older step returns the labels that step was saved with; a migration applied
+    on load changes only the loaded copy, until the next save.
+    """
 
     run_id: str
     status: Status
