@@ -1,6 +1,6 @@
 """Lifting one stored checkpoint through migrations, checking what each returns — no I/O.
 
-``MigrationChain`` (``safepoint.migrations``) holds the functions and says
+``MigrationChain`` (``chain``) holds the functions and says
 which versions load; this module runs them on a private copy of one
 checkpoint, as plain data, and checks every result before the next step sees
 it: a dict, the same ``run_id`` and ``step``, every checkpoint field still

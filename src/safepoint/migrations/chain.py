@@ -25,7 +25,7 @@ key or ``int()``'s "invalid literal …", so it stays out of ours).
 
 This module is the chain: what is registered and which versions load.
 Running the functions on one checkpoint and checking each result is
-``safepoint.lifting``.
+``lifting``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from safepoint.errors import InvalidArgument, InvalidMigrationChain, MigrationError, SchemaTooNew
-from safepoint.lifting import Migration, identity, is_int, lift, migration_name
+
+from .lifting import Migration, identity, is_int, lift, migration_name
 
 M = TypeVar("M", bound=Migration)
 
