@@ -10,9 +10,25 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from safepoint import Checkpoint, InvalidArgument, InvalidCheckpoint, ParentRef, Status, open_store
+from safepoint import (
+    Checkpoint,
+    InvalidArgument,
+    InvalidCheckpoint,
+    MigrationChain,
+    MigrationError,
+    ParentRef,
+    Status,
+    open_store,
+)
 from safepoint.messagelist import FrozenDict, MessageList
-from safepoint.model import CONTENT_FIELDS, FIELDS, IDENTITY_FIELDS, STORE_FIELDS, VALUE_FIELDS
+from safepoint.model import (
+    CONTENT_FIELDS,
+    FIELDS,
+    IDENTITY_FIELDS,
+    MIGRATED_FIELDS,
+    STORE_FIELDS,
+    VALUE_FIELDS,
+)
 from safepoint.refs import BlobLink, ScrubbedText, SecretRef
 
 texts = st.text(max_size=12)
@@ -62,7 +78,7 @@ def test_field_groups_are_the_dataclass_fields_in_order() -> None:
     """The groups cover every Checkpoint field once, in the dataclass's order."""
     assert tuple(f.name for f in dataclasses.fields(Checkpoint)) == FIELDS
     assert (*IDENTITY_FIELDS, *CONTENT_FIELDS, *STORE_FIELDS) == FIELDS
-    assert set(VALUE_FIELDS) <= set(CONTENT_FIELDS)
+    assert set(VALUE_FIELDS) <= set(MIGRATED_FIELDS) <= set(CONTENT_FIELDS)
     assert len(set(FIELDS)) == len(FIELDS)
 
 
@@ -170,3 +186,15 @@ def test_evolve_keeps_the_message_list_rules() -> None:
         assert [m["content"] for m in store.load("r").messages] == ["summary"]
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("field", [f for f in MIGRATED_FIELDS if f != "schema_version"])
+def test_every_field_a_migration_may_change_must_stay(field: str) -> None:
+    """Each field the store takes from a migrated dict (MIGRATED_FIELDS) may not be dropped by a migration."""
+
+    def drop(cp: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in cp.items() if k != field}
+
+    chain = MigrationChain(current=2, migrations={1: drop})
+    with pytest.raises(MigrationError, match=f"removed the field {field!r}"):
+        chain.migrate(Checkpoint(run_id="r").to_dict())

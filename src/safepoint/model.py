@@ -93,14 +93,15 @@ IDENTITY_FIELDS = ("run_id", "step")
 VALUE_FIELDS = ("pending_action", "cursors", "state")
 # What a run carries from one step to the next: ``next`` copies these.
 CONTENT_FIELDS = ("schema_version", "messages", "counters", *VALUE_FIELDS, "status", "labels", "parent")
+# What a migration may change (the chain checks each keeps its type; the store
+# takes them from the migrated dict): the content, but for the fork parent.
+MIGRATED_FIELDS = tuple(name for name in CONTENT_FIELDS if name != "parent")
 # What the store sets when it saves or loads the checkpoint, never the caller.
 STORE_FIELDS = ("created_at", "digest", "scrub_report")
 FIELDS = (*IDENTITY_FIELDS, *CONTENT_FIELDS, *STORE_FIELDS)  # the dataclass's order
-_FIELD_NAMES = frozenset(FIELDS)
 # How a field not given to ``evolve`` is copied so the copy shares nothing
 # mutable with the original (messages have their own rule; the rest is immutable).
 _COPIES: dict[str, Any] = {"counters": dict, "labels": dict, **dict.fromkeys(VALUE_FIELDS, thaw)}
-_UNSET: Any = object()
 
 
 @dataclass(kw_only=True, eq=False)
@@ -153,28 +154,25 @@ class Checkpoint:
 
         Fields not given are copied as ``next`` copies them: stored messages
         are shared (they are immutable) with what this object knows the store
-        holds, everything else is copied, so changing the copy never alters
-        this one. ``created_at``, ``digest`` and ``scrub_report`` are kept
-        unless given. ``messages`` given as a ``MessageList`` is taken as it
-        is; any other list is treated as an assignment to ``cp.messages``: it
-        keeps this checkpoint's stored view but trusts none of it, so the next
-        save compares every message with what is stored. Values given are
-        used as they are, not copied. ``InvalidArgument`` names a field a
-        checkpoint does not have.
+        holds, the rest is copied, so changing the copy never alters this one;
+        ``created_at``, ``digest`` and ``scrub_report`` are kept. Values given
+        are used as they are. ``messages`` given as a ``MessageList`` is taken
+        as it is; any other list as an assignment to ``cp.messages``: it keeps
+        this checkpoint's stored view but trusts none of it, so the next save
+        compares every message with what is stored. ``InvalidArgument`` names
+        a field a checkpoint does not have.
         """
-        unknown = changes.keys() - _FIELD_NAMES
+        unknown = changes.keys() - set(FIELDS)
         if unknown:
             raise InvalidArgument(f"a Checkpoint has no field {', '.join(sorted(map(repr, unknown)))}")
         messages = self.messages
         assert isinstance(messages, MessageList)  # __setattr__ keeps it one
-        given = changes.get("messages", _UNSET)
-        if given is _UNSET:
+        if "messages" not in changes:
             copied = MessageList(messages, messages.stored)
             copied.clean_prefix = messages.clean_prefix
-        elif isinstance(given, MessageList):
-            copied = given
         else:
-            copied = _retracked(given, messages.stored)
+            given = changes["messages"]
+            copied = given if isinstance(given, MessageList) else _retracked(given, messages.stored)
         values = {name: changes[name] if name in changes else getattr(self, name) for name in FIELDS}
         for name, copy in _COPIES.items():
             if name not in changes:

@@ -22,8 +22,9 @@ from safepoint.model import IDENTITY_FIELDS
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 
-# The fields of Checkpoint.to_dict() a migration may change but not remove or
-# retype: the store rebuilds a Checkpoint from the result.
+# The fields a migration may change (model.MIGRATED_FIELDS) but not remove or
+# retype, and their types: the store rebuilds a Checkpoint from the result.
+# schema_version is not here: the chain sets it after each step.
 _FIELD_TYPES: dict[str, tuple[type, ...]] = {
     "messages": (list,),
     "counters": (dict,),
