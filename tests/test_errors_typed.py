@@ -34,7 +34,8 @@ from safepoint.errors import (
     StoreError,
 )
 from safepoint.messagelist import freeze
-from safepoint.model import Lease, ParentRef, Retention
+from safepoint.model import ParentRef
+from safepoint.records import Lease, Retention
 from safepoint.refs import BlobLink, ScrubbedText, SecretRef
 from safepoint.store.postgres.async_driver import open_postgres_async_driver
 from safepoint.store.postgres.config import PostgresConfig

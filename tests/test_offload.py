@@ -19,7 +19,7 @@ import pytest
 import safepoint
 from safepoint import BlobCorrupt, Checkpoint, Store
 from safepoint.blobs import FileSystemBlobStore, S3BlobStore
-from safepoint.model import Retention
+from safepoint.records import Retention
 
 HELPERS = Path(__file__).parent / "helpers"
 sys.path.insert(0, str(Path(__file__).parent))

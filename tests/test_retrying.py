@@ -26,7 +26,7 @@ from conftest_postgres import require_postgres
 from safepoint import AsyncStore, Checkpoint, Conflict, Lease, Status, Store
 from safepoint.errors import StoreUnavailable
 from safepoint.harness import AsyncRun, Run
-from safepoint.model import CheckpointInfo
+from safepoint.records import CheckpointInfo
 from worker_databases import as_url, fresh_database
 
 

@@ -41,18 +41,8 @@ from .errors import (
 )
 from .harness import AsyncRun, Budget, PendingAction, Reconcile, Run, idempotency_key
 from .migrations import MigrationChain
-from .model import (
-    Checkpoint,
-    CheckpointInfo,
-    Lease,
-    Page,
-    ParentRef,
-    Retention,
-    RunInfo,
-    ScrubReport,
-    Status,
-    new_run_id,
-)
+from .model import Checkpoint, ParentRef, ScrubReport, Status, new_run_id
+from .records import CheckpointInfo, Lease, Page, Retention, RunInfo
 from .refs import BlobLink, ScrubbedText, SecretRef
 from .scrub import Scrubber, Secrets
 from .store import DEFAULT_URL, AsyncStore, Store, open_async_store, open_store

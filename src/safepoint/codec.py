@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from enum import Enum
-from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -122,29 +121,32 @@ def _plain_json(value: Any, room: int) -> bool:
 _Where = tuple[Any, ...]
 
 
-@cache
-def _containers() -> dict[type, type]:
-    """The dict and list types a value may hold: the plain ones and the store's own.
+# The dict and list types a value may hold, each as the plain type it extends:
+# the plain ones, the store's references, and the store's own containers
+# (frozen messages, the message list), which live above this module and so
+# declare themselves with ``json_container`` where they are defined — a type
+# is in this table before any instance of it can exist.
+_CONTAINERS: dict[type, type] = {dict: dict, list: list, SecretRef: dict, BlobLink: dict}
+_Container = TypeVar("_Container", bound=type)
 
-    Imported on first use: ``messagelist`` imports this module.
+
+def json_container(base: type[dict[Any, Any]] | type[list[Any]]) -> Callable[[_Container], _Container]:
+    """Class decorator: ``check_json`` accepts the class's instances as ``base`` (dict or list).
+
+    For the store's own subclasses only: any other would load back as the plain type.
     """
-    from .messagelist import FrozenDict, FrozenList, MessageList  # noqa: PLC0415
 
-    return {
-        dict: dict,
-        list: list,
-        FrozenDict: dict,
-        SecretRef: dict,
-        BlobLink: dict,
-        FrozenList: list,
-        MessageList: list,
-    }
+    def declare(cls: _Container) -> _Container:
+        _CONTAINERS[cls] = base
+        return cls
+
+    return declare
 
 
 def _walk(value: Any, path: str, allow_bytes: bool, max_depth: int) -> None:
     # An explicit stack, not recursion: deeply nested tool outputs must not hit
     # the interpreter's recursion limit before the depth check names them.
-    containers = _containers()
+    containers = _CONTAINERS
     stack: list[tuple[Any, _Where, int]] = [(value, (None, path), 0)]
     while stack:
         item, where, depth = stack.pop()

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NoReturn, SupportsIndex
 
-from safepoint.codec import EMPTY_CHAIN
+from safepoint.codec import EMPTY_CHAIN, json_container
 from safepoint.refs import REF_TYPES
 
 _FROZEN_HINT = "messages already saved are immutable; replace the message instead of mutating it"
@@ -33,6 +33,7 @@ def _refuse(*_args: Any, **_kwargs: Any) -> NoReturn:
     raise TypeError(_FROZEN_HINT)
 
 
+@json_container(dict)
 class FrozenDict(dict[str, Any]):
     """A stored message (or a dict inside one): a real ``dict`` that refuses mutation."""
 
@@ -46,6 +47,7 @@ class FrozenDict(dict[str, Any]):
         return (dict, (dict(self),))
 
 
+@json_container(list)
 class FrozenList(list[Any]):
     """A list inside a stored message (e.g. content parts) that refuses mutation."""
 
@@ -121,6 +123,7 @@ class StoredView:
         return out
 
 
+@json_container(list)
 class MessageList(list[Any]):
     """A ``list`` of messages that tracks the lowest index changed since it
     was last saved or loaded. Behaves exactly like a list otherwise."""

@@ -1,21 +1,24 @@
-"""What a checkpoint is, and what the store says about runs — no I/O here."""
+"""What a checkpoint is: its fields, defined once, and how one is copied — no I/O here.
+
+What the store says *about* runs and checkpoints (history entries, run rows,
+leases, retention) is ``safepoint.records``.
+"""
 
 from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from enum import StrEnum
-from typing import Any, Generic, TypeVar
+from typing import Any
 
+from . import codec
 from .errors import InvalidArgument, InvalidCheckpoint
 from .messagelist import MessageList, StoredView, thaw
 
 JSONDict = dict[str, Any]
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_T = TypeVar("_T")
 
 
 class Status(StrEnum):
@@ -82,6 +85,25 @@ class ScrubReport:
 _EMPTY_REPORT = ScrubReport()
 
 
+# A checkpoint's fields in groups, defined once: what copies, migrates, exports
+# or compares checkpoints field by field reads these instead of spelling them out.
+IDENTITY_FIELDS = ("run_id", "step")
+# The free-form JSON values (nested to any depth) that the scrubber, the blob
+# offload and the store's references walk; messages are walked one by one.
+VALUE_FIELDS = ("pending_action", "cursors", "state")
+# What a run carries from one step to the next: ``next`` copies these.
+CONTENT_FIELDS = ("schema_version", "messages", "counters", *VALUE_FIELDS, "status", "labels", "parent")
+# What a migration may change (the chain checks each keeps its type; the store
+# takes them from the migrated dict): the content, but for the fork parent.
+MIGRATED_FIELDS = tuple(name for name in CONTENT_FIELDS if name != "parent")
+# What the store sets when it saves or loads the checkpoint, never the caller.
+STORE_FIELDS = ("created_at", "digest", "scrub_report")
+FIELDS = (*IDENTITY_FIELDS, *CONTENT_FIELDS, *STORE_FIELDS)  # the dataclass's order
+# How a field not given to ``evolve`` is copied so the copy shares nothing
+# mutable with the original (messages have their own rule; the rest is immutable).
+_COPIES: dict[str, Any] = {"counters": dict, "labels": dict, **dict.fromkeys(VALUE_FIELDS, thaw)}
+
+
 @dataclass(kw_only=True, eq=False)
 class Checkpoint:
     """The complete snapshot of a run at one step boundary.
@@ -115,14 +137,8 @@ class Checkpoint:
         # Keep messages a tracked MessageList even when a new list is assigned:
         # the store then compares it against what it holds to find the delta.
         if name == "messages" and not isinstance(value, MessageList):
-            if not isinstance(value, list | tuple):
-                # A str, a dict or a generator would be taken apart silently.
-                raise InvalidCheckpoint(f"messages must be a list of dicts, not {type(value).__name__}")
             old = self.__dict__.get("messages")
-            stored = old.stored if isinstance(old, MessageList) else None
-            tracked = MessageList(value, stored)
-            tracked.clean_prefix = 0
-            value = tracked
+            value = _retracked(value, old.stored if isinstance(old, MessageList) else None)
         elif name == "status" and not isinstance(value, Status):
             value = _status(value)
         object.__setattr__(self, name, value)
@@ -133,32 +149,50 @@ class Checkpoint:
         messages = self.messages
         return messages.stored if isinstance(messages, MessageList) else None
 
+    def evolve(self, **changes: Any) -> Checkpoint:
+        """A copy with ``changes`` (fields by name) applied; this checkpoint is left as it is.
+
+        Fields not given are copied as ``next`` copies them: stored messages
+        are shared (they are immutable) with what this object knows the store
+        holds, the rest is copied, so changing the copy never alters this one;
+        ``created_at``, ``digest`` and ``scrub_report`` are kept. Values given
+        are used as they are. ``messages`` given as a ``MessageList`` is taken
+        as it is; any other list as an assignment to ``cp.messages``: it keeps
+        this checkpoint's stored view but trusts none of it, so the next save
+        compares every message with what is stored. ``InvalidArgument`` names
+        a field a checkpoint does not have.
+        """
+        unknown = changes.keys() - set(FIELDS)
+        if unknown:
+            raise InvalidArgument(f"a Checkpoint has no field {', '.join(sorted(map(repr, unknown)))}")
+        messages = self.messages
+        assert isinstance(messages, MessageList)  # __setattr__ keeps it one
+        if "messages" not in changes:
+            copied = MessageList(messages, messages.stored)
+            copied.clean_prefix = messages.clean_prefix
+        else:
+            given = changes["messages"]
+            copied = given if isinstance(given, MessageList) else _retracked(given, messages.stored)
+        values = {name: changes[name] if name in changes else getattr(self, name) for name in FIELDS}
+        for name, copy in _COPIES.items():
+            if name not in changes:
+                values[name] = copy(values[name])
+        values["messages"] = copied
+        return Checkpoint(**values)
+
     def next(self) -> Checkpoint:
         """A copy at ``step + 1``, ready to be changed and saved as the next step.
 
         Stored messages are shared (they are immutable); everything else is
         copied, so changing the new checkpoint never alters this one.
         """
-        messages = self.messages
-        assert isinstance(messages, MessageList)  # __setattr__ keeps it one
-        copied = MessageList(messages, messages.stored)
-        copied.clean_prefix = messages.clean_prefix
-        return Checkpoint(
-            run_id=self.run_id,
-            step=self.step + 1,
-            schema_version=self.schema_version,
-            messages=copied,
-            counters=dict(self.counters),
-            pending_action=thaw(self.pending_action),
-            cursors=thaw(self.cursors),
-            state=thaw(self.state),
-            status=self.status,
-            labels=dict(self.labels),
-            parent=self.parent,
-        )
+        return self.evolve(step=self.step + 1, created_at=None, digest=None, scrub_report=ScrubReport())
 
     def to_dict(self) -> JSONDict:
-        """Plain data (JSON-compatible) — what ``safepoint show --json`` prints."""
+        """Plain data (JSON-compatible) — what ``safepoint show --json`` prints.
+
+        Every field but ``scrub_report``; ``from_dict`` is its inverse.
+        """
         return {
             "run_id": self.run_id,
             "step": self.step,
@@ -177,6 +211,80 @@ class Checkpoint:
             "digest": self.digest,
         }
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Checkpoint:
+        """The checkpoint ``data`` describes, in the shape ``to_dict`` returns — its inverse.
+
+        ``from_dict(cp.to_dict())`` has every field of ``cp`` (``scrub_report``,
+        which ``to_dict`` leaves out, comes back empty). Values are copied, so
+        the checkpoint shares nothing with ``data``. Its messages carry no
+        stored view: it is a checkpoint this object never saved, like one
+        built field by field. ``created_at`` and ``digest`` may be missing
+        (None); every other field must be there. Values are checked when the
+        checkpoint is saved, as for any checkpoint; ``InvalidCheckpoint`` here
+        names a missing or unknown field, or a ``status``, ``parent`` or
+        ``created_at`` not in ``to_dict``'s shape.
+        """
+        if not isinstance(data, Mapping):
+            raise InvalidCheckpoint(f"a checkpoint dict is a mapping, not a {type(data).__name__}")
+        for position, key in enumerate(data):
+            if key not in _DICT_FIELDS:
+                raise InvalidCheckpoint(
+                    f"a checkpoint has no field {codec.key_segment(key, position, dotted=False)}"
+                )
+        missing = [name for name in _REQUIRED_DICT_FIELDS if name not in data]
+        if missing:
+            raise InvalidCheckpoint(f"the checkpoint dict has no {', '.join(map(repr, missing))}")
+        values = {name: thaw(data[name]) for name in _DICT_FIELDS if name in data}
+        messages = values["messages"]
+        if isinstance(messages, tuple):  # a list already is a copy; a str or dict is refused below
+            values["messages"] = [thaw(m) for m in messages]
+        values["parent"] = _parent(values["parent"])
+        values["created_at"] = _moment(values.get("created_at"))
+        return cls(**values)
+
+
+# to_dict's keys: every field but the scrub report; the store's own may be missing.
+_DICT_FIELDS = frozenset(FIELDS) - {"scrub_report"}
+_REQUIRED_DICT_FIELDS = tuple(name for name in FIELDS if name in _DICT_FIELDS - set(STORE_FIELDS))
+
+
+def _retracked(value: Any, stored: StoredView | None) -> MessageList:
+    """``value`` assigned as a checkpoint's messages: tracked against the view
+    the checkpoint had, with nothing of it trusted (the next save compares)."""
+    if not isinstance(value, list | tuple):
+        # A str, a dict or a generator would be taken apart silently.
+        raise InvalidCheckpoint(f"messages must be a list of dicts, not {type(value).__name__}")
+    tracked = MessageList(value, stored)
+    tracked.clean_prefix = 0
+    return tracked
+
+
+def _parent(value: Any) -> ParentRef | None:
+    """``to_dict``'s parent (None or ``{"run_id": …, "step": …}``) as a ParentRef."""
+    if value is None:
+        return None
+    if (
+        isinstance(value, dict)
+        and value.keys() == {"run_id", "step"}
+        and type(value["run_id"]) is str
+        and type(value["step"]) is int
+    ):
+        return ParentRef(value["run_id"], value["step"])
+    raise InvalidCheckpoint("parent must be None or a dict of a str run_id and an int step")
+
+
+def _moment(value: Any) -> datetime | None:
+    """``to_dict``'s created_at (None or ISO 8601 text) as a datetime."""
+    if value is None:
+        return None
+    if type(value) is str:
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            pass
+    raise InvalidCheckpoint("created_at must be None or an ISO 8601 date and time")
+
 
 def _status(value: Any) -> Status:
     """``value`` as a Status; ``InvalidCheckpoint`` (naming the known ones, not the value) otherwise."""
@@ -189,134 +297,3 @@ def _status(value: Any) -> Status:
     raise InvalidCheckpoint(
         f"status must be a Status or the value of one ({known}); this {type(value).__name__} is neither"
     )
-
-
-@dataclass(frozen=True, slots=True)
-class CheckpointInfo:
-    """One entry of a run's history: the header, without the messages."""
-
-    run_id: str
-    step: int
-    schema_version: int
-    status: Status
-    created_at: datetime
-    message_count: int
-    digest: str
-    scrub_report: ScrubReport = field(default_factory=ScrubReport)
-
-
-@dataclass(frozen=True, slots=True)
-class RunInfo:
-    """One run as the store knows it (its latest checkpoint's summary)."""
-
-    run_id: str
-    status: Status
-    head_step: int
-    schema_version: int
-    labels: dict[str, str]
-    counters: dict[str, int | float]
-    created_at: datetime
-    updated_at: datetime
-    parent: ParentRef | None
-    # Worker attempts (see ``Worker``): claims since the last clean outcome or
-    # ``requeue``; when the run may be claimed again after a failed attempt;
-    # and that attempt's error — the exception's type and its own message,
-    # scrubbed and truncated, never a stored value.
-    attempts: int = 0
-    retry_at: datetime | None = None
-    last_error: str | None = None
-
-
-MAX_KEEP_LAST = 2**31 - 1  # a step count: see store.serialize.MAX_STEP
-MAX_AGE = timedelta(days=36_500)  # durations of retention and GC grace: a century is plenty
-_NO_TIME = timedelta(0)
-
-
-@dataclass(frozen=True, slots=True)
-class Retention:
-    """Which checkpoints a run keeps; the rest are pruned by ``store.prune()`` / ``safepoint gc``.
-
-    ``keep_last`` keeps the newest N checkpoints, ``keep_for`` those younger
-    than a duration (both given: either suffices); the latest checkpoint is
-    always kept, and with neither every checkpoint is. ``delete_finished_after``
-    deletes a run that is done, failed or cancelled once its last checkpoint
-    is older than that. Set per store (``open_store(url, retention=…)``) or per
-    run (``store.set_retention(run_id, …)``, which wins).
-    """
-
-    keep_last: int | None = None
-    keep_for: timedelta | None = None
-    delete_finished_after: timedelta | None = None
-
-    def __post_init__(self) -> None:
-        keep_last = self.keep_last
-        if keep_last is not None and (type(keep_last) is not int or not 1 <= keep_last <= MAX_KEEP_LAST):
-            raise InvalidArgument(f"keep_last must be None or an int from 1 to {MAX_KEEP_LAST}")
-        for name in ("keep_for", "delete_finished_after"):
-            value = getattr(self, name)
-            # Bounded so that ``now - value`` is still a date (timedelta.max is not).
-            if value is not None and (not isinstance(value, timedelta) or not _NO_TIME <= value <= MAX_AGE):
-                raise InvalidArgument(f"{name} must be None or a timedelta from 0 to {MAX_AGE.days} days")
-
-    def to_json(self) -> JSONDict:
-        def seconds(value: timedelta | None) -> float | None:
-            return None if value is None else value.total_seconds()
-
-        return {
-            "keep_last": self.keep_last,
-            "keep_for": seconds(self.keep_for),
-            "delete_finished_after": seconds(self.delete_finished_after),
-        }
-
-    @classmethod
-    def from_json(cls, data: JSONDict) -> Retention:
-        def duration(value: float | None) -> timedelta | None:
-            return None if value is None else timedelta(seconds=value)
-
-        return cls(
-            keep_last=data.get("keep_last"),
-            keep_for=duration(data.get("keep_for")),
-            delete_finished_after=duration(data.get("delete_finished_after")),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    """A worker's time-limited, fenced ownership of a run.
-
-    ``epoch`` increases on every claim of the run; saves made with this lease
-    are accepted only while it is still the run's current epoch.
-    """
-
-    run_id: str
-    worker_id: str
-    epoch: int
-    expires_at: datetime
-    duration: float  # seconds; heartbeats extend the lease by this much
-    attempts: int = 0  # claims of the run so far, this one included (reset by a clean outcome)
-
-
-@dataclass(frozen=True, slots=True)
-class Page(Generic[_T]):
-    """One page of a listing; pass ``next_cursor`` back to get the next page."""
-
-    items: Sequence[_T]
-    next_cursor: str | None
-
-    def __iter__(self) -> Iterator[_T]:
-        return iter(self.items)
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-
-def from_micros(micros: int) -> datetime:
-    """UTC datetime from integer microseconds since the epoch (how stores keep time)."""
-    return _EPOCH + timedelta(microseconds=micros)
-
-
-def to_micros(moment: datetime) -> int:
-    """Integer microseconds since the epoch; naive datetimes are taken as UTC."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return (moment - _EPOCH) // timedelta(microseconds=1)

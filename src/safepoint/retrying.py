@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from safepoint.errors import Conflict, NotFound, StoreUnavailable
-from safepoint.model import Checkpoint, CheckpointInfo, Lease
+from safepoint.model import Checkpoint
 from safepoint.observe import NO_OBSERVER, Observer
+from safepoint.records import CheckpointInfo, Lease
 from safepoint.store import AsyncStore, Store
 
 log = logging.getLogger("safepoint.retrying")

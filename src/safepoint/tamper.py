@@ -17,7 +17,8 @@ running again) and legitimately differs from the head checkpoint's.
 
 from __future__ import annotations
 
-from safepoint.model import Checkpoint, CheckpointInfo, RunInfo
+from safepoint.model import Checkpoint
+from safepoint.records import CheckpointInfo, RunInfo
 
 
 def checkpoint_mismatches(info: CheckpointInfo, cp: Checkpoint) -> list[str]:

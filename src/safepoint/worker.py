@@ -52,8 +52,9 @@ from typing import Any
 
 from safepoint import retrying
 from safepoint.errors import InvalidArgument, LeaseLost, SchemaTooNew, StoreUnavailable
-from safepoint.model import Checkpoint, CheckpointInfo, Lease, Status
+from safepoint.model import Checkpoint, Status
 from safepoint.observe import NO_OBSERVER
+from safepoint.records import CheckpointInfo, Lease
 from safepoint.retrying import RetryPolicy
 from safepoint.store import Store, calls, leases, traced
 from safepoint.store.leases import Attempts

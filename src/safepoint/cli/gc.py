@@ -19,7 +19,7 @@ from safepoint.cli.output import (
     store_options,
 )
 from safepoint.errors import InvalidArgument
-from safepoint.model import Retention
+from safepoint.records import Retention
 from safepoint.store.admin import FileSpace, prune_store
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")

@@ -24,7 +24,8 @@ from safepoint.cli.output import (
     when,
 )
 from safepoint.errors import NotFound, SafepointError
-from safepoint.model import Page, RunInfo, Status
+from safepoint.model import Status
+from safepoint.records import Page, RunInfo
 from safepoint.store import Store
 from safepoint.visible import visible
 

@@ -14,7 +14,8 @@ from functools import partial
 from typing import Any, TypeVar
 
 from safepoint import retrying
-from safepoint.model import CheckpointInfo, JSONDict, Lease, Status
+from safepoint.model import JSONDict, Status
+from safepoint.records import CheckpointInfo, Lease
 from safepoint.store import AsyncStore
 
 from .actions import ReconcileHook

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from safepoint.errors import BudgetExceeded, Conflict, InvalidArgument, NotFound
-from safepoint.model import Checkpoint, CheckpointInfo, JSONDict, Status, new_run_id
+from safepoint.model import Checkpoint, JSONDict, Status, new_run_id
+from safepoint.records import CheckpointInfo
 
 from . import budgets
 from .actions import (

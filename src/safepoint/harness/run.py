@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 
 from safepoint import retrying
 from safepoint.errors import InvalidArgument
-from safepoint.model import CheckpointInfo, JSONDict, Lease, Status
+from safepoint.model import JSONDict, Status
+from safepoint.records import CheckpointInfo, Lease
 from safepoint.store import Store
 
 from .actions import ReconcileHook

@@ -17,8 +17,9 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any, ParamSpec, Protocol, TypeVar
 
-from safepoint.model import Checkpoint, CheckpointInfo, Lease, Page, Retention, RunInfo, Status
+from safepoint.model import Checkpoint, Status
 from safepoint.observe import NO_OBSERVER, Observer
+from safepoint.records import CheckpointInfo, Lease, Page, Retention, RunInfo
 
 from . import calls, leases, maintenance, ops, traced
 from .pipeline import Pipeline, ResolveSecrets

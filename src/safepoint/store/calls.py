@@ -23,18 +23,8 @@ from typing import Any, Generic, TypeVar
 
 from safepoint import codec
 from safepoint.errors import InvalidArgument
-from safepoint.model import (
-    MAX_AGE,
-    Checkpoint,
-    CheckpointInfo,
-    Lease,
-    Page,
-    Retention,
-    RunInfo,
-    Status,
-    new_run_id,
-    to_micros,
-)
+from safepoint.model import Checkpoint, Status, new_run_id
+from safepoint.records import MAX_AGE, CheckpointInfo, Lease, Page, Retention, RunInfo, to_micros
 from safepoint.scrub import Secrets
 
 from . import leases, listing, maintenance, ops

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from safepoint.errors import InvalidArgument, SafepointError
-from safepoint.model import RunInfo
+from safepoint.records import RunInfo
 
 from .facade import Store
 

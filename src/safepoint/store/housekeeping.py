@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from safepoint.errors import InvalidArgument
-from safepoint.model import Retention
+from safepoint.records import Retention
 
 from .eager import all_runs
 from .facade import Store

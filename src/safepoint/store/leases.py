@@ -21,7 +21,8 @@ from datetime import datetime
 from typing import Literal
 
 from safepoint.errors import LeaseLost, NotFound, RunStatusError, SafepointError
-from safepoint.model import Checkpoint, Lease, Status, from_micros
+from safepoint.model import Checkpoint, Status
+from safepoint.records import Lease, from_micros
 
 from . import ops
 from .ops import Op, Query, lease_detail

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from safepoint import codec
 from safepoint.errors import CorruptCheckpoint, NotFound
-from safepoint.model import CheckpointInfo, ParentRef, RunInfo, Status, from_micros
+from safepoint.model import ParentRef, Status
+from safepoint.records import CheckpointInfo, RunInfo, from_micros
 
 from .ops import Op, Query, Row
 

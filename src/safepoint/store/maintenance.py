@@ -40,7 +40,8 @@ from datetime import timedelta
 
 from safepoint import codec
 from safepoint.errors import SafepointError, StoreError
-from safepoint.model import Checkpoint, Retention, Status, from_micros, to_micros
+from safepoint.model import Checkpoint, Status
+from safepoint.records import Retention, from_micros, to_micros
 
 from .blobio import BlobTarget, ExternalBlobs
 from .offload import BLOB_MARK, find_stored_refs

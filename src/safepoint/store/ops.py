@@ -17,13 +17,8 @@ from safepoint import codec
 from safepoint.blobs.base import BlobRef
 from safepoint.errors import Conflict, CorruptCheckpoint, LeaseLost, NotFound
 from safepoint.messagelist import MessageList, StoredView
-from safepoint.model import (
-    Checkpoint,
-    Lease,
-    ParentRef,
-    ScrubReport,
-    from_micros,
-)
+from safepoint.model import Checkpoint, ParentRef, ScrubReport
+from safepoint.records import Lease, from_micros
 
 from .offload import BLOB_MARK, find_refs, find_stored_refs
 from .pipeline import PreparedSave, StoredFields

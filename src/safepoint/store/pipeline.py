@@ -26,7 +26,8 @@ from safepoint.blobs.base import BlobRef, BlobStore
 from safepoint.errors import BlobNotFound, InvalidArgument, NotJSONCompatible, SchemaTooNew
 from safepoint.messagelist import MessageList, StoredView, freeze
 from safepoint.migrations import MigrationChain, current_version
-from safepoint.model import Checkpoint, Retention, ScrubReport
+from safepoint.model import Checkpoint, ScrubReport
+from safepoint.records import Retention
 from safepoint.refs import BlobLink
 from safepoint.scrub import Found, Scrubber, Secrets
 from safepoint.scrub.resolve import lookup_for, restore

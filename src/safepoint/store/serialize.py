@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 from safepoint import codec
 from safepoint.errors import CorruptCheckpoint, InvalidArgument, InvalidCheckpoint, NotJSONCompatible
 from safepoint.messagelist import MessageList, StoredView, freeze
-from safepoint.model import Checkpoint, ParentRef, ScrubReport, Status, from_micros
+from safepoint.model import Checkpoint, ParentRef, ScrubReport, Status
+from safepoint.records import from_micros
 
 from .references import FORMAT, LEGACY_FORMAT
 

@@ -26,8 +26,9 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from safepoint.errors import Conflict, LeaseLost
-from safepoint.model import Checkpoint, Lease, Status
+from safepoint.model import Checkpoint, Status
 from safepoint.observe import METRICS, NO_OBSERVER, NO_SPAN, Attributes, Observer, Span
+from safepoint.records import Lease
 
 from . import calls
 from .calls import SaveFacts

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from safepoint.errors import InvalidArgument
-from safepoint.model import Checkpoint, CheckpointInfo, Lease
+from safepoint.model import Checkpoint
+from safepoint.records import CheckpointInfo, Lease
 from safepoint.store import AsyncStore, Store, open_async_store, open_store
 
 from .crashkit import AgentProcess, Outcome, StatementKiller

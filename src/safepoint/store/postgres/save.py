@@ -36,7 +36,8 @@ from __future__ import annotations
 from typing import Any
 
 from safepoint.messagelist import StoredView
-from safepoint.model import Checkpoint, Lease
+from safepoint.model import Checkpoint
+from safepoint.records import Lease
 from safepoint.store import ops
 from safepoint.store.ops import Op, Query, SaveResult
 from safepoint.store.pipeline import PreparedSave

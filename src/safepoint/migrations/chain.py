@@ -22,50 +22,23 @@ Errors never quote stored values: a migration that raises is reported by its
 name and its exception's *type*; the exception itself is chained as
 ``__cause__`` (its message may well hold stored data, e.g. a ``KeyError``'s
 key or ``int()``'s "invalid literal …", so it stays out of ours).
+
+This module is the chain: what is registered and which versions load.
+Running the functions on one checkpoint and checking each result is
+``lifting``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, TypeGuard, TypeVar
+from typing import Any, TypeVar
 
-from safepoint import codec
-from safepoint.errors import (
-    InvalidArgument,
-    InvalidMigrationChain,
-    MigrationError,
-    NotJSONCompatible,
-    SchemaTooNew,
-)
-from safepoint.messagelist import thaw
+from safepoint.errors import InvalidArgument, InvalidMigrationChain, MigrationError, SchemaTooNew
 
-Migration = Callable[[dict[str, Any]], dict[str, Any]]
+from .lifting import Migration, identity, is_int, lift, migration_name
+
 M = TypeVar("M", bound=Migration)
-
-# The fields of Checkpoint.to_dict() a migration may change but not remove or
-# retype: the store rebuilds a Checkpoint from the result, and a wrong shape
-# caught here names the migration instead of failing later in the store.
-_FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    "messages": (list,),
-    "counters": (dict,),
-    "cursors": (dict,),
-    "state": (dict,),
-    "labels": (dict,),
-    "pending_action": (dict, type(None)),
-    "status": (str,),
-}
-_IDENTITY = ("run_id", "step")
-
-
-def _is_int(value: object) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _name(function: object) -> str:
-    """How errors name a migration: its qualified name, without ``<locals>`` noise."""
-    name = str(getattr(function, "__qualname__", None) or type(function).__name__)
-    return name.replace("<locals>.", "")
 
 
 class MigrationChain:
@@ -85,9 +58,9 @@ class MigrationChain:
     def __init__(
         self, current: int, migrations: Mapping[int, Migration] | None = None, *, oldest: int = 1
     ) -> None:
-        if not _is_int(current) or current < 1:
+        if not is_int(current) or current < 1:
             raise InvalidMigrationChain(f"current must be an int of at least 1, not {current!r}")
-        if not _is_int(oldest) or not 1 <= oldest <= current:
+        if not is_int(oldest) or not 1 <= oldest <= current:
             raise InvalidMigrationChain(
                 f"oldest must be an int from 1 to current ({current}), not {oldest!r}"
             )
@@ -140,7 +113,7 @@ class MigrationChain:
         return register
 
     def _register(self, version: Any, function: Any) -> None:
-        if not _is_int(version):
+        if not is_int(version):
             raise InvalidMigrationChain(f"migration versions must be ints, not {type(version).__name__}")
         if version < 1:
             raise InvalidMigrationChain(f"migration from version {version}: versions start at 1")
@@ -161,7 +134,7 @@ class MigrationChain:
         if version in self._functions:
             raise InvalidMigrationChain(
                 f"migration from version {version} to {version + 1} is registered twice "
-                f"({_name(self._functions[version])} and {_name(function)})"
+                f"({migration_name(self._functions[version])} and {migration_name(function)})"
             )
         self._functions[version] = function
         self._validated = False
@@ -189,7 +162,7 @@ class MigrationChain:
         caller that skips ``migrate`` when this is False never loads a shape it
         does not know.
         """
-        if not _is_int(version) or version < 1:
+        if not is_int(version) or version < 1:
             raise InvalidArgument(f"schema_version must be an int of at least 1, not {version!r}")
         return version != self._current
 
@@ -201,7 +174,7 @@ class MigrationChain:
         when it is not an int of at least 1. Cheap: the store may call it on a
         header before loading the rest.
         """
-        if not _is_int(version):
+        if not is_int(version):
             raise InvalidArgument(
                 f"run {run_id!r} step {step}: schema_version must be an int, not {type(version).__name__}"
             )
@@ -239,82 +212,16 @@ class MigrationChain:
         self.validate()
         if not isinstance(data, Mapping):
             raise InvalidArgument(f"migrate needs the checkpoint as a dict, not {type(data).__name__}")
-        run_id, step = _identity(data, run_id, step)
+        run_id, step = identity(data, run_id, step)
         version = data.get("schema_version")
         self.check_version(version, run_id=run_id, step=step)
-        assert _is_int(version)  # check_version refused anything else
-        problem = _json_problem(data)
-        if problem is not None:
-            raise problem
-        checkpoint: dict[str, Any] = thaw(dict(data))  # a deep copy: the input stays as stored
-        for from_version in range(version, self._current):
-            checkpoint = self._apply(from_version, checkpoint, run_id, step)
-        return checkpoint
-
-    def _apply(self, version: int, checkpoint: dict[str, Any], run_id: str, step: int) -> dict[str, Any]:
-        """Run one migration and check what it returned."""
-        function = self._functions[version]
-        name = _name(function)
-
-        def failure(detail: str) -> MigrationError:
-            return MigrationError(run_id, step, version, version + 1, detail)
-
-        # Captured before the call: the function may change its argument in place.
-        identity = {key: checkpoint[key] for key in _IDENTITY if key in checkpoint}
-        fields = [key for key in _FIELD_TYPES if key in checkpoint]
-        try:
-            result = function(checkpoint)
-        except Exception as exc:
-            raise failure(f"{name} raised {type(exc).__name__} (chained as the cause)") from exc
-        if not isinstance(result, dict):
-            hint = " (does it end with `return cp`?)" if result is None else ""
-            raise failure(f"{name} returned {type(result).__name__}, not a dict{hint}")
-        for key, before in identity.items():
-            after = result.get(key)
-            if type(after) is not type(before) or after != before:
-                raise failure(f"{name} changed {key}; a migration must keep the checkpoint's run_id and step")
-        for key in fields:
-            if key not in result:
-                raise failure(f"{name} removed the field {key!r}")
-            if not isinstance(result[key], _FIELD_TYPES[key]):
-                raise failure(f"{name} made {key!r} a {type(result[key]).__name__}")
-        for index, message in enumerate(result.get("messages", ())):
-            if not isinstance(message, dict):
-                raise failure(f"{name} made messages[{index}] a {type(message).__name__}, not a dict")
-        problem = _json_problem(result)
-        if problem is not None:
-            raise failure(f"{name} returned data that is not JSON-compatible: {problem}") from problem
-        result["schema_version"] = version + 1
-        return result
+        assert is_int(version)  # check_version refused anything else
+        steps = [(v, self._functions[v]) for v in range(version, self._current)]
+        return lift(data, steps, run_id=run_id, step=step)
 
     def __repr__(self) -> str:
-        functions = ", ".join(f"{v}: {_name(f)}" for v, f in sorted(self._functions.items()))
+        functions = ", ".join(f"{v}: {migration_name(f)}" for v, f in sorted(self._functions.items()))
         return f"MigrationChain(current={self._current}, oldest={self._oldest}, migrations={{{functions}}})"
-
-
-def _identity(data: Mapping[str, Any], run_id: str | None, step: int | None) -> tuple[str, int]:
-    """The run id and step that name ``data`` in errors: the arguments, else its own fields."""
-    run_id = data.get("run_id") if run_id is None else run_id
-    step = data.get("step") if step is None else step
-    if not isinstance(run_id, str):
-        raise InvalidArgument("migrate needs a str run_id, in the checkpoint or as run_id=")
-    if not _is_int(step):
-        raise InvalidArgument(f"run {run_id!r}: migrate needs an int step, in the checkpoint or as step=")
-    return run_id, step
-
-
-def _json_problem(data: Mapping[str, Any]) -> NotJSONCompatible | None:
-    """The first value of ``data`` that is not plain JSON, named by its path, or None."""
-    if codec.is_plain_json(data):
-        return None
-    try:
-        for key, value in data.items():
-            if not isinstance(key, str):
-                raise NotJSONCompatible(f"[{key!r}]", f"field name of type {type(key).__name__} is not a str")
-            codec.check_json(value, key if key.isidentifier() else f"[{key!r}]")
-    except NotJSONCompatible as exc:
-        return exc
-    return None
 
 
 def current_version(chain: MigrationChain | None, schema_version: Any = None) -> int:
@@ -324,9 +231,7 @@ def current_version(chain: MigrationChain | None, schema_version: Any = None) ->
     Both given, they must agree (``InvalidArgument`` otherwise): one store
     cannot have two current versions.
     """
-    if schema_version is not None and (
-        not _is_int(schema_version) or not 1 <= schema_version <= _MAX_VERSION
-    ):
+    if schema_version is not None and (not is_int(schema_version) or not 1 <= schema_version <= _MAX_VERSION):
         raise InvalidArgument(f"schema_version must be an int from 1 to {_MAX_VERSION}")
     if chain is None:
         return 1 if schema_version is None else schema_version

@@ -1,0 +1,124 @@
+"""What the store answers when it will not or cannot do a call: no such run,
+not the next step, a lost lease, and the backend's own failures (the driver's
+exception chained as ``__cause__``).
+
+See ``safepoint.errors`` for the whole tree.
+"""
+
+from __future__ import annotations
+
+from .base import SafepointError
+
+
+class NotFound(SafepointError, LookupError):
+    """The run, or the requested step of it, does not exist."""
+
+    def __init__(self, run_id: str, step: int | None = None) -> None:
+        self.run_id = run_id
+        self.step = step
+        where = f"run {run_id!r}" if step is None else f"run {run_id!r} step {step}"
+        super().__init__(f"{where} not found")
+
+
+class StoreNotFound(NotFound):
+    """``open_store(url, read_only=True)`` found no safepoint store there; nothing was created.
+
+    Nothing at the URL (no file, no database, no schema), or a SQLite file or
+    PostgreSQL schema without safepoint's tables. ``url`` is the URL as shown
+    (a PostgreSQL password masked); ``run_id`` and ``step`` are None.
+    """
+
+    def __init__(self, url: str, detail: str | None = None) -> None:
+        self.url = url
+        self.run_id = None  # type: ignore[assignment]
+        self.step = None
+        SafepointError.__init__(self, f"no safepoint store at {url}" + (f": {detail}" if detail else ""))
+
+
+class Conflict(SafepointError):
+    """The save is not the next step of the run; nothing was written.
+
+    Raised when another writer got there first, when a step is skipped or
+    repeated, or when a new run's first checkpoint is not step 0.
+    """
+
+    def __init__(self, run_id: str, step: int, head: int | None, detail: str | None = None) -> None:
+        self.run_id = run_id
+        self.step = step
+        self.head = head
+        if detail is not None:
+            pass
+        elif head is None:
+            detail = "the run does not exist yet, so its first checkpoint must be step 0"
+        else:
+            detail = f"the run is at step {head}, so only step {head + 1} can be saved"
+        super().__init__(f"cannot save run {run_id!r} step {step}: {detail}")
+
+
+class LeaseLost(SafepointError):
+    """The caller's lease on a run is no longer current; nothing was written.
+
+    Another worker claimed the run after this lease expired (a higher epoch),
+    or the lease was released. The caller must stop working on the run.
+    """
+
+    def __init__(self, run_id: str, epoch: int, detail: str) -> None:
+        self.run_id = run_id
+        self.epoch = epoch
+        super().__init__(f"lease on run {run_id!r} (epoch {epoch}) is lost: {detail}")
+
+
+class StoreError(SafepointError):
+    """The storage backend failed; the driver's exception is the ``__cause__``."""
+
+
+class StoreUnavailable(StoreError):
+    """The store is unavailable for now; the same call may well succeed later.
+
+    The one transient error: raised only for a lost connection, a server
+    restart or shutdown, a full disk, and a lock or statement timeout
+    (SQLite busy or locked; PostgreSQL lock_not_available, serialization
+    failure, deadlock). Every other ``StoreError`` — ``StoreClosed``,
+    ``BlobError``, ``BlobNotFound`` — is not transient: retrying it fails the
+    same way. ``committing`` is True when the error came while the commit was
+    on its way, so the write may have happened; ``digest`` is then the digest
+    of the checkpoint being written, when the driver knew it (the retry
+    policy in ``safepoint.retrying`` compares it with the stored one).
+    """
+
+    def __init__(self, message: str, *, committing: bool = False, digest: bytes | None = None) -> None:
+        self.committing = committing
+        self.digest = digest
+        super().__init__(message)
+
+
+class StoreClosed(StoreError):
+    """The store was used after ``close()``."""
+
+
+class StoreCorrupt(StoreError):
+    """The database itself is damaged, below any one checkpoint; not transient.
+
+    SQLite reports a corrupt page (``database disk image is malformed``) or a
+    file that is not a database; PostgreSQL a ``data_corrupted`` or
+    ``index_corrupted`` error. ``where`` names the file (or the PostgreSQL
+    database), never stored text. What to do next: ``safepoint verify`` on a
+    copy restored from backup, or fork the runs from their last good step
+    (docs/operations.md, "Damaged data").
+    """
+
+    def __init__(self, where: str, detail: str) -> None:
+        self.where = where
+        super().__init__(f"the store at {where} is corrupt: {detail}")
+
+
+class BlobError(StoreError):
+    """The blob store failed; the underlying exception is the ``__cause__``."""
+
+
+class BlobNotFound(BlobError, LookupError):
+    """No blob with that digest exists in the blob store."""
+
+    def __init__(self, digest: str, detail: str = "not in the blob store") -> None:
+        self.digest = digest
+        super().__init__(f"blob {digest}: {detail}")

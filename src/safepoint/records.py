@@ -1,0 +1,162 @@
+"""What the store says about runs and checkpoints: history entries, run rows,
+leases, retention and listing pages — and the integer time they are kept in. No I/O.
+
+The checkpoint itself (what an application saves) is ``safepoint.model``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Generic, TypeVar
+
+from .errors import InvalidArgument
+from .model import JSONDict, ParentRef, ScrubReport, Status
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointInfo:
+    """One entry of a run's history: the header, without the messages."""
+
+    run_id: str
+    step: int
+    schema_version: int
+    status: Status
+    created_at: datetime
+    message_count: int
+    digest: str
+    scrub_report: ScrubReport = field(default_factory=ScrubReport)
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    """One run as the store knows it (its latest checkpoint's summary).
+
+    ``labels`` are the run row's copy, which listings read (``runs(labels=…)``
+    filters on it). A run's labels are stored twice: in every checkpoint's
+    header, as that step saved them, and on the run row. The run row's copy is
+    overwritten, whole, by the labels of each checkpoint the run saves (after
+    scrubbing, as in the header) — no merge: a save whose checkpoint has other
+    labels, or none, replaces them silently. A fork writes the forked
+    checkpoint's labels (``fork(labels=…)`` replaces the source's, it does not
+    add to them), and ``safepoint migrate`` those of the migrated head. So
+    ``labels`` equals the head checkpoint's, while ``load(run_id, step)`` of an
+    older step returns the labels that step was saved with; a migration applied
+    on load changes only the loaded copy, until the next save.
+    """
+
+    run_id: str
+    status: Status
+    head_step: int
+    schema_version: int
+    labels: dict[str, str]
+    counters: dict[str, int | float]
+    created_at: datetime
+    updated_at: datetime
+    parent: ParentRef | None
+    # Worker attempts (see ``Worker``): claims since the last clean outcome or
+    # ``requeue``; when the run may be claimed again after a failed attempt;
+    # and that attempt's error — the exception's type and its own message,
+    # scrubbed and truncated, never a stored value.
+    attempts: int = 0
+    retry_at: datetime | None = None
+    last_error: str | None = None
+
+
+MAX_KEEP_LAST = 2**31 - 1  # a step count: see store.serialize.MAX_STEP
+MAX_AGE = timedelta(days=36_500)  # durations of retention and GC grace: a century is plenty
+_NO_TIME = timedelta(0)
+
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """Which checkpoints a run keeps; the rest are pruned by ``store.prune()`` / ``safepoint gc``.
+
+    ``keep_last`` keeps the newest N checkpoints, ``keep_for`` those younger
+    than a duration (both given: either suffices); the latest checkpoint is
+    always kept, and with neither every checkpoint is. ``delete_finished_after``
+    deletes a run that is done, failed or cancelled once its last checkpoint
+    is older than that. Set per store (``open_store(url, retention=…)``) or per
+    run (``store.set_retention(run_id, …)``, which wins).
+    """
+
+    keep_last: int | None = None
+    keep_for: timedelta | None = None
+    delete_finished_after: timedelta | None = None
+
+    def __post_init__(self) -> None:
+        keep_last = self.keep_last
+        if keep_last is not None and (type(keep_last) is not int or not 1 <= keep_last <= MAX_KEEP_LAST):
+            raise InvalidArgument(f"keep_last must be None or an int from 1 to {MAX_KEEP_LAST}")
+        for name in ("keep_for", "delete_finished_after"):
+            value = getattr(self, name)
+            # Bounded so that ``now - value`` is still a date (timedelta.max is not).
+            if value is not None and (not isinstance(value, timedelta) or not _NO_TIME <= value <= MAX_AGE):
+                raise InvalidArgument(f"{name} must be None or a timedelta from 0 to {MAX_AGE.days} days")
+
+    def to_json(self) -> JSONDict:
+        def seconds(value: timedelta | None) -> float | None:
+            return None if value is None else value.total_seconds()
+
+        return {
+            "keep_last": self.keep_last,
+            "keep_for": seconds(self.keep_for),
+            "delete_finished_after": seconds(self.delete_finished_after),
+        }
+
+    @classmethod
+    def from_json(cls, data: JSONDict) -> Retention:
+        def duration(value: float | None) -> timedelta | None:
+            return None if value is None else timedelta(seconds=value)
+
+        return cls(
+            keep_last=data.get("keep_last"),
+            keep_for=duration(data.get("keep_for")),
+            delete_finished_after=duration(data.get("delete_finished_after")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A worker's time-limited, fenced ownership of a run.
+
+    ``epoch`` increases on every claim of the run; saves made with this lease
+    are accepted only while it is still the run's current epoch.
+    """
+
+    run_id: str
+    worker_id: str
+    epoch: int
+    expires_at: datetime
+    duration: float  # seconds; heartbeats extend the lease by this much
+    attempts: int = 0  # claims of the run so far, this one included (reset by a clean outcome)
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[_T]):
+    """One page of a listing; pass ``next_cursor`` back to get the next page."""
+
+    items: Sequence[_T]
+    next_cursor: str | None
+
+    def __iter__(self) -> Iterator[_T]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+def from_micros(micros: int) -> datetime:
+    """UTC datetime from integer microseconds since the epoch (how stores keep time)."""
+    return _EPOCH + timedelta(microseconds=micros)
+
+
+def to_micros(moment: datetime) -> int:
+    """Integer microseconds since the epoch; naive datetimes are taken as UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // timedelta(microseconds=1)
