@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any, ParamSpec, Protocol, TypeVar
 
 from safepoint.model import Checkpoint, Status
-from safepoint.observe import NO_OBSERVER, Observer
+from safepoint.observe import NO_OBSERVER, Observer, QueryHook
 from safepoint.records import CheckpointInfo, Lease, Page, Retention, RunInfo
 
 from . import calls, leases, maintenance, ops, traced
@@ -33,6 +33,7 @@ class AsyncDriver(Protocol):
     """The async driver contract: the same as ``Driver``, awaited."""
 
     dialect: str
+    on_query: QueryHook | None  # as Driver.on_query
 
     async def run(self, op: ops.Op[T], *, write: bool) -> T: ...
 
@@ -45,6 +46,14 @@ class SQLiteAsyncDriver:
     def __init__(self, driver: SQLiteDriver) -> None:
         self.sync_driver = driver
         self.dialect = driver.dialect
+
+    @property
+    def on_query(self) -> QueryHook | None:
+        return self.sync_driver.on_query  # the sync driver runs the statements
+
+    @on_query.setter
+    def on_query(self, hook: QueryHook | None) -> None:
+        self.sync_driver.on_query = hook
 
     async def run(self, op: ops.Op[T], *, write: bool) -> T:
         return await asyncio.to_thread(self.sync_driver.run, op, write=write)

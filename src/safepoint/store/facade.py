@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any, ParamSpec, Protocol, TypeVar
 
 from safepoint.model import Checkpoint, Status
-from safepoint.observe import NO_OBSERVER, Observer
+from safepoint.observe import NO_OBSERVER, Observer, QueryHook
 from safepoint.records import CheckpointInfo, Lease, Page, Retention, RunInfo
 
 from . import calls, leases, maintenance, ops, traced
@@ -32,6 +32,8 @@ class Driver(Protocol):
     """
 
     dialect: str
+    # Statement-level tracing (safepoint.observe.QueryObserver): open_store sets it; None costs nothing.
+    on_query: QueryHook | None
 
     def run(self, op: ops.Op[T], *, write: bool) -> T: ...
 
