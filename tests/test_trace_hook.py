@@ -211,3 +211,18 @@ def test_async_postgres_reports(postgres_url: str) -> None:
     assert set(recorder.names()) <= named_queries("postgres")
     assert recorder.names().count("set_search_path") >= 2
     assert_no_value(recorder.queries)
+
+
+def test_a_failing_query_hook_never_breaks_the_store(tmp_path: Path) -> None:
+    """An observer's ``query`` that raises is ignored, as its spans and metrics would be."""
+
+    class Failing(Recorder):
+        def query(self, name: str, seconds: float, attributes: Attributes) -> None:
+            raise RuntimeError("observer bug")
+
+    store = safepoint.open_store(f"sqlite:///{tmp_path / 'state.db'}", observer=Failing())
+    try:
+        store.save(checkpoint())
+        assert store.load("traced-run").state["note"] == MARKER
+    finally:
+        store.close()

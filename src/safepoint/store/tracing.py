@@ -12,6 +12,7 @@ parameter sets went.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Generator
 from typing import Any, Protocol, TypeVar
@@ -42,12 +43,18 @@ def traced(items: Generator[N, list[Any], T], hook: QueryHook, dialect: str) -> 
         while True:
             start = clock()
             rows = yield item
-            hook(item.name, clock() - start, attributes(dialect, len(rows), item.many))
+            report(hook, item.name, clock() - start, attributes(dialect, len(rows), item.many))
             item = items.send(rows)
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
     finally:
         items.close()  # a driver that stops early (an error) leaves nothing to resume
+
+
+def report(hook: QueryHook, name: str, seconds: float, told: dict[str, str | int | float | bool]) -> None:
+    """Tell ``hook``; an observer that fails never breaks a store call, so its error is dropped."""
+    with contextlib.suppress(Exception):  # the observer's contract is never to raise; if it does anyway
+        hook(name, seconds, told)
 
 
 def attributes(dialect: str, rows: int, many: list[Any] | None = None) -> dict[str, str | int | float | bool]:

@@ -17,7 +17,7 @@ from typing import TypeVar
 from safepoint.observe import QueryHook
 from safepoint.store.ops import Op, Query, Row
 from safepoint.store.sqlfiles import load_queries
-from safepoint.store.tracing import attributes, traced
+from safepoint.store.tracing import attributes, report, traced
 
 from .errors import translate
 
@@ -81,4 +81,4 @@ def _control(conn: sqlite3.Connection, statement: str, on_query: QueryHook | Non
         return
     start = time.perf_counter()
     conn.execute(statement)
-    on_query(statement, time.perf_counter() - start, attributes(DIALECT, 0))
+    report(on_query, statement, time.perf_counter() - start, attributes(DIALECT, 0))
