@@ -2,34 +2,22 @@
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from common import WINDOW, LoadProbe, StoreRun, window, window_mean, window_median
-from contenders.raw_sqlite import BLOCK, ROW_BYTES, WARM_COMMITS
+from common import StoreRun
 from sections.blobs import BlobResults
 from sections.postgres import PgResults
 from sections.save_breakdown import Breakdown
 from sections.scrub import ScrubResults
-from workloads.agent import MESSAGE_BYTES, TOOL_EVERY, TOOL_OUTPUT_BYTES
 
 from report import adapter as report_adapter
 from report import blobs as report_blobs
-from report import breakdown as report_breakdown
 from report import postgres as report_postgres
 from report import scrub as report_scrub
+from report import sqlite as report_sqlite
 from report import templating
-from report.fmt import TIMES, Target
-from report.fmt import ms as _ms
-from report.fmt import size as _bytes
-from report.fmt import x as _x
 
-ANCHOR = "the-checkpoint-store-on-sqlite-issue-2"
 NO_SCRUB = "scrubber=False"  # the variant the scrubber section compares with (sqlite_store's options label)
-TARGET_GROWTH = 1.1
-TARGET_BYTES = 1.3
-TARGET_RATE = 0.7
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,69 +43,22 @@ class Results:
 
 
 def render(r: Results) -> str:
-    parts = [
-        _header(r),
-        _summary(r),
-        "## The checkpoint store on SQLite (issue 2)",
-        _targets(r),
-        _how_to_read(r),
-        _save_times(r),
-        _disk(r),
-        _loads(r),
-        _throughput(r),
-        report_breakdown.render(r.breakdown) if r.breakdown is not None else "",
-        _settings(r),
-        _method(r),
-    ]
-    if r.scrub is not None:
-        parts.append(report_scrub.render(r.scrub, r.safepoint, r.variants.get(NO_SCRUB, [])))
-    if r.blobs is not None:
-        parts.append(report_blobs.render(r.blobs, r.postgres))
+    """The whole report: a header, every target at a glance, then each section in turn."""
     if r.adapter and r.langgraph:
-        parts.append(report_adapter.render(r.adapter, r.langgraph[0], r.probes, r.content_at, r.postgres))
+        adapter = report_adapter.render(r.adapter, r.langgraph[0], r.probes, r.content_at, r.postgres)
     else:
-        parts.append("## LangGraph adapter (issue 8)\n\nSkipped: `--no-langgraph` was given.")
-    parts.append(report_postgres.render(r.postgres))
-    return "\n\n".join(p.strip("\n") for p in parts) + "\n"
-
-
-# -- helpers -----------------------------------------------------------------
-
-
-def _series(runs: Sequence[StoreRun], key: str | None = None) -> list[list[float]]:
-    return [run.step_seconds if key is None else run.extra_seconds[key] for run in runs]
-
-
-def _rate_ratios(runs: Sequence[StoreRun]) -> list[float]:
-    return [run.rate / run.raw_rate for run in runs]
-
-
-def _load_median(runs: Sequence[StoreRun], method: str, step: int) -> LoadProbe:
-    probes = [p for run in runs for p in run.loads[method] if p.step == step]
-    seconds = [s for p in probes for s in p.seconds]
-    counts = {(p.statements, p.selects) for p in probes}
-    statements, selects = max(counts)
-    return LoadProbe(step=step, seconds=seconds, statements=statements, selects=selects)
-
-
-def _statement_counts(runs: Sequence[StoreRun], method: str) -> set[tuple[int, int]]:
-    return {(p.statements, p.selects) for run in runs for p in run.loads[method]}
-
-
-def _disk_total(runs: Sequence[StoreRun]) -> float:
-    return statistics.median(run.disk.total for run in runs)
-
-
-def _growth(runs: Sequence[StoreRun], r: Results, key: str | None = None) -> tuple[float, float]:
-    series = _series(runs, key)
-    first, last = r.probes[0], r.probes[-1]
-    return (
-        window_median(series, last) / window_median(series, first),
-        window_mean(series, last) / window_mean(series, first),
-    )
-
-
-# -- sections ----------------------------------------------------------------
+        adapter = templating.render("document/adapter_skipped.md.j2")
+    unscrubbed = r.variants.get(NO_SCRUB, [])
+    parts = {
+        "header": _header(r),
+        "summary": _summary(r),
+        "sqlite": report_sqlite.render(r),
+        "scrub": "" if r.scrub is None else report_scrub.render(r.scrub, r.safepoint, unscrubbed),
+        "blobs": "" if r.blobs is None else report_blobs.render(r.blobs, r.postgres),
+        "adapter": adapter,
+        "postgres": report_postgres.render(r.postgres),
+    }
+    return templating.render("document/document.md.j2", **{k: v.strip("\n") for k, v in parts.items()})
 
 
 def _header(r: Results) -> str:
@@ -125,7 +66,7 @@ def _header(r: Results) -> str:
     return templating.render(
         "document/header.md.j2",
         r=r,
-        ANCHOR=ANCHOR,
+        report_sqlite=report_sqlite,
         report_scrub=report_scrub,
         report_blobs=report_blobs,
         report_adapter=report_adapter,
@@ -133,55 +74,8 @@ def _header(r: Results) -> str:
     )
 
 
-def store_targets(r: Results) -> list[Target]:
-    median_growth, mean_growth = _growth(r.safepoint, r)
-    bytes_ratio = _disk_total(r.safepoint) / r.content_json_bytes
-    ratios = _rate_ratios(r.safepoint)
-    rate_ratio = statistics.median(ratios)
-    method = next(iter(r.safepoint[0].loads))
-    counts = _statement_counts(r.safepoint, method)
-    (statements, selects) = max(counts)
-    first, last = r.probes[0], r.probes[-1]
-
-    def target(measure: str, measured: str, goal: str, ok: bool) -> Target:
-        return Target("#2", measure, measured, goal, ok, ANCHOR)
-
-    return [
-        target(
-            f"Save time, step {last} / step {first} (window median)",
-            _x(median_growth),
-            f"≤ {TARGET_GROWTH}{TIMES}",
-            median_growth <= TARGET_GROWTH,
-        ),
-        target(
-            f"Save time, step {last} / step {first} (window mean)",
-            _x(mean_growth),
-            f"≤ {TARGET_GROWTH}{TIMES}",
-            mean_growth <= TARGET_GROWTH,
-        ),
-        target(
-            f"Bytes on disk after {r.steps} steps / content bytes",
-            _x(bytes_ratio),
-            f"≤ {TARGET_BYTES}{TIMES}",
-            bytes_ratio <= TARGET_BYTES,
-        ),
-        target(
-            "Saves/s / raw SQLite single-row commits/s, default store (median over repetitions)",
-            f"{_x(rate_ratio)} (repetitions {_x(min(ratios))} to {_x(max(ratios))})",
-            f"≥ {TARGET_RATE}{TIMES}",
-            rate_ratio >= TARGET_RATE,
-        ),
-        target(
-            f"SQL statements per load at steps {', '.join(map(str, r.probes))}",
-            f"{statements} ({selects} SELECT)" if len(counts) == 1 else f"varies: {sorted(counts)}",
-            "constant",
-            len(counts) == 1,
-        ),
-    ]
-
-
 def _summary(r: Results) -> str:
-    rows = store_targets(r)
+    rows = report_sqlite.targets(r)
     if r.scrub is not None:
         rows += report_scrub.targets(r.scrub)
     if r.blobs is not None:
@@ -191,197 +85,3 @@ def _summary(r: Results) -> str:
     rows += report_postgres.targets(r.postgres)
     missed = sum(not t.ok for t in rows)
     return templating.render("document/summary.md.j2", rows=rows, missed=missed)
-
-
-def _targets(r: Results) -> str:
-    rows = [t.row(with_issue=False) for t in store_targets(r)]
-    for label, runs in r.variants.items():
-        ratios = _rate_ratios(runs)
-        rows.append(
-            [
-                f"Saves/s / raw SQLite commits/s with `{label}` (the pipeline's cost, for context)",
-                f"{_x(statistics.median(ratios))} (repetitions {_x(min(ratios))} to {_x(max(ratios))})",
-                "no target",
-                "—",
-            ]
-        )
-    variants = ", ".join(f"`{label}`" for label in r.variants) or "nothing else"
-    return templating.render("document/targets.md.j2", r=r, variants=variants, rows=rows)
-
-
-def _how_to_read(r: Results) -> str:
-    raw_median = statistics.median(t for run in r.safepoint for t in run.raw_commit_seconds)
-    return templating.render(
-        "document/how_to_read.md.j2",
-        WINDOW=WINDOW,
-        r=r,
-        BLOCK=BLOCK,
-        WARM_COMMITS=WARM_COMMITS,
-        raw_median=raw_median,
-    )
-
-
-def _save_times(r: Results) -> str:
-    sp, lg = _series(r.safepoint), _series(r.langgraph)
-    sp_cpu = _series(r.safepoint, "cpu")
-    lg_put = _series(r.langgraph, "put") if r.langgraph else []
-    rows = []
-    for step in r.probes:
-        steps = window(step, r.steps)
-        row = [f"{step} (steps {steps.start}-{steps.stop - 1})"]
-        row += [
-            _ms(window_median(sp, step)),
-            _ms(window_mean(sp, step)),
-            _ms(window_median(sp_cpu, step)),
-        ]
-        if lg:
-            row += [
-                _ms(window_median(lg, step)),
-                _ms(window_mean(lg, step)),
-                _ms(window_median(lg_put, step)),
-                _x(window_median(lg, step) / window_median(sp, step)),
-            ]
-        rows.append(row)
-    sp_growth = _growth(r.safepoint, r)
-    cpu_growth = _growth(r.safepoint, r, "cpu")
-    growth = ["growth (last / first)", _x(sp_growth[0]), _x(sp_growth[1]), _x(cpu_growth[0])]
-    if lg:
-        lg_growth = _growth(r.langgraph, r)
-        put_growth = _growth(r.langgraph, r, "put")
-        growth += [_x(lg_growth[0]), _x(lg_growth[1]), _x(put_growth[0]), ""]
-    rows.append(growth)
-    head = ["Step", "safepoint `save` median", "safepoint mean", "safepoint CPU median"]
-    puts = ""
-    if lg:
-        head += [
-            "LangGraph `invoke` median",
-            "LangGraph mean",
-            "LangGraph `put` median",
-            "LangGraph / safepoint (median)",
-        ]
-        puts = r.langgraph[0].facts.get("checkpoint puts per step", "?")
-    return templating.render("document/save_times.md.j2", puts=puts, head=head, rows=rows)
-
-
-def _disk(r: Results) -> str:
-    def column(runs: Sequence[StoreRun]) -> list[float]:
-        run = runs[0]
-        total = _disk_total(runs)
-        return [
-            run.disk.db,
-            run.disk.wal,
-            run.disk.shm,
-            total,
-            total / r.content_json_bytes,
-            total / r.content_text_bytes,
-        ]
-
-    labels = [
-        "database file",
-        "`-wal` file",
-        "`-shm` file",
-        "total on disk",
-        "total / content bytes (JSON)",
-        "total / content bytes (text only)",
-    ]
-    sp = column(r.safepoint)
-    lg = column(r.langgraph) if r.langgraph else None
-    rows = []
-    for i, label in enumerate(labels):
-        fmt = _x if i >= 4 else _bytes
-        row = [label, fmt(sp[i])]
-        if lg is not None:
-            ratio = _x(lg[i] / sp[i]) if sp[i] else "—"
-            row += [fmt(lg[i]), ratio]
-        rows.append(row)
-    head = ["After all steps, store closed", "safepoint"]
-    if lg is not None:
-        head += ["LangGraph", "LangGraph / safepoint"]
-    return templating.render("document/disk.md.j2", r=r, head=head, rows=rows)
-
-
-def _loads(r: Results) -> str:
-    methods = [(r.safepoint, m) for m in r.safepoint[0].loads]
-    if r.langgraph:
-        methods += [(r.langgraph, m) for m in r.langgraph[0].loads]
-    rows = []
-    for step in r.probes:
-        row = [str(step)]
-        for runs, method in methods:
-            probe = _load_median(runs, method, step)
-            row.append(f"{_ms(probe.median)} · {probe.statements} stmts ({probe.selects} SELECT)")
-        rows.append(row)
-    head = ["Latest checkpoint after step", *(f"`{m}`" for _runs, m in methods)]
-    return templating.render("document/loads.md.j2", head=head, rows=rows)
-
-
-def _throughput(r: Results) -> str:
-    rows = []
-
-    def row(name: str, calls: Sequence[float], raw: Sequence[float], digits: int) -> list[str]:
-        rate, raw_rate = len(calls) / sum(calls), len(raw) / sum(raw)
-        mean, raw_mean = statistics.fmean(calls), statistics.fmean(raw)
-        return [
-            name,
-            f"{rate:,.{digits}f}",
-            f"{raw_rate:,.0f}",
-            _x(rate / raw_rate),
-            _ms(mean),
-            _ms(raw_mean),
-            _ms(mean - raw_mean),
-        ]
-
-    for i, run in enumerate(r.safepoint, 1):
-        rows.append(row(f"safepoint rep {i}: `save`", run.step_seconds, run.raw_commit_seconds, 0))
-    for label, runs in r.variants.items():
-        for i, run in enumerate(runs, 1):
-            name = f"safepoint `{label}` rep {i}: `save`"
-            rows.append(row(name, run.step_seconds, run.raw_commit_seconds, 0))
-    for i, run in enumerate(r.safepoint, 1):
-        # step_seconds[k] is agent step k + 1; every TOOL_EVERY-th step carries a 50 KB output.
-        small = [s for k, s in enumerate(run.step_seconds) if (k + 1) % TOOL_EVERY]
-        rows.append(
-            row(f"safepoint rep {i}: `save`, steps without a 50 KB output", small, run.raw_commit_seconds, 0)
-        )
-    for i, run in enumerate(r.langgraph, 1):
-        rows.append(row(f"LangGraph rep {i}: `invoke`", run.step_seconds, run.raw_commit_seconds, 1))
-        puts = run.extra_seconds["put"]
-        rows.append(row(f"LangGraph rep {i}: `put` only", puts, run.raw_commit_seconds, 1))
-    ratios = _rate_ratios(r.safepoint)
-    head = [
-        "Run",
-        "steps/s",
-        "raw commits/s (interleaved)",
-        "ratio",
-        "mean per step",
-        "mean per raw commit",
-        "difference",
-    ]
-    return templating.render(
-        "document/throughput.md.j2",
-        r=r,
-        ROW_BYTES=ROW_BYTES,
-        WARM_COMMITS=WARM_COMMITS,
-        BLOCK=BLOCK,
-        ratios=ratios,
-        TOOL_EVERY=TOOL_EVERY,
-        head=head,
-        rows=rows,
-    )
-
-
-def _settings(r: Results) -> str:
-    rows = [[f"safepoint: {k}", v] for k, v in r.safepoint[0].facts.items()]
-    if r.langgraph:
-        rows += [[f"LangGraph: {k}", v] for k, v in r.langgraph[0].facts.items()]
-    return templating.render("document/settings.md.j2", rows=rows)
-
-
-def _method(r: Results) -> str:
-    return templating.render(
-        "document/method.md.j2",
-        TOOL_EVERY=TOOL_EVERY,
-        TOOL_OUTPUT_BYTES=TOOL_OUTPUT_BYTES,
-        MESSAGE_BYTES=MESSAGE_BYTES,
-        r=r,
-    )

@@ -51,7 +51,6 @@ KINDS = {
     "claim": ("contenders.claims", "ClaimWorker"),
     "claim_save": ("contenders.claims", "ClaimSaveWorker"),
     # bench/sections/profile_postgres.py's experiments
-    "variant": ("sections.profile_postgres", "VariantWriter"),
     "floor": ("sections.profile_postgres", "FloorWriter"),
 }
 

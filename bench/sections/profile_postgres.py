@@ -8,27 +8,29 @@ experiments, not the library). It prints Markdown:
 1. **Client CPU**: cProfile with a CPU-time clock (``time.thread_time``, so
    waits for the server do not count) over ``--saves`` saves of one run,
    grouped by package, and the costliest functions.
-2. **Server, per statement**: the save's write statements run as ``EXPLAIN
-   (ANALYZE, BUFFERS, WAL)`` inside the real save transactions (same
-   parameters, same transaction, then committed as usual), and the WAL a
-   save writes (``pg_current_wal_lsn()`` before and after), against a raw
-   1-row commit.
+2. **Server, per statement**: every statement a save runs, explained with
+   ``ANALYZE, BUFFERS, WAL`` as it runs in the real save transaction (same
+   parameters, same transaction, committed as usual), named by the public
+   trace hook; and the WAL a save writes (``pg_current_wal_lsn()`` before and
+   after), against a raw 1-row commit.
 3. **Variants**, in the benchmark's lockstep harness against raw commits,
-   with 1 and 8 writers: the store as it is (the one-statement save,
-   ``store/postgres/save.py``, sent as one message: one round trip); the
-   same without the ``safepoint_runs_updated`` index (so the run-row update
-   is HOT) or with pglz instead of lz4 (before DDL revision 4); every save
-   through ``ops.save`` instead (the drivers' ``save_op`` unset in the
-   writer processes: three round trips), also without the per-transaction
-   ``set_config``; and a floor: the same two rows written by one autocommit
-   statement (``FloorWriter``), with no checks and no safepoint client code,
-   what any design on these tables costs at least.
+   with 1 and 8 writers: the store as it is; the same without the
+   ``safepoint_runs_updated`` index (so the run-row update is HOT) or with
+   pglz instead of lz4 (before DDL revision 4); and a floor: the same two
+   rows written by one autocommit statement (``FloorWriter``), with no
+   checks and no safepoint client code, what any design on these tables
+   costs at least.
 
-Section 2 explains the statements of ``ops.save`` (the one-statement save
-sends no pipeline statement to hook), so it unsets ``save_op`` too.
-
-Nothing in ``src/`` changes: the patches live in the writer processes of
-this script, and every schema is dropped afterwards.
+How section 2 sees the plans: PostgreSQL's own ``auto_explain``, loaded into
+the store's one pooled connection (``open_store(min_size=1, max_size=1)``;
+the pool is the driver's ``pool``, there for tools), logs the plan of every
+statement that connection runs as a NOTICE the connection's notice handler
+keeps, and the trace hook (``safepoint.observe.QueryObserver``) names the
+statements in the order they ran. Explaining captured statements again on a
+separate connection would need their parameters, which the hook never
+carries, and would run each write twice; auto_explain measures the one real
+execution. Nothing is patched: the store runs as shipped, and every schema
+is dropped afterwards.
 """
 
 from __future__ import annotations
@@ -51,17 +53,25 @@ import orjson
 import pg_server
 import psycopg
 from contenders import raw_postgres
-from contenders.postgres_store import SafepointWriter
 from psycopg import sql
 from workloads import agent as agent_workload
 
 import safepoint
-from safepoint.store.postgres import driver as pg_driver
-from safepoint.store.postgres import steps as pg_steps
+from safepoint.observe import Attributes, NoObserver
 from sections.pg_phases import Writers
 
-STEPS_BEFORE_EXPLAIN = 500
-EXPLAINED = ("advance_run", "insert_checkpoint")
+STEPS_BEFORE_EXPLAIN = 500  # saves before the explained ones: a run well under way
+NOT_EXPLAINED = ("set_search_path",)  # the per-transaction schema, not the save's work
+# auto_explain's settings for the profiled session: every statement, with what EXPLAIN's
+# ANALYZE, BUFFERS and WAL options add, sent to the client (NOTICE) rather than the server log.
+AUTO_EXPLAIN = (
+    "LOAD 'auto_explain'",
+    "SET auto_explain.log_min_duration = 0",
+    "SET auto_explain.log_analyze = on",
+    "SET auto_explain.log_buffers = on",
+    "SET auto_explain.log_wal = on",
+    "SET auto_explain.log_level = notice",
+)
 BLOCK = 50
 
 
@@ -149,49 +159,48 @@ def _advance(cp: safepoint.Checkpoint, agent_step: agent_workload.AgentStep) -> 
 # -- 2. server, per statement -------------------------------------------------------
 
 
-_EXECUTION = re.compile(r"Execution Time: ([\d.]+) ms")
+_EXECUTION = re.compile(r"duration: ([\d.]+) ms")  # auto_explain's "duration: … ms  plan: …"
 _WAL = re.compile(r"WAL: (.*)")
 _BUFFERS = re.compile(r"^\s*Buffers: (.*)", re.MULTILINE)
 
 
+class _Names(NoObserver):
+    """The trace hook's side of section 2: each statement's name, in the order the driver ran them."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def query(self, name: str, seconds: float, attributes: Attributes) -> None:
+        self.names.append(name)
+
+
 def server_profile(url: str, saves: int) -> str:
-    shipped = pg_driver.PostgresDriver.__dict__["save_op"]
-    try:
-        return _server_profile(url, saves)
-    finally:
-        pg_driver.PostgresDriver.save_op = shipped
-
-
-def _server_profile(url: str, saves: int) -> str:
     steps = agent_workload.build(STEPS_BEFORE_EXPLAIN + saves).steps
     plans: dict[str, list[str]] = collections.defaultdict(list)
-    original = pg_driver._execute
-
-    def explaining(conn: psycopg.Connection[Any], line: Any, statement: Any) -> list[Any]:
-        if statement.name not in EXPLAINED:
-            return original(conn, line, statement)
-        text = "EXPLAIN (ANALYZE, BUFFERS, WAL) " + str(statement.sql)
-        rows = conn.execute(text.encode(), statement.params).fetchall()
-        plans[statement.name].append("\n".join(row[0] for row in rows))
-        return []
-
     with pg_server.scratch_schema(url, "explain") as schema:
-        # ops.save's statements, each through _execute (see the module docstring);
-        # the shipped save_op is put back before the function returns.
-        pg_driver.PostgresDriver.save_op = None  # type: ignore[assignment]
-        store = safepoint.open_store(url, schema=schema)
+        observer = _Names()
+        store = safepoint.open_store(url, schema=schema, min_size=1, max_size=1, observer=observer)
         cp = safepoint.Checkpoint(run_id="explained")
         store.save(cp)
         for agent_step in steps[:STEPS_BEFORE_EXPLAIN]:
             _advance(cp, agent_step)
             store.save(cp)
         wal_save = _wal_per(url, lambda: _save_next(store, cp, steps), saves // 2)
-        pg_driver._execute = explaining  # type: ignore[assignment]
-        try:
-            for _ in range(saves // 2):
-                _save_next(store, cp, steps)
-        finally:
-            pg_driver._execute = original
+        notices: list[str] = []
+        with store.driver.pool.connection() as conn:  # type: ignore[attr-defined]  # the pool's only one
+            for setting in AUTO_EXPLAIN:
+                conn.execute(setting)
+            conn.add_notice_handler(lambda diagnostic: notices.append(diagnostic.message_primary or ""))
+        for _ in range(saves // 2):
+            observer.names.clear()
+            notices.clear()
+            _save_next(store, cp, steps)
+            # One plan per statement, in order (BEGIN and COMMIT have none, nor are they named).
+            if len(notices) != len(observer.names):
+                raise RuntimeError(f"{len(notices)} plans for the statements {observer.names}")
+            for name, plan in zip(observer.names, notices, strict=True):
+                if name not in NOT_EXPLAINED:
+                    plans[name].append(plan)
         hot = _one(url, schema, "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = %s")
         store.close()
     with pg_server.scratch_schema(url, "explainraw", create=True) as raw_schema:
@@ -201,8 +210,7 @@ def _server_profile(url: str, saves: int) -> str:
         wal_raw = _wal_per(url, lambda: writer.block(1), saves // 2)
         writer.close()
     rows = []
-    for name in EXPLAINED:
-        texts = plans[name]
+    for name, texts in plans.items():
         times = [float(m.group(1)) for t in texts if (m := _EXECUTION.search(t))]
         wal = [m.group(1) for t in texts if (m := _WAL.search(t))]
         buffers = [m.group(1) for t in texts if (m := _BUFFERS.search(t))]
@@ -215,8 +223,8 @@ def _server_profile(url: str, saves: int) -> str:
         [
             "## 2. Server side of a save",
             "",
-            f"After {STEPS_BEFORE_EXPLAIN} steps, {saves // 2} saves with their writes run as "
-            "`EXPLAIN (ANALYZE, BUFFERS, WAL)` in the real transaction:",
+            f"After {STEPS_BEFORE_EXPLAIN} steps, {saves // 2} saves, each statement explained by "
+            "`auto_explain` (ANALYZE, BUFFERS, WAL) as it ran in the real transaction:",
             "",
             "| Statement | execution median | mean | WAL (most common) | buffers (most common) |",
             "|---|---|---|---|---|",
@@ -257,32 +265,6 @@ def _one(url: str, schema: str, query: str) -> tuple[Any, ...] | None:
 
 
 # -- 3. variants --------------------------------------------------------------------
-
-
-def _op_steps_without_search_path(op: Any, search_path: str) -> Any:
-    """``steps.op_steps`` minus its first statement, set_config('search_path', ...)."""
-    steps = pg_steps.op_steps(op, search_path)
-    next(steps)  # the set_config statement, not sent: the session has the schema on its search_path
-    return steps
-
-
-class VariantWriter(SafepointWriter):
-    """A ``pg_writer`` contender: ``SafepointWriter`` patched per ``spec["variant"]`` (comma-separated).
-
-    ``ops_save`` makes every save go through ``ops.save`` (the drivers'
-    one-statement ``save_op`` unset); ``no_set_config`` drops the
-    per-transaction search_path statement, the connections getting the
-    schema from the URL's ``options`` instead.
-    """
-
-    def __init__(self, spec: dict[str, Any]) -> None:
-        flags = set(spec["variant"].split(","))
-        if "ops_save" in flags:
-            pg_driver.PostgresDriver.save_op = None  # type: ignore[assignment]
-        if "no_set_config" in flags:
-            pg_driver.op_steps = _op_steps_without_search_path  # type: ignore[assignment]
-            spec = spec | {"url": f"{spec['url']}?options=-csearch_path%3D{spec['schema']}"}
-        super().__init__(spec)
 
 
 class FloorWriter:
@@ -345,25 +327,22 @@ FROM run
 
 _NO_UPDATED_INDEX = "DROP INDEX {schema}.safepoint_runs_updated"
 _PGLZ = "ALTER TABLE {schema}.safepoint_checkpoints ALTER COLUMN messages SET COMPRESSION pglz"
-_OPS = "every save through `ops.save` (3 round trips)"
 
-# (label, pg_writer kind, variant, DDL applied to the fresh schema first)
-VARIANTS: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
-    ("store as it is (one-statement save, one message)", "variant", "as_is", ()),
-    ("… with pglz TOAST compression (before DDL revision 4)", "variant", "as_is", (_PGLZ,)),
-    ("… HOT run-row update (no `safepoint_runs_updated` index)", "variant", "as_is", (_NO_UPDATED_INDEX,)),
-    (_OPS, "variant", "ops_save", ()),
-    (f"{_OPS}, no per-transaction `set_config`", "variant", "ops_save,no_set_config", ()),
-    ("floor: the two rows in 1 autocommit statement", "floor", "", ()),
-    ("floor, HOT", "floor", "", (_NO_UPDATED_INDEX,)),
+# (label, pg_writer kind, DDL applied to the fresh schema first): the store always as shipped.
+VARIANTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("store as it is", "safepoint", ()),
+    ("… with pglz TOAST compression (before DDL revision 4)", "safepoint", (_PGLZ,)),
+    ("… HOT run-row update (no `safepoint_runs_updated` index)", "safepoint", (_NO_UPDATED_INDEX,)),
+    ("floor: the two rows in 1 autocommit statement", "floor", ()),
+    ("floor, HOT", "floor", (_NO_UPDATED_INDEX,)),
 )
 
 
 def variants(url: str, steps: int, writer_counts: tuple[int, ...]) -> str:
     rows = []
     for writers in writer_counts:
-        for label, kind, variant, ddl in VARIANTS:
-            rate, raw_rate, server, client = _variant(url, writers, steps, kind, variant, ddl=ddl)
+        for label, kind, ddl in VARIANTS:
+            rate, raw_rate, server, client = _variant(url, writers, steps, kind, ddl=ddl)
             rows.append(
                 f"| {writers} | {label} | {rate:,.0f} | {raw_rate:,.0f} | {rate / raw_rate:.2f}{chr(215)} | "
                 f"{server * 1000:.3f} ms | {client * 1000:.3f} ms |"
@@ -383,7 +362,7 @@ def variants(url: str, steps: int, writer_counts: tuple[int, ...]) -> str:
 
 
 def _variant(
-    url: str, writers: int, steps: int, kind: str, variant: str, *, ddl: tuple[str, ...]
+    url: str, writers: int, steps: int, kind: str, *, ddl: tuple[str, ...]
 ) -> tuple[float, float, float, float]:
     with (
         pg_server.scratch_schema(url, "var") as schema,
@@ -397,7 +376,7 @@ def _variant(
         common = {"url": url, "schema": schema, "steps": steps}
         specs = [
             [
-                {"name": "save", "kind": kind, "variant": variant, "index": i} | common,
+                {"name": "save", "kind": kind, "index": i} | common,
                 {"name": "raw", "kind": "raw", "url": url, "schema": raw_schema, "index": i},
             ]
             for i in range(writers)

@@ -2,18 +2,21 @@
 
 No target rests on this section: it explains the saves/s ratio. The default
 store (scrubbing and blob offload on) runs the simulated agent once more, and
-each save is cut into the phases ``SQLiteDriver.run`` goes through:
+each save is cut into the phases the SQLite driver goes through:
 
 * ``pipeline`` — everything before the transaction: validation, scrubbing,
-  encoding, the message delta (``calls.save``);
+  encoding, the message delta, and the store's own bookkeeping around them;
 * ``BEGIN IMMEDIATE``, the operation's ``statements`` (the head lookup, the
   row insert, and the generator that drives them), ``COMMIT`` (the WAL write
   and its ``fsync``);
-* ``after`` — recording in the checkpoint what was stored (``call.finish``).
+* ``after`` — recording in the checkpoint what was stored.
 
-The driver's own ``run`` does exactly these steps under its lock; this module
-repeats them by hand (through the driver's private ``_connection`` and
-``_drive``) only so that it can put a clock between them.
+The clock between the phases is the public trace hook: the store is opened
+with an observer whose ``query`` method (``safepoint.observe.QueryObserver``)
+the driver calls after each statement, ``BEGIN IMMEDIATE`` and ``COMMIT``
+included, with how long it took; the save itself is timed around
+``store.save``. The observer costs the save a little (a no-op span and the
+hook's calls), which lands in ``pipeline`` and ``after``.
 
 Two raw floors are interleaved with the saves, each on its own file with the
 same durability settings (WAL, ``synchronous=FULL``): the benchmark's usual
@@ -36,7 +39,7 @@ from contenders.raw_sqlite import BLOCK, RawWriter
 from workloads.agent import Workload
 
 import safepoint
-from safepoint.store import calls
+from safepoint.observe import Attributes, NoObserver
 
 PHASES = ("pipeline", "BEGIN IMMEDIATE", "statements", "COMMIT", "after")
 
@@ -61,8 +64,8 @@ class Breakdown:
 
 def run(workload: Workload, base: Path, options: dict[str, object] | None = None) -> Breakdown:
     directory = fresh_dir(base, "save-breakdown")
-    store = safepoint.open_store(f"sqlite:///{directory / 'state.db'}", **(options or {}))
-    driver = store.driver
+    timeline = Timeline()
+    store = safepoint.open_store(f"sqlite:///{directory / 'state.db'}", observer=timeline, **(options or {}))
     raw = RawWriter(directory / "raw.db")
     raw_payload = RawWriter(directory / "raw-payload.db")
     payloads = [
@@ -75,7 +78,7 @@ def run(workload: Workload, base: Path, options: dict[str, object] | None = None
     for agent_step in workload.steps:
         cp.step += 1
         agent_step.apply(cp)
-        for phase, seconds in _timed_save(driver, store, cp).items():
+        for phase, seconds in _timed_save(timeline, store, cp).items():
             phases[phase].append(seconds)
         if agent_step.step % BLOCK == 0 or agent_step.step == len(workload.steps):
             first = agent_step.step - (agent_step.step - 1) % BLOCK  # this block's first step
@@ -93,25 +96,23 @@ def run(workload: Workload, base: Path, options: dict[str, object] | None = None
     return breakdown
 
 
-def _timed_save(driver: object, store: safepoint.Store, cp: safepoint.Checkpoint) -> dict[str, float]:
-    """One ``store.save(cp)``, as ``SQLiteDriver.run`` does it, with a clock between phases."""
-    clock = time.perf_counter
-    t0 = clock()
-    call = calls.save(cp, None, store.pipeline)
-    t1 = clock()
-    with driver._lock:  # type: ignore[attr-defined]
-        conn = driver._connection()  # type: ignore[attr-defined]
-        conn.execute("BEGIN IMMEDIATE")
-        t2 = clock()
-        try:
-            result = driver._drive(conn, call.op)  # type: ignore[attr-defined]
-            t3 = clock()
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        t4 = clock()
-    call.finish(result)
-    t5 = clock()
+class Timeline(NoObserver):
+    """An observer that keeps when each statement of the store's driver ended, and how long it took."""
+
+    def __init__(self) -> None:
+        self.statements: list[tuple[str, float, float]] = []  # (name, start, end)
+
+    def query(self, name: str, seconds: float, attributes: Attributes) -> None:
+        end = time.perf_counter()
+        self.statements.append((name, end - seconds, end))
+
+
+def _timed_save(timeline: Timeline, store: safepoint.Store, cp: safepoint.Checkpoint) -> dict[str, float]:
+    """One ``store.save(cp)``, cut at the transaction's BEGIN and COMMIT the trace hook reports."""
+    timeline.statements.clear()
+    t0 = time.perf_counter()
+    store.save(cp)
+    t5 = time.perf_counter()
+    (begin, t1, t2), (commit, t3, t4) = timeline.statements[0], timeline.statements[-1]
+    assert (begin, commit) == ("BEGIN IMMEDIATE", "COMMIT"), timeline.statements
     return dict(zip(PHASES, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4), strict=True))
