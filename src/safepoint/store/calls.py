@@ -39,8 +39,9 @@ from safepoint.scrub import Secrets
 
 from . import leases, listing, maintenance, ops
 from .blobio import ExternalBlobs
+from .delta import finish_save
 from .pipeline import Pipeline, PreparedSave, ResolveSecrets
-from .serialize import check_id, check_step, finish_save, validate_fields
+from .validate import check_id, check_step, validate_fields
 
 # Bounds on arguments, so that no value reaches a driver as an overflow (SQLite
 # and PostgreSQL hold 64-bit integers; a lease's expiry is microseconds).

@@ -46,7 +46,7 @@ from .blobio import BlobTarget, ExternalBlobs
 from .offload import BLOB_MARK, find_stored_refs
 from .ops import NO_RUN, Op, Query, Row, load_typed
 from .pipeline import PreparedSave
-from .serialize import header_bytes, pack_bodies
+from .stored import header_bytes, pack_bodies
 
 _FINISHED = frozenset({Status.DONE.value, Status.FAILED.value, Status.CANCELLED.value})
 

@@ -25,11 +25,12 @@ from safepoint.model import (
     from_micros,
 )
 
+from .delta import MessagePlan
 from .offload import BLOB_MARK, find_refs, find_stored_refs
-from .pipeline import PreparedSave, StoredFields
+from .pipeline import PreparedSave
 from .references import typed_checkpoint
-from .serialize import (
-    MessagePlan,
+from .stored import (
+    StoredFields,
     decode_checkpoint,
     header_bytes,
     pack_bodies,

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from safepoint import codec
@@ -32,6 +31,7 @@ from safepoint.scrub import Found, Scrubber, Secrets
 from safepoint.scrub.resolve import lookup_for, restore
 
 from .blobio import BlobTarget, DatabaseBlobs, ExternalBlobs, inline_blobs
+from .delta import MessagePlan, plan_messages
 from .offload import (
     DEFAULT_THRESHOLD,
     BlobPolicy,
@@ -43,7 +43,8 @@ from .offload import (
     offload_encoded,
 )
 from .references import KEY_MARK, may_need_stored_form, to_stored
-from .serialize import MessagePlan, check_message, plan_messages
+from .stored import StoredFields
+from .validate import check_message
 
 if TYPE_CHECKING:
     from .ops import Loaded
@@ -52,36 +53,6 @@ T = TypeVar("T")
 # Header JSON up to this many characters is walked without a look per field (see _scrub_fields).
 _WALK_WITHOUT_LOOK = 2048
 ResolveSecrets = bool | Secrets | Callable[[str], "str | None"]
-
-
-@dataclass(frozen=True, slots=True)
-class StoredFields:
-    """The header fields as they will be stored (scrubbed)."""
-
-    counters: dict[str, int | float]
-    pending_action: dict[str, Any] | None
-    cursors: dict[str, Any]
-    state: dict[str, Any]
-    labels: dict[str, str]
-
-    @classmethod
-    def of(cls, cp: Checkpoint) -> StoredFields:
-        """A checkpoint's fields as they are (already scrubbed, e.g. a stored one being forked)."""
-        return cls(cp.counters, cp.pending_action, cp.cursors, cp.state, cp.labels)
-
-    def value(self, name: str) -> Any:
-        """One of the walked fields (``pending_action``, ``cursors``, ``state``) by name."""
-        return getattr(self, name)
-
-    def with_values(self, values: dict[str, Any]) -> StoredFields:
-        """A copy with the walked fields in ``values`` replaced."""
-        return StoredFields(
-            self.counters,
-            values.get("pending_action", self.pending_action),
-            values.get("cursors", self.cursors),
-            values.get("state", self.state),
-            self.labels,
-        )
 
 
 # The header fields that hold arbitrary JSON (walked for secrets, $ keys and blobs).
