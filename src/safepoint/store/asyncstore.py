@@ -21,7 +21,8 @@ from safepoint.model import Checkpoint, CheckpointInfo, Lease, Page, Retention, 
 from safepoint.observe import NO_OBSERVER, Observer
 
 from . import calls, leases, maintenance, ops, traced
-from .pipeline import Pipeline, ResolveSecrets
+from .loading import ResolveSecrets
+from .pipeline import Pipeline
 from .sqlite.driver import SQLiteDriver
 
 T = TypeVar("T")

@@ -40,7 +40,9 @@ from safepoint.scrub import Secrets
 from . import leases, listing, maintenance, ops
 from .blobio import ExternalBlobs
 from .delta import finish_save
-from .pipeline import Pipeline, PreparedSave, ResolveSecrets
+from .loading import ResolveSecrets
+from .pipeline import Pipeline
+from .prepare import PreparedSave
 from .validate import check_id, check_step, validate_fields
 
 # Bounds on arguments, so that no value reaches a driver as an overflow (SQLite

@@ -16,7 +16,8 @@ from safepoint.model import Checkpoint, CheckpointInfo, Lease, Page, Retention, 
 from safepoint.observe import NO_OBSERVER, Observer
 
 from . import calls, leases, maintenance, ops, traced
-from .pipeline import Pipeline, ResolveSecrets
+from .loading import ResolveSecrets
+from .pipeline import Pipeline
 
 T = TypeVar("T")
 P = ParamSpec("P")

@@ -25,7 +25,7 @@ from safepoint.model import Checkpoint, Lease, Status, from_micros
 
 from . import ops
 from .ops import Op, Query, lease_detail
-from .pipeline import PreparedSave
+from .prepare import PreparedSave
 
 
 def enqueue(run_id: str, now: int) -> Op[None]:

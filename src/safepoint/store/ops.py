@@ -27,7 +27,7 @@ from safepoint.model import (
 
 from .delta import MessagePlan
 from .offload import BLOB_MARK, find_refs, find_stored_refs
-from .pipeline import PreparedSave
+from .prepare import PreparedSave
 from .references import typed_checkpoint
 from .stored import (
     StoredFields,
