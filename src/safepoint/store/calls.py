@@ -38,7 +38,7 @@ from safepoint.model import (
 from safepoint.scrub import Secrets
 
 from . import leases, listing, maintenance, ops
-from .blobio import ExternalBlobs
+from .blob_targets import ExternalBlobs
 from .delta import finish_save
 from .loading import ResolveSecrets
 from .pipeline import Pipeline

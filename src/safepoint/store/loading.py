@@ -5,7 +5,7 @@ the application's migration chain (``migrate``; the stored rows are not
 touched) and, only if the caller asks for its secrets back
 (``resolve_secrets``), with the references and markers replaced by values
 from a registry or resolver. Putting large values back between the two is
-the blob half of a load (``offload.inline_blobs``).
+the blob half of a load (``large_values.inline_blobs``).
 """
 
 from __future__ import annotations

@@ -42,8 +42,8 @@ from safepoint import codec
 from safepoint.errors import SafepointError, StoreError
 from safepoint.model import Checkpoint, Retention, Status, from_micros, to_micros
 
-from .blobio import BlobTarget, ExternalBlobs
-from .offload import BLOB_MARK, find_stored_refs
+from .blob_refs import BLOB_MARK, find_stored_refs
+from .blob_targets import BlobTarget, ExternalBlobs
 from .ops import NO_RUN, Op, Query, Row, load_typed
 from .prepare import PreparedSave
 from .stored import header_bytes, pack_bodies

@@ -25,8 +25,8 @@ from safepoint.model import (
     from_micros,
 )
 
+from .blob_refs import BLOB_MARK, find_refs, find_stored_refs
 from .delta import MessagePlan
-from .offload import BLOB_MARK, find_refs, find_stored_refs
 from .prepare import PreparedSave
 from .references import typed_checkpoint
 from .stored import (

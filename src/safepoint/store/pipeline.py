@@ -3,7 +3,7 @@
 Each direction has its own module: a save is prepared (scrubbed, escaped,
 offloaded, its delta planned) by ``prepare.py`` before its transaction; a
 load is migrated and its secrets resolved by ``loading.py`` after its
-transaction, with large values put back by ``offload.py``. ``Pipeline``
+transaction, with large values put back by ``large_values.py``. ``Pipeline``
 holds what both need — the scrubber, the migration chain, the blob target
 and policy, the retention — and is what every store call takes.
 
@@ -16,16 +16,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from safepoint.blobs.base import BlobRef, BlobStore
-from safepoint.errors import BlobNotFound, InvalidArgument, NotJSONCompatible, SchemaTooNew
+from safepoint.blobs.base import BlobRef
+from safepoint.errors import InvalidArgument, NotJSONCompatible, SchemaTooNew
 from safepoint.migrations import MigrationChain, current_version
 from safepoint.model import Checkpoint, Retention
 from safepoint.refs import BlobLink
 from safepoint.scrub import Scrubber
 
-from .blobio import BlobTarget, DatabaseBlobs, ExternalBlobs, inline_blobs
+from .blob_targets import BlobTarget, blob_target
+from .large_values import DEFAULT_THRESHOLD, BlobPolicy, inline, inline_blobs
 from .loading import ResolveSecrets, migrate, resolve_secrets
-from .offload import DEFAULT_THRESHOLD, BlobPolicy, inline
 from .prepare import PreparedSave
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ class Pipeline:
         migrations = options.pop("migrations", None)
         schema_version = options.pop("schema_version", None)
         retention = options.pop("retention", None)
-        blobs = _blob_target(options.pop("blobs", None), default_blobs, options.pop("blob_compress", False))
+        blobs = blob_target(options.pop("blobs", None), default_blobs, options.pop("blob_compress", False))
         blob_policy = BlobPolicy(
             threshold=options.pop("blob_threshold", DEFAULT_THRESHOLD), rules=options.pop("blob_rules", {})
         )
@@ -154,39 +154,9 @@ class Pipeline:
     def fetch_blob(self, ref: BlobRef, stored: dict[str, bytes]) -> str | bytes:
         """The value ``ref`` stands for; ``stored`` holds it already for the database target."""
         assert self.blobs is not None
-        if isinstance(self.blobs, ExternalBlobs):
-            stored = self.blobs.fetch([ref.digest])
-        elif ref.digest not in stored:
-            raise BlobNotFound(ref.digest, "not in the store's blob table")
-        values = DatabaseBlobs.decode(stored) if self.blobs.in_database else stored
+        values = self.blobs.fetch([ref.digest], stored)
         return inline(BlobLink(ref.digest, ref.size, ref.media_type), values)  # type: ignore[no-any-return]
 
     def resolve(self, cp: Checkpoint, resolve: ResolveSecrets) -> Checkpoint:
         """``cp`` with secret references and markers replaced by values (in place)."""
         return resolve_secrets(cp, resolve, self.scrubber)
-
-
-def _blob_target(option: Any, default: BlobTarget | None, compress: bool) -> BlobTarget | None:
-    """The blob target ``open_store(..., blobs=…)`` asks for.
-
-    ``None``: the backend's default; ``False``: never offload; ``"database"``:
-    the store's own table; a ``BlobStore``; or a blob store URL
-    (``file:///…``, ``s3://bucket/prefix?…``, ``memory://``).
-    """
-    if option is None:
-        return default
-    if option is False:
-        return None
-    if option == "database":
-        return DatabaseBlobs(compress=compress)
-    if isinstance(option, str):
-        from safepoint.blobs import open_blob_store  # noqa: PLC0415
-
-        return ExternalBlobs(
-            open_blob_store(option, compress=compress) if compress else open_blob_store(option)
-        )
-    if isinstance(option, BlobStore):
-        return ExternalBlobs(option)
-    raise InvalidArgument(
-        f"blobs must be a BlobStore, a blob store URL, 'database' or False, not {type(option).__name__}"
-    )

@@ -3,7 +3,7 @@
 Every field is scrubbed (``safepoint.scrub``) before it is encoded, so no
 registered secret or rule match reaches the database; input ``$`` keys are
 escaped (``references.py``); then large values and ``bytes`` go out to blobs
-(``offload.py``). Messages are validated, scrubbed and offloaded one by one
+(``large_values.py``). Messages are validated, scrubbed and offloaded one by one
 as the delta is planned (``delta.py``) — only the new ones, and the scrubber is
 deterministic, so the stored bytes of an unchanged message are the same every
 time and the delta compares like with like.
@@ -23,9 +23,10 @@ from safepoint.messagelist import StoredView
 from safepoint.model import Checkpoint, ScrubReport
 from safepoint.scrub import Found, Scrubber
 
-from .blobio import BlobTarget
+from .blob_refs import digests_json
+from .blob_targets import BlobTarget
 from .delta import MessagePlan, plan_messages
-from .offload import BlobPolicy, BlobSink, blob_digests_json, might_hold_blobs, offload, offload_encoded
+from .large_values import BlobPolicy, BlobSink, might_hold_blobs, offload, offload_encoded
 from .references import KEY_MARK, may_need_stored_form, to_stored
 from .stored import StoredFields
 from .validate import check_message
@@ -163,9 +164,7 @@ class PreparedSave:
 
     def blob_digests(self) -> str | None:
         """The row's ``blobs`` column: every digest its header and new messages reference."""
-        sink = BlobSink()
-        sink.digests = self._field_sink.digests | self._message_sink.digests
-        return blob_digests_json(sink)
+        return digests_json(self._field_sink.digests | self._message_sink.digests)
 
     def pending_blobs(self) -> dict[str, bytes]:
         """New values to write to the blob store (by digest), before the row commits."""
