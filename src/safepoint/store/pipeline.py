@@ -23,9 +23,10 @@ from safepoint.model import Checkpoint, Retention
 from safepoint.refs import BlobLink
 from safepoint.scrub import Scrubber
 
+from . import loading
 from .blob_targets import BlobTarget, blob_target
 from .large_values import DEFAULT_THRESHOLD, BlobPolicy, inline, inline_blobs
-from .loading import ResolveSecrets, migrate, resolve_secrets
+from .loading import ResolveSecrets
 from .prepare import PreparedSave
 
 if TYPE_CHECKING:
@@ -123,7 +124,7 @@ class Pipeline:
 
     def migrate(self, cp: Checkpoint) -> Checkpoint:
         """``cp`` run forward to the current schema_version (``loading.migrate``)."""
-        return migrate(cp, self.migrations, self.schema_version)
+        return loading.migrate(cp, self.migrations, self.schema_version)
 
     def after_load(
         self, loaded: Loaded, *, migrate: bool, resolve: ResolveSecrets, fetch_blobs: bool
@@ -159,4 +160,4 @@ class Pipeline:
 
     def resolve(self, cp: Checkpoint, resolve: ResolveSecrets) -> Checkpoint:
         """``cp`` with secret references and markers replaced by values (in place)."""
-        return resolve_secrets(cp, resolve, self.scrubber)
+        return loading.resolve_secrets(cp, resolve, self.scrubber)
