@@ -32,7 +32,7 @@ from safepoint.errors import (
     StoreError,
 )
 from safepoint.store import calls
-from safepoint.store.blobio import DatabaseBlobs
+from safepoint.store.blob_targets import DatabaseBlobs
 from safepoint.store.ops import Op, Query
 from safepoint.store.pipeline import Pipeline
 from safepoint.store.postgres.async_driver import PostgresAsyncDriver, open_postgres_async_driver

@@ -11,7 +11,7 @@ from safepoint.observe import NO_OBSERVER, Observer
 from safepoint.visible import visible
 
 from .asyncstore import AsyncStore, SQLiteAsyncDriver
-from .blobio import BlobTarget, DatabaseBlobs, ExternalBlobs
+from .blob_targets import BlobTarget, DatabaseBlobs, ExternalBlobs
 from .facade import Store
 from .leases import Attempts, QueueState
 from .pipeline import Pipeline

@@ -22,7 +22,8 @@ from safepoint.observe import NO_OBSERVER, Observer
 from safepoint.records import CheckpointInfo, Lease, Page, Retention, RunInfo
 
 from . import calls, leases, maintenance, ops, traced
-from .pipeline import Pipeline, ResolveSecrets
+from .loading import ResolveSecrets
+from .pipeline import Pipeline
 from .sqlite.driver import SQLiteDriver
 
 T = TypeVar("T")

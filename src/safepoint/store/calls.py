@@ -28,9 +28,12 @@ from safepoint.records import MAX_AGE, CheckpointInfo, Lease, Page, Retention, R
 from safepoint.scrub import Secrets
 
 from . import leases, listing, maintenance, ops
-from .blobio import ExternalBlobs
-from .pipeline import Pipeline, PreparedSave, ResolveSecrets
-from .serialize import check_id, check_step, finish_save, validate_fields
+from .blob_targets import ExternalBlobs
+from .delta import finish_save
+from .loading import ResolveSecrets
+from .pipeline import Pipeline
+from .prepare import PreparedSave
+from .validate import check_id, check_step, validate_fields
 
 # Bounds on arguments, so that no value reaches a driver as an overflow (SQLite
 # and PostgreSQL hold 64-bit integers; a lease's expiry is microseconds).

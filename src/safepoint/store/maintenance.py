@@ -43,11 +43,11 @@ from safepoint.errors import SafepointError, StoreError
 from safepoint.model import Checkpoint, Status
 from safepoint.records import Retention, from_micros, to_micros
 
-from .blobio import BlobTarget, ExternalBlobs
-from .offload import BLOB_MARK, find_stored_refs
+from .blob_refs import BLOB_MARK, find_stored_refs
+from .blob_targets import BlobTarget, ExternalBlobs
 from .ops import NO_RUN, Op, Query, Row, load_typed
-from .pipeline import PreparedSave
-from .serialize import header_bytes, pack_bodies
+from .prepare import PreparedSave
+from .stored import header_bytes, pack_bodies
 
 _FINISHED = frozenset({Status.DONE.value, Status.FAILED.value, Status.CANCELLED.value})
 
