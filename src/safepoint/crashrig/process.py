@@ -44,9 +44,9 @@ class Outcome:
     saved: list[int] = field(default_factory=list)
     answer: str | None = None
     kill_point: str | None = None  # "<save>:<statement> <SQL words>" for a kill inside a save
-    paused: bool = False  # it reached its --pause-after step (or the kit's --pause-after-effect)
-    effects: int = 0  # side effects it reported (kit children: ``effect <n> …``)
-    result: str | None = None  # the kit child's ``result <json>``: what the agent returned
+    paused: bool = False  # it reached its --pause-after step (or an entry-point child's --pause-after-effect)
+    effects: int = 0  # side effects it reported (entry-point children: ``effect <n> …``)
+    result: str | None = None  # an entry-point child's ``result <json>``: what the agent returned
 
     @property
     def killed(self) -> bool:
