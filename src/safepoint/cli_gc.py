@@ -14,8 +14,7 @@ from safepoint.cli_operate import open_existing
 from safepoint.cli_render import console, emit, say
 from safepoint.errors import InvalidArgument
 from safepoint.model import Retention
-from safepoint.store.housekeeping import prune_store
-from safepoint.store.maintenance import FileSpace
+from safepoint.store.admin import FileSpace, prune_store
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}

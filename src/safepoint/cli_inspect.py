@@ -20,7 +20,7 @@ from safepoint.errors import Conflict, CorruptCheckpoint, NotFound, SafepointErr
 from safepoint.messagelist import thaw
 from safepoint.model import Checkpoint
 from safepoint.store import Store
-from safepoint.store.eager import all_runs
+from safepoint.store.admin import all_runs
 from safepoint.tamper import checkpoint_mismatches, run_mismatches
 from safepoint.testing.migrations import fixture_checkpoint, read_fixture
 from safepoint.visible import visible

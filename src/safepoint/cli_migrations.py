@@ -23,7 +23,7 @@ from safepoint.cli import _open, handle_errors, main, store_options
 from safepoint.cli_render import ID_LEN, console, emit, say
 from safepoint.errors import InvalidArgument, NotFound, SafepointError
 from safepoint.migrations import MigrationChain
-from safepoint.store.eager import migrate_store
+from safepoint.store.admin import migrate_store
 from safepoint.testing.migrations import CheckReport, check_one, fixture_text, stored_keys
 from safepoint.visible import visible, visible_json
 

@@ -43,7 +43,7 @@ from safepoint.errors import InvalidArgument, NotFound, SafepointError
 from safepoint.migrations import MigrationChain
 from safepoint.model import Checkpoint, ParentRef, Status
 from safepoint.store import Store
-from safepoint.store.eager import all_runs
+from safepoint.store.admin import all_runs
 from safepoint.store.references import from_stored, to_stored
 
 FIXTURE_FORMAT = 2
