@@ -1,4 +1,4 @@
-"""Store and AsyncStore are twins: every public method of one is the other's, same signature, same docstring."""
+"""Store and AsyncStore are twins: each public method of one is the other's, same signature and docstring."""
 
 from __future__ import annotations
 

@@ -19,6 +19,7 @@ from typing import Any
 from safepoint import codec
 from safepoint.errors import InvalidArgument
 from safepoint.model import Lease, Retention, Status
+from safepoint.scrub import Secrets
 
 from .serialize import check_id
 
@@ -38,6 +39,14 @@ def check_lease(lease: Any) -> None:
     if type(lease.epoch) is not int or not 0 <= lease.epoch <= MAX_EPOCH:
         raise InvalidArgument(f"lease.epoch must be an int from 0 to {MAX_EPOCH}")
     seconds(lease.duration, "lease.duration")
+
+
+def resolver(value: Any) -> None:
+    """``load``'s ``resolve_secrets``: a bool, a ``Secrets`` or a name -> value callable."""
+    if not (type(value) is bool or isinstance(value, Secrets) or callable(value)):
+        raise InvalidArgument(
+            "resolve_secrets must be a bool, a safepoint.Secrets or a name -> value callable"
+        )
 
 
 def flag(value: Any, name: str) -> bool:

@@ -8,11 +8,10 @@ the work done after commit. ``Store`` runs a call by blocking on its driver;
 ``AsyncStore`` runs the same call by awaiting (and ``before`` in a thread).
 Neither holds logic.
 
-The call table (``methods.py``) builds each method's call. A method whose
-call is one operation on checked ids builds it there (``reads``/``writes``);
-the builders here are those that do more around their operation, or that are
-also run without a store (the worker's release, drivers under test, the
-benchmarks).
+The call table (``methods.py``) builds each method's call: there when it is
+one operation on checked ids (``reads``/``writes``), here when it does more
+around its operation or is also run without a store (the worker's release,
+drivers under test, the benchmarks).
 """
 
 from __future__ import annotations
@@ -37,7 +36,6 @@ from safepoint.model import (
     to_micros,
 )
 from safepoint.model import new_run_id as make_run_id
-from safepoint.scrub import Secrets
 
 from . import arguments, collect, leases, listing, ops, retention
 from .blobio import ExternalBlobs
@@ -173,12 +171,7 @@ def load(
     def finish(loaded: ops.Loaded) -> Checkpoint:
         return pipeline.after_load(loaded, migrate=migrate, resolve=resolve_secrets, fetch_blobs=fetch_blobs)
 
-    if not (
-        type(resolve_secrets) is bool or isinstance(resolve_secrets, Secrets) or callable(resolve_secrets)
-    ):
-        raise InvalidArgument(
-            "resolve_secrets must be a bool, a safepoint.Secrets or a name -> value callable"
-        )
+    arguments.resolver(resolve_secrets)
     arguments.flag(migrate, "migrate")
     arguments.flag(fetch_blobs, "fetch_blobs")
     in_database = pipeline.blobs is not None and pipeline.blobs.in_database and fetch_blobs

@@ -18,11 +18,12 @@ from __future__ import annotations
 import inspect
 import typing
 from collections.abc import Callable, Coroutine
-from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, TypeAlias, TypeVar, overload
+from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, Protocol, TypeAlias, TypeVar, overload
 
 from safepoint.observe import NO_OBSERVER, Observer
 
 from .calls import Call
+from .pipeline import Pipeline
 from .spans import AttributeDict, Operation
 from .traced import Done, Spec, no_attributes
 
@@ -33,6 +34,17 @@ T = TypeVar("T")
 # What an entry returns: the call whose result the method returns.
 Returns: TypeAlias = Call[Any, R]
 Build = Callable[Concatenate[Any, P], Call[Any, R]]
+
+
+class _Backend(Protocol):
+    dialect: str
+
+
+class Entries:
+    """The base of the call table's classes: what an entry may read of the store running it."""
+
+    pipeline: Pipeline
+    _driver: _Backend
 
 
 class StoreMethod(Generic[P, R]):
