@@ -12,13 +12,13 @@ from __future__ import annotations
 import base64
 import math
 from collections.abc import Iterable, Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta
 from itertools import islice
 from typing import Any
 
 from safepoint import codec
 from safepoint.errors import InvalidArgument
-from safepoint.model import Lease, Retention, Status
+from safepoint.model import Lease, Retention, Status, to_micros
 from safepoint.scrub import Secrets
 
 from .serialize import check_id
@@ -109,13 +109,30 @@ def statuses(value: Status | str | Iterable[Status | str]) -> list[str]:
     return [status(s).value for s in wanted]
 
 
-def is_label_filter(labels: Any) -> bool:
-    """A dict of str to str that a query can compare with stored labels."""
-    return (
+def limit(value: Any) -> int:
+    if type(value) is not int or not 1 <= value <= MAX_LIMIT:
+        raise InvalidArgument(f"limit must be an int from 1 to {MAX_LIMIT}")
+    return value
+
+
+def label_filter(labels: Any) -> dict[str, str] | None:
+    """Labels ``runs`` can compare with stored ones: a dict of str to str (or None: any)."""
+    if labels is not None and not (
         type(labels) is dict
         and all(type(k) is str and type(v) is str and "\x00" not in k + v for k, v in labels.items())
         and codec.is_plain_json(labels)
-    )
+    ):
+        raise InvalidArgument(
+            "labels must be a dict of str to str, without NUL characters or lone surrogates"
+        )
+    return labels
+
+
+def since(value: Any) -> int | None:
+    """``runs``'s ``updated_since`` as microseconds (None: any time)."""
+    if value is not None and not isinstance(value, datetime):
+        raise InvalidArgument(f"updated_since must be a datetime or None, not {type(value).__name__}")
+    return None if value is None else to_micros(value)
 
 
 def encode_cursor(row_id: int) -> str:

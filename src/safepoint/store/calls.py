@@ -33,7 +33,6 @@ from safepoint.model import (
     Retention,
     RunInfo,
     Status,
-    to_micros,
 )
 from safepoint.model import new_run_id as make_run_id
 
@@ -252,20 +251,17 @@ def runs(
     limit: int,
     cursor: str | None,
 ) -> Call[tuple[list[RunInfo], int | None], Page[RunInfo]]:
-    if type(limit) is not int or not 1 <= limit <= arguments.MAX_LIMIT:
-        raise InvalidArgument(f"limit must be an int from 1 to {arguments.MAX_LIMIT}")
-    if labels is not None and not arguments.is_label_filter(labels):
-        raise InvalidArgument(
-            "labels must be a dict of str to str, without NUL characters or lone surrogates"
-        )
-    if updated_since is not None and not isinstance(updated_since, datetime):
-        raise InvalidArgument(f"updated_since must be a datetime or None, not {type(updated_since).__name__}")
+    rows, wanted, since = (
+        arguments.limit(limit),
+        arguments.label_filter(labels),
+        arguments.since(updated_since),
+    )
     op = listing.list_runs(
         statuses=None if status is None else arguments.statuses(status),
-        labels=labels,
-        updated_since=None if updated_since is None else to_micros(updated_since),
+        labels=wanted,
+        updated_since=since,
         before_id=arguments.decode_cursor(cursor),
-        limit=limit,
+        limit=rows,
     )
 
     def finish(result: tuple[list[RunInfo], int | None]) -> Page[RunInfo]:
