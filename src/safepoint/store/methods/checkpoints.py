@@ -15,6 +15,8 @@ from safepoint.store.twins import Entries, Returns, method
 
 
 class CheckpointMethods(Entries):
+    """Runs and their checkpoints: one entry per store method."""
+
     @method("safepoint.save", ("checkpoint", "lease"), traced.of_save)
     def save(self, checkpoint: Checkpoint, *, lease: Lease | None = None) -> Returns[CheckpointInfo]:
         """Store ``checkpoint`` as the next step of its run, atomically and durably.

@@ -13,6 +13,8 @@ from safepoint.store.twins import Entries, Returns, method
 
 
 class QueueMethods(Entries):
+    """The work queue and its leases: one entry per store method."""
+
     @method("safepoint.enqueue", ("run_id",), traced.of_run)
     def enqueue(self, run_id: str) -> Returns[None]:
         """Queue the run for workers to ``claim`` (idempotent); ``NotFound`` if absent."""

@@ -15,6 +15,8 @@ from safepoint.store.twins import Entries, Returns, method
 
 
 class UpkeepMethods(Entries):
+    """Retention, garbage collection, vacuum and eager migration: one entry per store method."""
+
     @method("safepoint.migrate", ("run_ids",), traced.of_migrate, done=traced.migrated)
     def migrate_runs(self, run_ids: list[str]) -> Returns[Rewritten]:
         """Eagerly migrate these runs' latest checkpoints, in one transaction.
