@@ -96,7 +96,7 @@ def _observe(store: Store, boundary: _Boundary) -> None:
         boundary(info)
         return info
 
-    store.save = observed  # type: ignore[method-assign]  # this store instance only
+    store.save = observed  # this store instance only
 
 
 def _observe_async(store: AsyncStore, boundary: _Boundary) -> None:
@@ -107,7 +107,7 @@ def _observe_async(store: AsyncStore, boundary: _Boundary) -> None:
         boundary(info)
         return info
 
-    store.save = observed  # type: ignore[method-assign]
+    store.save = observed
 
 
 def main(argv: list[str] | None = None) -> int:
