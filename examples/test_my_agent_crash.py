@@ -15,8 +15,7 @@ from typing import Any
 
 from safepoint import Store
 from safepoint.harness import Budget, PendingAction, Reconcile, Run
-from safepoint.testing.kit import crash_test
-from safepoint.testing.ledger import Ledger
+from safepoint.testing.crash import Ledger, crash_test
 
 INBOX = ["Where is my order?", "Cancel my subscription", "Invoice for March?", "Thanks!"]
 

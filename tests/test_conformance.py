@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 import safepoint
+from helpers.blocking import BlockingDriver, blocking_store
 from safepoint import Checkpoint, Store
 from safepoint.store.asyncstore import SQLiteAsyncDriver
 from safepoint.store.sqlite.driver import SQLiteDriver
-from safepoint.testing.blocking import BlockingDriver, blocking_store
 from safepoint.testing.conformance import StoreConformance
 
 

@@ -21,8 +21,7 @@ import pytest
 
 import safepoint
 from safepoint import Checkpoint
-from safepoint.testing.agent import run_agent
-from safepoint.testing.crashkit import (
+from safepoint.testing.crash import (
     STATEMENTS_PER_SAVE,
     AgentSpec,
     Spawn,
@@ -35,6 +34,7 @@ from safepoint.testing.crashkit import (
     resume,
     verify_history,
 )
+from safepoint.testing.crash.scripted_agent import run_agent
 
 pytestmark = pytest.mark.crash
 

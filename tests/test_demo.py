@@ -9,8 +9,8 @@ from pathlib import Path
 
 import safepoint
 from safepoint.demo import main
-from safepoint.testing.demo_agent import DEMO_API_KEY, run_demo_agent, store_options
-from safepoint.testing.ledger import Ledger
+from safepoint.demo.agent import DEMO_API_KEY, run_demo_agent, store_options
+from safepoint.testing.crash import Ledger
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -25,17 +25,24 @@ import pytest
 
 import safepoint
 from safepoint import Checkpoint, Status, Store
+from safepoint.demo.agent import run_demo_agent
 from safepoint.harness import Budget, Reconcile, Run
-from safepoint.testing.crashkit import CrashCheckFailed, kill_at_boundary, resume
-from safepoint.testing.demo_agent import run_demo_agent
-from safepoint.testing.kit import CrashKit, EntrySpec, kill_after_effect
-from safepoint.testing.ledger import DuplicateEffect, Ledger
+from safepoint.testing.crash import (
+    CrashCheckFailed,
+    CrashKit,
+    DuplicateEffect,
+    EntrySpec,
+    Ledger,
+    kill_after_effect,
+    kill_at_boundary,
+    resume,
+)
 
 pytestmark = pytest.mark.crash
 
 SEED = int(os.environ.get("SAFEPOINT_CRASH_SEED") or time.time_ns() % 1_000_000_007)
-DEMO = "safepoint.testing.demo_agent:run_demo_agent"
-DEMO_OPTIONS = "safepoint.testing.demo_agent:store_options"
+DEMO = "safepoint.demo.agent:run_demo_agent"
+DEMO_OPTIONS = "safepoint.demo.agent:store_options"
 TWENTY_STEPS = {"documents": 6}  # 6 documents, 2 enriched: checkpoints 0..19
 TOKEN_LIMIT = 1500
 

@@ -25,7 +25,7 @@ from psycopg import sql
 import safepoint
 from safepoint import Checkpoint, MigrationError, SchemaTooNew, Store
 from safepoint.migrations import MigrationChain
-from safepoint.store.eager import migrate_store
+from safepoint.store.admin import migrate_store
 from safepoint.testing.migrations import assert_all_loadable
 
 HELPERS = Path(__file__).parent / "helpers"

@@ -190,7 +190,7 @@ def test_retention_keeps_exactly_the_expected_checkpoints(tmp_path: Path) -> Non
         for run_id in ("store-policy", "own-policy", "rewritten", "young")
     }
 
-    from safepoint.store.housekeeping import prune_store  # noqa: PLC0415
+    from safepoint.store.admin import prune_store  # noqa: PLC0415
 
     report = prune_store(store)
     assert report.runs_deleted == ["finished"]

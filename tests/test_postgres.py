@@ -21,6 +21,7 @@ from psycopg import sql
 
 import safepoint
 from conftest_postgres import fresh_schema, postgres_tamper, raw
+from helpers.blocking import BlockingDriver
 from safepoint import Checkpoint, Store
 from safepoint.errors import (
     Conflict,
@@ -32,14 +33,13 @@ from safepoint.errors import (
     StoreError,
 )
 from safepoint.store import calls
-from safepoint.store.blobio import DatabaseBlobs
+from safepoint.store.blob_targets import DatabaseBlobs
 from safepoint.store.ops import Op, Query
 from safepoint.store.pipeline import Pipeline
 from safepoint.store.postgres.async_driver import PostgresAsyncDriver, open_postgres_async_driver
 from safepoint.store.postgres.driver import PostgresDriver
 from safepoint.store.postgres.steps import QUERIES, REVISIONS, SETUP
 from safepoint.store.sqlfiles import load_queries
-from safepoint.testing.blocking import BlockingDriver
 from safepoint.testing.conformance import StoreConformance, Tamper
 
 PIPELINE = Pipeline(blobs=DatabaseBlobs())  # what open_store gives a PostgreSQL store, minus scrubbing

@@ -22,7 +22,7 @@ import safepoint
 from safepoint import Checkpoint, Store
 from safepoint.errors import Conflict, LeaseLost
 from safepoint.store import calls, ops
-from safepoint.store.blobio import DatabaseBlobs
+from safepoint.store.blob_targets import DatabaseBlobs
 from safepoint.store.ops import Op
 from safepoint.store.pipeline import Pipeline
 from safepoint.store.postgres import save as pg_save

@@ -1,16 +1,39 @@
 """Operators' tools over a whole store: what the CLI (and the inspector) use beyond ``Store``.
 
-These walk or rewrite every run (``all_runs``, ``migrate_store``, ``prune_store``)
-or read a store URL the way ``open_store`` does (``scheme_of``, ``split_schema``).
-They are built on the public ``Store`` API; the CLI imports them from here and
-nothing else under ``safepoint.store`` except the package itself.
+These walk or rewrite every run, a transaction at a time, through the public
+``Store`` API — so they sit above the facade, while the operations they call
+(``retention``, ``collect``, ``rewrite``) sit below it:
+
+- ``all_runs`` lists every run, page by page.
+- ``migrate_store`` (``safepoint migrate``) lists the runs whose head is older
+  than the store's migration chain and migrates them in batches, one
+  transaction per batch (``Store.migrate_runs``). It is resumable by
+  construction: a rerun lists only the runs still behind, so an interrupted
+  migration picks up where it stopped. Concurrent saves keep working — each
+  batch holds the write lock only for its own transaction, and a worker whose
+  checkpoint was rewritten under it re-plans its next save against the new
+  head. History checkpoints are not rewritten: they are migrated on read.
+- ``prune_store`` (``safepoint gc``) applies retention run by run (one
+  transaction each, so it never holds a lock for long and is safe to
+  interrupt); ``Store.collect_garbage`` then deletes the blobs nothing
+  references any more. Both report what they did, or would do with ``dry_run``.
+
+``scheme_of`` and ``split_schema`` read a store URL the way ``open_store``
+does. The CLI imports these from here and nothing else under
+``safepoint.store`` except the package itself.
 """
 
 from __future__ import annotations
 
-from .eager import MigrateReport, all_runs, migrate_store
-from .housekeeping import PruneReport, prune_store
-from .maintenance import FileSpace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from safepoint.errors import InvalidArgument, SafepointError
+from safepoint.records import Retention, RunInfo
+
+from .collect import FileSpace
+from .facade import Store
+from .retention import PruneResult
 from .urls import scheme_of, split_schema
 
 __all__ = [
@@ -23,3 +46,107 @@ __all__ = [
     "scheme_of",
     "split_schema",
 ]
+
+
+@dataclass
+class MigrateReport:
+    """What one ``migrate_store`` pass found and did."""
+
+    runs: int = 0  # runs in the store
+    behind: int = 0  # runs whose head was older than the chain's current version
+    migrated: int = 0
+    failures: list[tuple[str, int, SafepointError]] = field(default_factory=list)
+    dry_run: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+def all_runs(store: Store, page_size: int = 500) -> Iterator[RunInfo]:
+    """Every run in the store, newest first, ``page_size`` at a time."""
+    cursor = None
+    while True:
+        page = store.runs(limit=page_size, cursor=cursor)
+        yield from page
+        if page.next_cursor is None:
+            return
+        cursor = page.next_cursor
+
+
+def migrate_store(
+    store: Store,
+    *,
+    batch_size: int = 50,
+    dry_run: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> MigrateReport:
+    """Migrate every run's head to the chain's current version (``dry_run``: only load and check)."""
+    chain = store.pipeline.migrations
+    if chain is None:
+        raise InvalidArgument("migrate needs the store's migration chain (open_store(..., migrations=chain))")
+    if batch_size < 1:
+        raise InvalidArgument(f"batch_size must be at least 1, not {batch_size!r}")
+    report = MigrateReport(dry_run=dry_run)
+    behind = []
+    for run in all_runs(store):
+        report.runs += 1
+        if run.schema_version != chain.current:
+            behind.append(run.run_id)
+    report.behind = len(behind)
+    for start in range(0, len(behind), batch_size):
+        batch = behind[start : start + batch_size]
+        if dry_run:
+            for run_id in batch:
+                try:
+                    store.load(run_id)
+                    report.migrated += 1
+                except SafepointError as exc:
+                    report.failures.append((run_id, -1, exc))
+        else:
+            result = store.migrate_runs(batch)
+            report.migrated += len(result.rewritten)
+            report.failures.extend(result.failed)
+        if progress is not None:
+            progress(min(start + batch_size, len(behind)), len(behind))
+    return report
+
+
+@dataclass
+class PruneReport:
+    """What retention did across the store."""
+
+    runs: int = 0
+    checkpoints_pruned: int = 0
+    rows_deleted: int = 0
+    runs_deleted: list[str] = field(default_factory=list)
+    dry_run: bool = False
+    # Stored bytes of the rows and headers removed (``PruneResult.bytes_deleted``).
+    bytes_deleted: int = 0
+
+    def add(self, result: PruneResult) -> None:
+        self.checkpoints_pruned += len(result.pruned_steps)
+        self.rows_deleted += result.rows_deleted
+        self.bytes_deleted += result.bytes_deleted
+        if result.run_deleted:
+            self.runs_deleted.append(result.run_id)
+
+
+def prune_store(
+    store: Store,
+    policy: Retention | None = None,
+    *,
+    dry_run: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> PruneReport:
+    """Apply retention to every run: each run's own policy, else ``policy``, else the store's."""
+    if policy is not None and not isinstance(policy, Retention):
+        raise InvalidArgument(f"policy must be a safepoint.Retention, not {type(policy).__name__}")
+    report = PruneReport(dry_run=dry_run)
+    run_ids = [run.run_id for run in all_runs(store)]
+    report.runs = len(run_ids)
+    for done, run_id in enumerate(run_ids, 1):
+        report.add(store.prune_run(run_id, policy, dry_run=dry_run))
+        if progress is not None:
+            progress(done, len(run_ids))
+    return report

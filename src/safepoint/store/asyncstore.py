@@ -1,9 +1,10 @@
 """``AsyncStore``: the async twin of ``Store``, with the same method names.
 
-Each method awaits the same shared ``Call`` (``calls.py``) that ``Store``
-blocks on, so the two cannot drift apart: validation, encoding, the
-transaction's logic and the post-commit bookkeeping exist once; so do the
-spans and metrics around them (``traced.py``).
+Its methods are the call table's (``methods.py``), as ``Store``'s are, each
+awaiting the same shared ``Call`` that ``Store`` blocks on (``twins.Awaiting``),
+so the two cannot drift apart: signatures, docstrings, validation, encoding,
+the transaction's logic, the post-commit bookkeeping and the spans and
+metrics around them (``traced.py``) exist once.
 
 SQLite has no async driver of its own; ``SQLiteAsyncDriver`` runs the sync
 driver's transaction in a worker thread (``asyncio.to_thread``), which keeps
@@ -13,20 +14,19 @@ the event loop free while SQLite waits for its fsync.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
-from datetime import datetime, timedelta
-from typing import Any, ParamSpec, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from safepoint.model import Checkpoint, Status
 from safepoint.observe import NO_OBSERVER, Observer, QueryHook
-from safepoint.records import CheckpointInfo, Lease, Page, Retention, RunInfo
 
-from . import calls, leases, maintenance, ops, traced
-from .pipeline import Pipeline, ResolveSecrets
+from . import ops
+from .calls import Call
+from .methods import StoreMethods
+from .pipeline import Pipeline
+from .spans import backend_of
 from .sqlite.driver import SQLiteDriver
+from .twins import Awaiting
 
 T = TypeVar("T")
-P = ParamSpec("P")
 
 
 class AsyncDriver(Protocol):
@@ -62,12 +62,14 @@ class SQLiteAsyncDriver:
         await asyncio.to_thread(self.sync_driver.close)
 
 
-class AsyncStore:
+class AsyncStore(StoreMethods, Awaiting):
     """A checkpoint store for asyncio code. Open one with ``await safepoint.open_async_store(url)``.
 
     Every method is the ``Store`` method of the same name, awaited; see
     ``Store`` for the contracts (errors, ordering, durability).
     """
+
+    _driver: AsyncDriver
 
     def __init__(self, driver: AsyncDriver, *, url: str, pipeline: Pipeline | None = None) -> None:
         self._driver = driver
@@ -75,242 +77,20 @@ class AsyncStore:
         self.pipeline = pipeline if pipeline is not None else Pipeline()
         # Spans and metrics (``safepoint.observe``); ``open_async_store(observer=…)`` sets it.
         self.observer: Observer = NO_OBSERVER
-        self._backend = traced.backend_of(url)
-
-    @property
-    def schema_version(self) -> int:
-        """The checkpoint version this store writes and reads up to: the migration
-        chain's current version, or ``open_store(schema_version=…)``, default 1.
-        A new run starts at it; a newer checkpoint is ``SchemaTooNew``."""
-        return self.pipeline.schema_version
+        self._backend = backend_of(url)
 
     @property
     def driver(self) -> AsyncDriver:
-        """The backend driver (for tests and tools)."""
+        """The backend driver (for tests and tools; not needed to use the store)."""
         return self._driver
 
-    async def _run(self, call: calls.Call[Any, T]) -> T:
+    async def _transact(self, call: Call[T, Any]) -> T:
         if call.before is not None:  # blob uploads: blocking I/O, off the event loop, before the transaction
             await asyncio.to_thread(call.before)
-        return call.finish(await self._driver.run(call.op, write=call.write))
-
-    async def _call(self, build: Callable[P, calls.Call[Any, T]], *args: P.args, **kwargs: P.kwargs) -> T:
-        """Build the call and run it, inside the observer's span when there is one (as ``Store._call``)."""
-        observer = self.observer
-        if observer is NO_OBSERVER:
-            return await self._run(build(*args, **kwargs))
-        with traced.operation(observer, self._backend, build, args, kwargs) as op:
-            result = await self._run(build(*args, **kwargs))
-            traced.finished(build, op, result)
-        return result
-
-    async def save(self, checkpoint: Checkpoint, *, lease: Lease | None = None) -> CheckpointInfo:
-        """Store ``checkpoint`` as the next step of its run (see ``Store.save``)."""
-        save_op = getattr(self._driver, "save_op", None)  # the dialect's own save, if any
-        observer = self.observer
-        if observer is NO_OBSERVER:
-            return await self._run(calls.save(checkpoint, lease, self.pipeline, save_op))
-        facts = calls.SaveFacts()
-        attributes = traced.of_save(checkpoint, lease)
-        with traced.Operation(observer, "safepoint.save", self._backend, attributes) as op:
-            info = await self._run(calls.observed_save(checkpoint, lease, self.pipeline, save_op, facts))
-            traced.saved(op, facts)
-        return info
-
-    async def load(
-        self,
-        run_id: str,
-        step: int | None = None,
-        *,
-        resolve_secrets: ResolveSecrets = False,
-        migrate: bool = True,
-        fetch_blobs: bool = True,
-    ) -> Checkpoint:
-        """The run's latest checkpoint, or the one at ``step``, verified."""
-        return await self._call(
-            calls.load,
-            run_id,
-            step,
-            self.pipeline,
-            resolve_secrets=resolve_secrets,
-            migrate=migrate,
-            fetch_blobs=fetch_blobs,
-        )
-
-    async def migrate_runs(self, run_ids: list[str]) -> maintenance.Rewritten:
-        """Eagerly migrate these runs' latest checkpoints (see ``Store.migrate_runs``)."""
-        return await self._call(calls.migrate_runs, run_ids, self.pipeline)
-
-    async def fetch_blob(self, ref: Any) -> str | bytes:
-        """The value a blob reference stands for (from ``load(..., fetch_blobs=False)``).
-
-        ``ref`` is the ``{"$blob": {…}}`` dict found in the checkpoint, or a
-        ``BlobRef``. Text comes back as ``str``; the bytes are verified against
-        the digest (``BlobCorrupt`` if altered, ``BlobNotFound`` if missing).
-        """
-        return await self._call(calls.fetch_blob, ref, self.pipeline)
-
-    async def set_retention(self, run_id: str, policy: Retention | None) -> None:
-        """Give one run its own retention policy (``None``: back to the store's)."""
-        return await self._call(calls.set_retention, run_id, policy)
-
-    async def prune_run(
-        self, run_id: str, policy: Retention | None = None, *, dry_run: bool = False
-    ) -> maintenance.PruneResult:
-        """Apply retention to one run in one transaction: the run's own policy, else
-        ``policy``, else the store's. Kept checkpoints all still load exactly.
-        (``safepoint gc`` and ``prune_store`` call this for every run.)"""
-        return await self._call(calls.prune_run, run_id, policy, self.pipeline, dry_run)
-
-    async def collect_garbage(
-        self, *, grace: float | timedelta = 0, dry_run: bool = False
-    ) -> maintenance.GcResult:
-        """Delete blobs no stored row references (and older than ``grace``).
-
-        Safe while saves run: it holds the blob guard that saves referencing
-        blobs hold in their transaction until commit, and a save re-checks
-        there the blobs it uploaded before (putting back any collected since).
-        On SQLite it then gives the file's free pages back (``result.database``:
-        the file's size before and after); a file created without incremental
-        auto-vacuum keeps them until one ``vacuum()``. A dry run reads only.
-        """
-        return await self._call(calls.collect_garbage, self.pipeline, grace, dry_run)
-
-    async def vacuum(self) -> maintenance.FileSpace:
-        """Rewrite a SQLite file without its free pages, and switch it to incremental auto-vacuum.
-
-        For a file created before safepoint created stores with incremental
-        auto-vacuum: after this one full ``VACUUM``, ``collect_garbage`` gives
-        freed pages back to the file system itself. It needs the database to
-        itself for as long as it takes (saves wait, up to their busy timeout)
-        and free disk space about the size of the file. ``InvalidArgument``
-        on PostgreSQL, whose autovacuum reuses freed space.
-        """
-        return await self._call(calls.vacuum, self._driver.dialect)
-
-    async def history(self, run_id: str) -> list[CheckpointInfo]:
-        """Every checkpoint of the run, oldest first (headers only)."""
-        return await self._call(calls.history, run_id)
-
-    async def run(self, run_id: str) -> RunInfo:
-        """The run's summary."""
-        return await self._call(calls.run_info, run_id)
-
-    async def runs(
-        self,
-        *,
-        status: Status | str | Iterable[Status | str] | None = None,
-        labels: dict[str, str] | None = None,
-        updated_since: datetime | None = None,
-        limit: int = 100,
-        cursor: str | None = None,
-    ) -> Page[RunInfo]:
-        """Runs, newest first, filtered and paged (see ``Store.runs``)."""
-        return await self._call(
-            calls.runs, status=status, labels=labels, updated_since=updated_since, limit=limit, cursor=cursor
-        )
-
-    async def fork(
-        self,
-        run_id: str,
-        step: int | None = None,
-        *,
-        new_run_id: str | None = None,
-        labels: dict[str, str] | None = None,
-    ) -> Checkpoint:
-        """Start a new run from a checkpoint (see ``Store.fork``)."""
-        return await self._call(calls.fork, run_id, step, new_run_id, labels, self.pipeline)
-
-    async def delete_run(self, run_id: str) -> None:
-        """Delete the run: every checkpoint, its messages, the run row with its queue
-        entry and lease, in one transaction; ``NotFound`` if absent.
-
-        A worker holding the lease is fenced off (its next save, heartbeat or
-        release raises ``LeaseLost``). Blobs only this run referenced stay
-        until ``collect_garbage`` (``safepoint gc``). The id may be used again.
-        """
-        await self._call(calls.delete_run, run_id)
-
-    async def enqueue(self, run_id: str) -> None:
-        """Queue the run for workers to ``claim`` (idempotent); ``NotFound`` if absent."""
-        await self._call(calls.enqueue, run_id)
-
-    async def requeue(self, run_id: str) -> None:
-        """Put the run back in the queue with its attempts reset; ``NotFound`` if absent.
-
-        For a run a ``Worker`` quarantined (status ``failed`` after
-        ``max_attempts``, its last error in ``run(run_id).last_error``):
-        it becomes ``running`` and claimable again. Any other run is queued
-        as ``enqueue`` would, its attempts and ``retry_at`` cleared. A live
-        lease on the run is left alone.
-        """
-        await self._call(calls.requeue, run_id)
-
-    async def cancel(self, run_id: str) -> leases.Cancelled:
-        """Stop the run for good: status ``cancelled``, out of the queue, its lease holder fenced off.
-
-        A worker holding a live lease is fenced: its next save, heartbeat or
-        release raises ``LeaseLost`` and changes nothing. The cancellation is
-        saved as one new checkpoint (the head's next step, status
-        ``cancelled``, nothing else changed), so it shows in ``history``, a
-        writer without a lease meets ``Conflict`` at its next save, and
-        ``Run.resume`` comes back inactive. A head that cannot be loaded
-        (corrupt) is cancelled on the run row alone. Cancelling a cancelled
-        run changes nothing more; a ``done`` run raises ``RunStatusError``;
-        ``NotFound`` if absent. Returns what was done (``leases.Cancelled``).
-        """
-        return await self._call(calls.cancel, run_id, self.pipeline)
-
-    async def hidden_steps(self, run_id: str) -> list[int]:
-        """Steps of the run whose rows are marked pruned yet still hold a checkpoint —
-        only tampering makes one, and it hides that checkpoint from ``history``
-        and loads (``safepoint verify`` reports them); ``NotFound`` if absent."""
-        return await self._call(calls.hidden_steps, run_id)
-
-    async def queue_depth(self) -> int:
-        """How many queued runs a claim could take now (free or expired lease,
-        ``retry_at`` come): the backlog a fleet of workers faces."""
-        return await self._call(calls.queue_depth)
-
-    async def queue_state(self, run_id: str) -> leases.QueueState:
-        """Where the run stands with the workers: queued or not, the lease's holder,
-        epoch and expiry (``leases.QueueState``); ``NotFound`` if absent."""
-        return await self._call(calls.queue_state, run_id)
-
-    async def revoke_lease(self, run_id: str) -> leases.QueueState:
-        """Fence off the worker holding the run's lease and take the run out of the queue.
-
-        The holder's next save, heartbeat or release raises ``LeaseLost``. Out
-        of the queue too, so no worker claims the run while the caller works
-        on it: ``enqueue`` (or ``requeue``) hands it back. Returns the state
-        as it was before (``state.leased()``: whether a live lease was
-        revoked); ``NotFound`` if absent.
-        """
-        return await self._call(calls.revoke_lease, run_id)
-
-    async def claim(self, worker_id: str, *, lease: float | timedelta = 30.0) -> Lease | None:
-        """Atomically take one queued run whose lease is free or expired.
-
-        Returns a ``Lease`` whose ``epoch`` is higher than any earlier claim of
-        the run, or None when nothing is claimable. Save under it with
-        ``save(cp, lease=...)``; keep it alive with ``heartbeat``.
-        """
-        return await self._call(calls.claim, worker_id, lease)
-
-    async def heartbeat(self, lease: Lease, *, extend: float | timedelta | None = None) -> Lease:
-        """Extend the lease (by its own duration unless ``extend``); ``LeaseLost`` if fenced off."""
-        return await self._call(calls.heartbeat, lease, extend)
-
-    async def release(
-        self, lease: Lease, *, status: Status | str | None = None, requeue: bool = False
-    ) -> None:
-        """Give the run back. ``requeue`` keeps it queued for another worker;
-        ``status`` sets the run's status (its checkpoints keep theirs).
-        ``LeaseLost`` if the lease is no longer current."""
-        await self._call(calls.release, lease, status, requeue)
+        return await self._driver.run(call.op, write=call.write)
 
     async def close(self) -> None:
-        """Release the connection(s)."""
+        """Release the connection(s). Using the store afterwards raises ``StoreClosed``."""
         await self._driver.close()
 
     async def __aenter__(self) -> AsyncStore:

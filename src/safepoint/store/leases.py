@@ -26,7 +26,7 @@ from safepoint.records import Lease, from_micros
 
 from . import ops
 from .ops import Op, Query, lease_detail
-from .pipeline import PreparedSave
+from .prepare import PreparedSave
 
 
 def enqueue(run_id: str, now: int) -> Op[None]:

@@ -20,11 +20,12 @@ from safepoint.messagelist import MessageList, StoredView
 from safepoint.model import Checkpoint, ParentRef, ScrubReport
 from safepoint.records import Lease, from_micros
 
-from .offload import BLOB_MARK, find_refs, find_stored_refs
-from .pipeline import PreparedSave, StoredFields
+from .blob_refs import BLOB_MARK, find_refs, find_stored_refs
+from .delta import MessagePlan
+from .prepare import PreparedSave
 from .references import typed_checkpoint
-from .serialize import (
-    MessagePlan,
+from .stored import (
+    StoredFields,
     decode_checkpoint,
     header_bytes,
     pack_bodies,

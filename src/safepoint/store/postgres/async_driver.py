@@ -19,7 +19,7 @@ from safepoint.errors import StoreError
 from safepoint.observe import QueryHook
 from safepoint.store import forking
 from safepoint.store.ops import Op, Row
-from safepoint.store.tracing import traced
+from safepoint.store.query_trace import traced
 
 from .config import PostgresConfig, search_path
 from .save import save as one_statement_save

@@ -39,9 +39,9 @@ from safepoint.messagelist import StoredView
 from safepoint.model import Checkpoint
 from safepoint.records import Lease
 from safepoint.store import ops
+from safepoint.store.delta import MessagePlan
 from safepoint.store.ops import Op, Query, SaveResult
-from safepoint.store.pipeline import PreparedSave
-from safepoint.store.serialize import MessagePlan
+from safepoint.store.prepare import PreparedSave
 
 # The statements of ops.save that save_next stands for; anything else it
 # asks for (blobs, a new run, a re-plan) means the usual way.

@@ -2,7 +2,7 @@
 
 With a query hook (``safepoint.observe.QueryObserver``, set as the driver's
 ``on_query``), each statement is timed and reported: the operation's named
-queries (``store.tracing``), and the transaction's ``BEGIN`` (``BEGIN
+queries (``store.query_trace``), and the transaction's ``BEGIN`` (``BEGIN
 IMMEDIATE`` for a write) and ``COMMIT``, which on SQLite are statements of
 their own. Without one, a transaction costs three ``is None`` tests more.
 """
@@ -16,8 +16,8 @@ from typing import TypeVar
 
 from safepoint.observe import QueryHook
 from safepoint.store.ops import Op, Query, Row
+from safepoint.store.query_trace import attributes, report, traced
 from safepoint.store.sqlfiles import load_queries
-from safepoint.store.tracing import attributes, report, traced
 
 from .errors import translate
 

@@ -1,4 +1,6 @@
-"""Large values by reference: strings too big to inline go to a blob store.
+"""Large values by reference: out of a checkpoint on save, back in on load.
+
+Strings too big to inline, and every ``bytes`` value, go to a blob store.
 
 On save, after scrubbing, every string in a checkpoint longer than the
 threshold (64 KiB of UTF-8 by default; per-path rules may lower or raise it),
@@ -6,12 +8,12 @@ and every ``bytes`` value, is replaced by a ``BlobLink``
 (``{"$blob": {"sha256", "size", "media_type"}}``) and its bytes are queued
 for the blob store. Only a ``BlobLink`` counts as a reference: by now every
 ``$`` key that came from input has been escaped (``safepoint.refs``).
-``ops.save`` writes them inside the save's transaction, before the
-checkpoint row — so a blob is durable before any checkpoint that
-references it commits, and a crash in between leaves an orphan blob,
-never a dangling reference. On load the references are replaced by the
-values again (or left as references, for a caller who wants to fetch
-them lazily).
+The save makes them durable before its checkpoint row commits (the blob
+target's ``put_all`` before the transaction, ``write`` inside it:
+``blob_targets.py``), so a crash in between leaves an orphan blob, never a
+dangling reference. On load the references are replaced by the values
+again (``inline_blobs``; or left as references, for a caller who wants to
+fetch them lazily).
 
 Content addressing makes the same output stored once, across steps and runs.
 """
@@ -23,15 +25,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from safepoint import codec
-from safepoint.blobs.base import BLOB_KEY, BlobRef, blob_digest
-from safepoint.errors import InvalidArgument
+from safepoint.blobs.base import blob_digest
+from safepoint.errors import BlobCorrupt, BlobNotFound, InvalidArgument
+from safepoint.messagelist import MessageList, freeze
+from safepoint.model import Checkpoint
 from safepoint.refs import BlobLink, ScrubbedText, SecretRef
+
+from .blob_refs import BLOB_MARK, checkpoint_refs
+from .blob_targets import BlobTarget
 
 DEFAULT_THRESHOLD = 64 * 1024
 _MAX_THRESHOLD = 2**62  # bytes; anything larger is "never", and must still compare as an int
 TEXT = "text/plain; charset=utf-8"
 BINARY = "application/octet-stream"
-BLOB_MARK = b'"' + BLOB_KEY.encode() + b'"'
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,36 +123,6 @@ def offload_encoded(value: Any, encoded: bytes, root: str, policy: BlobPolicy, s
     return codec.encode(offload(value, root, policy, sink))
 
 
-def find_refs(value: Any, out: list[BlobRef]) -> list[BlobRef]:
-    """Every blob reference inside a loaded ``value`` (its ``BlobLink``s)."""
-    if isinstance(value, dict):
-        if isinstance(value, BlobLink):
-            out.append(BlobRef(value.digest, value.size, value.media_type))
-        else:
-            for child in value.values():
-                find_refs(child, out)
-    elif isinstance(value, list):
-        for child in value:
-            find_refs(child, out)
-    return out
-
-
-def find_stored_refs(value: Any, out: list[str]) -> list[str]:
-    """The digests of every blob reference in a *stored* value (decoded, not
-    yet typed): there, a dict whose one key is ``$blob`` was written by the store."""
-    if isinstance(value, dict):
-        body = value.get(BLOB_KEY) if len(value) == 1 else None
-        if isinstance(body, dict) and isinstance(body.get("sha256"), str):
-            out.append(body["sha256"])
-        else:
-            for child in value.values():
-                find_stored_refs(child, out)
-    elif isinstance(value, list):
-        for child in value:
-            find_stored_refs(child, out)
-    return out
-
-
 def inline(value: Any, fetched: Mapping[str, bytes]) -> Any:
     """A copy of ``value`` with each ``BlobLink`` replaced by its value (text, or bytes)."""
     if isinstance(value, dict):
@@ -166,6 +142,42 @@ def inline(value: Any, fetched: Mapping[str, bytes]) -> Any:
     return value
 
 
-def blob_digests_json(sink: BlobSink) -> str | None:
-    """The row's ``blobs`` column: sorted digests as JSON, or NULL."""
-    return codec.encode(sorted(sink.digests)).decode() if sink.digests else None
+def inline_blobs(
+    cp: Checkpoint,
+    target: BlobTarget,
+    *,
+    fetched: Mapping[str, bytes],
+    message_indexes: list[int] | None,
+) -> Checkpoint:
+    """``cp`` with its blob references replaced by their values (in place).
+
+    ``message_indexes`` are the messages known to hold references (None: look
+    at every message, e.g. after a migration). ``fetched`` holds stored blobs
+    the database target read in the load's transaction (verified here); the
+    rest come from the blob store. A missing or altered blob raises
+    ``BlobNotFound``/``BlobCorrupt`` naming run, step and digest.
+    """
+    messages = cp.messages
+    assert isinstance(messages, MessageList)
+    indexes = range(len(messages)) if message_indexes is None else message_indexes
+    refs = checkpoint_refs(cp, indexes)
+    if not refs:
+        return cp
+    try:
+        values = target.fetch(sorted({ref.digest for ref in refs}), fetched)
+    except BlobCorrupt as exc:
+        raise BlobCorrupt(exc.digest, exc.detail, cp.run_id, cp.step) from exc
+    except BlobNotFound as exc:
+        raise BlobNotFound(
+            exc.digest, f"referenced by run {cp.run_id!r} step {cp.step}, but missing"
+        ) from exc
+    restored = MessageList(messages, messages.stored)
+    restored.clean_prefix = messages.clean_prefix
+    for index in indexes:
+        restored_message = inline(messages[index], values)
+        list.__setitem__(restored, index, freeze(restored_message))
+    cp.messages = restored
+    cp.pending_action = inline(cp.pending_action, values)
+    cp.cursors = inline(cp.cursors, values)
+    cp.state = inline(cp.state, values)
+    return cp

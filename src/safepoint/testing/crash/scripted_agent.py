@@ -1,4 +1,4 @@
-"""A deterministic scripted agent: the workload of ``safepoint demo`` and the crash tests.
+"""A deterministic scripted agent on the bare store: the workload of ``crash_loop``.
 
 Nothing here is random or timed. The fake model's replies and token counts,
 the tools' results and the batch of documents all derive from the run's seed
@@ -12,9 +12,10 @@ the store lost or tore a committed step, or a step's work was done twice.
     >>> run_agent(store, "r1", total_steps=5).status
     <Status.DONE: 'done'>
 
-Run as ``python -m safepoint.testing.agent --store URL --run-id ID`` it is the
-child process of ``safepoint.testing.crashkit``: it prints ``saved <step>``
-after each save and can pause at, or SIGKILL itself inside, a chosen save.
+Run as ``python -m safepoint.testing.crash.scripted_agent --store URL --run-id ID``
+(``loop.AgentSpec`` builds that command) it is the child process of ``crash_loop``: it
+prints ``saved <step>`` after each save and can pause at, or SIGKILL itself inside,
+a chosen save.
 """
 
 from __future__ import annotations
@@ -26,45 +27,21 @@ import operator
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from safepoint.crashrig.fake_model import PRICE_IN, PRICE_OUT, derive, document_text, fake_model
+from safepoint.crashrig.statements import StatementKiller
 from safepoint.errors import NotFound
 from safepoint.model import Checkpoint, Status
 from safepoint.store import Store, open_store
 
 Args = dict[str, Any]
-PRICE_IN, PRICE_OUT = 0.3, 1.5  # cents per 1000 tokens, like a small hosted model
-
-
-def _hash(*parts: object) -> bytes:
-    return hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """One fake model completion."""
-
-    text: str
-    tokens_in: int
-    tokens_out: int
-
-
-def fake_model(seed: int, step: int, prompt: str) -> Reply:
-    """The model's reply to ``prompt`` at ``step``: a function of its arguments only."""
-    h = _hash("model", seed, step, prompt)
-    return Reply(f"thought {h[:6].hex()}", len(prompt) // 4 + 40 + h[6] % 60, 10 + h[7] % 90)
-
-
-def document_text(seed: int, index: int) -> str:
-    """The text of batch document ``index``."""
-    return f"document {index}: " + " ".join(_hash("doc", seed, index, i).hex()[:8] for i in range(6))
 
 
 def search(args: Args) -> str:
     """Three fake hits for ``args["query"]``."""
-    return "; ".join(f"hit-{_hash('search', args['query'], i).hex()[:10]}" for i in range(3))
+    return "; ".join(f"hit-{derive('search', args['query'], i).hex()[:10]}" for i in range(3))
 
 
 def calculator(args: Args) -> str:
@@ -90,7 +67,7 @@ def _plan(cp: Checkpoint, seed: int) -> tuple[str, Args]:
     batch = cp.cursors["batch"]
     if cp.step % 2 == 1 and batch["done"] < batch["total"]:
         return "read_document", {"seed": seed, "index": batch["done"]}
-    h = _hash("plan", seed, cp.step)
+    h = derive("plan", seed, cp.step)
     if cp.step % 4 == 0:
         return "calculator", {"expression": f"{h[0]} * {h[1] + 1}"}
     return "search", {"query": f"topic {h[:3].hex()}"}
@@ -115,7 +92,7 @@ def _work_step(cp: Checkpoint) -> None:
     if tool == "read_document":
         cp.cursors["batch"]["done"] += 1
         cp.state["findings"].append(result.split()[2])
-    cp.state["work"] = _hash(cp.state["work"], cp.step, tool, result).hex()[:16]
+    cp.state["work"] = derive(cp.state["work"], cp.step, tool, result).hex()[:16]
 
 
 def answer_digest(cp: Checkpoint) -> str:
@@ -212,7 +189,7 @@ def run_agent(
 
 def main(argv: list[str] | None = None) -> int:
     """The crash-test child: run the agent, print ``saved <step>`` after each save."""
-    p = argparse.ArgumentParser(prog="python -m safepoint.testing.agent")
+    p = argparse.ArgumentParser(prog="python -m safepoint.testing.crash.scripted_agent")
     p.add_argument("--store", required=True, help="store URL")
     p.add_argument("--run-id", required=True)
     p.add_argument("--total-steps", type=int, default=60)
@@ -224,8 +201,6 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     killer = None
     if a.kill_in_save:
-        from safepoint.testing.crashkit import StatementKiller  # noqa: PLC0415  # crash tests only
-
         save, statement = (int(x) for x in a.kill_in_save.split(":"))
         killer = StatementKiller(save, statement)
 

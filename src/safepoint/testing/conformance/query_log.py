@@ -1,53 +1,14 @@
-"""Helpers the conformance suites share: fixtures' types, run builders, a query log."""
+"""Counting queries instead of timing them: ``QueryLog`` wraps a store's driver and records
+every named query its operations issue, so a test proves flat cost (DESIGN invariant 3)
+by what a save or a load asked the database, not by how long it took."""
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
-from safepoint.model import Checkpoint
 from safepoint.store import Store
 from safepoint.store import ops as store_ops
 from safepoint.store.facade import Driver
-
-Tamper = Callable[[Store, str, int, str], None]
-
-
-def snapshot(cp: Checkpoint) -> dict[str, Any]:
-    """Everything a caller can see in a checkpoint, as plain data (for equality)."""
-    data = cp.to_dict()
-    data.pop("created_at")
-    data.pop("digest")
-    return data
-
-
-def grow(store: Store, run_id: str, steps: int, per_step: int = 2) -> Checkpoint:
-    """Save ``steps`` checkpoints of a run, each adding ``per_step`` messages."""
-    cp = Checkpoint(run_id=run_id)
-    for step in range(steps):
-        cp.step = step
-        for i in range(per_step):
-            cp.messages.append({"role": "user" if i % 2 == 0 else "assistant", "content": f"{step}.{i}"})
-        cp.counters["steps"] = step + 1
-        cp.cursors["batch"] = {"done": step}
-        store.save(cp)
-    return cp
-
-
-@contextmanager
-def declaring(store: Store, version: int) -> Iterator[Store]:
-    """``store`` as code whose current schema_version is ``version`` (and no migrations) would use it."""
-    saved = store.pipeline
-    pipeline = copy.copy(saved)
-    pipeline.migrations = None
-    pipeline.schema_version = version
-    store.pipeline = pipeline
-    try:
-        yield store
-    finally:
-        store.pipeline = saved
 
 
 def messages_written(queries: list[store_ops.Query]) -> int:

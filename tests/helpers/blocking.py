@@ -1,5 +1,6 @@
 """Run an ``AsyncStore``'s driver from blocking code — so that the one
-conformance suite also covers every async driver.
+conformance suite also covers every async driver (our tests' tool: it reaches
+into the store's internals, so it is not shipped).
 
 ``blocking_store(async_store)`` returns a ``Store`` whose driver hands each
 transaction to the async driver on an event loop in a background thread.
@@ -23,7 +24,7 @@ T = TypeVar("T")
 
 
 class BlockingDriver:
-    """A sync ``Driver`` over an ``AsyncDriver`` (tests and tools only)."""
+    """A sync ``Driver`` over an ``AsyncDriver`` (tests only)."""
 
     def __init__(self, inner: AsyncDriver) -> None:
         self.inner = inner

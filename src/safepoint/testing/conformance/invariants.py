@@ -1,4 +1,4 @@
-"""The backend conformance suite: DESIGN's invariants as tests, for every store.
+"""The backend conformance suite's core: DESIGN's invariants as tests, for every store.
 
 Subclass ``StoreConformance`` in a test module and provide three fixtures:
 
@@ -16,7 +16,7 @@ Subclass ``StoreConformance`` in a test module and provide three fixtures:
 
 Every test's docstring says what it proves. The suite needs pytest and
 hypothesis (the ``test`` extra). The invariants are here; the lease tests
-(``lease_suite``) and the rest of the API (``api_suite``) are mixed in.
+(``leases.py``) and the rest of the API (``api.py``) are mixed in.
 """
 
 from __future__ import annotations
@@ -30,11 +30,10 @@ from safepoint.errors import Conflict, CorruptCheckpoint, NotJSONCompatible, Sch
 from safepoint.model import Checkpoint, Status
 from safepoint.store import Store
 
-from .api_suite import ApiConformance
-from .lease_suite import LeaseConformance
-from .suite_support import QueryLog, Tamper, declaring, grow, messages_written, snapshot
-
-__all__ = ["QueryLog", "StoreConformance", "Tamper", "declaring", "grow", "messages_written", "snapshot"]
+from .api import ApiConformance
+from .leases import LeaseConformance
+from .query_log import QueryLog, messages_written
+from .runs import Tamper, declaring, grow, snapshot
 
 
 class StoreConformance(LeaseConformance, ApiConformance):

@@ -1,6 +1,7 @@
 """Where a store's offloaded values go, and how they come back on load.
 
-Two kinds of target, one interface for the operations in ``ops.py``:
+Two kinds of target behind one protocol, ``BlobTarget``, so the save, the
+load and ``fetch_blob`` never ask which one they have:
 
 * ``ExternalBlobs`` — any ``BlobStore`` (filesystem, S3, memory). A save
   uploads its new values *before* its transaction begins (``put_all``, run
@@ -34,15 +35,38 @@ transaction-level advisory lock.)
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
-from typing import Any
+from collections.abc import Generator, Iterable, Mapping
+from typing import Any, Protocol
 
-from safepoint.blobs.base import BlobRef, BlobStore, decode_stored, encode_stored
-from safepoint.errors import BlobCorrupt, BlobNotFound
-from safepoint.messagelist import MessageList, freeze
-from safepoint.model import Checkpoint
+from safepoint.blobs.base import BlobStore, decode_stored, encode_stored
+from safepoint.errors import BlobNotFound, InvalidArgument
 
-from .offload import find_refs, inline
+
+class BlobTarget(Protocol):
+    """Where a store's blobs live. A save calls ``put_all`` before its
+    transaction and ``write`` inside it, under the shared blob guard, before
+    its row; a load reads them with ``fetch``."""
+
+    #: True: blobs are rows of the store itself, written by the save's
+    #: transaction and read by the load's (``select_blobs``); False: they are
+    #: uploaded before the save's transaction and fetched from the blob store.
+    in_database: bool
+
+    def put_all(self, pending: Mapping[str, bytes]) -> None:
+        """Before the save's transaction: make ``pending`` durable if this target
+        is written outside it (idempotent; nothing for the database target)."""
+
+    def write(self, pending: Mapping[str, bytes], now: int) -> Generator[Any, Any, None]:
+        """Inside the save's transaction, before its row: an operation that leaves
+        every blob of ``pending`` durable when the transaction commits."""
+
+    def fetch(self, digests: Iterable[str], stored: Mapping[str, bytes]) -> dict[str, bytes]:
+        """The verified original bytes of each of ``digests``; ``stored`` holds the
+        rows the load's transaction read (``select_blobs``, still framed).
+        ``BlobNotFound``/``BlobCorrupt`` naming the digest when one is missing or altered."""
+
+    def close(self) -> None:
+        """Release what the target holds (a blob store's connections)."""
 
 
 class ExternalBlobs:
@@ -72,7 +96,9 @@ class ExternalBlobs:
         return
         yield
 
-    def fetch(self, digests: list[str]) -> dict[str, bytes]:
+    def fetch(self, digests: Iterable[str], stored: Mapping[str, bytes]) -> dict[str, bytes]:
+        """From the blob store, which verifies what it returns (a load read nothing for it)."""
+        del stored
         return {digest: self.store.get(digest) for digest in digests}
 
     def close(self) -> None:
@@ -87,8 +113,12 @@ class DatabaseBlobs:
     def __init__(self, *, compress: bool = False) -> None:
         self.compress = compress
 
+    def put_all(self, pending: Mapping[str, bytes]) -> None:
+        """Nothing: the save's own transaction inserts them (``write``)."""
+        del pending
+
     def write(self, pending: Mapping[str, bytes], now: int) -> Generator[Any, Any, None]:
-        from .ops import Query  # noqa: PLC0415  (ops imports this module)
+        from .ops import Query  # noqa: PLC0415  (ops imports prepare.py, which imports this module)
 
         rows = [
             {
@@ -101,63 +131,39 @@ class DatabaseBlobs:
         ]
         yield Query("insert_blobs", many=rows)
 
-    @staticmethod
-    def decode(stored: Mapping[str, bytes]) -> dict[str, bytes]:
-        """Verified original bytes of ``select_blobs`` rows (``BlobCorrupt`` on mismatch)."""
-        return {digest: decode_stored(digest, data) for digest, data in stored.items()}
+    def fetch(self, digests: Iterable[str], stored: Mapping[str, bytes]) -> dict[str, bytes]:
+        """From the rows the load's transaction read, verified (a digest it did not find is missing)."""
+        values = {digest: decode_stored(digest, data) for digest, data in stored.items()}
+        missing = sorted(set(digests) - set(values))
+        if missing:
+            raise BlobNotFound(missing[0], "not in the store's blob table")
+        return values
 
     def close(self) -> None:
         pass
 
 
-BlobTarget = ExternalBlobs | DatabaseBlobs
+def blob_target(option: Any, default: BlobTarget | None, compress: bool) -> BlobTarget | None:
+    """The blob target ``open_store(..., blobs=…)`` asks for.
 
-
-def inline_blobs(
-    cp: Checkpoint,
-    target: BlobTarget,
-    *,
-    fetched: Mapping[str, bytes],
-    message_indexes: list[int] | None,
-) -> Checkpoint:
-    """``cp`` with its blob references replaced by their values (in place).
-
-    ``message_indexes`` are the messages known to hold references (None: look
-    at every message, e.g. after a migration). ``fetched`` holds stored blobs
-    the database target read in the load's transaction (verified here); the
-    rest come from the blob store. A missing or altered blob raises
-    ``BlobNotFound``/``BlobCorrupt`` naming run, step and digest.
+    ``None``: the backend's default; ``False``: never offload; ``"database"``:
+    the store's own table; a ``BlobStore``; or a blob store URL
+    (``file:///…``, ``s3://bucket/prefix?…``, ``memory://``).
     """
-    messages = cp.messages
-    assert isinstance(messages, MessageList)
-    indexes = range(len(messages)) if message_indexes is None else message_indexes
-    refs: list[BlobRef] = []
-    for name in ("pending_action", "cursors", "state"):
-        find_refs(getattr(cp, name), refs)
-    for index in indexes:
-        find_refs(messages[index], refs)
-    if not refs:
-        return cp
-    try:
-        values = DatabaseBlobs.decode(fetched)
-        missing = sorted({ref.digest for ref in refs} - set(values))
-        if missing:
-            if isinstance(target, DatabaseBlobs):
-                raise BlobNotFound(missing[0], "not in the store's blob table")
-            values.update(target.fetch(missing))
-    except BlobCorrupt as exc:
-        raise BlobCorrupt(exc.digest, exc.detail, cp.run_id, cp.step) from exc
-    except BlobNotFound as exc:
-        raise BlobNotFound(
-            exc.digest, f"referenced by run {cp.run_id!r} step {cp.step}, but missing"
-        ) from exc
-    restored = MessageList(messages, messages.stored)
-    restored.clean_prefix = messages.clean_prefix
-    for index in indexes:
-        restored_message = inline(messages[index], values)
-        list.__setitem__(restored, index, freeze(restored_message))
-    cp.messages = restored
-    cp.pending_action = inline(cp.pending_action, values)
-    cp.cursors = inline(cp.cursors, values)
-    cp.state = inline(cp.state, values)
-    return cp
+    if option is None:
+        return default
+    if option is False:
+        return None
+    if option == "database":
+        return DatabaseBlobs(compress=compress)
+    if isinstance(option, str):
+        from safepoint.blobs import open_blob_store  # noqa: PLC0415
+
+        return ExternalBlobs(
+            open_blob_store(option, compress=compress) if compress else open_blob_store(option)
+        )
+    if isinstance(option, BlobStore):
+        return ExternalBlobs(option)
+    raise InvalidArgument(
+        f"blobs must be a BlobStore, a blob store URL, 'database' or False, not {type(option).__name__}"
+    )

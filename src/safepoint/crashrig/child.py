@@ -1,9 +1,9 @@
-"""The crash kit's child process: run an agent entry point, report each save and side effect.
+"""The child process for any agent entry point: run it, report each save and side effect.
 
 ``EntrySpec`` says what a child runs and builds its command line; the parent side
-(``kit.py``) starts children with ``crashkit.AgentProcess`` and kills them.
+(``process.AgentProcess``, used by the crash-test kit and the demo) starts children and kills them.
 
-    python -m safepoint.testing.kitchild package.module:function --store URL --run-id ID
+    python -m safepoint.crashrig.child package.module:function --store URL --run-id ID
         --ledger PATH [--store-options package.module:function] [--kwargs JSON]
         [--pause-after STEP] [--pause-after-effect N] [--kill-in-save SAVE:STATEMENT]
 
@@ -35,8 +35,8 @@ from safepoint.model import Checkpoint
 from safepoint.records import CheckpointInfo, Lease
 from safepoint.store import AsyncStore, Store, open_async_store, open_store
 
-from .crashkit import AgentProcess, Outcome, StatementKiller
 from .ledger import Effect, Ledger
+from .statements import StatementKiller
 
 
 def load_entry(path: str) -> Callable[..., Any]:
@@ -54,7 +54,7 @@ def load_entry(path: str) -> Callable[..., Any]:
 
 @dataclass(frozen=True, slots=True)
 class EntrySpec:
-    """One agent run a kit child works on: entry point, store, ledger, options."""
+    """One agent run a child works on: entry point, store, ledger, options."""
 
     entry: str  # "package.module:function"
     store_url: str
@@ -64,7 +64,7 @@ class EntrySpec:
     kwargs: str = "{}"  # JSON keyword arguments for the entry point
 
     def command(self, *extra: str) -> list[str]:
-        cmd = [sys.executable, "-m", "safepoint.testing.kitchild", self.entry, "--store", self.store_url]
+        cmd = [sys.executable, "-m", "safepoint.crashrig.child", self.entry, "--store", self.store_url]
         cmd += ["--run-id", self.run_id, "--ledger", str(self.ledger), "--kwargs", self.kwargs]
         if self.store_options is not None:
             cmd += ["--store-options", self.store_options]
@@ -73,14 +73,6 @@ class EntrySpec:
     def open_store_options(self) -> dict[str, Any]:
         """The ``open_store`` options the child uses, for the parent to open the same store."""
         return {} if self.store_options is None else dict(load_entry(self.store_options)())
-
-
-def kill_after_effect(spec: EntrySpec, effects: int, *, guard: int) -> Outcome:
-    """SIGKILL the child right after its ``effects``-th side effect — between the effect and
-    the save that records it — or at step ``guard`` if it gets there first."""
-    child = AgentProcess(spec, "--pause-after-effect", str(effects), "--pause-after", str(guard))
-    child.wait_for("paused")
-    return child.kill()
 
 
 class _Boundary:
@@ -104,7 +96,7 @@ def _observe(store: Store, boundary: _Boundary) -> None:
         boundary(info)
         return info
 
-    store.save = observed  # type: ignore[method-assign]  # this store instance only
+    store.save = observed  # this store instance only
 
 
 def _observe_async(store: AsyncStore, boundary: _Boundary) -> None:
@@ -115,11 +107,11 @@ def _observe_async(store: AsyncStore, boundary: _Boundary) -> None:
         boundary(info)
         return info
 
-    store.save = observed  # type: ignore[method-assign]
+    store.save = observed
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m safepoint.testing.kitchild")
+    p = argparse.ArgumentParser(prog="python -m safepoint.crashrig.child")
     p.add_argument("entry", help="package.module:function")
     p.add_argument("--store", required=True, help="store URL")
     p.add_argument("--run-id", required=True)

@@ -1,10 +1,11 @@
-"""The child-process side of the crash kit: run an agent in a subprocess and kill it.
+"""The parent side of a crash: run an agent in a child process and SIGKILL it.
 
 ``AgentProcess`` starts a child (``python -m`` of an agent module, or the
-user's entry point through ``kitchild``) and reads the lines it prints; the
+user's entry point through ``child.py``) and reads the lines it prints; the
 ``kill_*`` helpers SIGKILL it at a step boundary, at a statement inside a save
-(``StatementKiller``, installed in the child as the store's trace), or at a
-wall-clock instant. ``crashkit`` builds its loops and checks on these.
+(``statements.StatementKiller``, installed in the child as the store's trace),
+right after a side effect, or at a wall-clock instant. The crash-test kit
+(``safepoint.testing.crash``) and the demo build their scenarios on these.
 """
 
 from __future__ import annotations
@@ -22,73 +23,16 @@ from typing import IO, Protocol
 
 import safepoint
 
-STATEMENTS_PER_SAVE = (
-    4  # BEGIN, head, checkpoint (with its messages), COMMIT; +1 (the run row) on a first save
-)
-
 
 class CrashCheckFailed(AssertionError):
     """A crash test found a broken promise; the message says which."""
 
 
-def statement_label(sql: str) -> str:
-    """A short name for an SQL statement: ``INSERT INTO safepoint_messages``, ``COMMIT`` …"""
-    words = " ".join(line for line in sql.splitlines() if not line.lstrip().startswith("--")).split()
-    keep = {"INSERT": 3, "UPDATE": 2, "DELETE": 3, "BEGIN": 2}.get(words[0].upper(), 1) if words else 0
-    return " ".join(words[:keep])
-
-
-class StatementKiller:
-    """A store ``trace`` that SIGKILLs this process inside its ``save``-th save.
-
-    It dies at statement ``statement`` of that transaction (0 is ``BEGIN
-    IMMEDIATE``), or at its ``COMMIT`` if the save has fewer statements — in
-    both cases before the commit runs, so the step must not survive. The
-    agent child installs one for ``--kill-in-save SAVE:STATEMENT``.
-    """
-
-    def __init__(self, save: int, statement: int) -> None:
-        self.save, self.statement = save, statement
-        self.armed = False  # set after open_store: its DDL transaction is not a save
-        self._saves, self._index = 0, -1
-
-    def __call__(self, sql: str) -> None:
-        if not self.armed:
-            return
-        if sql == "BEGIN IMMEDIATE":
-            self._saves, self._index = self._saves + 1, -1
-        if self._saves == self.save:
-            self._index += 1
-            if self._index == self.statement or sql == "COMMIT":
-                # Say where, for the parent's report; then die before the statement runs.
-                print(f"kill {self._saves}:{self._index} {statement_label(sql)}", flush=True)
-                os.kill(os.getpid(), signal.SIGKILL)
-
-
 class ChildSpec(Protocol):
-    """What a child process runs: ``AgentSpec`` here, ``kit.EntrySpec`` for any agent."""
+    """What a child process runs: ``child.EntrySpec`` for any agent entry point, or the
+    crash kit's ``AgentSpec`` for its scripted agent."""
 
     def command(self, *extra: str) -> list[str]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class AgentSpec:
-    """Which agent run a child process works on (see ``agent.run_agent``)."""
-
-    store_url: str
-    run_id: str
-    total_steps: int = 60
-    seed: int = 0
-    documents: int = 20
-    journal: Path | None = None
-
-    def command(self, *extra: str) -> list[str]:
-        cmd = [sys.executable, "-m", "safepoint.testing.agent", "--store", self.store_url]
-        cmd += ["--run-id", self.run_id, "--total-steps", str(self.total_steps)]
-        cmd += ["--seed", str(self.seed), "--documents", str(self.documents)]
-        if self.journal is not None:
-            cmd += ["--journal", str(self.journal)]
-        return cmd + list(extra)
 
 
 @dataclass(slots=True)
@@ -100,9 +44,9 @@ class Outcome:
     saved: list[int] = field(default_factory=list)
     answer: str | None = None
     kill_point: str | None = None  # "<save>:<statement> <SQL words>" for a kill inside a save
-    paused: bool = False  # it reached its --pause-after step (or the kit's --pause-after-effect)
-    effects: int = 0  # side effects it reported (kit children: ``effect <n> …``)
-    result: str | None = None  # the kit child's ``result <json>``: what the agent returned
+    paused: bool = False  # it reached its --pause-after step (or an entry-point child's --pause-after-effect)
+    effects: int = 0  # side effects it reported (entry-point children: ``effect <n> …``)
+    result: str | None = None  # an entry-point child's ``result <json>``: what the agent returned
 
     @property
     def killed(self) -> bool:
@@ -208,6 +152,15 @@ def kill_in_save(spec: ChildSpec, save: int, statement: int, *, guard: int | Non
     if guard is not None and child.wait_for("paused"):
         return child.kill()
     return child.wait()
+
+
+def kill_after_effect(spec: ChildSpec, effects: int, *, guard: int) -> Outcome:
+    """SIGKILL the child right after its ``effects``-th side effect — between the effect and
+    the save that records it — or at step ``guard`` if it gets there first (an entry-point
+    child: ``child.EntrySpec``, whose ledger reports the effects)."""
+    child = AgentProcess(spec, "--pause-after-effect", str(effects), "--pause-after", str(guard))
+    child.wait_for("paused")
+    return child.kill()
 
 
 def kill_after(spec: ChildSpec, saves: int, delay: float, *, guard: int | None = None) -> Outcome:

@@ -1,7 +1,8 @@
 """The demo agent: a deterministic scripted agent on ``Run`` that works a batch of documents.
 
-It is the workload of ``safepoint demo`` and of the crash-kit tests, and an
-example of an agent written to survive crashes. Each step it asks a fake
+It is the workload of ``safepoint demo`` and of the crash-kit tests (as the entry point
+``safepoint.demo.agent:run_demo_agent``, with ``safepoint.demo.agent:store_options``), and
+an example of an agent written to survive crashes. Each step it asks a fake
 model (a function of the run's seed and step: no network, no randomness),
 then takes the tool calls the model made, through ``run.action``:
 
@@ -29,13 +30,13 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
+from safepoint.crashrig.fake_model import PRICE_IN, PRICE_OUT, document_text, fake_model
+from safepoint.crashrig.ledger import Ledger
 from safepoint.errors import BudgetExceeded
 from safepoint.harness import Budget, PendingAction, Reconcile, ReconcileHook, Run
 from safepoint.model import JSONDict
 from safepoint.scrub import Secrets
 from safepoint.store import Store
-from safepoint.testing.agent import PRICE_IN, PRICE_OUT, document_text, fake_model
-from safepoint.testing.ledger import Ledger
 
 API_KEY_NAME = "DEMO_API_KEY"
 DEMO_API_KEY = "dk-" + hashlib.sha256(b"safepoint demo api key").hexdigest()[:32]  # fake, but never stored

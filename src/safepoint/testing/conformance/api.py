@@ -18,7 +18,7 @@ from safepoint.errors import Conflict, InvalidArgument, NotFound, NotJSONCompati
 from safepoint.model import Checkpoint, Status
 from safepoint.store import Store
 
-from .suite_support import grow, snapshot
+from .runs import grow, snapshot
 
 
 class ApiConformance:

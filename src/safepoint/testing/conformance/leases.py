@@ -15,7 +15,7 @@ from safepoint.errors import Conflict, InvalidArgument, LeaseLost, NotFound
 from safepoint.model import Checkpoint, Status
 from safepoint.store import Store
 
-from .suite_support import grow
+from .runs import grow
 
 
 class LeaseConformance:

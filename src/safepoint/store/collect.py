@@ -1,0 +1,141 @@
+"""Garbage collection and vacuum, as operations: giving back space nothing refers to.
+
+``collect_garbage`` deletes blobs no remaining row references. It holds the
+blob guard exclusively (``blob_guard_exclusive``), which every save that
+references blobs holds shared from inside its transaction until its commit.
+External blobs are uploaded before that transaction, so a GC may delete one
+between its upload and the save's transaction; the save re-checks its new
+blobs under the shared guard and puts any missing one again
+(``blobio.ExternalBlobs.write``), so a committed row never references a
+deleted blob. Blobs a crashed save left behind (written, never committed) are
+exactly the orphans it removes. On SQLite it then gives the file's free pages
+back to the file system (``PRAGMA incremental_vacuum``, in a file created
+with incremental auto-vacuum, which new stores are); the file shrinks at the
+next WAL checkpoint, at the latest when the last connection closes. A file
+created without it keeps its free pages (SQLite reuses them) until one full
+``vacuum_store``.
+
+A dry run reads only: it takes no lock (on PostgreSQL a read-only
+transaction refuses ``FOR UPDATE``), so what it reports is what a real run
+would have done at that moment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from safepoint import codec
+from safepoint.records import from_micros
+
+from .blob_targets import BlobTarget, ExternalBlobs
+from .ops import Op, Query
+
+
+@dataclass(frozen=True, slots=True)
+class FileSpace:
+    """A SQLite file's size before and after a collection, and the free space left in it.
+
+    ``reclaims`` says whether the file gives free pages back (created with
+    incremental auto-vacuum); when False, ``free_bytes`` stay in the file,
+    reused by later saves, until one full ``Store.vacuum()``.
+    """
+
+    bytes_before: int
+    bytes_after: int
+    free_bytes: int
+    reclaims: bool
+
+    @property
+    def bytes_freed(self) -> int:
+        return self.bytes_before - self.bytes_after
+
+
+@dataclass(slots=True)
+class GcResult:
+    """What garbage collection found and did.
+
+    ``bytes_freed`` counts blob bytes; ``database`` is the SQLite file's
+    space (None on PostgreSQL, which reuses freed space after autovacuum
+    instead of giving it back).
+    """
+
+    blobs_deleted: int = 0
+    bytes_freed: int = 0
+    blobs_kept: int = 0
+    deleted: list[str] = field(default_factory=list)
+    database: FileSpace | None = None
+
+
+def collect_garbage(target: BlobTarget, now: int, grace: timedelta, *, dry_run: bool) -> Op[GcResult]:
+    """Delete every blob no row references (and older than ``grace``), under the exclusive guard."""
+    result = GcResult()
+    if not dry_run:  # a dry run deletes nothing, so it needs no guard (and runs read only)
+        yield Query("blob_guard_exclusive")
+    referenced: set[str] = set()
+    for (blobs,) in (yield Query("referenced_blobs")):
+        referenced.update(codec.decode(blobs))
+    cutoff = from_micros(now) - grace
+    if isinstance(target, ExternalBlobs):
+        for info in target.store.scan():
+            if info.digest in referenced or info.created_at > cutoff:
+                result.blobs_kept += 1
+                continue
+            if dry_run or target.store.delete(info.digest):
+                result.blobs_deleted += 1
+                result.bytes_freed += info.stored_size
+                result.deleted.append(info.digest)
+        result.database = yield from _release_free_pages(dry_run)
+        return result
+    doomed = []
+    for digest, stored_size, created in (yield Query("stored_blobs")):
+        if digest in referenced or from_micros(created) > cutoff:
+            result.blobs_kept += 1
+            continue
+        doomed.append({"digest": digest})
+        result.blobs_deleted += 1
+        result.bytes_freed += stored_size
+        result.deleted.append(digest)
+    if doomed and not dry_run:
+        yield Query("delete_blobs", many=doomed)
+    result.database = yield from _release_free_pages(dry_run)
+    return result
+
+
+def _release_free_pages(dry_run: bool) -> Op[FileSpace | None]:
+    """Give the SQLite file's free pages back (see the module docstring); None on PostgreSQL."""
+    rows = yield Query("database_pages")
+    if not rows:
+        return None
+    pages, free, page_size, auto_vacuum = rows[0]
+    reclaims = auto_vacuum == _INCREMENTAL
+    before = pages * page_size
+    if dry_run or not reclaims or not free:
+        return FileSpace(before, before - (free * page_size if reclaims else 0), free * page_size, reclaims)
+    yield Query("release_free_pages", many=[{}] * free)
+    ((pages, free, page_size, _),) = yield Query("database_pages")
+    return FileSpace(before, pages * page_size, free * page_size, reclaims)
+
+
+_INCREMENTAL = 2  # PRAGMA auto_vacuum's value for incremental
+
+
+def vacuum_store() -> Op[FileSpace | None]:
+    """Rewrite the SQLite file without its free pages, switched to incremental auto-vacuum.
+
+    SQLite's ``VACUUM`` cannot run inside a transaction: this operation ends
+    the one its driver began, vacuums, and begins an empty one for the
+    driver to commit. It needs the database to itself (it waits for the
+    write lock, and for readers) and free disk space about the size of the
+    file. None on PostgreSQL (``Store.vacuum`` refuses it before).
+    """
+    rows = yield Query("database_pages")
+    if not rows:
+        return None
+    pages, _free, page_size, _mode = rows[0]
+    yield Query("end_transaction")
+    yield Query("vacuum_incremental")
+    yield Query("vacuum")
+    yield Query("begin_transaction")
+    ((after, free, page_size, mode),) = yield Query("database_pages")
+    return FileSpace(pages * page_size, after * page_size, free * page_size, mode == _INCREMENTAL)

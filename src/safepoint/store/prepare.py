@@ -1,0 +1,175 @@
+"""Preparing a save: a checkpoint in the form the store writes, before any transaction.
+
+Every field is scrubbed (``safepoint.scrub``) before it is encoded, so no
+registered secret or rule match reaches the database; input ``$`` keys are
+escaped (``references.py``); then large values and ``bytes`` go out to blobs
+(``large_values.py``). Messages are validated, scrubbed and offloaded one by one
+as the delta is planned (``delta.py``) — only the new ones, and the scrubber is
+deterministic, so the stored bytes of an unchanged message are the same every
+time and the delta compares like with like.
+
+``PreparedSave`` is what ``ops.save`` needs from this: the stored fields, a
+``plan`` it may redo against the head inside its transaction, the scrub
+report, and the blobs the row references and must write.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from safepoint import codec
+from safepoint.messagelist import StoredView
+from safepoint.model import Checkpoint, ScrubReport
+from safepoint.scrub import Found, Scrubber
+
+from .blob_refs import digests_json
+from .blob_targets import BlobTarget
+from .delta import MessagePlan, plan_messages
+from .large_values import BlobPolicy, BlobSink, might_hold_blobs, offload, offload_encoded
+from .references import KEY_MARK, may_need_stored_form, to_stored
+from .stored import StoredFields
+from .validate import check_message
+
+# Header JSON up to this many characters is walked without a look per field (see _scrub_fields).
+_WALK_WITHOUT_LOOK = 2048
+# The header fields that hold arbitrary JSON (walked for secrets, $ keys and blobs).
+_WALKED = ("pending_action", "cursors", "state")
+
+
+class PreparedSave:
+    """One save's stored form: scrubbed fields with large values offloaded, the
+    message encoder the delta plan uses, and the blobs the save must write."""
+
+    def __init__(
+        self, cp: Checkpoint, *, scrubber: Scrubber | None, blobs: BlobTarget | None, policy: BlobPolicy
+    ) -> None:
+        self._scrubber = scrubber
+        self._policy = policy
+        self.blobs = blobs
+        self._field_counts: list[Counter[tuple[str, str]]] = []
+        self._message_found: Found | None = None
+        self._field_sink = BlobSink()
+        self._message_sink = BlobSink()
+        self.fields = self._prepare_fields(StoredFields.of(cp))
+
+    def _prepare_fields(self, fields: StoredFields) -> StoredFields:
+        """The header fields as stored: scrubbed (``bytes`` too), input ``$`` keys
+        escaped, large values and ``bytes`` out to blobs.
+
+        The fields are encoded together once; most saves stop there, because
+        that one text shows no step might match, no ``$`` key and nothing large.
+        """
+        try:
+            encoded: bytes | None = codec.encode(_header_values(fields))
+        except TypeError:  # bytes somewhere (validation let them through): every field is walked
+            encoded = None
+        stored = self._scrub_fields(fields, encoded)
+        if stored is not fields:
+            encoded = None  # changed: the offload check needs the new text
+        return self._offload_fields(stored, encoded)
+
+    def _scrub_fields(self, fields: StoredFields, encoded: bytes | None) -> StoredFields:
+        scrubber = self._scrubber
+        if scrubber is None:
+            if encoded is not None and not may_need_stored_form(encoded):
+                return fields
+            return fields.with_values({name: to_stored(fields.value(name)) for name in _WALKED})
+        # One look at all the header fields together first: usually nothing matches.
+        text = None if encoded is None else encoded.decode()
+        if text is not None and not scrubber.needs_walk(text):
+            return fields
+        # Something might match. A small header (the usual case: a counter
+        # named "tokens_in" is enough to wake the token rule's prefilter) is
+        # walked field by field straight away — its short strings are cached —
+        # where a look per field would cost more than the walk; a large one
+        # is looked at field by field first, so only the field at fault is walked.
+        checked = text is not None and len(text) <= _WALK_WITHOUT_LOOK
+        found = Found(scrubber.policy, "state")  # one record for the header; each field sets its root
+        values = {}
+        for name in _WALKED:
+            values[name], _ = scrubber.scrub(fields.value(name), name, found, checked=checked)
+        # Labels and counter names are queryable columns: they stay strings
+        # (markers as plain text, never references; never resolved).
+        labels, _ = scrubber.scrub_strings(fields.labels, "labels", found, values_too=True, checked=checked)
+        counters, _ = scrubber.scrub_strings(
+            fields.counters, "counters", found, values_too=False, checked=checked
+        )
+        self._field_counts.append(found.counts)
+        scrubbed = StoredFields(
+            counters, values["pending_action"], values["cursors"], values["state"], labels
+        )
+        if not found.counts and encoded is not None and scrubbed == fields:
+            return fields  # nothing replaced: the header text encoded earlier still holds
+        return scrubbed
+
+    def _offload_fields(self, fields: StoredFields, encoded: bytes | None) -> StoredFields:
+        """Large values out of the header, after scrubbing (so no blob holds a secret)."""
+        if self.blobs is None:
+            return fields
+        if encoded is not None and not might_hold_blobs(encoded, self._policy):
+            return fields  # the whole header is smaller than any threshold, and holds no reference
+        values = {}
+        for name in _WALKED:
+            value = fields.value(name)
+            try:
+                needed = might_hold_blobs(codec.encode(value), self._policy)
+            except TypeError:  # bytes (JSON has none): they go to the blob store
+                needed = True
+            values[name] = offload(value, name, self._policy, self._field_sink) if needed else value
+        return fields.with_values(values)
+
+    def plan(self, view: StoredView | None, messages: list[Any]) -> MessagePlan:
+        """The message delta against ``view``: every new message scrubbed, then offloaded."""
+        scrubber, policy = self._scrubber, self._policy
+        if scrubber is None and self.blobs is None:
+            return plan_messages(view, messages)
+        found = self._message_found = Found(scrubber.policy if scrubber else "reference", "messages")
+        sink = self._message_sink = BlobSink()
+
+        def encode(message: Any, index: int) -> bytes:
+            root = f"messages[{index}]"
+            # One validating walk: plain JSON (the usual case) encodes as it is
+            # and is walked only if its text asks for it; anything else (bytes,
+            # the store's own references) is checked by path and walked.
+            if type(message) is dict and codec.is_plain_json(message):
+                body = codec.encode(message)
+                if scrubber is not None:
+                    message, body = scrubber.scrub_encoded(message, body, root, found)
+                elif KEY_MARK in body:  # a $ key to escape
+                    message = to_stored(message)
+                    body = codec.encode(message)
+            else:
+                check_message(message, index, allow_bytes=self.blobs is not None)
+                if scrubber is not None:
+                    message, _ = scrubber.scrub(message, root, found, checked=True)
+                else:
+                    message = to_stored(message)
+                if self.blobs is not None:
+                    message = offload(message, root, policy, sink)  # bytes and large text out
+                body = codec.encode(message)
+            if self.blobs is not None:
+                body = offload_encoded(message, body, root, policy, sink)
+            return body
+
+        return plan_messages(view, messages, encode)
+
+    def report(self) -> ScrubReport:
+        counts = list(self._field_counts)
+        if self._message_found is not None:
+            counts.append(self._message_found.counts)
+        return ScrubReport.merge(counts)
+
+    # -- what the save writes besides its row --------------------------------
+
+    def blob_digests(self) -> str | None:
+        """The row's ``blobs`` column: every digest its header and new messages reference."""
+        return digests_json(self._field_sink.digests | self._message_sink.digests)
+
+    def pending_blobs(self) -> dict[str, bytes]:
+        """New values to write to the blob store (by digest), before the row commits."""
+        return self._field_sink.pending | self._message_sink.pending
+
+
+def _header_values(fields: StoredFields) -> tuple[Any, ...]:
+    return (fields.pending_action, fields.cursors, fields.state, fields.labels, fields.counters)

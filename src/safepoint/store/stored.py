@@ -1,0 +1,215 @@
+"""The stored format of a checkpoint, shared by every backend. Pure: no I/O.
+
+A stored checkpoint is three things:
+
+* a *header*: canonical JSON of every field but the messages, plus the
+  message count and the digest chain value after the last message;
+* its *digest*: sha256 of the header bytes;
+* a list of *ranges* into the run's append-only message log.
+
+Here: the header's bytes (``header_bytes``), the messages a row carries
+(``pack_bodies``, ``select_bodies``), the ranges (``parse_ranges``), and a
+stored checkpoint decoded and verified (``decode_checkpoint``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from safepoint import codec
+from safepoint.errors import CorruptCheckpoint
+from safepoint.messagelist import MessageList, StoredView, freeze
+from safepoint.model import Checkpoint, ParentRef, ScrubReport, Status
+from safepoint.records import from_micros
+
+from .references import FORMAT, LEGACY_FORMAT
+
+
+@dataclass(frozen=True, slots=True)
+class StoredFields:
+    """The header fields as they will be stored (scrubbed)."""
+
+    counters: dict[str, int | float]
+    pending_action: dict[str, Any] | None
+    cursors: dict[str, Any]
+    state: dict[str, Any]
+    labels: dict[str, str]
+
+    @classmethod
+    def of(cls, cp: Checkpoint) -> StoredFields:
+        """A checkpoint's fields as they are (already scrubbed, e.g. a stored one being forked)."""
+        return cls(cp.counters, cp.pending_action, cp.cursors, cp.state, cp.labels)
+
+    def value(self, name: str) -> Any:
+        """One of the walked fields (``pending_action``, ``cursors``, ``state``) by name."""
+        return getattr(self, name)
+
+    def with_values(self, values: dict[str, Any]) -> StoredFields:
+        """A copy with the walked fields in ``values`` replaced."""
+        return StoredFields(
+            self.counters,
+            values.get("pending_action", self.pending_action),
+            values.get("cursors", self.cursors),
+            values.get("state", self.state),
+            self.labels,
+        )
+
+
+def pack_bodies(bodies: list[bytes]) -> bytes | None:
+    """The messages a checkpoint adds, as one value: bodies joined by newlines.
+
+    Canonical JSON never contains a raw newline byte (orjson escapes control
+    characters inside strings and writes no whitespace), so the join is
+    unambiguous and ``split`` undoes it exactly.
+    """
+    return b"\n".join(bodies) if bodies else None
+
+
+def parse_ranges(ranges_json: str | bytes) -> tuple[tuple[int, int], ...]:
+    """A checkpoint's stored ranges as ``(start, end)`` pairs; ``ValueError`` unless
+    they are what a save writes (ordered, non-negative, non-empty int spans)."""
+    try:
+        spans = tuple((a, b) for a, b in codec.decode(ranges_json))
+    except (TypeError, ValueError) as exc:
+        raise ValueError("ranges are not a list of pairs") from exc
+    low = 0
+    for start, end in spans:
+        if type(start) is not int or type(end) is not int or not low <= start <= end:
+            raise ValueError("ranges are not ordered spans of seqs")
+        low = end
+    return spans
+
+
+def select_bodies(carriers: list[tuple[Any, ...]], spans: tuple[tuple[int, int], ...]) -> list[bytes]:
+    """The message bodies a checkpoint sees, from the rows that added them.
+
+    ``carriers`` are ``(first_seq, packed)`` rows of the run, in log order;
+    a body missing from them is simply absent from the result (the digest
+    check then reports the checkpoint corrupt). Only seqs the carriers hold
+    are looked at, so a tampered span (``[0, 10**12]``) costs no more than
+    the rows read; a carrier whose columns are not what a save writes
+    contributes nothing.
+    """
+    by_seq: dict[int, bytes] = {}
+    for first_seq, packed in carriers:
+        if type(first_seq) is int and isinstance(packed, bytes | bytearray | memoryview):
+            for offset, body in enumerate(bytes(packed).split(b"\n")):
+                by_seq[first_seq + offset] = body
+    if not by_seq:
+        return []
+    lowest, highest = min(by_seq), max(by_seq) + 1
+    out: list[bytes] = []
+    for start, end in spans:
+        out.extend(by_seq[seq] for seq in range(max(start, lowest), min(end, highest)) if seq in by_seq)
+    return out
+
+
+def header_bytes(
+    cp: Checkpoint,
+    fields: StoredFields,
+    *,
+    created_at: int,
+    count: int,
+    chain: bytes,
+    report: ScrubReport | None = None,
+    stored_format: int = FORMAT,
+) -> bytes:
+    """Canonical header of ``cp``: every field but the messages, which it pins by chain.
+
+    ``fields`` are the header fields as stored (scrubbed); the scrub report
+    (counts, no values) is kept only when the scrubber replaced something.
+    ``stored_format`` says how to read the references in the header and in
+    the messages (``store/references.py``); a fork keeps its source's.
+    """
+    header = {
+        "format": stored_format,
+        "run_id": cp.run_id,
+        "step": cp.step,
+        "schema_version": cp.schema_version,
+        "status": cp.status.value,
+        "counters": fields.counters,
+        "pending_action": fields.pending_action,
+        "cursors": fields.cursors,
+        "state": fields.state,
+        "labels": fields.labels,
+        "parent": None if cp.parent is None else [cp.parent.run_id, cp.parent.step],
+        "created_at": created_at,
+        "messages": {"count": count, "chain": chain.hex()},
+    }
+    if report:
+        header["scrub"] = report.to_json()
+    return codec.encode(header)
+
+
+def decode_checkpoint(
+    *,
+    run_id: str,
+    step: int,
+    header: bytes,
+    stored_digest: bytes,
+    ranges_json: str | bytes,
+    bodies: list[bytes],
+) -> tuple[Checkpoint, int]:
+    """Rebuild and verify a stored checkpoint, and say its stored format;
+    ``CorruptCheckpoint`` on any mismatch.
+
+    The checkpoint is in stored form (``store/references.py`` turns it into
+    what a caller sees), so that a fork can copy it as it is.
+    """
+
+    def corrupt(detail: str) -> CorruptCheckpoint:
+        return CorruptCheckpoint(run_id, step, detail)
+
+    if codec.digest(bytes(header)) != bytes(stored_digest):
+        raise corrupt("header does not match its digest")
+    try:
+        fields = codec.decode(header)
+        ranges = parse_ranges(ranges_json)
+    except (ValueError, TypeError) as exc:
+        raise corrupt("header or ranges are not valid JSON") from exc
+    if type(fields) is not dict or fields.get("run_id") != run_id or fields.get("step") != step:
+        got = fields.get("step") if type(fields) is dict else None
+        raise corrupt(f"header belongs to another run or step (step {got if type(got) is int else '?'})")
+    try:
+        expected, chain = fields["messages"]["count"], fields["messages"]["chain"]
+    except (KeyError, TypeError) as exc:
+        raise corrupt("header has no message count and chain") from exc
+    if len(bodies) != expected:
+        shown = expected if type(expected) is int else "?"
+        raise corrupt(f"expected {shown} messages, found {len(bodies)}")
+    chains = codec.extend_chain(codec.EMPTY_CHAIN, (bytes(b) for b in bodies))
+    if (chains[-1] if chains else codec.EMPTY_CHAIN).hex() != chain:
+        raise corrupt("messages do not match the digest chain")
+    try:
+        messages = [freeze(codec.decode(body)) for body in bodies]
+    except ValueError as exc:
+        raise corrupt("a message is not valid JSON") from exc
+    stored_format = fields.get("format", LEGACY_FORMAT)
+    if stored_format not in (LEGACY_FORMAT, FORMAT):
+        raise corrupt("header is in a stored format this version does not know")
+    # The digest matched, so the header is as written; a header whose fields are
+    # still not what a save writes (a digest recomputed by hand) is corrupt too.
+    try:
+        parent = fields["parent"]
+        checkpoint = Checkpoint(
+            run_id=run_id,
+            step=step,
+            schema_version=fields["schema_version"],
+            messages=MessageList(
+                messages, StoredView(run_id, step, bytes(stored_digest), len(messages), chains, ranges)
+            ),
+            counters=fields["counters"],
+            pending_action=fields["pending_action"],
+            cursors=fields["cursors"],
+            state=fields["state"],
+            status=Status(fields["status"]),
+            labels=fields["labels"],
+            parent=None if parent is None else ParentRef(parent[0], parent[1]),
+            created_at=from_micros(fields["created_at"]),
+            digest=bytes(stored_digest).hex(),
+            scrub_report=ScrubReport.from_json(fields.get("scrub")),
+        )
+    except (KeyError, TypeError, ValueError, IndexError, OverflowError) as exc:
+        raise corrupt("header fields are not what a save writes") from exc
+    return checkpoint, stored_format

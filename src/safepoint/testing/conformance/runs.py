@@ -1,0 +1,49 @@
+"""Runs the conformance suites build and compare: the ``tamper`` fixture's type, a run
+grown step by step, a checkpoint as plain data, a store declaring another schema_version."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from safepoint.model import Checkpoint
+from safepoint.store import Store
+
+Tamper = Callable[[Store, str, int, str], None]
+
+
+def snapshot(cp: Checkpoint) -> dict[str, Any]:
+    """Everything a caller can see in a checkpoint, as plain data (for equality)."""
+    data = cp.to_dict()
+    data.pop("created_at")
+    data.pop("digest")
+    return data
+
+
+def grow(store: Store, run_id: str, steps: int, per_step: int = 2) -> Checkpoint:
+    """Save ``steps`` checkpoints of a run, each adding ``per_step`` messages."""
+    cp = Checkpoint(run_id=run_id)
+    for step in range(steps):
+        cp.step = step
+        for i in range(per_step):
+            cp.messages.append({"role": "user" if i % 2 == 0 else "assistant", "content": f"{step}.{i}"})
+        cp.counters["steps"] = step + 1
+        cp.cursors["batch"] = {"done": step}
+        store.save(cp)
+    return cp
+
+
+@contextmanager
+def declaring(store: Store, version: int) -> Iterator[Store]:
+    """``store`` as code whose current schema_version is ``version`` (and no migrations) would use it."""
+    saved = store.pipeline
+    pipeline = copy.copy(saved)
+    pipeline.migrations = None
+    pipeline.schema_version = version
+    store.pipeline = pipeline
+    try:
+        yield store
+    finally:
+        store.pipeline = saved
