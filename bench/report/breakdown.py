@@ -40,7 +40,7 @@ def render(b: Breakdown) -> str:
     without_pipeline = save_mean - b.mean("pipeline")
     sql_only = b.mean("BEGIN IMMEDIATE") + b.mean("statements") + b.mean("COMMIT")
     return templating.render(
-        "breakdown/render.md.j2",
+        "breakdown/breakdown.md.j2",
         saves=saves,
         ROW_BYTES=ROW_BYTES,
         rows=rows,

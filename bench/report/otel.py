@@ -10,7 +10,7 @@ from report import templating
 def render(results: list[OtelResult], *, command: str, heading: bool = True) -> str:
     """The Markdown section: the table, then where the difference goes."""
     return templating.render(
-        "otel/render.md.j2",
+        "otel/otel.md.j2",
         heading=heading,
         command=command,
         results=results,

@@ -27,7 +27,7 @@ def render(pg: PgResults | None) -> str:
     if pg is None:
         return "## PostgreSQL\n\nSkipped: `--no-postgres` was given."
     if pg.skipped is not None:
-        return templating.render("postgres/render.md.j2", pg=pg)
+        return templating.render("postgres/skipped.md.j2", pg=pg)
     parts = [
         _intro(pg),
         _targets(pg),

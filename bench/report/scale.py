@@ -15,7 +15,7 @@ def render(result: Result | str, *, command: str) -> str:
     first = result.passes[0]
     size = min(WINDOW, len(first.claims) // 2)
     return templating.render(
-        "scale/render.md.j2",
+        "scale/scale.md.j2",
         command=command,
         result=result,
         first=first,

@@ -103,7 +103,7 @@ def render_adversarial(a: Adversarial) -> str:
         f"at {large}",
     ]
     return templating.render(
-        "scrub/render_adversarial.md.j2", small=small, large=large, a=a, head=head, rows=rows
+        "scrub/adversarial.md.j2", small=small, large=large, a=a, head=head, rows=rows
     )
 
 
