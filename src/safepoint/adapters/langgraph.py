@@ -72,11 +72,13 @@ from langgraph.checkpoint.base import (
 )
 
 from safepoint import DEFAULT_URL, AsyncStore, InvalidArgument, Store, open_async_store, open_store
+from safepoint.flow import Flow
 
 from . import langgraph_flows as flows
-from ._flow import CheckpointCache, Flow, Runner
+from .cache import CheckpointCache
 from .langgraph_codec import ValueCodec, make_serde
 from .langgraph_layout import ThreadKey
+from .runner import Runner
 
 __all__ = ["SafepointSaver"]
 

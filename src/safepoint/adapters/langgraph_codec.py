@@ -53,7 +53,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from safepoint import NotJSONCompatible
 
-from ._flow import thaw
+from .cache import thaw
 from .langgraph_memo import Log, same_prefix
 from .langgraph_msgpack import from_tree, to_tree
 

@@ -1,4 +1,4 @@
-"""Every ``SafepointSaver`` operation, written once as a flow (see ``_flow.py``).
+"""Every ``SafepointSaver`` operation, written once as a flow (see ``safepoint.flow``).
 
 Writes append steps through ``langgraph_steps.append_step``; the reads
 (``get_tuple``, ``list``) are in ``langgraph_reads.py``, re-exported here.
@@ -12,8 +12,8 @@ from typing import Any
 from langgraph.checkpoint.base import WRITES_IDX_MAP
 
 from safepoint import Checkpoint
+from safepoint.flow import FindRuns, Flow, delete_if_present, load_or_none
 
-from ._flow import Delete, FindRuns, Flow, Load
 from .langgraph_layout import (
     ADAPTER,
     ADAPTER_LABEL,
@@ -188,7 +188,7 @@ def delete_thread(ctx: Context, thread_id: str) -> Flow[None]:
     found = yield FindRuns({ADAPTER_LABEL: ADAPTER, THREAD_LABEL: thread_id})
     for run in found:
         ctx.cache.drop(run.run_id)
-        yield Delete(run.run_id)
+        yield from delete_if_present(run.run_id)
         ctx.cache.drop(run.run_id)
 
 
@@ -197,14 +197,14 @@ def copy_thread(ctx: Context, source: str, target: str) -> Flow[None]:
     found = yield FindRuns({ADAPTER_LABEL: ADAPTER, THREAD_LABEL: source, ROLE_LABEL: THREAD_ROLE})
     for run in found:
         src = ThreadKey.from_labels(run.labels)
-        head = yield Load(run.run_id)
+        head = yield from load_or_none(run.run_id)
         if src is None or head is None:
             continue
         dst = ThreadKey(target, src.ns)
         entries = yield from read_index(head, src)
         last: Checkpoint | None = None
         for entry in sorted(entries.values(), key=lambda e: e.step):
-            step = head if entry.step == head.step else (yield Load(src.thread_run, entry.step))
+            step = head if entry.step == head.step else (yield from load_or_none(src.thread_run, entry.step))
             if step is not None:
                 last = yield from append_step(ctx, dst, _copy_builder(ctx, dst, step), flush=False)
         if last is not None:

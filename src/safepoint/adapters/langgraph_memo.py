@@ -4,7 +4,7 @@ LangGraph hands ``put`` the whole message channel every time, and loads the
 whole latest checkpoint at the start of every ``invoke``. Both would make a
 turn cost O(history) — converting, comparing and re-reading every message —
 if the saver did not remember what it last stored. So each thread run's cache
-entry (``_flow.CheckpointCache``, keyed by run id) carries a ``Memo``: the last
+entry (``cache.CheckpointCache``, keyed by run id) carries a ``Memo``: the last
 few steps this saver saved or loaded, each with its ``Log`` — the log entries
 the store was given and the very message objects they were made from.
 

@@ -14,8 +14,8 @@ from typing import Any
 from langgraph.checkpoint.base import CheckpointTuple
 
 from safepoint import Checkpoint
+from safepoint.flow import FindRuns, Flow, head_or_none, load_or_none
 
-from ._flow import FindRuns, Flow, Head, Load
 from .langgraph_layout import (
     ADAPTER,
     ADAPTER_LABEL,
@@ -41,11 +41,11 @@ def get_tuple(ctx: Context, key: ThreadKey, checkpoint_id: str | None) -> Flow[C
     """
     cached = ctx.memo(key)
     if cached is not None:
-        info = yield Head(key.thread_run)
+        info = yield from head_or_none(key.thread_run)
         if is_head(info, cached[0]):
             return (yield from tuple_from(ctx, key, cached[0], cached[1], checkpoint_id))
         ctx.cache.drop(key.thread_run, only=cached[0])
-    head = yield Load(key.thread_run)
+    head = yield from load_or_none(key.thread_run)
     if head is None:
         return None
     memo = Memo((Step.loaded(head),))
@@ -73,7 +73,7 @@ def tuple_from(
         step = found.step
     known = memo.step(step)
     if known is None or not known.faithful:
-        loaded = yield Load(key.thread_run, step)
+        loaded = yield from load_or_none(key.thread_run, step)
         if loaded is None:
             return None
         known = Step.loaded(loaded)
@@ -115,7 +115,7 @@ def list_tuples(
         keys = [k for k in (ThreadKey.from_labels(run.labels) for run in found) if k is not None]
     candidates: list[tuple[str, ThreadKey, Checkpoint, IndexEntry]] = []
     for key in keys:
-        head = yield Load(key.thread_run)
+        head = yield from load_or_none(key.thread_run)
         if head is None:
             continue
         for cid, entry in (yield from read_index(head, key)).items():
@@ -131,7 +131,7 @@ def list_tuples(
         candidates = candidates[: max(limit, 0)]
     out: list[CheckpointTuple] = []
     for _cid, key, head, entry in candidates:
-        cp = head if entry.step == head.step else (yield Load(key.thread_run, entry.step))
+        cp = head if entry.step == head.step else (yield from load_or_none(key.thread_run, entry.step))
         decoded = decode_tuple(ctx.codec, cp) if cp is not None else None
         if decoded is not None:
             out.append(decoded)

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from safepoint import Checkpoint, Conflict
+from safepoint.flow import Flow, Save, load_or_none
 
-from ._flow import MAX_ATTEMPTS, CheckpointCache, Flow, Load, Save, gave_up
+from .cache import MAX_ATTEMPTS, CheckpointCache, gave_up
 from .langgraph_codec import ValueCodec
 from .langgraph_layout import (
     INDEX_ROLE,
@@ -157,12 +158,13 @@ def finish_step(
 
 def append_step(ctx: Context, key: ThreadKey, build: Builder, *, flush: bool) -> Flow[Checkpoint]:
     """Save the step ``build`` makes from the head, rebuilding it after a ``Conflict``."""
+    head: Checkpoint | None
     for _ in range(MAX_ATTEMPTS):
         cached = ctx.memo(key)
         if cached is not None:
             head, memo = cached
         else:
-            head = yield Load(key.thread_run)
+            head = yield from load_or_none(key.thread_run)
             memo = Memo((Step.loaded(head),)) if head is not None else Memo()
         cp, log = yield from build(head, memo)
         try:
@@ -182,7 +184,7 @@ def step_at(key: ThreadKey, memo: Memo, step: int) -> Flow[Step | None]:
     known = memo.step(step)
     if known is not None:
         return known
-    loaded = yield Load(key.thread_run, step)
+    loaded = yield from load_or_none(key.thread_run, step)
     return Step.loaded(loaded) if loaded is not None else None
 
 
@@ -196,7 +198,7 @@ def flush_index(ctx: Context, key: ThreadKey, step: Checkpoint) -> Flow[None]:
     """Append ``step``'s unindexed entries to the index run (a failed flush only delays them)."""
     for _ in range(MAX_ATTEMPTS):
         cached = ctx.cache.get(key.index_run)
-        index = cached[0] if cached is not None else (yield Load(key.index_run))
+        index = cached[0] if cached is not None else (yield from load_or_none(key.index_run))
         covers = int(index.counters.get("covers", -1)) if index is not None else -1
         new = [dict(e) for e in step.state["unindexed"] if e["step"] > covers]
         if not new:
@@ -219,7 +221,7 @@ def flush_index(ctx: Context, key: ThreadKey, step: Checkpoint) -> Flow[None]:
 def read_index(head: Checkpoint, key: ThreadKey) -> Flow[dict[str, IndexEntry]]:
     """Where each checkpoint id's newest snapshot is. Load ``head`` first: entries the
     index gains later leave the head, so reading the head after the index could miss some."""
-    index = yield Load(key.index_run)
+    index = yield from load_or_none(key.index_run)
     entries = list(index.messages) if index is not None else []
     entries.extend(head.state.get("unindexed", ()))
     return index_entries(entries)

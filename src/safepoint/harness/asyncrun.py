@@ -1,69 +1,30 @@
 """``AsyncRun``: ``Run`` for asyncio code, on an ``AsyncStore``.
 
-The same flows (``core.py``) as ``Run``, driven by awaiting: the same method
-names, awaited. Tools and reconcile hooks may be plain functions or return
-awaitables (``async def``); either works. Under a lease, loads and saves ride
+The same flows (``core.py``, ``lifecycle.py``) as ``Run``, driven by awaiting
+(``safepoint.flow.adrive``): the same method names, awaited. Tools and
+reconcile hooks may be plain functions or return awaitables (``async def``);
+either works. Under a lease, loads and saves ride
 out an outage as ``Run``'s do (``safepoint.retrying``, awaited).
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable, Mapping
-from functools import partial
 from typing import Any, TypeVar
 
-from safepoint import retrying
+from safepoint.flow import AsyncFlowStore, Flow, adrive
 from safepoint.model import CheckpointInfo, JSONDict, Lease, Status
 from safepoint.store import AsyncStore
 
+from . import lifecycle
 from .actions import ReconcileHook
 from .budgets import Budget
-from .core import CurrentVersion, Flow, Load, NewRun, Request, RunCore, RunStatus, Save
+from .core import RunCore
+from .leased import AsyncLeasedStore
 from .view import RunView
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-
-async def drive(store: AsyncStore, flow: Flow[T], lease: Lease | None = None) -> T:
-    """Run ``flow`` to its end, serving its requests by awaiting."""
-    value: Any = None
-    error: Exception | None = None
-    while True:
-        try:
-            request = flow.throw(error) if error is not None else flow.send(value)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        value, error = None, None
-        try:
-            value = await _serve(store, request, lease)
-        except Exception as exc:  # handed to the flow, which may handle it or let it propagate
-            error = exc
-
-
-async def _serve(store: AsyncStore, request: Request, lease: Lease | None) -> Any:
-    if isinstance(request, Save):
-        if lease is not None:  # a worker's run: ride out an outage, never save twice
-            return await retrying.save_async(store, request.checkpoint, lease)
-        return await store.save(request.checkpoint, lease=lease)
-    if isinstance(request, Load):
-        if request.resolve_secrets is False:
-            load = partial(store.load, request.run_id)
-        else:
-            load = partial(store.load, request.run_id, resolve_secrets=request.resolve_secrets)
-        return await (load() if lease is None else retrying.call_async("load", load, observer=store.observer))
-    if isinstance(request, CurrentVersion):
-        return store.schema_version
-    if isinstance(request, RunStatus):
-        status = partial(store.run, request.run_id)
-        if lease is None:
-            info = await status()
-        else:
-            info = await retrying.call_async("run", status, observer=store.observer)
-        return info.status
-    result = request.fn(*request.args)
-    return (await result) if inspect.isawaitable(result) else result
 
 
 class AsyncRun(RunView):
@@ -74,14 +35,14 @@ class AsyncRun(RunView):
     def __init__(self, store: AsyncStore, core: RunCore, *, lease: Lease | None = None) -> None:
         super().__init__(core)
         self._store = store
-        self._lease = lease
+        self._served: AsyncFlowStore = store if lease is None else AsyncLeasedStore(store, lease)
 
     @property
     def store(self) -> AsyncStore:
         return self._store
 
     async def _drive(self, flow: Flow[T]) -> T:
-        return await drive(self._store, flow, self._lease)
+        return await adrive(self._served, flow)
 
     @classmethod
     async def start(
@@ -99,7 +60,9 @@ class AsyncRun(RunView):
     ) -> AsyncRun:
         """Create a new run and save its step 0 (see ``Run.start``)."""
         run = cls(store, RunCore(reconcile), lease=lease)
-        await run._drive(run._core.start(NewRun(run_id, budget, labels, state, cursors, messages)))
+        await run._drive(
+            lifecycle.start(run._core, lifecycle.NewRun(run_id, budget, labels, state, cursors, messages))
+        )
         return run
 
     @classmethod
@@ -114,7 +77,7 @@ class AsyncRun(RunView):
     ) -> AsyncRun:
         """Continue the run from its latest checkpoint (see ``Run.resume``)."""
         run = cls(store, RunCore(reconcile), lease=lease)
-        await run._drive(run._core.resume(run_id, resolve_secrets))
+        await run._drive(lifecycle.resume(run._core, run_id, resolve_secrets))
         return run
 
     @classmethod
@@ -134,8 +97,8 @@ class AsyncRun(RunView):
     ) -> AsyncRun:
         """Resume ``run_id`` if it exists, else start it (see ``Run.open``)."""
         run = cls(store, RunCore(reconcile), lease=lease)
-        new = NewRun(run_id, budget, labels, state, cursors, messages)
-        await run._drive(run._core.open(new, resolve_secrets))
+        new = lifecycle.NewRun(run_id, budget, labels, state, cursors, messages)
+        await run._drive(lifecycle.resume_or_start(run._core, new, resolve_secrets))
         return run
 
     @classmethod
@@ -151,7 +114,7 @@ class AsyncRun(RunView):
     ) -> AsyncRun:
         """Answer a ``waiting`` run and resume it (see ``Run.resume_with``)."""
         run = cls(store, RunCore(reconcile), lease=lease)
-        await run._drive(run._core.resume_with(run_id, answer, resolve_secrets))
+        await run._drive(lifecycle.resume_with(run._core, run_id, answer, resolve_secrets))
         return run
 
     @classmethod
@@ -168,7 +131,7 @@ class AsyncRun(RunView):
         """Change a run's budget as one new checkpoint (see ``Run.set_budget``)."""
         limits = Budget(tokens=tokens, spend=spend, steps=steps)
         run = cls(store, RunCore(), lease=lease)
-        await run._drive(run._core.set_budget(run_id, limits))
+        await run._drive(lifecycle.set_budget(run._core, run_id, limits))
         return run
 
     async def action(self, tool: str, args: Any, fn: Callable[[str], R | Awaitable[R]]) -> R:
