@@ -123,9 +123,12 @@ class SafepointSaver(BaseCheckpointSaver[int]):
         messages_channel: str = "messages",
         **options: Any,
     ) -> Iterator[SafepointSaver]:
-        """``with SafepointSaver.from_url("sqlite:///state.db") as saver:`` — opens and closes the store.
+        """A saver on a store it opens at ``url`` and closes at the end:
+        ``with SafepointSaver.from_url("sqlite:///state.db") as saver:``, or over an
+        ``AsyncStore``, ``async with SafepointSaver.afrom_url(url) as saver:``.
 
-        ``options`` go to ``safepoint.open_store`` (e.g. ``schema=`` for PostgreSQL).
+        ``options`` go to ``safepoint.open_store`` (``open_async_store``), e.g.
+        ``schema=`` for PostgreSQL.
         """
         store = open_store(url, **options)
         try:
@@ -143,7 +146,13 @@ class SafepointSaver(BaseCheckpointSaver[int]):
         messages_channel: str = "messages",
         **options: Any,
     ) -> AsyncIterator[SafepointSaver]:
-        """``async with SafepointSaver.afrom_url(url) as saver:`` — the same over an ``AsyncStore``."""
+        """A saver on a store it opens at ``url`` and closes at the end:
+        ``with SafepointSaver.from_url("sqlite:///state.db") as saver:``, or over an
+        ``AsyncStore``, ``async with SafepointSaver.afrom_url(url) as saver:``.
+
+        ``options`` go to ``safepoint.open_store`` (``open_async_store``), e.g.
+        ``schema=`` for PostgreSQL.
+        """
         store = await open_async_store(url, **options)
         try:
             yield cls(store, allowed_types=allowed_types, messages_channel=messages_channel)
@@ -265,7 +274,7 @@ class SafepointSaver(BaseCheckpointSaver[int]):
     # --- async: the same flows, awaited
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """Async ``get_tuple``."""
+        """The checkpoint ``config`` names (latest when it has no ``checkpoint_id``), or None."""
         return await self._runner.arun(self._get_tuple_flow(config))
 
     async def alist(
@@ -276,7 +285,7 @@ class SafepointSaver(BaseCheckpointSaver[int]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        """Async ``list``."""
+        """Checkpoints newest first; ``filter`` matches metadata, ``before`` a checkpoint id."""
         for found in await self._runner.arun(self._list_flow(config, filter, before, limit)):
             yield found
 
@@ -287,7 +296,7 @@ class SafepointSaver(BaseCheckpointSaver[int]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        """Async ``put``."""
+        """Store ``checkpoint`` as the thread's next step; returns its config."""
         flow, key, returned = self._put_flow(config, checkpoint, metadata)
         await self._runner.arun(flow, lock=key.thread_run)
         return returned
@@ -299,16 +308,16 @@ class SafepointSaver(BaseCheckpointSaver[int]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        """Async ``put_writes``."""
+        """Store a task's pending writes for the checkpoint ``config`` names."""
         flow, key = self._put_writes_flow(config, writes, task_id, task_path)
         await self._runner.arun(flow, lock=key.thread_run)
 
     async def adelete_thread(self, thread_id: str) -> None:
-        """Async ``delete_thread``."""
+        """Delete the thread's runs in every namespace (a missing thread is not an error)."""
         await self._runner.arun(flows.delete_thread(self._context(), str(thread_id)))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Async ``copy_thread``."""
+        """Copy every checkpoint and pending write of one thread to another."""
         await self._runner.arun(
             flows.copy_thread(self._context(), str(source_thread_id), str(target_thread_id))
         )

@@ -58,7 +58,7 @@ class AsyncRun(RunView):
         reconcile: Mapping[str, ReconcileHook] | None = None,
         lease: Lease | None = None,
     ) -> AsyncRun:
-        """Create a new run and save its step 0 (see ``Run.start``)."""
+        """Create a new run (``Conflict`` if ``run_id`` exists) and save its step 0."""
         run = cls(store, RunCore(reconcile), lease=lease)
         await run._drive(
             lifecycle.start(run._core, lifecycle.NewRun(run_id, budget, labels, state, cursors, messages))
@@ -75,7 +75,14 @@ class AsyncRun(RunView):
         reconcile: Mapping[str, ReconcileHook] | None = None,
         lease: Lease | None = None,
     ) -> AsyncRun:
-        """Continue the run from its latest checkpoint (see ``Run.resume``)."""
+        """Continue the run from its latest checkpoint (``NotFound`` if there is none).
+
+        ``resolve_secrets`` is passed to ``store.load``. An action the crash left
+        pending is decided by its tool's ``reconcile`` hook (the run may stop as
+        ``waiting``); a run already over budget is saved as failed and
+        ``BudgetExceeded`` raised. A run that is done, waiting or failed comes
+        back with ``active`` False.
+        """
         run = cls(store, RunCore(reconcile), lease=lease)
         await run._drive(lifecycle.resume(run._core, run_id, resolve_secrets))
         return run
@@ -95,7 +102,9 @@ class AsyncRun(RunView):
         reconcile: Mapping[str, ReconcileHook] | None = None,
         lease: Lease | None = None,
     ) -> AsyncRun:
-        """Resume ``run_id`` if it exists, else start it (see ``Run.open``)."""
+        """Resume ``run_id`` if it exists, else start it with the given budget, labels,
+        state, cursors and messages (which are ignored for an existing run: what it
+        stored wins). The call to put at the top of an agent that may be restarted."""
         run = cls(store, RunCore(reconcile), lease=lease)
         new = lifecycle.NewRun(run_id, budget, labels, state, cursors, messages)
         await run._drive(lifecycle.resume_or_start(run._core, new, resolve_secrets))
@@ -112,7 +121,13 @@ class AsyncRun(RunView):
         reconcile: Mapping[str, ReconcileHook] | None = None,
         lease: Lease | None = None,
     ) -> AsyncRun:
-        """Answer a ``waiting`` run and resume it (see ``Run.resume_with``)."""
+        """Answer a ``waiting`` run and resume it, from any process.
+
+        A run waiting for input gets ``answer`` (any JSON value) as its next
+        input (``run.take_input()``); a run waiting on an interrupted action
+        takes a ``Reconcile.skip(result)`` or ``Reconcile.rerun()``. The answer
+        is saved before this returns. ``RunStatusError`` if the run is not waiting.
+        """
         run = cls(store, RunCore(reconcile), lease=lease)
         await run._drive(lifecycle.resume_with(run._core, run_id, answer, resolve_secrets))
         return run
@@ -128,22 +143,39 @@ class AsyncRun(RunView):
         steps: int | None = None,
         lease: Lease | None = None,
     ) -> AsyncRun:
-        """Change a run's budget as one new checkpoint (see ``Run.set_budget``)."""
+        """Change a run's budget from any process: each limit given is set to that value
+        (the others stay), saved as one new checkpoint, so the change is in the history.
+
+        A run that its budget stopped (``failed``, over a limit) becomes
+        ``running`` again when the new limits cover what it has used; resume it
+        (or, for a worker's run, ``store.enqueue`` it). ``RunStatusError`` for
+        a run that is done, cancelled, or failed for another reason.
+        """
         limits = Budget(tokens=tokens, spend=spend, steps=steps)
         run = cls(store, RunCore(), lease=lease)
         await run._drive(lifecycle.set_budget(run._core, run_id, limits))
         return run
 
     async def action(self, tool: str, args: Any, fn: Callable[[str], R | Awaitable[R]]) -> R:
-        """Take a side-effecting action (see ``Run.action``); ``fn`` may be async."""
+        """Take a side-effecting action: save it as pending (with its idempotency key),
+        then call ``fn(key)`` and return its result; the pending action is cleared in
+        memory and the next save records it done.
+
+        After a resume with this action pending (it must be the run's next
+        action), the reconcile decision applies: ``rerun`` calls ``fn`` with the
+        same key, ``skip`` returns the recorded result without calling it.
+        On ``AsyncRun``, ``fn`` may be async (its result is awaited).
+        """
         return await self._drive(self._core.action(tool, args, fn))
 
     async def add_usage(self, *, tokens_in: int = 0, tokens_out: int = 0, spend: float = 0.0) -> None:
-        """Add a model call's usage (see ``Run.add_usage``)."""
+        """Add a model call's usage. Over the tokens or spend limit, the run is saved as
+        failed and ``BudgetExceeded`` raised."""
         await self._drive(self._core.add_usage(tokens_in, tokens_out, spend))
 
     async def commit(self, *, status: Status = Status.RUNNING) -> CheckpointInfo:
-        """Save the step as one atomic checkpoint (see ``Run.commit``)."""
+        """Save the step as one atomic checkpoint. Committing the last step the budget
+        allows while the run would go on saves it as failed and raises ``BudgetExceeded``."""
         return await self._drive(self._core.commit(Status(status)))
 
     async def finish(self) -> CheckpointInfo:
@@ -151,9 +183,10 @@ class AsyncRun(RunView):
         return await self._drive(self._core.commit(Status.DONE))
 
     async def fail(self) -> CheckpointInfo:
-        """Commit the step with status ``failed``."""
+        """Commit the step with status ``failed`` (record why in ``state`` first)."""
         return await self._drive(self._core.commit(Status.FAILED))
 
     async def wait_for_input(self, question: str) -> CheckpointInfo:
-        """Commit the step as ``waiting`` with ``question`` (see ``Run.wait_for_input``)."""
+        """Commit the step as ``waiting`` with ``question``; the process may exit. Continue
+        later, from any process, with ``resume_with(store, run_id, answer)``."""
         return await self._drive(self._core.wait_for_input(question))

@@ -184,6 +184,7 @@ class Run(RunView):
         After a resume with this action pending (it must be the run's next
         action), the reconcile decision applies: ``rerun`` calls ``fn`` with the
         same key, ``skip`` returns the recorded result without calling it.
+        On ``AsyncRun``, ``fn`` may be async (its result is awaited).
         """
         return self._drive(self._core.action(tool, args, fn))  # type: ignore[no-any-return]
 
@@ -207,5 +208,5 @@ class Run(RunView):
 
     def wait_for_input(self, question: str) -> CheckpointInfo:
         """Commit the step as ``waiting`` with ``question``; the process may exit. Continue
-        later, from any process, with ``Run.resume_with(store, run_id, answer)``."""
+        later, from any process, with ``resume_with(store, run_id, answer)``."""
         return self._drive(self._core.wait_for_input(question))
