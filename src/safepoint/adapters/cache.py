@@ -24,7 +24,7 @@ class CheckpointCache:
     and a reload, never a wrong write. Each entry may carry ``extra`` data the
     adapter keeps with it (e.g. the raw messages it last handed to the store,
     which a scrubber may have stored redacted; the LangGraph saver keeps a
-    ``langgraph_memo.Memo``). Bounded: least recently used goes.
+    ``langgraph.memo.Memo``). Bounded: least recently used goes.
     """
 
     def __init__(self, size: int = 256) -> None:
