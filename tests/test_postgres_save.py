@@ -23,11 +23,11 @@ from safepoint import Checkpoint, Store
 from safepoint.errors import Conflict, LeaseLost
 from safepoint.store import calls, ops
 from safepoint.store.blobio import DatabaseBlobs
-from safepoint.store.ops import Op
 from safepoint.store.pipeline import Pipeline
 from safepoint.store.postgres import save as pg_save
 from safepoint.store.postgres.async_driver import PostgresAsyncDriver, open_postgres_async_driver
 from safepoint.store.postgres.driver import PostgresDriver
+from safepoint.store.query import Op
 
 POOL = {"min_size": 1, "max_size": 2}
 PIPELINE = Pipeline(blobs=DatabaseBlobs())  # what open_store gives a PostgreSQL store, minus scrubbing

@@ -20,8 +20,9 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 from safepoint.model import Checkpoint, CheckpointInfo, Lease, Page, Retention, RunInfo, Status
 from safepoint.observe import NO_OBSERVER, Observer
 
-from . import calls, leases, maintenance, ops, traced
+from . import calls, leases, maintenance, traced
 from .pipeline import Pipeline, ResolveSecrets
+from .query import Op
 from .sqlite.driver import SQLiteDriver
 
 T = TypeVar("T")
@@ -33,7 +34,7 @@ class AsyncDriver(Protocol):
 
     dialect: str
 
-    async def run(self, op: ops.Op[T], *, write: bool) -> T: ...
+    async def run(self, op: Op[T], *, write: bool) -> T: ...
 
     async def close(self) -> None: ...
 
@@ -45,7 +46,7 @@ class SQLiteAsyncDriver:
         self.sync_driver = driver
         self.dialect = driver.dialect
 
-    async def run(self, op: ops.Op[T], *, write: bool) -> T:
+    async def run(self, op: Op[T], *, write: bool) -> T:
         return await asyncio.to_thread(self.sync_driver.run, op, write=write)
 
     async def close(self) -> None:

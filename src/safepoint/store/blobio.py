@@ -88,7 +88,7 @@ class DatabaseBlobs:
         self.compress = compress
 
     def write(self, pending: Mapping[str, bytes], now: int) -> Generator[Any, Any, None]:
-        from .ops import Query  # noqa: PLC0415  (ops imports this module)
+        from .query import Query  # noqa: PLC0415  (ops imports this module)
 
         rows = [
             {

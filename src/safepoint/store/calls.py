@@ -40,7 +40,8 @@ from safepoint.scrub import Secrets
 from . import leases, listing, maintenance, ops
 from .blobio import ExternalBlobs
 from .pipeline import Pipeline, PreparedSave, ResolveSecrets
-from .serialize import check_id, check_step, finish_save, validate_fields
+from .query import Loaded, Op
+from .serialize import MessagePlan, check_id, check_step, finish_save, validate_fields
 
 # Bounds on arguments, so that no value reaches a driver as an overflow (SQLite
 # and PostgreSQL hold 64-bit integers; a lease's expiry is microseconds).
@@ -62,7 +63,7 @@ class Call(Generic[T, R]):
     begins (outside any lock); ``op`` stays correct if a runner skips it.
     """
 
-    op: ops.Op[T]
+    op: Op[T]
     write: bool
     finish: Callable[[T], R]
     before: Callable[[], None] | None = None
@@ -76,12 +77,12 @@ def now_micros() -> int:
     return time.time_ns() // 1000
 
 
-SaveOp = Callable[..., ops.Op[ops.SaveResult]]
+SaveOp = Callable[..., Op[ops.SaveResult[MessagePlan]]]
 
 
 def save(
     cp: Checkpoint, lease: Lease | None, pipeline: Pipeline, save_op: SaveOp | None = None
-) -> Call[ops.SaveResult, CheckpointInfo]:
+) -> Call[ops.SaveResult[MessagePlan], CheckpointInfo]:
     """``save_op``: the driver's own save operation (same arguments and result as
     ``ops.save``, e.g. PostgreSQL's one-statement save); ``ops.save`` if None."""
     if not isinstance(cp, Checkpoint):
@@ -98,7 +99,7 @@ def save(
     plan = pipeline.guard(prepared.plan, view, cp.messages)
     now = now_micros()
 
-    def finish(result: ops.SaveResult) -> CheckpointInfo:
+    def finish(result: ops.SaveResult[MessagePlan]) -> CheckpointInfo:
         finish_save(cp, result.plan, result.ranges, now, result.digest)
         cp.scrub_report = result.report
         assert cp.created_at is not None
@@ -142,7 +143,7 @@ class SaveFacts:
 
 def observed_save(
     cp: Checkpoint, lease: Lease | None, pipeline: Pipeline, save_op: SaveOp | None, facts: SaveFacts
-) -> Call[ops.SaveResult, CheckpointInfo]:
+) -> Call[ops.SaveResult[MessagePlan], CheckpointInfo]:
     """``save``, filling ``facts`` once the save has committed (an observed store's save).
 
     The save is built by ``save`` itself; only its operation is wrapped, to
@@ -152,13 +153,15 @@ def observed_save(
     inner = save_op or ops.save
     held: list[PreparedSave] = []
 
-    def op(cp: Checkpoint, prepared: PreparedSave, *args: Any, **kwargs: Any) -> ops.Op[ops.SaveResult]:
+    def op(
+        cp: Checkpoint, prepared: PreparedSave, *args: Any, **kwargs: Any
+    ) -> Op[ops.SaveResult[MessagePlan]]:
         held.append(prepared)
         return inner(cp, prepared, *args, **kwargs)
 
     call = save(cp, lease, pipeline, op)
 
-    def finish(result: ops.SaveResult) -> CheckpointInfo:
+    def finish(result: ops.SaveResult[MessagePlan]) -> CheckpointInfo:
         info = call.finish(result)
         blobs = held[0].pending_blobs() if held else {}
         facts.messages_added = len(result.plan.bodies)
@@ -178,8 +181,8 @@ def load(
     resolve_secrets: ResolveSecrets = False,
     migrate: bool = True,
     fetch_blobs: bool = True,
-) -> Call[ops.Loaded, Checkpoint]:
-    def finish(loaded: ops.Loaded) -> Checkpoint:
+) -> Call[Loaded, Checkpoint]:
+    def finish(loaded: Loaded) -> Checkpoint:
         return pipeline.after_load(loaded, migrate=migrate, resolve=resolve_secrets, fetch_blobs=fetch_blobs)
 
     if not (

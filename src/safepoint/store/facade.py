@@ -15,8 +15,9 @@ from typing import Any, ParamSpec, Protocol, TypeVar
 from safepoint.model import Checkpoint, CheckpointInfo, Lease, Page, Retention, RunInfo, Status
 from safepoint.observe import NO_OBSERVER, Observer
 
-from . import calls, leases, maintenance, ops, traced
+from . import calls, leases, maintenance, traced
 from .pipeline import Pipeline, ResolveSecrets
+from .query import Op
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -32,7 +33,7 @@ class Driver(Protocol):
 
     dialect: str
 
-    def run(self, op: ops.Op[T], *, write: bool) -> T: ...
+    def run(self, op: Op[T], *, write: bool) -> T: ...
 
     def close(self) -> None: ...
 

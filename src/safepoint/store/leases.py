@@ -18,14 +18,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from safepoint.errors import LeaseLost, NotFound, RunStatusError, SafepointError
 from safepoint.model import Checkpoint, Lease, Status, from_micros
 
 from . import ops
-from .ops import Op, Query, lease_detail
-from .pipeline import PreparedSave
+from .ops import lease_detail
+from .query import Op, Query, Row, SaveInput
 
 
 def enqueue(run_id: str, now: int) -> Op[None]:
@@ -171,7 +171,7 @@ class Cancelled:
     fenced: bool
 
 
-def _queue_state(run_id: str, row: ops.Row) -> QueueState:
+def _queue_state(run_id: str, row: Row) -> QueueState:
     queued, owner, epoch, expires = row[:4]
     return QueueState(run_id, bool(queued), owner, epoch, None if expires is None else from_micros(expires))
 
@@ -201,7 +201,7 @@ def revoke_lease(run_id: str) -> Op[QueueState]:
     return before
 
 
-def cancel(run_id: str, prepare: Callable[[Checkpoint], PreparedSave], now: int) -> Op[Cancelled]:
+def cancel(run_id: str, prepare: Callable[[Checkpoint], SaveInput[Any]], now: int) -> Op[Cancelled]:
     """Stop the run for good: fence its lease holder, dequeue it, and save a ``cancelled`` checkpoint.
 
     The checkpoint is the head's next step with only its status changed, so

@@ -14,7 +14,7 @@ from safepoint import codec
 from safepoint.errors import CorruptCheckpoint, NotFound
 from safepoint.model import CheckpointInfo, ParentRef, RunInfo, Status, from_micros
 
-from .ops import Op, Query, Row
+from .query import Op, Query, Row
 
 
 def history(run_id: str) -> Op[list[CheckpointInfo]]:

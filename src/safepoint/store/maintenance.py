@@ -44,8 +44,9 @@ from safepoint.model import Checkpoint, Retention, Status, from_micros, to_micro
 
 from .blobio import BlobTarget, ExternalBlobs
 from .offload import BLOB_MARK, find_stored_refs
-from .ops import NO_RUN, Op, Query, Row, load_typed
+from .ops import NO_RUN, load_typed
 from .pipeline import PreparedSave
+from .query import Op, Query, Row
 from .serialize import header_bytes, pack_bodies
 
 _FINISHED = frozenset({Status.DONE.value, Status.FAILED.value, Status.CANCELLED.value})

@@ -9,9 +9,8 @@ is how sync and async stores share one implementation of each operation.
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Generic
 
 from safepoint import codec
 from safepoint.blobs.base import BlobRef
@@ -26,10 +25,10 @@ from safepoint.model import (
 )
 
 from .offload import BLOB_MARK, find_refs, find_stored_refs
-from .pipeline import PreparedSave, StoredFields
+from .pipeline import StoredFields
+from .query import Loaded, Op, PlanT, Query, Row, SaveInput
 from .references import typed_checkpoint
 from .serialize import (
-    MessagePlan,
     decode_checkpoint,
     header_bytes,
     pack_bodies,
@@ -37,26 +36,12 @@ from .serialize import (
     select_bodies,
 )
 
-Row = tuple[Any, ...]
-T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class Query:
-    """Run the named query with ``params``; or, with ``many``, once per dict in it."""
-
-    name: str
-    params: dict[str, Any] = field(default_factory=dict)
-    many: list[dict[str, Any]] | None = None
-
-
-Op = Generator[Query, list[Row], T]
 NO_RUN: Row = (0, None, None, None, None, None, 0, None, False)
 
 
 @dataclass(frozen=True, slots=True)
-class SaveResult:
-    plan: MessagePlan
+class SaveResult(Generic[PlanT]):
+    plan: PlanT
     ranges: list[tuple[int, int]]
     digest: bytes
     report: ScrubReport
@@ -64,13 +49,13 @@ class SaveResult:
 
 def save(
     cp: Checkpoint,
-    prepared: PreparedSave,
+    prepared: SaveInput[PlanT],
     view: StoredView | None,
-    plan: MessagePlan,
+    plan: PlanT,
     *,
     now: int,
     lease: Lease | None = None,
-) -> Op[SaveResult]:
+) -> Op[SaveResult[PlanT]]:
     """Append ``cp`` as the run's next step: new messages, the checkpoint row, the run row.
 
     ``prepared`` holds the scrubbed header fields; ``plan`` was worked out
@@ -171,21 +156,6 @@ def save(
 def load(run_id: str, step: int | None) -> Op[Checkpoint]:
     """The latest checkpoint of the run, or the one at ``step``; two queries either way."""
     return (yield from _load(run_id, step))
-
-
-@dataclass(frozen=True, slots=True)
-class Loaded:
-    """A loaded checkpoint as stored, and where its blob references are.
-
-    ``blob_messages`` are the indexes of messages that hold references;
-    ``stored_blobs`` the referenced values the database blob target read in
-    the same transaction (still in their stored framing).
-    """
-
-    checkpoint: Checkpoint
-    blob_messages: list[int]
-    has_blobs: bool
-    stored_blobs: dict[str, bytes]
 
 
 def load_for_reading(run_id: str, step: int | None, *, blobs_in_database: bool) -> Op[Loaded]:

@@ -46,7 +46,7 @@ from .references import KEY_MARK, may_need_stored_form, to_stored
 from .serialize import MessagePlan, check_message, plan_messages
 
 if TYPE_CHECKING:
-    from .ops import Loaded
+    from .query import Loaded
 
 T = TypeVar("T")
 # Header JSON up to this many characters is walked without a look per field (see _scrub_fields).

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from safepoint.store import AsyncStore, Store
 from safepoint.store.asyncstore import AsyncDriver
-from safepoint.store.ops import Op
+from safepoint.store.query import Op
 
 T = TypeVar("T")
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from safepoint.model import Checkpoint
 from safepoint.store import Store
-from safepoint.store import ops as store_ops
+from safepoint.store import query as store_ops
 from safepoint.store.facade import Driver
 
 Tamper = Callable[[Store, str, int, str], None]

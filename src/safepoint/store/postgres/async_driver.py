@@ -17,7 +17,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from safepoint.errors import StoreError
 from safepoint.store import forking
-from safepoint.store.ops import Op, Row
+from safepoint.store.query import Op, Row
 
 from .config import PostgresConfig, search_path
 from .save import save as one_statement_save

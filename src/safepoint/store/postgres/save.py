@@ -38,8 +38,9 @@ from typing import Any
 from safepoint.messagelist import StoredView
 from safepoint.model import Checkpoint, Lease
 from safepoint.store import ops
-from safepoint.store.ops import Op, Query, SaveResult
+from safepoint.store.ops import SaveResult
 from safepoint.store.pipeline import PreparedSave
+from safepoint.store.query import Op, Query
 from safepoint.store.serialize import MessagePlan
 
 # The statements of ops.save that save_next stands for; anything else it
@@ -58,7 +59,7 @@ def save(
     *,
     now: int,
     lease: Lease | None = None,
-) -> Op[SaveResult]:
+) -> Op[SaveResult[MessagePlan]]:
     """``ops.save``, in one statement when ``view`` is the run's head (same arguments, same result)."""
     if view is not None and view.run_id == cp.run_id and cp.step == view.step + 1:
         folded = _fold(cp, prepared, view, plan, now=now, lease=lease)
@@ -77,7 +78,7 @@ def _fold(
     *,
     now: int,
     lease: Lease | None,
-) -> tuple[dict[str, Any], SaveResult] | None:
+) -> tuple[dict[str, Any], SaveResult[MessagePlan]] | None:
     """Run ``ops.save`` against the head ``view`` implies; its writes as one parameter dict.
 
     None when it asks for anything ``save_next`` does not cover. Nothing
@@ -103,7 +104,7 @@ def _fold(
             params = query.params
             query = op.send([])
     except StopIteration as stop:
-        result: SaveResult = stop.value
+        result: SaveResult[MessagePlan] = stop.value
     finally:
         op.close()
     if params is None:

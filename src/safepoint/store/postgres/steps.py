@@ -44,7 +44,7 @@ from typing import Any, Generic, TypeVar
 from psycopg import sql
 
 from safepoint.errors import StoreError
-from safepoint.store.ops import Op, Query, Row
+from safepoint.store.query import Op, Query, Row
 from safepoint.store.sqlfiles import load_queries, load_revisions, read_text
 from safepoint.visible import visible
 

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from safepoint.errors import StoreClosed, StoreError, StoreNotFound
 from safepoint.store import forking
-from safepoint.store.ops import Op, Row
+from safepoint.store.query import Op, Row
 from safepoint.store.sqlfiles import Revision, load_queries, load_revisions, read_text
 from safepoint.visible import visible
 
