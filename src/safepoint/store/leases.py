@@ -41,8 +41,8 @@ def claim(worker_id: str, duration: float, now: int) -> Op[Lease | None]:
     rows = yield Query("claim", {"worker_id": worker_id, "now": now, "expires_at": expires})
     if not rows:
         return None
-    run_id, epoch, expires_at, attempts = rows[0]
-    return Lease(run_id, worker_id, epoch, from_micros(expires_at), duration, attempts)
+    row = rows[0]
+    return Lease(row.run_id, worker_id, row.epoch, from_micros(row.expires_at), duration, row.attempts)
 
 
 def heartbeat(lease: Lease, duration: float, now: int) -> Op[Lease]:
@@ -58,7 +58,7 @@ def heartbeat(lease: Lease, duration: float, now: int) -> Op[Lease]:
     if not rows:
         yield from _raise_lease_lost(lease)
     return Lease(
-        lease.run_id, lease.worker_id, lease.epoch, from_micros(rows[0][0]), duration, lease.attempts
+        lease.run_id, lease.worker_id, lease.epoch, from_micros(rows[0].expires_at), duration, lease.attempts
     )
 
 
@@ -110,13 +110,13 @@ def requeue(run_id: str, now: int) -> Op[None]:
 def queue_depth(now: int) -> Op[int]:
     """How many queued runs a claim could take now."""
     rows = yield Query("queue_depth", {"now": now})
-    return int(rows[0][0]) if rows else 0
+    return int(rows[0].depth) if rows else 0
 
 
 def next_claimable(now: int) -> Op[int | None]:
     """Microseconds until the earliest queued run can be claimed (0: now); None if none is queued."""
     rows = yield Query("next_claimable", {})
-    at = rows[0][0] if rows else None
+    at = rows[0].at if rows else None
     return None if at is None else max(0, at - now)
 
 
@@ -124,8 +124,7 @@ def _raise_lease_lost(lease: Lease) -> Op[None]:
     rows = yield Query("lease_state", {"run_id": lease.run_id})
     if not rows:  # deleted under its holder: the lease is lost as surely as to a new claim
         raise LeaseLost(lease.run_id, lease.epoch, "the run was deleted")
-    owner, epoch = rows[0]
-    raise LeaseLost(lease.run_id, lease.epoch, lease_detail(lease, owner, epoch))
+    raise LeaseLost(lease.run_id, lease.epoch, lease_detail(lease, rows[0].owner, rows[0].epoch))
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,8 +171,10 @@ class Cancelled:
 
 
 def _queue_state(run_id: str, row: Row) -> QueueState:
-    queued, owner, epoch, expires = row[:4]
-    return QueueState(run_id, bool(queued), owner, epoch, None if expires is None else from_micros(expires))
+    expires = row.expires_at
+    return QueueState(
+        run_id, bool(row.queued), row.owner, row.epoch, None if expires is None else from_micros(expires)
+    )
 
 
 def queue_state(run_id: str) -> Op[QueueState]:
@@ -191,7 +192,7 @@ def _locked_state(run_id: str) -> Op[tuple[QueueState, str]]:
     rows = yield Query("queue_state_for_update", {"run_id": run_id})
     if not rows:
         raise NotFound(run_id)
-    return _queue_state(run_id, rows[0]), rows[0][4]
+    return _queue_state(run_id, rows[0]), rows[0].status
 
 
 def revoke_lease(run_id: str) -> Op[QueueState]:

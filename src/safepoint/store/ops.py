@@ -10,7 +10,7 @@ is how sync and async stores share one implementation of each operation.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Generic
+from typing import Any, Generic, cast
 
 from safepoint import codec
 from safepoint.blobs.base import BlobRef
@@ -26,7 +26,7 @@ from safepoint.model import (
 
 from .offload import BLOB_MARK, find_refs, find_stored_refs
 from .pipeline import StoredFields
-from .query import Loaded, Op, PlanT, Query, Row, SaveInput
+from .query import QUERY_SPECS, Loaded, NamedRow, Op, PlanT, Query, SaveInput
 from .references import typed_checkpoint
 from .serialize import (
     decode_checkpoint,
@@ -36,7 +36,18 @@ from .serialize import (
     select_bodies,
 )
 
-NO_RUN: Row = (0, None, None, None, None, None, 0, None, False)
+# What run_head means for a run that does not exist yet (a dialect may return no row).
+NO_RUN = QUERY_SPECS["run_head"].row.of(
+    next_seq=0,
+    run_ref=None,
+    head_step=None,
+    head_digest=None,
+    status=None,
+    lease_owner=None,
+    lease_epoch=0,
+    lease_expires_at=None,
+    needs_advance=False,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,12 +77,9 @@ def save(
     fields = prepared.fields
     labels = codec.encode(fields.labels).decode()
     rows = yield Query("run_head", {"run_id": cp.run_id, "labels": labels})
-    # (next free seq, run row id, head step, head digest, status, lease owner,
-    # epoch, expiry, whether the run row needs advance_run); a dialect may
-    # return no row for a run that does not exist yet.
-    first_seq, run_ref, head_step, head_digest, head_status, owner, epoch, expires, stale = (
-        rows[0] if rows else NO_RUN
-    )
+    head_row = rows[0] if rows else NO_RUN
+    first_seq, run_ref, head_step = head_row.next_seq, head_row.run_ref, head_row.head_step
+    owner, epoch, expires = head_row.lease_owner, head_row.lease_epoch, head_row.lease_expires_at
     # Fencing, checked inside the write transaction: a stale owner changes nothing.
     if lease is not None:
         if run_ref is None or owner != lease.worker_id or epoch != lease.epoch:
@@ -91,7 +99,7 @@ def save(
     else:
         if cp.step != head_step + 1:
             raise Conflict(cp.run_id, cp.step, head_step)
-        if view is None or view.digest != bytes(head_digest):
+        if view is None or view.digest != bytes(head_row.head_digest):
             head = yield from _load(cp.run_id, head_step)
             plan = prepared.plan(head.stored_view, cp.messages)
 
@@ -143,11 +151,11 @@ def save(
             raise Conflict(
                 cp.run_id, cp.step, None, detail=f"run {cp.run_id!r} was created by another writer"
             )
-        row["run_ref"] = inserted[0][0]
+        row["run_ref"] = inserted[0].run_ref
     else:
-        if stale:  # SQLite: only when the labels changed; PostgreSQL keeps the head there
+        if head_row.needs_advance:  # SQLite: only when the labels changed; PostgreSQL keeps the head there
             yield Query("advance_run", row)
-        if head_status != status:
+        if head_row.status != status:
             yield Query("set_run_status", row)
     yield Query("insert_checkpoint", row)
     return SaveResult(plan, ranges, digest, report)
@@ -173,7 +181,7 @@ def load_for_reading(run_id: str, step: int | None, *, blobs_in_database: bool) 
             find_refs(checkpoint.messages[index], refs)
         digests = sorted({ref.digest for ref in refs})
         rows = yield Query("select_blobs", {"digests": codec.encode(digests).decode()})
-        stored = {digest: bytes(data) for digest, data in rows}
+        stored = {row.digest: bytes(row.data) for row in rows}
     return Loaded(checkpoint, indexes, has_blobs, stored)
 
 
@@ -198,16 +206,23 @@ def _load_with_bodies(run_id: str, step: int | None) -> Op[tuple[Checkpoint, lis
         rows = yield Query("checkpoint_at", {"run_id": run_id, "step": step})
     if not rows:
         raise NotFound(run_id, step)
-    run_ref, found_step, ranges, header, digest, *_head = rows[0]
+    found = rows[0]
+    run_ref, found_step, ranges, header, digest = (
+        found.run_ref,
+        found.step,
+        found.ranges,
+        found.header,
+        found.digest,
+    )
     if step is None:
-        _check_head(run_id, rows[0])
+        _check_head(run_id, found)
     try:
         spans = parse_ranges(ranges)
     except ValueError:
         raise CorruptCheckpoint(run_id, found_step, "its message ranges are not what a save writes") from None
     # The rows of the run whose added messages overlap the ranges, in order.
     carriers = yield Query("view_messages", {"run_ref": run_ref, "ranges": codec.encode(spans).decode()})
-    bodies = select_bodies(carriers, spans)
+    bodies = select_bodies(cast(list[tuple[Any, ...]], carriers), spans)
     checkpoint, stored_format = decode_checkpoint(
         run_id=run_id,
         step=found_step,
@@ -219,7 +234,7 @@ def _load_with_bodies(run_id: str, step: int | None) -> Op[tuple[Checkpoint, lis
     return checkpoint, bodies, bytes(header), stored_format
 
 
-def _check_head(run_id: str, row: Row) -> None:
+def _check_head(run_id: str, row: NamedRow) -> None:
     """The run row's head (PostgreSQL keeps it there) against the checkpoint rows.
 
     ``row`` is checkpoint_latest's: the row at the head step (its step None:
@@ -230,7 +245,13 @@ def _check_head(run_id: str, row: Row) -> None:
     highest row, so these always agree (docs/operations.md says what that
     cannot catch).
     """
-    _ref, found, _ranges, _header, digest, head_step, head_digest, last = row
+    found, digest, head_step, head_digest, last = (
+        row.step,
+        row.digest,
+        row.head_step,
+        row.head_digest,
+        row.last_step,
+    )
     if type(head_step) is not int:
         raise CorruptCheckpoint(run_id, last if type(last) is int else None, "the run row has no head step")
     if found is None:
@@ -248,7 +269,7 @@ def read_blobs(digests: list[str]) -> Op[dict[str, bytes]]:
     if not digests:
         return {}
     rows = yield Query("select_blobs", {"digests": codec.encode(sorted(set(digests))).decode()})
-    return {digest: bytes(data) for digest, data in rows}
+    return {row.digest: bytes(row.data) for row in rows}
 
 
 def fork(
@@ -262,8 +283,7 @@ def fork(
     """
     source, bodies, _header, stored_format = yield from _load_with_bodies(run_id, step)
     rows = yield Query("run_head", {"run_id": new_run_id, "labels": None})
-    _next_seq, exists, *_ = rows[0] if rows else NO_RUN
-    if exists is not None:
+    if (rows[0] if rows else NO_RUN).run_ref is not None:
         raise Conflict(
             new_run_id,
             source.step,
@@ -317,7 +337,7 @@ def fork(
         raise Conflict(
             new_run_id, source.step, None, detail=f"run {new_run_id!r} was created by another writer"
         )
-    new_ref = inserted[0][0]
+    new_ref = inserted[0].run_ref
     yield Query(
         "insert_checkpoint",
         {
@@ -369,6 +389,6 @@ def delete_run(run_id: str) -> Op[None]:
     rows = yield Query("run_exists", {"run_id": run_id})
     if not rows:
         raise NotFound(run_id)
-    run_ref = rows[0][0]
+    run_ref = rows[0].run_ref
     for name in ("delete_checkpoints", "delete_run"):
         yield Query(name, {"run_ref": run_ref})

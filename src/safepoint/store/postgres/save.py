@@ -90,7 +90,9 @@ def _fold(
     owner, epoch = (lease.worker_id, lease.epoch) if lease is not None else (None, 0)
     # run_head's columns (see ops.save); the run row's id is not known here
     # and not needed: save_next finds the row by run_id.
-    expected = (first_seq, 0, view.step, view.digest, cp.status.value, owner, epoch, None, True)
+    expected = type(ops.NO_RUN)(
+        (first_seq, 0, view.step, view.digest, cp.status.value, owner, epoch, None, True)
+    )
     op = _generic_save(cp, prepared, view, plan, now=now, lease=lease)
     params: dict[str, Any] | None = None
     try:

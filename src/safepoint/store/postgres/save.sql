@@ -4,6 +4,12 @@
 -- no percent sign in comments).
 
 -- name: save_next
+-- params: run_id, step, digest, status, schema_version, labels, counters, next_seq, now,
+--         head_digest, first_seq, lease_owner, lease_epoch, message_count, ranges, header,
+--         added, messages, blobs
+-- returns: run_ref
+-- ends: transaction
+-- optional: yes
 -- The run row moves to the new head and the checkpoint row is inserted, only
 -- if the head is still the one the writer saved or loaded (step, digest, next
 -- free seq) and the lease check ops.save makes holds: the writer's lease

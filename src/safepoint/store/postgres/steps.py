@@ -25,7 +25,7 @@ message (``one_message``), one round trip — one message, not a pipeline,
 because a pipeline flushes statement by statement and a client stopped
 between the locking statement and its COMMIT would keep the lock with no
 timeout armed (see ``one_message``). The queue and lease calls go the
-same way (``FINAL``). The remaining gap of that kind: a client stopped
+same way (their specs say ``-- ends: transaction``). The remaining gap of that kind: a client stopped
 between a write of ``ops.save`` and its COMMIT (the fallback path, a run's
 first save, saves with blobs) or of the maintenance operations. A failure in
 a statement nobody waited for surfaces at the next wait (at the latest, the
@@ -36,7 +36,6 @@ operation's own error.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -44,7 +43,7 @@ from typing import Any, Generic, TypeVar
 from psycopg import sql
 
 from safepoint.errors import StoreError
-from safepoint.store.query import Op, Query, Row
+from safepoint.store.query import DIALECTS, Op, Query, QuerySpec, Row, load_dialect
 from safepoint.store.sqlfiles import load_queries, load_revisions, read_text
 from safepoint.visible import visible
 
@@ -53,32 +52,22 @@ from .errors import translate
 
 T = TypeVar("T")
 _PACKAGE = __package__ or "safepoint.store.postgres"
-QUERIES = load_queries(_PACKAGE)
-# Statements of this dialect's own operations (save.py), beyond the shared names.
-OWN_QUERIES = load_queries(_PACKAGE, "save.sql")
+# Each query's SQL and spec (its header in queries.sql, save.sql): whether a
+# driver waits for its rows (it returns some), whether it ends its
+# transaction, and the named rows the operation gets back.
+QUERIES = load_dialect(*DIALECTS["postgresql"])
 SETUP = load_queries(_PACKAGE, "setup.sql")
 REVISIONS = load_revisions(_PACKAGE)
 SCHEMA = read_text(_PACKAGE, "schema.sql")
 
-_COMMENT = re.compile(r"--[^\n]*")
-_ROWS = re.compile(r"^\s*(SELECT|WITH)\b|\bRETURNING\b", re.IGNORECASE)
-
-
-def returns_rows(text: str) -> bool:
-    """Whether a statement of the .sql files produces rows (a SELECT, or a write ... RETURNING)."""
-    return _ROWS.search(_COMMENT.sub("", text)) is not None
-
-
-# Which named queries an operation reads rows from; the others are never waited for.
-FETCH = {name: returns_rows(text) for name, text in (QUERIES | OWN_QUERIES).items()}
-# Queries that end their transaction (Statement.final): each is the whole of
-# a write (a save's one statement, and the queue and lease calls, each one
-# UPDATE), sent with BEGIN and its COMMIT as one message (``one_message``):
-# one round trip, and no moment where the row it locked waits on a stopped
-# client. Their rows are read after the commit, which does not change them;
-# what an operation asks next (a lost lease's state, a declined save's
-# fallback) runs in a new transaction.
-FINAL = frozenset({"save_next", "enqueue", "claim", "heartbeat", "release"})
+# A query whose spec returns no columns is never waited for. One whose spec
+# ends its transaction (Statement.final: a save's one statement, and the
+# queue and lease calls, each one UPDATE) is the whole of a write, sent with
+# BEGIN and its COMMIT as one message (``one_message``): one round trip, and
+# no moment where the row it locked waits on a stopped client. Its rows are
+# read after the commit, which does not change them; what an operation asks
+# next (a lost lease's state, a declined save's fallback) runs in a new
+# transaction.
 
 # How a transaction starts, by ``write``. Always explicit rather than left
 # to the server's default_transaction_isolation, which a DBA may have changed.
@@ -140,6 +129,8 @@ class Statement:
     # statements in one string); they must never be prepared.
     prepare: bool | None = None
     final: bool = False
+    # The named query's spec: the operation gets its rows as the spec's named rows.
+    spec: QuerySpec | None = None
 
 
 Steps = Generator[Statement, list[Row], T]
@@ -188,7 +179,8 @@ def op_steps(op: Op[T], search_path: str) -> Steps[T]:
         query = next(op)
         while True:
             statement = _statement(query)
-            query = op.send((yield statement))
+            rows = yield statement
+            query = op.send(statement.spec.rows(rows) if statement.spec is not None else rows)
             if statement.final:
                 yield _set_search_path(search_path)
     except StopIteration as stop:
@@ -198,11 +190,14 @@ def op_steps(op: Op[T], search_path: str) -> Steps[T]:
 
 
 def _statement(query: Query) -> Statement:
-    text = QUERIES.get(query.name) or OWN_QUERIES.get(query.name)
-    if text is None:
+    named = QUERIES.get(query.name)
+    if named is None:
         raise StoreError(f"the postgresql dialect has no query named {query.name!r}")
-    name = query.name
-    return Statement(name, text, query.params, query.many, fetch=FETCH[name], final=name in FINAL)
+    spec = named.spec
+    fetch = bool(spec.returns)
+    return Statement(
+        query.name, named.sql, query.params, query.many, fetch=fetch, final=spec.ends_transaction, spec=spec
+    )
 
 
 def raw_steps(text: str, params: dict[str, Any] | None, search_path: str) -> Steps[list[Row]]:
