@@ -94,6 +94,7 @@ class _OpensOnItsLoop:
     """
 
     dialect = "postgresql"
+    capabilities = PostgresAsyncDriver.capabilities  # the driver it opens answers them
 
     def __init__(self, url: str, options: dict[str, Any]) -> None:
         self._url, self._options = url, options

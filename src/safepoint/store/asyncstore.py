@@ -15,28 +15,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import Any, ParamSpec, Protocol, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from safepoint.model import Checkpoint, CheckpointInfo, Lease, Page, Retention, RunInfo, Status
 from safepoint.observe import NO_OBSERVER, Observer
 
 from . import calls, leases, maintenance, traced
 from .pipeline import Pipeline, ResolveSecrets
-from .query import Op
+from .query import AsyncDriver, Op
 from .sqlite.driver import SQLiteDriver
 
 T = TypeVar("T")
 P = ParamSpec("P")
-
-
-class AsyncDriver(Protocol):
-    """The async driver contract: the same as ``Driver``, awaited."""
-
-    dialect: str
-
-    async def run(self, op: Op[T], *, write: bool) -> T: ...
-
-    async def close(self) -> None: ...
 
 
 class SQLiteAsyncDriver:
@@ -45,6 +35,7 @@ class SQLiteAsyncDriver:
     def __init__(self, driver: SQLiteDriver) -> None:
         self.sync_driver = driver
         self.dialect = driver.dialect
+        self.capabilities = driver.capabilities
 
     async def run(self, op: Op[T], *, write: bool) -> T:
         return await asyncio.to_thread(self.sync_driver.run, op, write=write)
@@ -97,14 +88,13 @@ class AsyncStore:
 
     async def save(self, checkpoint: Checkpoint, *, lease: Lease | None = None) -> CheckpointInfo:
         """Store ``checkpoint`` as the next step of its run (see ``Store.save``)."""
-        save_op = getattr(self._driver, "save_op", None)  # the dialect's own save, if any
         observer = self.observer
         if observer is NO_OBSERVER:
-            return await self._run(calls.save(checkpoint, lease, self.pipeline, save_op))
+            return await self._run(calls.save(checkpoint, lease, self.pipeline))
         facts = calls.SaveFacts()
         attributes = traced.of_save(checkpoint, lease)
         with traced.Operation(observer, "safepoint.save", self._backend, attributes) as op:
-            info = await self._run(calls.observed_save(checkpoint, lease, self.pipeline, save_op, facts))
+            info = await self._run(calls.observed_save(checkpoint, lease, self.pipeline, None, facts))
             traced.saved(op, facts)
         return info
 

@@ -83,8 +83,8 @@ SaveOp = Callable[..., Op[ops.SaveResult[MessagePlan]]]
 def save(
     cp: Checkpoint, lease: Lease | None, pipeline: Pipeline, save_op: SaveOp | None = None
 ) -> Call[ops.SaveResult[MessagePlan], CheckpointInfo]:
-    """``save_op``: the driver's own save operation (same arguments and result as
-    ``ops.save``, e.g. PostgreSQL's one-statement save); ``ops.save`` if None."""
+    """``save_op``: the save operation to build (same arguments and result as
+    ``ops.save``, e.g. one wrapped by ``observed_save``); ``ops.save`` if None."""
     if not isinstance(cp, Checkpoint):
         raise InvalidArgument(f"save takes a safepoint.Checkpoint, not {type(cp).__name__}")
     if lease is not None:

@@ -10,32 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
-from typing import Any, ParamSpec, Protocol, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from safepoint.model import Checkpoint, CheckpointInfo, Lease, Page, Retention, RunInfo, Status
 from safepoint.observe import NO_OBSERVER, Observer
 
 from . import calls, leases, maintenance, traced
 from .pipeline import Pipeline, ResolveSecrets
-from .query import Op
+from .query import Driver
 
 T = TypeVar("T")
 P = ParamSpec("P")
-
-
-class Driver(Protocol):
-    """What a backend provides: run one operation in one transaction.
-
-    ``run`` must commit when the operation returns and roll back (changing
-    nothing) when it raises; ``write=True`` operations must be serialized
-    per run, so that the head-step check inside them cannot race.
-    """
-
-    dialect: str
-
-    def run(self, op: Op[T], *, write: bool) -> T: ...
-
-    def close(self) -> None: ...
 
 
 class Store:
@@ -101,14 +86,13 @@ class Store:
         Without a lease, a run another worker holds a live lease on is a
         ``Conflict``.
         """
-        save_op = getattr(self._driver, "save_op", None)  # the dialect's own save, if any
         observer = self.observer
         if observer is NO_OBSERVER:
-            return self._run(calls.save(checkpoint, lease, self.pipeline, save_op))
+            return self._run(calls.save(checkpoint, lease, self.pipeline))
         facts = calls.SaveFacts()
         attributes = traced.of_save(checkpoint, lease)
         with traced.Operation(observer, "safepoint.save", self._backend, attributes) as op:
-            info = self._run(calls.observed_save(checkpoint, lease, self.pipeline, save_op, facts))
+            info = self._run(calls.observed_save(checkpoint, lease, self.pipeline, None, facts))
             traced.saved(op, facts)
         return info
 

@@ -73,9 +73,38 @@ def save(
     before the transaction from ``view``; if the run's head turns out not to
     be that view (another object saved since, or the checkpoint was built from
     scratch) the plan is redone against the head.
+
+    A writer whose ``view`` is its run's head (it saved or loaded it: most
+    saves) asks first for ``save_next``, an optional query: the whole save as
+    one statement that writes only where the head, the next free seq and the
+    lease are as ``view`` and ``lease`` say — the checks below, in SQL. A
+    dialect that has it (PostgreSQL: one round trip instead of three) either
+    wrote the save or wrote nothing; a driver without it answers
+    ``UNSUPPORTED``. Either way nothing was written, and the general way
+    below runs (in a new transaction after PostgreSQL's, which committed
+    nothing), raising ``Conflict`` or ``LeaseLost`` or re-planning as it
+    always does. A save that starts a run or references blobs takes the
+    general way from the start.
     """
-    fields = prepared.fields
-    labels = codec.encode(fields.labels).decode()
+    labels = codec.encode(prepared.fields.labels).decode()
+    if (
+        view is not None
+        and view.run_id == cp.run_id
+        and cp.step == view.step + 1
+        and (prepared.blobs is None or prepared.blob_digests() is None)
+    ):
+        # The run's next free seq is where the view's log ends, unless a
+        # rewrite dropped its tail (then save_next finds another and declines).
+        first_seq = view.ranges[-1][1] if view.ranges else 0
+        row, result = _save_row(cp, prepared, plan, labels=labels, first_seq=first_seq, run_ref=None, now=now)
+        guards = {
+            "head_digest": view.digest,
+            "lease_owner": None if lease is None else lease.worker_id,
+            "lease_epoch": None if lease is None else lease.epoch,
+        }
+        if (yield Query("save_next", row | guards, optional=True)):
+            return result
+
     rows = yield Query("run_head", {"run_id": cp.run_id, "labels": labels})
     head_row = rows[0] if rows else NO_RUN
     first_seq, run_ref, head_step = head_row.next_seq, head_row.run_ref, head_row.head_step
@@ -103,37 +132,7 @@ def save(
             head = yield from _load(cp.run_id, head_step)
             plan = prepared.plan(head.stored_view, cp.messages)
 
-    ranges = plan.ranges(first_seq)
-    report = prepared.report()
-    chain = plan.chains[-1] if plan.chains else codec.EMPTY_CHAIN
-    header = header_bytes(cp, fields, created_at=now, count=plan.total, chain=chain, report=report)
-    digest = codec.digest(header)
-    status = cp.status.value
-    # One parameter dict serves every statement of the save (each query takes
-    # the names it uses; dialects ignore the rest).
-    row = {
-        "run_id": cp.run_id,
-        "run_ref": run_ref,
-        "status": status,
-        "step": cp.step,
-        "schema_version": cp.schema_version,
-        "labels": labels,
-        "counters": codec.encode(fields.counters).decode(),
-        "digest": digest,
-        "now": now,
-        "next_seq": first_seq + len(plan.bodies),
-        "parent_run_id": None,
-        "parent_step": None,
-        "message_count": plan.total,
-        "ranges": codec.encode(ranges).decode(),
-        "header": header,
-        # The new messages travel in the checkpoint's own row: one row, one
-        # B-tree leaf per save, however many messages it adds.
-        "first_seq": first_seq,
-        "added": len(plan.bodies),
-        "messages": pack_bodies(plan.bodies),
-        "blobs": None,
-    }
+    row, result = _save_row(cp, prepared, plan, labels=labels, first_seq=first_seq, run_ref=run_ref, now=now)
     if prepared.blobs is not None:
         row["blobs"] = prepared.blob_digests()
         if row["blobs"] is not None:
@@ -155,10 +154,57 @@ def save(
     else:
         if head_row.needs_advance:  # SQLite: only when the labels changed; PostgreSQL keeps the head there
             yield Query("advance_run", row)
-        if head_row.status != status:
+        if head_row.status != row["status"]:
             yield Query("set_run_status", row)
     yield Query("insert_checkpoint", row)
-    return SaveResult(plan, ranges, digest, report)
+    return result
+
+
+def _save_row(
+    cp: Checkpoint,
+    prepared: SaveInput[PlanT],
+    plan: PlanT,
+    *,
+    labels: str,
+    first_seq: int,
+    run_ref: int | None,
+    now: int,
+) -> tuple[dict[str, Any], SaveResult[PlanT]]:
+    """The save's parameters when its new messages get seqs from ``first_seq`` on, and its result.
+
+    One parameter dict serves every statement of the save, save_next's
+    included (each query takes the names its spec declares; dialects ignore
+    the rest); ``blobs`` is the general way's to fill in.
+    """
+    ranges = plan.ranges(first_seq)
+    report = prepared.report()
+    chain = plan.chains[-1] if plan.chains else codec.EMPTY_CHAIN
+    header = header_bytes(cp, prepared.fields, created_at=now, count=plan.total, chain=chain, report=report)
+    digest = codec.digest(header)
+    row = {
+        "run_id": cp.run_id,
+        "run_ref": run_ref,
+        "status": cp.status.value,
+        "step": cp.step,
+        "schema_version": cp.schema_version,
+        "labels": labels,
+        "counters": codec.encode(prepared.fields.counters).decode(),
+        "digest": digest,
+        "now": now,
+        "next_seq": first_seq + len(plan.bodies),
+        "parent_run_id": None,
+        "parent_step": None,
+        "message_count": plan.total,
+        "ranges": codec.encode(ranges).decode(),
+        "header": header,
+        # The new messages travel in the checkpoint's own row: one row, one
+        # B-tree leaf per save, however many messages it adds.
+        "first_seq": first_seq,
+        "added": len(plan.bodies),
+        "messages": pack_bodies(plan.bodies),
+        "blobs": None,
+    }
+    return row, SaveResult(plan, ranges, digest, report)
 
 
 def load(run_id: str, step: int | None) -> Op[Checkpoint]:

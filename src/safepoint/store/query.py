@@ -99,6 +99,42 @@ UNSUPPORTED: list[NamedRow] = _Unsupported()
 Op = Generator[Query, list[Row], T]
 
 
+class Driver(Protocol):
+    """What a backend provides: run one operation in one transaction.
+
+    ``run`` must commit when the operation returns and roll back (changing
+    nothing) when it raises; ``write=True`` operations must be serialized
+    per run, so that the head-step check inside them cannot race.
+
+    ``capabilities`` are the optional queries (``QuerySpec.optional``) the
+    driver runs, e.g. PostgreSQL's one-statement save, ``save_next``; to any
+    other optional query it answers ``UNSUPPORTED``, and the operation goes
+    the general way.
+    """
+
+    dialect: str
+
+    @property
+    def capabilities(self) -> frozenset[str]: ...
+
+    def run(self, op: Op[T], *, write: bool) -> T: ...
+
+    def close(self) -> None: ...
+
+
+class AsyncDriver(Protocol):
+    """The async driver contract: the same as ``Driver``, awaited."""
+
+    dialect: str
+
+    @property
+    def capabilities(self) -> frozenset[str]: ...
+
+    async def run(self, op: Op[T], *, write: bool) -> T: ...
+
+    async def close(self) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class QuerySpec:
     """The contract of one named query, the same for every dialect.

@@ -1,5 +1,6 @@
--- The PostgreSQL-only statement of postgres/save.py: a save of the next step
--- of a run in one statement, for a writer that already knows the run's head.
+-- The PostgreSQL-only statement of ops.save: a save of the next step of a run
+-- in one statement, for a writer that already knows the run's head (an
+-- optional query: SQLite's driver answers unsupported; see ops.save).
 -- Same parameter conventions as queries.sql (named, integers cast to bigint,
 -- no percent sign in comments).
 
@@ -17,7 +18,7 @@
 -- anyone's. The UPDATE locks the run row as run_head's FOR UPDATE does;
 -- under READ COMMITTED a writer that waited for it re-checks these
 -- conditions on the row as committed. No row back: nothing was written (the
--- writer then runs ops.save, which says why).
+-- save then goes the general way, which says why).
 WITH head AS (
     UPDATE safepoint_runs
     SET head_step = %(step)s::bigint, head_digest = %(digest)s, status = %(status)s,

@@ -19,7 +19,7 @@ together, and everything a save writes travels with its COMMIT and the
 pipeline's last Sync, so ``ops.save`` costs three round trips (two waits
 and that Sync). (psycopg's own ``transaction()``
 inside a pipeline syncs on entering and on leaving it, which made five.)
-``save.py``'s one-statement save is a final statement (``Statement.final``):
+``ops.save``'s one-statement save (``save_next``) is a final statement (``Statement.final``):
 BEGIN, set_config, the statement and COMMIT go out as one simple-protocol
 message (``one_message``), one round trip — one message, not a pipeline,
 because a pipeline flushes statement by statement and a client stopped
@@ -43,7 +43,7 @@ from typing import Any, Generic, TypeVar
 from psycopg import sql
 
 from safepoint.errors import StoreError
-from safepoint.store.query import DIALECTS, Op, Query, QuerySpec, Row, load_dialect
+from safepoint.store.query import DIALECTS, UNSUPPORTED, Op, Query, QuerySpec, Row, load_dialect
 from safepoint.store.sqlfiles import load_queries, load_revisions, read_text
 from safepoint.visible import visible
 
@@ -56,6 +56,8 @@ _PACKAGE = __package__ or "safepoint.store.postgres"
 # driver waits for its rows (it returns some), whether it ends its
 # transaction, and the named rows the operation gets back.
 QUERIES = load_dialect(*DIALECTS["postgresql"])
+# The optional queries (QuerySpec.optional) this dialect has: the drivers' capabilities.
+CAPABILITIES = frozenset(name for name, query in QUERIES.items() if query.spec.optional)
 SETUP = load_queries(_PACKAGE, "setup.sql")
 REVISIONS = load_revisions(_PACKAGE)
 SCHEMA = read_text(_PACKAGE, "schema.sql")
@@ -168,16 +170,20 @@ def _set_search_path(search_path: str) -> Statement:
     return Statement(SET_SEARCH_PATH, SETUP["set_search_path"], {"search_path": search_path}, fetch=False)
 
 
-def op_steps(op: Op[T], search_path: str) -> Steps[T]:
+def op_steps(op: Op[T], search_path: str, capabilities: frozenset[str] = CAPABILITIES) -> Steps[T]:
     """The statements of one operation's transaction: search_path, then its queries as SQL.
 
     After a final statement the operation's next query opens a new
-    transaction, which gets its own search_path first.
+    transaction, which gets its own search_path first. An optional query
+    outside ``capabilities`` is answered ``UNSUPPORTED`` without a statement.
     """
     try:
         yield _set_search_path(search_path)
         query = next(op)
         while True:
+            if query.optional and query.name not in capabilities:
+                query = op.send(UNSUPPORTED)
+                continue
             statement = _statement(query)
             rows = yield statement
             query = op.send(statement.spec.rows(rows) if statement.spec is not None else rows)

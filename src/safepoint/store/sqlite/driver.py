@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from safepoint.errors import StoreClosed, StoreError, StoreNotFound
 from safepoint.store import forking
-from safepoint.store.query import DIALECTS, Op, Row, load_dialect
+from safepoint.store.query import DIALECTS, UNSUPPORTED, Op, Row, load_dialect
 from safepoint.store.sqlfiles import Revision, load_revisions, read_text
 from safepoint.visible import visible
 
@@ -64,6 +64,11 @@ class SQLiteDriver:
     """Runs store operations on one SQLite connection, one at a time."""
 
     dialect = "sqlite"
+    # The optional queries this dialect has: none. ops.save's one-statement
+    # save (save_next) is PostgreSQL's, saving a round trip; on one local
+    # connection the general save costs none, so this driver answers
+    # UNSUPPORTED and ops.save goes on in the same transaction.
+    capabilities = frozenset(name for name, query in QUERIES.items() if query.spec.optional)
 
     def __init__(
         self,
@@ -236,6 +241,9 @@ class SQLiteDriver:
                 query = op.send(rows)  # type: ignore[arg-type]
             except StopIteration as stop:
                 return stop.value  # type: ignore[no-any-return]
+            if query.optional and query.name not in self.capabilities:
+                rows = UNSUPPORTED
+                continue
             named = QUERIES[query.name]
             try:
                 if query.many is not None:
