@@ -23,8 +23,9 @@ import safepoint
 from conftest_postgres import fresh_schema
 from safepoint import Checkpoint, Store
 from safepoint.errors import Conflict, LeaseLost
-from safepoint.store import calls, ops
+from safepoint.store import calls
 from safepoint.store.blobio import DatabaseBlobs
+from safepoint.store.ops import saving
 from safepoint.store.pipeline import Pipeline
 from safepoint.store.postgres.async_driver import PostgresAsyncDriver, open_postgres_async_driver
 from safepoint.store.postgres.driver import PostgresDriver
@@ -42,7 +43,7 @@ DECLINED = ["save_next", "run_head"]
 def sent(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """Saves in this test are recorded: one list of the query names each save asked for."""
     saves: list[list[str]] = []
-    save = ops.save
+    save = saving.save
 
     def recorded(*args: Any, **kwargs: Any) -> Op[Any]:
         names: list[str] = []
@@ -56,7 +57,7 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
         except StopIteration as stop:
             return stop.value
 
-    monkeypatch.setattr(ops, "save", recorded)  # what calls.save builds
+    monkeypatch.setattr(saving, "save", recorded)  # what calls.save builds
     return saves
 
 

@@ -30,8 +30,7 @@ from safepoint.cli_render import ID_LEN, emit, say, shown, when
 from safepoint.errors import Conflict, RunStatusError, StoreError
 from safepoint.harness import Reconcile, Run
 from safepoint.model import Status
-from safepoint.store import Store
-from safepoint.store.leases import QueueState
+from safepoint.store import QueueState, Store
 from safepoint.visible import visible
 
 _FORCE_HELP = "Fence off a worker holding the run's lease first (its next save fails with LeaseLost)."

@@ -55,8 +55,9 @@ from safepoint.errors import InvalidArgument, LeaseLost, SchemaTooNew, StoreUnav
 from safepoint.model import Checkpoint, CheckpointInfo, Lease, Status
 from safepoint.observe import NO_OBSERVER
 from safepoint.retrying import RetryPolicy
-from safepoint.store import Store, calls, leases, traced
-from safepoint.store.leases import Attempts
+from safepoint.store import Store, calls, traced
+from safepoint.store.ops import leases
+from safepoint.store.ops.leases import Attempts
 from safepoint.visible import ID_LEN, VisibleTracebacks, visible
 
 log = logging.getLogger("safepoint.worker")

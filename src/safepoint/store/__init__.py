@@ -13,7 +13,7 @@ from safepoint.visible import visible
 from .asyncstore import AsyncStore, SQLiteAsyncDriver
 from .blobio import BlobTarget, DatabaseBlobs, ExternalBlobs
 from .facade import Store
-from .leases import Attempts, QueueState
+from .ops.leases import Attempts, QueueState
 from .pipeline import Pipeline
 from .sqlite.driver import SnapshotWarning, SQLiteDriver
 from .urls import scheme_of

@@ -20,7 +20,8 @@ from typing import Any, ParamSpec, TypeVar
 from safepoint.model import Checkpoint, CheckpointInfo, Lease, Page, Retention, RunInfo, Status
 from safepoint.observe import NO_OBSERVER, Observer
 
-from . import calls, leases, maintenance, traced
+from . import calls, maintenance, traced
+from .ops import leases
 from .pipeline import Pipeline, ResolveSecrets
 from .query import AsyncDriver, Op
 from .sqlite.driver import SQLiteDriver

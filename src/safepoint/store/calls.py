@@ -37,8 +37,10 @@ from safepoint.model import (
 )
 from safepoint.scrub import Secrets
 
-from . import leases, listing, maintenance, ops
+from . import maintenance
 from .blobio import ExternalBlobs
+from .ops import leases, listing, loading, saving
+from .ops import runs as run_ops  # calls.runs is the listing call
 from .pipeline import Pipeline, PreparedSave, ResolveSecrets
 from .query import Loaded, Op
 from .serialize import MessagePlan, check_id, check_step, finish_save, validate_fields
@@ -77,14 +79,14 @@ def now_micros() -> int:
     return time.time_ns() // 1000
 
 
-SaveOp = Callable[..., Op[ops.SaveResult[MessagePlan]]]
+SaveOp = Callable[..., Op[saving.SaveResult[MessagePlan]]]
 
 
 def save(
     cp: Checkpoint, lease: Lease | None, pipeline: Pipeline, save_op: SaveOp | None = None
-) -> Call[ops.SaveResult[MessagePlan], CheckpointInfo]:
+) -> Call[saving.SaveResult[MessagePlan], CheckpointInfo]:
     """``save_op``: the save operation to build (same arguments and result as
-    ``ops.save``, e.g. one wrapped by ``observed_save``); ``ops.save`` if None."""
+    ``saving.save``, e.g. one wrapped by ``observed_save``); ``saving.save`` if None."""
     if not isinstance(cp, Checkpoint):
         raise InvalidArgument(f"save takes a safepoint.Checkpoint, not {type(cp).__name__}")
     if lease is not None:
@@ -99,7 +101,7 @@ def save(
     plan = pipeline.guard(prepared.plan, view, cp.messages)
     now = now_micros()
 
-    def finish(result: ops.SaveResult[MessagePlan]) -> CheckpointInfo:
+    def finish(result: saving.SaveResult[MessagePlan]) -> CheckpointInfo:
         finish_save(cp, result.plan, result.ranges, now, result.digest)
         cp.scrub_report = result.report
         assert cp.created_at is not None
@@ -115,7 +117,7 @@ def save(
             scrub_report=result.report,
         )
 
-    op = (save_op or ops.save)(cp, prepared, view, plan, now=now, lease=lease)
+    op = (save_op or saving.save)(cp, prepared, view, plan, now=now, lease=lease)
     # External blobs are uploaded before the transaction, so no upload runs
     # under the run's row lock or against the server's idle-in-transaction
     # timeout; the op re-checks them under the blob guard (see blobio.py).
@@ -143,25 +145,25 @@ class SaveFacts:
 
 def observed_save(
     cp: Checkpoint, lease: Lease | None, pipeline: Pipeline, save_op: SaveOp | None, facts: SaveFacts
-) -> Call[ops.SaveResult[MessagePlan], CheckpointInfo]:
+) -> Call[saving.SaveResult[MessagePlan], CheckpointInfo]:
     """``save``, filling ``facts`` once the save has committed (an observed store's save).
 
     The save is built by ``save`` itself; only its operation is wrapped, to
     keep hold of the prepared save, whose pending blobs are read after
     commit (a re-plan inside the transaction may add some).
     """
-    inner = save_op or ops.save
+    inner = save_op or saving.save
     held: list[PreparedSave] = []
 
     def op(
         cp: Checkpoint, prepared: PreparedSave, *args: Any, **kwargs: Any
-    ) -> Op[ops.SaveResult[MessagePlan]]:
+    ) -> Op[saving.SaveResult[MessagePlan]]:
         held.append(prepared)
         return inner(cp, prepared, *args, **kwargs)
 
     call = save(cp, lease, pipeline, op)
 
-    def finish(result: ops.SaveResult[MessagePlan]) -> CheckpointInfo:
+    def finish(result: saving.SaveResult[MessagePlan]) -> CheckpointInfo:
         info = call.finish(result)
         blobs = held[0].pending_blobs() if held else {}
         facts.messages_added = len(result.plan.bodies)
@@ -194,7 +196,7 @@ def load(
     _flag(migrate, "migrate")
     _flag(fetch_blobs, "fetch_blobs")
     in_database = pipeline.blobs is not None and pipeline.blobs.in_database and fetch_blobs
-    op = ops.load_for_reading(check_id(run_id), check_step(step), blobs_in_database=in_database)
+    op = loading.load_for_reading(check_id(run_id), check_step(step), blobs_in_database=in_database)
     return Call(op, False, finish)
 
 
@@ -223,7 +225,7 @@ def fetch_blob(ref: Any, pipeline: Pipeline) -> Call[dict[str, bytes], str | byt
     def finish(stored: dict[str, bytes]) -> str | bytes:
         return pipeline.fetch_blob(parsed, stored)
 
-    return Call(ops.read_blobs(digests), False, finish)
+    return Call(loading.read_blobs(digests), False, finish)
 
 
 def set_retention(run_id: str, policy: Retention | None) -> Call[None, None]:
@@ -323,11 +325,11 @@ def fork(
     pipeline.guard(validate_fields, Checkpoint(run_id=target, labels={} if labels is None else labels))
     if labels is not None:  # scrubbed like any label a save writes
         labels = pipeline.prepare_save(Checkpoint(run_id=target, labels=labels)).fields.labels
-    return Call(ops.fork(check_id(run_id), check_step(step), target, labels, now_micros()), True, _same)
+    return Call(run_ops.fork(check_id(run_id), check_step(step), target, labels, now_micros()), True, _same)
 
 
 def delete_run(run_id: str) -> Call[None, None]:
-    return Call(ops.delete_run(check_id(run_id)), True, _same)
+    return Call(run_ops.delete_run(check_id(run_id)), True, _same)
 
 
 def enqueue(run_id: str) -> Call[None, None]:

@@ -44,7 +44,8 @@ from safepoint.model import Checkpoint, Retention, Status, from_micros, to_micro
 
 from .blobio import BlobTarget, ExternalBlobs
 from .offload import BLOB_MARK, find_stored_refs
-from .ops import NO_RUN, load_typed
+from .ops.loading import load_typed
+from .ops.saving import NO_RUN
 from .pipeline import PreparedSave
 from .query import Op, Query, Row
 from .serialize import header_bytes, pack_bodies

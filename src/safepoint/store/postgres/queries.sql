@@ -1,5 +1,5 @@
 -- Named queries for the PostgreSQL backend: the same names, parameters and
--- result columns as sqlite/queries.sql, which store/ops.py relies on.
+-- result columns as sqlite/queries.sql (each query's spec header), which store/ops/ relies on.
 -- Parameters use psycopg's named style; extra keys in a parameter dict are
 -- ignored. Integer parameters are cast to bigint so that PostgreSQL never
 -- has to guess a type (psycopg sends small ints as int2) and a prepared

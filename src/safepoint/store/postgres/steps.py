@@ -1,7 +1,7 @@
 """What both PostgreSQL drivers send, written once and free of I/O.
 
 A driver opens a transaction and asks this module for its statements:
-``op_steps`` turns an operation's named queries (``store/ops.py``) into SQL
+``op_steps`` turns an operation's named queries (``store/ops/``) into SQL
 after pointing search_path at the store's schema, and ``setup_steps`` is the
 DDL upgrade. The sync driver blocks on each statement and the async driver
 awaits it; that loop is all either of them holds (the split psycopg itself

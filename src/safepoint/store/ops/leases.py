@@ -3,7 +3,7 @@
 A claim is one statement per dialect (``FOR UPDATE SKIP LOCKED`` on
 PostgreSQL; SQLite's single writer needs none) and bumps the run's lease
 epoch; every later call under the lease — and every save made with it
-(``ops.save``) — is checked against that epoch. A claim also counts an
+(``saving.save``) — is checked against that epoch. A claim also counts an
 attempt and skips a run whose ``retry_at`` (set by a failed attempt's
 release) has not come; ``requeue`` gives a run a clean slate.
 
@@ -22,10 +22,10 @@ from typing import Any, Literal
 
 from safepoint.errors import LeaseLost, NotFound, RunStatusError, SafepointError
 from safepoint.model import Checkpoint, Lease, Status, from_micros
+from safepoint.store.query import Op, Query, Row, SaveInput
 
-from . import ops
-from .ops import lease_detail
-from .query import Op, Query, Row, SaveInput
+from .loading import load_typed
+from .saving import lease_detail, save
 
 
 def enqueue(run_id: str, now: int) -> Op[None]:
@@ -218,7 +218,7 @@ def cancel(run_id: str, prepare: Callable[[Checkpoint], SaveInput[Any]], now: in
     fenced = before.leased(from_micros(now))
     yield Query("cancel_run", {"run_id": run_id})
     try:
-        head, *_ = yield from ops.load_typed(run_id, None)
+        head, *_ = yield from load_typed(run_id, None)
     except SafepointError:
         return Cancelled(run_id, None, fenced)  # unloadable head: the run row alone says cancelled
     if head.status is Status.DONE:
@@ -232,5 +232,5 @@ def cancel(run_id: str, prepare: Callable[[Checkpoint], SaveInput[Any]], now: in
         plan = prepared.plan(head.stored_view, cancelled.messages)
     except SafepointError:
         return Cancelled(run_id, None, fenced)
-    yield from ops.save(cancelled, prepared, head.stored_view, plan, now=now)
+    yield from save(cancelled, prepared, head.stored_view, plan, now=now)
     return Cancelled(run_id, cancelled.step, fenced)

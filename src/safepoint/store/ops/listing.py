@@ -13,8 +13,7 @@ from __future__ import annotations
 from safepoint import codec
 from safepoint.errors import CorruptCheckpoint, NotFound
 from safepoint.model import CheckpointInfo, ParentRef, RunInfo, Status, from_micros
-
-from .query import Op, Query, Row
+from safepoint.store.query import Op, Query, Row
 
 
 def history(run_id: str) -> Op[list[CheckpointInfo]]:
