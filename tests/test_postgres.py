@@ -36,7 +36,8 @@ from safepoint.store.blobio import DatabaseBlobs
 from safepoint.store.pipeline import Pipeline
 from safepoint.store.postgres.async_driver import PostgresAsyncDriver, open_postgres_async_driver
 from safepoint.store.postgres.driver import PostgresDriver
-from safepoint.store.postgres.steps import QUERIES, REVISIONS, SETUP
+from safepoint.store.postgres.schema import REVISIONS
+from safepoint.store.postgres.steps import QUERIES, SETUP
 from safepoint.store.query import Op, Query
 from safepoint.store.sqlfiles import load_queries
 from safepoint.testing.blocking import BlockingDriver

@@ -21,7 +21,7 @@ import pytest
 from psycopg import pq
 
 import safepoint
-from safepoint.store.query import DIALECTS, QUERY_SPECS, NamedQuery, load_dialect
+from safepoint.store.query_specs import DIALECTS, QUERY_SPECS, NamedQuery, load_dialect
 from safepoint.store.sqlite.driver import SQLiteDriver
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "safepoint"

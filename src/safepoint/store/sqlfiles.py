@@ -5,7 +5,7 @@ folder holds forward-only revisions named ``NNNN_what.sql``. Nothing here
 builds SQL text: the files are the SQL.
 
 An operation's query (``queries.sql``, PostgreSQL's ``save.sql``) opens with
-its spec (``query.QuerySpec``), in comment lines right after its name and
+its spec (``query_specs.QuerySpec``), in comment lines right after its name and
 before the comments that say why::
 
     -- name: claim

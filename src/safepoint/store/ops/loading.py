@@ -15,7 +15,7 @@ from safepoint.blobs.base import BlobRef
 from safepoint.errors import CorruptCheckpoint, NotFound
 from safepoint.model import Checkpoint
 from safepoint.store.offload import BLOB_MARK, find_refs
-from safepoint.store.query import Loaded, NamedRow, Op, Query
+from safepoint.store.query import Loaded, Op, Query, Row
 from safepoint.store.references import typed_checkpoint
 from safepoint.store.serialize import decode_checkpoint, parse_ranges, select_bodies
 
@@ -89,7 +89,7 @@ def load_with_bodies(run_id: str, step: int | None) -> Op[tuple[Checkpoint, list
     return checkpoint, bodies, bytes(header), stored_format
 
 
-def _check_head(run_id: str, row: NamedRow) -> None:
+def _check_head(run_id: str, row: Row) -> None:
     """The run row's head (PostgreSQL keeps it there) against the checkpoint rows.
 
     ``row`` is checkpoint_latest's: the row at the head step (its step None:

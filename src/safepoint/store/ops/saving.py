@@ -16,7 +16,8 @@ from safepoint import codec
 from safepoint.errors import Conflict, LeaseLost
 from safepoint.messagelist import StoredView
 from safepoint.model import Checkpoint, Lease, ScrubReport
-from safepoint.store.query import QUERY_SPECS, Op, PlanT, Query, SaveInput
+from safepoint.store.query import Op, PlanT, Query, SaveInput
+from safepoint.store.query_specs import QUERY_SPECS
 from safepoint.store.serialize import header_bytes, pack_bodies
 
 from .loading import load

@@ -20,19 +20,17 @@ from safepoint.store import forking
 from safepoint.store.query import Op, Row
 
 from .config import PostgresConfig, search_path
+from .errors import Transaction
+from .schema import check_existing, existing_steps, setup_steps
 from .steps import (
     BEGIN,
     CAPABILITIES,
     COMMIT,
     READ_ONLY_WRITE,
     Statement,
-    Transaction,
-    check_existing,
-    existing_steps,
     one_message,
     op_steps,
     opening,
-    setup_steps,
 )
 
 T = TypeVar("T")

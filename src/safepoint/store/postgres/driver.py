@@ -22,6 +22,8 @@ from safepoint.store import forking
 from safepoint.store.query import Op, Row
 
 from .config import PostgresConfig, search_path
+from .errors import Transaction
+from .schema import check_existing, existing_steps, setup_steps
 from .steps import (
     BEGIN,
     CAPABILITIES,
@@ -29,14 +31,10 @@ from .steps import (
     READ_ONLY_WRITE,
     Statement,
     Steps,
-    Transaction,
-    check_existing,
-    existing_steps,
     one_message,
     op_steps,
     opening,
     raw_steps,
-    setup_steps,
 )
 
 T = TypeVar("T")

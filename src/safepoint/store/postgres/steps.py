@@ -2,12 +2,12 @@
 
 A driver opens a transaction and asks this module for its statements:
 ``op_steps`` turns an operation's named queries (``store/ops/``) into SQL
-after pointing search_path at the store's schema, and ``setup_steps`` is the
-DDL upgrade. The sync driver blocks on each statement and the async driver
+after pointing search_path at the store's schema (``schema.py`` holds the
+DDL setup's). The sync driver blocks on each statement and the async driver
 awaits it; that loop is all either of them holds (the split psycopg itself
-uses between its generators and its waiting functions). ``Transaction``
-passes either on, remembering where it stands so that ``Transaction.error``
-can turn a psycopg error into safepoint's.
+uses between its generators and its waiting functions).
+``errors.Transaction`` passes either on, remembering where it stands so
+that a psycopg error becomes safepoint's.
 
 Round trips: operations run in psycopg's pipeline mode on autocommit
 connections, with BEGIN and COMMIT sent as statements of the pipeline, and a
@@ -38,17 +38,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from psycopg import sql
 
 from safepoint.errors import StoreError
-from safepoint.store.query import DIALECTS, UNSUPPORTED, Op, Query, QuerySpec, Row, load_dialect
-from safepoint.store.sqlfiles import load_queries, load_revisions, read_text
-from safepoint.visible import visible
-
-from .config import PostgresConfig
-from .errors import translate
+from safepoint.store.query import UNSUPPORTED, Op, Query, Row
+from safepoint.store.query_specs import DIALECTS, QuerySpec, load_dialect
+from safepoint.store.sqlfiles import load_queries
 
 T = TypeVar("T")
 _PACKAGE = __package__ or "safepoint.store.postgres"
@@ -58,9 +55,8 @@ _PACKAGE = __package__ or "safepoint.store.postgres"
 QUERIES = load_dialect(*DIALECTS["postgresql"])
 # The optional queries (QuerySpec.optional) this dialect has: the drivers' capabilities.
 CAPABILITIES = frozenset(name for name, query in QUERIES.items() if query.spec.optional)
+# The driver's own statements (search_path, the DDL setup's): no operation's.
 SETUP = load_queries(_PACKAGE, "setup.sql")
-REVISIONS = load_revisions(_PACKAGE)
-SCHEMA = read_text(_PACKAGE, "schema.sql")
 
 # A query whose spec returns no columns is never waited for. One whose spec
 # ends its transaction (Statement.final: a save's one statement, and the
@@ -166,7 +162,8 @@ def opening(steps: Steps[Any], statement: Statement, *, write: bool, pipeline: b
     return Opening([], [statement], following)
 
 
-def _set_search_path(search_path: str) -> Statement:
+def search_path_statement(search_path: str) -> Statement:
+    """Point the transaction's search_path at the store's schema (set_config, local to it)."""
     return Statement(SET_SEARCH_PATH, SETUP["set_search_path"], {"search_path": search_path}, fetch=False)
 
 
@@ -178,7 +175,7 @@ def op_steps(op: Op[T], search_path: str, capabilities: frozenset[str] = CAPABIL
     outside ``capabilities`` is answered ``UNSUPPORTED`` without a statement.
     """
     try:
-        yield _set_search_path(search_path)
+        yield search_path_statement(search_path)
         query = next(op)
         while True:
             if query.optional and query.name not in capabilities:
@@ -188,7 +185,7 @@ def op_steps(op: Op[T], search_path: str, capabilities: frozenset[str] = CAPABIL
             rows = yield statement
             query = op.send(statement.spec.rows(rows) if statement.spec is not None else rows)
             if statement.final:
-                yield _set_search_path(search_path)
+                yield search_path_statement(search_path)
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
     finally:
@@ -208,139 +205,8 @@ def _statement(query: Query) -> Statement:
 
 def raw_steps(text: str, params: dict[str, Any] | None, search_path: str) -> Steps[list[Row]]:
     """One row-returning statement outside the named queries, in the store's schema (tests, tools)."""
-    yield _set_search_path(search_path)
+    yield search_path_statement(search_path)
     return (yield Statement("raw statement", text, params))
-
-
-class Transaction(Generic[T]):
-    """Passes ``steps`` to a driver, remembering where the transaction stands.
-
-    That memory is what turns a psycopg error into a useful safepoint one:
-    which statements may have failed (in a pipeline, any sent since the last
-    wait), whether the commit had started, and which run and step a unique
-    violation was about.
-    """
-
-    def __init__(self, steps: Steps[T]) -> None:
-        self._inner = steps
-        self._unconfirmed: list[str] = []  # sent since the last statement whose rows came back
-        self._committing = False
-        self._run_id: str | None = None
-        self._step: int | None = None
-        self._digest: bytes | None = None  # of the checkpoint a save writes (errors.translate)
-
-    def steps(self) -> Steps[T]:
-        inner = self._inner
-        try:
-            statement = next(inner)
-            while True:
-                self._unconfirmed.append(statement.name)
-                for params in (statement.params or {}, *(statement.many or ())[:1]):
-                    self._run_id = params.get("run_id", self._run_id)
-                    self._step = params.get("step", self._step)
-                    self._digest = params.get("digest", self._digest)
-                self._committing = statement.final  # its COMMIT goes with it
-                rows = yield statement
-                if statement.fetch or statement.final:  # its rows came back: all before it succeeded
-                    self._unconfirmed.clear()
-                self._committing = False  # a final statement's commit succeeded too
-                statement = inner.send(rows)
-        except StopIteration as stop:
-            self._committing = True
-            return stop.value  # type: ignore[no-any-return]
-        finally:
-            inner.close()
-
-    @property
-    def doing(self) -> str:
-        """What the transaction was doing, for error messages."""
-        sent = " or ".join(repr(name) for name in self._unconfirmed)
-        if self._committing:
-            return f"committing (after {sent})" if sent else "committing"
-        return f"running {sent}" if sent else "getting a connection"
-
-    def error(self, exc: Exception) -> Exception:
-        """The safepoint error to raise for ``exc`` (chained by the caller with ``from exc``)."""
-        return translate(
-            exc,
-            doing=self.doing,
-            committing=self._committing,
-            run_id=self._run_id,
-            step=self._step,
-            digest=self._digest,
-        )
-
-
-def setup_steps(schema: str, search_path: str) -> Steps[list[int]]:
-    """Bring the schema's tables up to date; returns the revisions applied now.
-
-    Runs in one transaction under an advisory lock, so processes starting
-    together take turns: the first creates the schema (``schema.sql`` in one
-    go for a fresh one, else each missing numbered revision), the others find
-    it current. All or nothing: PostgreSQL DDL is transactional. Not for a
-    pipeline: the DDL files use the simple query protocol.
-    """
-    yield Statement("lock_setup", SETUP["lock_setup"], {"schema": schema}, fetch=False)
-    if not (yield Statement("schema_exists", SETUP["schema_exists"], {"schema": schema}))[0][0]:
-        create = sql.SQL(SETUP["create_schema"]).format(sql.Identifier(schema))
-        yield Statement("create_schema", create, fetch=False, prepare=False)
-    yield _set_search_path(search_path)
-    applied: set[int] = set()
-    if (yield Statement("revisions_table_exists", SETUP["revisions_table_exists"], {"schema": schema}))[0][0]:
-        rows = yield Statement("applied_revisions", SETUP["applied_revisions"])
-        applied = {row[0] for row in rows}
-    else:
-        yield Statement("create_revisions_table", SETUP["create_revisions_table"], fetch=False, prepare=False)
-    if applied:
-        todo = [r for r in REVISIONS if r.number not in applied]
-        for revision in todo:
-            yield Statement(f"DDL revision {revision.number}", revision.sql, fetch=False, prepare=False)
-    else:
-        todo = REVISIONS
-        yield Statement("schema.sql", SCHEMA, fetch=False, prepare=False)
-    for revision in todo:
-        params = {"revision": revision.number, "name": revision.name}
-        yield Statement("record_revision", SETUP["record_revision"], params, fetch=False)
-    return [r.number for r in todo]
-
-
-@dataclass(frozen=True, slots=True)
-class Existing:
-    """What a read-only open found in the schema: whether it exists, and the DDL revisions applied there.
-
-    ``revisions`` is None when the schema has no safepoint tables.
-    """
-
-    schema_exists: bool
-    revisions: frozenset[int] | None
-
-
-def existing_steps(schema: str, search_path: str) -> Steps[Existing]:
-    """Look at the schema without changing anything (a read-only open): no lock, no DDL."""
-    if not (yield Statement("schema_exists", SETUP["schema_exists"], {"schema": schema}))[0][0]:
-        return Existing(schema_exists=False, revisions=None)
-    yield _set_search_path(search_path)
-    if not (yield Statement("revisions_table_exists", SETUP["revisions_table_exists"], {"schema": schema}))[
-        0
-    ][0]:
-        return Existing(schema_exists=True, revisions=None)
-    rows = yield Statement("applied_revisions", SETUP["applied_revisions"])
-    return Existing(schema_exists=True, revisions=frozenset(row[0] for row in rows))
-
-
-def check_existing(config: PostgresConfig, found: Existing) -> None:
-    """Raise unless ``found`` is a store this code reads: ``StoreNotFound``, or ``StoreError`` if too old."""
-    shown = visible(config.schema, max_len=80)
-    if not found.schema_exists:
-        raise config.not_found(f'the database has no schema "{shown}"')
-    if found.revisions is None:
-        raise config.not_found(f'schema "{shown}" has no safepoint tables')
-    missing = [r.number for r in REVISIONS if r.number not in found.revisions]
-    if missing:
-        raise StoreError(
-            f'the safepoint store in schema "{shown}" predates this version of safepoint (it lacks DDL'
-            f" revision {missing[0]}): open it once for writing (open_store without read_only) to upgrade it"
-        )
 
 
 READ_ONLY_WRITE = "this store was opened with read_only=True: it writes nothing"

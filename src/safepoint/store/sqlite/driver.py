@@ -31,7 +31,8 @@ from typing import Any, TypeVar
 
 from safepoint.errors import StoreClosed, StoreError, StoreNotFound
 from safepoint.store import forking
-from safepoint.store.query import DIALECTS, UNSUPPORTED, Op, Row, load_dialect
+from safepoint.store.query import UNSUPPORTED, Op, Row
+from safepoint.store.query_specs import DIALECTS, load_dialect
 from safepoint.store.sqlfiles import Revision, load_revisions, read_text
 from safepoint.visible import visible
 
