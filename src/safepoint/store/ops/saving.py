@@ -73,23 +73,16 @@ def save(
     general way from the start.
     """
     labels = codec.encode(prepared.fields.labels).decode()
-    if (
-        view is not None
-        and view.run_id == cp.run_id
-        and cp.step == view.step + 1
-        and (prepared.blobs is None or prepared.blob_digests() is None)
-    ):
-        # The run's next free seq is where the view's log ends, unless a
-        # rewrite dropped its tail (then save_next finds another and declines).
-        first_seq = view.ranges[-1][1] if view.ranges else 0
-        row, result = _save_row(cp, prepared, plan, labels=labels, first_seq=first_seq, run_ref=None, now=now)
+    guessed = _guess(cp, prepared, view, plan, labels=labels, now=now)
+    if guessed is not None:
+        assert view is not None
         guards = {
             "head_digest": view.digest,
             "lease_owner": None if lease is None else lease.worker_id,
             "lease_epoch": None if lease is None else lease.epoch,
         }
-        if (yield Query("save_next", row | guards, optional=True)):
-            return result
+        if (yield Query("save_next", guessed[1] | guards, optional=True)):
+            return guessed[2]
 
     rows = yield Query("run_head", {"run_id": cp.run_id, "labels": labels})
     head_row = rows[0] if rows else NO_RUN
@@ -118,7 +111,15 @@ def save(
             head = yield from load(cp.run_id, head_step)
             plan = prepared.plan(head.stored_view, cp.messages)
 
-    row, result = _save_row(cp, prepared, plan, labels=labels, first_seq=first_seq, run_ref=run_ref, now=now)
+    if guessed is not None and guessed[0] == first_seq and guessed[2].plan is plan:
+        # The head was as guessed (a driver without save_next, the usual case
+        # on SQLite): the parameters are the ones built for save_next.
+        _, row, result = guessed
+        row["run_ref"] = run_ref
+    else:
+        row, result = _save_row(
+            cp, prepared, plan, labels=labels, first_seq=first_seq, run_ref=run_ref, now=now
+        )
     if prepared.blobs is not None:
         row["blobs"] = prepared.blob_digests()
         if row["blobs"] is not None:
@@ -144,6 +145,28 @@ def save(
             yield Query("set_run_status", row)
     yield Query("insert_checkpoint", row)
     return result
+
+
+def _guess(
+    cp: Checkpoint,
+    prepared: SaveInput[PlanT],
+    view: StoredView | None,
+    plan: PlanT,
+    *,
+    labels: str,
+    now: int,
+) -> tuple[int, dict[str, Any], SaveResult[PlanT]] | None:
+    """The save's parameters if ``view`` is the run's head (with its next free seq); None when
+    the save must go the general way from the start (another run's view, a new run, blobs)."""
+    if view is None or view.run_id != cp.run_id or cp.step != view.step + 1:
+        return None
+    if prepared.blobs is not None and prepared.blob_digests() is not None:
+        return None
+    # The run's next free seq is where the view's log ends, unless a rewrite
+    # dropped its tail (then save_next finds another and declines).
+    first_seq = view.ranges[-1][1] if view.ranges else 0
+    row, result = _save_row(cp, prepared, plan, labels=labels, first_seq=first_seq, run_ref=None, now=now)
+    return first_seq, row, result
 
 
 def _save_row(
