@@ -15,17 +15,17 @@ experiments, not the library). It prints Markdown:
    1-row commit.
 3. **Variants**, in the benchmark's lockstep harness against raw commits,
    with 1 and 8 writers: the store as it is (the one-statement save,
-   ``store/postgres/save.py``, sent as one message: one round trip); the
+   ``save_next`` in ``postgres/save.sql``, sent as one message: one round trip); the
    same without the ``safepoint_runs_updated`` index (so the run-row update
    is HOT) or with pglz instead of lz4 (before DDL revision 4); every save
-   through ``ops.save`` instead (the drivers' ``save_op`` unset in the
-   writer processes: three round trips), also without the per-transaction
+   the general way of ``ops.save`` (the drivers' ``save_next`` capability
+   withdrawn in the writer processes: three round trips), also without the per-transaction
    ``set_config``; and a floor: the same two rows written by one autocommit
    statement (``FloorWriter``), with no checks and no safepoint client code,
    what any design on these tables costs at least.
 
 Section 2 explains the statements of ``ops.save`` (the one-statement save
-sends no pipeline statement to hook), so it unsets ``save_op`` too.
+sends no pipeline statement to hook), so it withdraws ``save_next`` too.
 
 Nothing in ``src/`` changes: the patches live in the writer processes of
 this script, and every schema is dropped afterwards.
@@ -151,11 +151,11 @@ _BUFFERS = re.compile(r"^\s*Buffers: (.*)", re.MULTILINE)
 
 
 def server_profile(url: str, saves: int) -> str:
-    shipped = pg_driver.PostgresDriver.__dict__["save_op"]
+    shipped = pg_driver.PostgresDriver.capabilities
     try:
         return _server_profile(url, saves)
     finally:
-        pg_driver.PostgresDriver.save_op = shipped
+        pg_driver.PostgresDriver.capabilities = shipped
 
 
 def _server_profile(url: str, saves: int) -> str:
@@ -173,8 +173,8 @@ def _server_profile(url: str, saves: int) -> str:
 
     with pg_server.scratch_schema(url, "explain") as schema:
         # ops.save's statements, each through _execute (see the module docstring);
-        # the shipped save_op is put back before the function returns.
-        pg_driver.PostgresDriver.save_op = None  # type: ignore[assignment]
+        # the shipped capabilities are put back before the function returns.
+        pg_driver.PostgresDriver.capabilities = frozenset()
         store = safepoint.open_store(url, schema=schema)
         cp = safepoint.Checkpoint(run_id="explained")
         store.save(cp)
@@ -255,9 +255,9 @@ def _one(url: str, schema: str, query: str) -> tuple[Any, ...] | None:
 # -- 3. variants --------------------------------------------------------------------
 
 
-def _op_steps_without_search_path(op: Any, search_path: str) -> Any:
+def _op_steps_without_search_path(op: Any, search_path: str, capabilities: frozenset[str]) -> Any:
     """``steps.op_steps`` minus its first statement, set_config('search_path', ...)."""
-    steps = pg_steps.op_steps(op, search_path)
+    steps = pg_steps.op_steps(op, search_path, capabilities)
     next(steps)  # the set_config statement, not sent: the session has the schema on its search_path
     return steps
 
@@ -266,7 +266,7 @@ class VariantWriter(SafepointWriter):
     """A ``pg_writer`` contender: ``SafepointWriter`` patched per ``spec["variant"]`` (comma-separated).
 
     ``ops_save`` makes every save go through ``ops.save`` (the drivers'
-    one-statement ``save_op`` unset); ``no_set_config`` drops the
+    one-statement ``save_next`` capability withdrawn); ``no_set_config`` drops the
     per-transaction search_path statement, the connections getting the
     schema from the URL's ``options`` instead.
     """
@@ -274,7 +274,7 @@ class VariantWriter(SafepointWriter):
     def __init__(self, spec: dict[str, Any]) -> None:
         flags = set(spec["variant"].split(","))
         if "ops_save" in flags:
-            pg_driver.PostgresDriver.save_op = None  # type: ignore[assignment]
+            pg_driver.PostgresDriver.capabilities = frozenset()
         if "no_set_config" in flags:
             pg_driver.op_steps = _op_steps_without_search_path  # type: ignore[assignment]
             spec = spec | {"url": f"{spec['url']}?options=-csearch_path%3D{spec['schema']}"}

@@ -14,29 +14,19 @@ the event loop free while SQLite waits for its fsync.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from safepoint.observe import NO_OBSERVER, Observer
 
-from . import ops
 from .calls import Call
 from .methods import StoreMethods
 from .pipeline import Pipeline
+from .query import AsyncDriver, Op
 from .spans import backend_of
 from .sqlite.driver import SQLiteDriver
 from .twins import Awaiting
 
 T = TypeVar("T")
-
-
-class AsyncDriver(Protocol):
-    """The async driver contract: the same as ``Driver``, awaited."""
-
-    dialect: str
-
-    async def run(self, op: ops.Op[T], *, write: bool) -> T: ...
-
-    async def close(self) -> None: ...
 
 
 class SQLiteAsyncDriver:
@@ -45,8 +35,9 @@ class SQLiteAsyncDriver:
     def __init__(self, driver: SQLiteDriver) -> None:
         self.sync_driver = driver
         self.dialect = driver.dialect
+        self.capabilities = driver.capabilities
 
-    async def run(self, op: ops.Op[T], *, write: bool) -> T:
+    async def run(self, op: Op[T], *, write: bool) -> T:
         return await asyncio.to_thread(self.sync_driver.run, op, write=write)
 
     async def close(self) -> None:

@@ -23,7 +23,8 @@ from safepoint.model import Status
 from safepoint.observe import NO_OBSERVER
 from safepoint.records import Lease
 from safepoint.retrying import RetryPolicy
-from safepoint.store import Store, calls, leases, traced
+from safepoint.store import Store, calls, traced
+from safepoint.store.ops import leases
 from safepoint.visible import ID_LEN, VisibleTracebacks, visible
 
 from .attempts import GIVE_BACK, AttemptPolicy, Release, finished, recorded_error

@@ -19,24 +19,22 @@ from psycopg_pool import ConnectionPool
 
 from safepoint.errors import StoreError
 from safepoint.store import forking
-from safepoint.store.ops import Op, Row
+from safepoint.store.query import Op, Row
 
 from .config import PostgresConfig, search_path
-from .save import save as one_statement_save
+from .errors import Transaction
+from .schema import check_existing, existing_steps, setup_steps
 from .steps import (
     BEGIN,
+    CAPABILITIES,
     COMMIT,
     READ_ONLY_WRITE,
     Statement,
     Steps,
-    Transaction,
-    check_existing,
-    existing_steps,
     one_message,
     op_steps,
     opening,
     raw_steps,
-    setup_steps,
 )
 
 T = TypeVar("T")
@@ -46,10 +44,9 @@ class PostgresDriver:
     """Runs store operations on a pool of PostgreSQL connections; thread-safe."""
 
     dialect = "postgresql"
-    # The save operation for this dialect: ops.save's signature and result,
-    # in one statement and one round trip when it can (see save.py); the
-    # stores hand it to calls.save.
-    save_op = staticmethod(one_statement_save)
+    # The optional queries this dialect has: save_next, the one-statement save
+    # that ops.save asks for first when the writer knows its run's head.
+    capabilities = CAPABILITIES
 
     def __init__(self, config: PostgresConfig, pool: ConnectionPool, search_path: str) -> None:
         self.config = config
@@ -93,7 +90,7 @@ class PostgresDriver:
 
     def run(self, op: Op[T], *, write: bool) -> T:
         """Drive ``op`` in one transaction; commit on return, roll back on error."""
-        return self._run(op_steps(op, self.search_path), write=write)
+        return self._run(op_steps(op, self.search_path, self.capabilities), write=write)
 
     def execute_raw(self, sql: str, params: dict[str, Any] | None = None) -> list[Row]:
         """One row-returning statement outside the named queries, in the store's schema (tests, tools)."""

@@ -31,15 +31,18 @@ from typing import Any, TypeVar
 
 from safepoint.errors import StoreClosed, StoreError, StoreNotFound
 from safepoint.store import forking
-from safepoint.store.ops import Op, Row
-from safepoint.store.sqlfiles import Revision, load_queries, load_revisions, read_text
+from safepoint.store.query import UNSUPPORTED, Op, Row
+from safepoint.store.query_specs import DIALECTS, load_dialect
+from safepoint.store.sqlfiles import Revision, load_revisions, read_text
 from safepoint.visible import visible
 
 from .errors import translate
 
 T = TypeVar("T")
 _PACKAGE = __package__ or "safepoint.store.sqlite"
-QUERIES = load_queries(_PACKAGE)
+# Each query's SQL and spec (its header in queries.sql): the rows go back to
+# the operation as the spec's named rows.
+QUERIES = load_dialect(*DIALECTS["sqlite"])
 REVISIONS = load_revisions(_PACKAGE)
 
 REVISIONS_TABLE = """
@@ -62,6 +65,11 @@ class SQLiteDriver:
     """Runs store operations on one SQLite connection, one at a time."""
 
     dialect = "sqlite"
+    # The optional queries this dialect has: none. ops.save's one-statement
+    # save (save_next) is PostgreSQL's, saving a round trip; on one local
+    # connection the general save costs none, so this driver answers
+    # UNSUPPORTED and ops.save goes on in the same transaction.
+    capabilities = frozenset(name for name, query in QUERIES.items() if query.spec.optional)
 
     def __init__(
         self,
@@ -234,13 +242,16 @@ class SQLiteDriver:
                 query = op.send(rows)  # type: ignore[arg-type]
             except StopIteration as stop:
                 return stop.value  # type: ignore[no-any-return]
-            sql = QUERIES[query.name]
+            if query.optional and query.name not in self.capabilities:
+                rows = UNSUPPORTED
+                continue
+            named = QUERIES[query.name]
             try:
                 if query.many is not None:
-                    conn.executemany(sql, query.many)
+                    conn.executemany(named.sql, query.many)
                     rows = []
                 else:
-                    rows = conn.execute(sql, query.params).fetchall()
+                    rows = named.spec.rows(conn.execute(named.sql, query.params).fetchall())
             except sqlite3.Error as exc:
                 op.close()
                 raise translate(exc, f"running {query.name!r}", self.path) from exc
@@ -345,7 +356,7 @@ class SQLiteDriver:
                 raise
             return [r.number for r in todo]
 
-    def execute_raw(self, sql: str, params: tuple[Any, ...] = ()) -> list[Row]:
+    def execute_raw(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Run one statement outside the named queries (tests and benchmarks only)."""
         with self._lock:
             return self._connection().execute(sql, params).fetchall()
