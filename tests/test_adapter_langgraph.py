@@ -51,8 +51,8 @@ from typing_extensions import TypedDict
 import safepoint
 from conftest_postgres import fresh_schema, require_postgres
 from safepoint import CorruptCheckpoint, NotJSONCompatible, Status
-from safepoint.adapters import langgraph_steps
 from safepoint.adapters.langgraph import SafepointSaver
+from safepoint.adapters.langgraph import steps as langgraph_steps
 
 TESTS = Path(__file__).parent
 SRC = TESTS.parent / "src"

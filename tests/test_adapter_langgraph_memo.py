@@ -1,6 +1,6 @@
 """SafepointSaver's memory of the threads it wrote: a turn costs what it adds, and the store stays the truth.
 
-A saver remembers the last steps it saved or loaded (``langgraph_memo``), so
+A saver remembers the last steps it saved or loaded (``safepoint.adapters.langgraph.memo``), so
 ``put`` converts only a turn's new messages and ``get_tuple`` answers without
 a load. These tests prove the work per turn does not grow with the thread
 (by counting conversions and loads, never by timing), that what comes from
@@ -30,7 +30,7 @@ from typing_extensions import TypedDict
 
 import safepoint
 from safepoint.adapters.langgraph import SafepointSaver
-from safepoint.adapters.langgraph_codec import ValueCodec
+from safepoint.adapters.langgraph.codec import ValueCodec
 from test_adapter_langgraph import SRC, TESTS, build_chat_graph
 
 CFG: RunnableConfig = {"configurable": {"thread_id": "t"}}

@@ -28,7 +28,8 @@ from opentelemetry.trace import NoOpTracerProvider, StatusCode
 import safepoint
 from safepoint import Checkpoint, Conflict, LeaseLost, MigrationChain, Status, open_async_store, open_store
 from safepoint.observe_otel import OpenTelemetryObserver
-from safepoint.store import calls, leases, traced
+from safepoint.store import calls, traced
+from safepoint.store.ops import leases
 from safepoint.worker import Job, Worker
 
 # A value no attribute may ever show: it is planted in every stored field.

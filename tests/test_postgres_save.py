@@ -1,11 +1,12 @@
-"""The one-statement PostgreSQL save (``store/postgres/save.py``): same results as ``ops.save``.
+"""The one-statement PostgreSQL save (``save_next``, asked for first by ``ops.save``): same results.
 
-``postgres.save.save`` has ``ops.save``'s signature and result, and both
-PostgreSQL drivers name it as their ``save_op``, which the stores build for
-every save, so the whole conformance suite in tests/test_postgres.py runs
-through it. The tests here record the named queries each save sent, so they
-can say which way a save went: ``save_next`` alone, or ``save_next``
-declined and then ``ops.save``'s own queries.
+``save_next`` is an optional query of ``ops.save``; both PostgreSQL drivers
+declare it in their capabilities, so the whole conformance suite in
+tests/test_postgres.py runs through it. The tests here record the named
+queries each save asked for, so they can say which way a save went:
+``save_next`` alone, or ``save_next`` declined and then the general way's
+own queries — and a test fails if a save that knows its head stops being
+one statement, or if the two ways stop writing the same rows.
 """
 
 from __future__ import annotations
@@ -19,15 +20,17 @@ import psycopg
 import pytest
 
 import safepoint
+from conftest_postgres import fresh_schema
 from safepoint import Checkpoint, Store
 from safepoint.errors import Conflict, LeaseLost
-from safepoint.store import calls, ops
+from safepoint.store import calls
 from safepoint.store.blob_targets import DatabaseBlobs
-from safepoint.store.ops import Op
+from safepoint.store.ops import saving
 from safepoint.store.pipeline import Pipeline
-from safepoint.store.postgres import save as pg_save
 from safepoint.store.postgres.async_driver import PostgresAsyncDriver, open_postgres_async_driver
 from safepoint.store.postgres.driver import PostgresDriver
+from safepoint.store.query import Op
+from safepoint.store.sqlite.driver import SQLiteDriver
 
 POOL = {"min_size": 1, "max_size": 2}
 PIPELINE = Pipeline(blobs=DatabaseBlobs())  # what open_store gives a PostgreSQL store, minus scrubbing
@@ -38,13 +41,14 @@ DECLINED = ["save_next", "run_head"]
 
 @pytest.fixture
 def sent(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
-    """Saves in this test go through postgres.save; one list of query names per save."""
+    """Saves in this test are recorded: one list of the query names each save asked for."""
     saves: list[list[str]] = []
+    save = saving.save
 
     def recorded(*args: Any, **kwargs: Any) -> Op[Any]:
         names: list[str] = []
         saves.append(names)
-        op = pg_save.save(*args, **kwargs)
+        op = save(*args, **kwargs)
         query = next(op)
         try:
             while True:
@@ -53,10 +57,7 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
         except StopIteration as stop:
             return stop.value
 
-    # Stores build their driver's save_op; calls.save without one builds ops.save.
-    monkeypatch.setattr(PostgresDriver, "save_op", staticmethod(recorded))
-    monkeypatch.setattr(PostgresAsyncDriver, "save_op", staticmethod(recorded))
-    monkeypatch.setattr(ops, "save", recorded)
+    monkeypatch.setattr(saving, "save", recorded)  # what calls.save builds
     return saves
 
 
@@ -220,9 +221,54 @@ def test_a_dropped_tail_falls_back_and_saves_exactly(
     assert list(pg_factory().load("tail").messages) == list(cp.messages)
 
 
-def test_both_drivers_name_the_one_statement_save() -> None:
-    """PostgreSQL stores, sync and async, save through postgres.save (calls.save builds it)."""
-    assert PostgresAsyncDriver.save_op is PostgresDriver.save_op is pg_save.save
+def test_both_drivers_declare_the_one_statement_save() -> None:
+    """PostgreSQL drivers, sync and async, run save_next (ops.save asks for it); SQLite's do not."""
+    assert "save_next" in PostgresDriver.capabilities
+    assert PostgresAsyncDriver.capabilities == PostgresDriver.capabilities
+    assert "save_next" not in SQLiteDriver.capabilities
+
+
+def test_the_one_statement_save_writes_what_the_general_way_writes(
+    postgres_dsn: str, pg_schema: str, monkeypatch: pytest.MonkeyPatch, sent: list[list[str]]
+) -> None:
+    """The same saves, through save_next and with it withdrawn, leave identical rows.
+
+    A write added to the general way of ops.save and not to save_next (or
+    the other way round) makes the two stores differ here.
+    """
+    with fresh_schema(postgres_dsn) as general_schema:
+        stores = [
+            safepoint.open_store(postgres_dsn, schema=schema, **POOL)
+            for schema in (pg_schema, general_schema)
+        ]
+        stores[1].driver.capabilities = frozenset()  # type: ignore[misc]  # the general way only
+        try:
+            for index, store in enumerate(stores):
+                clock = iter(range(1_700_000_000_000_000, 2**62, 1000))  # the same times for both
+                monkeypatch.setattr(calls, "now_micros", clock.__next__)
+                cp = Checkpoint(run_id="same", labels={"k": "v"})
+                store.save(cp)
+                for step in range(1, 4):
+                    cp = _step(cp, f"turn {step}")
+                    cp.labels["step"] = str(step)
+                    cp.status = safepoint.Status.DONE if step == 3 else cp.status
+                    store.save(cp)
+                assert [names[:2] for names in sent[-3:]] == [FAST if index == 0 else DECLINED] * 3
+            tables = [_rows(postgres_dsn, schema) for schema in (pg_schema, general_schema)]
+            assert tables[0] == tables[1]
+            assert len(tables[0]["safepoint_checkpoints"]) == 4
+        finally:
+            for store in stores:
+                store.close()
+
+
+def _rows(dsn: str, schema: str) -> dict[str, list[tuple[Any, ...]]]:
+    with psycopg.connect(dsn) as conn:
+        conn.execute(psycopg.sql.SQL("SET search_path TO {}").format(psycopg.sql.Identifier(schema)))
+        return {
+            table: conn.execute(f"SELECT * FROM {table} ORDER BY 1, 2").fetchall()  # type: ignore[call-overload]
+            for table in ("safepoint_runs", "safepoint_checkpoints")
+        }
 
 
 def test_the_async_driver_runs_the_same_save(

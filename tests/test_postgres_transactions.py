@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from safepoint.errors import StoreError
-from safepoint.store.ops import Op, Query
 from safepoint.store.postgres.async_driver import PostgresAsyncDriver, open_postgres_async_driver
 from safepoint.store.postgres.config import PostgresConfig
 from safepoint.store.postgres.driver import PostgresDriver
 from safepoint.store.postgres.steps import raw_steps
+from safepoint.store.query import Op, Query
 
 ONE_CONNECTION = {"min_size": 1, "max_size": 1}
 

@@ -67,7 +67,7 @@ class RunInfo:
     last_error: str | None = None
 
 
-MAX_KEEP_LAST = 2**31 - 1  # a step count: see store.serialize.MAX_STEP
+MAX_KEEP_LAST = 2**31 - 1  # a step count: see store.validate.MAX_STEP
 MAX_AGE = timedelta(days=36_500)  # durations of retention and GC grace: a century is plenty
 _NO_TIME = timedelta(0)
 

@@ -17,8 +17,7 @@ from typing import Any, TypeVar
 
 from safepoint.observe import QueryHook
 from safepoint.store import AsyncStore, Store
-from safepoint.store.asyncstore import AsyncDriver
-from safepoint.store.ops import Op
+from safepoint.store.query import AsyncDriver, Op
 
 T = TypeVar("T")
 
@@ -29,7 +28,7 @@ class BlockingDriver:
     def __init__(self, inner: AsyncDriver) -> None:
         self.inner = inner
         self.dialect = inner.dialect
-        self.save_op = getattr(inner, "save_op", None)  # the dialect's own save, if any (calls.save)
+        self.capabilities = inner.capabilities
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="safepoint-blocking", daemon=True)
         self._thread.start()

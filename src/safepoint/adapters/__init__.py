@@ -5,8 +5,11 @@
 * ``safepoint.adapters.openai_agents.SafepointSession`` — an OpenAI Agents SDK
   session (``pip install safepoint[openai-agents]``).
 
-Each lives in its own module and imports its framework only when imported
-itself: ``import safepoint`` (and this package) never loads a framework.
+Each lives in its own module (LangGraph's in a package) and imports its
+framework only when imported itself: ``import safepoint`` (and this package)
+never loads a framework. Their logic is written once as flows
+(``safepoint.flow``); ``runner.py`` runs them on a sync or async store, and
+``cache.py`` keeps each run's last checkpoint for incremental saves.
 """
 
 from __future__ import annotations

@@ -43,8 +43,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from safepoint import AsyncStore, Checkpoint, Conflict, Store, StoreClosed, open_store
+from safepoint.flow import Flow, Save, delete_if_present, load_or_none
 
-from ._flow import MAX_ATTEMPTS, CheckpointCache, Delete, Flow, Load, Runner, Save, gave_up, thaw
+from .cache import MAX_ATTEMPTS, CheckpointCache, gave_up, thaw
+from .runner import Runner
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
@@ -135,13 +137,13 @@ class SafepointSession:
         if self._closed:
             raise StoreClosed(f"session {self.session_id!r} is closed")
 
-    # --- flows (see _flow.py): the logic, once, for sync and async stores alike
+    # --- flows (see safepoint.flow): the logic, once, for sync and async stores alike
 
     def _head(self) -> Flow[Checkpoint | None]:
         cached = self._cache.get(self.run_id)
         if cached is not None:
             return cached[0]
-        head: Checkpoint | None = yield Load(self.run_id)
+        head: Checkpoint | None = yield from load_or_none(self.run_id)
         if head is not None:
             self._cache.put(head)
         return head
@@ -152,7 +154,7 @@ class SafepointSession:
         return cp
 
     def _read(self) -> Flow[list[Any]]:
-        head: Checkpoint | None = yield Load(self.run_id)
+        head: Checkpoint | None = yield from load_or_none(self.run_id)
         if head is None:
             return []
         self._cache.put(head)
@@ -189,7 +191,7 @@ class SafepointSession:
 
     def _clear(self) -> Flow[None]:
         self._cache.drop(self.run_id)
-        yield Delete(self.run_id)
+        yield from delete_if_present(self.run_id)
         self._cache.drop(self.run_id)
 
     def __repr__(self) -> str:

@@ -1,70 +1,31 @@
 """``AsyncRun``: ``Run`` for asyncio code, on an ``AsyncStore``.
 
-The same flows (``core.py``) as ``Run``, driven by awaiting: the same method
-names, awaited. Tools and reconcile hooks may be plain functions or return
-awaitables (``async def``); either works. Under a lease, loads and saves ride
+The same flows (``core.py``, ``lifecycle.py``) as ``Run``, driven by awaiting
+(``safepoint.flow.adrive``): the same method names, awaited. Tools and
+reconcile hooks may be plain functions or return awaitables (``async def``);
+either works. Under a lease, loads and saves ride
 out an outage as ``Run``'s do (``safepoint.retrying``, awaited).
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable, Mapping
-from functools import partial
 from typing import Any, TypeVar
 
-from safepoint import retrying
+from safepoint.flow import AsyncFlowStore, Flow, adrive
 from safepoint.model import JSONDict, Status
 from safepoint.records import CheckpointInfo, Lease
 from safepoint.store import AsyncStore
 
+from . import lifecycle
 from .actions import ReconcileHook
 from .budgets import Budget
-from .core import CurrentVersion, Flow, Load, NewRun, Request, RunCore, RunStatus, Save
+from .core import RunCore
+from .leased import AsyncLeasedStore
 from .view import RunView
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-
-async def drive(store: AsyncStore, flow: Flow[T], lease: Lease | None = None) -> T:
-    """Run ``flow`` to its end, serving its requests by awaiting."""
-    value: Any = None
-    error: Exception | None = None
-    while True:
-        try:
-            request = flow.throw(error) if error is not None else flow.send(value)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        value, error = None, None
-        try:
-            value = await _serve(store, request, lease)
-        except Exception as exc:  # handed to the flow, which may handle it or let it propagate
-            error = exc
-
-
-async def _serve(store: AsyncStore, request: Request, lease: Lease | None) -> Any:
-    if isinstance(request, Save):
-        if lease is not None:  # a worker's run: ride out an outage, never save twice
-            return await retrying.save_async(store, request.checkpoint, lease)
-        return await store.save(request.checkpoint, lease=lease)
-    if isinstance(request, Load):
-        if request.resolve_secrets is False:
-            load = partial(store.load, request.run_id)
-        else:
-            load = partial(store.load, request.run_id, resolve_secrets=request.resolve_secrets)
-        return await (load() if lease is None else retrying.call_async("load", load, observer=store.observer))
-    if isinstance(request, CurrentVersion):
-        return store.schema_version
-    if isinstance(request, RunStatus):
-        status = partial(store.run, request.run_id)
-        if lease is None:
-            info = await status()
-        else:
-            info = await retrying.call_async("run", status, observer=store.observer)
-        return info.status
-    result = request.fn(*request.args)
-    return (await result) if inspect.isawaitable(result) else result
 
 
 class AsyncRun(RunView):
@@ -75,14 +36,14 @@ class AsyncRun(RunView):
     def __init__(self, store: AsyncStore, core: RunCore, *, lease: Lease | None = None) -> None:
         super().__init__(core)
         self._store = store
-        self._lease = lease
+        self._served: AsyncFlowStore = store if lease is None else AsyncLeasedStore(store, lease)
 
     @property
     def store(self) -> AsyncStore:
         return self._store
 
     async def _drive(self, flow: Flow[T]) -> T:
-        return await drive(self._store, flow, self._lease)
+        return await adrive(self._served, flow)
 
     @classmethod
     async def start(
@@ -98,9 +59,11 @@ class AsyncRun(RunView):
         reconcile: Mapping[str, ReconcileHook] | None = None,
         lease: Lease | None = None,
     ) -> AsyncRun:
-        """Create a new run and save its step 0 (see ``Run.start``)."""
+        """Create a new run (``Conflict`` if ``run_id`` exists) and save its step 0."""
         run = cls(store, RunCore(reconcile), lease=lease)
-        await run._drive(run._core.start(NewRun(run_id, budget, labels, state, cursors, messages)))
+        await run._drive(
+            lifecycle.start(run._core, lifecycle.NewRun(run_id, budget, labels, state, cursors, messages))
+        )
         return run
 
     @classmethod
@@ -113,9 +76,16 @@ class AsyncRun(RunView):
         reconcile: Mapping[str, ReconcileHook] | None = None,
         lease: Lease | None = None,
     ) -> AsyncRun:
-        """Continue the run from its latest checkpoint (see ``Run.resume``)."""
+        """Continue the run from its latest checkpoint (``NotFound`` if there is none).
+
+        ``resolve_secrets`` is passed to ``store.load``. An action the crash left
+        pending is decided by its tool's ``reconcile`` hook (the run may stop as
+        ``waiting``); a run already over budget is saved as failed and
+        ``BudgetExceeded`` raised. A run that is done, waiting or failed comes
+        back with ``active`` False.
+        """
         run = cls(store, RunCore(reconcile), lease=lease)
-        await run._drive(run._core.resume(run_id, resolve_secrets))
+        await run._drive(lifecycle.resume(run._core, run_id, resolve_secrets))
         return run
 
     @classmethod
@@ -133,10 +103,12 @@ class AsyncRun(RunView):
         reconcile: Mapping[str, ReconcileHook] | None = None,
         lease: Lease | None = None,
     ) -> AsyncRun:
-        """Resume ``run_id`` if it exists, else start it (see ``Run.open``)."""
+        """Resume ``run_id`` if it exists, else start it with the given budget, labels,
+        state, cursors and messages (which are ignored for an existing run: what it
+        stored wins). The call to put at the top of an agent that may be restarted."""
         run = cls(store, RunCore(reconcile), lease=lease)
-        new = NewRun(run_id, budget, labels, state, cursors, messages)
-        await run._drive(run._core.open(new, resolve_secrets))
+        new = lifecycle.NewRun(run_id, budget, labels, state, cursors, messages)
+        await run._drive(lifecycle.resume_or_start(run._core, new, resolve_secrets))
         return run
 
     @classmethod
@@ -150,9 +122,15 @@ class AsyncRun(RunView):
         reconcile: Mapping[str, ReconcileHook] | None = None,
         lease: Lease | None = None,
     ) -> AsyncRun:
-        """Answer a ``waiting`` run and resume it (see ``Run.resume_with``)."""
+        """Answer a ``waiting`` run and resume it, from any process.
+
+        A run waiting for input gets ``answer`` (any JSON value) as its next
+        input (``run.take_input()``); a run waiting on an interrupted action
+        takes a ``Reconcile.skip(result)`` or ``Reconcile.rerun()``. The answer
+        is saved before this returns. ``RunStatusError`` if the run is not waiting.
+        """
         run = cls(store, RunCore(reconcile), lease=lease)
-        await run._drive(run._core.resume_with(run_id, answer, resolve_secrets))
+        await run._drive(lifecycle.resume_with(run._core, run_id, answer, resolve_secrets))
         return run
 
     @classmethod
@@ -166,22 +144,39 @@ class AsyncRun(RunView):
         steps: int | None = None,
         lease: Lease | None = None,
     ) -> AsyncRun:
-        """Change a run's budget as one new checkpoint (see ``Run.set_budget``)."""
+        """Change a run's budget from any process: each limit given is set to that value
+        (the others stay), saved as one new checkpoint, so the change is in the history.
+
+        A run that its budget stopped (``failed``, over a limit) becomes
+        ``running`` again when the new limits cover what it has used; resume it
+        (or, for a worker's run, ``store.enqueue`` it). ``RunStatusError`` for
+        a run that is done, cancelled, or failed for another reason.
+        """
         limits = Budget(tokens=tokens, spend=spend, steps=steps)
         run = cls(store, RunCore(), lease=lease)
-        await run._drive(run._core.set_budget(run_id, limits))
+        await run._drive(lifecycle.set_budget(run._core, run_id, limits))
         return run
 
     async def action(self, tool: str, args: Any, fn: Callable[[str], R | Awaitable[R]]) -> R:
-        """Take a side-effecting action (see ``Run.action``); ``fn`` may be async."""
+        """Take a side-effecting action: save it as pending (with its idempotency key),
+        then call ``fn(key)`` and return its result; the pending action is cleared in
+        memory and the next save records it done.
+
+        After a resume with this action pending (it must be the run's next
+        action), the reconcile decision applies: ``rerun`` calls ``fn`` with the
+        same key, ``skip`` returns the recorded result without calling it.
+        On ``AsyncRun``, ``fn`` may be async (its result is awaited).
+        """
         return await self._drive(self._core.action(tool, args, fn))
 
     async def add_usage(self, *, tokens_in: int = 0, tokens_out: int = 0, spend: float = 0.0) -> None:
-        """Add a model call's usage (see ``Run.add_usage``)."""
+        """Add a model call's usage. Over the tokens or spend limit, the run is saved as
+        failed and ``BudgetExceeded`` raised."""
         await self._drive(self._core.add_usage(tokens_in, tokens_out, spend))
 
     async def commit(self, *, status: Status = Status.RUNNING) -> CheckpointInfo:
-        """Save the step as one atomic checkpoint (see ``Run.commit``)."""
+        """Save the step as one atomic checkpoint. Committing the last step the budget
+        allows while the run would go on saves it as failed and raises ``BudgetExceeded``."""
         return await self._drive(self._core.commit(Status(status)))
 
     async def finish(self) -> CheckpointInfo:
@@ -189,9 +184,10 @@ class AsyncRun(RunView):
         return await self._drive(self._core.commit(Status.DONE))
 
     async def fail(self) -> CheckpointInfo:
-        """Commit the step with status ``failed``."""
+        """Commit the step with status ``failed`` (record why in ``state`` first)."""
         return await self._drive(self._core.commit(Status.FAILED))
 
     async def wait_for_input(self, question: str) -> CheckpointInfo:
-        """Commit the step as ``waiting`` with ``question`` (see ``Run.wait_for_input``)."""
+        """Commit the step as ``waiting`` with ``question``; the process may exit. Continue
+        later, from any process, with ``resume_with(store, run_id, answer)``."""
         return await self._drive(self._core.wait_for_input(question))

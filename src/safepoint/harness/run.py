@@ -1,75 +1,35 @@
 """``Run``: the step loop of a hand-written harness, on a ``Store``.
 
-Every method that saves or calls user code runs one flow of ``core.py`` by
-blocking on the store; ``AsyncRun`` runs the same flows by awaiting.
+Every method that saves or calls user code runs one flow (``core.py``,
+``lifecycle.py``) by blocking on the store (``safepoint.flow.drive``);
+``AsyncRun`` runs the same flows by awaiting.
 
 Under a lease (``Run.open(job.store, job.run_id, lease=job.lease)`` in a
 ``Worker`` handler) loads and saves go through the workers' retry policy
 (``safepoint.retrying``): an outage is ridden out, and a save whose commit was
-in doubt is checked against the stored digest instead of being written twice.
+in doubt is checked against the stored digest instead of being written twice
+(``leased.py``).
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Mapping
-from functools import partial
 from typing import Any, TypeVar
 
-from safepoint import retrying
-from safepoint.errors import InvalidArgument
+from safepoint.flow import Flow, FlowStore, drive
 from safepoint.model import JSONDict, Status
 from safepoint.records import CheckpointInfo, Lease
 from safepoint.store import Store
 
+from . import lifecycle
 from .actions import ReconcileHook
 from .budgets import Budget
-from .core import CurrentVersion, Flow, Load, NewRun, Request, RunCore, RunStatus, Save
+from .core import RunCore
+from .leased import LeasedStore
 from .view import RunView
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-
-def drive(store: Store, flow: Flow[T], lease: Lease | None = None) -> T:
-    """Run ``flow`` to its end, serving its requests by blocking calls."""
-    value: Any = None
-    error: Exception | None = None
-    while True:
-        try:
-            request = flow.throw(error) if error is not None else flow.send(value)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        value, error = None, None
-        try:
-            value = _serve(store, request, lease)
-        except Exception as exc:  # handed to the flow, which may handle it or let it propagate
-            error = exc
-
-
-def _serve(store: Store, request: Request, lease: Lease | None) -> Any:
-    if isinstance(request, Save):
-        if lease is not None:  # a worker's run: ride out an outage, never save twice
-            return retrying.save(store, request.checkpoint, lease)
-        return store.save(request.checkpoint, lease=lease)
-    if isinstance(request, Load):
-        if request.resolve_secrets is False:
-            load = partial(store.load, request.run_id)
-        else:
-            load = partial(store.load, request.run_id, resolve_secrets=request.resolve_secrets)
-        return load() if lease is None else retrying.call("load", load, observer=store.observer)
-    if isinstance(request, CurrentVersion):
-        return store.schema_version
-    if isinstance(request, RunStatus):
-        status = partial(store.run, request.run_id)
-        info = status() if lease is None else retrying.call("run", status, observer=store.observer)
-        return info.status
-    result = request.fn(*request.args)
-    if inspect.isawaitable(result):
-        if inspect.iscoroutine(result):
-            result.close()  # never awaited: close it instead of leaving a warning behind
-        raise InvalidArgument(f"{request.fn!r} returned an awaitable: use AsyncRun for async tools and hooks")
-    return result
 
 
 class Run(RunView):
@@ -92,14 +52,14 @@ class Run(RunView):
     def __init__(self, store: Store, core: RunCore, *, lease: Lease | None = None) -> None:
         super().__init__(core)
         self._store = store
-        self._lease = lease
+        self._served: FlowStore = store if lease is None else LeasedStore(store, lease)
 
     @property
     def store(self) -> Store:
         return self._store
 
     def _drive(self, flow: Flow[T]) -> T:
-        return drive(self._store, flow, self._lease)
+        return drive(self._served, flow)
 
     # -- starting and resuming ------------------------------------------------
 
@@ -119,7 +79,9 @@ class Run(RunView):
     ) -> Run:
         """Create a new run (``Conflict`` if ``run_id`` exists) and save its step 0."""
         run = cls(store, RunCore(reconcile), lease=lease)
-        run._drive(run._core.start(NewRun(run_id, budget, labels, state, cursors, messages)))
+        run._drive(
+            lifecycle.start(run._core, lifecycle.NewRun(run_id, budget, labels, state, cursors, messages))
+        )
         return run
 
     @classmethod
@@ -141,7 +103,7 @@ class Run(RunView):
         back with ``active`` False.
         """
         run = cls(store, RunCore(reconcile), lease=lease)
-        run._drive(run._core.resume(run_id, resolve_secrets))
+        run._drive(lifecycle.resume(run._core, run_id, resolve_secrets))
         return run
 
     @classmethod
@@ -163,8 +125,8 @@ class Run(RunView):
         state, cursors and messages (which are ignored for an existing run: what it
         stored wins). The call to put at the top of an agent that may be restarted."""
         run = cls(store, RunCore(reconcile), lease=lease)
-        new = NewRun(run_id, budget, labels, state, cursors, messages)
-        run._drive(run._core.open(new, resolve_secrets))
+        new = lifecycle.NewRun(run_id, budget, labels, state, cursors, messages)
+        run._drive(lifecycle.resume_or_start(run._core, new, resolve_secrets))
         return run
 
     @classmethod
@@ -186,7 +148,7 @@ class Run(RunView):
         is saved before this returns. ``RunStatusError`` if the run is not waiting.
         """
         run = cls(store, RunCore(reconcile), lease=lease)
-        run._drive(run._core.resume_with(run_id, answer, resolve_secrets))
+        run._drive(lifecycle.resume_with(run._core, run_id, answer, resolve_secrets))
         return run
 
     @classmethod
@@ -210,7 +172,7 @@ class Run(RunView):
         """
         limits = Budget(tokens=tokens, spend=spend, steps=steps)  # refuses a bad limit
         run = cls(store, RunCore(), lease=lease)
-        run._drive(run._core.set_budget(run_id, limits))
+        run._drive(lifecycle.set_budget(run._core, run_id, limits))
         return run
 
     # -- one step -------------------------------------------------------------
@@ -223,6 +185,7 @@ class Run(RunView):
         After a resume with this action pending (it must be the run's next
         action), the reconcile decision applies: ``rerun`` calls ``fn`` with the
         same key, ``skip`` returns the recorded result without calling it.
+        On ``AsyncRun``, ``fn`` may be async (its result is awaited).
         """
         return self._drive(self._core.action(tool, args, fn))  # type: ignore[no-any-return]
 
@@ -246,5 +209,5 @@ class Run(RunView):
 
     def wait_for_input(self, question: str) -> CheckpointInfo:
         """Commit the step as ``waiting`` with ``question``; the process may exit. Continue
-        later, from any process, with ``Run.resume_with(store, run_id, answer)``."""
+        later, from any process, with ``resume_with(store, run_id, answer)``."""
         return self._drive(self._core.wait_for_input(question))

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from .asyncstore import AsyncStore
 from .facade import Store
-from .leases import Attempts, QueueState
 from .opening import DEFAULT_URL, open_async_store, open_store
+from .ops.leases import Attempts, QueueState
 from .sqlite.opening import SnapshotWarning
 
 __all__ = [

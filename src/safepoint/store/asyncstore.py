@@ -14,30 +14,19 @@ the event loop free while SQLite waits for its fsync.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from safepoint.observe import NO_OBSERVER, Observer, QueryHook
 
-from . import ops
 from .calls import Call
 from .methods import StoreMethods
 from .pipeline import Pipeline
+from .query import AsyncDriver, Op
 from .spans import backend_of
 from .sqlite.driver import SQLiteDriver
 from .twins import Awaiting
 
 T = TypeVar("T")
-
-
-class AsyncDriver(Protocol):
-    """The async driver contract: the same as ``Driver``, awaited."""
-
-    dialect: str
-    on_query: QueryHook | None  # as Driver.on_query
-
-    async def run(self, op: ops.Op[T], *, write: bool) -> T: ...
-
-    async def close(self) -> None: ...
 
 
 class SQLiteAsyncDriver:
@@ -46,6 +35,7 @@ class SQLiteAsyncDriver:
     def __init__(self, driver: SQLiteDriver) -> None:
         self.sync_driver = driver
         self.dialect = driver.dialect
+        self.capabilities = driver.capabilities
 
     @property
     def on_query(self) -> QueryHook | None:
@@ -55,7 +45,7 @@ class SQLiteAsyncDriver:
     def on_query(self, hook: QueryHook | None) -> None:
         self.sync_driver.on_query = hook
 
-    async def run(self, op: ops.Op[T], *, write: bool) -> T:
+    async def run(self, op: Op[T], *, write: bool) -> T:
         return await asyncio.to_thread(self.sync_driver.run, op, write=write)
 
     async def close(self) -> None:

@@ -41,6 +41,8 @@ from typing import Any, Protocol
 from safepoint.blobs.base import BlobStore, decode_stored, encode_stored
 from safepoint.errors import BlobNotFound, InvalidArgument
 
+from .query import Query
+
 
 class BlobTarget(Protocol):
     """Where a store's blobs live. A save calls ``put_all`` before its
@@ -118,7 +120,6 @@ class DatabaseBlobs:
         del pending
 
     def write(self, pending: Mapping[str, bytes], now: int) -> Generator[Any, Any, None]:
-        from .ops import Query  # noqa: PLC0415  (ops imports prepare.py, which imports this module)
 
         rows = [
             {

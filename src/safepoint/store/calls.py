@@ -28,12 +28,16 @@ from safepoint.model import Checkpoint, Status
 from safepoint.model import new_run_id as make_run_id
 from safepoint.records import MAX_AGE, CheckpointInfo, Lease, Page, Retention, RunInfo
 
-from . import arguments, collect, leases, listing, ops, retention
+from . import arguments, collect, retention
 from .blob_targets import ExternalBlobs
 from .collect import FileSpace, GcResult
-from .delta import finish_save
+from .delta import MessagePlan, finish_save
 from .loading import ResolveSecrets
+from .ops import leases, listing, saving
+from .ops import runs as run_ops  # calls.runs is the listing call
+from .ops.loading import load_for_reading, read_blobs
 from .pipeline import Pipeline
+from .query import Loaded, Op
 from .retention import PruneResult
 from .rewrite import Rewritten, rewrite_heads
 from .validate import check_id, check_step, validate_fields
@@ -66,7 +70,7 @@ class Call(Generic[T, R]):
     observed store asks (a save's span attributes and metrics).
     """
 
-    op: ops.Op[T]
+    op: Op[T]
     write: bool
     finish: Callable[[T], R]
     before: Callable[[], None] | None = None
@@ -77,12 +81,12 @@ def _same(value: Any) -> Any:
     return value
 
 
-def reads(op: ops.Op[T]) -> Call[T, T]:
+def reads(op: Op[T]) -> Call[T, T]:
     """A read-only call whose result is the operation's own."""
     return Call(op, False, _same)
 
 
-def writes(op: ops.Op[T]) -> Call[T, T]:
+def writes(op: Op[T]) -> Call[T, T]:
     """A writing call whose result is the operation's own."""
     return Call(op, True, _same)
 
@@ -91,14 +95,14 @@ def now_micros() -> int:
     return time.time_ns() // 1000
 
 
-SaveOp = Callable[..., ops.Op[ops.SaveResult]]
+SaveOp = Callable[..., Op[saving.SaveResult[MessagePlan]]]
 
 
 def save(
     cp: Checkpoint, lease: Lease | None, pipeline: Pipeline, save_op: SaveOp | None = None
-) -> Call[ops.SaveResult, CheckpointInfo]:
-    """``save_op``: the driver's own save operation (same arguments and result as
-    ``ops.save``, e.g. PostgreSQL's one-statement save); ``ops.save`` if None."""
+) -> Call[saving.SaveResult[MessagePlan], CheckpointInfo]:
+    """``save_op``: the save operation to build (same arguments and result as
+    ``saving.save``, e.g. one wrapped by ``observed_save``); ``saving.save`` if None."""
     if not isinstance(cp, Checkpoint):
         raise InvalidArgument(f"save takes a safepoint.Checkpoint, not {type(cp).__name__}")
     if lease is not None:
@@ -113,7 +117,7 @@ def save(
     plan = pipeline.guard(prepared.plan, view, cp.messages)
     now = now_micros()
 
-    def finish(result: ops.SaveResult) -> CheckpointInfo:
+    def finish(result: saving.SaveResult[MessagePlan]) -> CheckpointInfo:
         finish_save(cp, result.plan, result.ranges, now, result.digest)
         cp.scrub_report = result.report
         assert cp.created_at is not None
@@ -129,7 +133,7 @@ def save(
             scrub_report=result.report,
         )
 
-    def written(result: ops.SaveResult) -> SaveFacts:
+    def written(result: saving.SaveResult[MessagePlan]) -> SaveFacts:
         # Read after commit: a re-plan inside the transaction may have added blobs.
         blobs = prepared.pending_blobs()
         bodies = result.plan.bodies
@@ -140,7 +144,7 @@ def save(
             findings=result.report.by_rule(),
         )
 
-    op = (save_op or ops.save)(cp, prepared, view, plan, now=now, lease=lease)
+    op = (save_op or saving.save)(cp, prepared, view, plan, now=now, lease=lease)
     # External blobs are uploaded before the transaction, so no upload runs
     # under the run's row lock or against the server's idle-in-transaction
     # timeout; the op re-checks them under the blob guard (see blobio.py).
@@ -160,15 +164,15 @@ def load(
     resolve_secrets: ResolveSecrets = False,
     migrate: bool = True,
     fetch_blobs: bool = True,
-) -> Call[ops.Loaded, Checkpoint]:
-    def finish(loaded: ops.Loaded) -> Checkpoint:
+) -> Call[Loaded, Checkpoint]:
+    def finish(loaded: Loaded) -> Checkpoint:
         return pipeline.after_load(loaded, migrate=migrate, resolve=resolve_secrets, fetch_blobs=fetch_blobs)
 
     arguments.resolver(resolve_secrets)
     arguments.flag(migrate, "migrate")
     arguments.flag(fetch_blobs, "fetch_blobs")
     in_database = pipeline.blobs is not None and pipeline.blobs.in_database and fetch_blobs
-    op = ops.load_for_reading(check_id(run_id), check_step(step), blobs_in_database=in_database)
+    op = load_for_reading(check_id(run_id), check_step(step), blobs_in_database=in_database)
     return Call(op, False, finish)
 
 
@@ -195,7 +199,7 @@ def fetch_blob(ref: Any, pipeline: Pipeline) -> Call[dict[str, bytes], str | byt
     def finish(stored: dict[str, bytes]) -> str | bytes:
         return pipeline.fetch_blob(parsed, stored)
 
-    return Call(ops.read_blobs(digests), False, finish)
+    return Call(read_blobs(digests), False, finish)
 
 
 def prune_run(
@@ -272,7 +276,7 @@ def fork(
     pipeline.guard(validate_fields, Checkpoint(run_id=target, labels={} if labels is None else labels))
     if labels is not None:  # scrubbed like any label a save writes
         labels = pipeline.prepare_save(Checkpoint(run_id=target, labels=labels)).fields.labels
-    return writes(ops.fork(check_id(run_id), check_step(step), target, labels, now_micros()))
+    return writes(run_ops.fork(check_id(run_id), check_step(step), target, labels, now_micros()))
 
 
 def claim(worker_id: str, lease: float | timedelta) -> Call[Lease | None, Lease | None]:

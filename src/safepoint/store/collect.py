@@ -29,7 +29,7 @@ from safepoint import codec
 from safepoint.records import from_micros
 
 from .blob_targets import BlobTarget, ExternalBlobs
-from .ops import Op, Query
+from .query import Op, Query
 
 
 @dataclass(frozen=True, slots=True)

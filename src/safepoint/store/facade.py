@@ -9,35 +9,18 @@ without one, a single identity test skips all of that.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
-from safepoint.observe import NO_OBSERVER, Observer, QueryHook
+from safepoint.observe import NO_OBSERVER, Observer
 
-from . import ops
 from .calls import Call
 from .methods import StoreMethods
 from .pipeline import Pipeline
+from .query import Driver
 from .spans import backend_of
 from .twins import Blocking
 
 T = TypeVar("T")
-
-
-class Driver(Protocol):
-    """What a backend provides: run one operation in one transaction.
-
-    ``run`` must commit when the operation returns and roll back (changing
-    nothing) when it raises; ``write=True`` operations must be serialized
-    per run, so that the head-step check inside them cannot race.
-    """
-
-    dialect: str
-    # Statement-level tracing (safepoint.observe.QueryObserver): open_store sets it; None costs nothing.
-    on_query: QueryHook | None
-
-    def run(self, op: ops.Op[T], *, write: bool) -> T: ...
-
-    def close(self) -> None: ...
 
 
 class Store(StoreMethods, Blocking):

@@ -31,7 +31,7 @@ from .loading import ResolveSecrets
 from .prepare import PreparedSave
 
 if TYPE_CHECKING:
-    from .ops import Loaded
+    from .query import Loaded
 
 T = TypeVar("T")
 

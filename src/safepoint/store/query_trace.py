@@ -18,6 +18,7 @@ from collections.abc import Generator
 from typing import Any, Protocol, TypeVar
 
 from safepoint.observe import QueryHook
+from safepoint.store.query import UNSUPPORTED
 
 T = TypeVar("T")
 
@@ -43,7 +44,8 @@ def traced(items: Generator[N, list[Any], T], hook: QueryHook, dialect: str) -> 
         while True:
             start = clock()
             rows = yield item
-            report(hook, item.name, clock() - start, attributes(dialect, len(rows), item.many))
+            if rows is not UNSUPPORTED:  # an optional query this driver lacks did not run
+                report(hook, item.name, clock() - start, attributes(dialect, len(rows), item.many))
             item = items.send(rows)
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]

@@ -26,7 +26,7 @@ from safepoint.model import Status
 from safepoint.records import Retention, from_micros
 
 from .blob_refs import BLOB_MARK, find_stored_refs
-from .ops import Op, Query, Row
+from .query import Op, Query, Row
 
 _FINISHED = frozenset({Status.DONE.value, Status.FAILED.value, Status.CANCELLED.value})
 

@@ -16,8 +16,10 @@ from safepoint.errors import SafepointError, StoreError
 from safepoint.model import Checkpoint
 from safepoint.records import to_micros
 
-from .ops import NO_RUN, Op, Query, load_typed
+from .ops.loading import load_typed
+from .ops.saving import NO_RUN
 from .prepare import PreparedSave
+from .query import Op, Query
 from .stored import header_bytes, pack_bodies
 
 

@@ -3,6 +3,25 @@
 A queries file holds blocks that each start with ``-- name: <query>``; a DDL
 folder holds forward-only revisions named ``NNNN_what.sql``. Nothing here
 builds SQL text: the files are the SQL.
+
+An operation's query (``queries.sql``, PostgreSQL's ``save.sql``) opens with
+its spec (``query_specs.QuerySpec``), in comment lines right after its name and
+before the comments that say why::
+
+    -- name: claim
+    -- params: worker_id, now, expires_at
+    -- returns: run_id, epoch, expires_at, attempts
+    -- ends: transaction
+    -- One statement: take the oldest queued run ...
+
+``params`` are the parameters an operation passes, ``returns`` the result
+columns in order (each an attribute of the named row the operation gets
+back); ``none`` and ``nothing`` say there are none. A list ending with a
+comma goes on over the next comment line. ``-- ends: transaction`` marks a
+statement that is the whole of its operation's write (a driver may commit
+with it), and ``-- optional: yes`` one a dialect may lack. Each dialect
+writes the same header for the same query; ``tests/test_query_specs.py``
+holds them to it and to what the SQL really returns.
 """
 
 from __future__ import annotations

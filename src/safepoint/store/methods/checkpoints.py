@@ -8,9 +8,11 @@ from typing import Any
 
 from safepoint.model import Checkpoint, Status
 from safepoint.records import CheckpointInfo, Lease, Page, RunInfo
-from safepoint.store import calls, listing, ops, traced
+from safepoint.store import calls, traced
 from safepoint.store.calls import reads, writes
 from safepoint.store.loading import ResolveSecrets
+from safepoint.store.ops import listing
+from safepoint.store.ops import runs as run_ops
 from safepoint.store.twins import Entries, Returns, method
 from safepoint.store.validate import check_id
 
@@ -40,8 +42,7 @@ class CheckpointMethods(Entries):
         Without a lease, a run another worker holds a live lease on is a
         ``Conflict``.
         """
-        save_op = getattr(self._driver, "save_op", None)  # the dialect's own save, if any
-        return calls.save(checkpoint, lease, self.pipeline, save_op)
+        return calls.save(checkpoint, lease, self.pipeline)
 
     @method("safepoint.load", ("run_id", "step"), traced.of_run, done=traced.loaded)
     def load(
@@ -145,4 +146,4 @@ class CheckpointMethods(Entries):
         release raises ``LeaseLost``). Blobs only this run referenced stay
         until ``collect_garbage`` (``safepoint gc``). The id may be used again.
         """
-        return writes(ops.delete_run(check_id(run_id)))
+        return writes(run_ops.delete_run(check_id(run_id)))

@@ -6,9 +6,10 @@ from datetime import timedelta
 
 from safepoint.model import Status
 from safepoint.records import Lease
-from safepoint.store import calls, leases, traced
+from safepoint.store import calls, traced
 from safepoint.store.calls import reads, writes
-from safepoint.store.leases import Cancelled, QueueState
+from safepoint.store.ops import leases
+from safepoint.store.ops.leases import Cancelled, QueueState
 from safepoint.store.twins import Entries, Returns, method
 from safepoint.store.validate import check_id
 

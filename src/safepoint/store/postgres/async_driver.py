@@ -18,23 +18,21 @@ from psycopg_pool import AsyncConnectionPool
 from safepoint.errors import StoreError
 from safepoint.observe import QueryHook
 from safepoint.store import forking
-from safepoint.store.ops import Op, Row
+from safepoint.store.query import Op, Row
 from safepoint.store.query_trace import traced
 
 from .config import PostgresConfig, search_path
-from .save import save as one_statement_save
+from .errors import Transaction
+from .schema import check_existing, existing_steps, setup_steps
 from .steps import (
     BEGIN,
+    CAPABILITIES,
     COMMIT,
     READ_ONLY_WRITE,
     Statement,
-    Transaction,
-    check_existing,
-    existing_steps,
     one_message,
     op_steps,
     opening,
-    setup_steps,
 )
 
 T = TypeVar("T")
@@ -53,10 +51,9 @@ class PostgresAsyncDriver:
     """Runs store operations on an asyncio pool of PostgreSQL connections."""
 
     dialect = "postgresql"
-    # The save operation for this dialect: ops.save's signature and result,
-    # in one statement and one round trip when it can (see save.py); the
-    # stores hand it to calls.save.
-    save_op = staticmethod(one_statement_save)
+    # The optional queries this dialect has: save_next, the one-statement save
+    # that ops.save asks for first when the writer knows its run's head.
+    capabilities = CAPABILITIES
 
     def __init__(self, config: PostgresConfig, pool: AsyncConnectionPool, search_path: str) -> None:
         self.config = config
@@ -98,7 +95,7 @@ class PostgresAsyncDriver:
         """Drive ``op`` in one transaction; commit on return, roll back on error."""
         if write and self.config.read_only:
             raise StoreError(READ_ONLY_WRITE)
-        steps = op_steps(op, self.search_path)
+        steps = op_steps(op, self.search_path, self.capabilities)
         if self.on_query is not None:  # as in driver.py
             steps = traced(steps, self.on_query, self.dialect)
         tx = Transaction(steps)

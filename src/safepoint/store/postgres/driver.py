@@ -20,25 +20,23 @@ from psycopg_pool import ConnectionPool
 from safepoint.errors import StoreError
 from safepoint.observe import QueryHook
 from safepoint.store import forking
-from safepoint.store.ops import Op, Row
+from safepoint.store.query import Op, Row
 from safepoint.store.query_trace import traced
 
 from .config import PostgresConfig, search_path
-from .save import save as one_statement_save
+from .errors import Transaction
+from .schema import check_existing, existing_steps, setup_steps
 from .steps import (
     BEGIN,
+    CAPABILITIES,
     COMMIT,
     READ_ONLY_WRITE,
     Statement,
     Steps,
-    Transaction,
-    check_existing,
-    existing_steps,
     one_message,
     op_steps,
     opening,
     raw_steps,
-    setup_steps,
 )
 
 T = TypeVar("T")
@@ -48,10 +46,9 @@ class PostgresDriver:
     """Runs store operations on a pool of PostgreSQL connections; thread-safe."""
 
     dialect = "postgresql"
-    # The save operation for this dialect: ops.save's signature and result,
-    # in one statement and one round trip when it can (see save.py); the
-    # stores hand it to calls.save.
-    save_op = staticmethod(one_statement_save)
+    # The optional queries this dialect has: save_next, the one-statement save
+    # that ops.save asks for first when the writer knows its run's head.
+    capabilities = CAPABILITIES
 
     def __init__(self, config: PostgresConfig, pool: ConnectionPool, search_path: str) -> None:
         self.config = config
@@ -97,7 +94,7 @@ class PostgresDriver:
 
     def run(self, op: Op[T], *, write: bool) -> T:
         """Drive ``op`` in one transaction; commit on return, roll back on error."""
-        steps = op_steps(op, self.search_path)
+        steps = op_steps(op, self.search_path, self.capabilities)
         if self.on_query is not None:  # each statement reported once the driver has its rows
             steps = traced(steps, self.on_query, self.dialect)
         return self._run(steps, write=write)

@@ -1,4 +1,4 @@
-"""psycopg errors -> safepoint errors, at the driver boundary.
+"""psycopg errors -> safepoint errors, at the driver boundary (``Transaction``, ``translate``).
 
 Messages name what the store was doing (the query, "committing") and the
 SQLSTATE, never the server's message text for data errors: PostgreSQL quotes
@@ -8,6 +8,8 @@ reachable as ``__cause__`` for whoever needs the detail.
 """
 
 from __future__ import annotations
+
+from typing import Generic, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -21,6 +23,10 @@ from safepoint.errors import (
     StoreError,
     StoreUnavailable,
 )
+
+from .steps import Steps
+
+T = TypeVar("T")
 
 # Unique violations that can only mean "another writer got there first". The
 # locked run row makes them unreachable in practice; this is the safety net.
@@ -106,3 +112,62 @@ def translate(
         # An error reply: the server answered, so the transaction did not commit.
         return StoreUnavailable(f"PostgreSQL unavailable while {doing}: {type(exc).__name__}{code}")
     return StoreError(f"PostgreSQL failed while {doing}: {type(exc).__name__}{code}")
+
+
+class Transaction(Generic[T]):
+    """Passes ``steps`` to a driver, remembering where the transaction stands.
+
+    That memory is what turns a psycopg error into a useful safepoint one:
+    which statements may have failed (in a pipeline, any sent since the last
+    wait), whether the commit had started, and which run and step a unique
+    violation was about.
+    """
+
+    def __init__(self, steps: Steps[T]) -> None:
+        self._inner = steps
+        self._unconfirmed: list[str] = []  # sent since the last statement whose rows came back
+        self._committing = False
+        self._run_id: str | None = None
+        self._step: int | None = None
+        self._digest: bytes | None = None  # of the checkpoint a save writes (errors.translate)
+
+    def steps(self) -> Steps[T]:
+        inner = self._inner
+        try:
+            statement = next(inner)
+            while True:
+                self._unconfirmed.append(statement.name)
+                for params in (statement.params or {}, *(statement.many or ())[:1]):
+                    self._run_id = params.get("run_id", self._run_id)
+                    self._step = params.get("step", self._step)
+                    self._digest = params.get("digest", self._digest)
+                self._committing = statement.final  # its COMMIT goes with it
+                rows = yield statement
+                if statement.fetch or statement.final:  # its rows came back: all before it succeeded
+                    self._unconfirmed.clear()
+                self._committing = False  # a final statement's commit succeeded too
+                statement = inner.send(rows)
+        except StopIteration as stop:
+            self._committing = True
+            return stop.value  # type: ignore[no-any-return]
+        finally:
+            inner.close()
+
+    @property
+    def doing(self) -> str:
+        """What the transaction was doing, for error messages."""
+        sent = " or ".join(repr(name) for name in self._unconfirmed)
+        if self._committing:
+            return f"committing (after {sent})" if sent else "committing"
+        return f"running {sent}" if sent else "getting a connection"
+
+    def error(self, exc: Exception) -> Exception:
+        """The safepoint error to raise for ``exc`` (chained by the caller with ``from exc``)."""
+        return translate(
+            exc,
+            doing=self.doing,
+            committing=self._committing,
+            run_id=self._run_id,
+            step=self._step,
+            digest=self._digest,
+        )

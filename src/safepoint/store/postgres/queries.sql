@@ -1,5 +1,5 @@
 -- Named queries for the PostgreSQL backend: the same names, parameters and
--- result columns as sqlite/queries.sql, which store/ops.py relies on.
+-- result columns as sqlite/queries.sql (each query's spec header), which store/ops/ relies on.
 -- Parameters use psycopg's named style; extra keys in a parameter dict are
 -- ignored. Integer parameters are cast to bigint so that PostgreSQL never
 -- has to guess a type (psycopg sends small ints as int2) and a prepared
@@ -19,6 +19,9 @@
 -- columns are timestamptz (see ddl/0001_initial.sql for why and how exact).
 
 -- name: run_head
+-- params: run_id, labels
+-- returns: next_seq, run_ref, head_step, head_digest, status, lease_owner, lease_epoch,
+--          lease_expires_at, needs_advance
 -- The run row, locked until commit: writers of one run take turns here.
 -- No row for a new run (ops then starts its log at seq 0); two writers
 -- creating the same run meet at insert_run's ON CONFLICT instead.
@@ -30,6 +33,9 @@ WHERE run_id = %(run_id)s
 FOR UPDATE;
 
 -- name: insert_run
+-- params: run_id, status, step, digest, schema_version, labels, counters, parent_run_id,
+--         parent_step, next_seq, now
+-- returns: run_ref
 -- No row back means another writer created the run first (ops: Conflict).
 INSERT INTO safepoint_runs (
     run_id, status, head_step, head_digest, schema_version, labels, counters,
@@ -45,6 +51,8 @@ ON CONFLICT (run_id) DO NOTHING
 RETURNING id;
 
 -- name: advance_run
+-- params: run_ref, step, digest, schema_version, labels, counters, next_seq, now
+-- returns: nothing
 -- status is set by set_run_status, only when it changes (as on SQLite).
 UPDATE safepoint_runs
 SET head_step = %(step)s::bigint, head_digest = %(digest)s,
@@ -54,9 +62,14 @@ SET head_step = %(step)s::bigint, head_digest = %(digest)s,
 WHERE id = %(run_ref)s::bigint AND head_step = %(step)s::bigint - 1;
 
 -- name: set_run_status
+-- params: run_ref, status
+-- returns: nothing
 UPDATE safepoint_runs SET status = %(status)s WHERE id = %(run_ref)s::bigint;
 
 -- name: insert_checkpoint
+-- params: run_ref, step, schema_version, status, now, message_count, ranges, header,
+--         digest, first_seq, added, messages, blobs
+-- returns: nothing
 INSERT INTO safepoint_checkpoints (
     run_ref, step, schema_version, status, created_at, message_count, ranges, header, digest,
     first_seq, added, messages, blobs
@@ -68,6 +81,8 @@ INSERT INTO safepoint_checkpoints (
 );
 
 -- name: checkpoint_latest
+-- params: run_id
+-- returns: run_ref, step, ranges, header, digest, head_step, head_digest, last_step
 -- ranges goes back as text: ops hands it to view_messages and json-decodes it.
 -- The head is where the run row says; ops checks it against the rows (its
 -- digest, and the highest stored step: one backward primary-key probe), so a
@@ -81,12 +96,16 @@ LEFT JOIN safepoint_checkpoints AS c ON c.run_ref = r.id AND c.step = r.head_ste
 WHERE r.run_id = %(run_id)s;
 
 -- name: checkpoint_at
+-- params: run_id, step
+-- returns: run_ref, step, ranges, header, digest
 SELECT r.id, c.step, c.ranges::text, c.header, c.digest
 FROM safepoint_runs AS r
 JOIN safepoint_checkpoints AS c ON c.run_ref = r.id AND c.step = %(step)s::bigint AND NOT c.pruned
 WHERE r.run_id = %(run_id)s;
 
 -- name: view_messages
+-- params: run_ref, ranges
+-- returns: first_seq, messages
 -- The rows of the run that added messages the checkpoint sees, in log order,
 -- in one query whatever the number of ranges (one primary-key range scan of
 -- the run's checkpoints). A damaged range shows up as missing messages,
@@ -101,6 +120,8 @@ WHERE c.run_ref = %(run_ref)s::bigint
 ORDER BY c.step;
 
 -- name: history
+-- params: run_id
+-- returns: step, schema_version, status, created_at, message_count, digest
 SELECT c.step, c.schema_version, c.status,
        (extract(epoch FROM c.created_at) * 1000000)::bigint,
        c.message_count, c.digest
@@ -110,12 +131,18 @@ WHERE r.run_id = %(run_id)s AND NOT c.pruned
 ORDER BY c.step;
 
 -- name: run_exists
+-- params: run_id
+-- returns: run_ref
 -- Locked like run_head: delete_run then waits for a save of the run in
 -- flight (and sees its rows) instead of failing on its foreign keys, and a
 -- fork copies from a source that cannot be deleted under it.
 SELECT id FROM safepoint_runs WHERE run_id = %(run_id)s FOR UPDATE;
 
 -- name: run_info
+-- params: run_id
+-- returns: run_ref, run_id, status, head_step, schema_version, labels, counters,
+--          created_at, updated_at, parent_run_id, parent_step, attempts, retry_at,
+--          last_error
 SELECT id, run_id, status, head_step, schema_version, labels::text, counters::text,
        (extract(epoch FROM created_at) * 1000000)::bigint,
        (extract(epoch FROM updated_at) * 1000000)::bigint,
@@ -125,6 +152,10 @@ FROM safepoint_runs
 WHERE run_id = %(run_id)s;
 
 -- name: list_runs
+-- params: statuses, labels, updated_since, before_id, limit
+-- returns: run_ref, run_id, status, head_step, schema_version, labels, counters,
+--          created_at, updated_at, parent_run_id, parent_step, attempts, retry_at,
+--          last_error
 -- Newest first, paged by the run's row id (stable while runs are updated).
 -- Each filter is switched off by a NULL parameter. Labels match when the
 -- run's labels contain every wanted pair (the GIN index serves the @>).
@@ -144,18 +175,28 @@ ORDER BY id DESC
 LIMIT %(limit)s::bigint;
 
 -- name: delete_checkpoints
+-- params: run_ref
+-- returns: nothing
 DELETE FROM safepoint_checkpoints WHERE run_ref = %(run_ref)s::bigint;
 
 -- name: delete_run
+-- params: run_ref
+-- returns: nothing
 DELETE FROM safepoint_runs WHERE id = %(run_ref)s::bigint;
 
 -- name: enqueue
+-- params: run_id, now
+-- returns: run_ref
+-- ends: transaction
 UPDATE safepoint_runs
 SET queued_at = coalesce(queued_at, 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
 WHERE run_id = %(run_id)s
 RETURNING id;
 
 -- name: claim
+-- params: worker_id, now, expires_at
+-- returns: run_id, epoch, expires_at, attempts
+-- ends: transaction
 -- One statement: take the oldest queued run whose lease is free or expired
 -- and bump its epoch. FOR UPDATE SKIP LOCKED lets concurrent claimers pass
 -- each other instead of queueing on the same row: each locks a different
@@ -180,6 +221,8 @@ WHERE id = (
 RETURNING run_id, lease_epoch, (extract(epoch FROM lease_expires_at) * 1000000)::bigint, attempts;
 
 -- name: queue_depth
+-- params: now
+-- returns: depth
 -- How many runs a claim could take now (see the SQLite query).
 SELECT count(*) FROM safepoint_runs
 WHERE queued_at IS NOT NULL
@@ -189,12 +232,18 @@ WHERE queued_at IS NOT NULL
        OR retry_at <= 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond');
 
 -- name: heartbeat
+-- params: run_id, worker_id, epoch, expires_at
+-- returns: expires_at
+-- ends: transaction
 UPDATE safepoint_runs
 SET lease_expires_at = 'epoch'::timestamptz + %(expires_at)s::bigint * interval '1 microsecond'
 WHERE run_id = %(run_id)s AND lease_owner = %(worker_id)s AND lease_epoch = %(epoch)s::bigint
 RETURNING (extract(epoch FROM lease_expires_at) * 1000000)::bigint;
 
 -- name: release
+-- params: run_id, worker_id, epoch, status, requeue, now, attempts, retry_at, error
+-- returns: run_ref
+-- ends: transaction
 -- The epoch stays: it only ever grows, so an old lease can never match again.
 UPDATE safepoint_runs
 SET lease_owner = NULL, lease_expires_at = NULL,
@@ -213,6 +262,8 @@ WHERE run_id = %(run_id)s AND lease_owner = %(worker_id)s AND lease_epoch = %(ep
 RETURNING id;
 
 -- name: requeue
+-- params: run_id, now
+-- returns: run_ref
 -- Back in the queue with a clean slate of attempts (see the SQLite query).
 UPDATE safepoint_runs
 SET queued_at = coalesce(queued_at, 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond'),
@@ -222,6 +273,8 @@ WHERE run_id = %(run_id)s
 RETURNING id;
 
 -- name: next_claimable
+-- params: none
+-- returns: at
 -- When the next queued run can be claimed (see the SQLite query); greatest()
 -- skips NULLs, and coalesce makes "free now" the epoch.
 SELECT (extract(epoch FROM min(coalesce(greatest(lease_expires_at, retry_at), 'epoch'::timestamptz)))
@@ -229,14 +282,21 @@ SELECT (extract(epoch FROM min(coalesce(greatest(lease_expires_at, retry_at), 'e
 FROM safepoint_runs WHERE queued_at IS NOT NULL;
 
 -- name: lease_state
+-- params: run_id
+-- returns: owner, epoch
 SELECT lease_owner, lease_epoch FROM safepoint_runs WHERE run_id = %(run_id)s;
 
 -- name: head_messages
+-- params: run_ref, step
+-- returns: first_seq, added, messages
 -- The messages the head row carries (eager migration appends to them).
 SELECT first_seq, added, messages FROM safepoint_checkpoints
 WHERE run_ref = %(run_ref)s::bigint AND step = %(step)s::bigint;
 
 -- name: rewrite_checkpoint
+-- params: run_ref, step, schema_version, status, message_count, ranges, header, digest,
+--         added, messages
+-- returns: nothing
 -- Eager migration replaces the head checkpoint in place (see the SQLite
 -- query of the same name for why older checkpoints are unaffected).
 UPDATE safepoint_checkpoints
@@ -246,12 +306,16 @@ SET schema_version = %(schema_version)s, status = %(status)s,
 WHERE run_ref = %(run_ref)s::bigint AND step = %(step)s::bigint;
 
 -- name: rewrite_run_head
+-- params: run_ref, digest, schema_version, labels, counters, next_seq, status
+-- returns: nothing
 UPDATE safepoint_runs
 SET head_digest = %(digest)s, schema_version = %(schema_version)s, labels = %(labels)s::jsonb,
     counters = %(counters)s::jsonb, next_seq = %(next_seq)s::bigint, status = %(status)s
 WHERE id = %(run_ref)s::bigint;
 
 -- name: blob_guard_shared
+-- params: none
+-- returns: held
 -- Saves that reference blobs hold this lock shared until they commit, and
 -- garbage collection exclusively: a blob is never judged unreferenced while
 -- a save that references it is between its put and its commit. The key is
@@ -259,27 +323,39 @@ WHERE id = %(run_ref)s::bigint;
 SELECT pg_advisory_xact_lock_shared(hashtextextended('safepoint.blobs:' || current_schema(), 0));
 
 -- name: blob_guard_exclusive
+-- params: none
+-- returns: held
 SELECT pg_advisory_xact_lock(hashtextextended('safepoint.blobs:' || current_schema(), 0));
 
 -- name: insert_blobs
+-- params: digest, size, now, data
+-- returns: nothing
 INSERT INTO safepoint_blobs (digest, size, created_at, data)
 VALUES (%(digest)s, %(size)s::bigint, 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond',
         %(data)s)
 ON CONFLICT (digest) DO NOTHING;
 
 -- name: select_blobs
+-- params: digests
+-- returns: digest, data
 SELECT digest, data FROM safepoint_blobs
 WHERE digest IN (SELECT jsonb_array_elements_text(%(digests)s::jsonb));
 
 -- name: set_run_retention
+-- params: run_id, retention
+-- returns: run_ref
 UPDATE safepoint_runs SET retention = %(retention)s::jsonb WHERE run_id = %(run_id)s RETURNING id;
 
 -- name: run_retention
+-- params: run_id
+-- returns: run_ref, retention, status
 -- Locked like run_head: a save of the run waits, so retention never decides
 -- on a head that is being replaced.
 SELECT id, retention::text, status FROM safepoint_runs WHERE run_id = %(run_id)s FOR UPDATE;
 
 -- name: checkpoint_spans
+-- params: run_ref
+-- returns: step, created_at, first_seq, added, ranges, pruned, header_size, stored_size
 -- The sizes are as stored before TOAST compression (what the report counts as freed).
 SELECT step, (extract(epoch FROM created_at) * 1000000)::bigint, first_seq, added, ranges::text, pruned,
        octet_length(header)::bigint,
@@ -290,32 +366,48 @@ WHERE run_ref = %(run_ref)s::bigint
 ORDER BY step;
 
 -- name: carried_messages
+-- params: run_ref, step
+-- returns: messages
 SELECT messages FROM safepoint_checkpoints WHERE run_ref = %(run_ref)s::bigint AND step = %(step)s::bigint;
 
 -- name: make_carrier
+-- params: run_ref, step, blobs
+-- returns: nothing
 UPDATE safepoint_checkpoints
 SET pruned = true, header = ''::bytea, ranges = '[]'::jsonb, blobs = %(blobs)s::jsonb
 WHERE run_ref = %(run_ref)s::bigint AND step = %(step)s::bigint;
 
 -- name: delete_checkpoint_row
+-- params: run_ref, step
+-- returns: nothing
 DELETE FROM safepoint_checkpoints WHERE run_ref = %(run_ref)s::bigint AND step = %(step)s::bigint;
 
 -- name: referenced_blobs
+-- params: none
+-- returns: blobs
 SELECT blobs::text FROM safepoint_checkpoints WHERE blobs IS NOT NULL;
 
 -- name: stored_blobs
+-- params: none
+-- returns: digest, size, created_at
 SELECT digest, octet_length(data), (extract(epoch FROM created_at) * 1000000)::bigint FROM safepoint_blobs;
 
 -- name: delete_blobs
+-- params: digest
+-- returns: nothing
 DELETE FROM safepoint_blobs WHERE digest = %(digest)s;
 
 -- name: queue_state
+-- params: run_id
+-- returns: queued, owner, epoch, expires_at, status
 -- Where a run stands with the workers (Store.queue_state), and the row's status.
 SELECT queued_at IS NOT NULL, lease_owner, lease_epoch,
        (extract(epoch FROM lease_expires_at) * 1000000)::bigint, status
 FROM safepoint_runs WHERE run_id = %(run_id)s;
 
 -- name: queue_state_for_update
+-- params: run_id
+-- returns: queued, owner, epoch, expires_at, status
 -- The same, the run row locked until commit like run_head: a save in flight
 -- finishes first, and a save that comes later waits, then fails its lease check.
 SELECT queued_at IS NOT NULL, lease_owner, lease_epoch,
@@ -324,38 +416,57 @@ FROM safepoint_runs WHERE run_id = %(run_id)s
 FOR UPDATE;
 
 -- name: revoke_lease
+-- params: run_id
+-- returns: nothing
 -- The holder is fenced and the run dequeued (see the SQLite query).
 UPDATE safepoint_runs SET lease_owner = NULL, lease_expires_at = NULL, queued_at = NULL
 WHERE run_id = %(run_id)s;
 
 -- name: cancel_run
+-- params: run_id
+-- returns: nothing
 UPDATE safepoint_runs
 SET status = 'cancelled', lease_owner = NULL, lease_expires_at = NULL, queued_at = NULL,
     retry_at = NULL
 WHERE run_id = %(run_id)s;
 
 -- name: run_retention_read
+-- params: run_id
+-- returns: run_ref, retention, status
 -- run_retention for a dry run, which runs READ ONLY: FOR UPDATE is refused there.
 SELECT id, retention::text, status FROM safepoint_runs WHERE run_id = %(run_id)s;
 
 -- name: database_pages
+-- params: none
+-- returns: pages, free_pages, page_size, auto_vacuum
 -- No row: PostgreSQL does not give space back to the file system on a delete;
 -- autovacuum makes it reusable, and VACUUM FULL is a database administrator's call.
 SELECT NULL::bigint, NULL::bigint, NULL::bigint, NULL::integer WHERE false;
 
 -- name: release_free_pages
--- Never sent (database_pages has no row here); the names of both dialects match.
-SELECT 1 WHERE false;
+-- params: none
+-- returns: nothing
+-- Never sent (database_pages has no row here); the names of both dialects
+-- match, and so do the columns: none (PostgreSQL allows an empty select list).
+SELECT WHERE false;
 
 -- name: end_transaction
+-- params: none
+-- returns: nothing
 -- Never sent: Store.vacuum is SQLite's (see database_pages).
-SELECT 1 WHERE false;
+SELECT WHERE false;
 
 -- name: vacuum_incremental
-SELECT 1 WHERE false;
+-- params: none
+-- returns: nothing
+SELECT WHERE false;
 
 -- name: vacuum
-SELECT 1 WHERE false;
+-- params: none
+-- returns: nothing
+SELECT WHERE false;
 
 -- name: begin_transaction
-SELECT 1 WHERE false;
+-- params: none
+-- returns: nothing
+SELECT WHERE false;

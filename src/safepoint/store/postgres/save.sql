@@ -1,9 +1,16 @@
--- The PostgreSQL-only statement of postgres/save.py: a save of the next step
--- of a run in one statement, for a writer that already knows the run's head.
+-- The PostgreSQL-only statement of ops.save: a save of the next step of a run
+-- in one statement, for a writer that already knows the run's head (an
+-- optional query: SQLite's driver answers unsupported; see ops.save).
 -- Same parameter conventions as queries.sql (named, integers cast to bigint,
 -- no percent sign in comments).
 
 -- name: save_next
+-- params: run_id, step, digest, status, schema_version, labels, counters, next_seq, now,
+--         head_digest, first_seq, lease_owner, lease_epoch, message_count, ranges, header,
+--         added, messages, blobs
+-- returns: run_ref
+-- ends: transaction
+-- optional: yes
 -- The run row moves to the new head and the checkpoint row is inserted, only
 -- if the head is still the one the writer saved or loaded (step, digest, next
 -- free seq) and the lease check ops.save makes holds: the writer's lease
@@ -11,7 +18,7 @@
 -- anyone's. The UPDATE locks the run row as run_head's FOR UPDATE does;
 -- under READ COMMITTED a writer that waited for it re-checks these
 -- conditions on the row as committed. No row back: nothing was written (the
--- writer then runs ops.save, which says why).
+-- save then goes the general way, which says why).
 WITH head AS (
     UPDATE safepoint_runs
     SET head_step = %(step)s::bigint, head_digest = %(digest)s, status = %(status)s,

@@ -1,13 +1,13 @@
 """What both PostgreSQL drivers send, written once and free of I/O.
 
 A driver opens a transaction and asks this module for its statements:
-``op_steps`` turns an operation's named queries (``store/ops.py``) into SQL
-after pointing search_path at the store's schema, and ``setup_steps`` is the
-DDL upgrade. The sync driver blocks on each statement and the async driver
+``op_steps`` turns an operation's named queries (``store/ops/``) into SQL
+after pointing search_path at the store's schema (``schema.py`` holds the
+DDL setup's). The sync driver blocks on each statement and the async driver
 awaits it; that loop is all either of them holds (the split psycopg itself
-uses between its generators and its waiting functions). ``Transaction``
-passes either on, remembering where it stands so that ``Transaction.error``
-can turn a psycopg error into safepoint's.
+uses between its generators and its waiting functions).
+``errors.Transaction`` passes either on, remembering where it stands so
+that a psycopg error becomes safepoint's.
 
 Round trips: operations run in psycopg's pipeline mode on autocommit
 connections, with BEGIN and COMMIT sent as statements of the pipeline, and a
@@ -19,13 +19,13 @@ together, and everything a save writes travels with its COMMIT and the
 pipeline's last Sync, so ``ops.save`` costs three round trips (two waits
 and that Sync). (psycopg's own ``transaction()``
 inside a pipeline syncs on entering and on leaving it, which made five.)
-``save.py``'s one-statement save is a final statement (``Statement.final``):
+``ops.save``'s one-statement save (``save_next``) is a final statement (``Statement.final``):
 BEGIN, set_config, the statement and COMMIT go out as one simple-protocol
 message (``one_message``), one round trip — one message, not a pipeline,
 because a pipeline flushes statement by statement and a client stopped
 between the locking statement and its COMMIT would keep the lock with no
 timeout armed (see ``one_message``). The queue and lease calls go the
-same way (``FINAL``). The remaining gap of that kind: a client stopped
+same way (their specs say ``-- ends: transaction``). The remaining gap of that kind: a client stopped
 between a write of ``ops.save`` and its COMMIT (the fallback path, a run's
 first save, saves with blobs) or of the maintenance operations. A failure in
 a statement nobody waited for surfaces at the next wait (at the latest, the
@@ -36,49 +36,36 @@ operation's own error.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from psycopg import sql
 
 from safepoint.errors import StoreError
-from safepoint.store.ops import Op, Query, Row
-from safepoint.store.sqlfiles import load_queries, load_revisions, read_text
-from safepoint.visible import visible
-
-from .config import PostgresConfig
-from .errors import translate
+from safepoint.store.query import UNSUPPORTED, Op, Query, Row
+from safepoint.store.query_specs import DIALECTS, QuerySpec, load_dialect
+from safepoint.store.sqlfiles import load_queries
 
 T = TypeVar("T")
 _PACKAGE = __package__ or "safepoint.store.postgres"
-QUERIES = load_queries(_PACKAGE)
-# Statements of this dialect's own operations (save.py), beyond the shared names.
-OWN_QUERIES = load_queries(_PACKAGE, "save.sql")
+# Each query's SQL and spec (its header in queries.sql, save.sql): whether a
+# driver waits for its rows (it returns some), whether it ends its
+# transaction, and the named rows the operation gets back.
+QUERIES = load_dialect(*DIALECTS["postgresql"])
+# The optional queries (QuerySpec.optional) this dialect has: the drivers' capabilities.
+CAPABILITIES = frozenset(name for name, query in QUERIES.items() if query.spec.optional)
+# The driver's own statements (search_path, the DDL setup's): no operation's.
 SETUP = load_queries(_PACKAGE, "setup.sql")
-REVISIONS = load_revisions(_PACKAGE)
-SCHEMA = read_text(_PACKAGE, "schema.sql")
 
-_COMMENT = re.compile(r"--[^\n]*")
-_ROWS = re.compile(r"^\s*(SELECT|WITH)\b|\bRETURNING\b", re.IGNORECASE)
-
-
-def returns_rows(text: str) -> bool:
-    """Whether a statement of the .sql files produces rows (a SELECT, or a write ... RETURNING)."""
-    return _ROWS.search(_COMMENT.sub("", text)) is not None
-
-
-# Which named queries an operation reads rows from; the others are never waited for.
-FETCH = {name: returns_rows(text) for name, text in (QUERIES | OWN_QUERIES).items()}
-# Queries that end their transaction (Statement.final): each is the whole of
-# a write (a save's one statement, and the queue and lease calls, each one
-# UPDATE), sent with BEGIN and its COMMIT as one message (``one_message``):
-# one round trip, and no moment where the row it locked waits on a stopped
-# client. Their rows are read after the commit, which does not change them;
-# what an operation asks next (a lost lease's state, a declined save's
-# fallback) runs in a new transaction.
-FINAL = frozenset({"save_next", "enqueue", "claim", "heartbeat", "release"})
+# A query whose spec returns no columns is never waited for. One whose spec
+# ends its transaction (Statement.final: a save's one statement, and the
+# queue and lease calls, each one UPDATE) is the whole of a write, sent with
+# BEGIN and its COMMIT as one message (``one_message``): one round trip, and
+# no moment where the row it locked waits on a stopped client. Its rows are
+# read after the commit, which does not change them; what an operation asks
+# next (a lost lease's state, a declined save's fallback) runs in a new
+# transaction.
 
 # How a transaction starts, by ``write``. Always explicit rather than left
 # to the server's default_transaction_isolation, which a DBA may have changed.
@@ -140,6 +127,8 @@ class Statement:
     # statements in one string); they must never be prepared.
     prepare: bool | None = None
     final: bool = False
+    # The named query's spec: the operation gets its rows as the spec's named rows.
+    spec: QuerySpec | None = None
 
 
 Steps = Generator[Statement, list[Row], T]
@@ -173,24 +162,30 @@ def opening(steps: Steps[Any], statement: Statement, *, write: bool, pipeline: b
     return Opening([], [statement], following)
 
 
-def _set_search_path(search_path: str) -> Statement:
+def search_path_statement(search_path: str) -> Statement:
+    """Point the transaction's search_path at the store's schema (set_config, local to it)."""
     return Statement(SET_SEARCH_PATH, SETUP["set_search_path"], {"search_path": search_path}, fetch=False)
 
 
-def op_steps(op: Op[T], search_path: str) -> Steps[T]:
+def op_steps(op: Op[T], search_path: str, capabilities: frozenset[str] = CAPABILITIES) -> Steps[T]:
     """The statements of one operation's transaction: search_path, then its queries as SQL.
 
     After a final statement the operation's next query opens a new
-    transaction, which gets its own search_path first.
+    transaction, which gets its own search_path first. An optional query
+    outside ``capabilities`` is answered ``UNSUPPORTED`` without a statement.
     """
     try:
-        yield _set_search_path(search_path)
+        yield search_path_statement(search_path)
         query = next(op)
         while True:
+            if query.optional and query.name not in capabilities:
+                query = op.send(UNSUPPORTED)
+                continue
             statement = _statement(query)
-            query = op.send((yield statement))
+            rows = yield statement
+            query = op.send(statement.spec.rows(rows) if statement.spec is not None else rows)
             if statement.final:
-                yield _set_search_path(search_path)
+                yield search_path_statement(search_path)
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
     finally:
@@ -198,148 +193,20 @@ def op_steps(op: Op[T], search_path: str) -> Steps[T]:
 
 
 def _statement(query: Query) -> Statement:
-    text = QUERIES.get(query.name) or OWN_QUERIES.get(query.name)
-    if text is None:
+    named = QUERIES.get(query.name)
+    if named is None:
         raise StoreError(f"the postgresql dialect has no query named {query.name!r}")
-    name = query.name
-    return Statement(name, text, query.params, query.many, fetch=FETCH[name], final=name in FINAL)
+    spec = named.spec
+    fetch = bool(spec.returns)
+    return Statement(
+        query.name, named.sql, query.params, query.many, fetch=fetch, final=spec.ends_transaction, spec=spec
+    )
 
 
 def raw_steps(text: str, params: dict[str, Any] | None, search_path: str) -> Steps[list[Row]]:
     """One row-returning statement outside the named queries, in the store's schema (tests, tools)."""
-    yield _set_search_path(search_path)
+    yield search_path_statement(search_path)
     return (yield Statement("raw statement", text, params))
-
-
-class Transaction(Generic[T]):
-    """Passes ``steps`` to a driver, remembering where the transaction stands.
-
-    That memory is what turns a psycopg error into a useful safepoint one:
-    which statements may have failed (in a pipeline, any sent since the last
-    wait), whether the commit had started, and which run and step a unique
-    violation was about.
-    """
-
-    def __init__(self, steps: Steps[T]) -> None:
-        self._inner = steps
-        self._unconfirmed: list[str] = []  # sent since the last statement whose rows came back
-        self._committing = False
-        self._run_id: str | None = None
-        self._step: int | None = None
-        self._digest: bytes | None = None  # of the checkpoint a save writes (errors.translate)
-
-    def steps(self) -> Steps[T]:
-        inner = self._inner
-        try:
-            statement = next(inner)
-            while True:
-                self._unconfirmed.append(statement.name)
-                for params in (statement.params or {}, *(statement.many or ())[:1]):
-                    self._run_id = params.get("run_id", self._run_id)
-                    self._step = params.get("step", self._step)
-                    self._digest = params.get("digest", self._digest)
-                self._committing = statement.final  # its COMMIT goes with it
-                rows = yield statement
-                if statement.fetch or statement.final:  # its rows came back: all before it succeeded
-                    self._unconfirmed.clear()
-                self._committing = False  # a final statement's commit succeeded too
-                statement = inner.send(rows)
-        except StopIteration as stop:
-            self._committing = True
-            return stop.value  # type: ignore[no-any-return]
-        finally:
-            inner.close()
-
-    @property
-    def doing(self) -> str:
-        """What the transaction was doing, for error messages."""
-        sent = " or ".join(repr(name) for name in self._unconfirmed)
-        if self._committing:
-            return f"committing (after {sent})" if sent else "committing"
-        return f"running {sent}" if sent else "getting a connection"
-
-    def error(self, exc: Exception) -> Exception:
-        """The safepoint error to raise for ``exc`` (chained by the caller with ``from exc``)."""
-        return translate(
-            exc,
-            doing=self.doing,
-            committing=self._committing,
-            run_id=self._run_id,
-            step=self._step,
-            digest=self._digest,
-        )
-
-
-def setup_steps(schema: str, search_path: str) -> Steps[list[int]]:
-    """Bring the schema's tables up to date; returns the revisions applied now.
-
-    Runs in one transaction under an advisory lock, so processes starting
-    together take turns: the first creates the schema (``schema.sql`` in one
-    go for a fresh one, else each missing numbered revision), the others find
-    it current. All or nothing: PostgreSQL DDL is transactional. Not for a
-    pipeline: the DDL files use the simple query protocol.
-    """
-    yield Statement("lock_setup", SETUP["lock_setup"], {"schema": schema}, fetch=False)
-    if not (yield Statement("schema_exists", SETUP["schema_exists"], {"schema": schema}))[0][0]:
-        create = sql.SQL(SETUP["create_schema"]).format(sql.Identifier(schema))
-        yield Statement("create_schema", create, fetch=False, prepare=False)
-    yield _set_search_path(search_path)
-    applied: set[int] = set()
-    if (yield Statement("revisions_table_exists", SETUP["revisions_table_exists"], {"schema": schema}))[0][0]:
-        rows = yield Statement("applied_revisions", SETUP["applied_revisions"])
-        applied = {row[0] for row in rows}
-    else:
-        yield Statement("create_revisions_table", SETUP["create_revisions_table"], fetch=False, prepare=False)
-    if applied:
-        todo = [r for r in REVISIONS if r.number not in applied]
-        for revision in todo:
-            yield Statement(f"DDL revision {revision.number}", revision.sql, fetch=False, prepare=False)
-    else:
-        todo = REVISIONS
-        yield Statement("schema.sql", SCHEMA, fetch=False, prepare=False)
-    for revision in todo:
-        params = {"revision": revision.number, "name": revision.name}
-        yield Statement("record_revision", SETUP["record_revision"], params, fetch=False)
-    return [r.number for r in todo]
-
-
-@dataclass(frozen=True, slots=True)
-class Existing:
-    """What a read-only open found in the schema: whether it exists, and the DDL revisions applied there.
-
-    ``revisions`` is None when the schema has no safepoint tables.
-    """
-
-    schema_exists: bool
-    revisions: frozenset[int] | None
-
-
-def existing_steps(schema: str, search_path: str) -> Steps[Existing]:
-    """Look at the schema without changing anything (a read-only open): no lock, no DDL."""
-    if not (yield Statement("schema_exists", SETUP["schema_exists"], {"schema": schema}))[0][0]:
-        return Existing(schema_exists=False, revisions=None)
-    yield _set_search_path(search_path)
-    if not (yield Statement("revisions_table_exists", SETUP["revisions_table_exists"], {"schema": schema}))[
-        0
-    ][0]:
-        return Existing(schema_exists=True, revisions=None)
-    rows = yield Statement("applied_revisions", SETUP["applied_revisions"])
-    return Existing(schema_exists=True, revisions=frozenset(row[0] for row in rows))
-
-
-def check_existing(config: PostgresConfig, found: Existing) -> None:
-    """Raise unless ``found`` is a store this code reads: ``StoreNotFound``, or ``StoreError`` if too old."""
-    shown = visible(config.schema, max_len=80)
-    if not found.schema_exists:
-        raise config.not_found(f'the database has no schema "{shown}"')
-    if found.revisions is None:
-        raise config.not_found(f'schema "{shown}" has no safepoint tables')
-    missing = [r.number for r in REVISIONS if r.number not in found.revisions]
-    if missing:
-        raise StoreError(
-            f'the safepoint store in schema "{shown}" predates this version of safepoint (it lacks DDL'
-            f" revision {missing[0]}): open it once for writing (open_store without read_only) to upgrade it"
-        )
 
 
 READ_ONLY_WRITE = "this store was opened with read_only=True: it writes nothing"

@@ -27,12 +27,12 @@ from typing import Any, TypeVar
 
 from safepoint.errors import StoreError
 from safepoint.observe import QueryHook
-from safepoint.store.ops import Op, Row
+from safepoint.store.query import Op
 
 from .ddl import upgrade
 from .forks import OwnConnection
 from .opening import Settings, check_file, check_store
-from .transactions import transact
+from .transactions import CAPABILITIES, transact
 
 T = TypeVar("T")
 READ_ONLY_WRITE = "this store was opened with read_only=True: it writes nothing"
@@ -42,6 +42,7 @@ class SQLiteDriver:
     """Runs store operations on one SQLite connection, one at a time."""
 
     dialect = "sqlite"
+    capabilities = CAPABILITIES  # none: see transactions.CAPABILITIES
 
     def __init__(
         self,
@@ -94,7 +95,7 @@ class SQLiteDriver:
         with self._own.lock:
             return upgrade(self._own.get())
 
-    def execute_raw(self, sql: str, params: tuple[Any, ...] = ()) -> list[Row]:
+    def execute_raw(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Run one statement outside the named queries (tests and benchmarks only)."""
         with self._own.lock:
             return self._own.get().execute(sql, params).fetchall()

@@ -10,6 +10,9 @@
 -- head is the highest of them: a rightmost-key lookup, O(log n).
 
 -- name: run_head
+-- params: run_id, labels
+-- returns: next_seq, run_ref, head_step, head_digest, status, lease_owner, lease_epoch,
+--          lease_expires_at, needs_advance
 -- Always one row: the run's next free message seq, then the run (NULLs if
 -- new). Seqs only grow, so the head's first_seq + added is the next one.
 SELECT coalesce(c.first_seq + c.added, 0),
@@ -23,12 +26,17 @@ LEFT JOIN safepoint_checkpoints AS c ON c.id = (
     WHERE id BETWEEN r.id * 4294967296 AND r.id * 4294967296 + 4294967295);
 
 -- name: insert_run
+-- params: run_id, status, step, digest, schema_version, labels, counters, parent_run_id,
+--         parent_step, next_seq, now
+-- returns: run_ref
 INSERT INTO safepoint_runs (run_id, status, labels, parent_run_id, parent_step, created_at)
 VALUES (:run_id, :status, :labels, :parent_run_id, :parent_step, :now)
 ON CONFLICT (run_id) DO NOTHING
 RETURNING id;
 
 -- name: advance_run
+-- params: run_ref, step, digest, schema_version, labels, counters, next_seq, now
+-- returns: nothing
 -- The head moves by the checkpoint insert alone; the run row is written only
 -- when its labels change (an UPDATE that matches no row writes no page).
 -- status is handled by set_run_status, also only when it changes.
@@ -36,9 +44,14 @@ UPDATE safepoint_runs SET labels = :labels
 WHERE id = :run_ref AND labels IS NOT :labels;
 
 -- name: set_run_status
+-- params: run_ref, status
+-- returns: nothing
 UPDATE safepoint_runs SET status = :status WHERE id = :run_ref;
 
 -- name: insert_checkpoint
+-- params: run_ref, step, schema_version, status, now, message_count, ranges, header,
+--         digest, first_seq, added, messages, blobs
+-- returns: nothing
 INSERT INTO safepoint_checkpoints (
     id, run_ref, step, schema_version, status, created_at, message_count, ranges, header, digest,
     first_seq, added, messages, blobs
@@ -48,6 +61,8 @@ INSERT INTO safepoint_checkpoints (
 );
 
 -- name: checkpoint_latest
+-- params: run_id
+-- returns: run_ref, step, ranges, header, digest, head_step, head_digest, last_step
 -- The last three columns are the run's head as the run row records it (step,
 -- digest) and its highest stored step, which ops checks against each other
 -- (see the PostgreSQL query). Here the head is the highest row, so they are
@@ -61,12 +76,16 @@ JOIN safepoint_checkpoints AS c ON c.id = (
 WHERE r.run_id = :run_id;
 
 -- name: checkpoint_at
+-- params: run_id, step
+-- returns: run_ref, step, ranges, header, digest
 SELECT r.id, c.step, c.ranges, c.header, c.digest
 FROM safepoint_runs AS r
 JOIN safepoint_checkpoints AS c ON c.id = r.id * 4294967296 + :step AND c.pruned = 0
 WHERE r.run_id = :run_id;
 
 -- name: view_messages
+-- params: run_ref, ranges
+-- returns: first_seq, messages
 -- The rows of the run that added messages the checkpoint sees, in log order,
 -- in one query whatever the number of ranges. Only these rows' messages are
 -- read (SQLite reads a row's large value only when it is selected).
@@ -80,6 +99,8 @@ WHERE c.id BETWEEN :run_ref * 4294967296 AND :run_ref * 4294967296 + 4294967295
 ORDER BY c.id;
 
 -- name: history
+-- params: run_id
+-- returns: step, schema_version, status, created_at, message_count, digest
 SELECT c.step, c.schema_version, c.status, c.created_at, c.message_count, c.digest
 FROM safepoint_runs AS r
 JOIN safepoint_checkpoints AS c
@@ -88,9 +109,15 @@ WHERE r.run_id = :run_id AND c.pruned = 0
 ORDER BY c.id;
 
 -- name: run_exists
+-- params: run_id
+-- returns: run_ref
 SELECT id FROM safepoint_runs WHERE run_id = :run_id;
 
 -- name: run_info
+-- params: run_id
+-- returns: run_ref, run_id, status, head_step, schema_version, labels, counters,
+--          created_at, updated_at, parent_run_id, parent_step, attempts, retry_at,
+--          last_error
 SELECT r.id, r.run_id, r.status, c.step, c.schema_version, r.labels,
        json_extract(CAST(c.header AS TEXT), '$.counters'),
        r.created_at, c.created_at, r.parent_run_id, r.parent_step,
@@ -102,6 +129,10 @@ JOIN safepoint_checkpoints AS c ON c.id = (
 WHERE r.run_id = :run_id;
 
 -- name: list_runs
+-- params: statuses, labels, updated_since, before_id, limit
+-- returns: run_ref, run_id, status, head_step, schema_version, labels, counters,
+--          created_at, updated_at, parent_run_id, parent_step, attempts, retry_at,
+--          last_error
 -- Newest first, paged by the run's row id (stable while runs are updated).
 -- Filters are optional: a NULL parameter switches its filter off. Labels
 -- match when every wanted key/value pair is among the run's labels.
@@ -125,18 +156,28 @@ ORDER BY r.id DESC
 LIMIT :limit;
 
 -- name: delete_checkpoints
+-- params: run_ref
+-- returns: nothing
 DELETE FROM safepoint_checkpoints
 WHERE id BETWEEN :run_ref * 4294967296 AND :run_ref * 4294967296 + 4294967295;
 
 -- name: delete_run
+-- params: run_ref
+-- returns: nothing
 DELETE FROM safepoint_runs WHERE id = :run_ref;
 
 -- name: enqueue
+-- params: run_id, now
+-- returns: run_ref
+-- ends: transaction
 UPDATE safepoint_runs SET queued_at = coalesce(queued_at, :now)
 WHERE run_id = :run_id
 RETURNING id;
 
 -- name: claim
+-- params: worker_id, now, expires_at
+-- returns: run_id, epoch, expires_at, attempts
+-- ends: transaction
 -- One statement: take the oldest queued run whose lease is free or expired
 -- and whose retry_at (after a failed attempt) has come, bump its epoch and
 -- count the attempt. Counted here, at claim, so that a handler that kills
@@ -155,6 +196,8 @@ WHERE id = (
 RETURNING run_id, lease_epoch, lease_expires_at, attempts;
 
 -- name: queue_depth
+-- params: now
+-- returns: depth
 -- How many runs a claim could take now (the claim's WHERE clause): the
 -- safepoint.queue.depth gauge, and Store.queue_depth for operators.
 SELECT count(*) FROM safepoint_runs
@@ -162,11 +205,17 @@ WHERE queued_at IS NOT NULL AND (lease_owner IS NULL OR lease_expires_at <= :now
   AND (retry_at IS NULL OR retry_at <= :now);
 
 -- name: heartbeat
+-- params: run_id, worker_id, epoch, expires_at
+-- returns: expires_at
+-- ends: transaction
 UPDATE safepoint_runs SET lease_expires_at = :expires_at
 WHERE run_id = :run_id AND lease_owner = :worker_id AND lease_epoch = :epoch
 RETURNING lease_expires_at;
 
 -- name: release
+-- params: run_id, worker_id, epoch, status, requeue, now, attempts, retry_at, error
+-- returns: run_ref
+-- ends: transaction
 -- The epoch stays: it only ever grows, so an old lease can never match again.
 -- :attempts says what happens to the count: 'keep', 'reset' (a clean
 -- outcome) or 'uncount' (the attempt was not the run's fault: a too-new
@@ -185,6 +234,8 @@ WHERE run_id = :run_id AND lease_owner = :worker_id AND lease_epoch = :epoch
 RETURNING id;
 
 -- name: requeue
+-- params: run_id, now
+-- returns: run_ref
 -- Back in the queue with a clean slate of attempts (a quarantined run is
 -- failed: it runs again). The last error stays readable until an attempt
 -- succeeds. A live lease is left alone: its holder's release decides.
@@ -195,20 +246,29 @@ WHERE run_id = :run_id
 RETURNING id;
 
 -- name: next_claimable
+-- params: none
+-- returns: at
 -- When the next queued run can be claimed: the later of its lease expiry and
 -- its retry_at (0 if both are unset), earliest first; NULL if nothing is queued.
 SELECT min(max(coalesce(lease_expires_at, 0), coalesce(retry_at, 0)))
 FROM safepoint_runs WHERE queued_at IS NOT NULL;
 
 -- name: lease_state
+-- params: run_id
+-- returns: owner, epoch
 SELECT lease_owner, lease_epoch FROM safepoint_runs WHERE run_id = :run_id;
 
 -- name: head_messages
+-- params: run_ref, step
+-- returns: first_seq, added, messages
 -- The messages the head row carries (eager migration appends to them).
 SELECT first_seq, added, messages FROM safepoint_checkpoints
 WHERE id = :run_ref * 4294967296 + :step;
 
 -- name: rewrite_checkpoint
+-- params: run_ref, step, schema_version, status, message_count, ranges, header, digest,
+--         added, messages
+-- returns: nothing
 -- Eager migration replaces the head checkpoint in place: the one exception to
 -- "rows are never updated". The row keeps its step and creation time; any
 -- message the migration changed is appended to the messages it carries under
@@ -219,32 +279,48 @@ SET schema_version = :schema_version, status = :status, message_count = :message
 WHERE id = :run_ref * 4294967296 + :step;
 
 -- name: rewrite_run_head
+-- params: run_ref, digest, schema_version, labels, counters, next_seq, status
+-- returns: nothing
 UPDATE safepoint_runs SET labels = :labels, status = :status WHERE id = :run_ref;
 
 -- name: blob_guard_shared
+-- params: none
+-- returns: held
 -- Saves that reference blobs and garbage collection take turns on the blob
--- guard (see store/blobio.py). SQLite's write lock, taken by BEGIN
+-- guard (see store/blob_targets.py). SQLite's write lock, taken by BEGIN
 -- IMMEDIATE, already serializes them: nothing more to lock here.
 SELECT 1;
 
 -- name: blob_guard_exclusive
+-- params: none
+-- returns: held
 SELECT 1;
 
 -- name: insert_blobs
+-- params: digest, size, now, data
+-- returns: nothing
 INSERT INTO safepoint_blobs (digest, size, created_at, data)
 VALUES (:digest, :size, :now, :data)
 ON CONFLICT (digest) DO NOTHING;
 
 -- name: select_blobs
+-- params: digests
+-- returns: digest, data
 SELECT digest, data FROM safepoint_blobs WHERE digest IN (SELECT value FROM json_each(:digests));
 
 -- name: set_run_retention
+-- params: run_id, retention
+-- returns: run_ref
 UPDATE safepoint_runs SET retention = :retention WHERE run_id = :run_id RETURNING id;
 
 -- name: run_retention
+-- params: run_id
+-- returns: run_ref, retention, status
 SELECT id, retention, status FROM safepoint_runs WHERE run_id = :run_id;
 
 -- name: checkpoint_spans
+-- params: run_ref
+-- returns: step, created_at, first_seq, added, ranges, pruned, header_size, stored_size
 -- What retention needs of every row of a run, oldest first: no headers, no
 -- messages, only their sizes (what deleting the row frees, for the report).
 SELECT step, created_at, first_seq, added, ranges, pruned, length(header),
@@ -254,39 +330,57 @@ WHERE id BETWEEN :run_ref * 4294967296 AND :run_ref * 4294967296 + 4294967295
 ORDER BY id;
 
 -- name: carried_messages
+-- params: run_ref, step
+-- returns: messages
 SELECT messages FROM safepoint_checkpoints WHERE id = :run_ref * 4294967296 + :step;
 
 -- name: make_carrier
+-- params: run_ref, step, blobs
+-- returns: nothing
 -- The checkpoint is gone; its row stays for the messages a kept checkpoint sees.
 UPDATE safepoint_checkpoints
 SET pruned = 1, header = x'', ranges = '[]', blobs = :blobs
 WHERE id = :run_ref * 4294967296 + :step;
 
 -- name: delete_checkpoint_row
+-- params: run_ref, step
+-- returns: nothing
 DELETE FROM safepoint_checkpoints WHERE id = :run_ref * 4294967296 + :step;
 
 -- name: referenced_blobs
+-- params: none
+-- returns: blobs
 -- Every blob some row still references (garbage collection's mark phase).
 SELECT blobs FROM safepoint_checkpoints WHERE blobs IS NOT NULL;
 
 -- name: stored_blobs
+-- params: none
+-- returns: digest, size, created_at
 SELECT digest, length(data), created_at FROM safepoint_blobs;
 
 -- name: delete_blobs
+-- params: digest
+-- returns: nothing
 DELETE FROM safepoint_blobs WHERE digest = :digest;
 
 -- name: queue_state
+-- params: run_id
+-- returns: queued, owner, epoch, expires_at, status
 -- Where a run stands with the workers (Store.queue_state), and the row's status.
 SELECT queued_at IS NOT NULL, lease_owner, lease_epoch, lease_expires_at, status
 FROM safepoint_runs WHERE run_id = :run_id;
 
 -- name: queue_state_for_update
+-- params: run_id
+-- returns: queued, owner, epoch, expires_at, status
 -- The same, before a write to the row (revoke_lease, cancel); BEGIN IMMEDIATE
 -- already holds the write lock, so nothing more to lock here.
 SELECT queued_at IS NOT NULL, lease_owner, lease_epoch, lease_expires_at, status
 FROM safepoint_runs WHERE run_id = :run_id;
 
 -- name: revoke_lease
+-- params: run_id
+-- returns: nothing
 -- The holder is fenced: heartbeat, release and saves under its lease all
 -- match on lease_owner, which is gone. The epoch stays (it only ever grows).
 -- Out of the queue too, so that no worker claims the run before the
@@ -295,6 +389,8 @@ UPDATE safepoint_runs SET lease_owner = NULL, lease_expires_at = NULL, queued_at
 WHERE run_id = :run_id;
 
 -- name: cancel_run
+-- params: run_id
+-- returns: nothing
 -- Fenced and dequeued like revoke_lease, and cancelled on the row (the
 -- cancelled checkpoint, when the head loads, follows in the same transaction).
 UPDATE safepoint_runs
@@ -303,10 +399,14 @@ SET status = 'cancelled', lease_owner = NULL, lease_expires_at = NULL, queued_at
 WHERE run_id = :run_id;
 
 -- name: run_retention_read
+-- params: run_id
+-- returns: run_ref, retention, status
 -- run_retention for a dry run: read only, nothing locked.
 SELECT id, retention, status FROM safepoint_runs WHERE run_id = :run_id;
 
 -- name: database_pages
+-- params: none
+-- returns: pages, free_pages, page_size, auto_vacuum
 -- How big the file is and how much of it is free, in pages, and whether it
 -- gives free pages back (auto_vacuum 2: incremental, how new stores are
 -- created; 0: none, files created before that, until one full VACUUM).
@@ -314,6 +414,8 @@ SELECT page_count, freelist_count, page_size, auto_vacuum
 FROM pragma_page_count(), pragma_freelist_count(), pragma_page_size(), pragma_auto_vacuum();
 
 -- name: release_free_pages
+-- params: none
+-- returns: nothing
 -- Moves pages from the end of the file into free pages and truncates it (in
 -- an incremental auto-vacuum file; a no-op otherwise). Run once per free
 -- page: Python's sqlite3 steps a statement without result columns once, and
@@ -321,15 +423,23 @@ FROM pragma_page_count(), pragma_freelist_count(), pragma_page_size(), pragma_au
 PRAGMA incremental_vacuum;
 
 -- name: end_transaction
+-- params: none
+-- returns: nothing
 -- A full VACUUM cannot run inside a transaction: vacuum_store ends the one
 -- its driver opened, vacuums, and opens an empty one for the driver to commit.
 COMMIT;
 
 -- name: vacuum_incremental
+-- params: none
+-- returns: nothing
 PRAGMA auto_vacuum = INCREMENTAL;
 
 -- name: vacuum
+-- params: none
+-- returns: nothing
 VACUUM;
 
 -- name: begin_transaction
+-- params: none
+-- returns: nothing
 BEGIN IMMEDIATE;

@@ -15,14 +15,21 @@ import time
 from typing import TypeVar
 
 from safepoint.observe import QueryHook
-from safepoint.store.ops import Op, Query, Row
+from safepoint.store.query import UNSUPPORTED, Op, Query, Row
+from safepoint.store.query_specs import DIALECTS, load_dialect
 from safepoint.store.query_trace import attributes, report, traced
-from safepoint.store.sqlfiles import load_queries
 
 from .errors import translate
 
 T = TypeVar("T")
-QUERIES = load_queries(__package__ or "safepoint.store.sqlite")
+# Each query's SQL and spec (its header in queries.sql): the rows go back to
+# the operation as the spec's named rows.
+QUERIES = load_dialect(*DIALECTS["sqlite"])
+# The optional queries this dialect has: none. ops.save's one-statement
+# save (save_next) is PostgreSQL's, saving a round trip; on one local
+# connection the general save costs none, so this driver answers
+# UNSUPPORTED and ops.save goes on in the same transaction.
+CAPABILITIES = frozenset(name for name, query in QUERIES.items() if query.spec.optional)
 DIALECT = "sqlite"
 
 
@@ -59,6 +66,9 @@ def drive(conn: sqlite3.Connection, op: Op[T], *, path: str | None, on_query: Qu
             query = op.send(rows)  # type: ignore[arg-type]
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
+        if query.optional and query.name not in CAPABILITIES:
+            rows = UNSUPPORTED
+            continue
         try:
             rows = _execute(conn, query)
         except sqlite3.Error as exc:
@@ -67,11 +77,11 @@ def drive(conn: sqlite3.Connection, op: Op[T], *, path: str | None, on_query: Qu
 
 
 def _execute(conn: sqlite3.Connection, query: Query) -> list[Row]:
-    sql = QUERIES[query.name]
+    named = QUERIES[query.name]
     if query.many is not None:
-        conn.executemany(sql, query.many)
+        conn.executemany(named.sql, query.many)
         return []
-    return conn.execute(sql, query.params).fetchall()
+    return named.spec.rows(conn.execute(named.sql, query.params).fetchall())
 
 
 def _control(conn: sqlite3.Connection, statement: str, on_query: QueryHook | None) -> None:

@@ -7,8 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from safepoint.store import Store
-from safepoint.store import ops as store_ops
-from safepoint.store.facade import Driver
+from safepoint.store import query as store_ops
 
 
 def messages_written(queries: list[store_ops.Query]) -> int:
@@ -22,7 +21,7 @@ class QueryLog:
 
     def __init__(self, store: Store) -> None:
         self.queries: list[store_ops.Query] = []
-        self._inner: Driver = store.driver
+        self._inner: store_ops.Driver = store.driver
         store._driver = self  # type: ignore[assignment]  # test-only interception
 
     @property
@@ -30,9 +29,8 @@ class QueryLog:
         return self._inner.dialect
 
     @property
-    def save_op(self) -> Any:
-        """The wrapped driver's own save operation, if it has one (see ``calls.save``)."""
-        return getattr(self._inner, "save_op", None)
+    def capabilities(self) -> frozenset[str]:
+        return self._inner.capabilities
 
     def run(self, op: store_ops.Op[Any], *, write: bool) -> Any:
         return self._inner.run(self._record(op), write=write)
@@ -44,8 +42,9 @@ class QueryLog:
                 query = op.send(rows)
             except StopIteration as stop:
                 return stop.value
-            self.queries.append(query)
             rows = yield query
+            if rows is not store_ops.UNSUPPORTED:  # only what the driver ran (see Query.optional)
+                self.queries.append(query)
 
     def close(self) -> None:
         self._inner.close()

@@ -14,8 +14,7 @@ from safepoint import codec
 from safepoint.errors import CorruptCheckpoint, NotFound
 from safepoint.model import ParentRef, Status
 from safepoint.records import CheckpointInfo, RunInfo, from_micros
-
-from .ops import Op, Query, Row
+from safepoint.store.query import Op, Query, Row
 
 
 def history(run_id: str) -> Op[list[CheckpointInfo]]:
@@ -27,7 +26,8 @@ def history(run_id: str) -> Op[list[CheckpointInfo]]:
 
 
 def _checkpoint_info(run_id: str, row: Row) -> CheckpointInfo:
-    step, version, status, created, count, digest = row
+    step, version, status = row.step, row.schema_version, row.status
+    created, count, digest = row.created_at, row.message_count, row.digest
     try:
         if type(step) is not int or type(version) is not int or type(count) is not int:
             raise TypeError("not an int")
@@ -75,29 +75,14 @@ def list_runs(
         },
     )
     page = [_run_info(row) for row in rows[:limit]]
-    more = rows[limit - 1][0] if len(rows) > limit else None
+    more = rows[limit - 1].run_ref if len(rows) > limit else None
     return page, more
 
 
 def _run_info(row: Row) -> RunInfo:
-    (
-        _id,
-        run_id,
-        status,
-        head,
-        version,
-        labels,
-        counters,
-        created,
-        updated,
-        parent_id,
-        parent_step,
-        attempts,
-        retry_at,
-        last_error,
-    ) = row
+    run_id, status, head, version = row.run_id, row.status, row.head_step, row.schema_version
     try:
-        decoded = codec.decode(labels), codec.decode(counters)
+        decoded = codec.decode(row.labels), codec.decode(row.counters)
         if not all(type(value) is dict for value in decoded) or type(head) is not int:
             raise TypeError("not a dict")
         return RunInfo(
@@ -107,12 +92,12 @@ def _run_info(row: Row) -> RunInfo:
             schema_version=version,
             labels=decoded[0],
             counters=decoded[1],
-            created_at=from_micros(created),
-            updated_at=from_micros(updated),
-            parent=None if parent_id is None else ParentRef(parent_id, parent_step),
-            attempts=attempts,
-            retry_at=None if retry_at is None else from_micros(retry_at),
-            last_error=last_error,
+            created_at=from_micros(row.created_at),
+            updated_at=from_micros(row.updated_at),
+            parent=None if row.parent_run_id is None else ParentRef(row.parent_run_id, row.parent_step),
+            attempts=row.attempts,
+            retry_at=None if row.retry_at is None else from_micros(row.retry_at),
+            last_error=row.last_error,
         )
     except (TypeError, ValueError, OverflowError):
         where = head if type(head) is int else None

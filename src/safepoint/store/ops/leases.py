@@ -3,7 +3,7 @@
 A claim is one statement per dialect (``FOR UPDATE SKIP LOCKED`` on
 PostgreSQL; SQLite's single writer needs none) and bumps the run's lease
 epoch; every later call under the lease — and every save made with it
-(``ops.save``) — is checked against that epoch. A claim also counts an
+(``saving.save``) — is checked against that epoch. A claim also counts an
 attempt and skips a run whose ``retry_at`` (set by a failed attempt's
 release) has not come; ``requeue`` gives a run a clean slate.
 
@@ -18,15 +18,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from safepoint.errors import LeaseLost, NotFound, RunStatusError, SafepointError
 from safepoint.model import Checkpoint, Status
 from safepoint.records import Lease, from_micros
+from safepoint.store.query import Op, Query, Row, SaveInput
 
-from . import ops
-from .ops import Op, Query, lease_detail
-from .prepare import PreparedSave
+from .loading import load_typed
+from .saving import lease_detail, save
 
 
 def enqueue(run_id: str, now: int) -> Op[None]:
@@ -42,8 +42,8 @@ def claim(worker_id: str, duration: float, now: int) -> Op[Lease | None]:
     rows = yield Query("claim", {"worker_id": worker_id, "now": now, "expires_at": expires})
     if not rows:
         return None
-    run_id, epoch, expires_at, attempts = rows[0]
-    return Lease(run_id, worker_id, epoch, from_micros(expires_at), duration, attempts)
+    row = rows[0]
+    return Lease(row.run_id, worker_id, row.epoch, from_micros(row.expires_at), duration, row.attempts)
 
 
 def heartbeat(lease: Lease, duration: float, now: int) -> Op[Lease]:
@@ -59,7 +59,7 @@ def heartbeat(lease: Lease, duration: float, now: int) -> Op[Lease]:
     if not rows:
         yield from _raise_lease_lost(lease)
     return Lease(
-        lease.run_id, lease.worker_id, lease.epoch, from_micros(rows[0][0]), duration, lease.attempts
+        lease.run_id, lease.worker_id, lease.epoch, from_micros(rows[0].expires_at), duration, lease.attempts
     )
 
 
@@ -111,13 +111,13 @@ def requeue(run_id: str, now: int) -> Op[None]:
 def queue_depth(now: int) -> Op[int]:
     """How many queued runs a claim could take now."""
     rows = yield Query("queue_depth", {"now": now})
-    return int(rows[0][0]) if rows else 0
+    return int(rows[0].depth) if rows else 0
 
 
 def next_claimable(now: int) -> Op[int | None]:
     """Microseconds until the earliest queued run can be claimed (0: now); None if none is queued."""
     rows = yield Query("next_claimable", {})
-    at = rows[0][0] if rows else None
+    at = rows[0].at if rows else None
     return None if at is None else max(0, at - now)
 
 
@@ -125,8 +125,7 @@ def _raise_lease_lost(lease: Lease) -> Op[None]:
     rows = yield Query("lease_state", {"run_id": lease.run_id})
     if not rows:  # deleted under its holder: the lease is lost as surely as to a new claim
         raise LeaseLost(lease.run_id, lease.epoch, "the run was deleted")
-    owner, epoch = rows[0]
-    raise LeaseLost(lease.run_id, lease.epoch, lease_detail(lease, owner, epoch))
+    raise LeaseLost(lease.run_id, lease.epoch, lease_detail(lease, rows[0].owner, rows[0].epoch))
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,9 +171,11 @@ class Cancelled:
     fenced: bool
 
 
-def _queue_state(run_id: str, row: ops.Row) -> QueueState:
-    queued, owner, epoch, expires = row[:4]
-    return QueueState(run_id, bool(queued), owner, epoch, None if expires is None else from_micros(expires))
+def _queue_state(run_id: str, row: Row) -> QueueState:
+    expires = row.expires_at
+    return QueueState(
+        run_id, bool(row.queued), row.owner, row.epoch, None if expires is None else from_micros(expires)
+    )
 
 
 def queue_state(run_id: str) -> Op[QueueState]:
@@ -192,7 +193,7 @@ def _locked_state(run_id: str) -> Op[tuple[QueueState, str]]:
     rows = yield Query("queue_state_for_update", {"run_id": run_id})
     if not rows:
         raise NotFound(run_id)
-    return _queue_state(run_id, rows[0]), rows[0][4]
+    return _queue_state(run_id, rows[0]), rows[0].status
 
 
 def revoke_lease(run_id: str) -> Op[QueueState]:
@@ -202,7 +203,7 @@ def revoke_lease(run_id: str) -> Op[QueueState]:
     return before
 
 
-def cancel(run_id: str, prepare: Callable[[Checkpoint], PreparedSave], now: int) -> Op[Cancelled]:
+def cancel(run_id: str, prepare: Callable[[Checkpoint], SaveInput[Any]], now: int) -> Op[Cancelled]:
     """Stop the run for good: fence its lease holder, dequeue it, and save a ``cancelled`` checkpoint.
 
     The checkpoint is the head's next step with only its status changed, so
@@ -218,7 +219,7 @@ def cancel(run_id: str, prepare: Callable[[Checkpoint], PreparedSave], now: int)
     fenced = before.leased(from_micros(now))
     yield Query("cancel_run", {"run_id": run_id})
     try:
-        head, *_ = yield from ops.load_typed(run_id, None)
+        head, *_ = yield from load_typed(run_id, None)
     except SafepointError:
         return Cancelled(run_id, None, fenced)  # unloadable head: the run row alone says cancelled
     if head.status is Status.DONE:
@@ -232,5 +233,5 @@ def cancel(run_id: str, prepare: Callable[[Checkpoint], PreparedSave], now: int)
         plan = prepared.plan(head.stored_view, cancelled.messages)
     except SafepointError:
         return Cancelled(run_id, None, fenced)
-    yield from ops.save(cancelled, prepared, head.stored_view, plan, now=now)
+    yield from save(cancelled, prepared, head.stored_view, plan, now=now)
     return Cancelled(run_id, cancelled.step, fenced)

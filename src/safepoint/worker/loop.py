@@ -1,39 +1,7 @@
-"""``Worker``: claim queued runs, keep their leases alive, hand them to a handler.
+"""``Worker``: the loop that claims queued runs, keeps their leases alive and hands them to a handler.
 
-A worker loops: ``claim`` a run (one statement; ``SKIP LOCKED`` on
-PostgreSQL), load its latest checkpoint, call ``handler(job)`` while a
-background thread heartbeats the lease, then release the run. Any number of
-workers in any number of processes and machines can share one store: the
-lease epoch fences off a worker that stalled past its lease (GC pause,
-SIGSTOP, network partition) — its next save raises ``LeaseLost`` and changes
-nothing. The way to write a handler is ``Run`` under the job's lease::
-
-    def handler(job: Job) -> Status | None:
-        run = Run.open(job.store, job.run_id, lease=job.lease)
-        while run.active:
-            if job.stopping:
-                return None          # back to the queue; the next worker resumes it
-            ...                      # one step
-            run.commit()
-        return run.status
-
-Its return value decides what happens to the run: a ``Status`` releases it
-with that status; ``None`` puts it back in the queue.
-
-Faults are not failures. ``StoreUnavailable`` (a restart, a dropped
-connection, a full disk, a lock timeout) is retried by the one policy in
-``safepoint.retrying`` — in claims, heartbeats, releases, ``job.save`` and
-``Run`` under a lease — and if it outlasts the policy the run goes back to
-the queue (or its lease simply expires): never ``failed``.
-
-Poison runs are quarantined. Every claim counts an attempt. A handler that
-raises, or a run that cannot be loaded (corrupt, a migration that raises),
-is put back with ``retry_at = now + backoff * 2**(attempts - 1)``; at
-``max_attempts`` it is released as ``failed`` with ``last_error`` — the
-exception's type and its own message, scrubbed and truncated — visible in
-``store.run(id)`` and ``runs()``, until ``store.requeue(id)``. A run saved
-by newer code (``SchemaTooNew``) goes back untouched, its attempt uncounted.
-Nothing about one run ends the worker's loop.
+What happens to a run that did not end cleanly is the attempt policy
+(``attempts.py``); this module carries it out.
 """
 
 from __future__ import annotations
@@ -46,57 +14,25 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
 from safepoint import retrying
 from safepoint.errors import InvalidArgument, LeaseLost, SchemaTooNew, StoreUnavailable
-from safepoint.model import Checkpoint, Status
+from safepoint.model import Status
 from safepoint.observe import NO_OBSERVER
-from safepoint.records import CheckpointInfo, Lease
+from safepoint.records import Lease
 from safepoint.retrying import RetryPolicy
-from safepoint.store import Store, calls, leases, traced
-from safepoint.store.leases import Attempts
+from safepoint.store import Store, calls, traced
+from safepoint.store.ops import leases
 from safepoint.visible import ID_LEN, VisibleTracebacks, visible
+
+from .attempts import GIVE_BACK, AttemptPolicy, Release, finished, recorded_error
+from .job import Handler, Job
 
 log = logging.getLogger("safepoint.worker")
 # A handler's exception can quote a tool's output: its text reaches log handlers escaped.
 log.addFilter(VisibleTracebacks())
-ERROR_LEN = 500  # characters of last_error kept: enough to tell causes apart
-
-
-@dataclass
-class Job:
-    """One claimed run, as the handler sees it."""
-
-    store: Store
-    lease: Lease
-    checkpoint: Checkpoint
-    _stop: threading.Event
-    lost: threading.Event = field(default_factory=threading.Event)
-    retry: RetryPolicy = retrying.DEFAULT_POLICY
-
-    @property
-    def run_id(self) -> str:
-        return self.lease.run_id
-
-    @property
-    def stopping(self) -> bool:
-        """True once the worker was asked to stop or the lease was lost: finish the step and return."""
-        return self._stop.is_set() or self.lost.is_set()
-
-    def save(self, checkpoint: Checkpoint) -> CheckpointInfo:
-        """Save under this job's lease; ``LeaseLost`` if another worker took the run over.
-
-        ``StoreUnavailable`` is retried (``safepoint.retrying``); a save whose
-        commit was in doubt is checked against the stored digest first, so
-        it is never written twice.
-        """
-        return retrying.save(self.store, checkpoint, self.lease, policy=self.retry)
-
-
-Handler = Callable[[Job], Status | None]
 
 
 class Worker:
@@ -221,10 +157,10 @@ class Worker:
             # A newer deploy's run: not poison. Back untouched, the attempt uncounted.
             self.store.observer.add("safepoint.runs.too_new", 1, {})
             log.warning("run %s was saved by newer code; putting it back", _shown(lease.run_id))
-            self._release(lease, None, requeue=True, attempts="uncount")
+            self._release(lease, GIVE_BACK)
             return
         except StoreUnavailable:
-            self._release(lease, None, requeue=True, attempts="uncount")
+            self._release(lease, GIVE_BACK)
             return
         except LeaseLost:
             raise
@@ -255,53 +191,42 @@ class Worker:
         elif failure is not None:
             self._failed_attempt(job.lease, failure)
         elif outcome is None:
-            self._release(job.lease, None, requeue=True, attempts="uncount")
+            self._release(job.lease, GIVE_BACK)
         else:
-            self._release(job.lease, outcome, requeue=False, attempts="reset")
+            self._release(job.lease, finished(outcome))
 
     def _failed_attempt(self, lease: Lease, exc: Exception) -> None:
         """Back to the queue after a backoff, or quarantined once out of attempts."""
         error = self._describe(exc)
-        if lease.attempts >= self.max_attempts:
+        policy = AttemptPolicy(self.max_attempts, self.backoff)
+        if policy.quarantines(lease):
             self.store.observer.add("safepoint.runs.quarantined", 1, {"safepoint.error": type(exc).__name__})
             log.error("run %s quarantined after %d attempts: %s", _shown(lease.run_id), lease.attempts, error)
-            self._release(lease, Status.FAILED, requeue=False, error=error)
-            return
-        delay = self.backoff * 2 ** max(lease.attempts - 1, 0)
-        log.warning("run %s attempt %d failed: %s", _shown(lease.run_id), lease.attempts, error)
-        retry_at = time.time_ns() // 1000 + int(delay * 1_000_000)
-        self._release(lease, None, requeue=True, retry_at=retry_at, error=error)
+        else:
+            log.warning("run %s attempt %d failed: %s", _shown(lease.run_id), lease.attempts, error)
+        self._release(lease, policy.failed(lease, error))
 
-    def _release(
-        self,
-        lease: Lease,
-        status: Status | None,
-        *,
-        requeue: bool,
-        attempts: Attempts = "keep",
-        retry_at: int | None = None,
-        error: str | None = None,
-    ) -> None:
+    def _release(self, lease: Lease, release: Release) -> None:
         """Give the run back; if the store stays unavailable, the lease expires instead."""
 
-        def release() -> None:
+        def run_release() -> None:
             op = leases.release(
                 lease,
-                status,
-                requeue,
+                release.status,
+                release.requeue,
                 time.time_ns() // 1000,
-                attempts=attempts,
-                retry_at=retry_at,
-                error=error,
+                attempts=release.attempts,
+                retry_at=release.retry_at,
+                error=release.error,
             )
             # Run on the driver (Store.release takes no attempts, retry_at or
             # error), inside the store's own release span, which also counts
             # a lost lease: one span and one count, as store.release reports.
-            with traced.around(self.store, calls.release, lease, status, requeue):
+            with traced.around(self.store, calls.release, lease, release.status, release.requeue):
                 self.store.driver.run(op, write=True)
 
         try:
-            self._call("release", release, deadline=_deadline(lease))
+            self._call("release", run_release, deadline=_deadline(lease))
         except LeaseLost:
             log.warning("lease on run %s expired before release", _shown(lease.run_id))
         except StoreUnavailable:
@@ -334,11 +259,7 @@ class Worker:
 
     def _describe(self, exc: Exception) -> str:
         """``Type: message`` — the exception's own words, scrubbed and truncated."""
-        text = f"{type(exc).__name__}: {exc}"
-        scrubber = self.store.pipeline.scrubber
-        if scrubber is not None:
-            text = scrubber.scrub_text(text)
-        return visible(text, max_len=ERROR_LEN)
+        return recorded_error(exc, self.store.pipeline.scrubber)
 
 
 def _deadline(lease: Lease) -> float:

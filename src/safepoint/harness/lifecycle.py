@@ -1,0 +1,165 @@
+"""How a run begins or continues, as flows on a ``RunCore``: start, resume, open,
+answer a waiting run, change its budget — and, after each load, settle what
+the run left pending (a budget already spent, an action a crash interrupted).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from safepoint.errors import Conflict, InvalidArgument, NotFound
+from safepoint.flow import Flow, Head, Invoke, Load, SchemaVersion
+from safepoint.model import Checkpoint, JSONDict, Status, new_run_id
+from safepoint.records import RunInfo
+
+from . import budgets
+from .actions import (
+    ACTION,
+    INPUT,
+    PendingAction,
+    Reconcile,
+    check_decision,
+    default_question,
+    pending_kind,
+)
+from .core import RunCore
+from .errors import RunStatusError
+
+
+@dataclass(frozen=True, slots=True)
+class NewRun:
+    """What a run starts with when ``open``/``start`` creates it."""
+
+    run_id: str | None = None
+    budget: budgets.Budget | None = None
+    labels: dict[str, str] | None = None
+    state: JSONDict | None = None
+    cursors: JSONDict | None = None
+    messages: list[JSONDict] | None = None
+
+
+def start(core: RunCore, new: NewRun) -> Flow[None]:
+    """Create the run: save step 0 with its budget, labels, state, cursors and messages."""
+    version: int = yield SchemaVersion()
+    core.cp = Checkpoint(
+        schema_version=version,
+        run_id=new.run_id or new_run_id(),
+        messages=list(new.messages or []),
+        counters=budgets.starting_counters(new.budget),
+        cursors=dict(new.cursors or {}),
+        state=dict(new.state or {}),
+        labels=dict(new.labels or {}),
+    )
+    yield from core.save()
+
+
+def resume(core: RunCore, run_id: str, resolve_secrets: Any) -> Flow[None]:
+    """Load the run's latest checkpoint and settle what it left pending."""
+    cp: Checkpoint = yield Load(run_id, resolve_secrets=resolve_secrets)
+    yield from _row_status(core, cp)
+    core.carry(cp)
+    yield from _settle(core)
+
+
+def _row_status(core: RunCore, cp: Checkpoint) -> Flow[None]:
+    """A run its row calls ``failed`` (quarantined by a worker) is failed, whatever its head says."""
+    if cp.status is Status.RUNNING:
+        row: RunInfo = yield Head(cp.run_id)
+        if row.status is Status.FAILED:
+            cp.status = Status.FAILED
+
+
+def resume_or_start(core: RunCore, new: NewRun, resolve_secrets: Any) -> Flow[None]:
+    """Resume the run if it exists, else start it (``new.run_id`` is required)."""
+    assert new.run_id is not None
+    try:
+        cp: Checkpoint = yield Load(new.run_id, resolve_secrets=resolve_secrets)
+    except NotFound:
+        try:
+            yield from start(core, new)
+            return
+        except Conflict:  # another process started it first: resume theirs
+            cp = yield Load(new.run_id, resolve_secrets=resolve_secrets)
+    yield from _row_status(core, cp)
+    core.carry(cp)
+    yield from _settle(core)
+
+
+def resume_with(core: RunCore, run_id: str, answer: Any, resolve_secrets: Any) -> Flow[None]:
+    """Record a human's answer to a waiting run, save it, and resume the run."""
+    cp: Checkpoint = yield Load(run_id, resolve_secrets=resolve_secrets)
+    if cp.status is not Status.WAITING:
+        raise RunStatusError(run_id, cp.status.value, "resume_with needs a run that is waiting")
+    core.carry(cp)
+    pending = core.cp.pending_action
+    if pending_kind(pending) == ACTION:
+        assert pending is not None
+        action = PendingAction.from_json(pending)
+        if not isinstance(answer, Reconcile) or answer.decision == "wait":
+            raise InvalidArgument(
+                f"run {run_id!r} waits for a decision on its interrupted action {action.tool!r}: "
+                "answer with Reconcile.skip(result) or Reconcile.rerun()"
+            )
+        core.cp.pending_action = action.resolved(answer).to_json()
+    else:
+        if isinstance(answer, Reconcile):
+            raise InvalidArgument(f"run {run_id!r} waits for input, not for a Reconcile decision")
+        question = None if pending is None else pending.get("question")
+        core.cp.pending_action = {"kind": INPUT, "question": question, "answer": answer}
+    core.cp.status = Status.RUNNING
+    yield from core.save()
+    yield from _settle(core)
+
+
+def set_budget(core: RunCore, run_id: str, limits: budgets.Budget) -> Flow[None]:
+    """Set the limits ``limits`` gives (the others stay) as one new checkpoint.
+
+    A run its budget failed (failed, and over a limit) runs again once the
+    new limits cover what it used; one still over them stays failed. A run
+    that failed otherwise, or is done or cancelled, is refused.
+    """
+    cp: Checkpoint = yield Load(run_id)
+    exceeded = budgets.over_usage(run_id, cp.counters) or budgets.at_step_limit(run_id, cp.counters)
+    if cp.status in (Status.DONE, Status.CANCELLED) or (cp.status is Status.FAILED and exceeded is None):
+        why = "it did not fail by its budget" if cp.status is Status.FAILED else "it is over"
+        raise RunStatusError(run_id, cp.status.value, f"a new budget would not make it run: {why}")
+    core.carry(cp)
+    counters = core.cp.counters
+    counters.update(limits.to_counters())
+    if (
+        cp.status is Status.FAILED
+        and (budgets.over_usage(run_id, counters) or budgets.at_step_limit(run_id, counters)) is None
+    ):
+        core.cp.status = Status.RUNNING
+    yield from core.save()
+
+
+def _settle(core: RunCore) -> Flow[None]:
+    """After a load: enforce the budgets, and decide about an interrupted action."""
+    cp = core.cp
+    if cp.status is not Status.RUNNING:
+        return
+    exceeded = budgets.over_usage(core.run_id, cp.counters) or budgets.at_step_limit(core.run_id, cp.counters)
+    if exceeded is not None:
+        yield from core.fail(exceeded)
+    if pending_kind(cp.pending_action) != ACTION:
+        return
+    assert cp.pending_action is not None
+    action = PendingAction.from_json(cp.pending_action)
+    core.call = action.call
+    decision = action.resolution
+    if decision is None:
+        hook = core.hooks.get(action.tool)
+        if hook is None:
+            decision = Reconcile.wait(default_question(action))
+        elif isinstance(hook, Reconcile):
+            decision = hook
+        else:
+            decision = check_decision(action.tool, (yield Invoke(hook, (action,))))
+    if decision.decision == "wait":
+        cp.pending_action = action.waiting(decision.question or default_question(action)).to_json()
+        cp.status = Status.WAITING
+        yield from core.save()
+        return
+    core.replay = (action, decision)

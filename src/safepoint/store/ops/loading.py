@@ -1,0 +1,127 @@
+"""Loading a checkpoint: the header row, then the rows carrying its messages (two queries).
+
+``load_with_bodies`` reads the stored form (what a fork copies and a save
+re-plans against); ``load_typed`` and ``load_for_reading`` give it as a
+caller sees it, store-written references typed. ``read_blobs`` reads the
+database blob target's values.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from safepoint import codec
+from safepoint.blobs.base import BlobRef
+from safepoint.errors import CorruptCheckpoint, NotFound
+from safepoint.model import Checkpoint
+from safepoint.store.blob_refs import BLOB_MARK, find_refs
+from safepoint.store.query import Loaded, Op, Query, Row
+from safepoint.store.references import typed_checkpoint
+from safepoint.store.stored import decode_checkpoint, parse_ranges, select_bodies
+
+
+def load(run_id: str, step: int | None) -> Op[Checkpoint]:
+    """The latest checkpoint of the run, or the one at ``step``, in stored form; two queries either way."""
+    checkpoint: Checkpoint
+    checkpoint, *_ = yield from load_with_bodies(run_id, step)
+    return checkpoint
+
+
+def load_for_reading(run_id: str, step: int | None, *, blobs_in_database: bool) -> Op[Loaded]:
+    """``load`` as a caller sees it (store-written references typed), noting blob
+    references (and reading them, for the database target)."""
+    checkpoint, bodies, header = yield from load_typed(run_id, step)
+    indexes = [i for i, body in enumerate(bodies) if BLOB_MARK in body]
+    has_blobs = bool(indexes) or BLOB_MARK in header
+    stored: dict[str, bytes] = {}
+    if has_blobs and blobs_in_database:
+        refs: list[BlobRef] = []
+        for name in ("pending_action", "cursors", "state"):
+            find_refs(getattr(checkpoint, name), refs)
+        for index in indexes:
+            find_refs(checkpoint.messages[index], refs)
+        digests = sorted({ref.digest for ref in refs})
+        rows = yield Query("select_blobs", {"digests": codec.encode(digests).decode()})
+        stored = {row.digest: bytes(row.data) for row in rows}
+    return Loaded(checkpoint, indexes, has_blobs, stored)
+
+
+def load_typed(run_id: str, step: int | None) -> Op[tuple[Checkpoint, list[bytes], bytes]]:
+    """The checkpoint as callers see it (``references.typed_checkpoint``), with
+    its message bodies and header as stored."""
+    checkpoint, bodies, header, stored_format = yield from load_with_bodies(run_id, step)
+    return typed_checkpoint(checkpoint, stored_format, bodies, header), bodies, header
+
+
+def load_with_bodies(run_id: str, step: int | None) -> Op[tuple[Checkpoint, list[bytes], bytes, int]]:
+    """The checkpoint in stored form, its bodies and header as stored, and its stored format."""
+    if step is None:
+        rows = yield Query("checkpoint_latest", {"run_id": run_id})
+    else:
+        rows = yield Query("checkpoint_at", {"run_id": run_id, "step": step})
+    if not rows:
+        raise NotFound(run_id, step)
+    found = rows[0]
+    run_ref, found_step, ranges, header, digest = (
+        found.run_ref,
+        found.step,
+        found.ranges,
+        found.header,
+        found.digest,
+    )
+    if step is None:
+        _check_head(run_id, found)
+    try:
+        spans = parse_ranges(ranges)
+    except ValueError:
+        raise CorruptCheckpoint(run_id, found_step, "its message ranges are not what a save writes") from None
+    # The rows of the run whose added messages overlap the ranges, in order.
+    carriers = yield Query("view_messages", {"run_ref": run_ref, "ranges": codec.encode(spans).decode()})
+    bodies = select_bodies(cast(list[tuple[Any, ...]], carriers), spans)
+    checkpoint, stored_format = decode_checkpoint(
+        run_id=run_id,
+        step=found_step,
+        header=header,
+        stored_digest=digest,
+        ranges_json=ranges,
+        bodies=bodies,
+    )
+    return checkpoint, bodies, bytes(header), stored_format
+
+
+def _check_head(run_id: str, row: Row) -> None:
+    """The run row's head (PostgreSQL keeps it there) against the checkpoint rows.
+
+    ``row`` is checkpoint_latest's: the row at the head step (its step None:
+    no such row), the run row's head step and digest, the highest stored
+    step. A head moved back would load an older checkpoint and make every
+    later save conflict; a head row deleted would look like a run that does
+    not exist. On SQLite the head *is* the
+    highest row, so these always agree (docs/operations.md says what that
+    cannot catch).
+    """
+    found, digest, head_step, head_digest, last = (
+        row.step,
+        row.digest,
+        row.head_step,
+        row.head_digest,
+        row.last_step,
+    )
+    if type(head_step) is not int:
+        raise CorruptCheckpoint(run_id, last if type(last) is int else None, "the run row has no head step")
+    if found is None:
+        raise CorruptCheckpoint(run_id, head_step, "the run's head checkpoint row is missing")
+    if last != head_step:
+        raise CorruptCheckpoint(
+            run_id, last, f"the run row's head is step {head_step}, but step {last} is stored"
+        )
+    if head_digest is None or bytes(head_digest) != bytes(digest):
+        raise CorruptCheckpoint(run_id, head_step, "the run row's head digest does not match the checkpoint")
+
+
+def read_blobs(digests: list[str]) -> Op[dict[str, bytes]]:
+    """Stored blobs of the database blob target, by digest (as stored: framed, unverified)."""
+    if not digests:
+        return {}
+    rows = yield Query("select_blobs", {"digests": codec.encode(sorted(set(digests))).decode()})
+    return {row.digest: bytes(row.data) for row in rows}

@@ -1,0 +1,129 @@
+"""Operations on whole runs: fork one into a new run, delete one with everything it holds."""
+
+from __future__ import annotations
+
+from safepoint import codec
+from safepoint.errors import Conflict, NotFound
+from safepoint.messagelist import MessageList, StoredView
+from safepoint.model import Checkpoint, ParentRef
+from safepoint.records import from_micros
+from safepoint.store.blob_refs import BLOB_MARK, find_stored_refs
+from safepoint.store.query import Op, Query
+from safepoint.store.references import typed_checkpoint
+from safepoint.store.stored import StoredFields, header_bytes, pack_bodies
+
+from .loading import load_with_bodies
+from .saving import NO_RUN
+
+
+def fork(
+    run_id: str, step: int | None, new_run_id: str, labels: dict[str, str] | None, now: int
+) -> Op[Checkpoint]:
+    """Start ``new_run_id`` from a verified copy of ``run_id``'s checkpoint at ``step``.
+
+    The copy is byte for byte the stored form (header fields and message
+    bodies), under the source's stored format and scrub report, so its
+    references mean what they meant in the source.
+    """
+    source, bodies, _header, stored_format = yield from load_with_bodies(run_id, step)
+    rows = yield Query("run_head", {"run_id": new_run_id, "labels": None})
+    if (rows[0] if rows else NO_RUN).run_ref is not None:
+        raise Conflict(
+            new_run_id,
+            source.step,
+            None,
+            detail=f"cannot fork into run {new_run_id!r}: it already exists",
+        )
+    view = source.stored_view
+    assert view is not None  # a loaded checkpoint always carries its view
+    forked = Checkpoint(
+        run_id=new_run_id,
+        step=source.step,
+        schema_version=source.schema_version,
+        counters=source.counters,
+        pending_action=source.pending_action,
+        cursors=source.cursors,
+        state=source.state,
+        status=source.status,
+        labels=source.labels if labels is None else labels,
+        parent=ParentRef(run_id, source.step),
+    )
+    header = header_bytes(
+        forked,
+        StoredFields.of(forked),
+        created_at=now,
+        count=view.count,
+        chain=view.chain_at(view.count),
+        report=source.scrub_report,
+        stored_format=stored_format,
+    )
+    digest = codec.digest(header)
+    # The fork owns a copy of the messages it sees, numbered from its own log's start.
+    first_seq = 0
+    ranges = [(0, view.count)] if view.count else []
+    inserted = yield Query(
+        "insert_run",
+        {
+            "run_id": new_run_id,
+            "status": forked.status.value,
+            "step": forked.step,
+            "schema_version": forked.schema_version,
+            "labels": codec.encode(forked.labels).decode(),
+            "counters": codec.encode(forked.counters).decode(),
+            "parent_run_id": run_id,
+            "parent_step": source.step,
+            "digest": digest,
+            "now": now,
+            "next_seq": first_seq + view.count,
+        },
+    )
+    if not inserted:
+        raise Conflict(
+            new_run_id, source.step, None, detail=f"run {new_run_id!r} was created by another writer"
+        )
+    new_ref = inserted[0].run_ref
+    yield Query(
+        "insert_checkpoint",
+        {
+            "run_ref": new_ref,
+            "step": forked.step,
+            "schema_version": forked.schema_version,
+            "status": forked.status.value,
+            "now": now,
+            "message_count": view.count,
+            "ranges": codec.encode(ranges).decode(),
+            "header": header,
+            "digest": digest,
+            "first_seq": first_seq,
+            "added": len(bodies),
+            "messages": pack_bodies(bodies),
+            "blobs": _referenced_blobs(header, bodies),
+        },
+    )
+    new_view = StoredView(
+        new_run_id, forked.step, digest, view.count, view.chains[: view.count], tuple(ranges)
+    )
+    object.__setattr__(forked, "messages", MessageList(source.messages, new_view))
+    forked.created_at = from_micros(now)
+    forked.digest = digest.hex()
+    forked.scrub_report = source.scrub_report
+    return typed_checkpoint(forked, stored_format, bodies, header)
+
+
+def _referenced_blobs(header: bytes, bodies: list[bytes]) -> str | None:
+    """The ``blobs`` column for a row holding ``header`` and carrying ``bodies``."""
+    digests: list[str] = []
+    for data in (header, *bodies):
+        if BLOB_MARK in data:
+            find_stored_refs(codec.decode(data), digests)
+    return codec.encode(sorted(set(digests))).decode() if digests else None
+
+
+def delete_run(run_id: str) -> Op[None]:
+    """Remove the run with all its checkpoints and messages."""
+    rows = yield Query("run_exists", {"run_id": run_id})
+    if not rows:
+        raise NotFound(run_id)
+    run_ref = rows[0].run_ref
+    for name in ("delete_checkpoints", "delete_run"):
+        yield Query(name, {"run_ref": run_ref})

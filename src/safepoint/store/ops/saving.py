@@ -1,0 +1,226 @@
+"""Saving a checkpoint: the run's next step, in one transaction (``save``).
+
+The run's head is read and locked (``run_head``), fenced against leases and
+checked to be the step before, then the new messages, the checkpoint row
+and the run row are written. A writer that already knows its run's head
+asks first for the whole save as one optional statement (``save_next``);
+see ``save`` for how either way ends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Generic
+
+from safepoint import codec
+from safepoint.errors import Conflict, LeaseLost
+from safepoint.messagelist import StoredView
+from safepoint.model import Checkpoint, ScrubReport
+from safepoint.records import Lease
+from safepoint.store.query import Op, PlanT, Query, SaveInput
+from safepoint.store.query_specs import QUERY_SPECS
+from safepoint.store.stored import header_bytes, pack_bodies
+
+from .loading import load
+
+# What run_head means for a run that does not exist yet (a dialect may return no row).
+NO_RUN = QUERY_SPECS["run_head"].row.of(
+    next_seq=0,
+    run_ref=None,
+    head_step=None,
+    head_digest=None,
+    status=None,
+    lease_owner=None,
+    lease_epoch=0,
+    lease_expires_at=None,
+    needs_advance=False,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SaveResult(Generic[PlanT]):
+    plan: PlanT
+    ranges: list[tuple[int, int]]
+    digest: bytes
+    report: ScrubReport
+
+
+def save(
+    cp: Checkpoint,
+    prepared: SaveInput[PlanT],
+    view: StoredView | None,
+    plan: PlanT,
+    *,
+    now: int,
+    lease: Lease | None = None,
+) -> Op[SaveResult[PlanT]]:
+    """Append ``cp`` as the run's next step: new messages, the checkpoint row, the run row.
+
+    ``prepared`` holds the scrubbed header fields; ``plan`` was worked out
+    before the transaction from ``view``; if the run's head turns out not to
+    be that view (another object saved since, or the checkpoint was built from
+    scratch) the plan is redone against the head.
+
+    A writer whose ``view`` is its run's head (it saved or loaded it: most
+    saves) asks first for ``save_next``, an optional query: the whole save as
+    one statement that writes only where the head, the next free seq and the
+    lease are as ``view`` and ``lease`` say — the checks below, in SQL. A
+    dialect that has it (PostgreSQL: one round trip instead of three) either
+    wrote the save or wrote nothing; a driver without it answers
+    ``UNSUPPORTED``. Either way nothing was written, and the general way
+    below runs (in a new transaction after PostgreSQL's, which committed
+    nothing), raising ``Conflict`` or ``LeaseLost`` or re-planning as it
+    always does. A save that starts a run or references blobs takes the
+    general way from the start.
+    """
+    labels = codec.encode(prepared.fields.labels).decode()
+    guessed = _guess(cp, prepared, view, plan, labels=labels, now=now)
+    if guessed is not None:
+        assert view is not None
+        guards = {
+            "head_digest": view.digest,
+            "lease_owner": None if lease is None else lease.worker_id,
+            "lease_epoch": None if lease is None else lease.epoch,
+        }
+        if (yield Query("save_next", guessed[1] | guards, optional=True)):
+            return guessed[2]
+
+    rows = yield Query("run_head", {"run_id": cp.run_id, "labels": labels})
+    head_row = rows[0] if rows else NO_RUN
+    first_seq, run_ref, head_step = head_row.next_seq, head_row.run_ref, head_row.head_step
+    owner, epoch, expires = head_row.lease_owner, head_row.lease_epoch, head_row.lease_expires_at
+    # Fencing, checked inside the write transaction: a stale owner changes nothing.
+    if lease is not None:
+        if run_ref is None or owner != lease.worker_id or epoch != lease.epoch:
+            raise LeaseLost(lease.run_id, lease.epoch, lease_detail(lease, owner, epoch))
+    elif owner is not None and expires is not None and expires > now:
+        raise Conflict(
+            cp.run_id,
+            cp.step,
+            head_step,
+            detail="the run is leased by a worker; save with its lease",
+        )
+    if run_ref is None:
+        if cp.step != 0:
+            raise Conflict(cp.run_id, cp.step, None)
+        if plan.keep:  # the view belonged to a run that was deleted since
+            plan = prepared.plan(None, cp.messages)
+    else:
+        if cp.step != head_step + 1:
+            raise Conflict(cp.run_id, cp.step, head_step)
+        if view is None or view.digest != bytes(head_row.head_digest):
+            head = yield from load(cp.run_id, head_step)
+            plan = prepared.plan(head.stored_view, cp.messages)
+
+    if guessed is not None and guessed[0] == first_seq and guessed[2].plan is plan:
+        # The head was as guessed (a driver without save_next, the usual case
+        # on SQLite): the parameters are the ones built for save_next.
+        _, row, result = guessed
+        row["run_ref"] = run_ref
+    else:
+        row, result = _save_row(
+            cp, prepared, plan, labels=labels, first_seq=first_seq, run_ref=run_ref, now=now
+        )
+    if prepared.blobs is not None:
+        row["blobs"] = prepared.blob_digests()
+        if row["blobs"] is not None:
+            # Held until commit; garbage collection takes it exclusively.
+            yield Query("blob_guard_shared")
+            pending = prepared.pending_blobs()
+            if pending:  # durable before the row that references them commits
+                # Database target: inserted here. External: uploaded before the
+                # transaction (calls.save); here only re-checked, and put again
+                # if a GC removed one since (blobio.py).
+                yield from prepared.blobs.write(pending, now)
+    if run_ref is None:
+        inserted = yield Query("insert_run", row)
+        if not inserted:  # ON CONFLICT DO NOTHING: a concurrent writer created the run first
+            raise Conflict(
+                cp.run_id, cp.step, None, detail=f"run {cp.run_id!r} was created by another writer"
+            )
+        row["run_ref"] = inserted[0].run_ref
+    else:
+        if head_row.needs_advance:  # SQLite: only when the labels changed; PostgreSQL keeps the head there
+            yield Query("advance_run", row)
+        if head_row.status != row["status"]:
+            yield Query("set_run_status", row)
+    yield Query("insert_checkpoint", row)
+    return result
+
+
+def _guess(
+    cp: Checkpoint,
+    prepared: SaveInput[PlanT],
+    view: StoredView | None,
+    plan: PlanT,
+    *,
+    labels: str,
+    now: int,
+) -> tuple[int, dict[str, Any], SaveResult[PlanT]] | None:
+    """The save's parameters if ``view`` is the run's head (with its next free seq); None when
+    the save must go the general way from the start (another run's view, a new run, blobs)."""
+    if view is None or view.run_id != cp.run_id or cp.step != view.step + 1:
+        return None
+    if prepared.blobs is not None and prepared.blob_digests() is not None:
+        return None
+    # The run's next free seq is where the view's log ends, unless a rewrite
+    # dropped its tail (then save_next finds another and declines).
+    first_seq = view.ranges[-1][1] if view.ranges else 0
+    row, result = _save_row(cp, prepared, plan, labels=labels, first_seq=first_seq, run_ref=None, now=now)
+    return first_seq, row, result
+
+
+def _save_row(
+    cp: Checkpoint,
+    prepared: SaveInput[PlanT],
+    plan: PlanT,
+    *,
+    labels: str,
+    first_seq: int,
+    run_ref: int | None,
+    now: int,
+) -> tuple[dict[str, Any], SaveResult[PlanT]]:
+    """The save's parameters when its new messages get seqs from ``first_seq`` on, and its result.
+
+    One parameter dict serves every statement of the save, save_next's
+    included (each query takes the names its spec declares; dialects ignore
+    the rest); ``blobs`` is the general way's to fill in.
+    """
+    ranges = plan.ranges(first_seq)
+    report = prepared.report()
+    chain = plan.chains[-1] if plan.chains else codec.EMPTY_CHAIN
+    header = header_bytes(cp, prepared.fields, created_at=now, count=plan.total, chain=chain, report=report)
+    digest = codec.digest(header)
+    row = {
+        "run_id": cp.run_id,
+        "run_ref": run_ref,
+        "status": cp.status.value,
+        "step": cp.step,
+        "schema_version": cp.schema_version,
+        "labels": labels,
+        "counters": codec.encode(prepared.fields.counters).decode(),
+        "digest": digest,
+        "now": now,
+        "next_seq": first_seq + len(plan.bodies),
+        "parent_run_id": None,
+        "parent_step": None,
+        "message_count": plan.total,
+        "ranges": codec.encode(ranges).decode(),
+        "header": header,
+        # The new messages travel in the checkpoint's own row: one row, one
+        # B-tree leaf per save, however many messages it adds.
+        "first_seq": first_seq,
+        "added": len(plan.bodies),
+        "messages": pack_bodies(plan.bodies),
+        "blobs": None,
+    }
+    return row, SaveResult(plan, ranges, digest, report)
+
+
+def lease_detail(lease: Lease, owner: str | None, epoch: int) -> str:
+    """Whose lease the run is under now, without the worker id: ids are chosen by
+    whoever runs a worker (host names, pids, tokens), and error texts get logged."""
+    if owner is None:
+        return f"the run is not leased (current epoch {epoch})"
+    who = "this worker" if owner == lease.worker_id else "another worker"
+    return f"{who} holds epoch {epoch}"

@@ -1,0 +1,48 @@
+"""``Worker``: claim queued runs, keep their leases alive, hand them to a handler.
+
+A worker loops: ``claim`` a run (one statement; ``SKIP LOCKED`` on
+PostgreSQL), load its latest checkpoint, call ``handler(job)`` while a
+background thread heartbeats the lease, then release the run. Any number of
+workers in any number of processes and machines can share one store: the
+lease epoch fences off a worker that stalled past its lease (GC pause,
+SIGSTOP, network partition) — its next save raises ``LeaseLost`` and changes
+nothing. The way to write a handler is ``Run`` under the job's lease::
+
+    def handler(job: Job) -> Status | None:
+        run = Run.open(job.store, job.run_id, lease=job.lease)
+        while run.active:
+            if job.stopping:
+                return None          # back to the queue; the next worker resumes it
+            ...                      # one step
+            run.commit()
+        return run.status
+
+Its return value decides what happens to the run: a ``Status`` releases it
+with that status; ``None`` puts it back in the queue.
+
+Faults are not failures. ``StoreUnavailable`` (a restart, a dropped
+connection, a full disk, a lock timeout) is retried by the one policy in
+``safepoint.retrying`` — in claims, heartbeats, releases, ``job.save`` and
+``Run`` under a lease — and if it outlasts the policy the run goes back to
+the queue (or its lease simply expires): never ``failed``.
+
+Poison runs are quarantined. Every claim counts an attempt. A handler that
+raises, or a run that cannot be loaded (corrupt, a migration that raises),
+is put back with ``retry_at = now + backoff * 2**(attempts - 1)``; at
+``max_attempts`` it is released as ``failed`` with ``last_error`` — the
+exception's type and its own message, scrubbed and truncated — visible in
+``store.run(id)`` and ``runs()``, until ``store.requeue(id)``. A run saved
+by newer code (``SchemaTooNew``) goes back untouched, its attempt uncounted.
+Nothing about one run ends the worker's loop.
+
+The package: ``loop.py`` is the ``Worker`` (claim, load, heartbeat, handler,
+release), ``job.py`` the ``Job`` a handler gets, ``attempts.py`` the attempt
+policy (backoff, quarantine, the recorded error).
+"""
+
+from __future__ import annotations
+
+from .job import Handler, Job
+from .loop import Worker
+
+__all__ = ["Handler", "Job", "Worker"]
