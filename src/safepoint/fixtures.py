@@ -27,7 +27,7 @@ import orjson
 
 from safepoint import codec
 from safepoint.errors import InvalidArgument
-from safepoint.model import Checkpoint, ParentRef, Status
+from safepoint.model import VALUE_FIELDS, Checkpoint, ParentRef, Status
 from safepoint.store.references import from_stored, to_stored
 
 __all__ = [
@@ -41,7 +41,7 @@ __all__ = [
 
 FIXTURE_FORMAT = 2
 _BYTES_KEY = "$bytes"  # bytes in a fixture (JSON has none): written only by fixture_text
-_VALUE_FIELDS = ("messages", "pending_action", "cursors", "state")
+_VALUE_FIELDS = ("messages", *VALUE_FIELDS)
 _FIXTURE_FIELDS: dict[str, type | tuple[type, ...]] = {
     "run_id": str,
     "step": int,

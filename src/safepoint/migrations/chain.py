@@ -243,5 +243,5 @@ def current_version(chain: MigrationChain | None, schema_version: Any = None) ->
     return chain.current
 
 
-# The largest schema_version a store holds (serialize.MAX_SCHEMA_VERSION, a 32-bit column).
+# The largest schema_version a store holds (store.validate.MAX_SCHEMA_VERSION, a 32-bit column).
 _MAX_VERSION = 2**31 - 1

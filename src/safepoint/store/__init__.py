@@ -4,8 +4,8 @@
 options; ``Store`` (``facade.py``) and ``AsyncStore`` (``asyncstore.py``) are
 built from one call table (``methods/``); each method's work around its
 transaction is a ``Call`` (``calls.py``) over an operation — a generator of
-named queries (``ops.py``, ``leases.py``, ``listing.py``, ``retention.py``,
-``collect.py``, ``rewrite.py``) — that a thin driver (``sqlite/``,
+named queries (``ops/``, by subject: saving, loading, runs, leases, listing,
+retention, collect, rewrite) — that a thin driver (``sqlite/``,
 ``postgres/``) runs in one transaction. ``store.admin`` holds the operators'
 tools over a whole store.
 """

@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from safepoint.errors import InvalidArgument, SafepointError
 from safepoint.records import Retention, RunInfo
 
-from .collect import FileSpace
 from .facade import Store
-from .retention import PruneResult
+from .ops.collect import FileSpace
+from .ops.retention import PruneResult
 from .urls import scheme_of, split_schema
 
 __all__ = [

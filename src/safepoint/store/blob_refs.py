@@ -19,14 +19,14 @@ from typing import Any
 from safepoint import codec
 from safepoint.blobs.base import BLOB_KEY, BlobRef
 from safepoint.messagelist import MessageList
-from safepoint.model import Checkpoint
+from safepoint.model import VALUE_FIELDS, Checkpoint
 from safepoint.refs import BlobLink
 
 from .references import from_stored
 
 BLOB_MARK = b'"' + BLOB_KEY.encode() + b'"'
 # The header fields that may hold references (counters and labels are scalars).
-_HEADER_VALUES = ("pending_action", "cursors", "state")
+_HEADER_VALUES = VALUE_FIELDS
 
 
 def find_refs(value: Any, out: list[BlobRef]) -> list[BlobRef]:

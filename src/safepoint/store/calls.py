@@ -28,18 +28,17 @@ from safepoint.model import Checkpoint, Status
 from safepoint.model import new_run_id as make_run_id
 from safepoint.records import MAX_AGE, CheckpointInfo, Lease, Page, Retention, RunInfo
 
-from . import arguments, collect, retention
-from .blob_targets import ExternalBlobs
-from .collect import FileSpace, GcResult
+from . import arguments
 from .delta import MessagePlan, finish_save
 from .loading import ResolveSecrets
-from .ops import leases, listing, saving
+from .ops import collect, leases, listing, retention, saving
 from .ops import runs as run_ops  # calls.runs is the listing call
+from .ops.collect import FileSpace, GcResult
 from .ops.loading import load_for_reading, read_blobs
+from .ops.retention import PruneResult
+from .ops.rewrite import Rewritten, rewrite_heads
 from .pipeline import Pipeline
 from .query import Loaded, Op
-from .retention import PruneResult
-from .rewrite import Rewritten, rewrite_heads
 from .validate import check_id, check_step, validate_fields
 
 T = TypeVar("T")
@@ -147,9 +146,9 @@ def save(
     op = (save_op or saving.save)(cp, prepared, view, plan, now=now, lease=lease)
     # External blobs are uploaded before the transaction, so no upload runs
     # under the run's row lock or against the server's idle-in-transaction
-    # timeout; the op re-checks them under the blob guard (see blobio.py).
+    # timeout; the op re-checks them under the blob guard (see blob_targets.py).
     before = None
-    if isinstance(pipeline.blobs, ExternalBlobs):
+    if pipeline.blobs is not None and not pipeline.blobs.in_database:
         pending = prepared.pending_blobs()
         if pending:
             before = partial(pipeline.blobs.put_all, pending)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from safepoint.errors import InvalidArgument, SchemaTooNew
 from safepoint.messagelist import MessageList, freeze
 from safepoint.migrations import MigrationChain
-from safepoint.model import Checkpoint
+from safepoint.model import MIGRATED_FIELDS, Checkpoint
 from safepoint.scrub import Scrubber, Secrets
 from safepoint.scrub.resolve import lookup_for, restore
 
@@ -43,22 +43,10 @@ def migrate(cp: Checkpoint, chain: MigrationChain | None, schema_version: int) -
     view = cp.stored_view
     messages = MessageList([freeze(m) for m in data["messages"]], view)
     messages.clean_prefix = 0
-    return Checkpoint(
-        run_id=cp.run_id,
-        step=cp.step,
-        schema_version=data["schema_version"],
-        messages=messages,
-        counters=data["counters"],
-        pending_action=data["pending_action"],
-        cursors=data["cursors"],
-        state=data["state"],
-        status=data["status"],
-        labels=data["labels"],
-        parent=cp.parent,
-        created_at=cp.created_at,
-        digest=cp.digest,
-        scrub_report=cp.scrub_report,
-    )
+    # Every field a migration may change comes from its result; identity, parent
+    # and what the store recorded stay the stored checkpoint's.
+    migrated = {name: data[name] for name in MIGRATED_FIELDS if name != "messages"}
+    return cp.evolve(messages=messages, **migrated)
 
 
 def resolve_secrets(cp: Checkpoint, resolve: ResolveSecrets, scrubber: Scrubber | None) -> Checkpoint:

@@ -20,7 +20,7 @@ from typing import Any
 
 from safepoint import codec
 from safepoint.messagelist import StoredView
-from safepoint.model import Checkpoint, ScrubReport
+from safepoint.model import VALUE_FIELDS, Checkpoint, ScrubReport
 from safepoint.scrub import Found, Scrubber
 
 from .blob_refs import digests_json
@@ -34,7 +34,7 @@ from .validate import check_message
 # Header JSON up to this many characters is walked without a look per field (see _scrub_fields).
 _WALK_WITHOUT_LOOK = 2048
 # The header fields that hold arbitrary JSON (walked for secrets, $ keys and blobs).
-_WALKED = ("pending_action", "cursors", "state")
+_WALKED = VALUE_FIELDS
 
 
 class PreparedSave:

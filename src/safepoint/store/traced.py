@@ -26,9 +26,9 @@ from safepoint.observe import NO_OBSERVER, Observer
 from safepoint.records import Lease, Page
 
 from .calls import Call, SaveFacts
-from .collect import GcResult
-from .retention import PruneResult
-from .rewrite import Rewritten
+from .ops.collect import GcResult
+from .ops.retention import PruneResult
+from .ops.rewrite import Rewritten
 from .spans import AttributeDict, Operation, backend_of
 
 Done = Callable[[Operation, Any], None]

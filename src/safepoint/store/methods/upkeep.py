@@ -5,11 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 
 from safepoint.records import Retention
-from safepoint.store import arguments, calls, retention, traced
+from safepoint.store import arguments, calls, traced
 from safepoint.store.calls import reads, writes
-from safepoint.store.collect import FileSpace, GcResult
-from safepoint.store.retention import PruneResult
-from safepoint.store.rewrite import Rewritten
+from safepoint.store.ops import retention
+from safepoint.store.ops.collect import FileSpace, GcResult
+from safepoint.store.ops.retention import PruneResult
+from safepoint.store.ops.rewrite import Rewritten
 from safepoint.store.twins import Entries, Returns, method
 from safepoint.store.validate import check_id
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import Any, cast
 
 from safepoint import codec
-from safepoint.blobs.base import BlobRef
 from safepoint.errors import CorruptCheckpoint, NotFound
 from safepoint.model import Checkpoint
-from safepoint.store.blob_refs import BLOB_MARK, find_refs
+from safepoint.store.blob_refs import BLOB_MARK, checkpoint_refs
 from safepoint.store.query import Loaded, Op, Query, Row
 from safepoint.store.references import typed_checkpoint
 from safepoint.store.stored import decode_checkpoint, parse_ranges, select_bodies
@@ -35,12 +34,7 @@ def load_for_reading(run_id: str, step: int | None, *, blobs_in_database: bool) 
     has_blobs = bool(indexes) or BLOB_MARK in header
     stored: dict[str, bytes] = {}
     if has_blobs and blobs_in_database:
-        refs: list[BlobRef] = []
-        for name in ("pending_action", "cursors", "state"):
-            find_refs(getattr(checkpoint, name), refs)
-        for index in indexes:
-            find_refs(checkpoint.messages[index], refs)
-        digests = sorted({ref.digest for ref in refs})
+        digests = sorted({ref.digest for ref in checkpoint_refs(checkpoint, indexes)})
         rows = yield Query("select_blobs", {"digests": codec.encode(digests).decode()})
         stored = {row.digest: bytes(row.data) for row in rows}
     return Loaded(checkpoint, indexes, has_blobs, stored)

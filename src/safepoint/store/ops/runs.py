@@ -5,9 +5,9 @@ from __future__ import annotations
 from safepoint import codec
 from safepoint.errors import Conflict, NotFound
 from safepoint.messagelist import MessageList, StoredView
-from safepoint.model import Checkpoint, ParentRef
+from safepoint.model import Checkpoint, ParentRef, ScrubReport
 from safepoint.records import from_micros
-from safepoint.store.blob_refs import BLOB_MARK, find_stored_refs
+from safepoint.store.blob_refs import digests_json, stored_digests
 from safepoint.store.query import Op, Query
 from safepoint.store.references import typed_checkpoint
 from safepoint.store.stored import StoredFields, header_bytes, pack_bodies
@@ -36,17 +36,16 @@ def fork(
         )
     view = source.stored_view
     assert view is not None  # a loaded checkpoint always carries its view
-    forked = Checkpoint(
+    # The source's content at its step, as a new run's first checkpoint: no
+    # stored messages of its own yet, no store facts, a parent naming the source.
+    forked = source.evolve(
         run_id=new_run_id,
-        step=source.step,
-        schema_version=source.schema_version,
-        counters=source.counters,
-        pending_action=source.pending_action,
-        cursors=source.cursors,
-        state=source.state,
-        status=source.status,
+        messages=MessageList(),
         labels=source.labels if labels is None else labels,
         parent=ParentRef(run_id, source.step),
+        created_at=None,
+        digest=None,
+        scrub_report=ScrubReport(),
     )
     header = header_bytes(
         forked,
@@ -112,11 +111,7 @@ def fork(
 
 def _referenced_blobs(header: bytes, bodies: list[bytes]) -> str | None:
     """The ``blobs`` column for a row holding ``header`` and carrying ``bodies``."""
-    digests: list[str] = []
-    for data in (header, *bodies):
-        if BLOB_MARK in data:
-            find_stored_refs(codec.decode(data), digests)
-    return codec.encode(sorted(set(digests))).decode() if digests else None
+    return digests_json(stored_digests((header, *bodies)))
 
 
 def delete_run(run_id: str) -> Op[None]:

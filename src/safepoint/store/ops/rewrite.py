@@ -15,12 +15,12 @@ from safepoint import codec
 from safepoint.errors import SafepointError, StoreError
 from safepoint.model import Checkpoint
 from safepoint.records import to_micros
+from safepoint.store.prepare import PreparedSave
+from safepoint.store.query import Op, Query
+from safepoint.store.stored import header_bytes, pack_bodies
 
-from .ops.loading import load_typed
-from .ops.saving import NO_RUN
-from .prepare import PreparedSave
-from .query import Op, Query
-from .stored import header_bytes, pack_bodies
+from .loading import load_typed
+from .saving import NO_RUN
 
 
 @dataclass(frozen=True, slots=True)

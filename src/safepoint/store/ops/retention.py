@@ -24,9 +24,8 @@ from safepoint import codec
 from safepoint.errors import NotFound
 from safepoint.model import Status
 from safepoint.records import Retention, from_micros
-
-from .blob_refs import BLOB_MARK, find_stored_refs
-from .query import Op, Query, Row
+from safepoint.store.blob_refs import BLOB_MARK, digests_json, stored_digests
+from safepoint.store.query import Op, Query, Row
 
 _FINISHED = frozenset({Status.DONE.value, Status.FAILED.value, Status.CANCELLED.value})
 
@@ -130,10 +129,7 @@ def _make_carrier(run_ref: int, step: int) -> Op[None]:
     """Drop the checkpoint but keep the messages its row carries (and their blobs)."""
     rows = yield Query("carried_messages", {"run_ref": run_ref, "step": step})
     packed = rows[0][0] if rows else None
-    digests: list[str] = []
+    blobs = None
     if packed is not None and BLOB_MARK in bytes(packed):
-        for body in bytes(packed).split(b"\n"):
-            if BLOB_MARK in body:
-                find_stored_refs(codec.decode(body), digests)
-    blobs = codec.encode(sorted(set(digests))).decode() if digests else None
+        blobs = digests_json(stored_digests(bytes(packed).split(b"\n")))
     yield Query("make_carrier", {"run_ref": run_ref, "step": step, "blobs": blobs})

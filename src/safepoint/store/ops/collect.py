@@ -6,7 +6,7 @@ references blobs holds shared from inside its transaction until its commit.
 External blobs are uploaded before that transaction, so a GC may delete one
 between its upload and the save's transaction; the save re-checks its new
 blobs under the shared guard and puts any missing one again
-(``blobio.ExternalBlobs.write``), so a committed row never references a
+(``blob_targets.ExternalBlobs.write``), so a committed row never references a
 deleted blob. Blobs a crashed save left behind (written, never committed) are
 exactly the orphans it removes. On SQLite it then gives the file's free pages
 back to the file system (``PRAGMA incremental_vacuum``, in a file created
@@ -27,9 +27,8 @@ from datetime import timedelta
 
 from safepoint import codec
 from safepoint.records import from_micros
-
-from .blob_targets import BlobTarget, ExternalBlobs
-from .query import Op, Query
+from safepoint.store.blob_targets import BlobTarget, ExternalBlobs
+from safepoint.store.query import Op, Query
 
 
 @dataclass(frozen=True, slots=True)
