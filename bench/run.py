@@ -7,17 +7,23 @@
     .venv/bin/python bench/run.py --scale-only               # 10,000 runs, 32 worker processes alone
     .venv/bin/python bench/run.py --otel-only                # OpenTelemetry's CPU per save alone
 
-Sections are separate modules, run in this order: the store on SQLite
-(``sqlite_store``, with the default options and the variants in
-``VARIANTS``), LangGraph on SQLite (``langgraph_sqlite``: ``SqliteSaver``, then
+Three packages: ``workloads`` (what is saved: the simulated agent, and the
+one with large tool outputs), ``contenders`` (what saves it besides the
+store: raw commits, LangGraph's savers and graph, the PostgreSQL writer
+processes) and ``sections`` (each measurement), apart from ``report``, which
+renders the results through Jinja2 templates (``report/templates``).
+Sections run in this order: the store on SQLite (``sections.sqlite_store``,
+with the default options and the variants in ``VARIANTS``), LangGraph on
+SQLite (``sections.langgraph_sqlite``: ``SqliteSaver``, then
 ``SafepointSaver`` for the adapter section), the scrubber
-(``scrub_section``), large tool outputs (``blob_section``) and PostgreSQL
-(``postgres_section``), which needs a server (``--pg-url``); when none
-answers, the report says so and the run goes on. ``report`` renders them;
-the scale section (``scale_section``: queued runs, worker processes, one
-PostgreSQL, direct and through PgBouncer) and the OpenTelemetry section
-(``otel_section``: client CPU per save with the observer on and off) render
-themselves, appended last in that order.
+(``sections.scrub``), large tool outputs (``sections.blobs``) and PostgreSQL
+(``sections.postgres``), which needs a server (``--pg-url``); when none
+answers, the report says so and the run goes on. ``report.document``
+renders them; the scale section (``sections.scale``: queued runs, worker
+processes, one PostgreSQL, direct and through PgBouncer) and the
+OpenTelemetry section (``sections.otel``: client CPU per save with the
+observer on and off), rendered by ``report.scale`` and ``report.otel``, are
+appended last in that order.
 """
 
 from __future__ import annotations
@@ -30,20 +36,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import agent_workload
-import blob_section
-import langgraph_sqlite
 import machine
-import otel_section
 import pg_server
-import postgres_section
-import report
-import report_adapter
-import save_breakdown
-import scale_section
-import scrub_section
-import sqlite_store
 from common import StoreRun
+from report import adapter as report_adapter
+from report import document as report
+from report import otel as otel_report
+from report import scale as scale_report
+from sections import blobs as blob_section
+from sections import langgraph_sqlite, save_breakdown, sqlite_store
+from sections import otel as otel_section
+from sections import postgres as postgres_section
+from sections import scale as scale_section
+from sections import scrub as scrub_section
+from workloads import agent as agent_workload
 
 BENCH_DIR = Path(__file__).resolve().parent
 # The store section's other configurations, run as often as the default one and
@@ -165,7 +171,7 @@ def _scale(args: argparse.Namespace) -> str:
     )
     given = sys.argv[1:]
     command = "make bench" if given == ["--out", "docs/benchmarks.md"] else " ".join(["bench/run.py", *given])
-    return scale_section.render(result, command=command) + "\n"
+    return scale_report.render(result, command=command) + "\n"
 
 
 def _otel(args: argparse.Namespace) -> str:
@@ -176,7 +182,7 @@ def _otel(args: argparse.Namespace) -> str:
     _log(f"otel: on/off {results[0].ratio:.3f}x over {reps} processes of {saves} saves")
     given = sys.argv[1:]
     command = "make bench" if given == ["--out", "docs/benchmarks.md"] else " ".join(["bench/run.py", *given])
-    return otel_section.render(results, command=command)
+    return otel_report.render(results, command=command)
 
 
 def _adapter_only(args: argparse.Namespace, workload: Any, workdir: Path, probes: tuple[int, ...]) -> int:

@@ -8,13 +8,8 @@ from typing import Any
 
 import pytest
 
-from safepoint.store.sqlite.driver import (
-    REVISIONS,
-    REVISIONS_TABLE,
-    SQLiteDriver,
-    execute_script,
-    record_revision,
-)
+from safepoint.store.sqlite.ddl import REVISIONS, REVISIONS_TABLE, execute_script, record_revision
+from safepoint.store.sqlite.driver import SQLiteDriver
 
 
 def describe(path: Path) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Linear time, counted rather than timed: on dense adversarial text the rule engine's regex calls,
 validator calls and validated characters grow in proportion to the text, and overlap resolution is a
-sort and a sweep (the benchmark times it: bench/scrub_section.py)."""
+sort and a sweep (the benchmark times it: bench/sections/scrub.py)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,17 @@ carry a stored value: backend, step, sizes, counts, rule names, epochs,
 outcomes — and run ids only when the user opts in.
 
 The hook is the public trace hook too: anything with these three methods can
-be passed as ``open_store(url, observer=…)``.
+be passed as ``open_store(url, observer=…)``. An observer that also has a
+``query`` method (a :class:`QueryObserver`) sees each statement the store's
+driver runs: every named query of an operation (``load_head``,
+``insert_checkpoint`` …), by name, with its duration in seconds and the
+attributes ``safepoint.dialect`` (``sqlite`` or ``postgresql``),
+``safepoint.rows`` (rows it returned) and, for a batch, ``safepoint.batch``
+(parameter sets). On SQLite the transaction's ``BEGIN`` (``BEGIN
+IMMEDIATE``) and ``COMMIT`` are statements of their own and are reported
+under their text; on PostgreSQL they travel with the queries and are not
+(the per-transaction ``set_search_path`` is). An observer without ``query``
+(``OpenTelemetryObserver``, the default) costs the drivers nothing.
 
 What the store reports (``METRICS`` lists the metrics): a span per public
 operation — ``safepoint.save``, ``.load``, ``.fork``, ``.gc``, ``.migrate``,
@@ -22,7 +32,7 @@ series per run would swamp any metrics backend).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -94,6 +104,27 @@ class Observer(Protocol):
     def record(self, metric: str, value: int | float, attributes: Attributes) -> None:
         """Record one measurement of a histogram or gauge (``safepoint.save.duration`` …)."""
         ...
+
+
+QueryHook = Callable[[str, float, Attributes], None]
+
+
+class QueryObserver(Observer, Protocol):
+    """An observer that also sees each statement a driver runs (statement-level tracing)."""
+
+    def query(self, name: str, seconds: float, attributes: Attributes) -> None:
+        """One statement ran: ``name`` (the named query, or ``BEGIN``/``COMMIT`` on SQLite),
+        how long it took as the driver saw it (sent until its rows were read), and
+        ``safepoint.dialect``, ``safepoint.rows``, ``safepoint.batch``. Never a
+        parameter or a row's value. Called on the thread that runs the operation,
+        inside the operation's span; it must be cheap and must never raise."""
+        ...
+
+
+def query_hook(observer: Observer) -> QueryHook | None:
+    """What a driver calls per statement: ``observer.query``, or None when the observer has none."""
+    hook = getattr(observer, "query", None)  # optional: observers written before it stay valid
+    return hook if callable(hook) else None
 
 
 class _NoSpan:

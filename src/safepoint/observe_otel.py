@@ -68,7 +68,7 @@ class _Span:
     """One OpenTelemetry span, current while the store's call runs.
 
     A save's cost here is mostly the SDK's: creating the span, cleaning each
-    attribute, ending and queueing it (``bench/otel_section.py``). So this
+    attribute, ending and queueing it (``bench/sections/otel.py``). So this
     adds as little as it can: one object is both the context manager and
     the ``Span``; every attribute, the ones known at the start too, goes to
     the SDK in one ``set_attributes`` as the call ends (the SDK locks and
@@ -139,7 +139,7 @@ class _Total:
 
     Adding is a dictionary update under a lock, where the SDK's synchronous
     counter would take each value through its measurement pipeline (about
-    as dear as the span, per call, in ``bench/otel_section.py``). What is
+    as dear as the span, per call, in ``bench/sections/otel.py``). What is
     exported is the same cumulative sum per attribute set; a reader asking
     for deltas gets them from the SDK. Attribute sets stay few: metric
     attributes never carry ids.

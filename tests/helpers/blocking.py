@@ -15,6 +15,7 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from safepoint.observe import QueryHook
 from safepoint.store import AsyncStore, Store
 from safepoint.store.query import AsyncDriver, Op
 
@@ -31,6 +32,14 @@ class BlockingDriver:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="safepoint-blocking", daemon=True)
         self._thread.start()
+
+    @property
+    def on_query(self) -> QueryHook | None:
+        return self.inner.on_query  # the async driver runs the statements
+
+    @on_query.setter
+    def on_query(self, hook: QueryHook | None) -> None:
+        self.inner.on_query = hook
 
     def _wait(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, TypeVar
 
-from safepoint.observe import NO_OBSERVER, Observer
+from safepoint.observe import NO_OBSERVER, Observer, QueryHook
 
 from .calls import Call
 from .methods import StoreMethods
@@ -36,6 +36,14 @@ class SQLiteAsyncDriver:
         self.sync_driver = driver
         self.dialect = driver.dialect
         self.capabilities = driver.capabilities
+
+    @property
+    def on_query(self) -> QueryHook | None:
+        return self.sync_driver.on_query  # the sync driver runs the statements
+
+    @on_query.setter
+    def on_query(self, hook: QueryHook | None) -> None:
+        self.sync_driver.on_query = hook
 
     async def run(self, op: Op[T], *, write: bool) -> T:
         return await asyncio.to_thread(self.sync_driver.run, op, write=write)

@@ -14,7 +14,7 @@ from typing import Any
 
 from safepoint.blobs.filesystem import FileSystemBlobStore
 from safepoint.errors import InvalidURL, StoreNotFound
-from safepoint.observe import NO_OBSERVER, Observer
+from safepoint.observe import NO_OBSERVER, Observer, query_hook
 from safepoint.visible import visible
 
 from .asyncstore import AsyncStore, SQLiteAsyncDriver
@@ -119,6 +119,7 @@ def open_store(url: str = DEFAULT_URL, **options: Any) -> Store:
         store = _open_postgres(url, options, read_only)
     store.pipeline = pipeline
     store.observer = observer
+    store.driver.on_query = query_hook(observer)  # the drivers' statement-level tracing, if it has one
     return store
 
 
@@ -165,6 +166,7 @@ async def open_async_store(url: str = DEFAULT_URL, **options: Any) -> AsyncStore
         pipeline = Pipeline.from_options(options, DatabaseBlobs())
         display_url = PostgresConfig.from_options(url, dict(options)).display_url
         async_driver = await open_postgres_async_driver(url, **options)
+        async_driver.on_query = query_hook(observer)
         opened = AsyncStore(async_driver, url=display_url, pipeline=pipeline)
         opened.observer = observer
         return opened

@@ -23,6 +23,7 @@ from typing import Any, Protocol, TypeVar
 
 from safepoint.messagelist import StoredView
 from safepoint.model import Checkpoint, ScrubReport
+from safepoint.observe import QueryHook
 
 from .query_specs import NamedRow
 
@@ -77,6 +78,8 @@ class Driver(Protocol):
     """
 
     dialect: str
+    # Statement-level tracing (safepoint.observe.QueryObserver): open_store sets it; None costs nothing.
+    on_query: QueryHook | None
 
     @property
     def capabilities(self) -> frozenset[str]: ...
@@ -90,6 +93,7 @@ class AsyncDriver(Protocol):
     """The async driver contract: the same as ``Driver``, awaited."""
 
     dialect: str
+    on_query: QueryHook | None  # as Driver.on_query
 
     @property
     def capabilities(self) -> frozenset[str]: ...

@@ -16,8 +16,10 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool
 
 from safepoint.errors import StoreError
+from safepoint.observe import QueryHook
 from safepoint.store import forking
 from safepoint.store.query import Op, Row
+from safepoint.store.query_trace import traced
 
 from .config import PostgresConfig, search_path
 from .errors import Transaction
@@ -58,6 +60,7 @@ class PostgresAsyncDriver:
         self.pool = pool  # for tests and tools; a store never needs it
         self.search_path = search_path
         self.applied: list[int] = []  # DDL revisions this driver applied when it opened
+        self.on_query: QueryHook | None = None  # as PostgresDriver.on_query
         # Fork safety (see store/forking.py and driver.py): the process whose
         # pool this is, and whether a forked child's new pool still needs opening.
         self._pid = os.getpid()
@@ -92,7 +95,10 @@ class PostgresAsyncDriver:
         """Drive ``op`` in one transaction; commit on return, roll back on error."""
         if write and self.config.read_only:
             raise StoreError(READ_ONLY_WRITE)
-        tx = Transaction(op_steps(op, self.search_path, self.capabilities))
+        steps = op_steps(op, self.search_path, self.capabilities)
+        if self.on_query is not None:  # as in driver.py
+            steps = traced(steps, self.on_query, self.dialect)
+        tx = Transaction(steps)
         try:
             pool = await self._own_pool()
             async with pool.connection() as conn:

@@ -18,8 +18,10 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from safepoint.errors import StoreError
+from safepoint.observe import QueryHook
 from safepoint.store import forking
 from safepoint.store.query import Op, Row
+from safepoint.store.query_trace import traced
 
 from .config import PostgresConfig, search_path
 from .errors import Transaction
@@ -53,6 +55,8 @@ class PostgresDriver:
         self.pool = pool  # for tests and tools; a store never needs it
         self.search_path = search_path
         self.applied: list[int] = []  # DDL revisions this driver applied when it opened
+        # The observer's query hook (safepoint.observe.QueryObserver); open_store sets it.
+        self.on_query: QueryHook | None = None
         # Fork safety (see store/forking.py): the process whose pool this is.
         self._pid = os.getpid()
         self._fork_lock = threading.Lock()
@@ -90,7 +94,10 @@ class PostgresDriver:
 
     def run(self, op: Op[T], *, write: bool) -> T:
         """Drive ``op`` in one transaction; commit on return, roll back on error."""
-        return self._run(op_steps(op, self.search_path, self.capabilities), write=write)
+        steps = op_steps(op, self.search_path, self.capabilities)
+        if self.on_query is not None:  # each statement reported once the driver has its rows
+            steps = traced(steps, self.on_query, self.dialect)
+        return self._run(steps, write=write)
 
     def execute_raw(self, sql: str, params: dict[str, Any] | None = None) -> list[Row]:
         """One row-returning statement outside the named queries, in the store's schema (tests, tools)."""
