@@ -102,9 +102,7 @@ def render_adversarial(a: Adversarial) -> str:
         f"≤ {TARGET_RATIO:g}{TIMES}",
         f"at {large}",
     ]
-    return templating.render(
-        "scrub/adversarial.md.j2", small=small, large=large, a=a, head=head, rows=rows
-    )
+    return templating.render("scrub/adversarial.md.j2", small=small, large=large, a=a, head=head, rows=rows)
 
 
 def _rate(s: ScrubResults, seconds: list[float], size: int | None = None) -> str:

@@ -88,7 +88,7 @@ class QuerySpec:
 
 @dataclass(frozen=True, slots=True)
 class NamedQuery:
-    """One named query of a dialect: its SQL text (the header included) and its spec."""
+    """One named query of a dialect: its SQL text (without the spec header) and its spec."""
 
     sql: str
     spec: QuerySpec
@@ -99,16 +99,21 @@ _HEADER = re.compile(r"^--\s*(params|returns|ends|optional):\s*(.*?)\s*$")
 _NONE = {"params": "none", "returns": "nothing"}
 
 
-def parse_spec(name: str, text: str) -> QuerySpec:
-    """The spec in the header of a query block (see ``sqlfiles.py`` for the format)."""
+def parse_spec(name: str, text: str) -> tuple[QuerySpec, str]:
+    """The spec in the header of a query block (see ``sqlfiles.py`` for the format),
+    and the block without its header: the SQL a driver sends (the header is for
+    us; a statement need not carry it to the server or to a ``trace`` callback)."""
     header: dict[str, str] = {}
     key = ""
-    for line in text.splitlines():
+    lines = text.splitlines()
+    body = len(lines)
+    for number, line in enumerate(lines):
         if key and header[key].endswith(","):  # a list goes on over the next comment line
             header[key] += " " + line.strip().removeprefix("--").strip()
             continue
         match = _HEADER.match(line.strip())
         if match is None:
+            body = number
             break
         key = match[1]
         if key in header:
@@ -125,13 +130,14 @@ def parse_spec(name: str, text: str) -> QuerySpec:
         value = header[key]
         return () if value == _NONE[key] else tuple(part.strip() for part in value.split(","))
 
-    return QuerySpec(
+    spec = QuerySpec(
         name,
         params=names("params"),
         returns=names("returns"),
         ends_transaction="ends" in header,
         optional="optional" in header,
     )
+    return spec, "\n".join(lines[body:]).strip()
 
 
 def load_dialect(package: str, filenames: Iterable[str], placeholder: str) -> dict[str, NamedQuery]:
@@ -147,12 +153,12 @@ def load_dialect(package: str, filenames: Iterable[str], placeholder: str) -> di
         for name, text in load_queries(package, filename).items():
             if name in found:
                 raise ValueError(f"{package}: query {name!r} is defined twice")
-            spec = parse_spec(name, text)
-            code = "\n".join(line.split("--", 1)[0] for line in text.splitlines())
+            spec, sql = parse_spec(name, text)
+            code = "\n".join(line.split("--", 1)[0] for line in sql.splitlines())
             undeclared = set(pattern.findall(code)) - set(spec.params)
             if undeclared:
                 raise ValueError(f"{package}/{filename}: {name} uses undeclared {sorted(undeclared)}")
-            found[name] = NamedQuery(text, spec)
+            found[name] = NamedQuery(sql, spec)
     return found
 
 
