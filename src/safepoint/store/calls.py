@@ -29,8 +29,8 @@ from safepoint.model import new_run_id as make_run_id
 from safepoint.records import MAX_AGE, CheckpointInfo, Lease, Page, Retention, RunInfo
 
 from . import arguments
+from .after_load import ResolveSecrets
 from .delta import MessagePlan, finish_save
-from .loading import ResolveSecrets
 from .ops import collect, leases, listing, retention, saving
 from .ops import runs as run_ops  # calls.runs is the listing call
 from .ops.collect import FileSpace, GcResult

@@ -2,7 +2,7 @@
 
 Each direction has its own module: a save is prepared (scrubbed, escaped,
 offloaded, its delta planned) by ``prepare.py`` before its transaction; a
-load is migrated and its secrets resolved by ``loading.py`` after its
+load is migrated and its secrets resolved by ``after_load.py`` after its
 transaction, with large values put back by ``large_values.py``. ``Pipeline``
 holds what both need — the scrubber, the migration chain, the blob target
 and policy, the retention — and is what every store call takes.
@@ -24,10 +24,10 @@ from safepoint.records import Retention
 from safepoint.refs import BlobLink
 from safepoint.scrub import Scrubber
 
-from . import loading
+from . import after_load
+from .after_load import ResolveSecrets
 from .blob_targets import BlobTarget, blob_target
 from .large_values import DEFAULT_THRESHOLD, BlobPolicy, inline, inline_blobs
-from .loading import ResolveSecrets
 from .prepare import PreparedSave
 
 if TYPE_CHECKING:
@@ -124,8 +124,8 @@ class Pipeline:
         raise error
 
     def migrate(self, cp: Checkpoint) -> Checkpoint:
-        """``cp`` run forward to the current schema_version (``loading.migrate``)."""
-        return loading.migrate(cp, self.migrations, self.schema_version)
+        """``cp`` run forward to the current schema_version (``after_load.migrate``)."""
+        return after_load.migrate(cp, self.migrations, self.schema_version)
 
     def after_load(
         self, loaded: Loaded, *, migrate: bool, resolve: ResolveSecrets, fetch_blobs: bool
@@ -161,4 +161,4 @@ class Pipeline:
 
     def resolve(self, cp: Checkpoint, resolve: ResolveSecrets) -> Checkpoint:
         """``cp`` with secret references and markers replaced by values (in place)."""
-        return loading.resolve_secrets(cp, resolve, self.scrubber)
+        return after_load.resolve_secrets(cp, resolve, self.scrubber)

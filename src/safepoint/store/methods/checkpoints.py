@@ -9,8 +9,8 @@ from typing import Any
 from safepoint.model import Checkpoint, Status
 from safepoint.records import CheckpointInfo, Lease, Page, RunInfo
 from safepoint.store import calls, traced
+from safepoint.store.after_load import ResolveSecrets
 from safepoint.store.calls import reads, writes
-from safepoint.store.loading import ResolveSecrets
 from safepoint.store.ops import listing
 from safepoint.store.ops import runs as run_ops
 from safepoint.store.twins import Entries, Returns, method
