@@ -7,17 +7,8 @@ stored checkpoint as a fixture (``safepoint export RUN --step N``, or
 every stored checkpoint still loads (``assert_all_loadable`` in a test,
 ``safepoint check`` in CI). See docs/migrations.md.
 
-A fixture file is ``{"safepoint_fixture": 2, "checkpoint": {...}}`` written
-with sorted keys and two-space indents, newline-terminated, so that it diffs
-well in code review and the same checkpoint always gives the same bytes.
-
-Format 2 writes the checkpoint's values the way the store keeps them
-(``safepoint.refs``): what the store wrote — a secret reference, scrubbed
-text with its marks, a blob link — as its single-``$`` object, any ``$`` key
-of the data with one more ``$``, and ``bytes`` as ``{"$bytes": base64}``. So
-a fixture carries references explicitly, and reading it back gives the
-same typed values. In a format 1 fixture nothing was escaped, so there every
-reference-shaped dict is plain data: importing it never resolves a secret.
+The fixture file format (what ``export`` writes, ``import`` reads, and how
+references and ``$`` keys are kept) is ``safepoint.fixtures``'s.
 
 ``check_all`` and ``assert_all_loadable`` report run ids, steps and typed
 errors only — never stored values. ``assert_migrates`` does show values in
