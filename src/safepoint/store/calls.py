@@ -112,12 +112,17 @@ def save(
     view = cp.stored_view
     if view is not None and view.run_id != cp.run_id:
         view = None
+    # A checkpoint built afresh has no view: the store's memory of the run
+    # gives one, and recognises the messages stored already (remembered.py).
+    recall = pipeline.memory.recall(cp.run_id, cp.step, view, cp.messages)
+    view = recall.view
     prepared = pipeline.guard(pipeline.prepare_save, cp)
-    plan = pipeline.guard(prepared.plan, view, cp.messages)
+    plan = pipeline.guard(prepared.plan, view, cp.messages, recall.known)
     now = now_micros()
 
     def finish(result: saving.SaveResult[MessagePlan]) -> CheckpointInfo:
         finish_save(cp, result.plan, result.ranges, now, result.digest)
+        pipeline.memory.remember(cp.run_id, recall, result.plan.keep, result.plan.base, cp.messages)
         cp.scrub_report = result.report
         assert cp.created_at is not None
         assert cp.digest is not None

@@ -30,6 +30,7 @@ class MessagePlan:
     """
 
     keep: int
+    base: bytes | None  # the digest of the view planned against (None: none)
     kept_ranges: list[tuple[int, int]]
     bodies: list[bytes]
     chains: list[bytes]
@@ -53,11 +54,13 @@ def plan_messages(
     view: StoredView | None,
     messages: list[Any],
     encode: Callable[[Any, int], bytes] = encode_message,
+    known: int = 0,
 ) -> MessagePlan:
     """Work out the delta between ``messages`` and the stored ``view``.
 
     Messages before the list's ``clean_prefix`` are known unchanged and are
-    never looked at. Past it (after a rewrite, or for a list that was not
+    never looked at, nor are the first ``known`` (recognised by the store's
+    memory of the run: ``remembered.py``). Past them (after a rewrite, or for a list that was not
     loaded from the store) messages are encoded — by ``encode``, which scrubs
     them as they will be stored — and compared by digest chain, so rewriting
     only a few recent turns still shares the untouched prefix.
@@ -66,7 +69,8 @@ def plan_messages(
     keep, chain, pending = 0, codec.EMPTY_CHAIN, None
     if view is not None:
         tracked = isinstance(messages, MessageList) and messages.stored is view
-        keep = min(messages.clean_prefix if tracked else 0, view.count, total)  # type: ignore[attr-defined]
+        clean = messages.clean_prefix if tracked else 0  # type: ignore[attr-defined]
+        keep = min(max(clean, known), view.count, total)
         chain = view.chain_at(keep)
         while keep < min(total, view.count):
             body = encode(messages[keep], keep)
@@ -89,7 +93,10 @@ def plan_messages(
     else:
         chains = view.chains[:keep] + new_chains
     kept_ranges = view.ranges_for_prefix(keep) if view is not None else []
-    return MessagePlan(keep=keep, kept_ranges=kept_ranges, bodies=bodies, chains=chains, total=total)
+    base = view.digest if view is not None else None
+    return MessagePlan(
+        keep=keep, base=base, kept_ranges=kept_ranges, bodies=bodies, chains=chains, total=total
+    )
 
 
 def finish_save(

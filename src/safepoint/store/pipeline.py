@@ -8,7 +8,8 @@ holds what both need — the scrubber, the migration chain, the blob target
 and policy, the retention — and is what every store call takes.
 
 One ``Pipeline`` per store; it holds no per-call state, so it is shared by
-every thread.
+every thread. It does hold the store's memory of the runs it saved
+(``remembered.RunMemory``: a hint for fresh checkpoints, thread-safe).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from .after_load import ResolveSecrets
 from .blob_targets import BlobTarget, blob_target
 from .large_values import DEFAULT_THRESHOLD, BlobPolicy, inline, inline_blobs
 from .prepare import PreparedSave
+from .remembered import RunMemory
 
 if TYPE_CHECKING:
     from .query import Loaded
@@ -70,6 +72,7 @@ class Pipeline:
             migrations.validate()  # a gap is an error now, not when a run resumes
         self.migrations = migrations
         self.schema_version = current_version(migrations, schema_version)
+        self.memory = RunMemory()
 
     @classmethod
     def from_options(cls, options: dict[str, Any], default_blobs: BlobTarget | None = None) -> Pipeline:

@@ -119,11 +119,12 @@ class PreparedSave:
             values[name] = offload(value, name, self._policy, self._field_sink) if needed else value
         return fields.with_values(values)
 
-    def plan(self, view: StoredView | None, messages: list[Any]) -> MessagePlan:
-        """The message delta against ``view``: every new message scrubbed, then offloaded."""
+    def plan(self, view: StoredView | None, messages: list[Any], known: int = 0) -> MessagePlan:
+        """The message delta against ``view``: every new message scrubbed, then offloaded;
+        ``known`` leading messages are known to be as stored (``remembered.py``)."""
         scrubber, policy = self._scrubber, self._policy
         if scrubber is None and self.blobs is None:
-            return plan_messages(view, messages)
+            return plan_messages(view, messages, known=known)
         found = self._message_found = Found(scrubber.policy if scrubber else "reference", "messages")
         sink = self._message_sink = BlobSink()
 
@@ -152,7 +153,7 @@ class PreparedSave:
                 body = offload_encoded(message, body, root, policy, sink)
             return body
 
-        return plan_messages(view, messages, encode)
+        return plan_messages(view, messages, encode, known=known)
 
     def report(self) -> ScrubReport:
         counts = list(self._field_counts)
