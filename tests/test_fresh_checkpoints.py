@@ -210,8 +210,9 @@ def _apply(edit: tuple[Any, ...], conversation: list[dict[str, Any]]) -> None:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    edits=st.lists(_edits, min_size=1, max_size=10),
-    copies=st.lists(st.sampled_from(sorted(COPIES)), min_size=10, max_size=10),
+    # Up to 30 edits: enough rewrites for the ranges to be compacted (store/delta.py).
+    edits=st.lists(_edits, min_size=1, max_size=30),
+    copies=st.lists(st.sampled_from(sorted(COPIES)), min_size=30, max_size=30),
 )
 def test_every_edit_of_a_fresh_checkpoints_history_is_stored_exactly(
     tmp_path_factory: pytest.TempPathFactory, edits: list[tuple[Any, ...]], copies: list[str]

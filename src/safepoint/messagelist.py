@@ -96,7 +96,9 @@ class StoredView:
 
     ``chains[i]`` is the digest chain value after message ``i``; only the first
     ``count`` entries belong to this view (the list may be shared and longer).
-    ``ranges`` are half-open ``[start, end)`` spans of the run's message log.
+    ``ranges`` are half-open ``[start, end)`` spans of the run's message log;
+    ``carriers`` says, for each, the first and last step of the rows that
+    carry its messages (None when not known), so a load finds them by key.
     """
 
     run_id: str
@@ -105,6 +107,7 @@ class StoredView:
     count: int
     chains: list[bytes]
     ranges: tuple[tuple[int, int], ...]
+    carriers: tuple[tuple[int, int], ...] | None = None
 
     def chain_at(self, count: int) -> bytes:
         """Chain value after the first ``count`` messages of this view."""
@@ -121,6 +124,13 @@ class StoredView:
             out.append((start, start + take))
             remaining -= take
         return out
+
+    def carriers_for_prefix(self, count: int) -> list[tuple[int, int]] | None:
+        """The carriers of ``ranges_for_prefix(count)`` (a range cut short keeps its
+        last step: the rows past the cut are skipped on load without being read)."""
+        if self.carriers is None:
+            return None
+        return list(self.carriers[: len(self.ranges_for_prefix(count))])
 
 
 @json_container(list)

@@ -121,7 +121,14 @@ def save(
     now = now_micros()
 
     def finish(result: saving.SaveResult[MessagePlan]) -> CheckpointInfo:
-        finish_save(cp, result.plan, result.ranges, now, result.digest)
+        finish_save(
+            cp,
+            result.plan,
+            ranges=result.ranges,
+            carriers=result.carriers,
+            created_at=now,
+            digest=result.digest,
+        )
         pipeline.memory.remember(cp.run_id, recall, result.plan.keep, result.plan.base, cp.messages)
         cp.scrub_report = result.report
         assert cp.created_at is not None

@@ -32,6 +32,7 @@ class MessagePlan:
     keep: int
     base: bytes | None  # the digest of the view planned against (None: none)
     kept_ranges: list[tuple[int, int]]
+    kept_carriers: list[tuple[int, int]] | None  # None: the view did not know them
     bodies: list[bytes]
     chains: list[bytes]
     total: int
@@ -49,6 +50,18 @@ class MessagePlan:
                 ranges.append((first_seq, end))
         return ranges
 
+    def carriers(self, first_seq: int, step: int) -> list[tuple[int, int]] | None:
+        """The carriers of ``ranges(first_seq)`` when ``bodies`` go in the row of ``step``."""
+        if self.kept_carriers is None:
+            return None
+        carriers = list(self.kept_carriers)
+        if self.bodies:
+            if self.kept_ranges and self.kept_ranges[-1][1] == first_seq:
+                carriers[-1] = (carriers[-1][0], step)  # the range ranges() grows
+            else:
+                carriers.append((step, step))
+        return carriers
+
 
 def plan_messages(
     view: StoredView | None,
@@ -60,10 +73,12 @@ def plan_messages(
 
     Messages before the list's ``clean_prefix`` are known unchanged and are
     never looked at, nor are the first ``known`` (recognised by the store's
-    memory of the run: ``remembered.py``). Past them (after a rewrite, or for a list that was not
-    loaded from the store) messages are encoded — by ``encode``, which scrubs
-    them as they will be stored — and compared by digest chain, so rewriting
-    only a few recent turns still shares the untouched prefix.
+    memory of the run: ``remembered.py``). Past them (after a rewrite, or for
+    a list that was not loaded from the store) messages are encoded — by
+    ``encode``, which scrubs them as they will be stored — and compared by
+    digest chain, so rewriting only a few recent turns still shares the
+    untouched prefix. A rewrite that would leave the view in too many small
+    ranges stores the last of them again with its new messages (``compact_from``).
     """
     total = len(messages)
     keep, chain, pending = 0, codec.EMPTY_CHAIN, None
@@ -81,6 +96,12 @@ def plan_messages(
             chain = candidate
             keep += 1
     bodies = [pending] if pending is not None else []
+    if pending is not None and view is not None:
+        again = compact_from(view, keep, total)
+        if again < keep:
+            chain = view.chain_at(again)
+            bodies[:0] = [encode(messages[i], i) for i in range(again, keep)]
+            keep = again
     bodies.extend(encode(messages[i], i) for i in range(keep + len(bodies), total))
     new_chains = codec.extend_chain(chain, bodies)
     if view is None:
@@ -93,14 +114,63 @@ def plan_messages(
     else:
         chains = view.chains[:keep] + new_chains
     kept_ranges = view.ranges_for_prefix(keep) if view is not None else []
+    kept_carriers = view.carriers_for_prefix(keep) if view is not None else []
     base = view.digest if view is not None else None
     return MessagePlan(
-        keep=keep, base=base, kept_ranges=kept_ranges, bodies=bodies, chains=chains, total=total
+        keep=keep,
+        base=base,
+        kept_ranges=kept_ranges,
+        kept_carriers=kept_carriers,
+        bodies=bodies,
+        chains=chains,
+        total=total,
     )
 
 
+# A rewrite starts a new range, and a run that rewrites its last message every
+# step would have one per step: its rows carry ever longer ranges and its load
+# looks up ever more of them. So ranges are size-tiered, as in a log-structured
+# merge tree: when FANOUT ranges of one tier (tier t holds FANOUT**t to
+# FANOUT**(t+1) - 1 messages) end the view, a save stores their messages again,
+# with its own, as one range. A view then has under FANOUT ranges per tier
+# (some 30 at 10,000 messages) and each message is stored again about
+# log_FANOUT(n) times (4 at 10,000) over the run, only in runs that rewrite.
+FANOUT = 8
+
+
+def _tier(size: int) -> int:
+    tier = 0
+    while size >= FANOUT:
+        size //= FANOUT
+        tier += 1
+    return tier
+
+
+def compact_from(view: StoredView, keep: int, total: int) -> int:
+    """Where a rewrite that keeps ``keep`` of ``view``'s messages and has
+    ``total`` starts storing: ``keep``, or earlier, at the start of the tail
+    ranges it stores again with its new messages."""
+    sizes = [end - start for start, end in view.ranges_for_prefix(keep)]
+    block, first = total - keep, len(sizes)  # the new range, and where its merged tail starts
+    while True:
+        tier, at = _tier(block), first
+        while at > 0 and _tier(sizes[at - 1]) <= tier:
+            at -= 1
+        if first - at + 1 < FANOUT:
+            break
+        block += sum(sizes[at:first])
+        first = at
+    return sum(sizes[:first])
+
+
 def finish_save(
-    cp: Checkpoint, plan: MessagePlan, ranges: list[tuple[int, int]], created_at: int, digest: bytes
+    cp: Checkpoint,
+    plan: MessagePlan,
+    *,
+    ranges: list[tuple[int, int]],
+    carriers: list[tuple[int, int]] | None,
+    created_at: int,
+    digest: bytes,
 ) -> None:
     """After the commit: record in ``cp`` what the store now holds.
 
@@ -113,7 +183,15 @@ def finish_save(
     # every save cost O(history) again.
     fresh = [freeze(m) for m in messages[plan.keep :]]
     list.__setitem__(messages, slice(plan.keep, None), fresh)
-    messages.stored = StoredView(cp.run_id, cp.step, digest, plan.total, plan.chains, tuple(ranges))
+    messages.stored = StoredView(
+        cp.run_id,
+        cp.step,
+        digest,
+        plan.total,
+        plan.chains,
+        tuple(ranges),
+        None if carriers is None else tuple(carriers),
+    )
     messages.clean_prefix = plan.total
     cp.created_at = from_micros(created_at)
     cp.digest = digest.hex()

@@ -141,6 +141,10 @@ class SavePlan(Protocol):
         """The new view's ranges when ``bodies`` get seqs from ``first_seq`` on."""
         ...
 
+    def carriers(self, first_seq: int, step: int) -> list[tuple[int, int]] | None:
+        """Each range's first and last carrying step, the new ones in ``step``'s row."""
+        ...
+
 
 PlanT = TypeVar("PlanT", bound=SavePlan)
 PlanT_co = TypeVar("PlanT_co", bound=SavePlan, covariant=True)

@@ -81,10 +81,28 @@ def parse_ranges(ranges_json: str | bytes) -> tuple[tuple[int, int], ...]:
     return spans
 
 
-def select_bodies(carriers: list[tuple[Any, ...]], spans: tuple[tuple[int, int], ...]) -> list[bytes]:
-    """The message bodies a checkpoint sees, from the rows that added them.
+def parse_carriers(carriers_json: str | None, count: int) -> tuple[tuple[int, int], ...] | None:
+    """A checkpoint's stored carriers (``[first_step, last_step]`` per range), or None
+    when there are none (rows written before the column) or they are not what a
+    save writes: the load then finds the rows by scanning the run instead."""
+    if carriers_json is None:
+        return None
+    try:
+        pairs = tuple((a, b) for a, b in codec.decode(carriers_json))
+    except (TypeError, ValueError):
+        return None
+    if len(pairs) != count or not all(type(a) is int and type(b) is int and a >= 0 for a, b in pairs):
+        return None
+    return pairs
 
-    ``carriers`` are ``(first_seq, packed)`` rows of the run, in log order;
+
+def select_bodies(
+    carriers: list[tuple[Any, ...]], spans: tuple[tuple[int, int], ...]
+) -> tuple[list[bytes], tuple[tuple[int, int], ...]]:
+    """The message bodies a checkpoint sees, from the rows that added them, and
+    each span's carriers as the rows show them (first and last step).
+
+    ``carriers`` are ``(step, first_seq, packed)`` rows of the run, in log order;
     a body missing from them is simply absent from the result (the digest
     check then reports the checkpoint corrupt). Only seqs the carriers hold
     are looked at, so a tampered span (``[0, 10**12]``) costs no more than
@@ -92,17 +110,47 @@ def select_bodies(carriers: list[tuple[Any, ...]], spans: tuple[tuple[int, int],
     contributes nothing.
     """
     by_seq: dict[int, bytes] = {}
-    for first_seq, packed in carriers:
-        if type(first_seq) is int and isinstance(packed, bytes | bytearray | memoryview):
-            for offset, body in enumerate(bytes(packed).split(b"\n")):
-                by_seq[first_seq + offset] = body
+    rows: list[tuple[int, int, int]] = []  # (first_seq, end, step) of each usable row
+    for step, first_seq, packed in carriers:
+        if (
+            type(first_seq) is int
+            and type(step) is int
+            and isinstance(packed, bytes | bytearray | memoryview)
+        ):
+            split = bytes(packed).split(b"\n")
+            by_seq.update(zip(range(first_seq, first_seq + len(split)), split, strict=True))
+            rows.append((first_seq, first_seq + len(split), step))
     if not by_seq:
-        return []
+        return [], tuple((0, -1) for _ in spans)
     lowest, highest = min(by_seq), max(by_seq) + 1
     out: list[bytes] = []
     for start, end in spans:
         out.extend(by_seq[seq] for seq in range(max(start, lowest), min(end, highest)) if seq in by_seq)
-    return out
+    return out, _carriers_of(rows, spans)
+
+
+def _carriers_of(
+    rows: list[tuple[int, int, int]], spans: tuple[tuple[int, int], ...]
+) -> tuple[tuple[int, int], ...]:
+    """For each span, the first and last step of the rows overlapping it ((0, -1): none).
+
+    Spans and rows both run in seq order (a save's seqs grow with its step),
+    so one pass over each finds them."""
+    rows.sort()
+    out: list[tuple[int, int]] = []
+    at = 0
+    for start, end in spans:
+        while at < len(rows) and rows[at][1] <= start:
+            at += 1
+        first = last = None
+        probe = at
+        while probe < len(rows) and rows[probe][0] < end:
+            step = rows[probe][2]
+            first = step if first is None else min(first, step)
+            last = step if last is None else max(last, step)
+            probe += 1
+        out.append((first, last) if first is not None and last is not None else (0, -1))
+    return tuple(out)
 
 
 def header_bytes(
@@ -150,6 +198,7 @@ def decode_checkpoint(
     stored_digest: bytes,
     ranges_json: str | bytes,
     bodies: list[bytes],
+    carriers: tuple[tuple[int, int], ...] | None = None,
 ) -> tuple[Checkpoint, int]:
     """Rebuild and verify a stored checkpoint, and say its stored format;
     ``CorruptCheckpoint`` on any mismatch.
@@ -178,6 +227,10 @@ def decode_checkpoint(
     if len(bodies) != expected:
         shown = expected if type(expected) is int else "?"
         raise corrupt(f"expected {shown} messages, found {len(bodies)}")
+    if sum(end - start for start, end in ranges) != expected:
+        # The rows are found by their carriers, so ranges that claim more
+        # (or other) seqs would not show as missing messages.
+        raise corrupt("its message ranges do not cover its messages")
     chains = codec.extend_chain(codec.EMPTY_CHAIN, (bytes(b) for b in bodies))
     if (chains[-1] if chains else codec.EMPTY_CHAIN).hex() != chain:
         raise corrupt("messages do not match the digest chain")
@@ -197,7 +250,8 @@ def decode_checkpoint(
             step=step,
             schema_version=fields["schema_version"],
             messages=MessageList(
-                messages, StoredView(run_id, step, bytes(stored_digest), len(messages), chains, ranges)
+                messages,
+                StoredView(run_id, step, bytes(stored_digest), len(messages), chains, ranges, carriers),
             ),
             counters=fields["counters"],
             pending_action=fields["pending_action"],

@@ -8,15 +8,13 @@ database blob target's values.
 
 from __future__ import annotations
 
-from typing import Any, cast
-
 from safepoint import codec
 from safepoint.errors import CorruptCheckpoint, NotFound
 from safepoint.model import Checkpoint
 from safepoint.store.blob_refs import BLOB_MARK, checkpoint_refs
 from safepoint.store.query import Loaded, Op, Query, Row
 from safepoint.store.references import typed_checkpoint
-from safepoint.store.stored import decode_checkpoint, parse_ranges, select_bodies
+from safepoint.store.stored import decode_checkpoint, parse_carriers, parse_ranges, select_bodies
 
 
 def load(run_id: str, step: int | None) -> Op[Checkpoint]:
@@ -69,9 +67,15 @@ def load_with_bodies(run_id: str, step: int | None) -> Op[tuple[Checkpoint, list
         spans = parse_ranges(ranges)
     except ValueError:
         raise CorruptCheckpoint(run_id, found_step, "its message ranges are not what a save writes") from None
-    # The rows of the run whose added messages overlap the ranges, in order.
-    carriers = yield Query("view_messages", {"run_ref": run_ref, "ranges": codec.encode(spans).decode()})
-    bodies = select_bodies(cast(list[tuple[Any, ...]], carriers), spans)
+    # The rows of the run whose added messages overlap the ranges, in order: by
+    # key where the row says which steps carry each range, else by a scan.
+    known = parse_carriers(found.carriers, len(spans))
+    if known is not None:
+        keyed = [[first, last, start, end] for (first, last), (start, end) in zip(known, spans, strict=True)]
+        rows = yield Query("view_carriers", {"run_ref": run_ref, "spans": codec.encode(keyed).decode()})
+    else:
+        rows = yield Query("view_messages", {"run_ref": run_ref, "ranges": codec.encode(spans).decode()})
+    bodies, carriers = select_bodies([(row.step, row.first_seq, row.messages) for row in rows], spans)
     checkpoint, stored_format = decode_checkpoint(
         run_id=run_id,
         step=found_step,
@@ -79,6 +83,7 @@ def load_with_bodies(run_id: str, step: int | None) -> Op[tuple[Checkpoint, list
         stored_digest=digest,
         ranges_json=ranges,
         bodies=bodies,
+        carriers=carriers,
     )
     return checkpoint, bodies, bytes(header), stored_format
 

@@ -82,6 +82,8 @@ def rewrite_heads(
             "status": new.status.value,
             "message_count": plan.total,
             "ranges": codec.encode(plan.ranges(next_seq)).decode(),
+            # The new messages go in the head's own row.
+            "carriers": _carriers_json(plan.carriers(next_seq, head_step)),
             "header": header,
             "digest": codec.digest(header),
             "added": added + len(plan.bodies),
@@ -95,3 +97,7 @@ def rewrite_heads(
         yield Query("rewrite_run_head", row)
         done.append(run_id)
     return Rewritten(done, failed)
+
+
+def _carriers_json(carriers: list[tuple[int, int]] | None) -> str | None:
+    return None if carriers is None else codec.encode(carriers).decode()

@@ -60,6 +60,7 @@ def fork(
     # The fork owns a copy of the messages it sees, numbered from its own log's start.
     first_seq = 0
     ranges = [(0, view.count)] if view.count else []
+    carriers = [(forked.step, forked.step)] if view.count else []  # all in the fork's one row
     inserted = yield Query(
         "insert_run",
         {
@@ -91,6 +92,7 @@ def fork(
             "now": now,
             "message_count": view.count,
             "ranges": codec.encode(ranges).decode(),
+            "carriers": codec.encode(carriers).decode(),
             "header": header,
             "digest": digest,
             "first_seq": first_seq,
@@ -100,7 +102,7 @@ def fork(
         },
     )
     new_view = StoredView(
-        new_run_id, forked.step, digest, view.count, view.chains[: view.count], tuple(ranges)
+        new_run_id, forked.step, digest, view.count, view.chains[: view.count], tuple(ranges), tuple(carriers)
     )
     object.__setattr__(forked, "messages", MessageList(source.messages, new_view))
     forked.created_at = from_micros(now)

@@ -41,6 +41,7 @@ NO_RUN = QUERY_SPECS["run_head"].row.of(
 class SaveResult(Generic[PlanT]):
     plan: PlanT
     ranges: list[tuple[int, int]]
+    carriers: list[tuple[int, int]] | None
     digest: bytes
     report: ScrubReport
 
@@ -187,6 +188,7 @@ def _save_row(
     the rest); ``blobs`` is the general way's to fill in.
     """
     ranges = plan.ranges(first_seq)
+    carriers = plan.carriers(first_seq, cp.step)
     report = prepared.report()
     chain = plan.chains[-1] if plan.chains else codec.EMPTY_CHAIN
     header = header_bytes(cp, prepared.fields, created_at=now, count=plan.total, chain=chain, report=report)
@@ -206,6 +208,7 @@ def _save_row(
         "parent_step": None,
         "message_count": plan.total,
         "ranges": codec.encode(ranges).decode(),
+        "carriers": None if carriers is None else codec.encode(carriers).decode(),
         "header": header,
         # The new messages travel in the checkpoint's own row: one row, one
         # B-tree leaf per save, however many messages it adds.
@@ -214,7 +217,7 @@ def _save_row(
         "messages": pack_bodies(plan.bodies),
         "blobs": None,
     }
-    return row, SaveResult(plan, ranges, digest, report)
+    return row, SaveResult(plan, ranges, carriers, digest, report)
 
 
 def lease_detail(lease: Lease, owner: str | None, epoch: int) -> str:

@@ -68,21 +68,21 @@ UPDATE safepoint_runs SET status = %(status)s WHERE id = %(run_ref)s::bigint;
 
 -- name: insert_checkpoint
 -- params: run_ref, step, schema_version, status, now, message_count, ranges, header,
---         digest, first_seq, added, messages, blobs
+--         digest, first_seq, added, messages, blobs, carriers
 -- returns: nothing
 INSERT INTO safepoint_checkpoints (
     run_ref, step, schema_version, status, created_at, message_count, ranges, header, digest,
-    first_seq, added, messages, blobs
+    first_seq, added, messages, blobs, carriers
 ) VALUES (
     %(run_ref)s::bigint, %(step)s::bigint, %(schema_version)s::integer, %(status)s,
     'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond',
     %(message_count)s::bigint, %(ranges)s::jsonb, %(header)s, %(digest)s,
-    %(first_seq)s::bigint, %(added)s::integer, %(messages)s, %(blobs)s::jsonb
+    %(first_seq)s::bigint, %(added)s::integer, %(messages)s, %(blobs)s::jsonb, %(carriers)s
 );
 
 -- name: checkpoint_latest
 -- params: run_id
--- returns: run_ref, step, ranges, header, digest, head_step, head_digest, last_step
+-- returns: run_ref, step, ranges, header, digest, head_step, head_digest, last_step, carriers
 -- ranges goes back as text: ops hands it to view_messages and json-decodes it.
 -- The head is where the run row says; ops checks it against the rows (its
 -- digest, and the highest stored step: one backward primary-key probe), so a
@@ -90,27 +90,46 @@ INSERT INTO safepoint_checkpoints (
 -- checkpoint or NotFound. Hence the LEFT JOIN: a run row without its head
 -- row still comes back.
 SELECT r.id, c.step, c.ranges::text, c.header, c.digest, r.head_step, r.head_digest,
-       (SELECT max(k.step) FROM safepoint_checkpoints AS k WHERE k.run_ref = r.id)
+       (SELECT max(k.step) FROM safepoint_checkpoints AS k WHERE k.run_ref = r.id), c.carriers
 FROM safepoint_runs AS r
 LEFT JOIN safepoint_checkpoints AS c ON c.run_ref = r.id AND c.step = r.head_step
 WHERE r.run_id = %(run_id)s;
 
 -- name: checkpoint_at
 -- params: run_id, step
--- returns: run_ref, step, ranges, header, digest
-SELECT r.id, c.step, c.ranges::text, c.header, c.digest
+-- returns: run_ref, step, ranges, header, digest, carriers
+SELECT r.id, c.step, c.ranges::text, c.header, c.digest, c.carriers
 FROM safepoint_runs AS r
 JOIN safepoint_checkpoints AS c ON c.run_ref = r.id AND c.step = %(step)s::bigint AND NOT c.pruned
 WHERE r.run_id = %(run_id)s;
 
+-- name: view_carriers
+-- params: run_ref, spans
+-- returns: step, first_seq, messages
+-- The rows that added the messages a checkpoint sees, in log order, by
+-- primary key: one short range scan per range (see the SQLite query). A
+-- damaged span shows up as missing messages, which the load reports as
+-- CorruptCheckpoint.
+SELECT c.step, c.first_seq, c.messages
+FROM safepoint_checkpoints AS c
+WHERE c.run_ref = %(run_ref)s::bigint
+  AND c.step IN (
+      SELECT k.step
+      FROM jsonb_array_elements(%(spans)s::jsonb) AS s (span)
+      JOIN safepoint_checkpoints AS k
+        ON k.run_ref = %(run_ref)s::bigint
+       AND k.step BETWEEN (s.span ->> 0)::bigint AND (s.span ->> 1)::bigint
+      WHERE k.added > 0
+        AND k.first_seq < (s.span ->> 3)::bigint AND k.first_seq + k.added > (s.span ->> 2)::bigint)
+ORDER BY c.step;
+
 -- name: view_messages
 -- params: run_ref, ranges
--- returns: first_seq, messages
--- The rows of the run that added messages the checkpoint sees, in log order,
--- in one query whatever the number of ranges (one primary-key range scan of
--- the run's checkpoints). A damaged range shows up as missing messages,
--- which the load reports as CorruptCheckpoint.
-SELECT c.first_seq, c.messages
+-- returns: step, first_seq, messages
+-- What view_carriers does for a checkpoint written before the carriers
+-- column (revision 6): the run's rows tested against every range, in one
+-- query (one primary-key range scan of the run's checkpoints).
+SELECT c.step, c.first_seq, c.messages
 FROM safepoint_checkpoints AS c
 WHERE c.run_ref = %(run_ref)s::bigint
   AND c.added > 0
@@ -295,14 +314,14 @@ WHERE run_ref = %(run_ref)s::bigint AND step = %(step)s::bigint;
 
 -- name: rewrite_checkpoint
 -- params: run_ref, step, schema_version, status, message_count, ranges, header, digest,
---         added, messages
+--         added, messages, carriers
 -- returns: nothing
 -- Eager migration replaces the head checkpoint in place (see the SQLite
 -- query of the same name for why older checkpoints are unaffected).
 UPDATE safepoint_checkpoints
 SET schema_version = %(schema_version)s, status = %(status)s,
     message_count = %(message_count)s::bigint, ranges = %(ranges)s::jsonb, header = %(header)s,
-    digest = %(digest)s, added = %(added)s, messages = %(messages)s
+    digest = %(digest)s, added = %(added)s, messages = %(messages)s, carriers = %(carriers)s
 WHERE run_ref = %(run_ref)s::bigint AND step = %(step)s::bigint;
 
 -- name: rewrite_run_head

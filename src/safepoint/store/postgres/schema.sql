@@ -71,6 +71,7 @@ CREATE TABLE safepoint_checkpoints (
     messages        bytea,                          -- their bodies, newline-joined (NULL if none)
     blobs           jsonb,                          -- digests this row references (revision 3)
     pruned          boolean     NOT NULL DEFAULT false, -- dropped by retention, kept as a carrier
+    carriers        text,                           -- per range, the steps of its rows (revision 6)
     PRIMARY KEY (run_ref, step)
 );
 

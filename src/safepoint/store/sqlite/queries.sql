@@ -50,25 +50,25 @@ UPDATE safepoint_runs SET status = :status WHERE id = :run_ref;
 
 -- name: insert_checkpoint
 -- params: run_ref, step, schema_version, status, now, message_count, ranges, header,
---         digest, first_seq, added, messages, blobs
+--         digest, first_seq, added, messages, blobs, carriers
 -- returns: nothing
 INSERT INTO safepoint_checkpoints (
     id, run_ref, step, schema_version, status, created_at, message_count, ranges, header, digest,
-    first_seq, added, messages, blobs
+    first_seq, added, messages, blobs, carriers
 ) VALUES (
     :run_ref * 4294967296 + :step, :run_ref, :step, :schema_version, :status, :now,
-    :message_count, :ranges, :header, :digest, :first_seq, :added, :messages, :blobs
+    :message_count, :ranges, :header, :digest, :first_seq, :added, :messages, :blobs, :carriers
 );
 
 -- name: checkpoint_latest
 -- params: run_id
--- returns: run_ref, step, ranges, header, digest, head_step, head_digest, last_step
+-- returns: run_ref, step, ranges, header, digest, head_step, head_digest, last_step, carriers
 -- The last three columns are the run's head as the run row records it (step,
 -- digest) and its highest stored step, which ops checks against each other
 -- (see the PostgreSQL query). Here the head is the highest row, so they are
 -- that row's own: a head row deleted cleanly cannot be told from saves that
 -- never happened (docs/operations.md, "Damaged data").
-SELECT r.id, c.step, c.ranges, c.header, c.digest, c.step, c.digest, c.step
+SELECT r.id, c.step, c.ranges, c.header, c.digest, c.step, c.digest, c.step, c.carriers
 FROM safepoint_runs AS r
 JOIN safepoint_checkpoints AS c ON c.id = (
     SELECT max(id) FROM safepoint_checkpoints
@@ -77,19 +77,40 @@ WHERE r.run_id = :run_id;
 
 -- name: checkpoint_at
 -- params: run_id, step
--- returns: run_ref, step, ranges, header, digest
-SELECT r.id, c.step, c.ranges, c.header, c.digest
+-- returns: run_ref, step, ranges, header, digest, carriers
+SELECT r.id, c.step, c.ranges, c.header, c.digest, c.carriers
 FROM safepoint_runs AS r
 JOIN safepoint_checkpoints AS c ON c.id = r.id * 4294967296 + :step AND c.pruned = 0
 WHERE r.run_id = :run_id;
 
+-- name: view_carriers
+-- params: run_ref, spans
+-- returns: step, first_seq, messages
+-- The rows that added the messages a checkpoint sees, in log order, found
+-- by primary key: spans holds, for each range, [first_step, last_step,
+-- start, end] (the carriers column beside the range's seqs), so each range
+-- costs one short range scan, whatever the run's length. The IN list reads
+-- a row two ranges share once; a row whose seqs miss its range (the last
+-- step of a range cut short) is skipped without reading its messages.
+SELECT c.step, c.first_seq, c.messages
+FROM safepoint_checkpoints AS c
+WHERE c.id IN (
+    SELECT k.id
+    FROM json_each(:spans) AS s
+    JOIN safepoint_checkpoints AS k
+      ON k.id BETWEEN :run_ref * 4294967296 + (s.value ->> 0)
+                  AND :run_ref * 4294967296 + (s.value ->> 1)
+    WHERE k.added > 0 AND k.first_seq < s.value ->> 3 AND k.first_seq + k.added > s.value ->> 2)
+ORDER BY c.id;
+
 -- name: view_messages
 -- params: run_ref, ranges
--- returns: first_seq, messages
--- The rows of the run that added messages the checkpoint sees, in log order,
--- in one query whatever the number of ranges. Only these rows' messages are
--- read (SQLite reads a row's large value only when it is selected).
-SELECT c.first_seq, c.messages
+-- returns: step, first_seq, messages
+-- What view_carriers does for a checkpoint written before the carriers
+-- column (revision 5): every row of the run is tested against every range,
+-- in one query. Only these rows' messages are read (SQLite reads a row's
+-- large value only when it is selected).
+SELECT c.step, c.first_seq, c.messages
 FROM safepoint_checkpoints AS c
 WHERE c.id BETWEEN :run_ref * 4294967296 AND :run_ref * 4294967296 + 4294967295
   AND c.added > 0
@@ -267,7 +288,7 @@ WHERE id = :run_ref * 4294967296 + :step;
 
 -- name: rewrite_checkpoint
 -- params: run_ref, step, schema_version, status, message_count, ranges, header, digest,
---         added, messages
+--         added, messages, carriers
 -- returns: nothing
 -- Eager migration replaces the head checkpoint in place: the one exception to
 -- "rows are never updated". The row keeps its step and creation time; any
@@ -275,7 +296,8 @@ WHERE id = :run_ref * 4294967296 + :step;
 -- new seqs, so older checkpoints still see exactly what they saw.
 UPDATE safepoint_checkpoints
 SET schema_version = :schema_version, status = :status, message_count = :message_count,
-    ranges = :ranges, header = :header, digest = :digest, added = :added, messages = :messages
+    ranges = :ranges, header = :header, digest = :digest, added = :added, messages = :messages,
+    carriers = :carriers
 WHERE id = :run_ref * 4294967296 + :step;
 
 -- name: rewrite_run_head
