@@ -13,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import sqlite3
 from collections.abc import Callable, Iterator
-from contextlib import nullcontext
+from contextlib import closing, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,10 @@ from safepoint import Checkpoint, Scrubber, codec
 from safepoint.observe import Attributes
 from safepoint.store.remembered import RunMemory
 
-# The statements that read stored message bodies: none may run in a save the store's memory covers.
-BODY_READS = {"view_messages", "head_messages", "checkpoint_latest", "checkpoint_at", "carried_messages"}
+# The statements that read stored message bodies: none may run in a fresh checkpoint's save.
+BODY_READS = {"view_messages", "view_carriers", "head_messages", "carried_messages", "checkpoint_latest"}
+# What a save the store's memory covers does not need either: the head's chain values.
+HEAD_READS = {"checkpoint_at", "view_chains"}
 
 COPIES: dict[str, Callable[[list[Any]], list[Any]]] = {
     "list": list,
@@ -99,7 +102,7 @@ def test_a_fresh_checkpoint_reads_no_body_and_scrubs_only_its_new_messages(url: 
             seen.texts.clear()
             store.save(Checkpoint(run_id="fresh", step=step, messages=COPIES[copies](conversation)))
             ran = queries.take()
-            assert not BODY_READS & set(ran), (step, ran)
+            assert not (BODY_READS | HEAD_READS) & set(ran), (step, ran)
             contents = {m["content"] for m in conversation}
             shown = [text for text in seen.texts if text in contents]
             assert sorted(shown) == sorted(m["content"] for m in new), step
@@ -107,6 +110,48 @@ def test_a_fresh_checkpoint_reads_no_body_and_scrubs_only_its_new_messages(url: 
         assert codec.encode(list(loaded.messages)) == codec.encode(conversation)
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("copies", ["list", "json"])
+def test_the_first_save_in_a_cold_process_reads_chain_values_not_bodies(url: str, copies: str) -> None:
+    """A store that never saw the run (a chat server behind a load balancer, a
+    new worker): its first fresh save compares with the head's stored chain
+    values, scrubs only the new messages, and stores exactly what it is given."""
+    conversation: list[dict[str, Any]] = []
+    with safepoint.open_store(url) as first:
+        for step in range(8):
+            conversation += [message(step, "user"), message(step, "assistant")]
+            first.save(Checkpoint(run_id="cold", step=step, messages=list(conversation)))
+    queries, seen = Queries(), Seen()
+    with safepoint.open_store(url, observer=queries, scrubber=Scrubber(steps=[seen])) as cold:
+        new = [message(8, "user"), message(8, "assistant")]
+        conversation += new
+        cold.save(Checkpoint(run_id="cold", step=8, messages=COPIES[copies](conversation)))
+        ran = set(queries.take())
+        assert not BODY_READS & ran, ran
+        assert ran >= HEAD_READS
+        contents = {m["content"] for m in conversation}
+        assert sorted(t for t in seen.texts if t in contents) == sorted(m["content"] for m in new)
+        assert codec.encode(list(cold.load("cold").messages)) == codec.encode(conversation)
+
+
+def test_a_cold_save_over_rows_without_chain_values_reads_the_head(tmp_path: Path) -> None:
+    """Rows written before the chains column: the save loads the head's bodies once, and is exact."""
+    path = tmp_path / "state.db"
+    conversation: list[dict[str, Any]] = []
+    with safepoint.open_store(f"sqlite:///{path}") as first:
+        for step in range(4):
+            conversation += [message(step, "user"), message(step, "assistant")]
+            first.save(Checkpoint(run_id="old", step=step, messages=list(conversation)))
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("UPDATE safepoint_checkpoints SET chains = NULL")
+    queries = Queries()
+    with safepoint.open_store(f"sqlite:///{path}", observer=queries) as cold:
+        conversation[3] = {"role": "user", "content": "edited in the middle"}
+        cold.save(Checkpoint(run_id="old", step=4, messages=list(conversation)))
+        assert "view_carriers" in queries.take()
+        assert codec.encode(list(cold.load("old").messages)) == codec.encode(conversation)
+        assert codec.encode(list(cold.load("old", 3).messages)) != codec.encode(conversation)
 
 
 def test_an_async_store_saves_fresh_checkpoints_without_reading_bodies(tmp_path: Path) -> None:
@@ -131,7 +176,7 @@ def test_an_async_store_saves_fresh_checkpoints_without_reading_bodies(tmp_path:
 
 def test_a_run_the_memory_has_let_go_of_is_compared_against_the_store(tmp_path: Path) -> None:
     """Bounded: past its budget the memory forgets the least recently saved run,
-    whose next fresh save then reads the head (and stores the same thing)."""
+    whose next fresh save then reads the head's chain values (and stores the same thing)."""
     queries = Queries()
     store = safepoint.open_store(f"sqlite:///{tmp_path / 'state.db'}", observer=queries)
     store.pipeline.memory = RunMemory(max_messages=10, max_runs=8)
@@ -145,7 +190,7 @@ def test_a_run_the_memory_has_let_go_of_is_compared_against_the_store(tmp_path: 
         queries.take()
         conversations["a"].append(message(3, "user"))
         store.save(Checkpoint(run_id="a", step=3, messages=list(conversations["a"])))
-        assert BODY_READS & set(queries.take())
+        assert set(queries.take()) >= HEAD_READS
         assert codec.encode(list(store.load("a").messages)) == codec.encode(conversations["a"])
     finally:
         store.close()

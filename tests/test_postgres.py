@@ -411,7 +411,7 @@ def _save_step_zero_twice(run_id: str) -> Op[None]:
     run_ref = rows[0][1]
     row = {"run_ref": run_ref, "step": 0, "schema_version": 1, "status": "running", "now": 0}
     row |= {"message_count": 0, "ranges": "[]", "header": b"{}", "digest": b""}
-    row |= {"first_seq": 0, "added": 0, "messages": None, "blobs": None, "carriers": None}
+    row |= {"first_seq": 0, "added": 0, "messages": None, "blobs": None, "carriers": None, "chains": None}
     yield Query("insert_checkpoint", row)
 
 

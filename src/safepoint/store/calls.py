@@ -117,7 +117,9 @@ def save(
     recall = pipeline.memory.recall(cp.run_id, cp.step, view, cp.messages)
     view = recall.view
     prepared = pipeline.guard(pipeline.prepare_save, cp)
-    plan = pipeline.guard(prepared.plan, view, cp.messages, recall.known)
+    # Nothing to plan against yet (a fresh checkpoint of a run this store does
+    # not remember): ops.save plans once, inside the transaction, against the head.
+    plan = None if view is None and cp.step > 0 else prepared.plan(view, cp.messages, recall.known)
     now = now_micros()
 
     def finish(result: saving.SaveResult[MessagePlan]) -> CheckpointInfo:

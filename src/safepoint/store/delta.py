@@ -68,6 +68,7 @@ def plan_messages(
     messages: list[Any],
     encode: Callable[[Any, int], bytes] = encode_message,
     known: int = 0,
+    quick: Callable[[Any], bytes | None] | None = None,
 ) -> MessagePlan:
     """Work out the delta between ``messages`` and the stored ``view``.
 
@@ -77,7 +78,10 @@ def plan_messages(
     a list that was not loaded from the store) messages are encoded — by
     ``encode``, which scrubs them as they will be stored — and compared by
     digest chain, so rewriting only a few recent turns still shares the
-    untouched prefix. A rewrite that would leave the view in too many small
+    untouched prefix. ``quick`` (the canonical JSON of a message as given,
+    None when it has none) is tried first in that comparison: a message the
+    scrubber leaves as it is is then recognised without being scrubbed.
+    A rewrite that would leave the view in too many small
     ranges stores the last of them again with its new messages (``compact_from``).
     """
     total = len(messages)
@@ -88,11 +92,15 @@ def plan_messages(
         keep = min(max(clean, known), view.count, total)
         chain = view.chain_at(keep)
         while keep < min(total, view.count):
-            body = encode(messages[keep], keep)
-            candidate = codec.extend_chain(chain, (body,))[0]
-            if candidate != view.chains[keep]:
-                pending = body  # the first changed message: already encoded, reuse it
-                break
+            given = quick(messages[keep]) if quick is not None else None
+            if given is None or codec.extend_chain(chain, (given,))[0] != view.chains[keep]:
+                body = encode(messages[keep], keep)
+                candidate = codec.extend_chain(chain, (body,))[0]
+                if candidate != view.chains[keep]:
+                    pending = body  # the first changed message: already encoded, reuse it
+                    break
+            else:
+                candidate = view.chains[keep]
             chain = candidate
             keep += 1
     bodies = [pending] if pending is not None else []

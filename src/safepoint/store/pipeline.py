@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from safepoint.blobs.base import BlobRef
-from safepoint.errors import InvalidArgument, NotJSONCompatible, SchemaTooNew
+from safepoint.errors import InvalidArgument, SchemaTooNew
 from safepoint.migrations import MigrationChain, current_version
 from safepoint.model import Checkpoint
 from safepoint.records import Retention
@@ -29,7 +29,7 @@ from . import after_load
 from .after_load import ResolveSecrets
 from .blob_targets import BlobTarget, blob_target
 from .large_values import DEFAULT_THRESHOLD, BlobPolicy, inline, inline_blobs
-from .prepare import PreparedSave
+from .prepare import PreparedSave, guarded
 from .remembered import RunMemory
 
 if TYPE_CHECKING:
@@ -114,17 +114,8 @@ class Pipeline:
         return PreparedSave(cp, scrubber=self.scrubber, blobs=self.blobs, policy=self.blob_policy)
 
     def guard(self, func: Callable[..., T], *args: Any) -> T:
-        """``func(*args)``, with a ``NotJSONCompatible`` path scrubbed: the path
-        may quote a dict key, and a key can be a secret. The cleaned error is
-        raised outside the ``except`` block so the original (with the key) is
-        not kept as its ``__context__`` either."""
-        try:
-            return func(*args)
-        except NotJSONCompatible as exc:
-            if self.scrubber is None:
-                raise
-            error = NotJSONCompatible(self.scrubber.scrub_text(exc.path), exc.reason)
-        raise error
+        """``func(*args)``, with a ``NotJSONCompatible`` path scrubbed (``prepare.guarded``)."""
+        return guarded(self.scrubber, func, *args)
 
     def migrate(self, cp: Checkpoint) -> Checkpoint:
         """``cp`` run forward to the current schema_version (``after_load.migrate``)."""

@@ -16,9 +16,11 @@ report, and the blobs the row references and must write.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from safepoint import codec
+from safepoint.errors import NotJSONCompatible
 from safepoint.messagelist import StoredView
 from safepoint.model import VALUE_FIELDS, Checkpoint, ScrubReport
 from safepoint.scrub import Found, Scrubber
@@ -30,6 +32,8 @@ from .large_values import BlobPolicy, BlobSink, might_hold_blobs, offload, offlo
 from .references import KEY_MARK, may_need_stored_form, to_stored
 from .stored import StoredFields
 from .validate import check_message
+
+T = TypeVar("T")
 
 # Header JSON up to this many characters is walked without a look per field (see _scrub_fields).
 _WALK_WITHOUT_LOOK = 2048
@@ -124,7 +128,7 @@ class PreparedSave:
         ``known`` leading messages are known to be as stored (``remembered.py``)."""
         scrubber, policy = self._scrubber, self._policy
         if scrubber is None and self.blobs is None:
-            return plan_messages(view, messages, known=known)
+            return plan_messages(view, messages, known=known)  # nothing to scrub: no path to clean
         found = self._message_found = Found(scrubber.policy if scrubber else "reference", "messages")
         sink = self._message_sink = BlobSink()
 
@@ -153,7 +157,7 @@ class PreparedSave:
                 body = offload_encoded(message, body, root, policy, sink)
             return body
 
-        return plan_messages(view, messages, encode, known=known)
+        return guarded(scrubber, plan_messages, view, messages, encode, known, _as_given)
 
     def report(self) -> ScrubReport:
         counts = list(self._field_counts)
@@ -174,3 +178,27 @@ class PreparedSave:
 
 def _header_values(fields: StoredFields) -> tuple[Any, ...]:
     return (fields.pending_action, fields.cursors, fields.state, fields.labels, fields.counters)
+
+
+def _as_given(message: Any) -> bytes | None:
+    """A message's canonical JSON as given (what it is stored as when the scrubber
+    finds nothing and nothing is offloaded), None when JSON has none for it."""
+    try:
+        return codec.encode(message)
+    except TypeError:
+        return None
+
+
+def guarded(scrubber: Scrubber | None, func: Callable[..., T], *args: Any) -> T:
+    """``func(*args)``, with a ``NotJSONCompatible`` path scrubbed: the path
+    may quote a dict key, and a key can be a secret. The cleaned error is
+    raised outside the ``except`` block so the original (with the key) is
+    not kept as its ``__context__`` either. A plan may run inside the save's
+    transaction, so it cleans its own errors."""
+    try:
+        return func(*args)
+    except NotJSONCompatible as exc:
+        if scrubber is None:
+            raise
+        error = NotJSONCompatible(scrubber.scrub_text(exc.path), exc.reason)
+    raise error

@@ -70,6 +70,9 @@ class Remembered:
     view: StoredView
     fingerprints: bytes  # _SIZE bytes for each of the view's messages, as given
     running: Any  # blake3 over "[" m0 "," … m(count-1); None when not known
+    # The same over all but the last message: a run that replaces its last
+    # message every step (a streamed answer) is recognised by two hashes too.
+    previous: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,18 +125,27 @@ class RunMemory:
         matched, running = self._match(base, messages, known)
         return Recall(view, max(known, matched), base, running, matched if running is not None else 0)
 
+    def _prefix(self, messages: list[Any], count: int, expected: Any) -> Any:
+        """The running hash over the first ``count`` messages if it is ``expected``'s, else None."""
+        try:
+            prefix = _given(messages[:count])
+        except TypeError:  # bytes, or the store's own reference objects: compared exactly
+            return None
+        running = blake3(memoryview(prefix)[:-1], key=self._key)
+        return running if hmac.compare_digest(running.digest(), expected.digest()) else None
+
     def _match(self, base: Remembered, messages: list[Any], known: int) -> tuple[int, Any]:
         """How many leading ``messages`` fingerprint as the remembered ones, and
-        the running hash over them (None unless all of the remembered matched)."""
+        the running hash over them (None when not known)."""
         count = min(base.view.count, len(messages))
         if count == base.view.count and base.running is not None:
-            try:
-                prefix = _given(messages[:count])
-            except TypeError:  # bytes, or the store's own reference objects: compared exactly
-                return known, None
-            running = blake3(memoryview(prefix)[:-1], key=self._key)
-            if hmac.compare_digest(running.digest(), base.running.digest()):
+            running = self._prefix(messages, count, base.running)
+            if running is not None:
                 return count, running
+            if base.previous is not None:  # the last message replaced?
+                running = self._prefix(messages, count - 1, base.previous)
+                if running is not None:
+                    return count - 1, running
         # Something changed (or the running hash is not known): one message at a time.
         running = blake3(_OPEN, key=self._key)
         stored = base.fingerprints
@@ -141,14 +153,14 @@ class RunMemory:
             try:
                 given = _given(messages[index])
             except TypeError:
-                return index, None
+                return index, running
             at = index * _SIZE
             if self._fingerprint(given) != stored[at : at + _SIZE]:
-                return index, None
+                return index, running
             if index:
                 running.update(_COMMA)
             running.update(given)
-        return count, running if count == base.view.count else None
+        return count, running
 
     def remember(
         self, run_id: str, recall: Recall, keep: int, base_digest: bytes | None, messages: Any
@@ -170,14 +182,19 @@ class RunMemory:
         kept = recall.base.fingerprints[: start * _SIZE] if start and recall.base is not None else b""
         fingerprints = kept + b"".join(map(self._fingerprint, given))
         running = recall.running if same_base and recall.running_count == keep else None
+        previous = None
         if running is not None:
             for index, body in enumerate(given, start):
+                if index == view.count - 1:
+                    previous = running.copy()
                 if index:
                     running.update(_COMMA)
                 running.update(body)
         elif start == 0:
             running = blake3(_OPEN + _COMMA.join(given), key=self._key)
-        entry = Remembered(view, fingerprints, running)
+            if given:
+                previous = blake3(_OPEN + _COMMA.join(given[:-1]), key=self._key)
+        entry = Remembered(view, fingerprints, running, previous)
         with self._lock:
             old = self._runs.pop(run_id, None)
             if old is not None:

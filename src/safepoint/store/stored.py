@@ -56,6 +56,9 @@ class StoredFields:
         )
 
 
+CHAIN_SIZE = 32  # bytes of one digest chain value (SHA-256)
+
+
 def pack_bodies(bodies: list[bytes]) -> bytes | None:
     """The messages a checkpoint adds, as one value: bodies joined by newlines.
 
@@ -127,6 +130,28 @@ def select_bodies(
     for start, end in spans:
         out.extend(by_seq[seq] for seq in range(max(start, lowest), min(end, highest)) if seq in by_seq)
     return out, _carriers_of(rows, spans)
+
+
+def select_chains(rows: list[tuple[Any, Any]], spans: tuple[tuple[int, int], ...]) -> list[bytes] | None:
+    """The chain value after each message the spans cover, from ``(first_seq, chains)``
+    rows; None when a row has none or a seq is missing."""
+    by_seq: dict[int, bytes] = {}
+    for first_seq, chains in rows:
+        if type(first_seq) is not int or not isinstance(chains, bytes | bytearray | memoryview):
+            return None
+        packed = bytes(chains)
+        if len(packed) % CHAIN_SIZE:
+            return None
+        for offset in range(0, len(packed), CHAIN_SIZE):
+            by_seq[first_seq + offset // CHAIN_SIZE] = packed[offset : offset + CHAIN_SIZE]
+    out: list[bytes] = []
+    for start, end in spans:
+        for seq in range(start, end):
+            value = by_seq.get(seq)
+            if value is None:
+                return None
+            out.append(value)
+    return out
 
 
 def _carriers_of(

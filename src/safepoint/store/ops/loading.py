@@ -10,11 +10,18 @@ from __future__ import annotations
 
 from safepoint import codec
 from safepoint.errors import CorruptCheckpoint, NotFound
+from safepoint.messagelist import StoredView
 from safepoint.model import Checkpoint
 from safepoint.store.blob_refs import BLOB_MARK, checkpoint_refs
 from safepoint.store.query import Loaded, Op, Query, Row
 from safepoint.store.references import typed_checkpoint
-from safepoint.store.stored import decode_checkpoint, parse_carriers, parse_ranges, select_bodies
+from safepoint.store.stored import (
+    decode_checkpoint,
+    parse_carriers,
+    parse_ranges,
+    select_bodies,
+    select_chains,
+)
 
 
 def load(run_id: str, step: int | None) -> Op[Checkpoint]:
@@ -86,6 +93,32 @@ def load_with_bodies(run_id: str, step: int | None) -> Op[tuple[Checkpoint, list
         carriers=carriers,
     )
     return checkpoint, bodies, bytes(header), stored_format
+
+
+def chain_view(run_id: str, step: int) -> Op[StoredView | None]:
+    """What the run's checkpoint at ``step`` holds of its messages — their count,
+    ranges and digest chain — read from its rows' chain values without a body;
+    None when a row has none (written before them) or they do not add up to the
+    checkpoint's own chain: the caller then loads the bodies."""
+    rows = yield Query("checkpoint_at", {"run_id": run_id, "step": step})
+    if not rows:
+        return None
+    found = rows[0]
+    try:
+        spans = parse_ranges(found.ranges)
+        counted = codec.decode(found.header)["messages"]
+        count, chain = counted["count"], counted["chain"]
+    except (ValueError, TypeError, KeyError):
+        return None  # the load that follows says what is wrong
+    carriers = parse_carriers(found.carriers, len(spans))
+    if carriers is None or type(count) is not int or sum(end - start for start, end in spans) != count:
+        return None
+    keyed = [[first, last, start, end] for (first, last), (start, end) in zip(carriers, spans, strict=True)]
+    carried = yield Query("view_chains", {"run_ref": found.run_ref, "spans": codec.encode(keyed).decode()})
+    chains = select_chains([(row.first_seq, row.chains) for row in carried], spans)
+    if chains is None or len(chains) != count or (chains[-1] if chains else codec.EMPTY_CHAIN).hex() != chain:
+        return None
+    return StoredView(run_id, found.step, bytes(found.digest), count, chains, spans, carriers)
 
 
 def _check_head(run_id: str, row: Row) -> None:

@@ -15,6 +15,7 @@ from safepoint import codec
 from safepoint.errors import SafepointError, StoreError
 from safepoint.model import Checkpoint
 from safepoint.records import to_micros
+from safepoint.store.delta import MessagePlan
 from safepoint.store.prepare import PreparedSave
 from safepoint.store.query import Op, Query
 from safepoint.store.stored import header_bytes, pack_bodies
@@ -60,7 +61,9 @@ def rewrite_heads(
         except SafepointError as exc:
             failed.append((run_id, head_step, exc))
             continue
-        ((first_seq, added, packed),) = yield Query("head_messages", {"run_ref": run_ref, "step": head_step})
+        ((first_seq, added, packed, carried_chains),) = yield Query(
+            "head_messages", {"run_ref": run_ref, "step": head_step}
+        )
         if first_seq + added != next_seq:
             raise StoreError(f"run {run_id!r}: its head row does not end the message log; not rewritten")
         carried = [bytes(packed)] if packed is not None else []
@@ -84,6 +87,7 @@ def rewrite_heads(
             "ranges": codec.encode(plan.ranges(next_seq)).decode(),
             # The new messages go in the head's own row.
             "carriers": _carriers_json(plan.carriers(next_seq, head_step)),
+            "chains": _chains(added, carried_chains, plan),
             "header": header,
             "digest": codec.digest(header),
             "added": added + len(plan.bodies),
@@ -101,3 +105,13 @@ def rewrite_heads(
 
 def _carriers_json(carriers: list[tuple[int, int]] | None) -> str | None:
     return None if carriers is None else codec.encode(carriers).decode()
+
+
+def _chains(added: int, carried: bytes | None, plan: MessagePlan) -> bytes | None:
+    """The head row's chain values once the plan's new messages join the ones it carries
+    (None when the row had none: written before the column, its saves read bodies)."""
+    if added and carried is None:
+        return None
+    new = plan.chains[plan.total - len(plan.bodies) : plan.total]
+    joined = (bytes(carried) if carried is not None else b"") + b"".join(new)
+    return joined or None

@@ -93,6 +93,7 @@ def fork(
             "message_count": view.count,
             "ranges": codec.encode(ranges).decode(),
             "carriers": codec.encode(carriers).decode(),
+            "chains": b"".join(view.chains[: view.count]) if view.count else None,
             "header": header,
             "digest": digest,
             "first_seq": first_seq,

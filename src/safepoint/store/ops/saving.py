@@ -21,7 +21,7 @@ from safepoint.store.query import Op, PlanT, Query, SaveInput
 from safepoint.store.query_specs import QUERY_SPECS
 from safepoint.store.stored import header_bytes, pack_bodies
 
-from .loading import load
+from .loading import chain_view, load
 
 # What run_head means for a run that does not exist yet (a dialect may return no row).
 NO_RUN = QUERY_SPECS["run_head"].row.of(
@@ -50,7 +50,7 @@ def save(
     cp: Checkpoint,
     prepared: SaveInput[PlanT],
     view: StoredView | None,
-    plan: PlanT,
+    plan: PlanT | None,
     *,
     now: int,
     lease: Lease | None = None,
@@ -59,8 +59,9 @@ def save(
 
     ``prepared`` holds the scrubbed header fields; ``plan`` was worked out
     before the transaction from ``view``; if the run's head turns out not to
-    be that view (another object saved since, or the checkpoint was built from
-    scratch) the plan is redone against the head.
+    be that view (another object saved since) the plan is redone against the
+    head, and a save with no view to plan against (None: a checkpoint built
+    from scratch in a process that never saw the run) is planned here.
 
     A writer whose ``view`` is its run's head (it saved or loaded it: most
     saves) asks first for ``save_next``, an optional query: the whole save as
@@ -104,14 +105,13 @@ def save(
     if run_ref is None:
         if cp.step != 0:
             raise Conflict(cp.run_id, cp.step, None)
-        if plan.keep:  # the view belonged to a run that was deleted since
+        if plan is None or plan.keep:  # the view belonged to a run that was deleted since
             plan = prepared.plan(None, cp.messages)
     else:
         if cp.step != head_step + 1:
             raise Conflict(cp.run_id, cp.step, head_step)
-        if view is None or view.digest != bytes(head_row.head_digest):
-            head = yield from load(cp.run_id, head_step)
-            plan = prepared.plan(head.stored_view, cp.messages)
+        if plan is None or view is None or view.digest != bytes(head_row.head_digest):
+            plan = yield from _plan_against_head(cp, prepared, head_step)
 
     if guessed is not None and guessed[0] == first_seq and guessed[2].plan is plan:
         # The head was as guessed (a driver without save_next, the usual case
@@ -149,18 +149,28 @@ def save(
     return result
 
 
+def _plan_against_head(cp: Checkpoint, prepared: SaveInput[PlanT], head_step: int) -> Op[PlanT]:
+    """The delta against the run's head, read in the save's transaction: by its
+    chain values where its rows have them (no body read), else loaded whole."""
+    head_view = yield from chain_view(cp.run_id, head_step)
+    if head_view is None:
+        head = yield from load(cp.run_id, head_step)
+        head_view = head.stored_view
+    return prepared.plan(head_view, cp.messages)
+
+
 def _guess(
     cp: Checkpoint,
     prepared: SaveInput[PlanT],
     view: StoredView | None,
-    plan: PlanT,
+    plan: PlanT | None,
     *,
     labels: str,
     now: int,
 ) -> tuple[int, dict[str, Any], SaveResult[PlanT]] | None:
     """The save's parameters if ``view`` is the run's head (with its next free seq); None when
     the save must go the general way from the start (another run's view, a new run, blobs)."""
-    if view is None or view.run_id != cp.run_id or cp.step != view.step + 1:
+    if plan is None or view is None or view.run_id != cp.run_id or cp.step != view.step + 1:
         return None
     if prepared.blobs is not None and prepared.blob_digests() is not None:
         return None
@@ -189,6 +199,7 @@ def _save_row(
     """
     ranges = plan.ranges(first_seq)
     carriers = plan.carriers(first_seq, cp.step)
+    added = plan.chains[plan.total - len(plan.bodies) : plan.total]  # the new messages' chain values
     report = prepared.report()
     chain = plan.chains[-1] if plan.chains else codec.EMPTY_CHAIN
     header = header_bytes(cp, prepared.fields, created_at=now, count=plan.total, chain=chain, report=report)
@@ -209,6 +220,7 @@ def _save_row(
         "message_count": plan.total,
         "ranges": codec.encode(ranges).decode(),
         "carriers": None if carriers is None else codec.encode(carriers).decode(),
+        "chains": b"".join(added) if added else None,
         "header": header,
         # The new messages travel in the checkpoint's own row: one row, one
         # B-tree leaf per save, however many messages it adds.

@@ -68,16 +68,17 @@ UPDATE safepoint_runs SET status = %(status)s WHERE id = %(run_ref)s::bigint;
 
 -- name: insert_checkpoint
 -- params: run_ref, step, schema_version, status, now, message_count, ranges, header,
---         digest, first_seq, added, messages, blobs, carriers
+--         digest, first_seq, added, messages, blobs, carriers, chains
 -- returns: nothing
 INSERT INTO safepoint_checkpoints (
     run_ref, step, schema_version, status, created_at, message_count, ranges, header, digest,
-    first_seq, added, messages, blobs, carriers
+    first_seq, added, messages, blobs, carriers, chains
 ) VALUES (
     %(run_ref)s::bigint, %(step)s::bigint, %(schema_version)s::integer, %(status)s,
     'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond',
     %(message_count)s::bigint, %(ranges)s::jsonb, %(header)s, %(digest)s,
-    %(first_seq)s::bigint, %(added)s::integer, %(messages)s, %(blobs)s::jsonb, %(carriers)s
+    %(first_seq)s::bigint, %(added)s::integer, %(messages)s, %(blobs)s::jsonb, %(carriers)s,
+    %(chains)s
 );
 
 -- name: checkpoint_latest
@@ -111,6 +112,25 @@ WHERE r.run_id = %(run_id)s;
 -- damaged span shows up as missing messages, which the load reports as
 -- CorruptCheckpoint.
 SELECT c.step, c.first_seq, c.messages
+FROM safepoint_checkpoints AS c
+WHERE c.run_ref = %(run_ref)s::bigint
+  AND c.step IN (
+      SELECT k.step
+      FROM jsonb_array_elements(%(spans)s::jsonb) AS s (span)
+      JOIN safepoint_checkpoints AS k
+        ON k.run_ref = %(run_ref)s::bigint
+       AND k.step BETWEEN (s.span ->> 0)::bigint AND (s.span ->> 1)::bigint
+      WHERE k.added > 0
+        AND k.first_seq < (s.span ->> 3)::bigint AND k.first_seq + k.added > (s.span ->> 2)::bigint)
+ORDER BY c.step;
+
+-- name: view_chains
+-- params: run_ref, spans
+-- returns: step, first_seq, chains
+-- view_carriers without the messages: the chain values of the rows that
+-- carry a checkpoint's messages, for a save that compares with the head
+-- without reading its bodies.
+SELECT c.step, c.first_seq, c.chains
 FROM safepoint_checkpoints AS c
 WHERE c.run_ref = %(run_ref)s::bigint
   AND c.step IN (
@@ -307,21 +327,22 @@ SELECT lease_owner, lease_epoch FROM safepoint_runs WHERE run_id = %(run_id)s;
 
 -- name: head_messages
 -- params: run_ref, step
--- returns: first_seq, added, messages
+-- returns: first_seq, added, messages, chains
 -- The messages the head row carries (eager migration appends to them).
-SELECT first_seq, added, messages FROM safepoint_checkpoints
+SELECT first_seq, added, messages, chains FROM safepoint_checkpoints
 WHERE run_ref = %(run_ref)s::bigint AND step = %(step)s::bigint;
 
 -- name: rewrite_checkpoint
 -- params: run_ref, step, schema_version, status, message_count, ranges, header, digest,
---         added, messages, carriers
+--         added, messages, carriers, chains
 -- returns: nothing
 -- Eager migration replaces the head checkpoint in place (see the SQLite
 -- query of the same name for why older checkpoints are unaffected).
 UPDATE safepoint_checkpoints
 SET schema_version = %(schema_version)s, status = %(status)s,
     message_count = %(message_count)s::bigint, ranges = %(ranges)s::jsonb, header = %(header)s,
-    digest = %(digest)s, added = %(added)s, messages = %(messages)s, carriers = %(carriers)s
+    digest = %(digest)s, added = %(added)s, messages = %(messages)s, carriers = %(carriers)s,
+    chains = %(chains)s
 WHERE run_ref = %(run_ref)s::bigint AND step = %(step)s::bigint;
 
 -- name: rewrite_run_head

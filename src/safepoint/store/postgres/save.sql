@@ -7,7 +7,7 @@
 -- name: save_next
 -- params: run_id, step, digest, status, schema_version, labels, counters, next_seq, now,
 --         head_digest, first_seq, lease_owner, lease_epoch, message_count, ranges, header,
---         added, messages, blobs, carriers
+--         added, messages, blobs, carriers, chains
 -- returns: run_ref
 -- ends: transaction
 -- optional: yes
@@ -37,11 +37,12 @@ WITH head AS (
     RETURNING id)
 INSERT INTO safepoint_checkpoints (
     run_ref, step, schema_version, status, created_at, message_count, ranges, header, digest,
-    first_seq, added, messages, blobs, carriers
+    first_seq, added, messages, blobs, carriers, chains
 )
 SELECT head.id, %(step)s::bigint, %(schema_version)s::integer, %(status)s,
        'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond',
        %(message_count)s::bigint, %(ranges)s::jsonb, %(header)s, %(digest)s,
-       %(first_seq)s::bigint, %(added)s::integer, %(messages)s, %(blobs)s::jsonb, %(carriers)s
+       %(first_seq)s::bigint, %(added)s::integer, %(messages)s, %(blobs)s::jsonb, %(carriers)s,
+       %(chains)s
 FROM head
 RETURNING run_ref;

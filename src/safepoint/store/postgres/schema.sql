@@ -72,6 +72,7 @@ CREATE TABLE safepoint_checkpoints (
     blobs           jsonb,                          -- digests this row references (revision 3)
     pruned          boolean     NOT NULL DEFAULT false, -- dropped by retention, kept as a carrier
     carriers        text,                           -- per range, the steps of its rows (revision 6)
+    chains          bytea,                          -- the chain value after each added message (revision 6)
     PRIMARY KEY (run_ref, step)
 );
 

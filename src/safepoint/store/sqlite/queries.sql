@@ -50,14 +50,14 @@ UPDATE safepoint_runs SET status = :status WHERE id = :run_ref;
 
 -- name: insert_checkpoint
 -- params: run_ref, step, schema_version, status, now, message_count, ranges, header,
---         digest, first_seq, added, messages, blobs, carriers
+--         digest, first_seq, added, messages, blobs, carriers, chains
 -- returns: nothing
 INSERT INTO safepoint_checkpoints (
     id, run_ref, step, schema_version, status, created_at, message_count, ranges, header, digest,
-    first_seq, added, messages, blobs, carriers
+    first_seq, added, messages, blobs, carriers, chains
 ) VALUES (
     :run_ref * 4294967296 + :step, :run_ref, :step, :schema_version, :status, :now,
-    :message_count, :ranges, :header, :digest, :first_seq, :added, :messages, :blobs, :carriers
+    :message_count, :ranges, :header, :digest, :first_seq, :added, :messages, :blobs, :carriers, :chains
 );
 
 -- name: checkpoint_latest
@@ -93,6 +93,23 @@ WHERE r.run_id = :run_id;
 -- a row two ranges share once; a row whose seqs miss its range (the last
 -- step of a range cut short) is skipped without reading its messages.
 SELECT c.step, c.first_seq, c.messages
+FROM safepoint_checkpoints AS c
+WHERE c.id IN (
+    SELECT k.id
+    FROM json_each(:spans) AS s
+    JOIN safepoint_checkpoints AS k
+      ON k.id BETWEEN :run_ref * 4294967296 + (s.value ->> 0)
+                  AND :run_ref * 4294967296 + (s.value ->> 1)
+    WHERE k.added > 0 AND k.first_seq < s.value ->> 3 AND k.first_seq + k.added > s.value ->> 2)
+ORDER BY c.id;
+
+-- name: view_chains
+-- params: run_ref, spans
+-- returns: step, first_seq, chains
+-- view_carriers without the messages: the chain values of the rows that
+-- carry a checkpoint's messages, for a save that compares with the head
+-- without reading its bodies.
+SELECT c.step, c.first_seq, c.chains
 FROM safepoint_checkpoints AS c
 WHERE c.id IN (
     SELECT k.id
@@ -281,14 +298,14 @@ SELECT lease_owner, lease_epoch FROM safepoint_runs WHERE run_id = :run_id;
 
 -- name: head_messages
 -- params: run_ref, step
--- returns: first_seq, added, messages
+-- returns: first_seq, added, messages, chains
 -- The messages the head row carries (eager migration appends to them).
-SELECT first_seq, added, messages FROM safepoint_checkpoints
+SELECT first_seq, added, messages, chains FROM safepoint_checkpoints
 WHERE id = :run_ref * 4294967296 + :step;
 
 -- name: rewrite_checkpoint
 -- params: run_ref, step, schema_version, status, message_count, ranges, header, digest,
---         added, messages, carriers
+--         added, messages, carriers, chains
 -- returns: nothing
 -- Eager migration replaces the head checkpoint in place: the one exception to
 -- "rows are never updated". The row keeps its step and creation time; any
@@ -297,7 +314,7 @@ WHERE id = :run_ref * 4294967296 + :step;
 UPDATE safepoint_checkpoints
 SET schema_version = :schema_version, status = :status, message_count = :message_count,
     ranges = :ranges, header = :header, digest = :digest, added = :added, messages = :messages,
-    carriers = :carriers
+    carriers = :carriers, chains = :chains
 WHERE id = :run_ref * 4294967296 + :step;
 
 -- name: rewrite_run_head

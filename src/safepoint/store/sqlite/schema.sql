@@ -62,6 +62,7 @@ CREATE TABLE safepoint_checkpoints (
     blobs           TEXT,                      -- digests this row references, JSON (revision 3)
     pruned          INTEGER NOT NULL DEFAULT 0, -- dropped by retention, kept as a message carrier
     carriers        TEXT,                      -- per range, the steps of its rows, JSON (revision 5)
+    chains          BLOB,                      -- the chain value after each added message (revision 5)
     CHECK (id = run_ref * 4294967296 + step)
 );
 

@@ -1,5 +1,7 @@
--- Revision 6: which rows carry each range of a checkpoint's messages (see
--- the SQLite revision of the same name): one [first_step, last_step] per
--- range, as text (only the library reads it back). NULL in older rows.
+-- Revision 6: which rows carry each range of a checkpoint's messages, and
+-- the digest chain value after each message a row carries (see the SQLite
+-- revision of the same name): carriers as text (only the library reads it
+-- back), chains as 32 bytes per message. NULL in older rows.
 
 ALTER TABLE safepoint_checkpoints ADD COLUMN carriers text;
+ALTER TABLE safepoint_checkpoints ADD COLUMN chains bytea;
