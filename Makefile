@@ -43,8 +43,9 @@ test: $(STAMP) system-deps
 	$(PY) -m pytest -n 2 -m "not pg_restart" tests
 	$(PY) -m pytest -m pg_restart tests
 
+# make bench SECTION=fresh (or adapter, scale, otel) runs and prints that section alone.
 bench: $(STAMP) system-deps
-	$(PY) bench/run.py --out docs/benchmarks.md
+	$(PY) bench/run.py $(if $(SECTION),--section $(SECTION),--out docs/benchmarks.md)
 
 # Installs safepoint's wheel into fresh venvs under $$TMPDIR, from the package
 # registry: beside older rich/click/boto3/orjson, with the core dependencies

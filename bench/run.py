@@ -6,6 +6,7 @@
     .venv/bin/python bench/run.py --adapter-only --steps 300 # the LangGraph adapter section alone
     .venv/bin/python bench/run.py --scale-only               # 10,000 runs, 32 worker processes alone
     .venv/bin/python bench/run.py --otel-only                # OpenTelemetry's CPU per save alone
+    .venv/bin/python bench/run.py --section fresh            # fresh checkpoints, rewrites, loads alone
 
 Three packages: ``workloads`` (what is saved: the simulated agent, and the
 one with large tool outputs), ``contenders`` (what saves it besides the
@@ -41,9 +42,11 @@ import pg_server
 from common import StoreRun
 from report import adapter as report_adapter
 from report import document as report
+from report import fresh as fresh_report
 from report import otel as otel_report
 from report import scale as scale_report
 from sections import blobs as blob_section
+from sections import fresh as fresh_section
 from sections import langgraph_sqlite, save_breakdown, sqlite_store
 from sections import otel as otel_section
 from sections import postgres as postgres_section
@@ -54,6 +57,8 @@ from workloads import agent as agent_workload
 BENCH_DIR = Path(__file__).resolve().parent
 # The store section's other configurations, run as often as the default one and
 # interleaved with it: what the scrubber costs, and what the whole pipeline costs.
+# make bench SECTION=name: the sections that run alone, by the flag that runs them.
+SECTIONS = {"adapter": "adapter_only", "scale": "scale_only", "otel": "otel_only", "fresh": "fresh_only"}
 VARIANTS: tuple[dict[str, Any], ...] = ({"scrubber": False}, {"scrubber": False, "blobs": False})
 
 
@@ -69,6 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         return _finish(_scale(args), args, workdir)
     if args.otel_only:  # builds its own workload, in its own processes
         return _finish(_otel(args), args, workdir)
+    if args.fresh_only:  # builds its own workloads
+        return _finish(_fresh(args, workdir), args, workdir)
     began = time.perf_counter()
     described = machine.describe(workdir)  # now: it names the code this process imported
     workload = agent_workload.build(steps)
@@ -155,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     scale = "" if args.no_postgres or args.no_scale else "\n" + _scale(args)
     otel = "" if args.no_otel else "\n" + _otel(args)
-    return _finish(report.render(results) + scale + otel, args, workdir)
+    fresh = "" if args.no_fresh else "\n" + _fresh(args, workdir)
+    return _finish(report.render(results) + scale + otel + fresh, args, workdir)
 
 
 def _scale(args: argparse.Namespace) -> str:
@@ -183,6 +191,23 @@ def _otel(args: argparse.Namespace) -> str:
     given = sys.argv[1:]
     command = "make bench" if given == ["--out", "docs/benchmarks.md"] else " ".join(["bench/run.py", *given])
     return otel_report.render(results, command=command)
+
+
+def _fresh(args: argparse.Namespace, workdir: Path) -> str:
+    """The fresh-checkpoint, rewrite and load section (SQLite), rendered."""
+    result = fresh_section.run(
+        workdir,
+        steps=200 if args.quick else 1000,
+        reps=1 if args.quick else 3,
+        langgraph_steps=200 if args.quick else 1000,
+        load_sizes=(1000,) if args.quick else (1000, 10_000),
+        big=10_000_000 if args.quick else 100_000_000,
+        langgraph=not args.no_langgraph,
+    )
+    _log("fresh: " + ", ".join(f"{t.measure} {t.measured}" for t in fresh_report.targets(result)[:3]))
+    given = sys.argv[1:]
+    command = "make bench" if given == ["--out", "docs/benchmarks.md"] else " ".join(["bench/run.py", *given])
+    return fresh_report.render(result, command=command)
 
 
 def _adapter_only(args: argparse.Namespace, workload: Any, workdir: Path, probes: tuple[int, ...]) -> int:
@@ -239,6 +264,15 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--otel-only", action="store_true", help="run and print only the OpenTelemetry section"
     )
     parser.add_argument("--no-otel", action="store_true", help="skip the OpenTelemetry section")
+    parser.add_argument(
+        "--fresh-only", action="store_true", help="run and print only the fresh-checkpoint and load section"
+    )
+    parser.add_argument("--no-fresh", action="store_true", help="skip the fresh-checkpoint and load section")
+    parser.add_argument(
+        "--section",
+        choices=sorted(SECTIONS),
+        help="run and print one section alone (make bench SECTION=...): " + ", ".join(sorted(SECTIONS)),
+    )
     parser.add_argument("--otel-saves", type=int, help="saves per OpenTelemetry process (default 2,000)")
     parser.add_argument("--otel-reps", type=int, help="OpenTelemetry processes (default 5)")
     parser.add_argument("--scale-runs", type=int, help="queued runs (default 10,000; 2,000 with --quick)")
@@ -272,6 +306,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--keep-workdir", action="store_true")
     args = parser.parse_args(argv)
+    if args.section is not None:
+        setattr(args, SECTIONS[args.section], True)
     if args.steps is not None and args.steps < 10:
         parser.error("--steps must be at least 10")
     return args
