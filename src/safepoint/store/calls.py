@@ -100,8 +100,7 @@ SaveOp = Callable[..., Op[saving.SaveResult[MessagePlan]]]
 def save(
     cp: Checkpoint, lease: Lease | None, pipeline: Pipeline, save_op: SaveOp | None = None
 ) -> Call[saving.SaveResult[MessagePlan], CheckpointInfo]:
-    """``save_op``: the save operation to build (same arguments and result as
-    ``saving.save``, e.g. one wrapped by ``observed_save``); ``saving.save`` if None."""
+    """``save_op``: the save operation to build (as ``saving.save``, which is the default)."""
     if not isinstance(cp, Checkpoint):
         raise InvalidArgument(f"save takes a safepoint.Checkpoint, not {type(cp).__name__}")
     if lease is not None:
@@ -112,25 +111,17 @@ def save(
     view = cp.stored_view
     if view is not None and view.run_id != cp.run_id:
         view = None
-    # A checkpoint built afresh has no view: the store's memory of the run
-    # gives one, and recognises the messages stored already (remembered.py).
+    # A fresh checkpoint has no view: the store's memory gives one (remembered.py).
     recall = pipeline.memory.recall(cp.run_id, cp.step, view, cp.messages)
     view = recall.view
     prepared = pipeline.guard(pipeline.prepare_save, cp)
-    # Nothing to plan against yet (a fresh checkpoint of a run this store does
-    # not remember): ops.save plans once, inside the transaction, against the head.
+    # Nothing to plan against: ops.save plans once, in the transaction, against the head.
     plan = None if view is None and cp.step > 0 else prepared.plan(view, cp.messages, recall.known)
     now = now_micros()
 
     def finish(result: saving.SaveResult[MessagePlan]) -> CheckpointInfo:
-        finish_save(
-            cp,
-            result.plan,
-            ranges=result.ranges,
-            carriers=result.carriers,
-            created_at=now,
-            digest=result.digest,
-        )
+        plan, ranges, carriers = result.plan, result.ranges, result.carriers
+        finish_save(cp, plan, ranges=ranges, carriers=carriers, created_at=now, digest=result.digest)
         pipeline.memory.remember(cp.run_id, recall, result.plan.keep, result.plan.base, cp.messages)
         cp.scrub_report = result.report
         assert cp.created_at is not None

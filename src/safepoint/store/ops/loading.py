@@ -13,15 +13,10 @@ from safepoint.errors import CorruptCheckpoint, NotFound
 from safepoint.messagelist import StoredView
 from safepoint.model import Checkpoint
 from safepoint.store.blob_refs import BLOB_MARK, checkpoint_refs
+from safepoint.store.log_rows import select_bodies, select_chains
 from safepoint.store.query import Loaded, Op, Query, Row
 from safepoint.store.references import typed_checkpoint
-from safepoint.store.stored import (
-    decode_checkpoint,
-    parse_carriers,
-    parse_ranges,
-    select_bodies,
-    select_chains,
-)
+from safepoint.store.stored import decode_checkpoint, parse_carriers, parse_ranges
 
 
 def load(run_id: str, step: int | None) -> Op[Checkpoint]:

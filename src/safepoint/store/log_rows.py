@@ -1,0 +1,118 @@
+"""Gathering a checkpoint's messages (or their chain values) from the rows of a run's
+message log that carry them: ``select_bodies`` for a load, ``select_chains`` for a
+save that compares with the head without reading bodies. Pure: no I/O."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+from typing import Any
+
+CHAIN_SIZE = 32  # bytes of one digest chain value (SHA-256)
+
+
+class _Log:
+    """Rows of a run's message log, in seq order, their items (bodies or chain
+    values, one per message) laid end to end, and where each row's seqs lie."""
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.offsets: list[int] = []  # where each row's items begin in ``items``
+        self.steps: list[int] = []
+        self.items: list[bytes] = []
+
+    def add(self, step: int, first_seq: int, items: list[bytes]) -> None:
+        self.starts.append(first_seq)
+        self.ends.append(first_seq + len(items))
+        self.offsets.append(len(self.items))
+        self.steps.append(step)
+        self.items.extend(items)
+
+    def in_order(self) -> _Log:
+        """Itself when its rows came in seq order (a save's seqs grow with its step), else sorted."""
+        if all(a <= b for a, b in zip(self.starts, self.starts[1:], strict=False)):
+            return self
+        ordered = _Log()
+        for row in sorted(range(len(self.starts)), key=self.starts.__getitem__):
+            begin = self.offsets[row]
+            ordered.add(
+                self.steps[row],
+                self.starts[row],
+                self.items[begin : begin + self.ends[row] - self.starts[row]],
+            )
+        return ordered
+
+    def pieces(self, start: int, end: int) -> Iterator[tuple[int, int, int]]:
+        """``(row, first item, end item)`` for the items of seqs ``start`` to ``end``
+        the rows hold, in order; seqs no row holds are skipped. Bounded by the rows,
+        not by the span (a tampered ``[0, 10**12]`` costs what the rows cost)."""
+        row = max(bisect.bisect_right(self.starts, start) - 1, 0)
+        seq = start
+        while seq < end and row < len(self.starts):
+            if seq < self.starts[row]:
+                seq = self.starts[row]
+                continue
+            stop = min(end, self.ends[row])
+            if seq < stop:
+                at = self.offsets[row] + seq - self.starts[row]
+                yield row, at, at + stop - seq
+                seq = stop
+            row += 1
+
+
+def select_bodies(
+    carriers: list[tuple[Any, ...]], spans: tuple[tuple[int, int], ...]
+) -> tuple[list[bytes], tuple[tuple[int, int], ...]]:
+    """The message bodies a checkpoint sees, from the rows that added them, and
+    each span's carriers as the rows show them (first and last step; (0, -1): none).
+
+    ``carriers`` are ``(step, first_seq, packed)`` rows of the run, in log order;
+    a body missing from them is simply absent from the result (the digest
+    check then reports the checkpoint corrupt). Only seqs the carriers hold
+    are looked at, so a tampered span (``[0, 10**12]``) costs no more than
+    the rows read; a carrier whose columns are not what a save writes
+    contributes nothing.
+    """
+    log = _Log()
+    for step, first_seq, packed in carriers:
+        if (
+            type(first_seq) is int
+            and type(step) is int
+            and isinstance(packed, bytes | bytearray | memoryview)
+        ):
+            log.add(step, first_seq, bytes(packed).split(b"\n"))
+    log = log.in_order()
+    out: list[bytes] = []
+    found: list[tuple[int, int]] = []
+    for start, end in spans:
+        first = last = -1
+        for row, low, high in log.pieces(start, end):
+            out.extend(log.items[low:high])
+            step = log.steps[row]
+            first = step if first < 0 else min(first, step)
+            last = max(last, step)
+        found.append((first, last) if first >= 0 else (0, -1))
+    return out, tuple(found)
+
+
+def select_chains(rows: list[tuple[Any, Any]], spans: tuple[tuple[int, int], ...]) -> list[bytes] | None:
+    """The chain value after each message the spans cover, from ``(first_seq, chains)``
+    rows; None when a row has none or a seq is missing."""
+    log = _Log()
+    for first_seq, chains in rows:
+        if type(first_seq) is not int or not isinstance(chains, bytes | bytearray | memoryview):
+            return None
+        packed = bytes(chains)
+        if len(packed) % CHAIN_SIZE:
+            return None
+        log.add(0, first_seq, [packed[at : at + CHAIN_SIZE] for at in range(0, len(packed), CHAIN_SIZE)])
+    log = log.in_order()
+    out: list[bytes] = []
+    for start, end in spans:
+        before = len(out)
+        for _row, low, high in log.pieces(start, end):
+            out.extend(log.items[low:high])
+        if len(out) - before != end - start:
+            return None  # a seq no row holds
+    return out
