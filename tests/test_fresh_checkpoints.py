@@ -15,7 +15,7 @@ import copy
 import json
 import sqlite3
 from collections.abc import Callable, Iterator
-from contextlib import closing, nullcontext
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 
 import safepoint
 from conftest_postgres import fresh_schema, require_postgres
+from helpers.recording import StatementLog
 from safepoint import Checkpoint, Scrubber, codec
-from safepoint.observe import Attributes
 from safepoint.store.remembered import RunMemory
 
 # The statements that read stored message bodies: none may run in a fresh checkpoint's save.
@@ -39,29 +39,6 @@ COPIES: dict[str, Callable[[list[Any]], list[Any]]] = {
     "deepcopy": copy.deepcopy,
     "json": lambda messages: json.loads(json.dumps(messages)),
 }
-
-
-class Queries:
-    """An observer keeping the names of the statements the store runs."""
-
-    def __init__(self) -> None:
-        self.names: list[str] = []
-
-    def span(self, name: str, attributes: Attributes) -> Any:
-        return nullcontext()
-
-    def add(self, metric: str, value: int | float, attributes: Attributes) -> None:
-        pass
-
-    def record(self, metric: str, value: int | float, attributes: Attributes) -> None:
-        pass
-
-    def query(self, name: str, seconds: float, attributes: Attributes) -> None:
-        self.names.append(name)
-
-    def take(self) -> list[str]:
-        taken, self.names = self.names, []
-        return taken
 
 
 class Seen:
@@ -91,7 +68,7 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 @pytest.mark.parametrize("copies", sorted(COPIES))
 def test_a_fresh_checkpoint_reads_no_body_and_scrubs_only_its_new_messages(url: str, copies: str) -> None:
-    queries, seen = Queries(), Seen()
+    queries, seen = StatementLog(), Seen()
     store = safepoint.open_store(url, observer=queries, scrubber=Scrubber(steps=[seen]))
     try:
         conversation: list[dict[str, Any]] = []
@@ -122,7 +99,7 @@ def test_the_first_save_in_a_cold_process_reads_chain_values_not_bodies(url: str
         for step in range(8):
             conversation += [message(step, "user"), message(step, "assistant")]
             first.save(Checkpoint(run_id="cold", step=step, messages=list(conversation)))
-    queries, seen = Queries(), Seen()
+    queries, seen = StatementLog(), Seen()
     with safepoint.open_store(url, observer=queries, scrubber=Scrubber(steps=[seen])) as cold:
         new = [message(8, "user"), message(8, "assistant")]
         conversation += new
@@ -145,7 +122,7 @@ def test_a_cold_save_over_rows_without_chain_values_reads_the_head(tmp_path: Pat
             first.save(Checkpoint(run_id="old", step=step, messages=list(conversation)))
     with closing(sqlite3.connect(path)) as conn, conn:
         conn.execute("UPDATE safepoint_checkpoints SET chains = NULL")
-    queries = Queries()
+    queries = StatementLog()
     with safepoint.open_store(f"sqlite:///{path}", observer=queries) as cold:
         conversation[3] = {"role": "user", "content": "edited in the middle"}
         cold.save(Checkpoint(run_id="old", step=4, messages=list(conversation)))
@@ -155,7 +132,7 @@ def test_a_cold_save_over_rows_without_chain_values_reads_the_head(tmp_path: Pat
 
 
 def test_an_async_store_saves_fresh_checkpoints_without_reading_bodies(tmp_path: Path) -> None:
-    queries = Queries()
+    queries = StatementLog()
 
     async def go() -> None:
         store = await safepoint.open_async_store(f"sqlite:///{tmp_path / 'state.db'}", observer=queries)
@@ -177,7 +154,7 @@ def test_an_async_store_saves_fresh_checkpoints_without_reading_bodies(tmp_path:
 def test_a_run_the_memory_has_let_go_of_is_compared_against_the_store(tmp_path: Path) -> None:
     """Bounded: past its budget the memory forgets the least recently saved run,
     whose next fresh save then reads the head's chain values (and stores the same thing)."""
-    queries = Queries()
+    queries = StatementLog()
     store = safepoint.open_store(f"sqlite:///{tmp_path / 'state.db'}", observer=queries)
     store.pipeline.memory = RunMemory(max_messages=10, max_runs=8)
     try:

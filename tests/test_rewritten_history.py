@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from contextlib import closing, nullcontext
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -21,29 +21,10 @@ from hypothesis import strategies as st
 
 import safepoint
 from conftest_postgres import fresh_schema, require_postgres
+from helpers.recording import StatementLog
 from safepoint import Checkpoint, CorruptCheckpoint, Retention, codec
-from safepoint.observe import Attributes
 
 STEPS = 240
-
-
-class Rows:
-    """An observer keeping how many rows each named statement returned."""
-
-    def __init__(self) -> None:
-        self.rows: list[tuple[str, int]] = []
-
-    def span(self, name: str, attributes: Attributes) -> Any:
-        return nullcontext()
-
-    def add(self, metric: str, value: int | float, attributes: Attributes) -> None:
-        pass
-
-    def record(self, metric: str, value: int | float, attributes: Attributes) -> None:
-        pass
-
-    def query(self, name: str, seconds: float, attributes: Attributes) -> None:
-        self.rows.append((name, int(attributes.get("safepoint.rows", 0))))
 
 
 def message(index: int, version: int) -> dict[str, Any]:
@@ -77,12 +58,12 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 
 def test_every_checkpoint_of_a_rewriting_run_loads_what_it_saved(url: str) -> None:
-    rows = Rows()
+    rows = StatementLog()
     with safepoint.open_store(url, observer=rows) as store:
         saved = rewrite_run(store, "rw", STEPS)
         for step in [*range(0, STEPS, 7), STEPS]:
             assert codec.encode(list(store.load("rw", step).messages)) == codec.encode(saved[step]), step
-        rows.rows.clear()
+        rows.ran.clear()
         latest = store.load("rw")
         assert codec.encode(list(latest.messages)) == codec.encode(saved[STEPS])
         view = latest.stored_view
@@ -90,8 +71,8 @@ def test_every_checkpoint_of_a_rewriting_run_loads_what_it_saved(url: str) -> No
         # Few ranges, however many rewrites: under 8 per tier.
         assert len(view.ranges) < 8 * 3, len(view.ranges)
         # The load read the rows that carry them, by key: not every row of the run.
-        (carried,) = [count for name, count in rows.rows if name in {"view_carriers", "view_messages"}]
-        assert [name for name, _ in rows.rows if name.startswith("view_")] == ["view_carriers"]
+        (carried,) = [count for name, count in rows.ran if name in {"view_carriers", "view_messages"}]
+        assert [name for name, _ in rows.ran if name.startswith("view_")] == ["view_carriers"]
         assert carried <= 2 * len(view.ranges) < STEPS // 4
 
 
@@ -128,17 +109,17 @@ def test_rows_written_before_the_carriers_column_load_and_get_them_on_the_next_s
         saved = rewrite_run(store, "rw", 40)
     with closing(sqlite3.connect(path)) as conn, conn:
         conn.execute("UPDATE safepoint_checkpoints SET carriers = NULL")  # as revision 4 left them
-    rows = Rows()
+    rows = StatementLog()
     with safepoint.open_store(f"sqlite:///{path}", observer=rows) as store:
         head = store.load("rw")
         assert codec.encode(list(head.messages)) == codec.encode(saved[40])
-        assert [name for name, _ in rows.rows if name.startswith("view_")] == ["view_messages"]
+        assert [name for name, _ in rows.ran if name.startswith("view_")] == ["view_messages"]
         cp = head.next()
         cp.messages.append(message(len(cp.messages), 41))
         store.save(cp)
-        rows.rows.clear()
+        rows.ran.clear()
         assert len(store.load("rw").messages) == len(saved[40]) + 1
-        assert [name for name, _ in rows.rows if name.startswith("view_")] == ["view_carriers"]
+        assert [name for name, _ in rows.ran if name.startswith("view_")] == ["view_carriers"]
 
 
 @pytest.mark.parametrize(

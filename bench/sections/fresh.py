@@ -29,6 +29,7 @@ import time
 import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,16 @@ class SaveSeries:
     tool_outputs: bool
     wall: dict[int, list[float]] = field(default_factory=dict)
     cpu: dict[int, list[float]] = field(default_factory=dict)
+
+    def time(self, probe: int | None, call: Callable[[], Any]) -> Any:
+        """``call()``, its wall and CPU time kept under ``probe`` (not kept when None)."""
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = call()
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        if probe is not None:
+            self.wall.setdefault(probe, []).append(wall)
+            self.cpu.setdefault(probe, []).append(cpu)
+        return result
 
     def median(self, probe: int, *, cpu: bool = False) -> float:
         return statistics.median((self.cpu if cpu else self.wall)[probe])
@@ -145,13 +156,7 @@ def _save_run(path: Path, steps: int, probes: tuple[int, ...], into: SaveSeries)
             else:
                 copied = copy.deepcopy(conversation)
                 cp = Checkpoint(run_id="r", step=step, messages=copied, counters={"steps": step})
-            wall, cpu = time.perf_counter(), time.process_time()
-            store.save(cp)
-            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-            probe = _probe_of(step, probes)
-            if probe is not None:
-                into.wall.setdefault(probe, []).append(wall)
-                into.cpu.setdefault(probe, []).append(cpu)
+            into.time(_probe_of(step, probes), partial(store.save, cp))
     finally:
         store.close()
 
@@ -172,13 +177,10 @@ def _langgraph_run(path: Path, steps: int, probes: tuple[int, ...], into: SaveSe
             checkpoint = empty_checkpoint()
             checkpoint["channel_values"] = {"messages": list(conversation)}
             checkpoint["channel_versions"] = {"messages": step + 1}
-            wall, cpu = time.perf_counter(), time.process_time()
-            config = saver.put(config, checkpoint, {"step": step}, {"messages": step + 1})
-            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-            probe = _probe_of(step, probes)
-            if probe is not None:
-                into.wall.setdefault(probe, []).append(wall)
-                into.cpu.setdefault(probe, []).append(cpu)
+            versions = {"messages": step + 1}
+            config = into.time(
+                _probe_of(step, probes), partial(saver.put, config, checkpoint, {"step": step}, versions)
+            )
     finally:
         conn.close()
 
