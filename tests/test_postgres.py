@@ -106,6 +106,9 @@ class _OpensOnItsLoop:
             self.inner = await open_postgres_async_driver(self._url, **self._options)
         return await self.inner.run(op, write=write)
 
+    async def run_joined(self, op: Op[T], rebuild: Callable[[], Op[T]], *, weight: int) -> T:
+        return await self.run(op, write=True)
+
     async def close(self) -> None:
         if self.inner is not None:
             await self.inner.close()

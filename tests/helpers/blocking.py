@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from safepoint.observe import QueryHook
@@ -46,6 +46,9 @@ class BlockingDriver:
 
     def run(self, op: Op[T], *, write: bool) -> T:
         return self._wait(self.inner.run(op, write=write))
+
+    def run_joined(self, op: Op[T], rebuild: Callable[[], Op[T]], *, weight: int) -> T:
+        return self._wait(self.inner.run_joined(op, rebuild, weight=weight))
 
     def close(self) -> None:
         if self._loop.is_closed():

@@ -8,12 +8,19 @@ metrics around them (``traced.py``) exist once.
 
 SQLite has no async driver of its own; ``SQLiteAsyncDriver`` runs the sync
 driver's transaction in a worker thread (``asyncio.to_thread``), which keeps
-the event loop free while SQLite waits for its fsync.
+the event loop free while SQLite waits for its fsync. Saves made by many
+tasks at once join (group commit, ``sqlite/group_commit.py``): the saves
+queued while a batch is committing go together in the next one, one
+thread hop and one fsync for all of them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 
 from safepoint.observe import NO_OBSERVER, Observer, QueryHook
@@ -24,6 +31,7 @@ from .pipeline import Pipeline
 from .query import AsyncDriver, Op
 from .spans import backend_of
 from .sqlite.driver import SQLiteDriver
+from .sqlite.group_commit import Member
 from .twins import Awaiting
 
 T = TypeVar("T")
@@ -36,6 +44,10 @@ class SQLiteAsyncDriver:
         self.sync_driver = driver
         self.dialect = driver.dialect
         self.capabilities = driver.capabilities
+        # Saves waiting for the batch in flight to commit (one batch at a time; see run_joined).
+        self._waiting: list[Member] = []
+        self._committing = False
+        self._pid = os.getpid()  # a forked child starts with no batch in flight
 
     @property
     def on_query(self) -> QueryHook | None:
@@ -48,8 +60,51 @@ class SQLiteAsyncDriver:
     async def run(self, op: Op[T], *, write: bool) -> T:
         return await asyncio.to_thread(self.sync_driver.run, op, write=write)
 
+    async def run_joined(self, op: Op[T], rebuild: Callable[[], Op[T]], *, weight: int) -> T:
+        """The save ``op``, committed with every other task's save that queued while a batch was in flight."""
+        if not self.sync_driver.group_commit:
+            return await self.run(op, write=True)
+        if self._pid != os.getpid():
+            self._waiting, self._committing, self._pid = [], False, os.getpid()
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+
+        def wake(member: Member) -> None:  # in the committing thread
+            with contextlib.suppress(RuntimeError):  # the loop closed while the batch committed
+                loop.call_soon_threadsafe(_resolve, done)
+
+        member = Member(op, rebuild, weight, on_done=wake)
+        self._waiting.append(member)
+        if not self._committing:
+            self._commit_waiting()
+        # Shielded: a cancelled caller's save still commits (as a thread hop would), and the batch goes on.
+        await asyncio.shield(done)
+        return member.outcome()  # type: ignore[no-any-return]
+
+    def _commit_waiting(self) -> None:
+        """Hand the waiting saves to a thread as one batch; when it is done, the next batch (on the loop)."""
+        batch, self._waiting = self._waiting, []
+        self._committing = True
+        hop = asyncio.ensure_future(asyncio.to_thread(self.sync_driver.commit_joined, batch))
+        hop.add_done_callback(partial(self._committed, batch))
+
+    def _committed(self, batch: list[Member], hop: asyncio.Future[None]) -> None:
+        self._committing = False
+        failure = None if hop.cancelled() else hop.exception()
+        if failure is not None:  # commit_joined does not raise; should it, no task waits forever
+            for member in batch:
+                if not member.done:
+                    member.settle(error=failure)
+        if self._waiting:
+            self._commit_waiting()
+
     async def close(self) -> None:
         await asyncio.to_thread(self.sync_driver.close)
+
+
+def _resolve(done: asyncio.Future[None]) -> None:
+    if not done.done():
+        done.set_result(None)
 
 
 class AsyncStore(StoreMethods, Awaiting):
@@ -77,6 +132,8 @@ class AsyncStore(StoreMethods, Awaiting):
     async def _transact(self, call: Call[T, Any]) -> T:
         if call.before is not None:  # blob uploads: blocking I/O, off the event loop, before the transaction
             await asyncio.to_thread(call.before)
+        if call.rebuild is not None:  # a save: it may share a transaction with other runs' (group commit)
+            return await self._driver.run_joined(call.op, call.rebuild, weight=call.weight)
         return await self._driver.run(call.op, write=call.write)
 
     async def close(self) -> None:

@@ -67,6 +67,10 @@ class Call(Generic[T, R]):
     begins (outside any lock); ``op`` stays correct if a runner skips it.
     ``written``, when set, says what the committed operation wrote; only an
     observed store asks (a save's span attributes and metrics).
+    ``rebuild``, when set, makes the call a save that may share its
+    transaction with other runs' saves (``Driver.run_joined``, group commit):
+    it builds ``op`` again should the shared transaction fail as a whole, and
+    ``weight`` (the new bytes) bounds a batch.
     """
 
     op: Op[T]
@@ -74,6 +78,8 @@ class Call(Generic[T, R]):
     finish: Callable[[T], R]
     before: Callable[[], None] | None = None
     written: Callable[[T], SaveFacts] | None = None
+    rebuild: Callable[[], Op[T]] | None = None
+    weight: int = 0
 
 
 def _same(value: Any) -> Any:
@@ -148,7 +154,7 @@ def save(
             findings=result.report.by_rule(),
         )
 
-    op = (save_op or saving.save)(cp, prepared, view, plan, now=now, lease=lease)
+    build = partial(save_op or saving.save, cp, prepared, view, plan, now=now, lease=lease)
     # External blobs are uploaded before the transaction, so no upload runs
     # under the run's row lock or against the server's idle-in-transaction
     # timeout; the op re-checks them under the blob guard (see blob_targets.py).
@@ -157,7 +163,8 @@ def save(
         pending = prepared.pending_blobs()
         if pending:
             before = partial(pipeline.blobs.put_all, pending)
-    return Call(op, True, finish, before, written)
+    weight = 0 if plan is None else sum(map(len, plan.bodies))
+    return Call(build(), True, finish, before, written, rebuild=build, weight=weight)
 
 
 def load(

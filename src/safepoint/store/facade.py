@@ -48,6 +48,8 @@ class Store(StoreMethods, Blocking):
     def _transact(self, call: Call[T, Any]) -> T:
         if call.before is not None:  # slow I/O (blob uploads), before the transaction begins
             call.before()
+        if call.rebuild is not None:  # a save: it may share a transaction with other runs' (group commit)
+            return self._driver.run_joined(call.op, call.rebuild, weight=call.weight)
         return self._driver.run(call.op, write=call.write)
 
     def close(self) -> None:

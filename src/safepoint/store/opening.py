@@ -37,7 +37,10 @@ def open_store(url: str = DEFAULT_URL, **options: Any) -> Store:
       ``trace`` (a callable that sees every SQL statement, with its values
       filled in — stored data included, so don't log it where checkpoints
       may not go), ``wal_autocheckpoint`` (WAL pages between checkpoints,
-      default 256).
+      default 256), ``group_commit`` (default True: saves of different runs
+      made at the same moment by threads or tasks sharing the store commit
+      in one transaction and one fsync, each keeping its own outcome; a save
+      made alone commits alone, as with False).
     * ``memory://`` — a private in-memory database, for tests.
     * ``postgresql://user:password@host:port/dbname`` (or ``postgres://``; any
       libpq URL, query parameters such as ``?sslmode=require`` included) —
@@ -174,7 +177,7 @@ async def open_async_store(url: str = DEFAULT_URL, **options: Any) -> AsyncStore
 
 
 def _open_sqlite(url: str, path: str | None, options: dict[str, Any], read_only: bool) -> Store:
-    allowed = {"busy_timeout", "trace", "wal_autocheckpoint"}
+    allowed = {"busy_timeout", "trace", "wal_autocheckpoint", "group_commit"}
     unknown = set(options) - allowed
     if unknown:
         names = ", ".join(sorted(visible(str(name), max_len=40) for name in unknown))
@@ -192,6 +195,8 @@ def _check_sqlite_options(options: dict[str, Any]) -> None:
     pages = options.get("wal_autocheckpoint", 256)
     if type(pages) is not int or not 0 <= pages <= 2**31 - 1:
         raise InvalidURL("wal_autocheckpoint must be an int from 0 to 2147483647 (pages)")
+    if type(options.get("group_commit", True)) is not bool:
+        raise InvalidURL("group_commit must be True or False")
     trace = options.get("trace")
     if trace is not None and not callable(trace):
         raise InvalidURL("trace must be a callable or None")

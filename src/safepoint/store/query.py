@@ -17,7 +17,7 @@ spec (``query_specs.py``: the backend contract as data).
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -86,6 +86,18 @@ class Driver(Protocol):
 
     def run(self, op: Op[T], *, write: bool) -> T: ...
 
+    def run_joined(self, op: Op[T], rebuild: Callable[[], Op[T]], *, weight: int) -> T:
+        """Run the save ``op`` as ``run(op, write=True)`` does, perhaps in a transaction shared
+        with other saves made at the same moment (group commit), each keeping its own outcome.
+
+        A driver that does not group runs ``op`` alone. One that does runs
+        each save under a savepoint of its own, returns only after the shared
+        commit, and runs ``rebuild()`` alone for any save whose shared
+        transaction failed as a whole; ``weight`` (the save's new bytes)
+        bounds a batch.
+        """
+        ...
+
     def close(self) -> None: ...
 
 
@@ -99,6 +111,8 @@ class AsyncDriver(Protocol):
     def capabilities(self) -> frozenset[str]: ...
 
     async def run(self, op: Op[T], *, write: bool) -> T: ...
+
+    async def run_joined(self, op: Op[T], rebuild: Callable[[], Op[T]], *, weight: int) -> T: ...
 
     async def close(self) -> None: ...
 

@@ -9,6 +9,7 @@ Open one with ``await open_postgres_async_driver(url, **options)``.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from contextlib import closing, nullcontext
 from typing import Any, TypeVar
 
@@ -90,6 +91,12 @@ class PostgresAsyncDriver:
         driver = cls(config, pool, path)
         driver.applied = applied
         return driver
+
+    async def run_joined(self, op: Op[T], rebuild: Callable[[], Op[T]], *, weight: int) -> T:
+        """A save, alone in its transaction: each writer holds a pooled connection of its own,
+        so concurrent saves already commit side by side (grouping them into one round trip is
+        not done yet)."""
+        return await self.run(op, write=True)
 
     async def run(self, op: Op[T], *, write: bool) -> T:
         """Drive ``op`` in one transaction; commit on return, roll back on error."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from contextlib import closing, nullcontext
 from typing import Any, TypeVar
 
@@ -91,6 +92,12 @@ class PostgresDriver:
         driver = cls(config, pool, path)
         driver.applied = applied
         return driver
+
+    def run_joined(self, op: Op[T], rebuild: Callable[[], Op[T]], *, weight: int) -> T:
+        """A save, alone in its transaction: each writer holds a pooled connection of its own,
+        so concurrent saves already commit side by side (grouping them into one round trip is
+        not done yet)."""
+        return self.run(op, write=True)
 
     def run(self, op: Op[T], *, write: bool) -> T:
         """Drive ``op`` in one transaction; commit on return, roll back on error."""

@@ -31,6 +31,7 @@ from safepoint.store.query import Op
 
 from .ddl import upgrade
 from .forks import OwnConnection
+from .group_commit import Member, Queue, commit_batch
 from .opening import Settings, check_file, check_store
 from .transactions import CAPABILITIES, transact
 
@@ -52,16 +53,22 @@ class SQLiteDriver:
         trace: Callable[[str], None] | None = None,
         wal_autocheckpoint: int = 256,
         read_only: bool = False,
+        group_commit: bool = True,
     ) -> None:
         self.path = path
         self.read_only = read_only
+        # Saves of concurrent runs share a transaction (group_commit.py); off: each commits alone.
+        self.group_commit = group_commit
+        self._joining = Queue()
         # The observer's query hook (``safepoint.observe.QueryObserver``); open_store sets it.
         self.on_query: QueryHook | None = None
         if path is not None and read_only:
             check_file(path)
         if path is not None and not read_only:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._own = OwnConnection(Settings(path, busy_timeout, wal_autocheckpoint, trace, read_only))
+        self._own = OwnConnection(
+            Settings(path, busy_timeout, wal_autocheckpoint, trace, read_only), on_fork=self._joining.reset
+        )
         if read_only:
             self._check_existing()
         else:
@@ -87,6 +94,41 @@ class SQLiteDriver:
             raise StoreError(READ_ONLY_WRITE)
         with self._own.lock:
             return transact(self._own.get(), op, write=write, path=self.path, on_query=self.on_query)
+
+    def run_joined(self, op: Op[T], rebuild: Callable[[], Op[T]], *, weight: int) -> T:
+        """Drive the save ``op``, in a transaction it may share with other threads' saves (group_commit.py).
+
+        ``rebuild`` makes the operation again, should the shared transaction
+        fail as a whole; ``weight`` (its new bytes) bounds a batch.
+        """
+        if self.read_only:
+            raise StoreError(READ_ONLY_WRITE)
+        if not self.group_commit:
+            return self.run(op, write=True)
+        member = Member(op, rebuild, weight)
+        self._joining.put(member)
+        with self._own.lock:  # the thread that gets the connection commits every save queued so far
+            while not member.done:
+                self._commit_next()
+        return member.outcome()  # type: ignore[no-any-return]
+
+    def commit_joined(self, members: list[Member]) -> None:
+        """Queue ``members`` and commit until each is settled (the async driver's batches); never raises."""
+        for member in members:
+            self._joining.put(member)
+        with self._own.lock:
+            while not all(member.done for member in members):
+                self._commit_next()
+
+    def _commit_next(self) -> None:
+        batch = self._joining.take()
+        try:
+            conn = self._own.get()
+        except BaseException as exc:  # closed, or unusable after a fork: every save of the batch says so
+            for member in batch:
+                member.settle(error=exc)
+            return
+        commit_batch(conn, batch, path=self.path, on_query=self.on_query)
 
     def setup(self) -> list[int]:
         """Bring safepoint's tables up to date; returns the revisions applied now (see ``ddl.upgrade``)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+from collections.abc import Callable
 
 from safepoint.errors import StoreClosed
 from safepoint.store import forking
@@ -24,8 +25,10 @@ from .opening import Settings, connect
 class OwnConnection:
     """The connection this process may use, and the lock every use holds (``lock``)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, on_fork: Callable[[], None] | None = None) -> None:
         self.settings = settings
+        # What else the driver resets in a forked child (its queue of joined saves).
+        self._on_fork = on_fork
         # snapshot: a read-only open had to take the file as immutable (see opening.py).
         self._conn: sqlite3.Connection | None
         self._conn, self.snapshot = connect(settings)
@@ -85,6 +88,8 @@ class OwnConnection:
         quiesced = self._held_for_fork and not (self._conn is not None and self._conn.in_transaction)
         self._held_for_fork = False
         self.lock = threading.RLock()  # the parent's may be held by a thread the child lacks
+        if self._on_fork is not None:
+            self._on_fork()
         self._discard_inherited(quiesced=quiesced)
 
     def _discard_inherited(self, *, quiesced: bool) -> None:

@@ -38,13 +38,13 @@ def transact(
 ) -> T:
     """Drive ``op`` inside one transaction; commit on return, roll back on error."""
     try:
-        _control(conn, "BEGIN IMMEDIATE" if write else "BEGIN", on_query)
+        control(conn, "BEGIN IMMEDIATE" if write else "BEGIN", on_query)
     except sqlite3.Error as exc:
         raise translate(exc, "starting a transaction", path) from exc
     try:
         result = drive(conn, op, path=path, on_query=on_query)
         try:
-            _control(conn, "COMMIT", on_query)
+            control(conn, "COMMIT", on_query)
         except sqlite3.Error as exc:  # e.g. SQLITE_FULL: SQLite has rolled back
             raise translate(exc, "committing", path) from exc
     except BaseException:
@@ -84,7 +84,7 @@ def _execute(conn: sqlite3.Connection, query: Query) -> list[Row]:
     return named.spec.rows(conn.execute(named.sql, query.params).fetchall())
 
 
-def _control(conn: sqlite3.Connection, statement: str, on_query: QueryHook | None) -> None:
+def control(conn: sqlite3.Connection, statement: str, on_query: QueryHook | None) -> None:
     """BEGIN or COMMIT, reported under its own text."""
     if on_query is None:
         conn.execute(statement)

@@ -4,6 +4,7 @@ by what a save or a load asked the database, not by how long it took."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from safepoint.store import Store
@@ -34,6 +35,11 @@ class QueryLog:
 
     def run(self, op: store_ops.Op[Any], *, write: bool) -> Any:
         return self._inner.run(self._record(op), write=write)
+
+    def run_joined(
+        self, op: store_ops.Op[Any], rebuild: Callable[[], store_ops.Op[Any]], *, weight: int
+    ) -> Any:
+        return self._inner.run_joined(self._record(op), lambda: self._record(rebuild()), weight=weight)
 
     def _record(self, op: store_ops.Op[Any]) -> store_ops.Op[Any]:
         rows: Any = None
