@@ -41,11 +41,13 @@ import machine
 import pg_server
 from common import StoreRun
 from report import adapter as report_adapter
+from report import concurrency as concurrency_report
 from report import document as report
 from report import fresh as fresh_report
 from report import otel as otel_report
 from report import scale as scale_report
 from sections import blobs as blob_section
+from sections import concurrency as concurrency_section
 from sections import fresh as fresh_section
 from sections import langgraph_sqlite, save_breakdown, sqlite_store
 from sections import otel as otel_section
@@ -58,7 +60,13 @@ BENCH_DIR = Path(__file__).resolve().parent
 # The store section's other configurations, run as often as the default one and
 # interleaved with it: what the scrubber costs, and what the whole pipeline costs.
 # make bench SECTION=name: the sections that run alone, by the flag that runs them.
-SECTIONS = {"adapter": "adapter_only", "scale": "scale_only", "otel": "otel_only", "fresh": "fresh_only"}
+SECTIONS = {
+    "adapter": "adapter_only",
+    "scale": "scale_only",
+    "otel": "otel_only",
+    "fresh": "fresh_only",
+    "concurrency": "concurrency_only",
+}
 VARIANTS: tuple[dict[str, Any], ...] = ({"scrubber": False}, {"scrubber": False, "blobs": False})
 
 
@@ -76,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         return _finish(_otel(args), args, workdir)
     if args.fresh_only:  # builds its own workloads
         return _finish(_fresh(args, workdir), args, workdir)
+    if args.concurrency_only:
+        return _finish(_concurrency(args, workdir), args, workdir)
     began = time.perf_counter()
     described = machine.describe(workdir)  # now: it names the code this process imported
     workload = agent_workload.build(steps)
@@ -163,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     scale = "" if args.no_postgres or args.no_scale else "\n" + _scale(args)
     otel = "" if args.no_otel else "\n" + _otel(args)
     fresh = "" if args.no_fresh else "\n" + _fresh(args, workdir)
-    return _finish(report.render(results) + scale + otel + fresh, args, workdir)
+    concurrency = "" if args.no_concurrency else "\n" + _concurrency(args, workdir)
+    return _finish(report.render(results) + scale + otel + fresh + concurrency, args, workdir)
 
 
 def _scale(args: argparse.Namespace) -> str:
@@ -208,6 +219,17 @@ def _fresh(args: argparse.Namespace, workdir: Path) -> str:
     given = sys.argv[1:]
     command = "make bench" if given == ["--out", "docs/benchmarks.md"] else " ".join(["bench/run.py", *given])
     return fresh_report.render(result, command=command)
+
+
+def _concurrency(args: argparse.Namespace, workdir: Path) -> str:
+    """Many runs saving at once (group commit on and off, AsyncSqliteSaver, raw commits), rendered."""
+    result = concurrency_section.run(
+        workdir, reps=1 if args.quick else 3, langgraph=not args.no_langgraph, log=_log
+    )
+    _log("concurrency: " + ", ".join(f"{t.measure} {t.measured}" for t in concurrency_report.targets(result)))
+    given = sys.argv[1:]
+    command = "make bench" if given == ["--out", "docs/benchmarks.md"] else " ".join(["bench/run.py", *given])
+    return concurrency_report.render(result, command=command)
 
 
 def _adapter_only(args: argparse.Namespace, workload: Any, workdir: Path, probes: tuple[int, ...]) -> int:
@@ -268,6 +290,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--fresh-only", action="store_true", help="run and print only the fresh-checkpoint and load section"
     )
     parser.add_argument("--no-fresh", action="store_true", help="skip the fresh-checkpoint and load section")
+    parser.add_argument(
+        "--concurrency-only", action="store_true", help="run and print only the many-runs-at-once section"
+    )
+    parser.add_argument("--no-concurrency", action="store_true", help="skip the many-runs-at-once section")
     parser.add_argument(
         "--section",
         choices=sorted(SECTIONS),

@@ -1,17 +1,14 @@
 """What a store method does around its transaction: the ``Call``, and the builders that need one of their own.
 
-A ``Call`` is the whole recipe of one public method: the work done before the
-transaction (validation, encoding — so bad values are refused before any write
-and locks are held briefly), slow I/O that must precede it (``before``: a
-save's blob uploads), the operation the driver runs in one transaction, and
-the work done after commit. ``Store`` runs a call by blocking on its driver;
-``AsyncStore`` runs the same call by awaiting (and ``before`` in a thread).
-Neither holds logic.
+A ``Call`` is the whole recipe of one public method: the work before the
+transaction (validation, encoding: bad values refused before any write, locks
+held briefly), slow I/O that must precede it (``before``: blob uploads), the
+operation the driver runs in one transaction, and the work after commit.
+``Store`` blocks on its driver, ``AsyncStore`` awaits it; neither holds logic.
 
-The call table (``methods.py``) builds each method's call: there when it is
-one operation on checked ids (``reads``/``writes``), here when it does more
-around its operation or is also run without a store (the worker's release,
-drivers under test, the benchmarks).
+The call table (``methods.py``) builds each call: there for one operation on
+checked ids (``reads``/``writes``), here when it does more around it or runs
+without a store too (the worker's release, drivers under test, benchmarks).
 """
 
 from __future__ import annotations
@@ -66,11 +63,8 @@ class Call(Generic[T, R]):
     ``before``, when set, is blocking I/O to run before the transaction
     begins (outside any lock); ``op`` stays correct if a runner skips it.
     ``written``, when set, says what the committed operation wrote; only an
-    observed store asks (a save's span attributes and metrics).
-    ``rebuild``, when set, makes the call a save that may share its
-    transaction with other runs' saves (``Driver.run_joined``, group commit):
-    it builds ``op`` again should the shared transaction fail as a whole, and
-    ``weight`` (the new bytes) bounds a batch.
+    observed store asks (a save's span attributes and metrics). ``rebuild``
+    makes the call a save that may share its transaction (``Driver.run_joined``).
     """
 
     op: Op[T]
@@ -155,15 +149,14 @@ def save(
         )
 
     build = partial(save_op or saving.save, cp, prepared, view, plan, now=now, lease=lease)
-    # External blobs are uploaded before the transaction, so no upload runs
-    # under the run's row lock or against the server's idle-in-transaction
-    # timeout; the op re-checks them under the blob guard (see blob_targets.py).
+    # External blobs are uploaded before the transaction (no upload under the run's row lock or
+    # the idle-in-transaction timeout); the op re-checks them under the blob guard (blob_targets.py).
     before = None
     if pipeline.blobs is not None and not pipeline.blobs.in_database:
         pending = prepared.pending_blobs()
         if pending:
             before = partial(pipeline.blobs.put_all, pending)
-    weight = 0 if plan is None else sum(map(len, plan.bodies))
+    weight = 0 if plan is None else sum(map(len, plan.bodies))  # bounds a group commit's batch
     return Call(build(), True, finish, before, written, rebuild=build, weight=weight)
 
 
