@@ -70,7 +70,7 @@ def freeze(value: Any) -> Any:
         return value
     if isinstance(value, dict):
         # Most messages are flat ({"role": ..., "content": "..."}): one C-level copy.
-        if all(type(v) in _LEAF_TYPES for v in value.values()):
+        if _LEAF_TYPES.issuperset(map(type, value.values())):
             return FrozenDict(value)
         return FrozenDict({k: freeze(v) for k, v in value.items()})
     if isinstance(value, list):

@@ -116,3 +116,11 @@ def select_chains(rows: list[tuple[Any, Any]], spans: tuple[tuple[int, int], ...
         if len(out) - before != end - start:
             return None  # a seq no row holds
     return out
+
+
+def marked(bodies: list[bytes], marks: tuple[bytes, ...]) -> list[int]:
+    """The indexes of the bodies that show any of ``marks``: one search per body and mark."""
+    if len(marks) == 1:  # the usual case, without a generator per body
+        (mark,) = marks
+        return [i for i, body in enumerate(bodies) if mark in body]
+    return [i for i, body in enumerate(bodies) if any(mark in body for mark in marks)]

@@ -41,6 +41,8 @@ from safepoint.refs import (
 )
 from safepoint.scrub.known import MARKER
 
+from .log_rows import marked
+
 FORMAT = 2  # the header's "format": store-written references are typed, input is escaped
 LEGACY_FORMAT = 1
 _REF_FIELDS = frozenset({"sha256", "size", "media_type"})
@@ -182,9 +184,8 @@ def typed_checkpoint(cp: Checkpoint, stored_format: int, bodies: list[bytes], he
         # whose format-2 form differs is written anew, so no legacy body is
         # ever read under a format-2 header (a range has one format).
         messages.clean_prefix = 0
-    for index, body in enumerate(bodies):
-        if any(shape in body for shape in shapes):
-            list.__setitem__(messages, index, freeze(from_stored(messages[index], names)))
+    for index in marked(bodies, shapes):
+        list.__setitem__(messages, index, freeze(from_stored(messages[index], names)))
     if any(shape in header for shape in shapes):
         cp.pending_action = from_stored(cp.pending_action, names)
         cp.cursors = from_stored(cp.cursors, names)

@@ -174,7 +174,7 @@ def decode_checkpoint(
         # The rows are found by their carriers, so ranges that claim more
         # (or other) seqs would not show as missing messages.
         raise corrupt("its message ranges do not cover its messages")
-    chains = codec.extend_chain(codec.EMPTY_CHAIN, (bytes(b) for b in bodies))
+    chains = codec.extend_chain(codec.EMPTY_CHAIN, bodies)
     if (chains[-1] if chains else codec.EMPTY_CHAIN).hex() != chain:
         raise corrupt("messages do not match the digest chain")
     try:

@@ -13,7 +13,7 @@ from safepoint.errors import CorruptCheckpoint, NotFound
 from safepoint.messagelist import StoredView
 from safepoint.model import Checkpoint
 from safepoint.store.blob_refs import BLOB_MARK, checkpoint_refs
-from safepoint.store.log_rows import select_bodies, select_chains
+from safepoint.store.log_rows import marked, select_bodies, select_chains
 from safepoint.store.query import Loaded, Op, Query, Row
 from safepoint.store.references import typed_checkpoint
 from safepoint.store.stored import decode_checkpoint, parse_carriers, parse_ranges
@@ -30,7 +30,7 @@ def load_for_reading(run_id: str, step: int | None, *, blobs_in_database: bool) 
     """``load`` as a caller sees it (store-written references typed), noting blob
     references (and reading them, for the database target)."""
     checkpoint, bodies, header = yield from load_typed(run_id, step)
-    indexes = [i for i, body in enumerate(bodies) if BLOB_MARK in body]
+    indexes = marked(bodies, (BLOB_MARK,))
     has_blobs = bool(indexes) or BLOB_MARK in header
     stored: dict[str, bytes] = {}
     if has_blobs and blobs_in_database:
@@ -78,6 +78,8 @@ def load_with_bodies(run_id: str, step: int | None) -> Op[tuple[Checkpoint, list
     else:
         rows = yield Query("view_messages", {"run_ref": run_ref, "ranges": codec.encode(spans).decode()})
     bodies, carriers = select_bodies([(row.step, row.first_seq, row.messages) for row in rows], spans)
+    # The bodies are copies now: the rows' packed bytes go before the decode, not after (peak memory).
+    rows.clear()
     checkpoint, stored_format = decode_checkpoint(
         run_id=run_id,
         step=found_step,
