@@ -66,6 +66,16 @@ class SQLiteAsyncDriver:
             return await self.run(op, write=True)
         if self._pid != os.getpid():
             self._waiting, self._committing, self._pid = [], False, os.getpid()
+        if not self._committing and not self._waiting:
+            # Nothing in flight: this save goes alone, as with group commit off; the
+            # saves that queue meanwhile go together once it is done.
+            self._committing = True
+            try:
+                return await self.run(op, write=True)
+            finally:
+                self._committing = False
+                if self._waiting:
+                    self._commit_waiting()
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
 
@@ -75,7 +85,7 @@ class SQLiteAsyncDriver:
 
         member = Member(op, rebuild, weight, on_done=wake)
         self._waiting.append(member)
-        if not self._committing:
+        if not self._committing:  # only after a fork reset; a batch in flight starts the next itself
             self._commit_waiting()
         # Shielded: a cancelled caller's save still commits (as a thread hop would), and the batch goes on.
         await asyncio.shield(done)
