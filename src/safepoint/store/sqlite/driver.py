@@ -106,14 +106,15 @@ class SQLiteDriver:
         if not self.group_commit:
             return self.run(op, write=True)
         member = Member(op, rebuild, weight)
-        self._joining.put(member)
-        with self._own.lock:  # the thread that gets the connection commits every save queued so far
-            while not member.done:
-                self._commit_next()
+        self.commit_joined([member])
         return member.outcome()  # type: ignore[no-any-return]
 
     def commit_joined(self, members: list[Member]) -> None:
-        """Queue ``members`` and commit until each is settled (the async driver's batches); never raises."""
+        """Queue ``members`` and commit until each is settled; never raises.
+
+        The thread that gets the connection commits every save queued so far,
+        its own and other threads' (the async driver hands a whole batch).
+        """
         for member in members:
             self._joining.put(member)
         with self._own.lock:

@@ -20,9 +20,9 @@ then commits once. Each save keeps
 
 When an error ends the shared transaction itself (SQLite rolls a
 transaction back on a full disk or an I/O error) or the commit fails,
-nothing of the batch was written: each save that had not failed on its own
-is run again, alone, from a fresh operation (``Member.rebuild``), and gets
-the outcome it would have had without the batch.
+nothing of the batch was written: each of its saves is run again, alone,
+from a fresh operation (``Member.rebuild``), and gets the outcome it would
+have had without the batch.
 
 A save that finds the connection free runs at once, alone, with no
 savepoint: one run's save costs what it did before (see
@@ -99,9 +99,6 @@ class Queue:
                 batch.append(self._waiting.popleft())
                 size += weight
         return batch
-
-    def __bool__(self) -> bool:
-        return bool(self._waiting)
 
     def reset(self) -> None:
         """In a forked child: the parent's waiting saves belong to threads the child lacks."""
