@@ -12,12 +12,15 @@ one statement, or if the two ways stop writing the same rows.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import psycopg
 import pytest
+from psycopg import sql
 
 import safepoint
 from conftest_postgres import fresh_schema
@@ -29,6 +32,7 @@ from safepoint.store.ops import saving
 from safepoint.store.pipeline import Pipeline
 from safepoint.store.postgres.async_driver import PostgresAsyncDriver, open_postgres_async_driver
 from safepoint.store.postgres.driver import PostgresDriver
+from safepoint.store.postgres.steps import ALONE_MAX_BYTES
 from safepoint.store.query import Op
 from safepoint.store.sqlite.driver import SQLiteDriver
 
@@ -98,34 +102,128 @@ def test_the_next_step_is_one_statement(pg_factory: Callable[..., Store], sent: 
     assert (info.head_step, info.labels, info.updated_at) == (3, {"k": "v"}, cp.created_at)
 
 
-def test_the_one_statement_save_travels_as_one_message(
-    pg_factory: Callable[..., Store], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """BEGIN, search_path, save_next and COMMIT go to the server as one simple-protocol message.
+@pytest.fixture
+def wire(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """What the drivers send, recorded: ("alone", SQL) per statement on the connection, ("message", text)
+    per simple-protocol message."""
+    sent: list[tuple[str, str]] = []
+    execute, message = psycopg.Connection.execute, psycopg.ClientCursor.execute
 
-    Flushed one by one (as a pipeline does), a client stopped between save_next
-    and its COMMIT would leave the run row locked with no timeout armed, so no
-    other worker could take the run over while it sleeps.
+    def alone(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(("alone", query.decode() if isinstance(query, bytes) else str(query)))
+        return execute(self, query, *args, **kwargs)
+
+    def one_message(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(("message", str(query)))
+        return message(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", alone)
+    monkeypatch.setattr(psycopg.ClientCursor, "execute", one_message)
+    return sent
+
+
+def test_the_one_statement_save_goes_alone_and_prepared(
+    pg_factory: Callable[..., Store], pg_schema: str, wire: list[tuple[str, str]]
+) -> None:
+    """A step's save is save_next alone: no BEGIN, no search_path, the schema in its SQL; prepared.
+
+    Planning the statement afresh each time (the simple protocol) cost the
+    server more than the statement's own work (bench/sections/profile_postgres.py).
+    """
+    store = pg_factory(min_size=1, max_size=1)
+    cp = Checkpoint(run_id="alone")
+    store.save(cp)
+    for step in range(8):
+        wire.clear()
+        cp = _step(cp, f"turn {step}")
+        store.save(cp)
+        assert [way for way, _sql in wire] == ["alone"]
+        assert f'INSERT INTO "{pg_schema}".safepoint_checkpoints' in wire[0][1]
+    with store.driver.pool.connection() as conn:  # type: ignore[attr-defined]  # the pool's only one
+        prepared = [text for (text,) in conn.execute("SELECT statement FROM pg_prepared_statements")]
+    assert any(f'INSERT INTO "{pg_schema}".safepoint_checkpoints' in text for text in prepared)
+    assert list(pg_factory().load("alone").messages) == list(cp.messages)
+
+
+def test_a_large_save_travels_as_one_message(
+    pg_factory: Callable[..., Store], wire: list[tuple[str, str]]
+) -> None:
+    """Past ALONE_MAX_BYTES: BEGIN, search_path, save_next and COMMIT go as one simple-protocol message.
+
+    Alone, a request larger than a socket buffer could reach the server in
+    pieces, its Sync after a stop: the server would have run the UPDATE and
+    hold the run row with no timeout armed while the client sleeps.
     """
     store = pg_factory()
     cp = Checkpoint(run_id="one-message")
     store.save(cp)
-    messages: list[str] = []
-    execute = psycopg.ClientCursor.execute
-
-    def recorded(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-        messages.append(str(query))
-        return execute(self, query, *args, **kwargs)
-
-    monkeypatch.setattr(psycopg.ClientCursor, "execute", recorded)
-    store.save(_step(cp, "next"))
-    assert len(messages) == 1
-    text = messages[0]
+    wire.clear()
+    store.save(_step(cp, "x" * (ALONE_MAX_BYTES + 1)))
+    assert [way for way, _sql in wire] == ["message"]
+    text = wire[0][1]
     assert text.startswith("BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE")
     assert "set_config('search_path'" in text
-    assert "INSERT INTO safepoint_checkpoints" in text
+    assert "safepoint_checkpoints" in text
     assert text.endswith("COMMIT")
-    assert pg_factory().load("one-message").step == 1
+    assert pg_factory().load("one-message").messages[-1]["content"] == "x" * (ALONE_MAX_BYTES + 1)
+
+
+@pytest.mark.parametrize(
+    "default", ["default_transaction_read_only=on", "default_transaction_isolation=serializable"]
+)
+def test_a_server_whose_default_transaction_differs(
+    postgres_dsn: str, pg_schema: str, default: str, wire: list[tuple[str, str]]
+) -> None:
+    """Default transactions READ ONLY or SERIALIZABLE: a statement alone fails with nothing written, and
+    goes again the explicit way (READ COMMITTED READ WRITE); saves, claims and releases all land."""
+    safepoint.open_store(postgres_dsn, schema=pg_schema).close()  # the schema, set up first
+    url = f"{postgres_dsn}{'&' if '?' in postgres_dsn else '?'}options={quote('-c ' + default)}"
+    store = safepoint.open_store(url, schema=pg_schema, min_size=1, max_size=1)
+    try:
+        cp = Checkpoint(run_id="defaults")
+        store.save(cp)
+        store.enqueue("defaults")
+        lease = store.claim("w", lease=30)
+        assert lease is not None
+        cp = _step(store.load("defaults"), "under a lease")
+        if default.endswith("serializable"):
+            _touch_run_while_saving(postgres_dsn, pg_schema, store, cp, lease)
+        else:
+            store.save(cp, lease=lease)
+        store.release(lease, status=safepoint.Status.DONE)
+        assert any(way == "message" for way, _sql in wire)  # the explicit way was taken
+    finally:
+        store.close()
+    loaded = safepoint.open_store(postgres_dsn, schema=pg_schema).load("defaults")
+    assert (loaded.step, list(loaded.messages)) == (1, list(cp.messages))
+
+
+def _touch_run_while_saving(
+    dsn: str, schema: str, store: Store, cp: Checkpoint, lease: safepoint.Lease
+) -> None:
+    """Save while another transaction holds the run row and then updates it: under SERIALIZABLE the
+    waiting statement fails to serialize (READ COMMITTED would re-check the row and go on)."""
+    with psycopg.connect(dsn) as other:
+        other.execute(sql.SQL("SET search_path TO {}").format(sql.Identifier(schema)))
+        other.execute("SELECT 1 FROM safepoint_runs WHERE run_id = 'defaults' FOR UPDATE")
+        saving_thread = threading.Thread(target=store.save, args=(cp,), kwargs={"lease": lease})
+        saving_thread.start()
+        _wait_for_lock_waiter(other)
+        other.execute("UPDATE safepoint_runs SET retention = NULL WHERE run_id = 'defaults'")
+        other.commit()
+    saving_thread.join(30)
+    assert not saving_thread.is_alive()
+
+
+def _wait_for_lock_waiter(conn: psycopg.Connection[Any]) -> None:
+    for _ in range(500):
+        waiting = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+        ).fetchone()
+        if waiting and waiting[0]:
+            return
+        time.sleep(0.01)
+    raise AssertionError("the save never waited for the run row")
 
 
 def test_a_status_change_is_stored_on_the_run(

@@ -21,6 +21,7 @@ import pytest
 from psycopg import pq
 
 import safepoint
+from safepoint.store.postgres.steps import QUERIES, qualified_sql
 from safepoint.store.query_specs import DIALECTS, QUERY_SPECS, NamedQuery, load_dialect
 from safepoint.store.sqlite.driver import SQLiteDriver
 
@@ -120,6 +121,7 @@ def test_postgres_queries_return_the_columns_their_spec_says(postgres_dsn: str, 
     safepoint.open_store(postgres_dsn, schema=pg_schema).close()
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute("SELECT set_config('search_path', %s, false)", [pg_schema])
+        qualified = qualified_sql(pg_schema, conn)
         wrong = {}
         for index, (name, query) in enumerate(_dialect("postgresql").items()):
             order: list[str] = []
@@ -129,7 +131,7 @@ def test_postgres_queries_return_the_columns_their_spec_says(postgres_dsn: str, 
                     order.append(match[1])
                 return f"${order.index(match[1]) + 1}"
 
-            text = re.sub(r"%\((\w+)\)s", number, query.sql)
+            text = re.sub(r"%\((\w+)\)s", number, qualified.get(name, query.sql))
             statement = f"spec_{index}".encode()
             prepared = conn.pgconn.prepare(statement, text.encode())
             assert prepared.status == pq.ExecStatus.COMMAND_OK, (name, prepared.error_message)
@@ -138,3 +140,22 @@ def test_postgres_queries_return_the_columns_their_spec_says(postgres_dsn: str, 
             if described.nfields != len(query.spec.returns):
                 wrong[name] = (described.nfields, query.spec.returns)
         assert not wrong
+
+
+def test_postgres_statements_that_go_alone_name_their_schema() -> None:
+    """Every table a final PostgreSQL statement names is {schema}-qualified, and no other statement is.
+
+    A final statement goes alone, with no search_path statement before it: an
+    unqualified name would resolve through the session's default search_path,
+    where ``public.safepoint_runs`` may be another store's table.
+    """
+    unqualified, misplaced = [], []
+    for name, query in QUERIES.items():
+        code = "\n".join(line.split("--", 1)[0] for line in query.sql.splitlines())
+        if query.spec.ends_transaction:
+            bare = re.findall(r"(?<!\{schema\}\.)\bsafepoint_\w+", code)
+            unqualified += [(name, table) for table in bare]
+        elif "{" in code:
+            misplaced.append(name)
+    assert any(query.spec.ends_transaction for query in QUERIES.values())
+    assert (unqualified, misplaced) == ([], [])

@@ -162,7 +162,11 @@ def postgres_url() -> Iterator[str]:
 
 
 def test_postgres_reports_every_named_query_of_a_save_and_a_load(postgres_url: str) -> None:
-    """On PostgreSQL the hook sees each named statement, the per-transaction search_path included."""
+    """On PostgreSQL the hook sees each named statement, the per-transaction search_path included.
+
+    A save of the next step is save_next alone (no search_path: its SQL names
+    the schema); a load's transaction opens with search_path.
+    """
     recorder = Recorder()
     store = safepoint.open_store(postgres_url, observer=recorder)
     try:
@@ -170,11 +174,12 @@ def test_postgres_reports_every_named_query_of_a_save_and_a_load(postgres_url: s
     finally:
         store.close()
     known = named_queries("postgres")
+    assert [name for name, _s, _a in saved] == ["save_next"]
+    assert loaded[0][0] == "set_search_path"
+    assert len(loaded) >= 2
     for reports in (saved, loaded):
         names = [name for name, _s, _a in reports]
         assert set(names) <= known, set(names) - known
-        assert names[0] == "set_search_path"
-        assert len(names) >= 2
         assert {a["safepoint.dialect"] for _n, _s, a in reports} == {"postgresql"}
         assert_no_value(reports)
 

@@ -196,6 +196,9 @@ def server_profile(url: str, saves: int) -> str:
             notices.clear()
             _save_next(store, cp, steps)
             # One plan per statement, in order (BEGIN and COMMIT have none, nor are they named).
+            # A save too large to go alone goes as one message whose set_config, not named, comes first.
+            if observer.names == ["save_next"] and len(notices) == 2:
+                del notices[0]
             if len(notices) != len(observer.names):
                 raise RuntimeError(f"{len(notices)} plans for the statements {observer.names}")
             for name, plan in zip(observer.names, notices, strict=True):

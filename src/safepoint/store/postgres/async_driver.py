@@ -29,11 +29,14 @@ from .steps import (
     BEGIN,
     CAPABILITIES,
     COMMIT,
+    DEFAULTS_REFUSED,
     READ_ONLY_WRITE,
     Statement,
+    fits_alone,
+    in_transaction,
     one_message,
     op_steps,
-    opening,
+    qualified_sql,
 )
 
 T = TypeVar("T")
@@ -56,10 +59,13 @@ class PostgresAsyncDriver:
     # that ops.save asks for first when the writer knows its run's head.
     capabilities = CAPABILITIES
 
-    def __init__(self, config: PostgresConfig, pool: AsyncConnectionPool, search_path: str) -> None:
+    def __init__(
+        self, config: PostgresConfig, pool: AsyncConnectionPool, search_path: str, qualified: dict[str, str]
+    ) -> None:
         self.config = config
         self.pool = pool  # for tests and tools; a store never needs it
         self.search_path = search_path
+        self.qualified = qualified  # as PostgresDriver.qualified
         self.applied: list[int] = []  # DDL revisions this driver applied when it opened
         self.on_query: QueryHook | None = None  # as PostgresDriver.on_query
         # Fork safety (see store/forking.py and driver.py): the process whose
@@ -72,10 +78,11 @@ class PostgresAsyncDriver:
         """Bring the schema up to date on a connection of its own, then start the pool."""
         async with await _connect(config) as conn:
             path = search_path(config.schema, conn)
+            qualified = qualified_sql(config.schema, conn)
             if config.read_only:  # look, never create: no lock, no DDL
                 look = Transaction(existing_steps(config.schema, path))
                 try:
-                    found = await _transact(conn, look, write=False, pipeline=False)
+                    found = await _transact(conn, look, write=False, search_path=path, pipeline=False)
                 except psycopg.Error as exc:
                     raise look.error(exc) from exc
                 check_existing(config, found)
@@ -83,12 +90,12 @@ class PostgresAsyncDriver:
             else:
                 tx = Transaction(setup_steps(config.schema, path))
                 try:
-                    applied = await _transact(conn, tx, write=True, pipeline=False)
+                    applied = await _transact(conn, tx, write=True, search_path=path, pipeline=False)
                 except psycopg.Error as exc:
                     raise tx.error(exc) from exc
         pool: AsyncConnectionPool = AsyncConnectionPool(**config.pool_kwargs())
         await pool.open()
-        driver = cls(config, pool, path)
+        driver = cls(config, pool, path, qualified)
         driver.applied = applied
         return driver
 
@@ -102,14 +109,14 @@ class PostgresAsyncDriver:
         """Drive ``op`` in one transaction; commit on return, roll back on error."""
         if write and self.config.read_only:
             raise StoreError(READ_ONLY_WRITE)
-        steps = op_steps(op, self.search_path, self.capabilities)
+        steps = op_steps(op, self.search_path, self.qualified, self.capabilities)
         if self.on_query is not None:  # as in driver.py
             steps = traced(steps, self.on_query, self.dialect)
         tx = Transaction(steps)
         try:
             pool = await self._own_pool()
             async with pool.connection() as conn:
-                return await _transact(conn, tx, write=write)
+                return await _transact(conn, tx, write=write, search_path=self.search_path)
         except (psycopg.Error, UnicodeEncodeError) as exc:
             raise tx.error(exc) from exc
 
@@ -150,27 +157,27 @@ async def _connect(config: PostgresConfig) -> psycopg.AsyncConnection[Any]:
 
 
 async def _transact(
-    conn: psycopg.AsyncConnection[Any], tx: Transaction[T], *, write: bool, pipeline: bool = True
+    conn: psycopg.AsyncConnection[Any],
+    tx: Transaction[T],
+    *,
+    write: bool,
+    search_path: str,
+    pipeline: bool = True,
 ) -> T:
-    # As in driver.py: a lone final statement as one message, otherwise BEGIN
-    # and COMMIT in the pipeline, a final statement committed with its COMMIT,
-    # and the connection's context rolls back whatever an error leaves open.
+    # As in driver.py: a write that opens with a final statement sends it
+    # alone, otherwise BEGIN and COMMIT in the pipeline, a final statement
+    # committed with its COMMIT, and the connection's context rolls back
+    # whatever an error leaves open.
     with closing(tx.steps()) as steps:
-        statement = next(steps)
+        try:
+            statement = next(steps)
+            while write and pipeline and statement.final:
+                statement = steps.send(await _alone(conn, statement, search_path))
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
         while True:
-            try:
-                start = opening(steps, statement, write=write, pipeline=pipeline)
-                if start.message:  # a write that is one final statement: see steps.one_message
-                    statement = steps.send(await _one_message(conn, write, start.message))
-                    continue
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            assert start.statement is not None
-            statement = start.statement
             async with conn.pipeline() if pipeline else nullcontext() as line:
                 await conn.execute(BEGIN[write], prepare=False)
-                for early in start.first:  # already answered (no rows); sent now, in order
-                    await _execute(conn, line, early)
                 try:
                     while not statement.final:
                         statement = steps.send(await _execute(conn, line if write else None, statement))
@@ -179,10 +186,22 @@ async def _transact(
                     return stop.value  # type: ignore[no-any-return]
                 final = await _send(conn, statement)
                 await conn.execute(COMMIT, prepare=False)
-            try:  # committed: the operation may go on, in a new transaction
+            try:  # committed: the operation goes on in a new transaction
                 statement = steps.send(await final.fetchall())
+                while statement.final:
+                    statement = steps.send(await _alone(conn, statement, search_path))
             except StopIteration as stop:
                 return stop.value  # type: ignore[no-any-return]
+
+
+async def _alone(conn: psycopg.AsyncConnection[Any], statement: Statement, search_path: str) -> list[Row]:
+    """Run a final statement as its own transaction (see driver.py)."""
+    if fits_alone(statement):
+        try:
+            return await (await _send(conn, statement)).fetchall()
+        except DEFAULTS_REFUSED:
+            pass  # rolled back, nothing written: the server's default transaction is not ours
+    return await _one_message(conn, True, in_transaction(statement, search_path))
 
 
 async def _one_message(

@@ -31,12 +31,15 @@ from .steps import (
     BEGIN,
     CAPABILITIES,
     COMMIT,
+    DEFAULTS_REFUSED,
     READ_ONLY_WRITE,
     Statement,
     Steps,
+    fits_alone,
+    in_transaction,
     one_message,
     op_steps,
-    opening,
+    qualified_sql,
     raw_steps,
 )
 
@@ -51,10 +54,13 @@ class PostgresDriver:
     # that ops.save asks for first when the writer knows its run's head.
     capabilities = CAPABILITIES
 
-    def __init__(self, config: PostgresConfig, pool: ConnectionPool, search_path: str) -> None:
+    def __init__(
+        self, config: PostgresConfig, pool: ConnectionPool, search_path: str, qualified: dict[str, str]
+    ) -> None:
         self.config = config
         self.pool = pool  # for tests and tools; a store never needs it
         self.search_path = search_path
+        self.qualified = qualified  # the final statements' SQL in this store's schema (steps.qualified_sql)
         self.applied: list[int] = []  # DDL revisions this driver applied when it opened
         # The observer's query hook (safepoint.observe.QueryObserver); open_store sets it.
         self.on_query: QueryHook | None = None
@@ -73,10 +79,11 @@ class PostgresDriver:
         """
         with _connect(config) as conn:
             path = search_path(config.schema, conn)
+            qualified = qualified_sql(config.schema, conn)
             if config.read_only:  # look, never create: no lock, no DDL
                 look = Transaction(existing_steps(config.schema, path))
                 try:
-                    found = _transact(conn, look, write=False, pipeline=False)
+                    found = _transact(conn, look, write=False, search_path=path, pipeline=False)
                 except psycopg.Error as exc:
                     raise look.error(exc) from exc
                 check_existing(config, found)
@@ -84,12 +91,12 @@ class PostgresDriver:
             else:
                 tx = Transaction(setup_steps(config.schema, path))
                 try:
-                    applied = _transact(conn, tx, write=True, pipeline=False)
+                    applied = _transact(conn, tx, write=True, search_path=path, pipeline=False)
                 except psycopg.Error as exc:
                     raise tx.error(exc) from exc
         pool: ConnectionPool = ConnectionPool(**config.pool_kwargs())
         pool.open()
-        driver = cls(config, pool, path)
+        driver = cls(config, pool, path, qualified)
         driver.applied = applied
         return driver
 
@@ -101,7 +108,7 @@ class PostgresDriver:
 
     def run(self, op: Op[T], *, write: bool) -> T:
         """Drive ``op`` in one transaction; commit on return, roll back on error."""
-        steps = op_steps(op, self.search_path, self.capabilities)
+        steps = op_steps(op, self.search_path, self.qualified, self.capabilities)
         if self.on_query is not None:  # each statement reported once the driver has its rows
             steps = traced(steps, self.on_query, self.dialect)
         return self._run(steps, write=write)
@@ -116,7 +123,7 @@ class PostgresDriver:
         tx = Transaction(steps)
         try:
             with self._own_pool().connection() as conn:
-                return _transact(conn, tx, write=write)
+                return _transact(conn, tx, write=write, search_path=self.search_path)
         except (psycopg.Error, UnicodeEncodeError) as exc:
             raise tx.error(exc) from exc
 
@@ -167,30 +174,26 @@ def _connect(config: PostgresConfig) -> psycopg.Connection[Any]:
     raise failure  # outside the except block: psycopg's error is not even the __context__
 
 
-def _transact(conn: psycopg.Connection[Any], tx: Transaction[T], *, write: bool, pipeline: bool = True) -> T:
-    # A write that is a single final statement (a save, a lease call) goes as
-    # one message with BEGIN and COMMIT (steps.opening, steps.one_message).
-    # Otherwise, on an autocommit connection, BEGIN and COMMIT are statements
-    # of the pipeline (see steps.py); a final statement after others goes out
-    # with its COMMIT and its rows are read after the pipeline's Sync, so that
-    # no wait splits them. An error leaves the transaction open or aborted; the
-    # connection's context (``with conn``, ``pool.connection()``) rolls it back.
+def _transact(
+    conn: psycopg.Connection[Any], tx: Transaction[T], *, write: bool, search_path: str, pipeline: bool = True
+) -> T:
+    # A write that opens with a final statement (a save, a lease call) sends
+    # it alone (steps.fits_alone). Otherwise, on an autocommit connection,
+    # BEGIN and COMMIT are statements of the pipeline (see steps.py); a final
+    # statement after others goes out with its COMMIT and its rows are read
+    # after the pipeline's Sync, so that no wait splits them. An error leaves
+    # the transaction open or aborted; the connection's context (``with
+    # conn``, ``pool.connection()``) rolls it back.
     with closing(tx.steps()) as steps:
-        statement = next(steps)
+        try:
+            statement = next(steps)
+            while write and pipeline and statement.final:
+                statement = steps.send(_alone(conn, statement, search_path))
+        except StopIteration as stop:
+            return stop.value  # type: ignore[no-any-return]
         while True:
-            try:
-                start = opening(steps, statement, write=write, pipeline=pipeline)
-                if start.message:  # a write that is one final statement: see steps.one_message
-                    statement = steps.send(_one_message(conn, write, start.message))
-                    continue
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            assert start.statement is not None
-            statement = start.statement
             with conn.pipeline() if pipeline else nullcontext() as line:
                 conn.execute(BEGIN[write], prepare=False)
-                for early in start.first:  # already answered (no rows); sent now, in order
-                    _execute(conn, line, early)
                 try:
                     while not statement.final:
                         statement = steps.send(_execute(conn, line if write else None, statement))
@@ -199,10 +202,22 @@ def _transact(conn: psycopg.Connection[Any], tx: Transaction[T], *, write: bool,
                     return stop.value  # type: ignore[no-any-return]
                 final = _send(conn, statement)
                 conn.execute(COMMIT, prepare=False)
-            try:  # committed: the operation may go on, in a new transaction
+            try:  # committed: the operation goes on in a new transaction
                 statement = steps.send(final.fetchall())
+                while statement.final:
+                    statement = steps.send(_alone(conn, statement, search_path))
             except StopIteration as stop:
                 return stop.value  # type: ignore[no-any-return]
+
+
+def _alone(conn: psycopg.Connection[Any], statement: Statement, search_path: str) -> list[Row]:
+    """Run a final statement as its own transaction: alone if it fits (steps.fits_alone), else one message."""
+    if fits_alone(statement):
+        try:
+            return _send(conn, statement).fetchall()
+        except DEFAULTS_REFUSED:
+            pass  # rolled back, nothing written: the server's default transaction is not ours
+    return _one_message(conn, True, in_transaction(statement, search_path))
 
 
 def _one_message(conn: psycopg.Connection[Any], write: bool, statements: list[Statement]) -> list[Row]:

@@ -15,6 +15,13 @@
 -- queries of a load see one snapshot (a concurrent delete_run cannot remove
 -- messages between them).
 --
+-- Schema: tables are named unqualified (the transaction's search_path
+-- points at the store's schema), except in the statements that end their
+-- transaction ("ends: transaction"): those go alone, with no search_path
+-- statement before them (postgres/steps.py), so they write {schema}.table,
+-- which the driver fills with the store's quoted schema name once, when it
+-- opens. A query must not contain other braces.
+--
 -- Times: ops passes and expects integer microseconds since the epoch; the
 -- columns are timestamptz (see ddl/0001_initial.sql for why and how exact).
 
@@ -227,7 +234,7 @@ DELETE FROM safepoint_runs WHERE id = %(run_ref)s::bigint;
 -- params: run_id, now
 -- returns: run_ref
 -- ends: transaction
-UPDATE safepoint_runs
+UPDATE {schema}.safepoint_runs
 SET queued_at = coalesce(queued_at, 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
 WHERE run_id = %(run_id)s
 RETURNING id;
@@ -243,12 +250,12 @@ RETURNING id;
 -- another claimer changed since this statement's snapshot is re-checked
 -- against the WHERE clause when locked, so a claimed run is never taken twice.
 -- The attempt is counted here, and retry_at respected (see the SQLite query).
-UPDATE safepoint_runs
+UPDATE {schema}.safepoint_runs
 SET lease_owner = %(worker_id)s, lease_epoch = lease_epoch + 1,
     lease_expires_at = 'epoch'::timestamptz + %(expires_at)s::bigint * interval '1 microsecond',
     attempts = attempts + 1, retry_at = NULL
 WHERE id = (
-    SELECT id FROM safepoint_runs
+    SELECT id FROM {schema}.safepoint_runs
     WHERE queued_at IS NOT NULL
       AND (lease_owner IS NULL
            OR lease_expires_at <= 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
@@ -274,7 +281,7 @@ WHERE queued_at IS NOT NULL
 -- params: run_id, worker_id, epoch, expires_at
 -- returns: expires_at
 -- ends: transaction
-UPDATE safepoint_runs
+UPDATE {schema}.safepoint_runs
 SET lease_expires_at = 'epoch'::timestamptz + %(expires_at)s::bigint * interval '1 microsecond'
 WHERE run_id = %(run_id)s AND lease_owner = %(worker_id)s AND lease_epoch = %(epoch)s::bigint
 RETURNING (extract(epoch FROM lease_expires_at) * 1000000)::bigint;
@@ -284,7 +291,7 @@ RETURNING (extract(epoch FROM lease_expires_at) * 1000000)::bigint;
 -- returns: run_ref
 -- ends: transaction
 -- The epoch stays: it only ever grows, so an old lease can never match again.
-UPDATE safepoint_runs
+UPDATE {schema}.safepoint_runs
 SET lease_owner = NULL, lease_expires_at = NULL,
     queued_at = CASE WHEN %(requeue)s::boolean
                      THEN coalesce(queued_at, 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')

@@ -20,7 +20,7 @@
 -- conditions on the row as committed. No row back: nothing was written (the
 -- save then goes the general way, which says why).
 WITH head AS (
-    UPDATE safepoint_runs
+    UPDATE {schema}.safepoint_runs
     SET head_step = %(step)s::bigint, head_digest = %(digest)s, status = %(status)s,
         schema_version = %(schema_version)s::integer,
         labels = %(labels)s::jsonb, counters = %(counters)s::jsonb, next_seq = %(next_seq)s::bigint,
@@ -35,7 +35,7 @@ WITH head AS (
                ELSE lease_owner = %(lease_owner)s::text AND lease_epoch = %(lease_epoch)s::bigint
           END
     RETURNING id)
-INSERT INTO safepoint_checkpoints (
+INSERT INTO {schema}.safepoint_checkpoints (
     run_ref, step, schema_version, status, created_at, message_count, ranges, header, digest,
     first_seq, added, messages, blobs, carriers, chains
 )

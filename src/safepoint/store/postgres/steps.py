@@ -19,19 +19,19 @@ together, and everything a save writes travels with its COMMIT and the
 pipeline's last Sync, so ``ops.save`` costs three round trips (two waits
 and that Sync). (psycopg's own ``transaction()``
 inside a pipeline syncs on entering and on leaving it, which made five.)
-``ops.save``'s one-statement save (``save_next``) is a final statement (``Statement.final``):
-BEGIN, set_config, the statement and COMMIT go out as one simple-protocol
-message (``one_message``), one round trip — one message, not a pipeline,
-because a pipeline flushes statement by statement and a client stopped
-between the locking statement and its COMMIT would keep the lock with no
-timeout armed (see ``one_message``). The queue and lease calls go the
-same way (their specs say ``-- ends: transaction``). The remaining gap of that kind: a client stopped
-between a write of ``ops.save`` and its COMMIT (the fallback path, a run's
-first save, saves with blobs) or of the maintenance operations. A failure in
-a statement nobody waited for surfaces at the next wait (at the latest, the
+A final statement (``Statement.final``: ``ops.save``'s one-statement save
+``save_next``, and the queue and lease calls, each one UPDATE) that opens its
+transaction is the whole of a write, and it goes alone (``alone``): one
+statement on the autocommit connection, its own implicit transaction,
+prepared like any other, one round trip. Its SQL names the store's schema
+itself (``qualified_sql``), so no search_path statement goes first. A failure
+in a statement nobody waited for surfaces at the next wait (at the latest, the
 commit's) and leaves the transaction aborted; leaving the connection's
 context (``pool.connection()``) then rolls it back, as it does after an
-operation's own error.
+operation's own error. The remaining gap where a client stopped mid-write
+keeps a lock with no timeout armed: between a write of ``ops.save``'s general
+way (a run's first save, saves with blobs) or of a maintenance operation and
+its COMMIT.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from psycopg import sql
+from psycopg import errors, sql
 
 from safepoint.errors import StoreError
 from safepoint.store.query import UNSUPPORTED, Op, Query, Row
@@ -60,11 +60,10 @@ SETUP = load_queries(_PACKAGE, "setup.sql")
 
 # A query whose spec returns no columns is never waited for. One whose spec
 # ends its transaction (Statement.final: a save's one statement, and the
-# queue and lease calls, each one UPDATE) is the whole of a write, sent with
-# BEGIN and its COMMIT as one message (``one_message``): one round trip, and
-# no moment where the row it locked waits on a stopped client. Its rows are
-# read after the commit, which does not change them; what an operation asks
-# next (a lost lease's state, a declined save's fallback) runs in a new
+# queue and lease calls, each one UPDATE) is the whole of a write when it
+# opens its transaction, and goes alone (see ``alone``). Its rows are read
+# after the commit, which does not change them; what an operation asks next
+# (a lost lease's state, a declined save's fallback) runs in a new
 # transaction.
 
 # How a transaction starts, by ``write``. Always explicit rather than left
@@ -79,7 +78,77 @@ BEGIN = {
     False: b"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
 }
 COMMIT = b"COMMIT"
+# A statement that goes alone runs as the server's default transaction, which
+# a DBA may have made REPEATABLE READ or SERIALIZABLE (a waiter on a run row
+# then fails to serialize instead of re-checking it) or READ ONLY (where
+# BEGIN's READ WRITE would have overridden it). Either error rolls it back
+# with nothing written, and the drivers send it again the explicit way.
+DEFAULTS_REFUSED = (errors.SerializationFailure, errors.ReadOnlySqlTransaction)
 SET_SEARCH_PATH = "set_search_path"
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One statement for a driver to execute; ``many`` runs it once per dict (executemany).
+
+    ``fetch`` says whether to wait for and return its rows; when False the
+    driver returns ``[]`` at once (in a pipeline, without waiting).
+
+    ``final``: the transaction commits with this statement, in the same
+    round trip: alone, when it opens its transaction (see ``fits_alone``);
+    otherwise with the COMMIT that follows it in the pipeline. Its rows come
+    back only after the commit. Should the operation go on, what it asks next
+    runs in a new transaction.
+    """
+
+    name: str
+    sql: str | sql.Composed
+    params: dict[str, Any] | None = None
+    many: list[dict[str, Any]] | None = None
+    fetch: bool = True
+    # Whole DDL files go through the simple query protocol (several
+    # statements in one string); they must never be prepared.
+    prepare: bool | None = None
+    final: bool = False
+    # The named query's spec: the operation gets its rows as the spec's named rows.
+    spec: QuerySpec | None = None
+
+
+Steps = Generator[Statement, list[Row], T]
+
+
+# The most parameter bytes a statement may carry to go alone. Alone, it is
+# one Parse (until it is prepared), Bind, Execute and Sync, and the server
+# must never run it and then wait on the client for the Sync: a client
+# stopped there (SIGSTOP, a long GC pause) would keep the locked run row with
+# no timeout armed, since the server arms idle_in_transaction_session_timeout
+# only at ReadyForQuery, after a Sync. Under 8 KiB in all (these parameters
+# and the statement's text, save_next's being the longest at about 2 KiB),
+# libpq sends the request with one send() (it flushes early only past
+# 8 KiB, in pqPutMsgEnd), into a socket with nothing else unsent whose buffer
+# holds at least 16 KiB (tcp_wmem's default; a Unix socket's is larger): the
+# server gets it whole. A larger statement could leave in pieces, the last of
+# them after a stop, so it goes inside one simple-protocol message with BEGIN
+# and COMMIT (``one_message``), which the server reads whole before running
+# any of it. The benchmark agent's steps carry 1.7 KiB; its 50 KB tool
+# outputs go the long way.
+ALONE_MAX_BYTES = 4096
+
+
+def fits_alone(statement: Statement) -> bool:
+    """Whether ``statement`` may go alone (``ALONE_MAX_BYTES``); text counts 4 bytes a character."""
+    size = 0
+    for value in (statement.params or {}).values():
+        if isinstance(value, bytes):
+            size += len(value)
+        elif isinstance(value, str):
+            size += 4 * len(value)  # UTF-8's most, without encoding it to find out
+    return size <= ALONE_MAX_BYTES
+
+
+def in_transaction(statement: Statement, search_path: str) -> list[Statement]:
+    """What goes to ``one_message`` for ``statement`` when it cannot go alone: search_path first."""
+    return [search_path_statement(search_path), statement]
 
 
 def one_message(mogrify: Callable[[Any, Any], str], write: bool, statements: list[Statement]) -> str:
@@ -105,102 +174,68 @@ def one_message(mogrify: Callable[[Any, Any], str], write: bool, statements: lis
     return "\n;\n".join(parts)
 
 
-@dataclass(frozen=True, slots=True)
-class Statement:
-    """One statement for a driver to execute; ``many`` runs it once per dict (executemany).
-
-    ``fetch`` says whether to wait for and return its rows; when False the
-    driver returns ``[]`` at once (in a pipeline, without waiting).
-
-    ``final``: the transaction commits with this statement, in the same
-    round trip (COMMIT follows it in the pipeline), and its rows come back
-    only after the commit. Should the operation go on, what it asks next runs
-    in a new transaction (``op_steps`` sets search_path again first).
-    """
-
-    name: str
-    sql: str | sql.Composed
-    params: dict[str, Any] | None = None
-    many: list[dict[str, Any]] | None = None
-    fetch: bool = True
-    # Whole DDL files go through the simple query protocol (several
-    # statements in one string); they must never be prepared.
-    prepare: bool | None = None
-    final: bool = False
-    # The named query's spec: the operation gets its rows as the spec's named rows.
-    spec: QuerySpec | None = None
-
-
-Steps = Generator[Statement, list[Row], T]
-
-
-@dataclass(frozen=True, slots=True)
-class Opening:
-    """How a driver starts an operation's next transaction (``opening``).
-
-    Either ``message``: BEGIN, these statements and COMMIT as one message
-    (``one_message``), whose last statement's rows go back to the steps; or
-    a pipeline that sends ``first`` (statements already answered, having no
-    rows) and then drives on from ``statement``.
-    """
-
-    message: list[Statement]
-    first: list[Statement]
-    statement: Statement | None
-
-
-def opening(steps: Steps[Any], statement: Statement, *, write: bool, pipeline: bool) -> Opening:
-    """Look one statement past search_path: a write that is only a final statement is one message.
-
-    Raises ``StopIteration`` (the operation's result) when nothing follows.
-    """
-    if not (pipeline and write and statement.name == SET_SEARCH_PATH):
-        return Opening([], [], statement)
-    following = steps.send([])  # what the driver would have answered: it has no rows
-    if following.final:
-        return Opening([statement, following], [], None)
-    return Opening([], [statement], following)
-
-
 def search_path_statement(search_path: str) -> Statement:
     """Point the transaction's search_path at the store's schema (set_config, local to it)."""
     return Statement(SET_SEARCH_PATH, SETUP["set_search_path"], {"search_path": search_path}, fetch=False)
 
 
-def op_steps(op: Op[T], search_path: str, capabilities: frozenset[str] = CAPABILITIES) -> Steps[T]:
-    """The statements of one operation's transaction: search_path, then its queries as SQL.
+def qualified_sql(schema: str, context: Any) -> dict[str, str]:
+    """The final statements' SQL for a store in ``schema``: their ``{schema}`` filled with its quoted name.
 
-    After a final statement the operation's next query opens a new
-    transaction, which gets its own search_path first. An optional query
-    outside ``capabilities`` is answered ``UNSUPPORTED`` without a statement.
+    A statement that goes alone has no search_path statement before it, so
+    it names the schema of every table itself; psycopg quotes the
+    identifier (any name works, none can inject SQL). ``context`` is a
+    connection, for the quoting rules.
+    """
+    ident = sql.Identifier(schema)
+    return {
+        name: sql.SQL(query.sql).format(schema=ident).as_string(context)
+        for name, query in QUERIES.items()
+        if query.spec.ends_transaction
+    }
+
+
+def op_steps(
+    op: Op[T], search_path: str, qualified: dict[str, str], capabilities: frozenset[str] = CAPABILITIES
+) -> Steps[T]:
+    """The statements of one operation's transactions, as SQL.
+
+    A transaction that opens with a final statement is that statement alone
+    (``qualified`` holds its SQL, from ``qualified_sql``); any other begins
+    with search_path. After a final statement, the operation's next query
+    opens a new transaction. An optional query outside ``capabilities`` is
+    answered ``UNSUPPORTED`` without a statement.
     """
     try:
-        yield search_path_statement(search_path)
         query = next(op)
+        path_set = False  # whether this transaction has had its search_path statement
         while True:
             if query.optional and query.name not in capabilities:
                 query = op.send(UNSUPPORTED)
                 continue
-            statement = _statement(query)
+            statement = _statement(query, qualified)
+            if not (statement.final or path_set):
+                yield search_path_statement(search_path)
+                path_set = True
             rows = yield statement
             query = op.send(statement.spec.rows(rows) if statement.spec is not None else rows)
             if statement.final:
-                yield search_path_statement(search_path)
+                path_set = False
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
     finally:
         op.close()  # a driver that stops early (an error) leaves the op nothing to resume
 
 
-def _statement(query: Query) -> Statement:
+def _statement(query: Query, qualified: dict[str, str]) -> Statement:
     named = QUERIES.get(query.name)
     if named is None:
         raise StoreError(f"the postgresql dialect has no query named {query.name!r}")
     spec = named.spec
     fetch = bool(spec.returns)
-    return Statement(
-        query.name, named.sql, query.params, query.many, fetch=fetch, final=spec.ends_transaction, spec=spec
-    )
+    text = qualified[query.name] if spec.ends_transaction else named.sql
+    final = spec.ends_transaction
+    return Statement(query.name, text, query.params, query.many, fetch=fetch, final=final, spec=spec)
 
 
 def raw_steps(text: str, params: dict[str, Any] | None, search_path: str) -> Steps[list[Row]]:
