@@ -21,6 +21,7 @@ ANCHOR = "postgresql"
 TARGET_RAW = 0.7
 TARGET_LANGGRAPH = 3.0
 TARGET_GROWTH = 1.1
+TARGET_SERVER_FLOOR = 1.5  # issue 17: server CPU per save / the same two rows in one bare statement
 
 
 def render(pg: PgResults | None) -> str:
@@ -116,6 +117,7 @@ def targets(pg: PgResults | None) -> list[Target]:
                 ANCHOR,
             )
         )
+    rows += _floor_targets(pg)
     probes = _probes(pg)
     if pg.one and len(probes) > 1:
         first, last = probes[0], probes[-1]
@@ -132,6 +134,33 @@ def targets(pg: PgResults | None) -> list[Target]:
                 )
             )
     return rows
+
+
+def server_per_op(t: Throughput) -> float:
+    return t.cpu.server / t.ops
+
+
+def _floor_targets(pg: PgResults) -> list[Target]:
+    """Issue 17: the server CPU of a save against the floor's (the same two rows, one bare statement)."""
+    pairs: list[tuple[str, float, float]] = []
+    if pg.one and len(pg.floor_one) == len(pg.one):
+        saves = statistics.median(server_per_op(sp) for sp, _raw in pg.one)
+        floor = statistics.median(server_per_op(f) for f in pg.floor_one)
+        pairs.append(("1 writer (median of repetitions)", saves, floor))
+    if pg.eight is not None and pg.floor_eight is not None:
+        pairs.append((f"{WRITERS} writers", server_per_op(pg.eight[0]), server_per_op(pg.floor_eight)))
+    return [
+        Target(
+            "#17",
+            f"PostgreSQL server CPU per save / the same two rows in one bare statement, {label}",
+            f"{_x(saves / floor)} ({_ms(saves)} / {_ms(floor)})",
+            f"≤ {TARGET_SERVER_FLOOR}{TIMES}",
+            saves / floor <= TARGET_SERVER_FLOOR,
+            ANCHOR,
+        )
+        for label, saves, floor in pairs
+        if floor > 0
+    ]
 
 
 def _targets(pg: PgResults) -> str:
@@ -176,12 +205,17 @@ def _row(label: str, t: Throughput, digits: int = 0) -> list[str]:
 
 def _throughput(pg: PgResults) -> str:
     rows = []
-    for i, (sp, raw) in enumerate(pg.one, 1):
+    floors: list[Throughput | None] = [*pg.floor_one] + [None] * (len(pg.one) - len(pg.floor_one))
+    for i, ((sp, raw), floor) in enumerate(zip(pg.one, floors, strict=True), 1):
         rows.append(_row(f"safepoint `save`, rep {i}", sp))
         rows.append(_row(f"raw INSERT commit, rep {i}", raw))
+        if floor is not None:
+            rows.append(_row(f"floor: the save's two rows, one statement, rep {i}", floor))
     if pg.eight is not None:
         rows.append(_row("safepoint `save`", pg.eight[0]))
         rows.append(_row("raw INSERT commit", pg.eight[1]))
+    if pg.floor_eight is not None:
+        rows.append(_row("floor: the save's two rows, one statement", pg.floor_eight))
     if pg.langgraph_one is not None:
         rows.append(_row(f"PostgresSaver `invoke` ({pg.langgraph_steps} steps)", pg.langgraph_one, 1))
     if pg.langgraph_eight is not None:
@@ -324,9 +358,13 @@ def _cpu(pg: PgResults) -> str:
             ("safepoint `save`, 1 writer (rep 1)", pg.one[0][0]),
             ("raw commit, 1 connection", pg.one[0][1]),
         ]
+    if pg.floor_one:
+        named += [("floor (the save's two rows), 1 writer (rep 1)", pg.floor_one[0])]
     if pg.eight is not None:
         named += [(f"safepoint `save`, {WRITERS} writers", pg.eight[0])]
         named += [(f"raw commit, {WRITERS} connections", pg.eight[1])]
+    if pg.floor_eight is not None:
+        named += [(f"floor (the save's two rows), {WRITERS} writers", pg.floor_eight)]
     named += [(f"PostgresSaver `invoke`, {WRITERS} writers", pg.langgraph_eight)]
     named += [(f"claim + release, {CLAIMERS} workers", pg.claims)]
     for label, t in named:

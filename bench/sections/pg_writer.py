@@ -50,8 +50,7 @@ KINDS = {
     "fill": ("contenders.claims", "QueueFiller"),
     "claim": ("contenders.claims", "ClaimWorker"),
     "claim_save": ("contenders.claims", "ClaimSaveWorker"),
-    # bench/sections/profile_postgres.py's experiments
-    "floor": ("sections.profile_postgres", "FloorWriter"),
+    "floor": ("contenders.floor_postgres", "FloorWriter"),
 }
 
 

@@ -110,6 +110,9 @@ class PgResults:
     adapter_turns: int = 0
     one: list[tuple[Throughput, Throughput]] = field(default_factory=list)  # (safepoint, raw) per rep
     eight: tuple[Throughput, Throughput] | None = None
+    # The same two rows in one bare statement (contenders/floor_postgres.py), beside each experiment above.
+    floor_one: list[Throughput] = field(default_factory=list)
+    floor_eight: Throughput | None = None
     langgraph_one: Throughput | None = None
     langgraph_eight: Throughput | None = None
     claims: Throughput | None = None
@@ -159,10 +162,12 @@ def _measure(results: PgResults, *, reps: int, langgraph: bool, adapter_turns: i
     url, steps = results.url, results.steps
     results.settings = pg_server.settings(url)
     for rep in range(1, reps + 1):
-        pair = _versus_raw(url, 1, steps, results.facts if rep == 1 else None)
-        results.one.append(pair)
+        *pair, floor = _versus_raw(url, 1, steps, results.facts if rep == 1 else None)
+        results.one.append((pair[0], pair[1]))
+        results.floor_one.append(floor)
         _log(f"PostgreSQL 1 writer rep {rep}: {pair[0].rate:,.0f} saves/s, raw {pair[1].rate:,.0f} commits/s")
-    results.eight = _versus_raw(url, WRITERS, steps, None)
+    *pair, results.floor_eight = _versus_raw(url, WRITERS, steps, None)
+    results.eight = (pair[0], pair[1])
     _log(
         f"PostgreSQL {WRITERS} writers: {results.eight[0].rate:,.0f} saves/s, "
         f"raw {results.eight[1].rate:,.0f} commits/s"
@@ -195,19 +200,28 @@ def _measure(results: PgResults, *, reps: int, langgraph: bool, adapter_turns: i
 
 def _versus_raw(
     url: str, writers: int, steps: int, facts: dict[str, str] | None
-) -> tuple[Throughput, Throughput]:
-    """``writers`` children alternating safepoint and raw blocks of BLOCK operations each."""
+) -> tuple[Throughput, Throughput, Throughput]:
+    """``writers`` children alternating blocks of BLOCK operations: safepoint saves, raw commits, the floor.
+
+    The floor writes into tables of its own, made by the store (same
+    columns, same indexes), so the facts read from the store's schema
+    afterwards are the saves' alone.
+    """
     with (
         pg_server.scratch_schema(url, "sp") as schema,
         pg_server.scratch_schema(url, "raw", create=True) as raw_schema,
+        pg_server.scratch_schema(url, "floor") as floor_schema,
     ):
-        safepoint.open_store(url, schema=schema).close()  # create the tables before the children start
+        for tables in (schema, floor_schema):  # the tables, before the children start
+            safepoint.open_store(url, schema=tables).close()
         raw_postgres.create_table(url, raw_schema)
         specs = [
             [
                 {"name": "safepoint", "kind": "safepoint", "url": url, "schema": schema}
                 | {"steps": steps, "index": i},
                 {"name": "raw", "kind": "raw", "url": url, "schema": raw_schema, "index": i},
+                {"name": "floor", "kind": "floor", "url": url, "schema": floor_schema}
+                | {"steps": steps, "index": i},
             ]
             for i in range(writers)
         ]
@@ -217,6 +231,7 @@ def _versus_raw(
                 count = min(BLOCK, steps - done)
                 group.phase("safepoint", count)
                 group.phase("raw", count)
+                group.phase("floor", count)
                 done += count
             children = group.finish()
         if facts is not None:
@@ -224,6 +239,7 @@ def _versus_raw(
     return (
         _throughput("safepoint", group.tallies["safepoint"], children, writers),
         _throughput("raw", group.tallies["raw"], children, writers),
+        _throughput("floor", group.tallies["floor"], children, writers),
     )
 
 

@@ -17,7 +17,7 @@ experiments, not the library). It prints Markdown:
    with 1 and 8 writers: the store as it is; the same without the
    ``safepoint_runs_updated`` index (so the run-row update is HOT) or with
    pglz instead of lz4 (before DDL revision 4); and a floor: the same two
-   rows written by one autocommit statement (``FloorWriter``), with no
+   rows written by one autocommit statement (``contenders/floor_postgres.py``), with no
    checks and no safepoint client code, what any design on these tables
    costs at least.
 
@@ -49,7 +49,6 @@ from typing import Any
 # Run as a script: the packages it imports live in bench/, one folder up.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import orjson
 import pg_server
 import psycopg
 from contenders import raw_postgres
@@ -268,64 +267,6 @@ def _one(url: str, schema: str, query: str) -> tuple[Any, ...] | None:
 
 
 # -- 3. variants --------------------------------------------------------------------
-
-
-class FloorWriter:
-    """A ``pg_writer`` contender: the save's two rows in one autocommit statement, no checks."""
-
-    SQL = """
-WITH run AS (
-    UPDATE safepoint_runs
-    SET head_step = %(step)s::bigint, head_digest = %(digest)s, counters = %(counters)s::jsonb,
-        next_seq = next_seq + 2, updated_at = now()
-    WHERE id = %(run_ref)s::bigint AND head_step = %(step)s::bigint - 1
-    RETURNING id, next_seq - 2 AS first_seq)
-INSERT INTO safepoint_checkpoints (
-    run_ref, step, schema_version, status, created_at, message_count, ranges, header, digest,
-    first_seq, added, messages)
-SELECT id, %(step)s::bigint, 1, 'running', now(), %(count)s::bigint, %(ranges)s::jsonb, %(header)s,
-       %(digest)s, first_seq, 2, %(messages)s
-FROM run
-"""
-
-    def __init__(self, spec: dict[str, Any]) -> None:
-        store = safepoint.open_store(spec["url"], schema=spec["schema"])
-        run_id = f"floor-{spec['index']}"
-        store.save(safepoint.Checkpoint(run_id=run_id))
-        store.close()
-        self._conn = psycopg.connect(pg_server.with_search_path(spec["url"], spec["schema"]), autocommit=True)
-        row = self._conn.execute("SELECT id FROM safepoint_runs WHERE run_id = %s", (run_id,)).fetchone()
-        self._run_ref = row[0] if row else None
-        self._steps = agent_workload.build(spec["steps"]).steps
-        self.seconds: list[float] = []
-
-    def block(self, count: int) -> int:
-        done = 0
-        while done < count and len(self.seconds) < len(self._steps):
-            agent_step = self._steps[len(self.seconds)]
-            step = agent_step.step
-            start = time.perf_counter()
-            bodies = [orjson.dumps(m, option=orjson.OPT_SORT_KEYS) for m in agent_step.messages]
-            params = {
-                "run_ref": self._run_ref,
-                "step": step,
-                "digest": bytes(32),
-                "counters": orjson.dumps(agent_step.counters).decode(),
-                "count": 2 * step,
-                "ranges": f"[[0, {2 * step}]]",
-                "header": orjson.dumps({"state": agent_step.state, "cursor": agent_step.cursor}) + bytes(200),
-                "messages": b"\n".join(bodies),
-            }
-            self._conn.execute(self.SQL.encode(), params)
-            self.seconds.append(time.perf_counter() - start)
-            done += 1
-        return done
-
-    def result(self) -> dict[str, Any]:
-        return {"seconds": self.seconds}
-
-    def close(self) -> None:
-        self._conn.close()
 
 
 _NO_UPDATED_INDEX = "DROP INDEX {schema}.safepoint_runs_updated"
