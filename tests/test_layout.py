@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "safepoint.errors",
             "safepoint.codec",
+            "safepoint.long_text",
             "safepoint.model",
             "safepoint.records",
             "safepoint.messagelist",

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from . import long_text
 from .errors import NotJSONCompatible
 from .refs import BlobLink, ScrubbedText, SecretRef
 from .visible import visible
@@ -274,8 +275,8 @@ def _is_valid_unicode(text: str) -> bool:
 
 
 def encode(value: Any) -> bytes:
-    """Canonical bytes of an already-validated JSON value."""
-    return orjson.dumps(value, option=_ENCODE_OPTIONS)
+    """Canonical bytes of an already-validated JSON value (see long_text for very long strings)."""
+    return long_text.dumps(value, _ENCODE_OPTIONS)
 
 
 def decode(data: bytes | str) -> Any:

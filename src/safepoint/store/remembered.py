@@ -43,9 +43,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from blake3 import blake3
 
+from safepoint import long_text
 from safepoint.messagelist import MessageList, StoredView
 
 # About 100 bytes a message (its fingerprint, and the view's chain value the
@@ -57,10 +57,17 @@ _OPEN = b"["
 _COMMA = b","
 
 
-def _given(value: Any) -> bytes:
-    """JSON of a value as given: dict keys in their order (sorting them would cost
-    more than the hash), raising ``TypeError`` where JSON has nothing for it."""
-    return orjson.dumps(value)
+def _given(value: Any) -> list[bytes]:
+    """JSON of a value as given, in pieces (``long_text.pieces``: a very long
+    string is a piece of its own, hashed without a joined copy): dict keys in
+    their order (sorting them would cost more than the hash), raising
+    ``TypeError`` where JSON has nothing for it."""
+    return long_text.pieces(value, 0)
+
+
+def _feed(hasher: Any, given: list[bytes]) -> None:
+    for piece in given:
+        hasher.update(piece)
 
 
 @dataclass(slots=True)
@@ -101,8 +108,10 @@ class RunMemory:
         self._lock = threading.Lock()
         _HOLDERS.add(self)
 
-    def _fingerprint(self, given: bytes) -> bytes:
-        return blake3(given, key=self._key).digest(_SIZE)
+    def _fingerprint(self, given: list[bytes]) -> bytes:
+        hasher = blake3(key=self._key)
+        _feed(hasher, given)
+        return hasher.digest(_SIZE)
 
     def recall(self, run_id: str, step: int, view: StoredView | None, messages: list[Any]) -> Recall:
         """Where a save of ``messages`` as ``run_id``'s ``step`` starts; ``view``
@@ -131,7 +140,9 @@ class RunMemory:
             prefix = _given(messages[:count])
         except TypeError:  # bytes, or the store's own reference objects: compared exactly
             return None
-        running = blake3(memoryview(prefix)[:-1], key=self._key)
+        running = blake3(key=self._key)  # the JSON array but its closing bracket
+        _feed(running, prefix[:-1])
+        running.update(memoryview(prefix[-1])[:-1])
         return running if hmac.compare_digest(running.digest(), expected.digest()) else None
 
     def _match(self, base: Remembered, messages: list[Any], known: int) -> tuple[int, Any]:
@@ -159,7 +170,7 @@ class RunMemory:
                 return index, running
             if index:
                 running.update(_COMMA)
-            running.update(given)
+            _feed(running, given)
         return count, running
 
     def remember(
@@ -189,11 +200,17 @@ class RunMemory:
                     previous = running.copy()
                 if index:
                     running.update(_COMMA)
-                running.update(body)
+                _feed(running, body)
         elif start == 0:
-            running = blake3(_OPEN + _COMMA.join(given), key=self._key)
-            if given:
-                previous = blake3(_OPEN + _COMMA.join(given[:-1]), key=self._key)
+            # Hashed piece by piece, as above: joining the bodies would copy
+            # them all (twice, with the opening bracket) to hash them once.
+            running = blake3(_OPEN, key=self._key)
+            for index, body in enumerate(given):
+                if index == len(given) - 1:
+                    previous = running.copy()
+                if index:
+                    running.update(_COMMA)
+                _feed(running, body)
         entry = Remembered(view, fingerprints, running, previous)
         with self._lock:
             old = self._runs.pop(run_id, None)
