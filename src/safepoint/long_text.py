@@ -83,18 +83,30 @@ def _string_pieces(text: str) -> list[bytes]:
 
 
 def _has_long_string(value: Any) -> bool:
-    if isinstance(value, str):
+    # Called for every value the store encodes, so the exact built-in types
+    # (all but a caller's subclasses) are checked first, without isinstance.
+    kind = type(value)
+    if kind is str:
         return len(value) > LONG_STRING
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list | tuple) else ()
-        for child in children:
-            if isinstance(child, str):
-                if len(child) > LONG_STRING:
-                    return True
-            elif isinstance(child, dict | list | tuple):
-                stack.append(child)
+    if kind is dict:
+        children: Any = value.values()
+    elif kind is list or kind is tuple:
+        children = value
+    elif isinstance(value, str):
+        return len(value) > LONG_STRING
+    elif isinstance(value, dict):
+        children = value.values()
+    elif isinstance(value, list | tuple):
+        children = value
+    else:
+        return False
+    for child in children:
+        kind = type(child)
+        if kind is str:
+            if len(child) > LONG_STRING:
+                return True
+        elif kind is not int and kind is not float and child is not None and _has_long_string(child):
+            return True
     return False
 
 
