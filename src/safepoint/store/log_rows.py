@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterator
+from itertools import chain, repeat
 from typing import Any
 
 CHAIN_SIZE = 32  # bytes of one digest chain value (SHA-256)
@@ -74,6 +75,9 @@ def select_bodies(
     the rows read; a carrier whose columns are not what a save writes
     contributes nothing.
     """
+    contiguous = _contiguous(carriers, spans)
+    if contiguous is not None:
+        return contiguous
     log = _Log()
     for step, first_seq, packed in carriers:
         if (
@@ -94,6 +98,38 @@ def select_bodies(
             last = max(last, step)
         found.append((first, last) if first >= 0 else (0, -1))
     return out, tuple(found)
+
+
+def _contiguous(
+    carriers: list[tuple[Any, ...]], spans: tuple[tuple[int, int], ...]
+) -> tuple[list[bytes], tuple[tuple[int, int], ...]] | None:
+    """``select_bodies`` for the usual log, or None: one span, and rows of bytes that follow each
+    other seq by seq from its start to its end, each added by a later step than the one before.
+
+    That is an appending run's latest checkpoint, one row per save: the
+    bodies are then the rows' packed bytes split in C, with no Python step per row,
+    rather than row by row (a 1,001-row load: 1.6 -> 0.9 ms). Anything else,
+    tampered rows included, goes the general way.
+    """
+    if len(spans) != 1 or not carriers:
+        return None
+    ((start, end),) = spans
+    steps, firsts, packs = zip(*carriers, strict=True)
+    if {type(f) for f in firsts} != {int} or {type(s) for s in steps} != {int}:
+        return None
+    if not all(type(p) is bytes for p in packs):
+        return None
+    counts = [p.count(b"\n") + 1 for p in packs]
+    seq = start
+    for first, count, step, before in zip(firsts, counts, steps, (-1, *steps), strict=False):
+        if first != seq or step <= before:
+            return None
+        seq += count
+    if seq != end:
+        return None
+    # Each row split in C, none joined: a joined copy of every row would raise a load's peak memory.
+    bodies = list(chain.from_iterable(map(bytes.split, packs, repeat(b"\n"))))
+    return bodies, ((steps[0], steps[-1]),)
 
 
 def select_chains(rows: list[tuple[Any, Any]], spans: tuple[tuple[int, int], ...]) -> list[bytes] | None:
@@ -119,8 +155,29 @@ def select_chains(rows: list[tuple[Any, Any]], spans: tuple[tuple[int, int], ...
 
 
 def marked(bodies: list[bytes], marks: tuple[bytes, ...]) -> list[int]:
-    """The indexes of the bodies that show any of ``marks``: one search per body and mark."""
-    if len(marks) == 1:  # the usual case, without a generator per body
+    """The indexes of the bodies that show any of ``marks``.
+
+    Each body is first asked for a byte of the mark that JSON text seldom
+    holds (``_probe``): one byte is found at memchr's speed, where a mark
+    that starts with a quote stops the search at every quote (a 1,001-message
+    load: 0.5 -> 0.06 ms per mark); only the bodies that hold it are searched
+    for the mark. No joined copy of the bodies: a load's peak memory counts.
+    """
+    if len(marks) == 1:  # the usual case: one pass, no set
         (mark,) = marks
-        return [i for i, body in enumerate(bodies) if mark in body]
-    return [i for i, body in enumerate(bodies) if any(mark in body for mark in marks)]
+        probe = _probe(mark)
+        return [i for i, body in enumerate(bodies) if probe in body and mark in body]
+    found: set[int] = set()
+    for mark in marks:
+        probe = _probe(mark)
+        found.update(i for i, body in enumerate(bodies) if probe in body and mark in body)
+    return sorted(found)
+
+
+# Bytes that JSON text is full of: a mark is looked for by one of its other bytes first.
+_COMMON = frozenset(b'"{}[],:. -_0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ')
+
+
+def _probe(mark: bytes) -> bytes:
+    """A byte of ``mark`` JSON text seldom holds (``$`` in the store's marks), else the mark itself."""
+    return next((bytes([b]) for b in mark if b not in _COMMON), mark)

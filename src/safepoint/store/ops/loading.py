@@ -8,6 +8,8 @@ database blob target's values.
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from safepoint import codec
 from safepoint.errors import CorruptCheckpoint, NotFound
 from safepoint.messagelist import StoredView
@@ -17,6 +19,9 @@ from safepoint.store.log_rows import marked, select_bodies, select_chains
 from safepoint.store.query import Loaded, Op, Query, Row
 from safepoint.store.references import typed_checkpoint
 from safepoint.store.stored import decode_checkpoint, parse_carriers, parse_ranges
+
+# A carrier row's (step, first_seq, messages), read in C: a load reads one row per save.
+_CARRIED = attrgetter("step", "first_seq", "messages")
 
 
 def load(run_id: str, step: int | None) -> Op[Checkpoint]:
@@ -77,7 +82,7 @@ def load_with_bodies(run_id: str, step: int | None) -> Op[tuple[Checkpoint, list
         rows = yield Query("view_carriers", {"run_ref": run_ref, "spans": codec.encode(keyed).decode()})
     else:
         rows = yield Query("view_messages", {"run_ref": run_ref, "ranges": codec.encode(spans).decode()})
-    bodies, carriers = select_bodies([(row.step, row.first_seq, row.messages) for row in rows], spans)
+    bodies, carriers = select_bodies(list(map(_CARRIED, rows)), spans)
     # The bodies are copies now: the rows' packed bytes go before the decode, not after (peak memory).
     rows.clear()
     checkpoint, stored_format = decode_checkpoint(
