@@ -33,7 +33,6 @@ from .steps import (
     READ_ONLY_WRITE,
     Statement,
     fits_alone,
-    in_transaction,
     one_message,
     op_steps,
     qualified_sql,
@@ -82,7 +81,7 @@ class PostgresAsyncDriver:
             if config.read_only:  # look, never create: no lock, no DDL
                 look = Transaction(existing_steps(config.schema, path))
                 try:
-                    found = await _transact(conn, look, write=False, search_path=path, pipeline=False)
+                    found = await _transact(conn, look, write=False, pipeline=False)
                 except psycopg.Error as exc:
                     raise look.error(exc) from exc
                 check_existing(config, found)
@@ -90,7 +89,7 @@ class PostgresAsyncDriver:
             else:
                 tx = Transaction(setup_steps(config.schema, path))
                 try:
-                    applied = await _transact(conn, tx, write=True, search_path=path, pipeline=False)
+                    applied = await _transact(conn, tx, write=True, pipeline=False)
                 except psycopg.Error as exc:
                     raise tx.error(exc) from exc
         pool: AsyncConnectionPool = AsyncConnectionPool(**config.pool_kwargs())
@@ -116,7 +115,7 @@ class PostgresAsyncDriver:
         try:
             pool = await self._own_pool()
             async with pool.connection() as conn:
-                return await _transact(conn, tx, write=write, search_path=self.search_path)
+                return await _transact(conn, tx, write=write)
         except (psycopg.Error, UnicodeEncodeError) as exc:
             raise tx.error(exc) from exc
 
@@ -161,7 +160,6 @@ async def _transact(
     tx: Transaction[T],
     *,
     write: bool,
-    search_path: str,
     pipeline: bool = True,
 ) -> T:
     # As in driver.py: a write that opens with a final statement sends it
@@ -172,7 +170,7 @@ async def _transact(
         try:
             statement = next(steps)
             while write and pipeline and statement.final:
-                statement = steps.send(await _alone(conn, statement, search_path))
+                statement = steps.send(await _alone(conn, statement))
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
         while True:
@@ -189,19 +187,19 @@ async def _transact(
             try:  # committed: the operation goes on in a new transaction
                 statement = steps.send(await final.fetchall())
                 while statement.final:
-                    statement = steps.send(await _alone(conn, statement, search_path))
+                    statement = steps.send(await _alone(conn, statement))
             except StopIteration as stop:
                 return stop.value  # type: ignore[no-any-return]
 
 
-async def _alone(conn: psycopg.AsyncConnection[Any], statement: Statement, search_path: str) -> list[Row]:
+async def _alone(conn: psycopg.AsyncConnection[Any], statement: Statement) -> list[Row]:
     """Run a final statement as its own transaction (see driver.py)."""
     if fits_alone(statement):
         try:
             return await (await _send(conn, statement)).fetchall()
         except DEFAULTS_REFUSED:
             pass  # rolled back, nothing written: the server's default transaction is not ours
-    return await _one_message(conn, True, in_transaction(statement, search_path))
+    return await _one_message(conn, True, [statement])
 
 
 async def _one_message(

@@ -36,7 +36,6 @@ from .steps import (
     Statement,
     Steps,
     fits_alone,
-    in_transaction,
     one_message,
     op_steps,
     qualified_sql,
@@ -83,7 +82,7 @@ class PostgresDriver:
             if config.read_only:  # look, never create: no lock, no DDL
                 look = Transaction(existing_steps(config.schema, path))
                 try:
-                    found = _transact(conn, look, write=False, search_path=path, pipeline=False)
+                    found = _transact(conn, look, write=False, pipeline=False)
                 except psycopg.Error as exc:
                     raise look.error(exc) from exc
                 check_existing(config, found)
@@ -91,7 +90,7 @@ class PostgresDriver:
             else:
                 tx = Transaction(setup_steps(config.schema, path))
                 try:
-                    applied = _transact(conn, tx, write=True, search_path=path, pipeline=False)
+                    applied = _transact(conn, tx, write=True, pipeline=False)
                 except psycopg.Error as exc:
                     raise tx.error(exc) from exc
         pool: ConnectionPool = ConnectionPool(**config.pool_kwargs())
@@ -123,7 +122,7 @@ class PostgresDriver:
         tx = Transaction(steps)
         try:
             with self._own_pool().connection() as conn:
-                return _transact(conn, tx, write=write, search_path=self.search_path)
+                return _transact(conn, tx, write=write)
         except (psycopg.Error, UnicodeEncodeError) as exc:
             raise tx.error(exc) from exc
 
@@ -174,9 +173,7 @@ def _connect(config: PostgresConfig) -> psycopg.Connection[Any]:
     raise failure  # outside the except block: psycopg's error is not even the __context__
 
 
-def _transact(
-    conn: psycopg.Connection[Any], tx: Transaction[T], *, write: bool, search_path: str, pipeline: bool = True
-) -> T:
+def _transact(conn: psycopg.Connection[Any], tx: Transaction[T], *, write: bool, pipeline: bool = True) -> T:
     # A write that opens with a final statement (a save, a lease call) sends
     # it alone (steps.fits_alone). Otherwise, on an autocommit connection,
     # BEGIN and COMMIT are statements of the pipeline (see steps.py); a final
@@ -188,7 +185,7 @@ def _transact(
         try:
             statement = next(steps)
             while write and pipeline and statement.final:
-                statement = steps.send(_alone(conn, statement, search_path))
+                statement = steps.send(_alone(conn, statement))
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
         while True:
@@ -205,19 +202,19 @@ def _transact(
             try:  # committed: the operation goes on in a new transaction
                 statement = steps.send(final.fetchall())
                 while statement.final:
-                    statement = steps.send(_alone(conn, statement, search_path))
+                    statement = steps.send(_alone(conn, statement))
             except StopIteration as stop:
                 return stop.value  # type: ignore[no-any-return]
 
 
-def _alone(conn: psycopg.Connection[Any], statement: Statement, search_path: str) -> list[Row]:
+def _alone(conn: psycopg.Connection[Any], statement: Statement) -> list[Row]:
     """Run a final statement as its own transaction: alone if it fits (steps.fits_alone), else one message."""
     if fits_alone(statement):
         try:
             return _send(conn, statement).fetchall()
         except DEFAULTS_REFUSED:
             pass  # rolled back, nothing written: the server's default transaction is not ours
-    return _one_message(conn, True, in_transaction(statement, search_path))
+    return _one_message(conn, True, [statement])
 
 
 def _one_message(conn: psycopg.Connection[Any], write: bool, statements: list[Statement]) -> list[Row]:

@@ -146,11 +146,6 @@ def fits_alone(statement: Statement) -> bool:
     return size <= ALONE_MAX_BYTES
 
 
-def in_transaction(statement: Statement, search_path: str) -> list[Statement]:
-    """What goes to ``one_message`` for ``statement`` when it cannot go alone: search_path first."""
-    return [search_path_statement(search_path), statement]
-
-
 def one_message(mogrify: Callable[[Any, Any], str], write: bool, statements: list[Statement]) -> str:
     """BEGIN, ``statements`` and COMMIT as the text of one simple-protocol message.
 
