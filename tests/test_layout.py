@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "safepoint.errors",
             "safepoint.codec",
             "safepoint.long_text",
+            "safepoint.crypto",
             "safepoint.model",
             "safepoint.records",
             "safepoint.messagelist",

@@ -77,7 +77,7 @@ BLOB_SUBSET = (
 )
 # Test tooling for the lower-bound venvs, at the lock's versions.
 TEST_TOOLS = ("pytest", "pytest-timeout", "pytest-xdist", "hypothesis")
-USER_EXTRAS = "postgres,s3,langgraph,openai-agents,otel"
+USER_EXTRAS = "postgres,s3,langgraph,openai-agents,otel,encryption"
 
 
 class CheckFailed(Exception):

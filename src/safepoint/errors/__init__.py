@@ -6,11 +6,13 @@
      │    │    ├── NotJSONCompatible            e.g. ``state.items[3]: set is not JSON-compatible``
      │    │    └── SecretLeak                   the scrubber found a secret and the policy is ``raise``
      │    ├── InvalidURL                        ``open_store`` was given a URL it can't serve
+     │    ├── InvalidKey                        a key or keyring source is malformed (never quoted)
      │    ├── MissingExtra (also ImportError)   an optional part's extra is missing: names the pip install
      │    └── InvalidMigrationChain             a gap, duplicate or out-of-range version in a chain
      ├── NotFound (also LookupError)           no such run, or no such step
      │    └── StoreNotFound                     a read-only open found no safepoint store at the URL
      ├── UnknownSecret (also LookupError)      a stored secret reference names a secret the resolver lacks
+     ├── MissingKey (also LookupError)         stored data needs a key id the keyring lacks: names the id
      ├── Conflict                              not the next step of the run (optimistic concurrency)
      ├── LeaseLost                             a worker's lease is no longer current (fenced off)
      ├── CorruptCheckpoint                     a stored checkpoint fails its digest: names run and step
@@ -59,13 +61,14 @@ from .harness import ActionMismatch, BudgetExceeded, RunStatusError
 from .input import (
     InvalidArgument,
     InvalidCheckpoint,
+    InvalidKey,
     InvalidMigrationChain,
     InvalidURL,
     MissingExtra,
     NotJSONCompatible,
     SecretLeak,
 )
-from .loading import BlobCorrupt, CorruptCheckpoint, MigrationError, SchemaTooNew, UnknownSecret
+from .loading import BlobCorrupt, CorruptCheckpoint, MigrationError, MissingKey, SchemaTooNew, UnknownSecret
 from .store import (
     BlobError,
     BlobNotFound,
@@ -89,11 +92,13 @@ __all__ = [
     "CorruptCheckpoint",
     "InvalidArgument",
     "InvalidCheckpoint",
+    "InvalidKey",
     "InvalidMigrationChain",
     "InvalidURL",
     "LeaseLost",
     "MigrationError",
     "MissingExtra",
+    "MissingKey",
     "NotFound",
     "NotJSONCompatible",
     "RunStatusError",

@@ -51,6 +51,10 @@ class InvalidURL(InvalidArgument):
     """``open_store`` was given a URL or option it cannot serve."""
 
 
+class InvalidKey(InvalidArgument):
+    """A key or a keyring source is malformed: names the source and the key id, never key material."""
+
+
 class MissingExtra(InvalidArgument, ImportError):
     """An optional part of safepoint was asked for, but its extra is not installed.
 

@@ -1,0 +1,162 @@
+"""AES-256-GCM envelopes: values sealed under data keys, data keys wrapped under key-encryption keys.
+
+A sealed value is ``MAGIC``, the id of its data key (DEK), a random 96-bit
+nonce, and the ciphertext with its 16-byte tag. ``MAGIC`` starts with a NUL,
+which no JSON text and no UTF-8 text a store writes begins with, so a
+plaintext row is told from a sealed one (an encrypted store refuses
+plaintext it meets, fail-closed). The associated data names the value's
+``Place`` (the store's id, the run and step of the row that carries it, the
+column), so a sealed value copied onto another run, step, column or store
+does not open: ``unseal`` raises ``SealBroken``, which the store reports as
+``CorruptCheckpoint`` naming run and step (``BlobCorrupt`` for a blob).
+
+A DEK is 32 random bytes, wrapped (sealed) under a key-encryption key of
+the keyring with associated data naming the store and the DEK's id; the
+wrapped DEKs live in the store. Rotating a key-encryption key rewraps DEKs,
+never rows. Random nonces are safe for 2**32 seals under one DEK (NIST SP
+800-38D); the store starts a new DEK long before that.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from safepoint.errors import MissingExtra
+
+from .keyring import KEY_BYTES, Keyring, valid_key_id
+
+try:
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+except ImportError as exc:  # the core install has no cryptography
+    raise MissingExtra("encryption at rest", "encryption", exc.name or "cryptography") from exc
+
+MAGIC = b"\x00sp1"
+NONCE_BYTES = 12
+TAG_BYTES = 16
+_WRAP_LABEL = b"safepoint data key\x00"
+
+
+class SealBroken(Exception):  # internal: the store raises CorruptCheckpoint or BlobCorrupt
+    """A sealed value does not open: altered, truncated, from another place, or under another key."""
+
+    def __init__(self, detail: str) -> None:
+        self.detail = detail
+        super().__init__(detail)
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where a sealed value belongs: its associated data."""
+
+    store_id: str
+    run_id: str
+    step: int
+    column: str
+
+    def associated_data(self) -> bytes:
+        # Each text length-prefixed, the step as 8 bytes: no two places give the same bytes.
+        out = bytearray()
+        for text in (self.store_id, self.run_id, self.column):
+            encoded = text.encode("utf-8", "surrogatepass")
+            out += struct.pack(">I", len(encoded)) + encoded
+        out += struct.pack(">q", self.step)
+        return bytes(out)
+
+
+@dataclass(frozen=True, slots=True)
+class DataKey:
+    """A data key: its id (stored beside every value it seals) and its 32 bytes (never shown)."""
+
+    key_id: str
+    key: bytes = field(repr=False)
+    _cipher: AESGCM = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not valid_key_id(self.key_id) or len(self.key) != KEY_BYTES:
+            raise ValueError("a data key is a valid id and 32 bytes")
+        object.__setattr__(self, "_cipher", AESGCM(self.key))
+
+    @classmethod
+    def new(cls, key_id: str) -> DataKey:
+        return cls(key_id, os.urandom(KEY_BYTES))
+
+    def seal(self, plaintext: bytes, place: Place) -> bytes:
+        """``plaintext`` sealed for ``place``."""
+        nonce = os.urandom(NONCE_BYTES)
+        ident = self.key_id.encode("ascii")
+        head = MAGIC + bytes([len(ident)]) + ident + nonce
+        return head + self._cipher.encrypt(nonce, plaintext, place.associated_data())
+
+    def unseal(self, sealed: bytes, place: Place) -> bytes:
+        """The plaintext of a value this key sealed for ``place``; ``SealBroken`` otherwise."""
+        key_id, nonce, body = _parts(sealed)
+        if key_id != self.key_id:
+            raise SealBroken("it is sealed under another data key")
+        try:
+            return self._cipher.decrypt(nonce, body, place.associated_data())
+        except InvalidTag:
+            raise SealBroken("it does not decrypt for its place: altered, or copied from another") from None
+
+
+def is_sealed(data: bytes) -> bool:
+    """Whether ``data`` is a sealed value (else it is plaintext, which no JSON or text begins like)."""
+    return data[: len(MAGIC)] == MAGIC
+
+
+def key_id_of(sealed: bytes) -> str:
+    """The id of the data key that sealed ``sealed``; ``SealBroken`` when it is not a sealed value."""
+    return _parts(sealed)[0]
+
+
+def unseal(data_keys: Callable[[str], DataKey], sealed: bytes, place: Place) -> bytes:
+    """Open ``sealed`` with the data key its id names (``data_keys`` finds it, or raises ``MissingKey``)."""
+    return data_keys(key_id_of(sealed)).unseal(sealed, place)
+
+
+def wrap(keyring: Keyring, data_key: DataKey, store_id: str) -> tuple[str, bytes]:
+    """``data_key`` sealed under the keyring's writing key: (that key's id, the wrapped bytes)."""
+    kek_id = keyring.writing_id
+    nonce = os.urandom(NONCE_BYTES)
+    wrapped = AESGCM(keyring.key(kek_id)).encrypt(nonce, data_key.key, _wrap_data(store_id, data_key.key_id))
+    return kek_id, nonce + wrapped
+
+
+def unwrap(keyring: Keyring, kek_id: str, wrapped: bytes, store_id: str, data_key_id: str) -> DataKey:
+    """The data key ``data_key_id`` from its wrapped bytes; ``MissingKey`` if the keyring lacks ``kek_id``."""
+    kek = keyring.key(kek_id)
+    if len(wrapped) != NONCE_BYTES + KEY_BYTES + TAG_BYTES:
+        raise SealBroken("a wrapped data key is not the size one is")
+    try:
+        key = AESGCM(kek).decrypt(
+            wrapped[:NONCE_BYTES], wrapped[NONCE_BYTES:], _wrap_data(store_id, data_key_id)
+        )
+    except InvalidTag:
+        raise SealBroken(f"data key {data_key_id!r} does not unwrap under key {kek_id!r}") from None
+    return DataKey(data_key_id, key)
+
+
+def _wrap_data(store_id: str, data_key_id: str) -> bytes:
+    return _WRAP_LABEL + Place(store_id, data_key_id, 0, "data key").associated_data()
+
+
+def _parts(sealed: bytes) -> tuple[str, bytes, bytes]:
+    if not is_sealed(sealed) or len(sealed) < len(MAGIC) + 1:
+        raise SealBroken("it is not sealed")
+    length = sealed[len(MAGIC)]
+    start = len(MAGIC) + 1
+    ident = sealed[start : start + length]
+    nonce = sealed[start + length : start + length + NONCE_BYTES]
+    body = sealed[start + length + NONCE_BYTES :]
+    if len(nonce) != NONCE_BYTES or len(body) < TAG_BYTES:
+        raise SealBroken("it is cut short")
+    try:
+        key_id = ident.decode("ascii")
+    except UnicodeDecodeError:
+        raise SealBroken("its data key id is not one") from None
+    if not valid_key_id(key_id):
+        raise SealBroken("its data key id is not one")
+    return key_id, nonce, body
