@@ -222,9 +222,13 @@ def _fresh(args: argparse.Namespace, workdir: Path) -> str:
 
 
 def _concurrency(args: argparse.Namespace, workdir: Path) -> str:
-    """Many runs saving at once (group commit on and off, AsyncSqliteSaver, raw commits), rendered."""
+    """Many runs saving at once (group commit on and off, the LangGraph savers, raw commits), rendered."""
     result = concurrency_section.run(
-        workdir, reps=1 if args.quick else 3, langgraph=not args.no_langgraph, log=_log
+        workdir,
+        reps=1 if args.quick else 3,
+        langgraph=not args.no_langgraph,
+        pg_url=None if args.no_postgres else args.pg_url,
+        log=_log,
     )
     _log("concurrency: " + ", ".join(f"{t.measure} {t.measured}" for t in concurrency_report.targets(result)))
     given = sys.argv[1:]
