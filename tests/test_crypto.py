@@ -33,7 +33,8 @@ from safepoint.crypto.sealing import (
 )
 from safepoint.errors import InvalidKey, MissingKey
 
-KEY_A, KEY_B, INDEX = os.urandom(32), os.urandom(32), os.urandom(32)
+# Fixed keys: parametrized test ids hold them, and pytest-xdist's workers must collect the same ids.
+KEY_A, KEY_B, INDEX = bytes(range(32)), bytes(range(32, 64)), bytes(range(64, 96))
 PLACE = Place("store-1", "run/../x?#", 7, "header")
 HOSTILE = "\u202e<script>alert(1)</script>\x00\n$ref"
 
@@ -79,6 +80,7 @@ def test_from_env_and_from_file_read_only_what_they_are_pointed_at(tmp_path: Pat
         (f"{INDEX_ID}:{_b64(INDEX)} k1:{_b64(KEY_A)} k1:{_b64(KEY_B)}", "twice"),
         (f"{INDEX_ID}:{_b64(INDEX)} ../etc:{_b64(KEY_A)}", "key id must be"),
     ],
+    ids=["no-index", "no-kek", "short-key", "not-base64", "no-id", "twice", "bad-id"],
 )
 def test_a_malformed_keyring_says_what_is_wrong_without_the_key(text: str, says: str) -> None:
     """Every malformed source is InvalidKey naming the problem; no key material in the message."""
