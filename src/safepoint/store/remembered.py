@@ -43,6 +43,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from blake3 import blake3
 
 from safepoint import long_text
@@ -80,6 +81,9 @@ class Remembered:
     # The same over all but the last message: a run that replaces its last
     # message every step (a streamed answer) is recognised by two hashes too.
     previous: Any = None
+    # Whether a message held a string long enough for long_text to splice:
+    # only then does the prefix check pay long_text's walk over the history.
+    long: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,10 +138,15 @@ class RunMemory:
         matched, running = self._match(base, messages, known)
         return Recall(view, max(known, matched), base, running, matched if running is not None else 0)
 
-    def _prefix(self, messages: list[Any], count: int, expected: Any) -> Any:
-        """The running hash over the first ``count`` messages if it is ``expected``'s, else None."""
+    def _prefix(self, messages: list[Any], count: int, expected: Any, long: bool) -> Any:
+        """The running hash over the first ``count`` messages if it is ``expected``'s, else None.
+
+        One orjson call over the whole prefix, unless the remembered run held
+        a long string (``long``): then ``long_text``, whose walk over every
+        message in Python would cost more than the encoding itself.
+        """
         try:
-            prefix = _given(messages[:count])
+            prefix = _given(messages[:count]) if long else [orjson.dumps(messages[:count])]
         except TypeError:  # bytes, or the store's own reference objects: compared exactly
             return None
         running = blake3(key=self._key)  # the JSON array but its closing bracket
@@ -150,11 +159,11 @@ class RunMemory:
         the running hash over them (None when not known)."""
         count = min(base.view.count, len(messages))
         if count == base.view.count and base.running is not None:
-            running = self._prefix(messages, count, base.running)
+            running = self._prefix(messages, count, base.running, base.long)
             if running is not None:
                 return count, running
             if base.previous is not None:  # the last message replaced?
-                running = self._prefix(messages, count - 1, base.previous)
+                running = self._prefix(messages, count - 1, base.previous, base.long)
                 if running is not None:
                     return count - 1, running
         # Something changed (or the running hash is not known): one message at a time.
@@ -211,7 +220,9 @@ class RunMemory:
                 if index:
                     running.update(_COMMA)
                 _feed(running, body)
-        entry = Remembered(view, fingerprints, running, previous)
+        kept_long = start > 0 and recall.base is not None and recall.base.long
+        long = kept_long or any(len(body) > 1 for body in given)  # a long string's body is in pieces
+        entry = Remembered(view, fingerprints, running, previous, long)
         with self._lock:
             old = self._runs.pop(run_id, None)
             if old is not None:
