@@ -22,7 +22,6 @@ The same on PostgreSQL, when a server is given: ``concurrency_pg``.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,10 +31,8 @@ import pg_server
 from contenders.raw_sqlite import RawWriter
 
 import safepoint
-from safepoint import Checkpoint
 
-from . import concurrency_pg
-from .fresh import step_messages
+from . import concurrency_pg, concurrency_runs
 
 STEPS = 25
 TOTAL = 800
@@ -84,78 +81,25 @@ def _rounds(concurrency: int) -> int:
     return max(1, -(-TOTAL // (concurrency * STEPS)))
 
 
-def _saving(store: safepoint.Store, run_id: str, start: threading.Barrier) -> None:
-    """One thread's run: its checkpoint kept and changed in place, ``STEPS`` saves."""
-    cp = Checkpoint(run_id=run_id)
-    start.wait()
-    for step in range(STEPS):
-        if step:
-            cp = cp.next()
-        cp.messages.extend(step_messages(step, False))
-        store.save(cp)
-
-
 def _threads(path: Path, concurrency: int, group_commit: bool) -> float:
     with safepoint.open_store(f"sqlite:///{path}", group_commit=group_commit) as store:
-        rounds = _rounds(concurrency)
-        elapsed = 0.0
-        for round_ in range(rounds):
-            start = threading.Barrier(concurrency + 1)
-            threads = [
-                threading.Thread(target=_saving, args=(store, f"r{round_}-{i}", start))
-                for i in range(concurrency)
-            ]
-            for thread in threads:
-                thread.start()
-            start.wait()
-            began = time.perf_counter()
-            for thread in threads:
-                thread.join()
-            elapsed += time.perf_counter() - began
-    return rounds * concurrency * STEPS / elapsed
+        return concurrency_runs.threads_on(store, concurrency, STEPS, _rounds(concurrency))
 
 
 async def _tasks(path: Path, concurrency: int, group_commit: bool) -> float:
     store = await safepoint.open_async_store(f"sqlite:///{path}", group_commit=group_commit)
     try:
-
-        async def run(run_id: str) -> None:
-            conversation: list[dict[str, Any]] = []
-            for step in range(STEPS):
-                conversation.extend(step_messages(step, False))
-                await store.save(Checkpoint(run_id=run_id, step=step, messages=list(conversation)))
-
-        rounds = _rounds(concurrency)
-        began = time.perf_counter()
-        for round_ in range(rounds):
-            await asyncio.gather(*(run(f"r{round_}-{i}") for i in range(concurrency)))
-        return rounds * concurrency * STEPS / (time.perf_counter() - began)
+        return await concurrency_runs.tasks_on(store, concurrency, STEPS, _rounds(concurrency))
     finally:
         await store.close()
 
 
 async def _async_sqlite_saver(path: Path, concurrency: int) -> float:
-    from langgraph.checkpoint.base import empty_checkpoint  # noqa: PLC0415
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver  # noqa: PLC0415
 
     async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
         await saver.setup()
-
-        async def run(thread_id: str) -> None:
-            config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-            conversation: list[dict[str, Any]] = []
-            for step in range(STEPS):
-                conversation.extend(step_messages(step, False))
-                checkpoint = empty_checkpoint()
-                checkpoint["channel_values"] = {"messages": list(conversation)}
-                checkpoint["channel_versions"] = {"messages": step + 1}
-                config = await saver.aput(config, checkpoint, {"step": step}, {"messages": step + 1})
-
-        rounds = _rounds(concurrency)
-        began = time.perf_counter()
-        for round_ in range(rounds):
-            await asyncio.gather(*(run(f"r{round_}-{i}") for i in range(concurrency)))
-        return rounds * concurrency * STEPS / (time.perf_counter() - began)
+        return await concurrency_runs.aputs_on(saver, concurrency, STEPS, _rounds(concurrency))
 
 
 def _raw(path: Path) -> float:

@@ -16,92 +16,39 @@ Each way runs in a schema of its own, made for it and dropped after:
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import time
-from typing import Any
 
 import pg_server
 from contenders import raw_postgres
 
 import safepoint
-from safepoint import Checkpoint
 
-from .fresh import step_messages
+from . import concurrency_runs
 
 RAW_COMMITS = 1000
 
 
 def threads(url: str, concurrency: int, steps: int, rounds: int) -> float:
     with pg_server.scratch_schema(url, "conc") as schema, safepoint.open_store(url, schema=schema) as store:
-        elapsed = 0.0
-        for round_ in range(rounds):
-            start = threading.Barrier(concurrency + 1)
-            workers = [
-                threading.Thread(target=_saving, args=(store, f"r{round_}-{i}", steps, start))
-                for i in range(concurrency)
-            ]
-            for worker in workers:
-                worker.start()
-            start.wait()
-            began = time.perf_counter()
-            for worker in workers:
-                worker.join()
-            elapsed += time.perf_counter() - began
-    return rounds * concurrency * steps / elapsed
-
-
-def _saving(store: safepoint.Store, run_id: str, steps: int, start: threading.Barrier) -> None:
-    cp = Checkpoint(run_id=run_id)
-    start.wait()
-    for step in range(steps):
-        if step:
-            cp = cp.next()
-        cp.messages.extend(step_messages(step, False))
-        store.save(cp)
+        return concurrency_runs.threads_on(store, concurrency, steps, rounds)
 
 
 async def tasks(url: str, concurrency: int, steps: int, rounds: int) -> float:
     with pg_server.scratch_schema(url, "conc") as schema:
         store = await safepoint.open_async_store(url, schema=schema)
         try:
-
-            async def run(run_id: str) -> None:
-                conversation: list[dict[str, Any]] = []
-                for step in range(steps):
-                    conversation.extend(step_messages(step, False))
-                    await store.save(Checkpoint(run_id=run_id, step=step, messages=list(conversation)))
-
-            began = time.perf_counter()
-            for round_ in range(rounds):
-                await asyncio.gather(*(run(f"r{round_}-{i}") for i in range(concurrency)))
-            return rounds * concurrency * steps / (time.perf_counter() - began)
+            return await concurrency_runs.tasks_on(store, concurrency, steps, rounds)
         finally:
             await store.close()
 
 
 async def async_postgres_saver(url: str, concurrency: int, steps: int, rounds: int) -> float:
-    from langgraph.checkpoint.base import empty_checkpoint  # noqa: PLC0415
     from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver  # noqa: PLC0415
 
     with pg_server.scratch_schema(url, "conclg", create=True) as schema:
         async with AsyncPostgresSaver.from_conn_string(pg_server.with_search_path(url, schema)) as saver:
             await saver.setup()
-
-            async def run(thread_id: str) -> None:
-                config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-                conversation: list[dict[str, Any]] = []
-                for step in range(steps):
-                    conversation.extend(step_messages(step, False))
-                    checkpoint = empty_checkpoint()
-                    checkpoint["channel_values"] = {"messages": list(conversation)}
-                    checkpoint["channel_versions"] = {"messages": step + 1}
-                    config = await saver.aput(config, checkpoint, {"step": step}, {"messages": step + 1})
-
-            began = time.perf_counter()
-            for round_ in range(rounds):
-                await asyncio.gather(*(run(f"r{round_}-{i}") for i in range(concurrency)))
-            return rounds * concurrency * steps / (time.perf_counter() - began)
+            return await concurrency_runs.aputs_on(saver, concurrency, steps, rounds)
 
 
 def raw(url: str) -> float:
