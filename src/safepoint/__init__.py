@@ -19,6 +19,7 @@ from .errors import (
     BudgetExceeded,
     Conflict,
     CorruptCheckpoint,
+    EncryptedStore,
     InvalidArgument,
     InvalidCheckpoint,
     InvalidKey,
@@ -28,6 +29,7 @@ from .errors import (
     MigrationError,
     MissingExtra,
     MissingKey,
+    NotEncrypted,
     NotFound,
     NotJSONCompatible,
     RunStatusError,
@@ -41,6 +43,7 @@ from .errors import (
     StoreUnavailable,
     UnknownSecret,
 )
+from .crypto.keyring import Keyring
 from .harness import AsyncRun, Budget, PendingAction, Reconcile, Run, idempotency_key
 from .migrations import MigrationChain
 from .model import Checkpoint, ParentRef, ScrubReport, Status, new_run_id
@@ -67,18 +70,21 @@ __all__ = [
     "CheckpointInfo",
     "Conflict",
     "CorruptCheckpoint",
+    "EncryptedStore",
     "InvalidArgument",
     "InvalidCheckpoint",
     "InvalidKey",
     "InvalidMigrationChain",
     "InvalidURL",
     "Job",
+    "Keyring",
     "Lease",
     "LeaseLost",
     "MigrationChain",
     "MigrationError",
     "MissingExtra",
     "MissingKey",
+    "NotEncrypted",
     "NotFound",
     "NotJSONCompatible",
     "Page",

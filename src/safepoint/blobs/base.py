@@ -250,6 +250,25 @@ class BlobStore(Protocol):
         ...
 
 
+@runtime_checkable
+class SealedBlobStore(BlobStore, Protocol):
+    """A blob store an encrypted store can use: it also keeps bytes under a name it is given.
+
+    An encrypted store names each blob by a keyed digest of its content (a
+    plain SHA-256 of a short value would reveal it) and stores it sealed, so
+    the store, not the blob store, verifies what it reads back. The blob
+    stores safepoint ships (filesystem, S3, memory) are all of this kind.
+    """
+
+    def put_sealed(self, digest: str, sealed: bytes) -> None:
+        """Store ``sealed`` under ``digest`` unless something is stored there (idempotent, durable)."""
+        ...
+
+    def get_sealed(self, digest: str) -> bytes:
+        """The bytes stored under ``digest``, unverified; ``BlobNotFound`` when there are none."""
+        ...
+
+
 class StoreLifecycle:
     """Shared by the bundled stores: the closed flag and the context-manager protocol."""
 

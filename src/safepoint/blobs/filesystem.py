@@ -95,6 +95,27 @@ class FileSystemBlobStore(StoreLifecycle):
             raise BlobError(f"{self._name}: cannot read blob {digest}: {_reason(exc)}") from exc
         return decode_stored(digest, stored)
 
+    def put_sealed(self, digest: str, sealed: bytes) -> None:
+        """Store an encrypted store's sealed blob under ``digest`` (its keyed digest); see ``SealedBlobStore``."""
+        final = self.path_for(digest)
+        self._check_open()
+        try:
+            if not self._already_stored(final):
+                self._write_atomically(final, check_data(sealed))
+        except OSError as exc:
+            raise BlobError(f"{self._name}: cannot write blob {digest}: {_reason(exc)}") from exc
+
+    def get_sealed(self, digest: str) -> bytes:
+        """The sealed bytes stored under ``digest``, unverified (the store opens and checks them)."""
+        path = self.path_for(digest)
+        self._check_open()
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            raise BlobNotFound(digest) from None
+        except OSError as exc:
+            raise BlobError(f"{self._name}: cannot read blob {digest}: {_reason(exc)}") from exc
+
     def exists(self, digest: str) -> bool:
         """True when ``digest`` is stored; see ``BlobStore.exists``."""
         path = self.path_for(digest)

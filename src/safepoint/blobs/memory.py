@@ -57,6 +57,18 @@ class MemoryBlobStore(StoreLifecycle):
             raise BlobNotFound(digest)
         return decode_stored(digest, found[0])
 
+    def put_sealed(self, digest: str, sealed: bytes) -> None:
+        """Store an encrypted store's sealed blob under ``digest`` (its keyed digest); see ``SealedBlobStore``."""
+        check_digest(digest)
+        sealed = check_data(sealed)
+        self._check_open()
+        with self._lock:
+            self._objects.setdefault(digest, (sealed, datetime.now(UTC)))
+
+    def get_sealed(self, digest: str) -> bytes:
+        """The sealed bytes stored under ``digest``, unverified (the store opens and checks them)."""
+        return self.raw(digest)
+
     def exists(self, digest: str) -> bool:
         """True when ``digest`` is stored; see ``BlobStore.exists``."""
         check_digest(digest)

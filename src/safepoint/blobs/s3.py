@@ -120,6 +120,29 @@ class S3BlobStore(StoreLifecycle):
             raise BlobError(f"{self._name}: cannot read blob {digest}: {_describe(exc)}") from exc
         return decode_stored(digest, stored)
 
+    def put_sealed(self, digest: str, sealed: bytes) -> None:
+        """Store an encrypted store's sealed blob under ``digest`` (its keyed digest); see ``SealedBlobStore``."""
+        key = self.key_for(digest)
+        self._check_open()
+        try:
+            if not self._head(key):
+                self._upload(key, check_data(sealed))
+        except self._errors as exc:
+            raise BlobError(f"{self._name}: cannot write blob {digest}: {_describe(exc)}") from exc
+
+    def get_sealed(self, digest: str) -> bytes:
+        """The sealed bytes stored under ``digest``, unverified (the store opens and checks them)."""
+        key = self.key_for(digest)
+        self._check_open()
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=key)
+            stored: bytes = response["Body"].read()
+        except self._errors as exc:
+            if _error_code(exc) in _MISSING_KEY:
+                raise BlobNotFound(digest) from None
+            raise BlobError(f"{self._name}: cannot read blob {digest}: {_describe(exc)}") from exc
+        return stored
+
     def exists(self, digest: str) -> bool:
         """True when ``digest`` is stored; see ``BlobStore.exists``."""
         key = self.key_for(digest)

@@ -19,6 +19,8 @@ never rows. Random nonces are safe for 2**32 seals under one DEK (NIST SP
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import struct
 from collections.abc import Callable
@@ -38,6 +40,7 @@ MAGIC = b"\x00sp1"
 NONCE_BYTES = 12
 TAG_BYTES = 16
 _WRAP_LABEL = b"safepoint data key\x00"
+_NONCE_LABEL = b"safepoint derived nonce\x00"
 
 
 class SealBroken(Exception):  # internal: the store raises CorruptCheckpoint or BlobCorrupt
@@ -74,19 +77,36 @@ class DataKey:
     key_id: str
     key: bytes = field(repr=False)
     _cipher: AESGCM = field(init=False, repr=False, compare=False)
+    _nonce_key: bytes = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not valid_key_id(self.key_id) or len(self.key) != KEY_BYTES:
             raise ValueError("a data key is a valid id and 32 bytes")
         object.__setattr__(self, "_cipher", AESGCM(self.key))
+        # Its own key for derived nonces: the AES key is never used for anything else.
+        object.__setattr__(self, "_nonce_key", hmac.new(self.key, _NONCE_LABEL, hashlib.sha256).digest())
 
     @classmethod
     def new(cls, key_id: str) -> DataKey:
         return cls(key_id, os.urandom(KEY_BYTES))
 
     def seal(self, plaintext: bytes, place: Place) -> bytes:
-        """``plaintext`` sealed for ``place``."""
-        nonce = os.urandom(NONCE_BYTES)
+        """``plaintext`` sealed for ``place``, under a random nonce."""
+        return self._sealed(os.urandom(NONCE_BYTES), plaintext, place)
+
+    def seal_same(self, plaintext: bytes, place: Place) -> bytes:
+        """``plaintext`` sealed for ``place`` under a nonce derived from both (a synthetic IV).
+
+        The same value for the same place gives the same bytes under this
+        key, and nothing else does (the nonce is an HMAC of place and value):
+        for values the database compares (a run's labels) or stores once by
+        name (a blob). It shows only that two such values are equal.
+        """
+        aad = place.associated_data()
+        mac = hmac.new(self._nonce_key, struct.pack(">I", len(aad)) + aad + plaintext, hashlib.sha256)
+        return self._sealed(mac.digest()[:NONCE_BYTES], plaintext, place)
+
+    def _sealed(self, nonce: bytes, plaintext: bytes, place: Place) -> bytes:
         ident = self.key_id.encode("ascii")
         head = MAGIC + bytes([len(ident)]) + ident + nonce
         return head + self._cipher.encrypt(nonce, plaintext, place.associated_data())

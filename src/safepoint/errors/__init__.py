@@ -7,12 +7,14 @@
      │    │    └── SecretLeak                   the scrubber found a secret and the policy is ``raise``
      │    ├── InvalidURL                        ``open_store`` was given a URL it can't serve
      │    ├── InvalidKey                        a key or keyring source is malformed (never quoted)
+     │    ├── NotEncrypted                      a keyring for a store that is not encrypted (read-only)
      │    ├── MissingExtra (also ImportError)   an optional part's extra is missing: names the pip install
      │    └── InvalidMigrationChain             a gap, duplicate or out-of-range version in a chain
      ├── NotFound (also LookupError)           no such run, or no such step
      │    └── StoreNotFound                     a read-only open found no safepoint store at the URL
      ├── UnknownSecret (also LookupError)      a stored secret reference names a secret the resolver lacks
      ├── MissingKey (also LookupError)         stored data needs a key id the keyring lacks: names the id
+     │    └── EncryptedStore                    the store is encrypted and was opened without a keyring
      ├── Conflict                              not the next step of the run (optimistic concurrency)
      ├── LeaseLost                             a worker's lease is no longer current (fenced off)
      ├── CorruptCheckpoint                     a stored checkpoint fails its digest: names run and step
@@ -65,10 +67,19 @@ from .input import (
     InvalidMigrationChain,
     InvalidURL,
     MissingExtra,
+    NotEncrypted,
     NotJSONCompatible,
     SecretLeak,
 )
-from .loading import BlobCorrupt, CorruptCheckpoint, MigrationError, MissingKey, SchemaTooNew, UnknownSecret
+from .loading import (
+    BlobCorrupt,
+    CorruptCheckpoint,
+    EncryptedStore,
+    MigrationError,
+    MissingKey,
+    SchemaTooNew,
+    UnknownSecret,
+)
 from .store import (
     BlobError,
     BlobNotFound,
@@ -90,6 +101,7 @@ __all__ = [
     "BudgetExceeded",
     "Conflict",
     "CorruptCheckpoint",
+    "EncryptedStore",
     "InvalidArgument",
     "InvalidCheckpoint",
     "InvalidKey",
@@ -99,6 +111,7 @@ __all__ = [
     "MigrationError",
     "MissingExtra",
     "MissingKey",
+    "NotEncrypted",
     "NotFound",
     "NotJSONCompatible",
     "RunStatusError",

@@ -55,6 +55,11 @@ class InvalidKey(InvalidArgument):
     """A key or a keyring source is malformed: names the source and the key id, never key material."""
 
 
+class NotEncrypted(InvalidArgument):
+    """A keyring was given for a store that is not encrypted, where it could not be made so
+    (a read-only open): ``safepoint encrypt`` converts a store."""
+
+
 class MissingExtra(InvalidArgument, ImportError):
     """An optional part of safepoint was asked for, but its extra is not installed.
 

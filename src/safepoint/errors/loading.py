@@ -80,6 +80,18 @@ class MissingKey(SafepointError, LookupError):
         super().__init__(f"no key {key_id!r} in the keyring: it is needed to read what it encrypted")
 
 
+class EncryptedStore(MissingKey):
+    """The store is encrypted and was opened without its keyring: nothing it holds can be read."""
+
+    def __init__(self, what: str = "it") -> None:
+        self.key_id = ""
+        SafepointError.__init__(
+            self,
+            f"the store is encrypted, so {what} cannot be read without its keyring: open it with "
+            "encryption=Keyring... (the CLI: --key-file or SAFEPOINT_KEYS)",
+        )
+
+
 class UnknownSecret(SafepointError, LookupError):
     """A secret reference names a secret the registry or resolver does not have."""
 

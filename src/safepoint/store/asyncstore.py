@@ -142,9 +142,10 @@ class AsyncStore(StoreMethods, Awaiting):
     async def _transact(self, call: Call[T, Any]) -> T:
         if call.before is not None:  # blob uploads: blocking I/O, off the event loop, before the transaction
             await asyncio.to_thread(call.before)
-        if call.rebuild is not None:  # a save: it may share a transaction with other runs' (group commit)
-            return await self._driver.run_joined(call.op, call.rebuild, weight=call.weight)
-        return await self._driver.run(call.op, write=call.write)
+        op, rebuild = self.pipeline.sealing(call.op, call.rebuild)  # an encrypted store's: sealed
+        if rebuild is not None:  # a save: it may share a transaction with other runs' (group commit)
+            return await self._driver.run_joined(op, rebuild, weight=call.weight)
+        return await self._driver.run(op, write=call.write)
 
     async def close(self) -> None:
         """Release the connection(s). Using the store afterwards raises ``StoreClosed``."""

@@ -38,7 +38,7 @@ from __future__ import annotations
 from collections.abc import Generator, Iterable, Mapping
 from typing import Any, Protocol
 
-from safepoint.blobs.base import BlobStore, decode_stored, encode_stored
+from safepoint.blobs.base import BlobStore, blob_digest, decode_stored, encode_stored
 from safepoint.errors import BlobNotFound, InvalidArgument
 
 from .query import Query
@@ -53,6 +53,9 @@ class BlobTarget(Protocol):
     #: transaction and read by the load's (``select_blobs``); False: they are
     #: uploaded before the save's transaction and fetched from the blob store.
     in_database: bool
+
+    def digest_of(self, data: bytes) -> str:
+        """The name a blob of ``data`` is stored under: its SHA-256 (keyed on an encrypted store)."""
 
     def put_all(self, pending: Mapping[str, bytes]) -> None:
         """Before the save's transaction: make ``pending`` durable if this target
@@ -78,6 +81,8 @@ class ExternalBlobs:
 
     def __init__(self, store: BlobStore) -> None:
         self.store = store
+
+    digest_of = staticmethod(blob_digest)
 
     def put_all(self, pending: Mapping[str, bytes]) -> None:
         """Upload ``pending`` before the save's transaction (idempotent; durable when it returns)."""
@@ -114,6 +119,8 @@ class DatabaseBlobs:
 
     def __init__(self, *, compress: bool = False) -> None:
         self.compress = compress
+
+    digest_of = staticmethod(blob_digest)
 
     def put_all(self, pending: Mapping[str, bytes]) -> None:
         """Nothing: the save's own transaction inserts them (``write``)."""

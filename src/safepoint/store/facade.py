@@ -48,9 +48,10 @@ class Store(StoreMethods, Blocking):
     def _transact(self, call: Call[T, Any]) -> T:
         if call.before is not None:  # slow I/O (blob uploads), before the transaction begins
             call.before()
-        if call.rebuild is not None:  # a save: it may share a transaction with other runs' (group commit)
-            return self._driver.run_joined(call.op, call.rebuild, weight=call.weight)
-        return self._driver.run(call.op, write=call.write)
+        op, rebuild = self.pipeline.sealing(call.op, call.rebuild)  # an encrypted store's: sealed
+        if rebuild is not None:  # a save: it may share a transaction with other runs' (group commit)
+            return self._driver.run_joined(op, rebuild, weight=call.weight)
+        return self._driver.run(op, write=call.write)
 
     def close(self) -> None:
         """Release the connection(s). Using the store afterwards raises ``StoreClosed``."""

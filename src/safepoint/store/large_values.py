@@ -20,7 +20,7 @@ Content addressing makes the same output stored once, across steps and runs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,12 +75,13 @@ class BlobPolicy:
 class BlobSink:
     """One save's blobs: new values to write, and every digest its row references."""
 
-    def __init__(self) -> None:
+    def __init__(self, digest_of: Callable[[bytes], str] = blob_digest) -> None:
         self.pending: dict[str, bytes] = {}
         self.digests: set[str] = set()
+        self._digest_of = digest_of  # the target's: keyed on an encrypted store
 
     def add(self, data: bytes, media_type: str = TEXT) -> BlobLink:
-        digest = blob_digest(data)
+        digest = self._digest_of(data)
         self.pending.setdefault(digest, data)
         self.digests.add(digest)
         return BlobLink(digest, len(data), media_type)

@@ -19,6 +19,8 @@ from safepoint.visible import visible
 
 from .asyncstore import AsyncStore, SQLiteAsyncDriver
 from .blob_targets import BlobTarget, DatabaseBlobs, ExternalBlobs
+from .calls import now_micros
+from .encryption import keyring_option, open_sealer
 from .facade import Store
 from .pipeline import Pipeline
 from .sqlite.driver import SQLiteDriver
@@ -98,6 +100,14 @@ def open_store(url: str = DEFAULT_URL, **options: Any) -> Store:
     ``scrubber=Scrubber(...)``. The token rules are always on unless
     ``scrubber=False`` (no scrubbing at all — for benchmarks).
 
+    ``encryption`` (a ``safepoint.Keyring``, the ``encryption`` extra) encrypts
+    everything the store holds that could hold content, bound to its place,
+    under data keys wrapped by the keyring's keys (docs/encryption.md). The
+    first read-write open with a keyring makes the store encrypted; after
+    that it must always be opened with one (``EncryptedStore`` otherwise).
+    ``open_store`` never reads the environment: build the keyring with
+    ``Keyring.from_env(NAME)``, ``from_file`` or ``from_callable``.
+
     Unknown schemes or options raise ``InvalidURL``; a near miss
     (``sqlite:/x.db``, ``postgres:/db``, a bare ``file.db``) says the right form.
     """
@@ -105,6 +115,7 @@ def open_store(url: str = DEFAULT_URL, **options: Any) -> Store:
     options = dict(options)
     read_only = _read_only(options)
     observer = _observer(options)
+    keyring = keyring_option(options)
     if scheme == "sqlite":
         # Large values go to files beside the database unless told otherwise
         # (the folder is made by the first large value, never on open).
@@ -123,6 +134,13 @@ def open_store(url: str = DEFAULT_URL, **options: Any) -> Store:
     store.pipeline = pipeline
     store.observer = observer
     store.driver.on_query = query_hook(observer)  # the drivers' statement-level tracing, if it has one
+    if keyring is not None:
+        try:
+            opened = open_sealer(keyring, writable=not read_only, now=now_micros())
+            pipeline.encrypt(store.driver.run(opened, write=not read_only))
+        except BaseException:
+            store.close()
+            raise
     return store
 
 
@@ -166,10 +184,19 @@ async def open_async_store(url: str = DEFAULT_URL, **options: Any) -> AsyncStore
 
         options = dict(options)
         observer = _observer(options)
+        keyring = keyring_option(options)
         pipeline = Pipeline.from_options(options, DatabaseBlobs())
         display_url = PostgresConfig.from_options(url, dict(options)).display_url
         async_driver = await open_postgres_async_driver(url, **options)
         async_driver.on_query = query_hook(observer)
+        if keyring is not None:
+            writable = not options.get("read_only", False)
+            try:
+                opened = open_sealer(keyring, writable=writable, now=now_micros())
+                pipeline.encrypt(await async_driver.run(opened, write=writable))
+            except BaseException:
+                await async_driver.close()
+                raise
         opened = AsyncStore(async_driver, url=display_url, pipeline=pipeline)
         opened.observer = observer
         return opened

@@ -31,9 +31,12 @@ from .blob_targets import BlobTarget, blob_target
 from .large_values import DEFAULT_THRESHOLD, BlobPolicy, inline, inline_blobs
 from .prepare import PreparedSave, guarded
 from .remembered import RunMemory
+from .sealed_blobs import SealedBlobs
+from .sealed_ops import sealed
+from .sealer import Sealer
 
 if TYPE_CHECKING:
-    from .query import Loaded
+    from .query import Loaded, Op
 
 T = TypeVar("T")
 
@@ -73,6 +76,25 @@ class Pipeline:
         self.migrations = migrations
         self.schema_version = current_version(migrations, schema_version)
         self.memory = RunMemory()
+        # An encrypted store's (``open_store(url, encryption=…)``): every operation's
+        # content sealed and opened by ``sealed_ops``, the blobs by ``sealed_blobs``.
+        self.sealer: Sealer | None = None
+
+    def encrypt(self, sealer: Sealer) -> None:
+        """Seal everything this store writes, and open what it reads, with ``sealer``."""
+        self.sealer = sealer
+        if self.blobs is not None:
+            self.blobs = SealedBlobs(self.blobs, sealer)
+
+    def sealing(
+        self, op: Op[T], rebuild: Callable[[], Op[T]] | None = None
+    ) -> tuple[Op[T], Callable[[], Op[T]] | None]:
+        """A call's operation (and its rebuild, for group commit) as this store runs them:
+        their content sealed on its way to the driver and opened on its way back, when encrypted."""
+        sealer = self.sealer
+        if sealer is None:
+            return op, rebuild
+        return sealed(op, sealer), None if rebuild is None else (lambda: sealed(rebuild(), sealer))
 
     @classmethod
     def from_options(cls, options: dict[str, Any], default_blobs: BlobTarget | None = None) -> Pipeline:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from safepoint import codec
+from safepoint.blobs.base import blob_digest
 from safepoint.errors import NotJSONCompatible
 from safepoint.messagelist import StoredView
 from safepoint.model import VALUE_FIELDS, Checkpoint, ScrubReport
@@ -53,8 +54,9 @@ class PreparedSave:
         self.blobs = blobs
         self._field_counts: list[Counter[tuple[str, str]]] = []
         self._message_found: Found | None = None
-        self._field_sink = BlobSink()
-        self._message_sink = BlobSink()
+        self._digest_of = blobs.digest_of if blobs is not None else blob_digest
+        self._field_sink = BlobSink(self._digest_of)
+        self._message_sink = BlobSink(self._digest_of)
         self.fields = self._prepare_fields(StoredFields.of(cp))
 
     def _prepare_fields(self, fields: StoredFields) -> StoredFields:
@@ -130,7 +132,7 @@ class PreparedSave:
         if scrubber is None and self.blobs is None:
             return plan_messages(view, messages, known=known)  # nothing to scrub: no path to clean
         found = self._message_found = Found(scrubber.policy if scrubber else "reference", "messages")
-        sink = self._message_sink = BlobSink()
+        sink = self._message_sink = BlobSink(self._digest_of)
 
         def encode(message: Any, index: int) -> bytes:
             root = f"messages[{index}]"

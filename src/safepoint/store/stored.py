@@ -18,12 +18,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from safepoint import codec
-from safepoint.errors import CorruptCheckpoint
+from safepoint.errors import CorruptCheckpoint, EncryptedStore
 from safepoint.messagelist import MessageList, StoredView, freeze
 from safepoint.model import Checkpoint, ParentRef, ScrubReport, Status
 from safepoint.records import from_micros
 
 from .references import FORMAT, LEGACY_FORMAT
+
+# What a sealed value (``crypto.sealing.MAGIC``) begins with, and no JSON text does.
+SEALED_FIRST_BYTE = b"\x00"
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +156,8 @@ def decode_checkpoint(
     def corrupt(detail: str) -> CorruptCheckpoint:
         return CorruptCheckpoint(run_id, step, detail)
 
+    if bytes(header[:1]) == SEALED_FIRST_BYTE:  # no JSON begins so: the store is encrypted
+        raise EncryptedStore(f"run {run_id!r}")
     if codec.digest(bytes(header)) != bytes(stored_digest):
         raise corrupt("header does not match its digest")
     try:

@@ -223,7 +223,8 @@ class Worker:
             # error), inside the store's own release span, which also counts
             # a lost lease: one span and one count, as store.release reports.
             with traced.around(self.store, calls.release, lease, release.status, release.requeue):
-                self.store.driver.run(op, write=True)
+                sealed, _ = self.store.pipeline.sealing(op)  # an encrypted store seals the error
+                self.store.driver.run(sealed, write=True)
 
         try:
             self._call("release", run_release, deadline=_deadline(lease))

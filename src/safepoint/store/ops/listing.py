@@ -11,10 +11,11 @@ what ``safepoint verify`` checks (``safepoint.tamper``).
 from __future__ import annotations
 
 from safepoint import codec
-from safepoint.errors import CorruptCheckpoint, NotFound
+from safepoint.errors import CorruptCheckpoint, EncryptedStore, NotFound
 from safepoint.model import ParentRef, Status
 from safepoint.records import CheckpointInfo, RunInfo, from_micros
 from safepoint.store.query import Op, Query, Row
+from safepoint.visible import visible
 
 
 def history(run_id: str) -> Op[list[CheckpointInfo]]:
@@ -81,8 +82,13 @@ def list_runs(
 
 def _run_info(row: Row) -> RunInfo:
     run_id, status, head, version = row.run_id, row.status, row.head_step, row.schema_version
+    if isinstance(row.counters, bytes | memoryview):  # SQLite's sealed header: never opened here
+        raise EncryptedStore(f"run {visible(str(run_id))}")
     try:
         decoded = codec.decode(row.labels), codec.decode(row.counters)
+        labels, counters = decoded
+        if type(counters) is str or (type(labels) is dict and str(labels.get("")).startswith("sp1:")):
+            raise EncryptedStore(f"run {visible(str(run_id))}")  # sealed labels or counters (PostgreSQL)
         if not all(type(value) is dict for value in decoded) or type(head) is not int:
             raise TypeError("not a dict")
         return RunInfo(

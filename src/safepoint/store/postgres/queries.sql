@@ -517,3 +517,31 @@ SELECT WHERE false;
 -- params: none
 -- returns: nothing
 SELECT WHERE false;
+
+-- name: store_meta
+-- params: none
+-- returns: name, value
+SELECT name, value FROM safepoint_meta;
+
+-- name: set_store_meta
+-- params: name, value
+-- returns: nothing
+INSERT INTO safepoint_meta (name, value) VALUES (%(name)s, %(value)s) ON CONFLICT (name) DO NOTHING;
+
+-- name: data_keys
+-- params: none
+-- returns: key_id, kek_id, wrapped, created_at
+SELECT key_id, kek_id, wrapped, (extract(epoch FROM created_at) * 1000000)::bigint
+FROM safepoint_data_keys ORDER BY created_at, key_id;
+
+-- name: insert_data_key
+-- params: key_id, kek_id, wrapped, now
+-- returns: nothing
+INSERT INTO safepoint_data_keys (key_id, kek_id, wrapped, created_at)
+VALUES (%(key_id)s, %(kek_id)s, %(wrapped)s,
+        'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond');
+
+-- name: rewrap_data_key
+-- params: key_id, kek_id, wrapped
+-- returns: nothing
+UPDATE safepoint_data_keys SET kek_id = %(kek_id)s, wrapped = %(wrapped)s WHERE key_id = %(key_id)s;

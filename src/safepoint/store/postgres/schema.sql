@@ -85,6 +85,20 @@ CREATE TABLE safepoint_blobs (
     data            bytea       NOT NULL
 );
 
+-- Encryption at rest (revision 7): the store's own facts (store_id) and its
+-- data keys, each wrapped under a keyring key. Empty unless encrypted.
+CREATE TABLE safepoint_meta (
+    name            text        PRIMARY KEY,
+    value           text        NOT NULL
+);
+
+CREATE TABLE safepoint_data_keys (
+    key_id          text        PRIMARY KEY,
+    kek_id          text        NOT NULL,
+    wrapped         bytea       NOT NULL,
+    created_at      timestamptz NOT NULL
+);
+
 -- lz4 TOAST compression for the large columns where the server has it
 -- (revision 4, which says why).
 DO $$

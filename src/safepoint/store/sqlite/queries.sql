@@ -157,7 +157,9 @@ SELECT id FROM safepoint_runs WHERE run_id = :run_id;
 --          created_at, updated_at, parent_run_id, parent_step, attempts, retry_at,
 --          last_error
 SELECT r.id, r.run_id, r.status, c.step, c.schema_version, r.labels,
-       json_extract(CAST(c.header AS TEXT), '$.counters'),
+       -- a sealed header (encrypted store) is returned whole: the store opens it
+       CASE WHEN substr(c.header, 1, 1) = x'00' THEN c.header
+            ELSE json_extract(CAST(c.header AS TEXT), '$.counters') END,
        r.created_at, c.created_at, r.parent_run_id, r.parent_step,
        r.attempts, r.retry_at, r.last_error
 FROM safepoint_runs AS r
@@ -175,7 +177,9 @@ WHERE r.run_id = :run_id;
 -- Filters are optional: a NULL parameter switches its filter off. Labels
 -- match when every wanted key/value pair is among the run's labels.
 SELECT r.id, r.run_id, r.status, c.step, c.schema_version, r.labels,
-       json_extract(CAST(c.header AS TEXT), '$.counters'),
+       -- a sealed header (encrypted store) is returned whole: the store opens it
+       CASE WHEN substr(c.header, 1, 1) = x'00' THEN c.header
+            ELSE json_extract(CAST(c.header AS TEXT), '$.counters') END,
        r.created_at, c.created_at, r.parent_run_id, r.parent_step,
        r.attempts, r.retry_at, r.last_error
 FROM safepoint_runs AS r
@@ -482,3 +486,33 @@ VACUUM;
 -- params: none
 -- returns: nothing
 BEGIN IMMEDIATE;
+
+-- name: store_meta
+-- params: none
+-- returns: name, value
+-- The store's own facts (revision 6): store_id once the store is encrypted.
+SELECT name, value FROM safepoint_meta;
+
+-- name: set_store_meta
+-- params: name, value
+-- returns: nothing
+-- The first writer wins: two processes encrypting a store at once agree on its id.
+INSERT INTO safepoint_meta (name, value) VALUES (:name, :value) ON CONFLICT (name) DO NOTHING;
+
+-- name: data_keys
+-- params: none
+-- returns: key_id, kek_id, wrapped, created_at
+SELECT key_id, kek_id, wrapped, created_at FROM safepoint_data_keys ORDER BY created_at, key_id;
+
+-- name: insert_data_key
+-- params: key_id, kek_id, wrapped, now
+-- returns: nothing
+INSERT INTO safepoint_data_keys (key_id, kek_id, wrapped, created_at)
+VALUES (:key_id, :kek_id, :wrapped, :now);
+
+-- name: rewrap_data_key
+-- params: key_id, kek_id, wrapped
+-- returns: nothing
+-- A data key wrapped again under another keyring key: what rotating a
+-- key-encryption key rewrites (one row per data key, never a checkpoint).
+UPDATE safepoint_data_keys SET kek_id = :kek_id, wrapped = :wrapped WHERE key_id = :key_id;

@@ -75,3 +75,16 @@ CREATE TABLE safepoint_blobs (
     data            BLOB    NOT NULL
 );
 
+-- Encryption at rest (revision 6): the store's own facts (store_id) and its
+-- data keys, each wrapped under a keyring key. Empty unless encrypted.
+CREATE TABLE safepoint_meta (
+    name            TEXT    PRIMARY KEY,
+    value           TEXT    NOT NULL
+);
+
+CREATE TABLE safepoint_data_keys (
+    key_id          TEXT    PRIMARY KEY,
+    kek_id          TEXT    NOT NULL,          -- the keyring key it is wrapped under
+    wrapped         BLOB    NOT NULL,          -- nonce, the key sealed under kek_id, tag
+    created_at      INTEGER NOT NULL           -- microseconds since the epoch, UTC
+);

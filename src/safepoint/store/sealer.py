@@ -1,0 +1,224 @@
+"""An encrypted store's values as stored: sealed for their place, in the column's form.
+
+``Sealer`` holds what an encrypted store needs to write and read its rows:
+the store's id, its data keys (unwrapped from ``safepoint_data_keys`` when
+first needed, so a keyring missing an old key still opens the store and
+``MissingKey`` names that key only when a value under it is read), the
+writing data key and the index key. ``sealed_ops.py`` applies it to the
+queries of every operation; nothing else in the store knows about it.
+
+Each kind of stored value has its form:
+
+* bytes columns (a checkpoint's header, its messages, their chain values):
+  the sealed bytes (``crypto.sealing``), bound to run, step and column;
+* text and JSON columns (the run's counters, its last error): ``sp1:`` and
+  the sealed bytes in base64 (a JSON string in a JSON column), bound to the
+  run and the column;
+* labels: a JSON object of blind-index tokens (``token of name`` ->
+  ``token of name and value``, keyed by the index key) for equality
+  filters, with the sealed labels under the key ``""``; sealed with a
+  derived nonce, so equal labels are equal bytes and a save that keeps its
+  labels leaves the run row alone;
+* checkpoint digests: keyed (HMAC of the plain digest under the index key),
+  so a digest of a guessable header reveals nothing; operations keep
+  working with plain digests (``keyed``/``plain``);
+* blobs: named by a keyed digest of their content (so equal content is
+  stored once), sealed with a derived nonce, bound to that name.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from safepoint import codec
+from safepoint.crypto.keyed import keyed_digest, label_index
+from safepoint.crypto.keyring import Keyring
+from safepoint.crypto.sealing import DataKey, Place, SealBroken, is_sealed, key_id_of, unwrap
+from safepoint.errors import BlobCorrupt, CorruptCheckpoint
+
+RUN_WIDE = -1  # the step of a value that belongs to the run, not to one checkpoint
+TEXT_PREFIX = "sp1:"
+LABELS_KEY = ""  # where a labels object holds the sealed labels (no token is empty)
+_DIGEST_HINTS = 65_536  # keyed -> plain digests remembered (a hint; a miss costs a re-plan)
+PLAIN_TEXT = "it is stored in plain text, but the store is encrypted"
+
+
+class UnknownDataKey(Exception):  # internal: sealed_ops reads the data keys again
+    def __init__(self, key_id: str) -> None:
+        self.key_id = key_id
+        super().__init__(key_id)
+
+
+class Sealer:
+    """Seal and open an encrypted store's values; thread-safe (one per store)."""
+
+    def __init__(
+        self,
+        keyring: Keyring,
+        store_id: str,
+        wrapped: dict[str, tuple[str, bytes]],
+        writing_id: str,
+        *,
+        converting: bool = False,
+    ) -> None:
+        self.keyring = keyring
+        self.store_id = store_id
+        self.converting = converting  # plaintext met is read as it is (``safepoint encrypt``)
+        self._wrapped = dict(wrapped)  # data key id -> (keyring key id, wrapped bytes)
+        self._keys: dict[str, DataKey] = {}
+        self._lock = threading.Lock()
+        self._index = keyring.index_key
+        self._plain: dict[bytes, bytes] = {}
+        self.writing = self.data_key(writing_id)
+
+    # -- data keys ---------------------------------------------------------
+
+    def data_key(self, key_id: str) -> DataKey:
+        """The data key ``key_id``, unwrapped once; ``MissingKey`` naming the keyring key it needs."""
+        found = self._keys.get(key_id)
+        if found is not None:
+            return found
+        entry = self._wrapped.get(key_id)
+        if entry is None:
+            raise UnknownDataKey(key_id)
+        kek_id, wrapped = entry
+        key = unwrap(self.keyring, kek_id, wrapped, self.store_id, key_id)
+        with self._lock:
+            self._keys[key_id] = key
+        return key
+
+    def learn(self, rows: Iterable[Any]) -> None:
+        """The data keys as ``data_keys`` returned them (another process may have added one)."""
+        with self._lock:
+            for row in rows:
+                self._wrapped[row.key_id] = (row.kek_id, bytes(row.wrapped))
+                cached = self._keys.get(row.key_id)
+                if cached is not None and self._wrapped[row.key_id][0] != row.kek_id:
+                    del self._keys[row.key_id]
+
+    # -- bytes columns -----------------------------------------------------
+
+    def seal(self, data: bytes, run_id: str, step: int, column: str) -> bytes:
+        return self.writing.seal(data, Place(self.store_id, run_id, step, column))
+
+    def open(self, stored: Any, run_id: str, step: int, column: str) -> bytes:
+        """The plaintext of a sealed column value; ``CorruptCheckpoint`` naming run and step."""
+        data = bytes(stored)
+        if not is_sealed(data):
+            if self.converting or not data:
+                return data  # an empty value (a pruned row's header) holds nothing
+            raise CorruptCheckpoint(run_id, _shown(step), f"its {column} {PLAIN_TEXT}")
+        try:
+            key = self.data_key(key_id_of(data))
+            return key.unseal(data, Place(self.store_id, run_id, step, column))
+        except SealBroken as broken:
+            raise CorruptCheckpoint(run_id, _shown(step), f"its {column} does not open: {broken.detail}") from None
+
+    # -- text and JSON columns ---------------------------------------------
+
+    def seal_text(self, text: str, run_id: str, column: str) -> str:
+        sealed = self.seal(text.encode("utf-8", "surrogatepass"), run_id, RUN_WIDE, column)
+        return TEXT_PREFIX + base64.b64encode(sealed).decode("ascii")
+
+    def open_text(self, stored: str, run_id: str, column: str) -> str:
+        if not stored.startswith(TEXT_PREFIX):
+            if self.converting:
+                return stored
+            raise CorruptCheckpoint(run_id, None, f"its {column} {PLAIN_TEXT}")
+        try:
+            sealed = base64.b64decode(stored[len(TEXT_PREFIX) :], validate=True)
+        except (binascii.Error, ValueError):
+            raise CorruptCheckpoint(run_id, None, f"its {column} is not a sealed value") from None
+        return self.open(sealed, run_id, RUN_WIDE, column).decode("utf-8", "surrogatepass")
+
+    def seal_json(self, text: str, run_id: str, column: str) -> str:
+        """A JSON column's value sealed: a JSON string (``"sp1:…"``), valid in a jsonb column."""
+        return codec.encode(self.seal_text(text, run_id, column)).decode()
+
+    def open_json(self, stored: str, run_id: str, column: str) -> str:
+        value = codec.decode(stored)
+        if type(value) is not str:
+            if self.converting:
+                return stored
+            raise CorruptCheckpoint(run_id, None, f"its {column} {PLAIN_TEXT}")
+        return self.open_text(value, run_id, column)
+
+    # -- labels ------------------------------------------------------------
+
+    def tokens(self, labels: dict[str, str]) -> dict[str, str]:
+        """The blind index of ``labels``: a token per name, a token per name and value."""
+        return {
+            keyed_digest(self._index, b"label name", name.encode("utf-8", "surrogatepass")).hex(): label_index(
+                self._index, name, value
+            )
+            for name, value in labels.items()
+        }
+
+    def seal_labels(self, labels_json: str, run_id: str) -> str:
+        labels = codec.decode(labels_json)
+        place = Place(self.store_id, run_id, RUN_WIDE, "labels")
+        sealed = self.writing.seal_same(labels_json.encode("utf-8", "surrogatepass"), place)
+        stored = self.tokens(labels)
+        stored[LABELS_KEY] = TEXT_PREFIX + base64.b64encode(sealed).decode("ascii")
+        return codec.encode(stored).decode()
+
+    def open_labels(self, stored: str, run_id: str) -> str:
+        value = codec.decode(stored)
+        if type(value) is not dict or LABELS_KEY not in value:
+            if self.converting:
+                return stored
+            raise CorruptCheckpoint(run_id, None, f"its labels {PLAIN_TEXT}")
+        sealed = value.pop(LABELS_KEY)
+        text = self.open_text(sealed, run_id, "labels") if type(sealed) is str else None
+        if text is None or self.tokens(codec.decode(text)) != value:
+            raise CorruptCheckpoint(run_id, None, "its labels do not match their blind index")
+        return text
+
+    def wanted_labels(self, labels_json: str) -> str:
+        """A label filter, as tokens the stored labels objects hold."""
+        return codec.encode(self.tokens(codec.decode(labels_json))).decode()
+
+    # -- checkpoint digests ------------------------------------------------
+
+    def keyed(self, plain: bytes) -> bytes:
+        keyed = keyed_digest(self._index, b"checkpoint digest", plain)
+        if len(self._plain) >= _DIGEST_HINTS:
+            self._plain.clear()
+        self._plain[keyed] = plain
+        return keyed
+
+    def plain(self, stored: Any) -> Any:
+        """The plain digest a stored (keyed) one stands for, when this store has seen it; else as stored."""
+        if stored is None:
+            return None
+        return self._plain.get(bytes(stored), stored)
+
+    # -- blobs -------------------------------------------------------------
+
+    def blob_digest(self, data: bytes) -> str:
+        return keyed_digest(self._index, b"blob", data).hex()
+
+    def seal_blob(self, digest: str, data: bytes) -> bytes:
+        return self.writing.seal_same(data, self._blob_place(digest))
+
+    def open_blob(self, digest: str, stored: bytes) -> bytes:
+        if not is_sealed(stored):
+            raise BlobCorrupt(digest, PLAIN_TEXT)
+        try:
+            data = self.data_key(key_id_of(stored)).unseal(stored, self._blob_place(digest))
+        except SealBroken as broken:
+            raise BlobCorrupt(digest, f"it does not open: {broken.detail}") from None
+        if self.blob_digest(data) != digest:
+            raise BlobCorrupt(digest, "its content does not match its keyed digest")
+        return data
+
+    def _blob_place(self, digest: str) -> Place:
+        return Place(self.store_id, "", RUN_WIDE, "blob " + digest)
+
+
+def _shown(step: int) -> int | None:
+    return None if step == RUN_WIDE else step
