@@ -1,0 +1,364 @@
+"""Encryption at rest, as a user meets it: the whole conformance suite on encrypted stores, rows and
+blobs swapped or copied, plaintext refused, keys missing, rotated and read back from a fresh process."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import shutil
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import safepoint
+from conftest_postgres import raw
+from safepoint import Checkpoint, Keyring, Store
+from safepoint.testing.conformance import StoreConformance, Tamper
+
+INDEX = base64.b64encode(bytes(range(32))).decode()
+K1 = base64.b64encode(b"\x11" * 32).decode()
+K2 = base64.b64encode(b"\x22" * 32).decode()
+
+
+def keyring(*ids: str) -> Keyring:
+    keys = {"k1": K1, "k2": K2}
+    return Keyring.from_text(" ".join([f"index:{INDEX}", *(f"{i}:{keys[i]}" for i in ids or ("k1",))]))
+
+
+def flipped(sealed: bytes) -> bytes:
+    """``sealed`` with one ciphertext byte changed, as a bad disk or a hand edit would."""
+    data = bytearray(sealed)
+    data[-20] ^= 0x01
+    return bytes(data)
+
+
+def sqlite_rows(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(sql, params).fetchall()
+    conn.close()
+    return rows
+
+
+def sqlite_key(path: Path, run_id: str, step: int) -> int:
+    ((run_ref,),) = sqlite_rows(path, "SELECT id FROM safepoint_runs WHERE run_id = ?", (run_id,))
+    return int(run_ref) * 2**32 + step
+
+
+def sqlite_encrypted_tamper(path: Path) -> Tamper:
+    def tamper(store: Store, run_id: str, step: int, what: str) -> None:
+        del store
+        key = sqlite_key(path, run_id, step)
+        column = "header" if what == "header" else "messages"
+        ((value,),) = sqlite_rows(path, f"SELECT {column} FROM safepoint_checkpoints WHERE id = ?", (key,))
+        changed = flipped(value) if what != "drop_message" else bytes(value)[:-1]
+        sqlite_rows(path, f"UPDATE safepoint_checkpoints SET {column} = ? WHERE id = ?", (changed, key))
+
+    return tamper
+
+
+class TestEncryptedSQLiteStore(StoreConformance):
+    """Every promise of the store, unchanged on an encrypted SQLite file."""
+
+    @pytest.fixture
+    def path(self, tmp_path: Path) -> Path:
+        return tmp_path / "encrypted.db"
+
+    @pytest.fixture
+    def opener(self, path: Path) -> Iterator[Callable[[], Store]]:
+        opened: list[Store] = []
+
+        def factory() -> Store:
+            opened.append(safepoint.open_store(f"sqlite:///{path}", encryption=keyring()))
+            return opened[-1]
+
+        yield factory
+        for store in opened:
+            store.close()
+
+    @pytest.fixture
+    def store(self, opener: Callable[[], Store]) -> Store:
+        return opener()
+
+    @pytest.fixture
+    def reopen(self, opener: Callable[[], Store]) -> Callable[[], Store]:
+        return opener
+
+    @pytest.fixture
+    def tamper(self, path: Path) -> Tamper:
+        return sqlite_encrypted_tamper(path)
+
+
+class TestEncryptedPostgresStore(StoreConformance):
+    """Every promise of the store, unchanged on an encrypted PostgreSQL schema."""
+
+    @pytest.fixture
+    def opener(self, postgres_dsn: str, pg_schema: str) -> Iterator[Callable[[], Store]]:
+        opened: list[Store] = []
+
+        def factory() -> Store:
+            store = safepoint.open_store(postgres_dsn, schema=pg_schema, max_size=2, encryption=keyring())
+            opened.append(store)
+            return store
+
+        yield factory
+        for store in opened:
+            store.close()
+
+    @pytest.fixture
+    def store(self, opener: Callable[[], Store]) -> Store:
+        return opener()
+
+    @pytest.fixture
+    def reopen(self, opener: Callable[[], Store]) -> Callable[[], Store]:
+        return opener
+
+    @pytest.fixture
+    def tamper(self, postgres_dsn: str, pg_schema: str) -> Tamper:
+        def tamper(store: Store, run_id: str, step: int, what: str) -> None:
+            del store
+            column = "header" if what == "header" else "messages"
+            where = " FROM safepoint_checkpoints c JOIN safepoint_runs r ON r.id = c.run_ref"
+            where += " WHERE r.run_id = %(run_id)s AND c.step = %(step)s"
+            key = {"run_id": run_id, "step": step}
+            ((value,),) = raw(postgres_dsn, pg_schema, f"SELECT c.{column}" + where, key)
+            changed = flipped(bytes(value)) if what != "drop_message" else bytes(value)[:-1]
+            raw(
+                postgres_dsn,
+                pg_schema,
+                f"UPDATE safepoint_checkpoints SET {column} = %(value)s WHERE (run_ref, step) ="
+                " (SELECT c.run_ref, c.step" + where + ") RETURNING 1",
+                {**key, "value": changed},
+            )
+
+        return tamper
+
+
+# -- bound to its place --------------------------------------------------------
+
+
+def conversation(store: Store, run_id: str, steps: int, **fields: Any) -> Checkpoint:
+    """A run of ``steps`` checkpoints, each built fresh as the seed's harness does."""
+    messages: list[dict[str, str]] = []
+    for step in range(steps):
+        messages.append({"role": "user", "content": f"{run_id} question {step}"})
+        cp = Checkpoint(run_id=run_id, step=step, messages=list(messages), **fields)
+        store.save(cp)
+    return store.load(run_id)
+
+
+@pytest.fixture
+def encrypted(tmp_path: Path) -> Iterator[tuple[Store, Path]]:
+    path = tmp_path / "state.db"
+    store = safepoint.open_store(f"sqlite:///{path}", encryption=keyring())
+    yield store, path
+    store.close()
+
+
+@pytest.mark.parametrize("column", ["header", "messages"])
+def test_a_row_swapped_with_another_steps_fails_naming_run_and_step(
+    encrypted: tuple[Store, Path], column: str
+) -> None:
+    store, path = encrypted
+    conversation(store, "a", 3)
+    one, two = sqlite_key(path, "a", 1), sqlite_key(path, "a", 2)
+    ((first,),) = sqlite_rows(path, f"SELECT {column} FROM safepoint_checkpoints WHERE id = ?", (one,))
+    ((second,),) = sqlite_rows(path, f"SELECT {column} FROM safepoint_checkpoints WHERE id = ?", (two,))
+    sqlite_rows(path, f"UPDATE safepoint_checkpoints SET {column} = ? WHERE id = ?", (second, one))
+    sqlite_rows(path, f"UPDATE safepoint_checkpoints SET {column} = ? WHERE id = ?", (first, two))
+    with pytest.raises(safepoint.CorruptCheckpoint) as caught:
+        store.load("a", step=1)
+    assert (caught.value.run_id, caught.value.step) == ("a", 1)
+    assert column in caught.value.detail
+    with pytest.raises(safepoint.CorruptCheckpoint) as caught:
+        store.load("a")
+    # Step 2 sees the messages rows 1 and 2 carry: the error names the first bad row's step.
+    assert caught.value.run_id == "a" and caught.value.step in (1, 2)
+    assert store.load("a", step=0).step == 0  # the rows left alone still load
+
+
+def test_a_row_copied_onto_another_run_fails(encrypted: tuple[Store, Path]) -> None:
+    store, path = encrypted
+    conversation(store, "a", 2)
+    conversation(store, "b", 2)
+    ((header,),) = sqlite_rows(
+        path, "SELECT header FROM safepoint_checkpoints WHERE id = ?", (sqlite_key(path, "a", 1),)
+    )
+    sqlite_rows(
+        path, "UPDATE safepoint_checkpoints SET header = ? WHERE id = ?", (header, sqlite_key(path, "b", 1))
+    )
+    with pytest.raises(safepoint.CorruptCheckpoint) as caught:
+        store.load("b")
+    assert (caught.value.run_id, caught.value.step) == ("b", 1)
+
+
+def test_a_store_copied_into_another_store_does_not_open(tmp_path: Path) -> None:
+    """The same keyring on two stores: each has its own id, so rows of one do not open in the other."""
+    first = safepoint.open_store(f"sqlite:///{tmp_path}/one.db", encryption=keyring())
+    second = safepoint.open_store(f"sqlite:///{tmp_path}/two.db", encryption=keyring())
+    conversation(first, "a", 2)
+    conversation(second, "a", 2)
+    first.close(), second.close()
+    (header,) = sqlite_rows(tmp_path / "one.db", "SELECT header FROM safepoint_checkpoints")[-1]
+    sqlite_rows(
+        tmp_path / "two.db",
+        "UPDATE safepoint_checkpoints SET header = ? WHERE id = ?",
+        (header, sqlite_key(tmp_path / "two.db", "a", 1)),
+    )
+    # The data key rows copied too, so the key is there: only the store id tells them apart.
+    for row in sqlite_rows(tmp_path / "one.db", "SELECT key_id, kek_id, wrapped, created_at FROM safepoint_data_keys"):
+        sqlite_rows(tmp_path / "two.db", "INSERT OR IGNORE INTO safepoint_data_keys VALUES (?, ?, ?, ?)", row)
+    reopened = safepoint.open_store(f"sqlite:///{tmp_path}/two.db", encryption=keyring())
+    with pytest.raises(safepoint.CorruptCheckpoint) as caught:
+        reopened.load("a")
+    assert (caught.value.run_id, caught.value.step) == ("a", 1)
+    reopened.close()
+
+
+def test_two_blobs_swapped_fail_with_blob_corrupt(tmp_path: Path) -> None:
+    store = safepoint.open_store(f"sqlite:///{tmp_path}/state.db", encryption=keyring())
+    one, two = "first tool output " * 20_000, "second tool output " * 20_000
+    store.save(Checkpoint(run_id="a", messages=[{"role": "tool", "content": one}]))
+    store.save(Checkpoint(run_id="b", messages=[{"role": "tool", "content": two}]))
+    files = sorted(p for p in (tmp_path / "state.db.blobs").rglob("*") if p.is_file())
+    assert len(files) == 2
+    swap = files[0].with_suffix(".swap")
+    shutil.move(files[0], swap), shutil.move(files[1], files[0]), shutil.move(swap, files[1])
+    for run_id in ("a", "b"):
+        with pytest.raises(safepoint.BlobCorrupt) as caught:
+            store.load(run_id)
+        assert (caught.value.run_id, caught.value.step) == (run_id, 0)
+    store.close()
+
+
+def test_blobs_in_the_database_table_are_sealed_and_deduplicated(tmp_path: Path) -> None:
+    store = safepoint.open_store(f"sqlite:///{tmp_path}/state.db", blobs="database", encryption=keyring())
+    output = "the same tool output " * 10_000
+    store.save(Checkpoint(run_id="a", messages=[{"role": "tool", "content": output}]))
+    store.save(Checkpoint(run_id="b", messages=[{"role": "tool", "content": output}]))
+    assert store.load("b").messages[0]["content"] == output
+    ((count, data),) = sqlite_rows(tmp_path / "state.db", "SELECT count(*), max(data) FROM safepoint_blobs")
+    assert count == 1 and b"tool output" not in bytes(data)
+    store.close()
+
+
+# -- fail-closed ---------------------------------------------------------------
+
+
+def test_an_encrypted_store_opened_without_its_keyring_reads_nothing(encrypted: tuple[Store, Path]) -> None:
+    store, path = encrypted
+    conversation(store, "a", 2, labels={"team": "x"})
+    plain = safepoint.open_store(f"sqlite:///{path}")
+    for read in (lambda: plain.load("a"), lambda: plain.runs(), lambda: plain.run("a")):
+        with pytest.raises(safepoint.EncryptedStore):
+            read()
+    plain.close()
+
+
+def test_a_plaintext_row_on_an_encrypted_store_is_refused(encrypted: tuple[Store, Path], tmp_path: Path) -> None:
+    store, path = encrypted
+    conversation(store, "a", 2)
+    other = safepoint.open_store(f"sqlite:///{tmp_path}/plain.db")
+    conversation(other, "a", 2)
+    other.close()
+    ((header, digest),) = sqlite_rows(
+        tmp_path / "plain.db",
+        "SELECT header, digest FROM safepoint_checkpoints WHERE id = ?",
+        (sqlite_key(tmp_path / "plain.db", "a", 1),),
+    )
+    sqlite_rows(
+        path,
+        "UPDATE safepoint_checkpoints SET header = ?, digest = ? WHERE id = ?",
+        (header, digest, sqlite_key(path, "a", 1)),
+    )
+    with pytest.raises(safepoint.CorruptCheckpoint, match="plain text"):
+        store.load("a")
+
+
+def test_a_keyring_never_turns_a_plaintext_store_encrypted_by_accident(tmp_path: Path) -> None:
+    plain = safepoint.open_store(f"sqlite:///{tmp_path}/state.db")
+    conversation(plain, "a", 1)
+    plain.close()
+    with pytest.raises(safepoint.NotEncrypted, match="safepoint encrypt"):
+        safepoint.open_store(f"sqlite:///{tmp_path}/state.db", encryption=keyring())
+    with pytest.raises(safepoint.NotEncrypted):
+        safepoint.open_store(f"sqlite:///{tmp_path}/state.db", encryption=keyring(), read_only=True)
+    reopened = safepoint.open_store(f"sqlite:///{tmp_path}/state.db")
+    assert reopened.load("a").step == 0  # nothing was changed
+    reopened.close()
+
+
+# -- keys ----------------------------------------------------------------------
+
+
+def test_a_missing_key_names_the_key_id_needed(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/state.db"
+    store = safepoint.open_store(url, encryption=keyring("k1"))
+    conversation(store, "a", 2)
+    store.close()
+    only_k2 = safepoint.open_store(url, encryption=keyring("k2"))
+    with pytest.raises(safepoint.MissingKey) as caught:
+        only_k2.load("a")
+    assert caught.value.key_id == "k1" and "'k1'" in str(caught.value)
+    only_k2.close()
+
+
+def test_a_new_key_writes_and_the_old_one_still_reads(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/state.db"
+    store = safepoint.open_store(url, encryption=keyring("k1"))
+    old = conversation(store, "a", 3, labels={"team": "blue"})
+    store.close()
+    rotated = safepoint.open_store(url, encryption=keyring("k1", "k2"))
+    assert rotated.load("a").messages == old.messages
+    rotated.save(rotated.load("a").next())  # sealed under a new data key, wrapped by k2
+    keks = sorted(k for (k,) in sqlite_rows(tmp_path / "state.db", "SELECT kek_id FROM safepoint_data_keys"))
+    assert keks == ["k1", "k2"]
+    assert [r.run_id for r in rotated.runs(labels={"team": "blue"}).items] == ["a"]
+    rotated.close()
+    with pytest.raises(safepoint.MissingKey, match="'k2'"):
+        safepoint.open_store(url, encryption=keyring("k1"), read_only=True).load("a")
+
+
+def test_label_filters_work_through_the_blind_index(encrypted: tuple[Store, Path]) -> None:
+    store, path = encrypted
+    for run_id, team in (("a", "blue"), ("b", "red"), ("c", "blue")):
+        conversation(store, run_id, 1, labels={"team": team, "tenant": "t1"})
+    found = store.runs(labels={"team": "blue"}).items
+    assert sorted(r.run_id for r in found) == ["a", "c"]
+    assert all(r.labels == {"team": "blue", "tenant": "t1"} for r in found)
+    assert [r.run_id for r in store.runs(labels={"team": "green"}).items] == []
+    stored = " ".join(str(v) for (v,) in sqlite_rows(path, "SELECT labels FROM safepoint_runs"))
+    assert "blue" not in stored and "team" not in stored
+
+
+def test_the_async_store_reads_what_the_sync_store_sealed(encrypted: tuple[Store, Path]) -> None:
+    store, path = encrypted
+    saved = conversation(store, "a", 3, state={"k": "v"})
+
+    async def scenario() -> None:
+        async_store = await safepoint.open_async_store(f"sqlite:///{path}", encryption=keyring())
+        loaded = await async_store.load("a")
+        assert loaded.messages == saved.messages and loaded.state == {"k": "v"}
+        await async_store.save(loaded.next())
+        await async_store.close()
+
+    asyncio.run(scenario())
+    assert store.load("a").step == 3
+
+
+def test_async_postgres_store_round_trips(postgres_dsn: str, pg_schema: str) -> None:
+    async def scenario() -> None:
+        store = await safepoint.open_async_store(postgres_dsn, schema=pg_schema, encryption=keyring())
+        cp = Checkpoint(run_id="a", messages=[{"role": "user", "content": "hello"}], labels={"x": "y"})
+        await store.save(cp)
+        loaded = await store.load("a")
+        assert loaded.messages[0]["content"] == "hello"
+        page = await store.runs(labels={"x": "y"})
+        assert [r.run_id for r in page.items] == ["a"]
+        await store.close()
+
+    asyncio.run(scenario())
+    ((labels,),) = raw(postgres_dsn, pg_schema, "SELECT labels::text FROM safepoint_runs")
+    assert '"x"' not in labels and '"y"' not in labels
