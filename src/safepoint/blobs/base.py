@@ -260,8 +260,9 @@ class SealedBlobStore(BlobStore, Protocol):
     stores safepoint ships (filesystem, S3, memory) are all of this kind.
     """
 
-    def put_sealed(self, digest: str, sealed: bytes) -> None:
-        """Store ``sealed`` under ``digest`` unless something is stored there (idempotent, durable)."""
+    def put_sealed(self, digest: str, sealed: bytes, *, replace: bool = False) -> None:
+        """Store ``sealed`` under ``digest`` unless something is stored there (idempotent, durable);
+        with ``replace``, in place of what is there (rekey: the same content under a new key)."""
         ...
 
     def get_sealed(self, digest: str) -> bytes:

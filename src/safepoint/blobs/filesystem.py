@@ -95,13 +95,13 @@ class FileSystemBlobStore(StoreLifecycle):
             raise BlobError(f"{self._name}: cannot read blob {digest}: {_reason(exc)}") from exc
         return decode_stored(digest, stored)
 
-    def put_sealed(self, digest: str, sealed: bytes) -> None:
+    def put_sealed(self, digest: str, sealed: bytes, *, replace: bool = False) -> None:
         """Store an encrypted store's sealed blob under ``digest`` (its keyed digest); see ``SealedBlobStore``."""
         final = self.path_for(digest)
         self._check_open()
         try:
-            if not self._already_stored(final):
-                self._write_atomically(final, check_data(sealed))
+            if replace or not self._already_stored(final):
+                self._write_atomically(final, check_data(sealed))  # a rename: readers see old or new
         except OSError as exc:
             raise BlobError(f"{self._name}: cannot write blob {digest}: {_reason(exc)}") from exc
 

@@ -57,13 +57,16 @@ class MemoryBlobStore(StoreLifecycle):
             raise BlobNotFound(digest)
         return decode_stored(digest, found[0])
 
-    def put_sealed(self, digest: str, sealed: bytes) -> None:
+    def put_sealed(self, digest: str, sealed: bytes, *, replace: bool = False) -> None:
         """Store an encrypted store's sealed blob under ``digest`` (its keyed digest); see ``SealedBlobStore``."""
         check_digest(digest)
         sealed = check_data(sealed)
         self._check_open()
         with self._lock:
-            self._objects.setdefault(digest, (sealed, datetime.now(UTC)))
+            if replace:
+                self._objects[digest] = (sealed, datetime.now(UTC))
+            else:
+                self._objects.setdefault(digest, (sealed, datetime.now(UTC)))
 
     def get_sealed(self, digest: str) -> bytes:
         """The sealed bytes stored under ``digest``, unverified (the store opens and checks them)."""

@@ -120,12 +120,12 @@ class S3BlobStore(StoreLifecycle):
             raise BlobError(f"{self._name}: cannot read blob {digest}: {_describe(exc)}") from exc
         return decode_stored(digest, stored)
 
-    def put_sealed(self, digest: str, sealed: bytes) -> None:
+    def put_sealed(self, digest: str, sealed: bytes, *, replace: bool = False) -> None:
         """Store an encrypted store's sealed blob under ``digest`` (its keyed digest); see ``SealedBlobStore``."""
         key = self.key_for(digest)
         self._check_open()
         try:
-            if not self._head(key):
+            if replace or not self._head(key):
                 self._upload(key, check_data(sealed))
         except self._errors as exc:
             raise BlobError(f"{self._name}: cannot write blob {digest}: {_describe(exc)}") from exc

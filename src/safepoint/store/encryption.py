@@ -20,6 +20,7 @@ from .query import Op, Query
 from .sealer import Sealer
 
 STORE_ID = "store_id"
+STATE = "encryption"  # "converting" while safepoint encrypt runs, then "encrypted"
 _ANY_RUN = {"statuses": None, "labels": None, "updated_since": None, "before_id": None, "limit": 1}
 
 
@@ -50,6 +51,9 @@ def open_sealer(keyring: Any, *, writable: bool, now: int, converting: bool = Fa
         yield Query("set_store_meta", {"name": STORE_ID, "value": "st-" + secrets.token_hex(12)})
         meta = {row.name: row.value for row in (yield Query("store_meta"))}
         store_id = meta[STORE_ID]
+    if converting and meta.get(STATE) != "converting":
+        yield Query("replace_store_meta", {"name": STATE, "value": "converting"})
+    converting = converting or meta.get(STATE) == "converting"  # plaintext rows may remain: read them
     rows = yield Query("data_keys")
     wrapped = {row.key_id: (row.kek_id, bytes(row.wrapped)) for row in rows}
     under_writing = [row.key_id for row in rows if row.kek_id == keyring.writing_id]

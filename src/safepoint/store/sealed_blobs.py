@@ -32,25 +32,25 @@ class SealedBlobs:
         self.inner = inner
         self.sealer = sealer
         self.in_database = inner.in_database
-        self._external: SealedBlobStore | None = None
+        self.external: SealedBlobStore | None = None
         if isinstance(inner, ExternalBlobs):
             if not isinstance(inner.store, SealedBlobStore):
                 raise InvalidArgument(
                     f"an encrypted store needs a blob store with put_sealed and get_sealed; "
                     f"{type(inner.store).__name__} has not"
                 )
-            self._external = inner.store
+            self.external = inner.store
 
     def digest_of(self, data: bytes) -> str:
         return self.sealer.blob_digest(data)
 
     def put_all(self, pending: Mapping[str, bytes]) -> None:
-        if self._external is not None:
+        if self.external is not None:
             for digest, data in pending.items():
-                self._external.put_sealed(digest, self.sealer.seal_blob(digest, data))
+                self.external.put_sealed(digest, self.sealer.seal_blob(digest, data))
 
     def write(self, pending: Mapping[str, bytes], now: int) -> Generator[Any, Any, None]:
-        if self._external is None:
+        if self.external is None:
             seal = self.sealer.seal_blob
             rows = [
                 {"digest": digest, "size": len(data), "now": now, "data": seal(digest, data)}
@@ -59,12 +59,12 @@ class SealedBlobs:
             yield Query("insert_blobs", many=rows)
             return
         for digest, data in pending.items():  # put again if a GC removed one since put_all
-            if not self._external.exists(digest):
-                self._external.put_sealed(digest, self.sealer.seal_blob(digest, data))
+            if not self.external.exists(digest):
+                self.external.put_sealed(digest, self.sealer.seal_blob(digest, data))
 
     def fetch(self, digests: Iterable[str], stored: Mapping[str, bytes]) -> dict[str, bytes]:
-        if self._external is not None:
-            store = self._external
+        if self.external is not None:
+            store = self.external
             return {digest: self.sealer.open_blob(digest, store.get_sealed(digest)) for digest in digests}
         # The rows the load's transaction read, still sealed.
         values = {digest: self.sealer.open_blob(digest, bytes(data)) for digest, data in stored.items()}

@@ -35,6 +35,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from safepoint import codec
+from safepoint.blobs.base import blob_digest as plain_blob_digest
+from safepoint.blobs.base import decode_stored
 from safepoint.crypto.keyed import keyed_digest, label_index
 from safepoint.crypto.keyring import Keyring
 from safepoint.crypto.sealing import DataKey, Place, SealBroken, is_sealed, key_id_of, unwrap
@@ -206,14 +208,18 @@ class Sealer:
         return self.writing.seal_same(data, self._blob_place(digest))
 
     def open_blob(self, digest: str, stored: bytes) -> bytes:
+        """A blob's content, verified against its name: a keyed digest, or the SHA-256 a blob
+        stored before the store was encrypted keeps (its references name it so)."""
         if not is_sealed(stored):
+            if self.converting:
+                return decode_stored(digest, stored)
             raise BlobCorrupt(digest, PLAIN_TEXT)
         try:
             data = self.data_key(key_id_of(stored)).unseal(stored, self._blob_place(digest))
         except SealBroken as broken:
             raise BlobCorrupt(digest, f"it does not open: {broken.detail}") from None
-        if self.blob_digest(data) != digest:
-            raise BlobCorrupt(digest, "its content does not match its keyed digest")
+        if self.blob_digest(data) != digest and plain_blob_digest(data) != digest:
+            raise BlobCorrupt(digest, "its content does not match its digest")
         return data
 
     def _blob_place(self, digest: str) -> Place:

@@ -545,3 +545,65 @@ VALUES (%(key_id)s, %(kek_id)s, %(wrapped)s,
 -- params: key_id, kek_id, wrapped
 -- returns: nothing
 UPDATE safepoint_data_keys SET kek_id = %(kek_id)s, wrapped = %(wrapped)s WHERE key_id = %(key_id)s;
+
+-- name: runs_after
+-- params: after_ref, limit
+-- returns: run_ref, run_id
+SELECT id, run_id FROM safepoint_runs WHERE id > %(after_ref)s::bigint ORDER BY id LIMIT %(limit)s::bigint;
+
+-- name: sealed_run
+-- params: run_ref
+-- returns: labels, counters, last_error, head_digest
+-- Locked until commit, as run_head locks it: the run's writers wait for the reseal.
+SELECT labels::text, counters::text, last_error, head_digest FROM safepoint_runs
+WHERE id = %(run_ref)s::bigint FOR UPDATE;
+
+-- name: sealed_rows
+-- params: run_ref
+-- returns: step, header, digest, messages, chains
+SELECT step, header, digest, messages, chains FROM safepoint_checkpoints
+WHERE run_ref = %(run_ref)s::bigint ORDER BY step;
+
+-- name: reseal_row
+-- params: run_ref, step, header, digest, messages, chains
+-- returns: nothing
+UPDATE safepoint_checkpoints
+SET header = %(header)s, digest = %(digest)s, messages = %(messages)s, chains = %(chains)s
+WHERE run_ref = %(run_ref)s::bigint AND step = %(step)s::bigint;
+
+-- name: reseal_run
+-- params: run_ref, labels, counters, error, head_digest
+-- returns: nothing
+UPDATE safepoint_runs
+SET labels = %(labels)s::jsonb, counters = %(counters)s::jsonb, last_error = %(error)s,
+    head_digest = %(head_digest)s
+WHERE id = %(run_ref)s::bigint;
+
+-- name: blobs_after
+-- params: after_digest, limit
+-- returns: digest, data
+SELECT digest, data FROM safepoint_blobs WHERE digest > %(after_digest)s ORDER BY digest
+LIMIT %(limit)s::bigint;
+
+-- name: reseal_blob
+-- params: digest, data
+-- returns: nothing
+UPDATE safepoint_blobs SET data = %(data)s WHERE digest = %(digest)s;
+
+-- name: replace_store_meta
+-- params: name, value
+-- returns: nothing
+-- A fact that changes (the encryption state: converting, then on).
+INSERT INTO safepoint_meta (name, value) VALUES (%(name)s, %(value)s)
+ON CONFLICT (name) DO UPDATE SET value = excluded.value;
+
+-- name: secure_delete
+-- params: none
+-- returns: secure_delete
+-- Never sent: SQLite's (docs/encryption.md says what a PostgreSQL operator does instead).
+SELECT 1 WHERE false;
+
+-- name: wal_truncate
+-- params: none
+-- returns: busy, log_frames, checkpointed
+SELECT 0, 0, 0 WHERE false;

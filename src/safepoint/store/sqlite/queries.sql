@@ -516,3 +516,68 @@ VALUES (:key_id, :kek_id, :wrapped, :now);
 -- A data key wrapped again under another keyring key: what rotating a
 -- key-encryption key rewrites (one row per data key, never a checkpoint).
 UPDATE safepoint_data_keys SET kek_id = :kek_id, wrapped = :wrapped WHERE key_id = :key_id;
+
+-- name: runs_after
+-- params: after_ref, limit
+-- returns: run_ref, run_id
+-- Every run, by row id, a page at a time: what encrypt and rekey walk.
+SELECT id, run_id FROM safepoint_runs WHERE id > :after_ref ORDER BY id LIMIT :limit;
+
+-- name: sealed_run
+-- params: run_ref
+-- returns: labels, counters, last_error, head_digest
+-- The run row's content columns as stored (SQLite keeps no counters or head digest there).
+SELECT labels, NULL, last_error, NULL FROM safepoint_runs WHERE id = :run_ref;
+
+-- name: sealed_rows
+-- params: run_ref
+-- returns: step, header, digest, messages, chains
+-- Every row of a run as stored, pruned carriers too, oldest first.
+SELECT step, header, digest, messages, chains FROM safepoint_checkpoints
+WHERE id BETWEEN :run_ref * 4294967296 AND :run_ref * 4294967296 + 4294967295
+ORDER BY id;
+
+-- name: reseal_row
+-- params: run_ref, step, header, digest, messages, chains
+-- returns: nothing
+-- One row's content sealed again (under a new data key, or for the first time).
+UPDATE safepoint_checkpoints
+SET header = :header, digest = :digest, messages = :messages, chains = :chains
+WHERE id = :run_ref * 4294967296 + :step;
+
+-- name: reseal_run
+-- params: run_ref, labels, counters, error, head_digest
+-- returns: nothing
+UPDATE safepoint_runs SET labels = :labels, last_error = :error WHERE id = :run_ref;
+
+-- name: blobs_after
+-- params: after_digest, limit
+-- returns: digest, data
+-- The database blob table, a page at a time, by digest.
+SELECT digest, data FROM safepoint_blobs WHERE digest > :after_digest ORDER BY digest LIMIT :limit;
+
+-- name: reseal_blob
+-- params: digest, data
+-- returns: nothing
+UPDATE safepoint_blobs SET data = :data WHERE digest = :digest;
+
+-- name: replace_store_meta
+-- params: name, value
+-- returns: nothing
+-- A fact that changes (the encryption state: converting, then on).
+INSERT INTO safepoint_meta (name, value) VALUES (:name, :value)
+ON CONFLICT (name) DO UPDATE SET value = excluded.value;
+
+-- name: secure_delete
+-- params: none
+-- returns: secure_delete
+-- Deleted content overwritten with zeros from now on, on this connection
+-- (safepoint encrypt, before its VACUUM: no plaintext left in free pages).
+PRAGMA secure_delete = ON;
+
+-- name: wal_truncate
+-- params: none
+-- returns: busy, log_frames, checkpointed
+-- Outside a transaction: the WAL's frames copied into the file and the WAL
+-- cut to nothing, so no page written before (plaintext) stays in it.
+PRAGMA wal_checkpoint(TRUNCATE);

@@ -1,0 +1,162 @@
+"""Sealing stored values again: a run's rows under the writing data key (``rekey``), or for the first
+time (``encrypt``), one run per transaction; and the database blob table, a page at a time.
+
+These operations see values as stored — they are run on the driver directly,
+not through ``sealed_ops`` — and use the store's ``Sealer`` themselves: each
+value is opened (plaintext passes when the sealer is converting) and sealed
+under the writing data key for the same place. A row already wholly under
+the writing key is left alone, so a rerun after a kill does only what is
+left. Checkpoint digests do not depend on the data key: ``encrypt`` keys the
+plain ones, ``rekey`` keeps them.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from safepoint import codec
+from safepoint.blobs.base import decode_stored
+from safepoint.crypto.sealing import is_sealed, key_id_of
+from safepoint.store.query import Op, Query
+from safepoint.store.sealer import TEXT_PREFIX, Sealer
+
+_ROW_COLUMNS = ("header", "messages", "chains")
+
+
+@dataclass(frozen=True, slots=True)
+class Resealed:
+    """What one run's reseal changed: rows, and whether the run row was."""
+
+    rows: int
+    run_row: bool
+
+
+def reseal_run(run_ref: int, run_id: str, sealer: Sealer) -> Op[Resealed]:
+    """Every row of one run, and its run row, under the writing data key; the run stays locked meanwhile."""
+    found = yield Query("sealed_run", {"run_ref": run_ref})
+    if not found:
+        return Resealed(0, False)  # deleted since it was listed
+    run = found[0]
+    rows = yield Query("sealed_rows", {"run_ref": run_ref})
+    writing = sealer.writing.key_id
+    keyed_of: dict[bytes, bytes] = {}  # plain digest -> keyed, for the run row's head digest
+    changed = 0
+    for row in rows:
+        values = {column: getattr(row, column) for column in _ROW_COLUMNS}
+        digest = bytes(row.digest)
+        if all(_under(value, writing) for value in values.values()):
+            continue
+        params: dict[str, Any] = {"run_ref": run_ref, "step": row.step}
+        for column, value in values.items():
+            if value is None or not len(value):
+                params[column] = value
+                continue
+            plain = sealer.open(value, run_id, row.step, column)
+            params[column] = sealer.seal(plain, run_id, row.step, column)
+            if column == "header" and codec.digest(plain) == digest:  # a plaintext row's: keyed now
+                keyed_of[digest] = sealer.keyed(digest)
+                digest = keyed_of[digest]
+        params["digest"] = digest
+        yield Query("reseal_row", params)
+        changed += 1
+    labels, counters, error, head = run.labels, run.counters, run.last_error, run.head_digest
+    if _under_text(labels, writing, labels=True) and _under_text(counters, writing) and _under_text(error, writing):
+        if head is None or bytes(head) not in keyed_of:
+            return Resealed(changed, False)
+    yield Query(
+        "reseal_run",
+        {
+            "run_ref": run_ref,
+            "labels": sealer.seal_labels(sealer.open_labels(labels, run_id), run_id),
+            "counters": None if counters is None else sealer.seal_json(
+                sealer.open_json(counters, run_id, "counters"), run_id, "counters"
+            ),
+            "error": None if error is None else sealer.seal_text(
+                sealer.open_text(error, run_id, "last_error"), run_id, "last_error"
+            ),
+            "head_digest": None if head is None else keyed_of.get(bytes(head), bytes(head)),
+        },
+    )
+    return Resealed(changed, True)
+
+
+def reseal_blobs(after: str, limit: int, sealer: Sealer) -> Op[tuple[int, str | None]]:
+    """A page of the database blob table under the writing data key: (blobs changed, the next page's start)."""
+    rows = yield Query("blobs_after", {"after_digest": after, "limit": limit})
+    changed = 0
+    for row in rows:
+        stored = bytes(row.data)
+        if _under(stored, sealer.writing.key_id):
+            continue
+        data = sealer.open_blob(row.digest, stored) if is_sealed(stored) else decode_stored(row.digest, stored)
+        yield Query("reseal_blob", {"digest": row.digest, "data": sealer.seal_blob(row.digest, data)})
+        changed += 1
+    return changed, rows[-1].digest if len(rows) == limit else None
+
+
+def sealed_key_ids(run_ref: int) -> Op[tuple[Counter[str], int]]:
+    """The data key ids of every sealed value of one run, counted, and how many values are plaintext."""
+    found = yield Query("sealed_run", {"run_ref": run_ref})
+    rows = yield Query("sealed_rows", {"run_ref": run_ref})
+    ids: Counter[str] = Counter()
+    plain = 0
+    values: list[Any] = [getattr(row, column) for row in rows for column in _ROW_COLUMNS]
+    for run in found:
+        values += [_sealed_bytes(run.labels, labels=True), _sealed_bytes(run.counters), _sealed_bytes(run.last_error)]
+    for value in values:
+        if value is None or not len(value):
+            continue
+        key = _key_of(bytes(value)) if is_sealed(bytes(value)) else None
+        if key is None:
+            plain += 1
+        else:
+            ids[key] += 1
+    return ids, plain
+
+
+def _sealed_bytes(value: str | None, *, labels: bool = False) -> bytes | None:
+    """The sealed bytes of a text or JSON column's value; its text when it is not sealed (plaintext)."""
+    if value is None:
+        return None
+    text: Any = value
+    if text.startswith(("{", '"')):
+        decoded = codec.decode(text)
+        text = decoded.get("", text) if labels and type(decoded) is dict else decoded
+    if type(text) is str and text.startswith(TEXT_PREFIX):
+        try:
+            return base64.b64decode(text[len(TEXT_PREFIX) :])
+        except ValueError:
+            pass
+    return value.encode()
+
+
+def _under(value: Any, key_id: str) -> bool:
+    """Whether a bytes value is empty or sealed under ``key_id`` already."""
+    if value is None or not len(value):
+        return True
+    data = bytes(value)
+    return is_sealed(data) and _key_of(data) == key_id
+
+
+def _under_text(value: str | None, key_id: str, *, labels: bool = False) -> bool:
+    """The same for a text or JSON column's sealed form (``sp1:`` base64, a JSON string, labels)."""
+    return _under(_sealed_bytes(value, labels=labels), key_id)
+
+
+def _key_of(sealed: bytes) -> str | None:
+    try:
+        return key_id_of(sealed)
+    except Exception:  # SealBroken: not a sealed value; reseal reports it when it opens it
+        return None
+
+
+def scrub_free_pages() -> Op[None]:
+    """SQLite: the pages plaintext left behind (free pages, the WAL) zeroed and dropped."""
+    yield Query("secure_delete")
+    yield Query("end_transaction")  # VACUUM and a WAL truncation run outside a transaction
+    yield Query("vacuum")
+    yield Query("wal_truncate")
+    yield Query("begin_transaction")
