@@ -175,7 +175,8 @@ def test_a_row_swapped_with_another_steps_fails_naming_run_and_step(
     with pytest.raises(safepoint.CorruptCheckpoint) as caught:
         store.load("a")
     # Step 2 sees the messages rows 1 and 2 carry: the error names the first bad row's step.
-    assert caught.value.run_id == "a" and caught.value.step in (1, 2)
+    assert caught.value.run_id == "a"
+    assert caught.value.step in (1, 2)
     assert store.load("a", step=0).step == 0  # the rows left alone still load
 
 
@@ -208,7 +209,9 @@ def test_a_store_copied_into_another_store_does_not_open(tmp_path: Path) -> None
         (header, sqlite_key(tmp_path / "two.db", "a", 1)),
     )
     # The data key rows copied too, so the key is there: only the store id tells them apart.
-    for row in sqlite_rows(tmp_path / "one.db", "SELECT key_id, kek_id, wrapped, created_at FROM safepoint_data_keys"):
+    for row in sqlite_rows(
+        tmp_path / "one.db", "SELECT key_id, kek_id, wrapped, created_at FROM safepoint_data_keys"
+    ):
         sqlite_rows(tmp_path / "two.db", "INSERT OR IGNORE INTO safepoint_data_keys VALUES (?, ?, ?, ?)", row)
     reopened = safepoint.open_store(f"sqlite:///{tmp_path}/two.db", encryption=keyring())
     with pytest.raises(safepoint.CorruptCheckpoint) as caught:
@@ -240,7 +243,8 @@ def test_blobs_in_the_database_table_are_sealed_and_deduplicated(tmp_path: Path)
     store.save(Checkpoint(run_id="b", messages=[{"role": "tool", "content": output}]))
     assert store.load("b").messages[0]["content"] == output
     ((count, data),) = sqlite_rows(tmp_path / "state.db", "SELECT count(*), max(data) FROM safepoint_blobs")
-    assert count == 1 and b"tool output" not in bytes(data)
+    assert count == 1
+    assert b"tool output" not in bytes(data)
     store.close()
 
 
@@ -251,13 +255,15 @@ def test_an_encrypted_store_opened_without_its_keyring_reads_nothing(encrypted: 
     store, path = encrypted
     conversation(store, "a", 2, labels={"team": "x"})
     plain = safepoint.open_store(f"sqlite:///{path}")
-    for read in (lambda: plain.load("a"), lambda: plain.runs(), lambda: plain.run("a")):
+    for read in (lambda: plain.load("a"), plain.runs, lambda: plain.run("a")):
         with pytest.raises(safepoint.EncryptedStore):
             read()
     plain.close()
 
 
-def test_a_plaintext_row_on_an_encrypted_store_is_refused(encrypted: tuple[Store, Path], tmp_path: Path) -> None:
+def test_a_plaintext_row_on_an_encrypted_store_is_refused(
+    encrypted: tuple[Store, Path], tmp_path: Path
+) -> None:
     store, path = encrypted
     conversation(store, "a", 2)
     other = safepoint.open_store(f"sqlite:///{tmp_path}/plain.db")
@@ -301,7 +307,8 @@ def test_a_missing_key_names_the_key_id_needed(tmp_path: Path) -> None:
     only_k2 = safepoint.open_store(url, encryption=keyring("k2"))
     with pytest.raises(safepoint.MissingKey) as caught:
         only_k2.load("a")
-    assert caught.value.key_id == "k1" and "'k1'" in str(caught.value)
+    assert caught.value.key_id == "k1"
+    assert "'k1'" in str(caught.value)
     only_k2.close()
 
 
@@ -330,7 +337,8 @@ def test_label_filters_work_through_the_blind_index(encrypted: tuple[Store, Path
     assert all(r.labels == {"team": "blue", "tenant": "t1"} for r in found)
     assert [r.run_id for r in store.runs(labels={"team": "green"}).items] == []
     stored = " ".join(str(v) for (v,) in sqlite_rows(path, "SELECT labels FROM safepoint_runs"))
-    assert "blue" not in stored and "team" not in stored
+    assert "blue" not in stored
+    assert "team" not in stored
 
 
 def test_the_async_store_reads_what_the_sync_store_sealed(encrypted: tuple[Store, Path]) -> None:
@@ -340,7 +348,8 @@ def test_the_async_store_reads_what_the_sync_store_sealed(encrypted: tuple[Store
     async def scenario() -> None:
         async_store = await safepoint.open_async_store(f"sqlite:///{path}", encryption=keyring())
         loaded = await async_store.load("a")
-        assert loaded.messages == saved.messages and loaded.state == {"k": "v"}
+        assert loaded.messages == saved.messages
+        assert loaded.state == {"k": "v"}
         await async_store.save(loaded.next())
         await async_store.close()
 
@@ -361,4 +370,5 @@ def test_async_postgres_store_round_trips(postgres_dsn: str, pg_schema: str) -> 
 
     asyncio.run(scenario())
     ((labels,),) = raw(postgres_dsn, pg_schema, "SELECT labels::text FROM safepoint_runs")
-    assert '"x"' not in labels and '"y"' not in labels
+    assert '"x"' not in labels
+    assert '"y"' not in labels

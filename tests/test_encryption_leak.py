@@ -1,4 +1,4 @@
-"""The encryption leak test: canaries in every field, message and blob, scrubbing off, then every byte searched.
+"""The encryption leak test: canaries in every field, message and blob, scrubbing off, every byte searched.
 
 With ``scrubber=False`` nothing is redacted, so whatever keeps a canary out
 of the stored bytes is the encryption alone. Canaries (``test_leak``'s: raw,
@@ -64,7 +64,8 @@ def exercise(store: Store, secrets: dict[str, str]) -> None:
     Worker(store, handler, lease=5, poll=0.01, max_attempts=1).run(stop_when_idle=True)
     info = store.run("poison")
     assert info.status is safepoint.Status.FAILED
-    assert info.last_error is not None and canary in info.last_error
+    assert info.last_error is not None
+    assert canary in info.last_error
     assert [r.run_id for r in store.runs(labels={"where": "nowhere"}).items] == []
 
 
@@ -129,7 +130,8 @@ def test_no_canary_in_the_s3_objects(tmp_path: Path, s3: dict[str, Any], encrypt
     objects = b"".join(client.get_object(Bucket="leak", Key=key)["Body"].read() for key in keys)
     found = hits(needles(secrets), objects + "\n".join(keys).encode())
     if encrypted:
-        assert found == [] and hits(needles(secrets), sqlite_bytes(tmp_path)) == []
+        assert found == []
+        assert hits(needles(secrets), sqlite_bytes(tmp_path)) == []
     else:
         assert found
 

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from .crypto.keyring import Keyring
 from .errors import (
     ActionMismatch,
     BlobCorrupt,
@@ -43,7 +44,6 @@ from .errors import (
     StoreUnavailable,
     UnknownSecret,
 )
-from .crypto.keyring import Keyring
 from .harness import AsyncRun, Budget, PendingAction, Reconcile, Run, idempotency_key
 from .migrations import MigrationChain
 from .model import Checkpoint, ParentRef, ScrubReport, Status, new_run_id

@@ -58,7 +58,7 @@ class MemoryBlobStore(StoreLifecycle):
         return decode_stored(digest, found[0])
 
     def put_sealed(self, digest: str, sealed: bytes, *, replace: bool = False) -> None:
-        """Store an encrypted store's sealed blob under ``digest`` (its keyed digest); see ``SealedBlobStore``."""
+        """Store an encrypted store's sealed blob under ``digest``, its keyed digest (``SealedBlobStore``)."""
         check_digest(digest)
         sealed = check_data(sealed)
         self._check_open()

@@ -121,7 +121,7 @@ class S3BlobStore(StoreLifecycle):
         return decode_stored(digest, stored)
 
     def put_sealed(self, digest: str, sealed: bytes, *, replace: bool = False) -> None:
-        """Store an encrypted store's sealed blob under ``digest`` (its keyed digest); see ``SealedBlobStore``."""
+        """Store an encrypted store's sealed blob under ``digest``, its keyed digest (``SealedBlobStore``)."""
         key = self.key_for(digest)
         self._check_open()
         try:

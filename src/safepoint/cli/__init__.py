@@ -9,7 +9,7 @@ store is shown through ``safepoint.cli.output``: control characters visible, nev
 
 This module is the group and the list of its commands; each subject's
 commands are in their own module (``runs``, ``inspect``, ``verify``, ``gc``,
-``migrations``, ``operate``, ``demo``), which knows nothing of the group.
+``migrations``, ``operate``, ``keys``, ``demo``), which knows nothing of the group.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from safepoint.cli import demo, gc, inspect, migrations, operate, runs, verify
+from safepoint.cli import demo, gc, inspect, keys, migrations, operate, runs, verify
 from safepoint.cli.output import error_object
 from safepoint.visible import visible
 
@@ -93,6 +93,8 @@ for _command in (
     operate.requeue,
     operate.delete,
     operate.budget,
+    keys.encrypt,
+    keys.rekey,
     demo.demo,
 ):
     main.add_command(_command)

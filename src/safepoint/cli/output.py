@@ -1,7 +1,8 @@
 """What every command shares: its store options, how it opens the store, its errors and its output.
 
-* ``store_options`` (``--store``, ``--schema``, ``--json``) and
-  ``open_store_at``/``open_existing``: the store a command works on.
+* ``store_options`` (``--store``, ``--schema``, ``--key-file``, ``--json``) and
+  ``open_store_at``/``open_existing``: the store a command works on (``opening.py``,
+  re-exported here).
 * ``handle_errors``: a ``SafepointError`` prints one line on stderr (a JSON
   object with ``--json``) and exits with the status for its kind (``ExitCode``).
 * ``emit`` and the helpers below it: JSON for machines, tables for people,
@@ -23,12 +24,9 @@ The commands build their output only through these helpers.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
-import os
 import sys
-import warnings
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from enum import IntEnum
@@ -38,20 +36,21 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+# Re-exported: every command imports what it shares from this one module.
+from safepoint.cli.opening import given_keyring, open_existing, open_store_at, store_options
 from safepoint.errors import (
     BlobNotFound,
     Conflict,
     CorruptCheckpoint,
     InvalidArgument,
     LeaseLost,
+    MissingKey,
     NotFound,
     RunStatusError,
     SafepointError,
     StoreCorrupt,
     StoreError,
 )
-from safepoint.store import DEFAULT_URL, SnapshotWarning, Store, open_store
-from safepoint.store.admin import scheme_of, split_schema
 from safepoint.visible import ID_LEN, visible, visible_json
 
 __all__ = [
@@ -66,6 +65,7 @@ __all__ = [
     "error_line",
     "error_object",
     "exit_code",
+    "given_keyring",
     "handle_errors",
     "json_text",
     "open_existing",
@@ -161,6 +161,7 @@ _EXIT_CODES: tuple[tuple[type[SafepointError], ExitCode], ...] = (
     (StoreCorrupt, ExitCode.CORRUPT),
     (NotFound, ExitCode.NOT_FOUND),
     (InvalidArgument, ExitCode.USAGE),
+    (MissingKey, ExitCode.USAGE),  # the command needs a key: --key-file or SAFEPOINT_KEYS
     (Conflict, ExitCode.CONFLICT),
     (LeaseLost, ExitCode.CONFLICT),
     (RunStatusError, ExitCode.CONFLICT),
@@ -218,73 +219,3 @@ def handle_errors(func: F) -> F:
             sys.exit(report_error(exc, as_json=bool(kwargs.get("as_json"))))
 
     return wrapper  # type: ignore[return-value]
-
-
-def store_options(func: F) -> F:
-    """``--store``, ``--schema`` and ``--json``, shared by every command that opens a store.
-
-    ``--schema`` reaches the store through ``open_store_at`` (it is kept on the
-    click context, not passed to the command), so every command that opens
-    its store with ``open_store_at`` honours it.
-    """
-    func = click.option(
-        "--schema",
-        default=None,
-        metavar="NAME",
-        expose_value=False,
-        callback=_remember_schema,
-        help="PostgreSQL schema of the store (beats ?schema= in the URL, then env SAFEPOINT_SCHEMA).",
-    )(func)
-    func = click.option(
-        "--store",
-        "store_url",
-        envvar="SAFEPOINT_STORE",
-        default=DEFAULT_URL,
-        show_default=True,
-        help="Store URL (env SAFEPOINT_STORE).",
-    )(func)
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON for machines.")(func)
-
-
-_SCHEMA = "safepoint.schema"  # where --schema waits on the click context for open_store_at
-
-
-def _remember_schema(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
-    ctx.meta[_SCHEMA] = value
-    return value
-
-
-def open_store_at(store_url: str, *, read_only: bool = False, **options: Any) -> Store:
-    """The store a command works on: read-only for the commands that only look (they never create one).
-
-    The PostgreSQL schema is ``--schema``, else ``?schema=`` in the URL, else
-    ``SAFEPOINT_SCHEMA``. A SQLite file read as an immutable snapshot (no
-    write access to its folder) is said on stderr.
-    """
-    postgres = scheme_of(store_url) == "postgresql"
-    chosen = click.get_current_context().meta.get(_SCHEMA)
-    if chosen is not None and not postgres:
-        raise InvalidArgument("--schema applies to PostgreSQL stores only")
-    if chosen is None and postgres and split_schema(store_url)[1] is None:
-        chosen = os.environ.get("SAFEPOINT_SCHEMA") or None
-    if chosen is not None:
-        options["schema"] = chosen
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", SnapshotWarning)
-        store = open_store(store_url, read_only=read_only, **options)
-    for warning in caught:
-        if issubclass(warning.category, SnapshotWarning):
-            click.echo(f"note: {visible(str(warning.message))}", err=True)
-        else:
-            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
-    return store
-
-
-def open_existing(store_url: str) -> Store:
-    """The store, for writing, only if one is there: a command that changes an existing store must
-    not create one where there is none (``StoreNotFound``, exit code 3, and nothing made)."""
-    # StoreError: a store is there (an older one, which opening it for writing upgrades), or
-    # the store cannot be reached, which the open below says.
-    with contextlib.suppress(StoreError):
-        open_store_at(store_url, read_only=True).close()
-    return open_store_at(store_url)

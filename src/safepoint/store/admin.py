@@ -18,6 +18,9 @@ These walk or rewrite every run, a transaction at a time, through the public
   interrupt); ``Store.collect_garbage`` then deletes the blobs nothing
   references any more. Both report what they did, or would do with ``dry_run``.
 
+- ``encrypt_store``, ``rekey_store`` and ``key_status`` (``safepoint encrypt``,
+  ``safepoint rekey``) are encryption at rest's: ``store/keys.py``.
+
 ``scheme_of`` and ``split_schema`` read a store URL the way ``open_store``
 does. The CLI imports these from here and nothing else under
 ``safepoint.store`` except the package itself.
@@ -32,17 +35,25 @@ from safepoint.errors import InvalidArgument, SafepointError
 from safepoint.records import Retention, RunInfo
 
 from .facade import Store
+from .keys import KeyStatus, Resealing, encrypt_store, key_status, rekey_store
+from .keys import Progress as KeyProgress
 from .ops.collect import FileSpace
 from .ops.retention import PruneResult
 from .urls import scheme_of, split_schema
 
 __all__ = [
     "FileSpace",
+    "KeyProgress",
+    "KeyStatus",
     "MigrateReport",
     "PruneReport",
+    "Resealing",
     "all_runs",
+    "encrypt_store",
+    "key_status",
     "migrate_store",
     "prune_store",
+    "rekey_store",
     "scheme_of",
     "split_schema",
 ]

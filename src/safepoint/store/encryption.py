@@ -1,4 +1,4 @@
-"""Opening a store with ``encryption=``: its id and data keys, read — or made on first use — in one transaction.
+"""Opening a store with ``encryption=``: its id and data keys, read (or made on first use) in one go.
 
 The first read-write open with a keyring gives the store its id
 (``safepoint_meta``) and a data key wrapped under the keyring's writing
@@ -62,7 +62,9 @@ def open_sealer(keyring: Any, *, writable: bool, now: int, converting: bool = Fa
     elif writable:
         data_key = DataKey.new("dk-" + secrets.token_hex(8))
         kek_id, sealed = wrap(keyring, data_key, store_id)
-        yield Query("insert_data_key", {"key_id": data_key.key_id, "kek_id": kek_id, "wrapped": sealed, "now": now})
+        yield Query(
+            "insert_data_key", {"key_id": data_key.key_id, "kek_id": kek_id, "wrapped": sealed, "now": now}
+        )
         wrapped[data_key.key_id] = (kek_id, sealed)
         writing_id = data_key.key_id
     elif rows:

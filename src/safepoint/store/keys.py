@@ -57,10 +57,11 @@ class KeyStatus:
     by_data_key: Counter[str] = field(default_factory=Counter)
     wrapped_by: dict[str, str] = field(default_factory=dict)
     plaintext: int = 0
+    keyring_ids: tuple[str, ...] = ()
 
     def by_keyring_key(self) -> dict[str, int]:
         """Values protected by each keyring key (through the data keys it wraps); 0 for one wrapping none."""
-        out: dict[str, int] = dict.fromkeys(self.wrapped_by.values(), 0)
+        out: dict[str, int] = dict.fromkeys((*self.keyring_ids, *self.wrapped_by.values()), 0)
         for data_key, count in self.by_data_key.items():
             kek = self.wrapped_by.get(data_key, "?")
             out[kek] = out.get(kek, 0) + count
@@ -71,7 +72,9 @@ def encrypt_store(store: Store, keyring: Any, *, progress: Progress | None = Non
     """Convert ``store`` (opened without a keyring) to an encrypted store under ``keyring``."""
     if store.pipeline.sealer is not None and not store.pipeline.sealer.converting:
         raise InvalidArgument("the store is encrypted already: rekey it instead")
-    sealer = store.driver.run(open_sealer(keyring, writable=True, now=now_micros(), converting=True), write=True)
+    sealer = store.driver.run(
+        open_sealer(keyring, writable=True, now=now_micros(), converting=True), write=True
+    )
     if store.pipeline.sealer is None:
         store.pipeline.encrypt(sealer)
     done = _reseal_everything(store, sealer, progress)
@@ -93,7 +96,7 @@ def rekey_store(store: Store, *, progress: Progress | None = None) -> Resealing:
 def key_status(store: Store) -> KeyStatus:
     """Count what each key id protects (reads every sealed value's key id; changes nothing)."""
     sealer = _sealer_of(store)
-    status = KeyStatus()
+    status = KeyStatus(keyring_ids=sealer.keyring.ids)
     for row in store.driver.run(_data_keys(), write=False):
         status.wrapped_by[row.key_id] = row.kek_id
     for run_ref, run_id in _all_runs(store):
@@ -147,11 +150,14 @@ def _reseal_blobs(store: Store, sealer: Sealer) -> int:
         return 0
     if blobs.in_database:
         changed, after = 0, ""
-        while after is not None:
-            count, after = store.driver.run(reseal_blobs(after, _PAGE, sealer), write=True)
+        while True:
+            count, page_end = store.driver.run(reseal_blobs(after, _PAGE, sealer), write=True)
             changed += count
-        return changed
-    assert isinstance(blobs, SealedBlobs) and blobs.external is not None
+            if page_end is None:
+                return changed
+            after = page_end
+    assert isinstance(blobs, SealedBlobs)
+    assert blobs.external is not None
     external, changed = blobs.external, 0
     for info in list(external.scan()):
         stored = external.get_sealed(info.digest)
@@ -174,7 +180,8 @@ def _stored_blobs(store: Store, sealer: Sealer) -> Iterator[bytes]:
             yield from (bytes(row.data) for row in page)
             after = page[-1].digest if len(page) == _PAGE else None
         return
-    assert isinstance(blobs, SealedBlobs) and blobs.external is not None
+    assert isinstance(blobs, SealedBlobs)
+    assert blobs.external is not None
     for info in blobs.external.scan():
         yield blobs.external.get_sealed(info.digest)
     del sealer

@@ -136,8 +136,8 @@ def open_store(url: str = DEFAULT_URL, **options: Any) -> Store:
     store.driver.on_query = query_hook(observer)  # the drivers' statement-level tracing, if it has one
     if keyring is not None:
         try:
-            opened = open_sealer(keyring, writable=not read_only, now=now_micros())
-            pipeline.encrypt(store.driver.run(opened, write=not read_only))
+            setup = open_sealer(keyring, writable=not read_only, now=now_micros())
+            pipeline.encrypt(store.driver.run(setup, write=not read_only))
         except BaseException:
             store.close()
             raise
@@ -192,8 +192,8 @@ async def open_async_store(url: str = DEFAULT_URL, **options: Any) -> AsyncStore
         if keyring is not None:
             writable = not options.get("read_only", False)
             try:
-                opened = open_sealer(keyring, writable=writable, now=now_micros())
-                pipeline.encrypt(await async_driver.run(opened, write=writable))
+                setup = open_sealer(keyring, writable=writable, now=now_micros())
+                pipeline.encrypt(await async_driver.run(setup, write=writable))
             except BaseException:
                 await async_driver.close()
                 raise

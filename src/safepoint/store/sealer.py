@@ -118,7 +118,9 @@ class Sealer:
             key = self.data_key(key_id_of(data))
             return key.unseal(data, Place(self.store_id, run_id, step, column))
         except SealBroken as broken:
-            raise CorruptCheckpoint(run_id, _shown(step), f"its {column} does not open: {broken.detail}") from None
+            raise CorruptCheckpoint(
+                run_id, _shown(step), f"its {column} does not open: {broken.detail}"
+            ) from None
 
     # -- text and JSON columns ---------------------------------------------
 
@@ -154,9 +156,9 @@ class Sealer:
     def tokens(self, labels: dict[str, str]) -> dict[str, str]:
         """The blind index of ``labels``: a token per name, a token per name and value."""
         return {
-            keyed_digest(self._index, b"label name", name.encode("utf-8", "surrogatepass")).hex(): label_index(
-                self._index, name, value
-            )
+            keyed_digest(
+                self._index, b"label name", name.encode("utf-8", "surrogatepass")
+            ).hex(): label_index(self._index, name, value)
             for name, value in labels.items()
         }
 

@@ -63,20 +63,23 @@ def reseal_run(run_ref: int, run_id: str, sealer: Sealer) -> Op[Resealed]:
         yield Query("reseal_row", params)
         changed += 1
     labels, counters, error, head = run.labels, run.counters, run.last_error, run.head_digest
-    if _under_text(labels, writing, labels=True) and _under_text(counters, writing) and _under_text(error, writing):
-        if head is None or bytes(head) not in keyed_of:
-            return Resealed(changed, False)
+    if (
+        _under_text(labels, writing, labels=True)
+        and _under_text(counters, writing)
+        and _under_text(error, writing)
+    ) and (head is None or bytes(head) not in keyed_of):
+        return Resealed(changed, False)
     yield Query(
         "reseal_run",
         {
             "run_ref": run_ref,
             "labels": sealer.seal_labels(sealer.open_labels(labels, run_id), run_id),
-            "counters": None if counters is None else sealer.seal_json(
-                sealer.open_json(counters, run_id, "counters"), run_id, "counters"
-            ),
-            "error": None if error is None else sealer.seal_text(
-                sealer.open_text(error, run_id, "last_error"), run_id, "last_error"
-            ),
+            "counters": None
+            if counters is None
+            else sealer.seal_json(sealer.open_json(counters, run_id, "counters"), run_id, "counters"),
+            "error": None
+            if error is None
+            else sealer.seal_text(sealer.open_text(error, run_id, "last_error"), run_id, "last_error"),
             "head_digest": None if head is None else keyed_of.get(bytes(head), bytes(head)),
         },
     )
@@ -84,14 +87,16 @@ def reseal_run(run_ref: int, run_id: str, sealer: Sealer) -> Op[Resealed]:
 
 
 def reseal_blobs(after: str, limit: int, sealer: Sealer) -> Op[tuple[int, str | None]]:
-    """A page of the database blob table under the writing data key: (blobs changed, the next page's start)."""
+    """A page of the database blob table under the writing data key: (blobs changed, next page start)."""
     rows = yield Query("blobs_after", {"after_digest": after, "limit": limit})
     changed = 0
     for row in rows:
         stored = bytes(row.data)
         if _under(stored, sealer.writing.key_id):
             continue
-        data = sealer.open_blob(row.digest, stored) if is_sealed(stored) else decode_stored(row.digest, stored)
+        data = (
+            sealer.open_blob(row.digest, stored) if is_sealed(stored) else decode_stored(row.digest, stored)
+        )
         yield Query("reseal_blob", {"digest": row.digest, "data": sealer.seal_blob(row.digest, data)})
         changed += 1
     return changed, rows[-1].digest if len(rows) == limit else None
@@ -105,7 +110,11 @@ def sealed_key_ids(run_ref: int) -> Op[tuple[Counter[str], int]]:
     plain = 0
     values: list[Any] = [getattr(row, column) for row in rows for column in _ROW_COLUMNS]
     for run in found:
-        values += [_sealed_bytes(run.labels, labels=True), _sealed_bytes(run.counters), _sealed_bytes(run.last_error)]
+        values += [
+            _sealed_bytes(run.labels, labels=True),
+            _sealed_bytes(run.counters),
+            _sealed_bytes(run.last_error),
+        ]
     for value in values:
         if value is None or not len(value):
             continue

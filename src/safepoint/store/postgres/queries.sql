@@ -607,3 +607,15 @@ SELECT 1 WHERE false;
 -- params: none
 -- returns: busy, log_frames, checkpointed
 SELECT 0, 0, 0 WHERE false;
+
+-- name: history_sealed
+-- params: run_id
+-- returns: step, schema_version, status, created_at, message_count, digest, header
+SELECT c.step, c.schema_version, c.status,
+       (extract(epoch FROM c.created_at) * 1000000)::bigint,
+       c.message_count, c.digest, c.header
+FROM safepoint_runs AS r
+JOIN safepoint_checkpoints AS c ON c.run_ref = r.id
+WHERE r.run_id = %(run_id)s AND NOT c.pruned
+ORDER BY c.step;
+

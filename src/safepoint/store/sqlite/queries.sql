@@ -581,3 +581,16 @@ PRAGMA secure_delete = ON;
 -- Outside a transaction: the WAL's frames copied into the file and the WAL
 -- cut to nothing, so no page written before (plaintext) stays in it.
 PRAGMA wal_checkpoint(TRUNCATE);
+
+-- name: history_sealed
+-- params: run_id
+-- returns: step, schema_version, status, created_at, message_count, digest, header
+-- history on an encrypted store (sealed_ops asks for it instead): each row's
+-- header too, which gives back the plain digest its keyed one stands for.
+SELECT c.step, c.schema_version, c.status, c.created_at, c.message_count, c.digest, c.header
+FROM safepoint_runs AS r
+JOIN safepoint_checkpoints AS c
+  ON c.id BETWEEN r.id * 4294967296 AND r.id * 4294967296 + 4294967295
+WHERE r.run_id = :run_id AND c.pruned = 0
+ORDER BY c.id;
+
