@@ -122,3 +122,16 @@ def test_conformance_postgres_async_store(
         capsys,
     )
     assert_conformant(report)
+
+
+def test_conformance_encrypted_sqlite_store(
+    sqlite_url: Callable[[int], str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same on an encrypted SQLite store: the saver cannot tell the difference."""
+    keyring = safepoint.Keyring.from_text("index:" + "C" * 43 + "= k1:" + "D" * 43 + "=")
+    report = run_suite(
+        "SafepointSaver (encrypted SQLite, Store)",
+        lambda n: safepoint.open_store(sqlite_url(n), encryption=keyring),
+        capsys,
+    )
+    assert_conformant(report)

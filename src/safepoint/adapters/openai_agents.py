@@ -42,7 +42,7 @@ import json
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from safepoint import AsyncStore, Checkpoint, Conflict, Store, StoreClosed, open_store
+from safepoint import AsyncStore, Checkpoint, Conflict, InvalidArgument, Store, StoreClosed, open_store
 from safepoint.flow import Flow, Save, delete_if_present, load_or_none
 
 from .cache import MAX_ATTEMPTS, CheckpointCache, gave_up, thaw
@@ -71,7 +71,8 @@ class SafepointSession:
     """A ``Session`` (the Agents SDK protocol) whose items live in a safepoint run.
 
     ``store``: a ``Store``, an ``AsyncStore``, or a URL for ``safepoint.open_store``
-    (the session then owns that store and ``close()`` closes it).
+    (the session then owns that store and ``close()`` closes it), opened with
+    ``store_options`` (e.g. ``{"encryption": Keyring.from_env("SAFEPOINT_KEYS")}``).
     ``session_settings``: as for ``SQLiteSession`` (``limit`` is the default
     for ``get_items``). ``run_id``: overrides the run's name.
     """
@@ -85,13 +86,17 @@ class SafepointSession:
         *,
         session_settings: SessionSettings | dict[str, Any] | None = None,
         run_id: str | None = None,
+        store_options: dict[str, Any] | None = None,
     ) -> None:
         self.session_id = session_id
         self.session_settings = (
             coerce_session_settings(session_settings) if session_settings is not None else SessionSettings()
         )
         self._owned = isinstance(store, str)
-        self.store: Store | AsyncStore = open_store(store) if isinstance(store, str) else store
+        if store_options is not None and not self._owned:
+            raise InvalidArgument("store_options are for a store given by URL; this store is open already")
+        opened = open_store(store, **(store_options or {})) if isinstance(store, str) else store
+        self.store: Store | AsyncStore = opened
         self.run_id = run_id if run_id is not None else session_run_id(session_id)
         self._labels = {ADAPTER_LABEL: ADAPTER, SESSION_LABEL: session_id}
         self._runner = Runner(self.store)

@@ -42,6 +42,8 @@ def open_sealer(keyring: Any, *, writable: bool, now: int, converting: bool = Fa
 
     meta = {row.name: row.value for row in (yield Query("store_meta"))}
     store_id = meta.get(STORE_ID)
+    if converting and store_id is not None and meta.get(STATE) != "converting":
+        raise InvalidArgument("the store is encrypted already: safepoint rekey moves it to a new key")
     if store_id is None:
         if not writable:
             raise NotEncrypted("the store is not encrypted: convert it with safepoint encrypt")

@@ -104,7 +104,7 @@ def reseal_blobs(after: str, limit: int, sealer: Sealer) -> Op[tuple[int, str | 
 
 def sealed_key_ids(run_ref: int) -> Op[tuple[Counter[str], int]]:
     """The data key ids of every sealed value of one run, counted, and how many values are plaintext."""
-    found = yield Query("sealed_run", {"run_ref": run_ref})
+    found = yield Query("sealed_run_read", {"run_ref": run_ref})
     rows = yield Query("sealed_rows", {"run_ref": run_ref})
     ids: Counter[str] = Counter()
     plain = 0

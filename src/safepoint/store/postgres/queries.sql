@@ -619,3 +619,10 @@ JOIN safepoint_checkpoints AS c ON c.run_ref = r.id
 WHERE r.run_id = %(run_id)s AND NOT c.pruned
 ORDER BY c.step;
 
+
+-- name: sealed_run_read
+-- params: run_ref
+-- returns: labels, counters, last_error, head_digest
+-- sealed_run for rekey --status: read only, nothing locked.
+SELECT labels::text, counters::text, last_error, head_digest FROM safepoint_runs
+WHERE id = %(run_ref)s::bigint;

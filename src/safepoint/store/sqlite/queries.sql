@@ -594,3 +594,9 @@ JOIN safepoint_checkpoints AS c
 WHERE r.run_id = :run_id AND c.pruned = 0
 ORDER BY c.id;
 
+
+-- name: sealed_run_read
+-- params: run_ref
+-- returns: labels, counters, last_error, head_digest
+-- sealed_run for rekey --status: read only.
+SELECT labels, NULL, last_error, NULL FROM safepoint_runs WHERE id = :run_ref;
