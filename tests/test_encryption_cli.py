@@ -36,7 +36,8 @@ def filled(url: str, **options: object) -> None:
         messages: list[dict[str, str]] = []
         for step in range(STEPS):
             messages.append({"role": "user", "content": f"private words {run}/{step}"})
-            store.save(Checkpoint(run_id=f"run-{run}", step=step, messages=list(messages), labels={"n": str(run)}))
+            cp = Checkpoint(run_id=f"run-{run}", step=step, messages=list(messages), labels={"n": str(run)})
+            store.save(cp)
     store.save(Checkpoint(run_id="big", messages=[{"role": "tool", "content": "private output " * 8000}]))
     store.close()
 
@@ -62,7 +63,9 @@ def test_encrypt_then_read_with_and_without_the_keys(tmp_path: Path) -> None:
     data = b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and p.suffix != ".txt")
     assert b"private" not in data  # the file, its WAL, the blob folder: no plaintext left
     without = sp(tmp_path, "runs", "--store", url)
-    assert without.returncode == 2 and "encrypted" in without.stderr and "Traceback" not in without.stderr
+    assert without.returncode == 2
+    assert "encrypted" in without.stderr
+    assert "Traceback" not in without.stderr
     shown = sp(tmp_path, "show", "run-3", "--store", url, "--key-file", str(keys))
     assert shown.returncode == 0 and "private words 3/5" in shown.stdout, shown.stderr
     env = {**os.environ, "SAFEPOINT_KEYS": keys.read_text().replace("\n", " ").replace("# test keys", "")}
@@ -75,7 +78,8 @@ def test_encrypt_then_read_with_and_without_the_keys(tmp_path: Path) -> None:
     verified = sp(tmp_path, "verify", "--store", url, "--key-file", str(keys))
     assert verified.returncode == 0, verified.stdout + verified.stderr
     again = sp(tmp_path, "encrypt", "--store", url, "--key-file", str(keys))
-    assert again.returncode == 2 and "rekey" in again.stderr
+    assert again.returncode == 2
+    assert "rekey" in again.stderr
 
 
 KILLED_REKEY = """
@@ -97,12 +101,11 @@ def test_rekey_killed_halfway_then_rerun_moves_everything(
     old, both = key_file(tmp_path, "old.txt", "k1"), key_file(tmp_path, "both.txt", "k1", "k2")
     if dialect == "sqlite":
         url = f"sqlite:///{tmp_path}/state.db"
-        schema_args: list[str] = []
     else:
         dsn = request.getfixturevalue("postgres_dsn")
         schema = request.getfixturevalue("pg_schema")
         url = f"{dsn}?schema={schema}" if "?" not in dsn else f"{dsn}&schema={schema}"
-        schema_args = []
+    status_of = ("rekey", "--status", "--store", url, "--key-file", str(both), "--json")
     filled(url, encryption=Keyring.from_file(old))
     stop, saved = threading.Event(), []
 
@@ -123,21 +126,22 @@ def test_rekey_killed_halfway_then_rerun_moves_everything(
             [sys.executable, "-c", KILLED_REKEY, url, str(both)], capture_output=True, text=True, check=False
         )
         assert killed.returncode == -signal.SIGKILL, killed.stderr
-        half = sp(tmp_path, "rekey", "--status", "--store", url, *schema_args, "--key-file", str(both), "--json")
+        half = sp(tmp_path, *status_of)
         assert half.returncode == 0, half.stderr
         status = json.loads(half.stdout)
         assert status["keys"]["k1"] == 0  # the data keys were rewrapped first: k1 protects nothing now
         assert len(status["data_keys"]) >= 2  # but half the rows are still under the old data key
-        rerun = sp(tmp_path, "rekey", "--store", url, *schema_args, "--key-file", str(both), "--json")
+        rerun = sp(tmp_path, "rekey", "--store", url, "--key-file", str(both), "--json")
         assert rerun.returncode == 0, rerun.stderr
         assert json.loads(rerun.stdout)["rows"] > 0
     finally:
         stop.set()
         thread.join()
     assert saved, "the writer saved while rekey ran"
-    done = sp(tmp_path, "rekey", "--status", "--store", url, *schema_args, "--key-file", str(both), "--json")
+    done = sp(tmp_path, *status_of)
     status = json.loads(done.stdout)
-    assert status["keys"] == {"k1": 0, "k2": status["keys"]["k2"]} and status["plaintext"] == 0
+    assert status["keys"] == {"k1": 0, "k2": status["keys"]["k2"]}
+    assert status["plaintext"] == 0
     assert len([n for n in status["data_keys"].values() if n]) == 1  # one data key protects everything
     only_new = Keyring.from_file(key_file(tmp_path, "new.txt", "k2"))
     assert every_checkpoint_loads(url, only_new) >= RUNS * STEPS + len(saved)
