@@ -67,11 +67,16 @@ def test_encrypt_then_read_with_and_without_the_keys(tmp_path: Path) -> None:
     assert "encrypted" in without.stderr
     assert "Traceback" not in without.stderr
     shown = sp(tmp_path, "show", "run-3", "--store", url, "--key-file", str(keys))
-    assert shown.returncode == 0 and "private words 3/5" in shown.stdout, shown.stderr
+    assert shown.returncode == 0, shown.stderr
+    assert "private words 3/5" in shown.stdout
     env = {**os.environ, "SAFEPOINT_KEYS": keys.read_text().replace("\n", " ").replace("# test keys", "")}
     listed = subprocess.run(
         [SAFEPOINT, "runs", "--store", url, "--label", "n=7", "--json"],
-        cwd=tmp_path, capture_output=True, text=True, env=env, check=False,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
     )
     assert listed.returncode == 0, listed.stderr
     assert [r["run_id"] for r in json.loads(listed.stdout)["runs"]] == ["run-7"]
