@@ -43,7 +43,7 @@ test: $(STAMP) system-deps
 	$(PY) -m pytest -n 2 -m "not pg_restart" tests
 	$(PY) -m pytest -m pg_restart tests
 
-# make bench SECTION=fresh (or adapter, scale, otel, concurrency) runs and prints that section alone.
+# make bench SECTION=fresh (or adapter, scale, otel, concurrency, encryption) runs and prints that section alone.
 bench: $(STAMP) system-deps
 	$(PY) bench/run.py $(if $(SECTION),--section $(SECTION),--out docs/benchmarks.md)
 

@@ -7,6 +7,7 @@
     .venv/bin/python bench/run.py --scale-only               # 10,000 runs, 32 worker processes alone
     .venv/bin/python bench/run.py --otel-only                # OpenTelemetry's CPU per save alone
     .venv/bin/python bench/run.py --section fresh            # fresh checkpoints, rewrites, loads alone
+    .venv/bin/python bench/run.py --section encryption       # encrypted against plain, and rekey, alone
 
 Three packages: ``workloads`` (what is saved: the simulated agent, and the
 one with large tool outputs), ``contenders`` (what saves it besides the
@@ -23,8 +24,10 @@ answers, the report says so and the run goes on. ``report.document``
 renders them; the scale section (``sections.scale``: queued runs, worker
 processes, one PostgreSQL, direct and through PgBouncer) and the
 OpenTelemetry section (``sections.otel``: client CPU per save with the
-observer on and off), rendered by ``report.scale`` and ``report.otel``, are
-appended last in that order.
+observer on and off), the fresh-checkpoint, concurrency and encryption
+sections (``sections.encryption``: CPU per save and load, encrypted against
+plain, and rekey's pace), rendered by their ``report`` modules, are appended
+last in that order.
 """
 
 from __future__ import annotations
@@ -43,11 +46,13 @@ from common import StoreRun
 from report import adapter as report_adapter
 from report import concurrency as concurrency_report
 from report import document as report
+from report import encryption as encryption_report
 from report import fresh as fresh_report
 from report import otel as otel_report
 from report import scale as scale_report
 from sections import blobs as blob_section
 from sections import concurrency as concurrency_section
+from sections import encryption as encryption_section
 from sections import fresh as fresh_section
 from sections import langgraph_sqlite, save_breakdown, sqlite_store
 from sections import otel as otel_section
@@ -66,6 +71,7 @@ SECTIONS = {
     "otel": "otel_only",
     "fresh": "fresh_only",
     "concurrency": "concurrency_only",
+    "encryption": "encryption_only",
 }
 VARIANTS: tuple[dict[str, Any], ...] = ({"scrubber": False}, {"scrubber": False, "blobs": False})
 
@@ -86,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         return _finish(_fresh(args, workdir), args, workdir)
     if args.concurrency_only:
         return _finish(_concurrency(args, workdir), args, workdir)
+    if args.encryption_only:  # its own processes, its own workload
+        return _finish(_encryption(args), args, workdir)
     began = time.perf_counter()
     described = machine.describe(workdir)  # now: it names the code this process imported
     workload = agent_workload.build(steps)
@@ -174,7 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     otel = "" if args.no_otel else "\n" + _otel(args)
     fresh = "" if args.no_fresh else "\n" + _fresh(args, workdir)
     concurrency = "" if args.no_concurrency else "\n" + _concurrency(args, workdir)
-    return _finish(report.render(results) + scale + otel + fresh + concurrency, args, workdir)
+    encryption = "" if args.no_encryption else "\n" + _encryption(args)
+    body = report.render(results) + scale + otel + fresh + concurrency + encryption
+    return _finish(body, args, workdir)
 
 
 def _scale(args: argparse.Namespace) -> str:
@@ -188,8 +198,7 @@ def _scale(args: argparse.Namespace) -> str:
         through_pgbouncer=not args.scale_no_pgbouncer,
         bouncer_pool=args.scale_bouncer_pool,
     )
-    given = sys.argv[1:]
-    command = "make bench" if given == ["--out", "docs/benchmarks.md"] else " ".join(["bench/run.py", *given])
+    command = _command()
     return scale_report.render(result, command=command) + "\n"
 
 
@@ -199,8 +208,7 @@ def _otel(args: argparse.Namespace) -> str:
     reps = args.otel_reps or (1 if args.quick else 5)
     results = otel_section.run(saves=saves, reps=reps)
     _log(f"otel: on/off {results[0].ratio:.3f}x over {reps} processes of {saves} saves")
-    given = sys.argv[1:]
-    command = "make bench" if given == ["--out", "docs/benchmarks.md"] else " ".join(["bench/run.py", *given])
+    command = _command()
     return otel_report.render(results, command=command)
 
 
@@ -216,8 +224,7 @@ def _fresh(args: argparse.Namespace, workdir: Path) -> str:
         langgraph=not args.no_langgraph,
     )
     _log("fresh: " + ", ".join(f"{t.measure} {t.measured}" for t in fresh_report.targets(result)[:3]))
-    given = sys.argv[1:]
-    command = "make bench" if given == ["--out", "docs/benchmarks.md"] else " ".join(["bench/run.py", *given])
+    command = _command()
     return fresh_report.render(result, command=command)
 
 
@@ -231,9 +238,21 @@ def _concurrency(args: argparse.Namespace, workdir: Path) -> str:
         log=_log,
     )
     _log("concurrency: " + ", ".join(f"{t.measure} {t.measured}" for t in concurrency_report.targets(result)))
-    given = sys.argv[1:]
-    command = "make bench" if given == ["--out", "docs/benchmarks.md"] else " ".join(["bench/run.py", *given])
+    command = _command()
     return concurrency_report.render(result, command=command)
+
+
+def _encryption(args: argparse.Namespace) -> str:
+    """Encryption at rest: CPU per save and load, encrypted against plain, and rekey (SQLite), rendered."""
+    result = encryption_section.run(reps=args.encryption_reps or (1 if args.quick else 3))
+    _log(f"encryption: save {result.save_ratio}, load {result.load_ratio} (encrypted / plain)")
+    return encryption_report.render(result, command=_command())
+
+
+def _command() -> str:
+    """How this report was made, as a reader would type it."""
+    given = sys.argv[1:]
+    return "make bench" if given == ["--out", "docs/benchmarks.md"] else " ".join(["bench/run.py", *given])
 
 
 def _adapter_only(args: argparse.Namespace, workload: Any, workdir: Path, probes: tuple[int, ...]) -> int:
@@ -298,6 +317,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--concurrency-only", action="store_true", help="run and print only the many-runs-at-once section"
     )
     parser.add_argument("--no-concurrency", action="store_true", help="skip the many-runs-at-once section")
+    parser.add_argument(
+        "--encryption-only", action="store_true", help="run and print only the encryption section"
+    )
+    parser.add_argument("--no-encryption", action="store_true", help="skip the encryption section")
+    parser.add_argument("--encryption-reps", type=int, help="encryption processes (default 3)")
     parser.add_argument(
         "--section",
         choices=sorted(SECTIONS),

@@ -7,6 +7,7 @@ import asyncio
 import base64
 import shutil
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -63,15 +64,16 @@ class TestEncryptedSQLiteStore(StoreConformance):
     """Every promise of the store, unchanged on an encrypted SQLite file."""
 
     @pytest.fixture
-    def path(self, tmp_path: Path) -> Path:
+    def db_path(self, tmp_path: Path) -> Path:
+        # Not "path": the conformance suite parametrizes a test by "path".
         return tmp_path / "encrypted.db"
 
     @pytest.fixture
-    def opener(self, path: Path) -> Iterator[Callable[[], Store]]:
+    def opener(self, db_path: Path) -> Iterator[Callable[[], Store]]:
         opened: list[Store] = []
 
         def factory() -> Store:
-            opened.append(safepoint.open_store(f"sqlite:///{path}", encryption=keyring()))
+            opened.append(safepoint.open_store(f"sqlite:///{db_path}", encryption=keyring()))
             return opened[-1]
 
         yield factory
@@ -87,8 +89,8 @@ class TestEncryptedSQLiteStore(StoreConformance):
         return opener
 
     @pytest.fixture
-    def tamper(self, path: Path) -> Tamper:
-        return sqlite_encrypted_tamper(path)
+    def tamper(self, db_path: Path) -> Tamper:
+        return sqlite_encrypted_tamper(db_path)
 
 
 class TestEncryptedPostgresStore(StoreConformance):
@@ -372,3 +374,55 @@ def test_async_postgres_store_round_trips(postgres_dsn: str, pg_schema: str) -> 
     ((labels,),) = raw(postgres_dsn, pg_schema, "SELECT labels::text FROM safepoint_runs")
     assert '"x"' not in labels
     assert '"y"' not in labels
+
+
+# -- upkeep, unchanged ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("blobs", ["files", "database"])
+def test_retention_and_garbage_collection_work_on_an_encrypted_store(tmp_path: Path, blobs: str) -> None:
+    options: dict[str, Any] = {"encryption": keyring(), "blob_threshold": 1024}
+    if blobs == "database":
+        options["blobs"] = "database"
+    store = safepoint.open_store(f"sqlite:///{tmp_path}/state.db", **options)
+    kept = conversation(store, "kept", 6)
+    doomed = Checkpoint(run_id="doomed", messages=[{"role": "tool", "content": "doomed output " * 500}])
+    store.save(doomed)
+    cp = store.load("kept").next()
+    cp.messages.append({"role": "tool", "content": "kept output " * 500})
+    store.save(cp)
+    pruned = store.prune_run("kept", safepoint.Retention(keep_last=2))
+    assert pruned.pruned_steps == [0, 1, 2, 3, 4]
+    store.delete_run("doomed")
+    result = store.collect_garbage()
+    assert result.blobs_deleted == 1
+    assert result.blobs_kept == 1
+    latest = store.load("kept")
+    assert latest.messages[: len(kept.messages)] == kept.messages
+    assert latest.messages[-1]["content"] == "kept output " * 500
+    assert [c.step for c in store.history("kept")] == [5, 6]
+    store.close()
+
+
+def test_concurrent_saves_of_many_runs_share_commits_on_an_encrypted_store(tmp_path: Path) -> None:
+    """Group commit (threads sharing one Store) seals each run's save for its own place."""
+    store = safepoint.open_store(f"sqlite:///{tmp_path}/state.db", encryption=keyring())
+    errors: list[BaseException] = []
+
+    def agent(run_id: str) -> None:
+        try:
+            conversation(store, run_id, 15)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=agent, args=(f"t{i}",)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    for i in range(8):
+        loaded = store.load(f"t{i}")
+        assert loaded.step == 14
+        assert loaded.messages[-1]["content"] == f"t{i} question 14"
+    store.close()

@@ -19,6 +19,7 @@ never rows. Random nonces are safe for 2**32 seals under one DEK (NIST SP
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import os
@@ -61,13 +62,18 @@ class Place:
     column: str
 
     def associated_data(self) -> bytes:
-        # Each text length-prefixed, the step as 8 bytes: no two places give the same bytes.
-        out = bytearray()
-        for text in (self.store_id, self.run_id, self.column):
-            encoded = text.encode("utf-8", "surrogatepass")
-            out += struct.pack(">I", len(encoded)) + encoded
-        out += struct.pack(">q", self.step)
-        return bytes(out)
+        return associated_data(self.store_id, self.run_id, self.step, self.column)
+
+
+@functools.lru_cache(maxsize=4096)  # a load opens many rows of one run: the same few places
+def associated_data(store_id: str, run_id: str, step: int, column: str) -> bytes:
+    # Each text length-prefixed, the step as 8 bytes: no two places give the same bytes.
+    out = bytearray()
+    for text in (store_id, run_id, column):
+        encoded = text.encode("utf-8", "surrogatepass")
+        out += struct.pack(">I", len(encoded)) + encoded
+    out += struct.pack(">q", step)
+    return bytes(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,11 +119,19 @@ class DataKey:
 
     def unseal(self, sealed: bytes, place: Place) -> bytes:
         """The plaintext of a value this key sealed for ``place``; ``SealBroken`` otherwise."""
-        key_id, nonce, body = _parts(sealed)
+        key_id, nonce, body = parts(sealed)
         if key_id != self.key_id:
             raise SealBroken("it is sealed under another data key")
+        return self.open_parts(nonce, body, place)
+
+    def open_parts(self, nonce: bytes, body: bytes, place: Place) -> bytes:
+        """``unseal`` of a value already split by ``parts`` (and found to be under this key)."""
+        return self.open_raw(nonce, body, place.associated_data())
+
+    def open_raw(self, nonce: bytes, body: bytes, associated_data: bytes) -> bytes:
+        """``open_parts`` with the place's associated data already made (``associated_data``)."""
         try:
-            return self._cipher.decrypt(nonce, body, place.associated_data())
+            return self._cipher.decrypt(nonce, body, associated_data)
         except InvalidTag:
             raise SealBroken("it does not decrypt for its place: altered, or copied from another") from None
 
@@ -129,7 +143,7 @@ def is_sealed(data: bytes) -> bool:
 
 def key_id_of(sealed: bytes) -> str:
     """The id of the data key that sealed ``sealed``; ``SealBroken`` when it is not a sealed value."""
-    return _parts(sealed)[0]
+    return parts(sealed)[0]
 
 
 def unseal(data_keys: Callable[[str], DataKey], sealed: bytes, place: Place) -> bytes:
@@ -163,7 +177,9 @@ def _wrap_data(store_id: str, data_key_id: str) -> bytes:
     return _WRAP_LABEL + Place(store_id, data_key_id, 0, "data key").associated_data()
 
 
-def _parts(sealed: bytes) -> tuple[str, bytes, bytes]:
+def parts(sealed: bytes) -> tuple[str, bytes, bytes]:
+    """A sealed value split: its data key's id, its nonce, its ciphertext and tag; ``SealBroken``
+    when it is not a sealed value."""
     if not is_sealed(sealed) or len(sealed) < len(MAGIC) + 1:
         raise SealBroken("it is not sealed")
     length = sealed[len(MAGIC)]
@@ -173,10 +189,17 @@ def _parts(sealed: bytes) -> tuple[str, bytes, bytes]:
     body = sealed[start + length + NONCE_BYTES :]
     if len(nonce) != NONCE_BYTES or len(body) < TAG_BYTES:
         raise SealBroken("it is cut short")
-    try:
-        key_id = ident.decode("ascii")
-    except UnicodeDecodeError:
-        raise SealBroken("its data key id is not one") from None
-    if not valid_key_id(key_id):
-        raise SealBroken("its data key id is not one")
+    key_id = _KEY_IDS.get(ident)
+    if key_id is None:
+        try:
+            key_id = ident.decode("ascii")
+        except UnicodeDecodeError:
+            raise SealBroken("its data key id is not one") from None
+        if not valid_key_id(key_id):
+            raise SealBroken("its data key id is not one")
+        if len(_KEY_IDS) < 1024:  # a store has a handful of data keys; junk ids are not kept
+            _KEY_IDS[ident] = key_id
     return key_id, nonce, body
+
+
+_KEY_IDS: dict[bytes, str] = {}  # data key ids met, each checked once

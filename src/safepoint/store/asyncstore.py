@@ -142,7 +142,8 @@ class AsyncStore(StoreMethods, Awaiting):
     async def _transact(self, call: Call[T, Any]) -> T:
         if call.before is not None:  # blob uploads: blocking I/O, off the event loop, before the transaction
             await asyncio.to_thread(call.before)
-        op, rebuild = self.pipeline.sealing(call.op, call.rebuild)  # an encrypted store's: sealed
+        # An encrypted store's: sealed.
+        op, rebuild = self.pipeline.sealing(call.op, call.rebuild, self._driver.capabilities)
         if rebuild is not None:  # a save: it may share a transaction with other runs' (group commit)
             return await self._driver.run_joined(op, rebuild, weight=call.weight)
         return await self._driver.run(op, write=call.write)

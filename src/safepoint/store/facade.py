@@ -48,7 +48,8 @@ class Store(StoreMethods, Blocking):
     def _transact(self, call: Call[T, Any]) -> T:
         if call.before is not None:  # slow I/O (blob uploads), before the transaction begins
             call.before()
-        op, rebuild = self.pipeline.sealing(call.op, call.rebuild)  # an encrypted store's: sealed
+        # An encrypted store's: sealed.
+        op, rebuild = self.pipeline.sealing(call.op, call.rebuild, self._driver.capabilities)
         if rebuild is not None:  # a save: it may share a transaction with other runs' (group commit)
             return self._driver.run_joined(op, rebuild, weight=call.weight)
         return self._driver.run(op, write=call.write)

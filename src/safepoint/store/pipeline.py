@@ -87,14 +87,19 @@ class Pipeline:
             self.blobs = SealedBlobs(self.blobs, sealer)
 
     def sealing(
-        self, op: Op[T], rebuild: Callable[[], Op[T]] | None = None
+        self,
+        op: Op[T],
+        rebuild: Callable[[], Op[T]] | None = None,
+        capabilities: frozenset[str] = frozenset(),
     ) -> tuple[Op[T], Callable[[], Op[T]] | None]:
-        """A call's operation (and its rebuild, for group commit) as this store runs them:
-        their content sealed on its way to the driver and opened on its way back, when encrypted."""
+        """A call's operation (and its rebuild, for group commit) as this store runs them on a
+        driver with ``capabilities``: their content sealed on its way to the driver and opened on
+        its way back, when encrypted."""
         sealer = self.sealer
         if sealer is None:
             return op, rebuild
-        return sealed(op, sealer), None if rebuild is None else (lambda: sealed(rebuild(), sealer))
+        again = None if rebuild is None else (lambda: sealed(rebuild(), sealer, capabilities))
+        return sealed(op, sealer, capabilities), again
 
     @classmethod
     def from_options(cls, options: dict[str, Any], default_blobs: BlobTarget | None = None) -> Pipeline:

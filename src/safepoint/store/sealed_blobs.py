@@ -41,6 +41,11 @@ class SealedBlobs:
                 )
             self.external = inner.store
 
+    @property
+    def store(self) -> SealedBlobStore | None:
+        """The external blob store (garbage collection scans it); None for the database table."""
+        return self.external
+
     def digest_of(self, data: bytes) -> str:
         return self.sealer.blob_digest(data)
 

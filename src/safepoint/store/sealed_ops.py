@@ -46,8 +46,13 @@ _STEP_COLUMNS = ("header", "messages", "chains")
 _RESULT_COLUMNS = frozenset({*_STEP_COLUMNS, "labels", "counters", "last_error", "digest", "head_digest"})
 
 
-def sealed(op: Op[T], sealer: Sealer) -> Op[T]:
-    """``op`` with its content sealed for the driver and opened for itself."""
+def sealed(op: Op[T], sealer: Sealer, capabilities: frozenset[str] = frozenset()) -> Op[T]:
+    """``op`` with its content sealed for the driver and opened for itself.
+
+    ``capabilities``: the driver's optional queries; any other optional query
+    is answered ``UNSUPPORTED`` here, as the driver would, before anything in
+    it is sealed for nothing (SQLite's saves ask for ``save_next`` first).
+    """
     refs: dict[int, str] = {}
     answer: Any = None
     try:
@@ -56,6 +61,9 @@ def sealed(op: Op[T], sealer: Sealer) -> Op[T]:
                 query = op.send(answer)
             except StopIteration as stop:
                 return stop.value  # type: ignore[no-any-return]
+            if query.optional and query.name not in capabilities:
+                answer = UNSUPPORTED
+                continue
             outgoing = _sealed_query(query, sealer, refs)
             rows = yield outgoing
             if rows is UNSUPPORTED or not rows:
@@ -84,29 +92,34 @@ def _sealed_query(query: Query, sealer: Sealer, refs: dict[int, str]) -> Query:
 
 
 def _sealed_params(name: str, params: dict[str, Any], sealer: Sealer, refs: dict[int, str]) -> dict[str, Any]:
-    if not any(key in params for key in _PARAM_NAMES):
+    content = _CONTENT_PARAMS.get(name)
+    if content is None:  # the content parameters this query declares (its SQL uses no other)
+        content = _CONTENT_PARAMS[name] = tuple(p for p in QUERY_SPECS[name].params if p in _PARAM_NAMES)
+    if not content and _PARAM_NAMES.isdisjoint(params):
         return params
-    out = dict(params)
-    for key in ("digest", "head_digest"):
+    # The parameters one dict carries for several queries of a save: only a declared one is
+    # sealed and sent; the others are dropped, so plaintext never goes where it is not used.
+    out = {key: value for key, value in params.items() if key not in _PARAM_NAMES or key in content}
+    for key in content:
         value = out.get(key)
-        if isinstance(value, bytes | bytearray | memoryview):  # a checkpoint's digest (a blob's is text)
-            out[key] = sealer.keyed(bytes(value))
-    if out.get("labels") is not None:
-        if name == "list_runs":
-            out["labels"] = sealer.wanted_labels(out["labels"])
-        else:
-            out["labels"] = sealer.seal_labels(out["labels"], _run_of(name, params, refs))
-    if out.get("counters") is not None:
-        out["counters"] = sealer.seal_json(out["counters"], _run_of(name, params, refs), "counters")
-    if out.get("error") is not None:
-        out["error"] = sealer.seal_text(out["error"], _run_of(name, params, refs), "last_error")
-    for column in _STEP_COLUMNS:
-        value = out.get(column)
-        if value is not None and (column != "header" or len(value)):
-            out[column] = sealer.seal(bytes(value), _run_of(name, params, refs), params["step"], column)
+        if value is None:
+            continue
+        if key in ("digest", "head_digest"):
+            if isinstance(value, bytes | bytearray | memoryview):  # a checkpoint's digest (a blob's is text)
+                out[key] = sealer.keyed(bytes(value))
+        elif key == "labels":
+            run = None if name == "list_runs" else _run_of(name, params, refs)
+            out[key] = sealer.wanted_labels(value) if run is None else sealer.seal_labels(value, run)
+        elif key == "counters":
+            out[key] = sealer.seal_json(value, _run_of(name, params, refs), "counters")
+        elif key == "error":
+            out[key] = sealer.seal_text(value, _run_of(name, params, refs), "last_error")
+        elif key != "header" or len(value):  # a pruned row's header is empty: nothing to hide
+            out[key] = sealer.seal(bytes(value), _run_of(name, params, refs), params["step"], key)
     return out
 
 
+_CONTENT_PARAMS: dict[str, tuple[str, ...]] = {}
 _PARAM_NAMES = frozenset({*_STEP_COLUMNS, "labels", "counters", "error", "digest", "head_digest"})
 
 
@@ -119,8 +132,11 @@ def _opened(query: Query, rows: list[Row], sealer: Sealer, refs: dict[int, str])
                 refs[row.run_ref] = run_id
     if _RESULT_COLUMNS.isdisjoint(columns):
         return rows
+    carried = _carried_columns(columns)
     for attempt in (1, 2):
         try:
+            if carried is not None:  # a load's carrier rows, one per step: the lean way
+                return _opened_carriers(query, rows, carried, sealer, refs)
             return [_opened_row(query, row, sealer, refs) for row in rows]
         except UnknownDataKey as unknown:
             if attempt == 2:
@@ -160,6 +176,41 @@ def _opened_row(query: Query, row: Row, sealer: Sealer, refs: dict[int, str]) ->
     if values.get("last_error") is not None:
         values["last_error"] = sealer.open_text(values["last_error"], run_id, "last_error")
     return type(row)(values.values())
+
+
+def _carried_columns(columns: tuple[str, ...]) -> tuple[int, tuple[tuple[int, str], ...]] | None:
+    """For rows whose only content is step-bound bytes (messages, chains) beside their ``step``:
+    the step's index and each such column's; None for any other rows."""
+    found = _CARRIED.get(columns)
+    if found is None and columns not in _CARRIED:
+        content = [(i, c) for i, c in enumerate(columns) if c in _RESULT_COLUMNS]
+        lean = "step" in columns and all(c in ("messages", "chains") for _, c in content)
+        found = _CARRIED[columns] = (columns.index("step"), tuple(content)) if lean else None
+    return found
+
+
+_CARRIED: dict[tuple[str, ...], tuple[int, tuple[tuple[int, str], ...]] | None] = {}
+
+
+def _opened_carriers(
+    query: Query,
+    rows: list[Row],
+    carried: tuple[int, tuple[tuple[int, str], ...]],
+    sealer: Sealer,
+    refs: dict[int, str],
+) -> list[Row]:
+    run_id = _run_of(query.name, query.params, refs)
+    step_at, content = carried
+    make, opened = type(rows[0]), sealer.open
+    out = []
+    for row in rows:
+        values = list(row)
+        for index, column in content:
+            value = values[index]
+            if value is not None:
+                values[index] = opened(value, run_id, values[step_at], column)
+        out.append(make(values))
+    return out
 
 
 def _opened_counters(values: dict[str, Any], sealer: Sealer, run_id: str) -> str:

@@ -35,13 +35,24 @@ from collections.abc import Iterable
 from typing import Any
 
 from safepoint import codec
-from safepoint.blobs.base import blob_digest as plain_blob_digest
 from safepoint.blobs.base import decode_stored
 from safepoint.crypto.keyed import keyed_digest, label_index
 from safepoint.crypto.keyring import Keyring
-from safepoint.crypto.sealing import DataKey, Place, SealBroken, is_sealed, key_id_of, unwrap
-from safepoint.errors import BlobCorrupt, CorruptCheckpoint
+from safepoint.crypto.sealing import (
+    MAGIC,
+    NONCE_BYTES,
+    TAG_BYTES,
+    DataKey,
+    Place,
+    SealBroken,
+    associated_data,
+    is_sealed,
+    parts,
+    unwrap,
+)
+from safepoint.errors import BlobCorrupt, CorruptCheckpoint, StoreError
 
+_HEAD = len(MAGIC)
 RUN_WIDE = -1  # the step of a value that belongs to the run, not to one checkpoint
 TEXT_PREFIX = "sp1:"
 LABELS_KEY = ""  # where a labels object holds the sealed labels (no token is empty)
@@ -49,10 +60,18 @@ _DIGEST_HINTS = 65_536  # keyed -> plain digests remembered (a hint; a miss cost
 PLAIN_TEXT = "it is stored in plain text, but the store is encrypted"
 
 
-class UnknownDataKey(Exception):  # internal: sealed_ops reads the data keys again
+class UnknownDataKey(StoreError):
+    """A value is sealed under a data key this store has not read (another process made it since).
+
+    Inside an operation ``sealed_ops`` reads the data keys again and goes on;
+    where that cannot be done (a blob fetched after the load's transaction),
+    it is the error, and opening the store again reads the new key."""
+
     def __init__(self, key_id: str) -> None:
         self.key_id = key_id
-        super().__init__(key_id)
+        super().__init__(
+            f"a value is sealed under data key {key_id!r}, which this store has not read: open it again"
+        )
 
 
 class Sealer:
@@ -72,9 +91,11 @@ class Sealer:
         self.converting = converting  # plaintext met is read as it is (``safepoint encrypt``)
         self._wrapped = dict(wrapped)  # data key id -> (keyring key id, wrapped bytes)
         self._keys: dict[str, DataKey] = {}
+        self._by_ident: dict[bytes, DataKey] = {}  # the same keys, by their ids' stored bytes
         self._lock = threading.Lock()
         self._index = keyring.index_key
         self._plain: dict[bytes, bytes] = {}
+        self._labels: dict[tuple[str, str, str], str] = {}
         self.writing = self.data_key(writing_id)
 
     # -- data keys ---------------------------------------------------------
@@ -91,6 +112,7 @@ class Sealer:
         key = unwrap(self.keyring, kek_id, wrapped, self.store_id, key_id)
         with self._lock:
             self._keys[key_id] = key
+            self._by_ident[key_id.encode("ascii")] = key
         return key
 
     def learn(self, rows: Iterable[Any]) -> None:
@@ -98,9 +120,6 @@ class Sealer:
         with self._lock:
             for row in rows:
                 self._wrapped[row.key_id] = (row.kek_id, bytes(row.wrapped))
-                cached = self._keys.get(row.key_id)
-                if cached is not None and self._wrapped[row.key_id][0] != row.kek_id:
-                    del self._keys[row.key_id]
 
     # -- bytes columns -----------------------------------------------------
 
@@ -109,14 +128,28 @@ class Sealer:
 
     def open(self, stored: Any, run_id: str, step: int, column: str) -> bytes:
         """The plaintext of a sealed column value; ``CorruptCheckpoint`` naming run and step."""
-        data = bytes(stored)
+        data = stored if type(stored) is bytes else bytes(stored)
+        # The way most values go (a load opens one per row it reads): a data key this store
+        # knows, found by the id's bytes as stored; anything else takes the checked way below.
+        if data[:_HEAD] == MAGIC:
+            length = data[_HEAD]
+            key = self._by_ident.get(data[_HEAD + 1 : _HEAD + 1 + length])
+            start = _HEAD + 1 + length
+            if key is not None and len(data) >= start + NONCE_BYTES + TAG_BYTES:
+                aad = associated_data(self.store_id, run_id, step, column)
+                try:
+                    return key.open_raw(data[start : start + NONCE_BYTES], data[start + NONCE_BYTES :], aad)
+                except SealBroken as broken:
+                    raise CorruptCheckpoint(
+                        run_id, _shown(step), f"its {column} does not open: {broken.detail}"
+                    ) from None
         if not is_sealed(data):
             if self.converting or not data:
                 return data  # an empty value (a pruned row's header) holds nothing
             raise CorruptCheckpoint(run_id, _shown(step), f"its {column} {PLAIN_TEXT}")
         try:
-            key = self.data_key(key_id_of(data))
-            return key.unseal(data, Place(self.store_id, run_id, step, column))
+            key_id, nonce, body = parts(data)
+            return self.data_key(key_id).open_parts(nonce, body, Place(self.store_id, run_id, step, column))
         except SealBroken as broken:
             raise CorruptCheckpoint(
                 run_id, _shown(step), f"its {column} does not open: {broken.detail}"
@@ -163,6 +196,16 @@ class Sealer:
         }
 
     def seal_labels(self, labels_json: str, run_id: str) -> str:
+        # The same labels give the same bytes (a derived nonce): a run's, sealed once per process.
+        remembered = (run_id, labels_json, self.writing.key_id)
+        found = self._labels.get(remembered)
+        if found is None:
+            if len(self._labels) >= _DIGEST_HINTS:
+                self._labels.clear()
+            found = self._labels[remembered] = self._sealed_labels(labels_json, run_id)
+        return found
+
+    def _sealed_labels(self, labels_json: str, run_id: str) -> str:
         labels = codec.decode(labels_json)
         place = Place(self.store_id, run_id, RUN_WIDE, "labels")
         sealed = self.writing.seal_same(labels_json.encode("utf-8", "surrogatepass"), place)
@@ -210,19 +253,19 @@ class Sealer:
         return self.writing.seal_same(data, self._blob_place(digest))
 
     def open_blob(self, digest: str, stored: bytes) -> bytes:
-        """A blob's content, verified against its name: a keyed digest, or the SHA-256 a blob
-        stored before the store was encrypted keeps (its references name it so)."""
+        """A blob's content, verified by opening it for its name: a keyed digest, or the SHA-256 a
+        blob stored before the store was encrypted keeps (its references name it so)."""
         if not is_sealed(stored):
             if self.converting:
                 return decode_stored(digest, stored)
             raise BlobCorrupt(digest, PLAIN_TEXT)
         try:
-            data = self.data_key(key_id_of(stored)).unseal(stored, self._blob_place(digest))
+            key_id, nonce, body = parts(stored)
+            # Opening verifies it: only a holder of the data key could seal bytes for this name, and
+            # the store seals a blob only under the keyed digest of its content (no second hash).
+            return self.data_key(key_id).open_parts(nonce, body, self._blob_place(digest))
         except SealBroken as broken:
             raise BlobCorrupt(digest, f"it does not open: {broken.detail}") from None
-        if self.blob_digest(data) != digest and plain_blob_digest(data) != digest:
-            raise BlobCorrupt(digest, "its content does not match its digest")
-        return data
 
     def _blob_place(self, digest: str) -> Place:
         return Place(self.store_id, "", RUN_WIDE, "blob " + digest)

@@ -223,7 +223,8 @@ class Worker:
             # error), inside the store's own release span, which also counts
             # a lost lease: one span and one count, as store.release reports.
             with traced.around(self.store, calls.release, lease, release.status, release.requeue):
-                sealed, _ = self.store.pipeline.sealing(op)  # an encrypted store seals the error
+                # An encrypted store seals the error.
+                sealed, _ = self.store.pipeline.sealing(op, None, self.store.driver.capabilities)
                 self.store.driver.run(sealed, write=True)
 
         try:

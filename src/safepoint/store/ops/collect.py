@@ -27,7 +27,7 @@ from datetime import timedelta
 
 from safepoint import codec
 from safepoint.records import from_micros
-from safepoint.store.blob_targets import BlobTarget, ExternalBlobs
+from safepoint.store.blob_targets import BlobTarget
 from safepoint.store.query import Op, Query
 
 
@@ -75,12 +75,13 @@ def collect_garbage(target: BlobTarget, now: int, grace: timedelta, *, dry_run: 
     for (blobs,) in (yield Query("referenced_blobs")):
         referenced.update(codec.decode(blobs))
     cutoff = from_micros(now) - grace
-    if isinstance(target, ExternalBlobs):
-        for info in target.store.scan():
+    if not target.in_database:  # ExternalBlobs, or an encrypted store's SealedBlobs over one
+        store = target.store  # type: ignore[attr-defined]
+        for info in store.scan():
             if info.digest in referenced or info.created_at > cutoff:
                 result.blobs_kept += 1
                 continue
-            if dry_run or target.store.delete(info.digest):
+            if dry_run or store.delete(info.digest):
                 result.blobs_deleted += 1
                 result.bytes_freed += info.stored_size
                 result.deleted.append(info.digest)
