@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 OPTIONAL = {"psycopg", "psycopg_pool", "boto3", "botocore", "langgraph", "langchain_core", "agents"}
-OPTIONAL |= {"opentelemetry"}
+OPTIONAL |= {"opentelemetry", "cryptography"}
 PG_URL = "postgresql://someone:hunter2@127.0.0.1:9/nowhere"
 EXTRA_HINT = "pip install 'safepoint[postgres]'"
 SAFEPOINT = Path(sys.executable).with_name("safepoint")  # the console script of this venv
@@ -120,6 +120,19 @@ def main() -> None:
             check("pip install 'safepoint[s3]'" in str(exc), f"the S3 error names the extra: {exc}")
         else:
             check(False, "an S3 blob store without boto3 raised nothing")
+        # Encryption needs cryptography; the keyring itself does not.
+        keyring = safepoint.Keyring({"k1": bytes(32)}, index_key=bytes(range(32)))
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                sealed = Path(tmp) / "sealed.db"
+                try:
+                    safepoint.open_store(f"sqlite:///{sealed}", encryption=keyring)
+                finally:
+                    check(not sealed.exists(), "a refused encrypted store still created its file")
+        except safepoint.MissingExtra as exc:
+            check("pip install 'safepoint[encryption]'" in str(exc), f"the error names the extra: {exc}")
+        else:
+            check(False, "an encrypted store without cryptography raised nothing")
 
     if args.s3:
         from safepoint.blobs.s3 import S3BlobStore  # noqa: PLC0415  # needs the s3 extra

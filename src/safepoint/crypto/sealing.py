@@ -26,22 +26,45 @@ import os
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from safepoint.errors import MissingExtra
 
 from .keyring import KEY_BYTES, Keyring, valid_key_id
 
-try:
-    from cryptography.exceptions import InvalidTag
+if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-except ImportError as exc:  # the core install has no cryptography
-    raise MissingExtra("encryption at rest", "encryption", exc.name or "cryptography") from exc
 
 MAGIC = b"\x00sp1"
 NONCE_BYTES = 12
 TAG_BYTES = 16
 _WRAP_LABEL = b"safepoint data key\x00"
 _NONCE_LABEL = b"safepoint derived nonce\x00"
+
+
+@functools.cache
+def _cryptography() -> tuple[type[AESGCM], type[Exception]]:
+    """AES-GCM and its tag error, imported on first use.
+
+    The store imports this module on every install; only an encrypted store
+    needs ``cryptography``, which the core install does not have.
+    """
+    try:
+        from cryptography.exceptions import InvalidTag  # noqa: PLC0415
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM  # noqa: PLC0415
+    except ImportError as exc:
+        raise MissingExtra("encryption at rest", "encryption", exc.name or "cryptography") from exc
+    return AESGCM, InvalidTag
+
+
+def require_cryptography() -> None:
+    """``MissingExtra`` unless ``cryptography`` imports: checked before a store opens, so nothing is written."""
+    _cryptography()
+
+
+def _invalid_tag() -> type[Exception]:
+    # Called only in an except clause, which Python evaluates only when something was raised.
+    return _cryptography()[1]
 
 
 class SealBroken(Exception):  # internal: the store raises CorruptCheckpoint or BlobCorrupt
@@ -88,7 +111,7 @@ class DataKey:
     def __post_init__(self) -> None:
         if not valid_key_id(self.key_id) or len(self.key) != KEY_BYTES:
             raise ValueError("a data key is a valid id and 32 bytes")
-        object.__setattr__(self, "_cipher", AESGCM(self.key))
+        object.__setattr__(self, "_cipher", _cryptography()[0](self.key))
         # Its own key for derived nonces: the AES key is never used for anything else.
         object.__setattr__(self, "_nonce_key", hmac.new(self.key, _NONCE_LABEL, hashlib.sha256).digest())
 
@@ -132,7 +155,7 @@ class DataKey:
         """``open_parts`` with the place's associated data already made (``associated_data``)."""
         try:
             return self._cipher.decrypt(nonce, body, associated_data)
-        except InvalidTag:
+        except _invalid_tag():
             raise SealBroken("it does not decrypt for its place: altered, or copied from another") from None
 
 
@@ -155,7 +178,8 @@ def wrap(keyring: Keyring, data_key: DataKey, store_id: str) -> tuple[str, bytes
     """``data_key`` sealed under the keyring's writing key: (that key's id, the wrapped bytes)."""
     kek_id = keyring.writing_id
     nonce = os.urandom(NONCE_BYTES)
-    wrapped = AESGCM(keyring.key(kek_id)).encrypt(nonce, data_key.key, _wrap_data(store_id, data_key.key_id))
+    cipher = _cryptography()[0](keyring.key(kek_id))
+    wrapped = cipher.encrypt(nonce, data_key.key, _wrap_data(store_id, data_key.key_id))
     return kek_id, nonce + wrapped
 
 
@@ -165,10 +189,10 @@ def unwrap(keyring: Keyring, kek_id: str, wrapped: bytes, store_id: str, data_ke
     if len(wrapped) != NONCE_BYTES + KEY_BYTES + TAG_BYTES:
         raise SealBroken("a wrapped data key is not the size one is")
     try:
-        key = AESGCM(kek).decrypt(
+        key = _cryptography()[0](kek).decrypt(
             wrapped[:NONCE_BYTES], wrapped[NONCE_BYTES:], _wrap_data(store_id, data_key_id)
         )
-    except InvalidTag:
+    except _invalid_tag():
         raise SealBroken(f"data key {data_key_id!r} does not unwrap under key {kek_id!r}") from None
     return DataKey(data_key_id, key)
 

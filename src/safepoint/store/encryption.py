@@ -33,6 +33,9 @@ def keyring_option(options: dict[str, Any]) -> Any:
 
     if not isinstance(keyring, Keyring):
         raise InvalidArgument(f"encryption must be a safepoint.Keyring, not {type(keyring).__name__}")
+    from safepoint.crypto.sealing import require_cryptography  # noqa: PLC0415
+
+    require_cryptography()
     return keyring
 
 
