@@ -58,7 +58,7 @@ def _cryptography() -> tuple[type[AESGCM], type[Exception]]:
 
 
 def require_cryptography() -> None:
-    """``MissingExtra`` unless ``cryptography`` imports: checked before a store opens, so nothing is written."""
+    """``MissingExtra`` unless ``cryptography`` imports: checked before a store opens (nothing written)."""
     _cryptography()
 
 
