@@ -7,6 +7,13 @@ nothing to whoever lacks the key. The blind index of a label lets
 which runs share a label value, and nothing else. Each use has its own
 purpose prefix, so a digest made for one use never matches one made for
 another.
+
+Two constructions, each a standard keyed hash, chosen by size: short values
+(a checkpoint's digest, a label) take keyed BLAKE2b, which costs a third of
+an HMAC when the save around it has left the CPU's caches cold (OpenSSL's
+HMAC sets up a context per call; BLAKE2b is Python's own); a blob's content
+takes HMAC-SHA-256, which runs at the SHA extensions' speed over 50 KB
+(BLAKE2b in software is half as fast there).
 """
 
 from __future__ import annotations
@@ -17,8 +24,17 @@ import struct
 
 
 def keyed_digest(index_key: bytes, purpose: bytes, data: bytes) -> bytes:
-    """HMAC-SHA-256 of ``data`` for ``purpose`` (a short constant naming the use)."""
-    return hmac.new(index_key, struct.pack(">I", len(purpose)) + purpose + data, hashlib.sha256).digest()
+    """Keyed BLAKE2b-256 of a short ``data`` for ``purpose`` (a short constant naming the use)."""
+    return hashlib.blake2b(_framed(purpose, data), key=index_key, digest_size=32).digest()
+
+
+def keyed_content_digest(index_key: bytes, purpose: bytes, data: bytes) -> bytes:
+    """HMAC-SHA-256 of a large ``data`` (a blob) for ``purpose``."""
+    return hmac.digest(index_key, _framed(purpose, data), "sha256")
+
+
+def _framed(purpose: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(purpose)) + purpose + data
 
 
 def label_index(index_key: bytes, name: str, value: str) -> str:

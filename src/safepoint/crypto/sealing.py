@@ -20,10 +20,10 @@ never rows. Random nonces are safe for 2**32 seals under one DEK (NIST SP
 from __future__ import annotations
 
 import functools
-import hashlib
 import hmac
 import os
 import struct
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -88,14 +88,53 @@ class Place:
         return associated_data(self.store_id, self.run_id, self.step, self.column)
 
 
-@functools.lru_cache(maxsize=4096)  # a load opens many rows of one run: the same few places
+_STEP = struct.Struct(">q")
+Buffer = bytes | memoryview  # what opening takes: stored bytes, or views into them (no copy)
+
+
+class _Nonces:
+    """Random 96-bit nonces, drawn from the OS in bulk: a save seals a few values, and one
+    ``getrandom`` per value costs more than the seal. Emptied in a forked child, so two
+    processes never hand out the same buffered bytes."""
+
+    _BATCH = NONCE_BYTES * 512
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._buffer = b""
+        self._at = 0
+        os.register_at_fork(after_in_child=self._forget)
+
+    def _forget(self) -> None:
+        self._lock = threading.Lock()  # a lock held at fork time stays held in the child
+        self._buffer, self._at = b"", 0
+
+    def next(self) -> bytes:
+        with self._lock:
+            if self._at + NONCE_BYTES > len(self._buffer):
+                self._buffer, self._at = os.urandom(self._BATCH), 0
+            start = self._at
+            self._at = start + NONCE_BYTES
+            return self._buffer[start : self._at]
+
+
+_NONCES = _Nonces()
+
+
 def associated_data(store_id: str, run_id: str, step: int, column: str) -> bytes:
     # Each text length-prefixed, the step as 8 bytes: no two places give the same bytes.
+    return associated_texts(store_id, run_id, column) + step_bytes(step)
+
+
+step_bytes = _STEP.pack  # the associated data's last part: ``associated_texts(...) + step_bytes(step)``
+
+
+@functools.lru_cache(maxsize=4096)  # a run's saves and loads: the same few runs and columns, step after step
+def associated_texts(store_id: str, run_id: str, column: str) -> bytes:
     out = bytearray()
     for text in (store_id, run_id, column):
         encoded = text.encode("utf-8", "surrogatepass")
         out += struct.pack(">I", len(encoded)) + encoded
-    out += struct.pack(">q", step)
     return bytes(out)
 
 
@@ -113,7 +152,7 @@ class DataKey:
             raise ValueError("a data key is a valid id and 32 bytes")
         object.__setattr__(self, "_cipher", _cryptography()[0](self.key))
         # Its own key for derived nonces: the AES key is never used for anything else.
-        object.__setattr__(self, "_nonce_key", hmac.new(self.key, _NONCE_LABEL, hashlib.sha256).digest())
+        object.__setattr__(self, "_nonce_key", hmac.digest(self.key, _NONCE_LABEL, "sha256"))
 
     @classmethod
     def new(cls, key_id: str) -> DataKey:
@@ -121,7 +160,7 @@ class DataKey:
 
     def seal(self, plaintext: bytes, place: Place) -> bytes:
         """``plaintext`` sealed for ``place``, under a random nonce."""
-        return self._sealed(os.urandom(NONCE_BYTES), plaintext, place)
+        return self._sealed(_NONCES.next(), plaintext, place)
 
     def seal_same(self, plaintext: bytes, place: Place) -> bytes:
         """``plaintext`` sealed for ``place`` under a nonce derived from both (a synthetic IV).
@@ -132,8 +171,19 @@ class DataKey:
         name (a blob). It shows only that two such values are equal.
         """
         aad = place.associated_data()
-        mac = hmac.new(self._nonce_key, struct.pack(">I", len(aad)) + aad + plaintext, hashlib.sha256)
-        return self._sealed(mac.digest()[:NONCE_BYTES], plaintext, place)
+        mac = hmac.digest(self._nonce_key, struct.pack(">I", len(aad)) + aad + plaintext, "sha256")
+        return self._sealed(mac[:NONCE_BYTES], plaintext, place)
+
+    def seal_named(self, plaintext: bytes, place: Place) -> bytes:
+        """``seal_same`` for a place whose name is a collision-resistant digest of ``plaintext`` (a blob's).
+
+        The place already tells one value from another, so the nonce is derived
+        from the place alone: one pass over a large value fewer. Never for a
+        place that could hold two different values.
+        """
+        aad = place.associated_data()
+        mac = hmac.digest(self._nonce_key, struct.pack(">I", len(aad)) + aad, "sha256")
+        return self._sealed(mac[:NONCE_BYTES], plaintext, place)
 
     def _sealed(self, nonce: bytes, plaintext: bytes, place: Place) -> bytes:
         ident = self.key_id.encode("ascii")
@@ -147,11 +197,11 @@ class DataKey:
             raise SealBroken("it is sealed under another data key")
         return self.open_parts(nonce, body, place)
 
-    def open_parts(self, nonce: bytes, body: bytes, place: Place) -> bytes:
+    def open_parts(self, nonce: Buffer, body: Buffer, place: Place) -> bytes:
         """``unseal`` of a value already split by ``parts`` (and found to be under this key)."""
         return self.open_raw(nonce, body, place.associated_data())
 
-    def open_raw(self, nonce: bytes, body: bytes, associated_data: bytes) -> bytes:
+    def open_raw(self, nonce: Buffer, body: Buffer, associated_data: bytes) -> bytes:
         """``open_parts`` with the place's associated data already made (``associated_data``)."""
         try:
             return self._cipher.decrypt(nonce, body, associated_data)
@@ -159,7 +209,7 @@ class DataKey:
             raise SealBroken("it does not decrypt for its place: altered, or copied from another") from None
 
 
-def is_sealed(data: bytes) -> bool:
+def is_sealed(data: Buffer) -> bool:
     """Whether ``data`` is a sealed value (else it is plaintext, which no JSON or text begins like)."""
     return data[: len(MAGIC)] == MAGIC
 
@@ -201,14 +251,14 @@ def _wrap_data(store_id: str, data_key_id: str) -> bytes:
     return _WRAP_LABEL + Place(store_id, data_key_id, 0, "data key").associated_data()
 
 
-def parts(sealed: bytes) -> tuple[str, bytes, bytes]:
+def parts(sealed: Buffer) -> tuple[str, Buffer, Buffer]:
     """A sealed value split: its data key's id, its nonce, its ciphertext and tag; ``SealBroken``
-    when it is not a sealed value."""
+    when it is not a sealed value. Given a memoryview, the nonce and the rest are views."""
     if not is_sealed(sealed) or len(sealed) < len(MAGIC) + 1:
         raise SealBroken("it is not sealed")
     length = sealed[len(MAGIC)]
     start = len(MAGIC) + 1
-    ident = sealed[start : start + length]
+    ident = bytes(sealed[start : start + length])
     nonce = sealed[start + length : start + length + NONCE_BYTES]
     body = sealed[start + length + NONCE_BYTES :]
     if len(nonce) != NONCE_BYTES or len(body) < TAG_BYTES:

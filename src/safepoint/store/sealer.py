@@ -36,7 +36,7 @@ from typing import Any
 
 from safepoint import codec
 from safepoint.blobs.base import decode_stored
-from safepoint.crypto.keyed import keyed_digest, label_index
+from safepoint.crypto.keyed import keyed_content_digest, keyed_digest, label_index
 from safepoint.crypto.keyring import Keyring
 from safepoint.crypto.sealing import (
     MAGIC,
@@ -46,8 +46,10 @@ from safepoint.crypto.sealing import (
     Place,
     SealBroken,
     associated_data,
+    associated_texts,
     is_sealed,
     parts,
+    step_bytes,
     unwrap,
 )
 from safepoint.errors import BlobCorrupt, CorruptCheckpoint, StoreError
@@ -155,6 +157,35 @@ class Sealer:
                 run_id, _shown(step), f"its {column} does not open: {broken.detail}"
             ) from None
 
+    def open_steps(self, values: list[tuple[Any, int]], run_id: str, column: str) -> list[bytes]:
+        """``open`` of many (stored, step) values of one run's ``column``: a load's carrier rows.
+
+        The associated data's run and column part is made once; each value
+        takes the fast way of ``open`` (or ``open`` itself, for anything else).
+        """
+        texts = associated_texts(self.store_id, run_id, column)
+        pack, by_ident, head = step_bytes, self._by_ident, _HEAD
+        out = []
+        for stored, step in values:
+            data = stored if type(stored) is bytes else bytes(stored)
+            key = by_ident.get(data[head + 1 : head + 1 + data[head]]) if data[:head] == MAGIC else None
+            start = head + 1 + data[head] if key is not None else 0
+            if key is None or len(data) < start + NONCE_BYTES + TAG_BYTES:
+                out.append(self.open(data, run_id, step, column))
+                continue
+            view = memoryview(data)
+            try:
+                out.append(
+                    key.open_raw(
+                        view[start : start + NONCE_BYTES], view[start + NONCE_BYTES :], texts + pack(step)
+                    )
+                )
+            except SealBroken as broken:
+                raise CorruptCheckpoint(
+                    run_id, _shown(step), f"its {column} does not open: {broken.detail}"
+                ) from None
+        return out
+
     # -- text and JSON columns ---------------------------------------------
 
     def seal_text(self, text: str, run_id: str, column: str) -> str:
@@ -247,10 +278,12 @@ class Sealer:
     # -- blobs -------------------------------------------------------------
 
     def blob_digest(self, data: bytes) -> str:
-        return keyed_digest(self._index, b"blob", data).hex()
+        return keyed_content_digest(self._index, b"blob", data).hex()
 
     def seal_blob(self, digest: str, data: bytes) -> bytes:
-        return self.writing.seal_same(data, self._blob_place(digest))
+        # The name is a keyed digest of the content (or, for a blob stored before the store was
+        # encrypted, its SHA-256): one content per name, so the nonce comes from the name alone.
+        return self.writing.seal_named(data, self._blob_place(digest))
 
     def open_blob(self, digest: str, stored: bytes) -> bytes:
         """A blob's content, verified by opening it for its name: a keyed digest, or the SHA-256 a
@@ -260,7 +293,7 @@ class Sealer:
                 return decode_stored(digest, stored)
             raise BlobCorrupt(digest, PLAIN_TEXT)
         try:
-            key_id, nonce, body = parts(stored)
+            key_id, nonce, body = parts(memoryview(stored))  # views: no copy of a large blob
             # Opening verifies it: only a holder of the data key could seal bytes for this name, and
             # the store seals a blob only under the keyed digest of its content (no second hash).
             return self.data_key(key_id).open_parts(nonce, body, self._blob_place(digest))
