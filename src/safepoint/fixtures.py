@@ -12,6 +12,12 @@ a fixture carries references explicitly, and reading it back gives the
 same typed values. In a format 1 fixture nothing was escaped, so there every
 reference-shaped dict is plain data: importing it never resolves a secret.
 
+On request (``encryption=`` a ``Keyring``; ``safepoint export --encrypt``)
+the fixture's text is written sealed under the keyring's writing key
+(``crypto.documents``): a JSON document naming the key ids, and nothing of
+the checkpoint. Reading it needs the keyring; without it, ``MissingKey``
+names the key id.
+
 The test helpers built on these (``assert_migrates`` and the whole-store
 checks) are in ``safepoint.testing.migrations``; see docs/migrations.md.
 """
@@ -21,7 +27,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -29,6 +35,9 @@ from safepoint import codec
 from safepoint.errors import InvalidArgument
 from safepoint.model import VALUE_FIELDS, Checkpoint, ParentRef, Status
 from safepoint.store.references import from_stored, to_stored
+
+if TYPE_CHECKING:
+    from safepoint.crypto.keyring import Keyring
 
 __all__ = [
     "FIXTURE_FORMAT",
@@ -59,10 +68,11 @@ _FIXTURE_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2 | orjson.OPT_APPEN
 JSONDict = dict[str, Any]
 
 
-def fixture_text(checkpoint: Checkpoint | Mapping[str, Any]) -> str:
+def fixture_text(checkpoint: Checkpoint | Mapping[str, Any], *, encryption: Keyring | None = None) -> str:
     """The fixture file's text for ``checkpoint`` (a Checkpoint or its ``to_dict()``).
 
-    What ``write_fixture`` writes and ``safepoint export`` prints. Raises
+    What ``write_fixture`` writes and ``safepoint export`` prints; sealed
+    under ``encryption``'s writing key when a keyring is given. Raises
     ``NotJSONCompatible`` naming the path of a value that is not JSON data.
     """
     data = checkpoint.to_dict() if isinstance(checkpoint, Checkpoint) else checkpoint
@@ -76,7 +86,12 @@ def fixture_text(checkpoint: Checkpoint | Mapping[str, Any]) -> str:
         if name in data:
             data[name] = _bytes_out(to_stored(data[name]))
     envelope = {"safepoint_fixture": FIXTURE_FORMAT, "checkpoint": data}
-    return orjson.dumps(envelope, option=_FIXTURE_OPTIONS).decode("utf-8")
+    text = orjson.dumps(envelope, option=_FIXTURE_OPTIONS).decode("utf-8")
+    if encryption is None:
+        return text
+    from safepoint.crypto.documents import seal_document  # noqa: PLC0415  (needs the encryption extra)
+
+    return seal_document(text.encode("utf-8"), encryption, "fixture")
 
 
 def _bytes_out(value: Any) -> Any:
@@ -102,26 +117,39 @@ def _bytes_in(value: Any) -> Any:
     return value
 
 
-def write_fixture(checkpoint: Checkpoint | Mapping[str, Any], path: str | Path) -> Path:
-    """Write ``checkpoint`` as a fixture file at ``path`` (its folder is created); returns the path."""
+def write_fixture(
+    checkpoint: Checkpoint | Mapping[str, Any], path: str | Path, *, encryption: Keyring | None = None
+) -> Path:
+    """Write ``checkpoint`` as a fixture file at ``path`` (its folder is created; sealed under
+    ``encryption`` when a keyring is given); returns the path."""
     path = Path(path)
-    text = fixture_text(checkpoint)
+    text = fixture_text(checkpoint, encryption=encryption)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
 
 
-def read_fixture(path: str | Path) -> JSONDict:
+def read_fixture(path: str | Path, *, encryption: Keyring | None = None) -> JSONDict:
     """The checkpoint dict stored in the fixture file at ``path``.
 
     Raises ``InvalidArgument`` naming the file when it is not valid JSON or
-    not a safepoint fixture of a format this version reads.
+    not a safepoint fixture of a format this version reads; a sealed
+    fixture needs ``encryption`` (``MissingKey`` names the key id).
     """
+    where = str(path)
     try:
         document = codec.decode(Path(path).read_bytes())
     except ValueError as exc:
-        raise InvalidArgument(f"{path}: not a safepoint fixture (not valid JSON)") from exc
-    return unwrap_fixture(document, str(path))
+        raise InvalidArgument(f"{where}: not a safepoint fixture (not valid JSON)") from exc
+    if isinstance(document, dict) and "safepoint_sealed" in document:
+        from safepoint.crypto.documents import open_document  # noqa: PLC0415  (needs the encryption extra)
+
+        content = open_document(document, encryption, "fixture", where)
+        try:
+            document = codec.decode(content)
+        except ValueError as exc:
+            raise InvalidArgument(f"{where}: the sealed fixture holds no valid JSON") from exc
+    return unwrap_fixture(document, where)
 
 
 def unwrap_fixture(document: Any, where: str) -> JSONDict:

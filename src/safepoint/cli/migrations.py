@@ -19,8 +19,9 @@ from typing import Any
 import click
 from rich.progress import Progress
 
+from safepoint.cli.opening import given_keyring
 from safepoint.cli.output import ID_LEN, console, emit, handle_errors, open_store_at, say, store_options
-from safepoint.errors import Conflict, InvalidArgument, NotFound, SafepointError
+from safepoint.errors import Conflict, InvalidArgument, NotEncrypted, NotFound, SafepointError
 from safepoint.fixtures import fixture_checkpoint, fixture_text, read_fixture
 from safepoint.migration_check import CheckReport, check_one, stored_keys
 from safepoint.migrations import MigrationChain
@@ -174,16 +175,32 @@ def _render_check(report: CheckReport) -> None:
 @click.option(
     "-o", "--output", type=click.Path(dir_okay=False, path_type=Path), help="Write here, not stdout."
 )
+@click.option(
+    "--encrypt",
+    is_flag=True,
+    help="Seal the fixture under the keyring's writing key (--key-file or SAFEPOINT_KEYS).",
+)
 @handle_errors
-def export(*, store_url: str, as_json: bool, run_id: str, step: int | None, output: Path | None) -> None:
+def export(
+    *, store_url: str, as_json: bool, run_id: str, step: int | None, output: Path | None, encrypt: bool
+) -> None:
     """Write one stored checkpoint as a fixture file (as stored: not migrated, secrets as references).
 
     Capture one before changing your schema; test the migration against it
-    with ``safepoint.testing.assert_migrates``.
+    with ``safepoint.testing.assert_migrates``. With ``--encrypt`` the file
+    holds only sealed bytes and key ids; ``safepoint import`` opens it with
+    the same keyring.
     """
     del as_json  # a fixture is JSON already
-    with open_store_at(store_url, read_only=True) as store:
-        text = fixture_text(store.load(run_id, step, migrate=False))
+    keyring = given_keyring()
+    if encrypt and keyring is None:
+        raise InvalidArgument("--encrypt needs a keyring: --key-file, SAFEPOINT_KEY_FILE or SAFEPOINT_KEYS")
+    try:
+        store = open_store_at(store_url, read_only=True)
+    except NotEncrypted:  # a plaintext store, its fixture sealed under the keyring given
+        store = open_store_at(store_url, read_only=True, encryption=None)
+    with store:
+        text = fixture_text(store.load(run_id, step, migrate=False), encryption=keyring if encrypt else None)
     if output is None:
         # Equal JSON with no control character raw: stdout is often a terminal.
         click.echo(visible_json(text), nl=False)
@@ -219,11 +236,15 @@ def import_(
     A fixture newer than schema_version 1 needs the chain it was written for
     (``--migrations``) or ``--schema-version``.
     """
-    cp = fixture_checkpoint(read_fixture(fixture), run_id)
+    cp = fixture_checkpoint(read_fixture(fixture, encryption=given_keyring()), run_id)
     options: dict[str, Any] = {"schema_version": schema_version}
     if chain_spec:
         options["migrations"] = load_chain(chain_spec)
-    with open_store_at(store_url, **options) as store:
+    try:
+        store = open_store_at(store_url, **options)
+    except NotEncrypted:  # a sealed fixture into a plaintext store: the keyring opened the file only
+        store = open_store_at(store_url, encryption=None, **options)
+    with store:
         try:
             info = store.save(cp)
         except Conflict as exc:

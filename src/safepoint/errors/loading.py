@@ -75,9 +75,11 @@ class MigrationError(SafepointError):
 class MissingKey(SafepointError, LookupError):
     """Stored data is encrypted under a key id the keyring does not hold; names the id needed."""
 
-    def __init__(self, key_id: str) -> None:
+    def __init__(self, key_id: str, message: str | None = None) -> None:
         self.key_id = key_id
-        super().__init__(f"no key {key_id!r} in the keyring: it is needed to read what it encrypted")
+        super().__init__(
+            message or f"no key {key_id!r} in the keyring: it is needed to read what it encrypted"
+        )
 
 
 class EncryptedStore(MissingKey):
