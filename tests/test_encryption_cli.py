@@ -150,3 +150,38 @@ def test_rekey_killed_halfway_then_rerun_moves_everything(
     assert len([n for n in status["data_keys"].values() if n]) == 1  # one data key protects everything
     only_new = Keyring.from_file(key_file(tmp_path, "new.txt", "k2"))
     assert every_checkpoint_loads(url, only_new) >= RUNS * STEPS + len(saved)
+
+
+KILLED_ENCRYPT = """
+import os, signal, sys
+import safepoint
+from safepoint.store.admin import encrypt_store
+store = safepoint.open_store(sys.argv[1])
+def progress(done, total):
+    if done == total // 2:
+        os.kill(os.getpid(), signal.SIGKILL)  # halfway: some runs sealed, the rest still plain
+encrypt_store(store, safepoint.Keyring.from_file(sys.argv[2]), progress=progress)
+"""
+
+
+def test_encrypt_killed_halfway_then_rerun_leaves_no_plaintext(tmp_path: Path) -> None:
+    """SIGKILL mid-conversion: every run still loads (sealed or plain); the rerun finishes the job."""
+    url = f"sqlite:///{tmp_path}/state.db"
+    keys = key_file(tmp_path, "keys.txt", "k1")
+    filled(url)
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_ENCRYPT, url, str(keys)], capture_output=True, text=True, check=False
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    status_of = ("rekey", "--status", "--store", url, "--key-file", str(keys), "--json")
+    half = json.loads(sp(tmp_path, *status_of).stdout)
+    assert half["plaintext"] > 0
+    assert half["keys"]["k1"] > 0
+    assert every_checkpoint_loads(url, Keyring.from_file(keys)) == RUNS * STEPS + 1  # converting: both read
+    rerun = sp(tmp_path, "encrypt", "--store", url, "--key-file", str(keys), "--json")
+    assert rerun.returncode == 0, rerun.stderr
+    done = json.loads(sp(tmp_path, *status_of).stdout)
+    assert done["plaintext"] == 0
+    data = b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file() and p.suffix != ".txt")
+    assert b"private" not in data
+    assert every_checkpoint_loads(url, Keyring.from_file(keys)) == RUNS * STEPS + 1
