@@ -182,6 +182,40 @@ def test_a_row_swapped_with_another_steps_fails_naming_run_and_step(
     assert store.load("a", step=0).step == 0  # the rows left alone still load
 
 
+@pytest.mark.parametrize("column", ["header", "messages"])
+def test_cut_sealed_values_of_every_length_fail_typed(encrypted: tuple[Store, Path], column: str) -> None:
+    """A sealed value cut at every length (the magic alone, half a key id, no tag): CorruptCheckpoint."""
+    store, path = encrypted
+    conversation(store, "a", 2)
+    key = sqlite_key(path, "a", 1)
+    ((whole,),) = sqlite_rows(path, f"SELECT {column} FROM safepoint_checkpoints WHERE id = ?", (key,))
+    for length in range(1, len(whole)):
+        sqlite_rows(
+            path, f"UPDATE safepoint_checkpoints SET {column} = ? WHERE id = ?", (whole[:length], key)
+        )
+        with pytest.raises(safepoint.CorruptCheckpoint) as caught:
+            store.load("a")
+        assert caught.value.run_id == "a", length
+    sqlite_rows(path, f"UPDATE safepoint_checkpoints SET {column} = ? WHERE id = ?", (whole, key))
+    assert store.load("a").step == 1
+
+
+def test_a_damaged_chain_value_only_costs_the_shortcut(encrypted: tuple[Store, Path]) -> None:
+    """Chain values speed up a fresh checkpoint's save; cut or altered, the save reads the bodies."""
+    store, path = encrypted
+    conversation(store, "a", 3)
+    key = sqlite_key(path, "a", 2)
+    ((whole,),) = sqlite_rows(path, "SELECT chains FROM safepoint_checkpoints WHERE id = ?", (key,))
+    for damaged in (whole[:4], whole[:9], whole[:-1], flipped(whole)):
+        sqlite_rows(path, "UPDATE safepoint_checkpoints SET chains = ? WHERE id = ?", (damaged, key))
+        fresh = safepoint.open_store(f"sqlite:///{path}", encryption=keyring())  # nothing remembered
+        latest = fresh.load("a")
+        messages = [*latest.messages, {"role": "user", "content": "next"}]
+        fresh.save(Checkpoint(run_id="a", step=latest.step + 1, messages=messages))
+        assert fresh.load("a").messages == messages
+        fresh.close()
+
+
 def test_a_row_copied_onto_another_run_fails(encrypted: tuple[Store, Path]) -> None:
     store, path = encrypted
     conversation(store, "a", 2)

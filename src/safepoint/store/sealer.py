@@ -45,7 +45,6 @@ from safepoint.crypto.sealing import (
     DataKey,
     Place,
     SealBroken,
-    associated_data,
     associated_texts,
     is_sealed,
     parts,
@@ -130,48 +129,28 @@ class Sealer:
 
     def open(self, stored: Any, run_id: str, step: int, column: str) -> bytes:
         """The plaintext of a sealed column value; ``CorruptCheckpoint`` naming run and step."""
-        data = stored if type(stored) is bytes else bytes(stored)
-        # The way most values go (a load opens one per row it reads): a data key this store
-        # knows, found by the id's bytes as stored; anything else takes the checked way below.
-        if data[:_HEAD] == MAGIC:
-            length = data[_HEAD]
-            key = self._by_ident.get(data[_HEAD + 1 : _HEAD + 1 + length])
-            start = _HEAD + 1 + length
-            if key is not None and len(data) >= start + NONCE_BYTES + TAG_BYTES:
-                aad = associated_data(self.store_id, run_id, step, column)
-                try:
-                    return key.open_raw(data[start : start + NONCE_BYTES], data[start + NONCE_BYTES :], aad)
-                except SealBroken as broken:
-                    raise CorruptCheckpoint(
-                        run_id, _shown(step), f"its {column} does not open: {broken.detail}"
-                    ) from None
-        if not is_sealed(data):
-            if self.converting or not data:
-                return data  # an empty value (a pruned row's header) holds nothing
-            raise CorruptCheckpoint(run_id, _shown(step), f"its {column} {PLAIN_TEXT}")
-        try:
-            key_id, nonce, body = parts(data)
-            return self.data_key(key_id).open_parts(nonce, body, Place(self.store_id, run_id, step, column))
-        except SealBroken as broken:
-            raise CorruptCheckpoint(
-                run_id, _shown(step), f"its {column} does not open: {broken.detail}"
-            ) from None
+        return self.open_steps([(stored, step)], run_id, column)[0]
 
     def open_steps(self, values: list[tuple[Any, int]], run_id: str, column: str) -> list[bytes]:
-        """``open`` of many (stored, step) values of one run's ``column``: a load's carrier rows.
+        """``open`` of many (stored, step) values of one run's ``column`` (a load's carrier rows).
 
-        The associated data's run and column part is made once; each value
-        takes the fast way of ``open`` (or ``open`` itself, for anything else).
+        Most values take the fast way: a data key this store knows, found by
+        the id's bytes as stored, and the associated data's run and column
+        part made once. Anything else takes the checked way (``_opened``).
         """
         texts = associated_texts(self.store_id, run_id, column)
         pack, by_ident, head = step_bytes, self._by_ident, _HEAD
         out = []
         for stored, step in values:
             data = stored if type(stored) is bytes else bytes(stored)
-            key = by_ident.get(data[head + 1 : head + 1 + data[head]]) if data[:head] == MAGIC else None
+            key = (
+                by_ident.get(data[head + 1 : head + 1 + data[head]])
+                if data[:head] == MAGIC and len(data) > head
+                else None
+            )
             start = head + 1 + data[head] if key is not None else 0
             if key is None or len(data) < start + NONCE_BYTES + TAG_BYTES:
-                out.append(self.open(data, run_id, step, column))
+                out.append(self._opened(data, run_id, step, column))
                 continue
             view = memoryview(data)
             try:
@@ -185,6 +164,19 @@ class Sealer:
                     run_id, _shown(step), f"its {column} does not open: {broken.detail}"
                 ) from None
         return out
+
+    def _opened(self, data: bytes, run_id: str, step: int, column: str) -> bytes:
+        if not is_sealed(data):
+            if self.converting or not data:
+                return data  # an empty value (a pruned row's header) holds nothing
+            raise CorruptCheckpoint(run_id, _shown(step), f"its {column} {PLAIN_TEXT}")
+        try:
+            key_id, nonce, body = parts(data)
+            return self.data_key(key_id).open_parts(nonce, body, Place(self.store_id, run_id, step, column))
+        except SealBroken as broken:
+            raise CorruptCheckpoint(
+                run_id, _shown(step), f"its {column} does not open: {broken.detail}"
+            ) from None
 
     # -- text and JSON columns ---------------------------------------------
 
