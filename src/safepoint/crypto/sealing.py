@@ -62,6 +62,11 @@ def require_cryptography() -> None:
     _cryptography()
 
 
+def tag_error() -> type[Exception]:
+    """What ``raw_decrypt``'s function raises for a value that does not open."""
+    return _cryptography()[1]
+
+
 def _invalid_tag() -> type[Exception]:
     # Called only in an except clause, which Python evaluates only when something was raised.
     return _cryptography()[1]
@@ -146,10 +151,14 @@ class DataKey:
     key: bytes = field(repr=False)
     _cipher: AESGCM = field(init=False, repr=False, compare=False)
     _nonce_key: bytes = field(init=False, repr=False, compare=False)
+    # What every value this key seals begins with: MAGIC, the id's length, the id.
+    prefix: bytes = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not valid_key_id(self.key_id) or len(self.key) != KEY_BYTES:
             raise ValueError("a data key is a valid id and 32 bytes")
+        ident = self.key_id.encode("ascii")
+        object.__setattr__(self, "prefix", MAGIC + bytes([len(ident)]) + ident)
         object.__setattr__(self, "_cipher", _cryptography()[0](self.key))
         # Its own key for derived nonces: the AES key is never used for anything else.
         object.__setattr__(self, "_nonce_key", hmac.digest(self.key, _NONCE_LABEL, "sha256"))
@@ -186,9 +195,14 @@ class DataKey:
         return self._sealed(mac[:NONCE_BYTES], plaintext, place)
 
     def _sealed(self, nonce: bytes, plaintext: bytes, place: Place) -> bytes:
-        ident = self.key_id.encode("ascii")
-        head = MAGIC + bytes([len(ident)]) + ident + nonce
-        return head + self._cipher.encrypt(nonce, plaintext, place.associated_data())
+        return self.prefix + nonce + self._cipher.encrypt(nonce, plaintext, place.associated_data())
+
+    def raw_decrypt(self) -> Callable[[Buffer, Buffer, bytes], bytes]:
+        """The bare AES-GCM open of this key: (nonce, ciphertext and tag, associated data) -> plaintext.
+
+        For a loop that opens many values (``Sealer.open_steps``) and catches
+        ``tag_error()`` itself; everything else uses ``open_raw``."""
+        return self._cipher.decrypt
 
     def unseal(self, sealed: bytes, place: Place) -> bytes:
         """The plaintext of a value this key sealed for ``place``; ``SealBroken`` otherwise."""

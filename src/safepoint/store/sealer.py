@@ -39,7 +39,6 @@ from safepoint.blobs.base import decode_stored
 from safepoint.crypto.keyed import keyed_content_digest, keyed_digest, label_index
 from safepoint.crypto.keyring import Keyring
 from safepoint.crypto.sealing import (
-    MAGIC,
     NONCE_BYTES,
     TAG_BYTES,
     DataKey,
@@ -49,11 +48,11 @@ from safepoint.crypto.sealing import (
     is_sealed,
     parts,
     step_bytes,
+    tag_error,
     unwrap,
 )
 from safepoint.errors import BlobCorrupt, CorruptCheckpoint, StoreError
 
-_HEAD = len(MAGIC)
 RUN_WIDE = -1  # the step of a value that belongs to the run, not to one checkpoint
 TEXT_PREFIX = "sp1:"
 LABELS_KEY = ""  # where a labels object holds the sealed labels (no token is empty)
@@ -92,12 +91,12 @@ class Sealer:
         self.converting = converting  # plaintext met is read as it is (``safepoint encrypt``)
         self._wrapped = dict(wrapped)  # data key id -> (keyring key id, wrapped bytes)
         self._keys: dict[str, DataKey] = {}
-        self._by_ident: dict[bytes, DataKey] = {}  # the same keys, by their ids' stored bytes
         self._lock = threading.Lock()
         self._index = keyring.index_key
         self._plain: dict[bytes, bytes] = {}
         self._labels: dict[tuple[str, str, str], str] = {}
         self.writing = self.data_key(writing_id)
+        self._decrypt, self._tag_error = self.writing.raw_decrypt(), tag_error()
 
     # -- data keys ---------------------------------------------------------
 
@@ -113,7 +112,6 @@ class Sealer:
         key = unwrap(self.keyring, kek_id, wrapped, self.store_id, key_id)
         with self._lock:
             self._keys[key_id] = key
-            self._by_ident[key_id.encode("ascii")] = key
         return key
 
     def learn(self, rows: Iterable[Any]) -> None:
@@ -134,35 +132,28 @@ class Sealer:
     def open_steps(self, values: list[tuple[Any, int]], run_id: str, column: str) -> list[bytes]:
         """``open`` of many (stored, step) values of one run's ``column`` (a load's carrier rows).
 
-        Most values take the fast way: a data key this store knows, found by
-        the id's bytes as stored, and the associated data's run and column
-        part made once. Anything else takes the checked way (``_opened``).
+        Most values take the fast way: sealed under the writing data key, and
+        the associated data's run and column part made once. Anything else
+        takes the checked way (``_opened``), which names what is wrong.
         """
-        texts = associated_texts(self.store_id, run_id, column)
-        pack, by_ident, head = step_bytes, self._by_ident, _HEAD
-        out = []
-        for stored, step in values:
-            data = stored if type(stored) is bytes else bytes(stored)
-            key = (
-                by_ident.get(data[head + 1 : head + 1 + data[head]])
-                if data[:head] == MAGIC and len(data) > head
-                else None
-            )
-            start = head + 1 + data[head] if key is not None else 0
-            if key is None or len(data) < start + NONCE_BYTES + TAG_BYTES:
-                out.append(self._opened(data, run_id, step, column))
-                continue
-            view = memoryview(data)
-            try:
-                out.append(
-                    key.open_raw(
-                        view[start : start + NONCE_BYTES], view[start + NONCE_BYTES :], texts + pack(step)
-                    )
-                )
-            except SealBroken as broken:
-                raise CorruptCheckpoint(
-                    run_id, _shown(step), f"its {column} does not open: {broken.detail}"
-                ) from None
+        texts, pack = associated_texts(self.store_id, run_id, column), step_bytes
+        prefix, decrypt = self.writing.prefix, self._decrypt
+        start = len(prefix)
+        shortest = start + NONCE_BYTES + TAG_BYTES
+        out: list[bytes] = []
+        try:
+            for stored, step in values:
+                data = stored if type(stored) is bytes else bytes(stored)
+                if data.startswith(prefix) and len(data) >= shortest:
+                    nonce_end = start + NONCE_BYTES
+                    out.append(decrypt(data[start:nonce_end], data[nonce_end:], texts + pack(step)))
+                else:
+                    out.append(self._opened(data, run_id, step, column))
+        except self._tag_error:  # the value at len(out) did not open
+            step = values[len(out)][1]
+            raise CorruptCheckpoint(
+                run_id, _shown(step), f"its {column} does not open: it does not decrypt for its place"
+            ) from None
         return out
 
     def _opened(self, data: bytes, run_id: str, step: int, column: str) -> bytes:
