@@ -7,13 +7,16 @@ STAMP  := $(VENV)/.installed
 .PHONY: demo test bench lint clean system-deps lock install-checks
 
 # The system packages the suite and the benchmarks drive for real: PgBouncer
-# (Debian's package) for the tests and the scale benchmark through a pooler.
-# apt-get update runs once, and only when something is missing.
+# (Debian's package) for the tests and the scale benchmark through a pooler;
+# Chromium and its driver (Debian's) for the inspector's browser tests, so that
+# Selenium never downloads a browser. apt-get update runs once, and only when
+# something is missing.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 system-deps:
-	@command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || { \
+	@{ command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ]; } && \
+		[ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] || { \
 		$(SUDO) apt-get update && \
-		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y pgbouncer; }
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y pgbouncer chromium chromium-driver; }
 
 # Dependencies: pyproject.toml declares ranges (what users get); the .venv gets
 # the exact versions of requirements/lock.txt, as pip constraints, so make test,
@@ -22,7 +25,7 @@ system-deps:
 # against it. `make lock` re-resolves the lock (UPGRADE="pkg ..." lets those move,
 # UPGRADE=all everything); the recipe is in docs/architecture.md.
 LOCK   := requirements/lock.txt
-EXTRAS := test,lint,bench,postgres,s3,langgraph,openai-agents,otel,encryption
+EXTRAS := test,lint,bench,postgres,s3,langgraph,openai-agents,otel,encryption,ui
 
 # Says what it is doing before the one slow step of a first run, and how long it took
 # after: $(shell date) is the start time, as make expands a recipe before running it.

@@ -33,6 +33,17 @@ class CheckpointInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class TimelinePoint:
+    """One checkpoint of a run as a chart sees it: its counters and the bytes its row stores."""
+
+    step: int
+    created_at: datetime
+    message_count: int
+    counters: dict[str, int | float]
+    stored_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
 class RunInfo:
     """One run as the store knows it (its latest checkpoint's summary).
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from safepoint.cli import demo, gc, inspect, keys, migrations, operate, runs, verify
+from safepoint.cli import demo, gc, inspect, keys, migrations, operate, runs, ui, verify
 from safepoint.cli.output import error_object
 from safepoint.visible import visible
 
@@ -95,6 +95,7 @@ for _command in (
     operate.budget,
     keys.encrypt,
     keys.rekey,
+    ui.ui,
     demo.demo,
 ):
     main.add_command(_command)

@@ -39,7 +39,7 @@ def _id(run_id: str) -> str:
 
 
 @contextmanager
-def _to_ourselves(store: Store, run_id: str, force: bool) -> Iterator[QueueState]:
+def to_ourselves(store: Store, run_id: str, force: bool) -> Iterator[QueueState]:
     """The run, with no live lease on it, for one change; the queue state as it was.
 
     A live lease means a worker may be working on the run: ``Conflict``
@@ -70,7 +70,7 @@ def _to_ourselves(store: Store, run_id: str, force: bool) -> Iterator[QueueState
         raise
 
 
-def _back_to_workers(store: Store, state: QueueState, run: Run) -> bool:
+def back_to_workers(store: Store, state: QueueState, run: Run) -> bool:
     """Queue a run that workers serve once it is runnable again; whether it was queued."""
     if run.status is Status.RUNNING and state.served_by_workers:
         store.enqueue(run.run_id)
@@ -131,9 +131,9 @@ def answer(
         head = store.load(run_id, migrate=False, fetch_blobs=False)
         if head.status is not Status.WAITING:
             raise RunStatusError(run_id, head.status.value, "only a waiting run takes an answer")
-        with _to_ourselves(store, run_id, force) as state:
+        with to_ourselves(store, run_id, force) as state:
             run = Run.resume_with(store, run_id, reply)
-        queued = _back_to_workers(store, state, run)
+        queued = back_to_workers(store, state, run)
     data = {
         "run_id": run_id,
         "step": run.step,
@@ -256,9 +256,9 @@ def budget(
     if tokens is None and spend is None and steps is None:
         raise click.UsageError("give at least one of --tokens, --spend, --steps")
     with open_existing(store_url) as store:
-        with _to_ourselves(store, run_id, force) as state:
+        with to_ourselves(store, run_id, force) as state:
             run = Run.set_budget(store, run_id, tokens=tokens, spend=spend, steps=steps)
-        queued = _back_to_workers(store, state, run)
+        queued = back_to_workers(store, state, run)
     limits, left = run.budget, run.remaining
     data = {
         "run_id": run_id,

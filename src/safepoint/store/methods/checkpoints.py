@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from safepoint.model import Checkpoint, Status
-from safepoint.records import CheckpointInfo, Lease, Page, RunInfo
+from safepoint.records import CheckpointInfo, Lease, Page, RunInfo, TimelinePoint
 from safepoint.store import calls, traced
 from safepoint.store.after_load import ResolveSecrets
 from safepoint.store.calls import reads, writes
@@ -96,6 +96,11 @@ class CheckpointMethods(Entries):
     def history(self, run_id: str) -> Returns[list[CheckpointInfo]]:
         """Every checkpoint of the run, oldest first (headers only, no messages)."""
         return calls.history(run_id)
+
+    @method("safepoint.timeline", ("run_id",), traced.of_run)
+    def timeline(self, run_id: str) -> Returns[list[TimelinePoint]]:
+        """Every checkpoint's counters and stored bytes, oldest first (for charts; no messages)."""
+        return reads(listing.timeline(check_id(run_id)))
 
     @method("safepoint.run", ("run_id",), traced.of_run)
     def run(self, run_id: str) -> Returns[RunInfo]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from safepoint import codec
 from safepoint.errors import CorruptCheckpoint, EncryptedStore, NotFound
 from safepoint.model import ParentRef, Status
-from safepoint.records import CheckpointInfo, RunInfo, from_micros
+from safepoint.records import CheckpointInfo, RunInfo, TimelinePoint, from_micros
 from safepoint.store.query import Op, Query, Row
 from safepoint.visible import visible
 
@@ -24,6 +24,29 @@ def history(run_id: str) -> Op[list[CheckpointInfo]]:
     if not rows:
         raise NotFound(run_id)
     return [_checkpoint_info(run_id, row) for row in rows]
+
+
+def timeline(run_id: str) -> Op[list[TimelinePoint]]:
+    """Each checkpoint's counters and stored bytes, oldest first: one query, no message body."""
+    rows = yield Query("timeline", {"run_id": run_id})
+    if not rows:
+        raise NotFound(run_id)
+    points = []
+    for row in rows:
+        try:
+            counters = codec.decode(row.header).get("counters") if row.header else {}
+            points.append(
+                TimelinePoint(
+                    step=int(row.step),
+                    created_at=from_micros(row.created_at),
+                    message_count=int(row.message_count),
+                    counters=counters if isinstance(counters, dict) else {},
+                    stored_bytes=int(row.stored_bytes or 0),
+                )
+            )
+        except (TypeError, ValueError, OverflowError, AttributeError):
+            raise CorruptCheckpoint(run_id, row.step, "its header is not what a save writes") from None
+    return points
 
 
 def _checkpoint_info(run_id: str, row: Row) -> CheckpointInfo:

@@ -176,6 +176,16 @@ JOIN safepoint_checkpoints AS c ON c.run_ref = r.id
 WHERE r.run_id = %(run_id)s AND NOT c.pruned
 ORDER BY c.step;
 
+-- name: timeline
+-- params: run_id
+-- returns: step, created_at, message_count, header, stored_bytes
+SELECT c.step, (extract(epoch FROM c.created_at) * 1000000)::bigint, c.message_count, c.header,
+       octet_length(c.header) + coalesce(octet_length(c.messages), 0) + coalesce(octet_length(c.chains), 0)
+FROM safepoint_runs AS r
+JOIN safepoint_checkpoints AS c ON c.run_ref = r.id
+WHERE r.run_id = %(run_id)s AND NOT c.pruned
+ORDER BY c.step;
+
 -- name: run_exists
 -- params: run_id
 -- returns: run_ref

@@ -146,6 +146,19 @@ JOIN safepoint_checkpoints AS c
 WHERE r.run_id = :run_id AND c.pruned = 0
 ORDER BY c.id;
 
+-- name: timeline
+-- params: run_id
+-- returns: step, created_at, message_count, header, stored_bytes
+-- What the inspector charts (safepoint.ui): each checkpoint's counters (in its
+-- header) and the bytes its row stores, without a message body.
+SELECT c.step, c.created_at, c.message_count, c.header,
+       length(c.header) + coalesce(length(c.messages), 0) + coalesce(length(c.chains), 0)
+FROM safepoint_runs AS r
+JOIN safepoint_checkpoints AS c
+  ON c.id BETWEEN r.id * 4294967296 AND r.id * 4294967296 + 4294967295
+WHERE r.run_id = :run_id AND c.pruned = 0
+ORDER BY c.id;
+
 -- name: run_exists
 -- params: run_id
 -- returns: run_ref

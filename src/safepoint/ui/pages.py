@@ -1,0 +1,158 @@
+"""What each page shows, read from the store: plain data for the templates (which escape it all).
+
+Nothing here formats HTML. Stored values arrive as Python values and leave
+as Python values; Jinja2's autoescaping makes every one of them text in the
+page, whatever it holds.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from safepoint.blobs.base import BlobRef
+from safepoint.cli.inspect import checkpoint_diff
+from safepoint.cli.messages import describe, pending, question
+from safepoint.harness import budgets
+from safepoint.model import Checkpoint, Status
+from safepoint.store import Store
+
+from . import chart
+
+PAGE = 50  # runs per page
+MESSAGES = 200  # messages per page of a step
+
+
+def shown_json(value: Any) -> str:
+    """A stored value as indented JSON text (the template escapes it)."""
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def runs_page(
+    store: Store, *, status: str | None, label: str | None, prefix: str | None, cursor: str | None
+) -> dict[str, Any]:
+    labels = None
+    if label:
+        name, _, value = label.partition("=")
+        labels = {name: value}
+    page = store.runs(status=status or None, labels=labels, limit=PAGE, cursor=cursor or None)
+    runs = [r for r in page.items if not prefix or r.run_id.startswith(prefix)]
+    return {
+        "runs": runs,
+        "next_cursor": page.next_cursor,
+        "statuses": [s.value for s in Status],
+        "status": status or "",
+        "label": label or "",
+        "prefix": prefix or "",
+        "queued": store.queue_depth(),
+    }
+
+
+@dataclass(frozen=True)
+class BudgetBar:
+    name: str
+    used: float
+    limit: float | None
+
+    @property
+    def percent(self) -> int:
+        if not self.limit:
+            return 0
+        return max(0, min(100, round(100 * self.used / self.limit)))
+
+
+def run_page(store: Store, run_id: str) -> dict[str, Any]:
+    info = store.run(run_id)
+    queue = store.queue_state(run_id)
+    points = store.timeline(run_id)
+    steps = [p.step for p in points]
+    lines = [
+        chart.line(
+            "tokens",
+            steps,
+            [_number(p.counters, "tokens_in") + _number(p.counters, "tokens_out") for p in points],
+        ),
+        chart.line("spend", steps, [_number(p.counters, "spend") for p in points]),
+        chart.line("bytes", steps, [float(p.stored_bytes) for p in points]),
+        chart.line("messages", steps, [float(p.message_count) for p in points]),
+    ]
+    head = store.load(run_id, migrate=False, fetch_blobs=False)
+    limits = budgets.Budget.from_counters(info.counters)
+    used = budgets.used(info.counters)
+    bars = [
+        BudgetBar(name, float(used.get(name, 0)), getattr(limits, name))
+        for name in ("tokens", "spend", "steps")
+        if getattr(limits, name) is not None
+    ]
+    return {
+        "info": info,
+        "queue": queue,
+        "leased": queue.leased(),
+        "lines": lines,
+        "chart": {"width": chart.WIDTH, "height": chart.HEIGHT},
+        "recent": list(reversed(points[-PAGE:])),
+        "steps": len(points),
+        "pending": pending(head.pending_action) if head.pending_action is not None else None,
+        "question": question(head.pending_action) if head.pending_action is not None else None,
+        "bars": bars,
+    }
+
+
+def step_page(store: Store, run_id: str, step: int, page: int) -> dict[str, Any]:
+    cp = store.load(run_id, step, migrate=False, fetch_blobs=False)
+    pages = max(1, -(-len(cp.messages) // MESSAGES))
+    page = max(1, min(page, pages))
+    start = (page - 1) * MESSAGES
+    messages = [(start + i, *describe(m)) for i, m in enumerate(cp.messages[start : start + MESSAGES])]
+    return {
+        "cp": cp,
+        "messages": messages,
+        "page": page,
+        "pages": pages,
+        "fields": _fields(cp),
+        "scrubbed": cp.scrub_report.counts,
+        "blobs": _blob_refs([list(cp.messages), cp.state, cp.cursors, cp.pending_action]),
+    }
+
+
+def diff_page(store: Store, run_id: str, step_a: int, step_b: int) -> dict[str, Any]:
+    a = store.load(run_id, step_a, migrate=False, fetch_blobs=False)
+    b = store.load(run_id, step_b, migrate=False, fetch_blobs=False)
+    found = checkpoint_diff(a, b)
+    return {
+        "a": step_a,
+        "b": step_b,
+        "shared": found["messages"]["shared"],
+        "removed": [describe(m) for m in list(a.messages)[found["messages"]["shared"] :]],
+        "added": [describe(m) for m in found["messages"]["added"]],
+        "fields": [(c["path"], shown_json(c["before"]), shown_json(c["after"])) for c in found["fields"]],
+    }
+
+
+def _fields(cp: Checkpoint) -> list[tuple[str, str]]:
+    return [
+        ("counters", shown_json(cp.counters)),
+        ("cursors", shown_json(cp.cursors)),
+        ("state", shown_json(cp.state)),
+        ("pending_action", shown_json(cp.pending_action)),
+        ("labels", shown_json(cp.labels)),
+    ]
+
+
+def _blob_refs(value: Any, found: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    found = [] if found is None else found
+    if isinstance(value, BlobRef):
+        found.append({"digest": value.digest, "size": value.size, "media_type": value.media_type})
+    elif isinstance(value, dict):
+        for item in value.values():
+            _blob_refs(item, found)
+    elif isinstance(value, list):
+        for item in value:
+            _blob_refs(item, found)
+    return found[:100]
+
+
+def _number(counters: dict[str, Any], name: str) -> float:
+    value = counters.get(name, 0)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
