@@ -16,7 +16,7 @@ Checked on every request, before any page sees it:
 
 Every response says what the browser may do with it: scripts, styles and
 images from this server only (no inline script runs, whatever a stored
-string holds), no framing, no referrer, no sniffing. No CORS header is ever
+string holds), no framing, no referrer to other sites, no sniffing. No CORS header is ever
 sent.
 """
 
@@ -43,7 +43,7 @@ HEADERS = [
         b"form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
     ),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),  # no referrer to other sites; our own forms keep their Origin
     (b"x-frame-options", b"DENY"),
     (b"cache-control", b"no-store"),
 ]
