@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench lint clean system-deps lock install-checks
+.PHONY: demo test bench lint clean system-deps lock install-checks screenshots
 
 # The system packages the suite and the benchmarks drive for real: PgBouncer
 # (Debian's package) for the tests and the scale benchmark through a pooler;
@@ -49,6 +49,10 @@ test: $(STAMP) system-deps
 # make bench SECTION=fresh (or adapter, scale, otel, concurrency, encryption) runs and prints that section alone.
 bench: $(STAMP) system-deps
 	$(PY) bench/run.py $(if $(SECTION),--section $(SECTION),--out docs/benchmarks.md)
+
+# The pictures docs/ui.md shows: the inspector's browser test, saving its screenshots there.
+screenshots: $(STAMP) system-deps
+	SAFEPOINT_SCREENSHOTS=$(CURDIR)/docs/images $(PY) -m pytest -q tests/test_ui_browser.py -k sqlite
 
 # Installs safepoint's wheel into fresh venvs under $$TMPDIR, from the package
 # registry: beside older rich/click/boto3/orjson, with the core dependencies

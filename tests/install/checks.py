@@ -67,6 +67,7 @@ EXTRA_LOWER_BOUND_TESTS = (
     "tests/test_adapter_langgraph_conformance.py",
     "tests/test_adapter_openai_agents.py",
     "tests/test_observe_otel.py",
+    "tests/test_ui_guard.py",
 )
 # tests/test_blobs.py: the filesystem store's tests (zstandard), and of the S3 ones,
 # boto3's part (conditional put, get, head, delete, list): each S3 test sets up a
@@ -76,8 +77,14 @@ BLOB_SUBSET = (
     " or open_blob_store)"
 )
 # Test tooling for the lower-bound venvs, at the lock's versions.
-TEST_TOOLS = ("pytest", "pytest-timeout", "pytest-xdist", "hypothesis")
-USER_EXTRAS = "postgres,s3,langgraph,openai-agents,otel,encryption"
+TEST_TOOLS = (
+    "pytest",
+    "pytest-timeout",
+    "pytest-xdist",
+    "hypothesis",
+    "httpx",
+)  # httpx: Starlette's TestClient
+USER_EXTRAS = "postgres,s3,langgraph,openai-agents,otel,encryption,ui"
 
 
 class CheckFailed(Exception):

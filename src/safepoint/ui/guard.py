@@ -80,7 +80,8 @@ class Guard:
                 await _plain(send, 401, "this inspector needs its token: open the address it printed")
                 return
             raw = scope.get("raw_path") or scope["path"].encode("utf-8")  # as sent: still encoded
-            target = raw.decode("latin-1") + (f"?{urlencode(query)}" if query else "")
+            # (Some servers' raw_path carries the query string too, which the ASGI spec leaves out.)
+            target = raw.decode("latin-1").partition("?")[0] + (f"?{urlencode(query)}" if query else "")
             cookie = f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"
             await _redirect(send, target, cookie)
             return

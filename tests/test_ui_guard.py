@@ -1,0 +1,148 @@
+"""The inspector's guard and pages over HTTP (Starlette's test client, a real SQLite store): the Host
+check against DNS rebinding, the token, cross-site writes, no CORS, read-only unless actions are
+allowed, any run id in a URL, hostile text escaped in the HTML, and errors as pages, never tracebacks."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import safepoint
+from safepoint import Checkpoint, Store
+
+pytest.importorskip("starlette")
+from starlette.testclient import TestClient
+
+from safepoint.ui import create_app
+from safepoint.ui.paths import run_path
+
+BASE = "http://127.0.0.1:8765"
+IDS = [
+    "a/b",
+    "..",
+    ".",
+    "?x=1",
+    "#frag",
+    "%2e%2e",
+    "~",
+    "<script>alert(1)</script>",
+    "sp ace/../..",
+    "é\u202e",
+]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with safepoint.open_store(f"sqlite:///{tmp_path}/state.db") as opened:
+        for run_id in IDS:
+            cp = Checkpoint(run_id=run_id, labels={"l": "<i>x</i>"})
+            cp.messages.append({"role": "user", "content": "<script>alert('m')</script>"})
+            opened.save(cp)
+            opened.save(cp.next())
+        yield opened
+
+
+def client(store: Store, base: str = BASE, **options: object) -> TestClient:
+    return TestClient(create_app(store, **options), base_url=base)  # type: ignore[arg-type]
+
+
+def form_token(page: str) -> str:
+    found = re.search(r'name="form_token" value="([^"]+)"', page)
+    assert found is not None
+    return found.group(1)
+
+
+@pytest.mark.parametrize("run_id", IDS)
+def test_every_run_id_has_a_url_that_names_it(store: Store, run_id: str) -> None:
+    path = run_path(run_id)
+    assert "/" not in path[len("/run/") :]  # one segment, whatever the id holds
+    page = client(store).get(path)
+    assert page.status_code == 200, page.text
+    assert "<script>alert" not in page.text
+    step = client(store).get(run_path(run_id, step=1))
+    assert step.status_code == 200
+    assert "&lt;script&gt;alert(&#39;m&#39;)&lt;/script&gt;" in step.text
+
+
+def test_another_host_is_refused_so_dns_rebinding_reads_nothing(store: Store) -> None:
+    for base in ("http://evil.example:8765", "http://127.0.0.1.evil.example:8765", "http://127.0.0.1:9999"):
+        answer = client(store, base).get("/")
+        assert answer.status_code == 421
+        assert "l=" not in answer.text
+    assert client(store, "http://localhost:8765").get("/").status_code == 200
+    named = client(store, "http://inspector.internal:8765", allowed_hosts=("inspector.internal",))
+    assert named.get("/").status_code == 200
+
+
+def test_no_cors_and_a_strict_policy_on_every_answer(store: Store) -> None:
+    for path in ("/", run_path(IDS[0]), "/verify", "/static/ui.css", "/nowhere"):
+        answer = client(store).get(path, headers={"Origin": "http://evil.example"})
+        assert not any(name.lower().startswith("access-control-") for name in answer.headers), path
+        assert "script-src 'self'" in answer.headers["content-security-policy"]
+        assert answer.headers["x-frame-options"] == "DENY"
+
+
+def test_a_token_is_needed_off_loopback_and_becomes_a_cookie(store: Store) -> None:
+    token = "s3cret-" + "y" * 20
+    web = client(store, token=token)
+    assert web.get("/").status_code == 401
+    assert web.get("/?token=wrong").status_code == 401
+    traded = web.get(f"{run_path('a/b')}?token={token}&step=1", follow_redirects=False)
+    assert traded.status_code == 303
+    assert "token" not in traded.headers["location"]
+    assert traded.headers["location"].startswith("/run/~a%2Fb")
+    assert "HttpOnly" in traded.headers["set-cookie"]
+    assert "SameSite=Strict" in traded.headers["set-cookie"]
+    assert web.get(traded.headers["location"]).status_code == 200  # the cookie carries on
+
+
+def test_writes_need_the_form_token_and_this_origin(store: Store) -> None:
+    web = client(store, allow_actions=True)
+    token = form_token(web.get(run_path("a/b")).text)
+    assert web.post("/act", data={"run_id": "a/b", "action": "cancel"}).status_code == 403
+    assert web.post("/act", data={"run_id": "a/b", "action": "cancel", "form_token": "x"}).status_code == 403
+    refused = web.post(
+        "/act",
+        data={"run_id": "a/b", "action": "cancel", "form_token": token},
+        headers={"Origin": "http://evil.example"},
+    )
+    assert refused.status_code == 403
+    assert store.run("a/b").status.value == "running"
+    done = web.post(
+        "/act", data={"run_id": "a/b", "action": "cancel", "form_token": token}, headers={"Origin": BASE}
+    )
+    assert done.status_code == 200
+    assert store.run("a/b").status.value == "cancelled"
+
+
+def test_actions_do_not_exist_unless_allowed(store: Store) -> None:
+    web = client(store)
+    token = form_token(web.get(run_path("a/b")).text)
+    answer = web.post("/act", data={"run_id": "a/b", "action": "cancel", "form_token": token})
+    assert answer.status_code in (404, 405)
+    assert store.run("a/b").status.value == "running"
+    assert 'action="/act"' not in web.get(run_path("a/b")).text
+
+
+def test_errors_are_pages_without_tracebacks(store: Store) -> None:
+    web = client(store)
+    for path in (run_path("missing"), run_path("a/b", step=99), run_path("a/b", step="x"), "/run/no-mark"):
+        answer = web.get(path)
+        assert answer.status_code in (400, 404), path
+        assert "Traceback" not in answer.text
+        assert 'id="error"' in answer.text
+
+
+def test_a_step_page_of_a_long_conversation_is_paged(store: Store) -> None:
+    cp = Checkpoint(run_id="long", messages=[{"role": "user", "content": f"m{i}"} for i in range(450)])
+    store.save(cp)
+    web = client(store)
+    first = web.get(run_path("long", step=0)).text
+    assert ">m0<" in first
+    assert ">m200<" not in first
+    assert "page 1 of 3" in first
+    last = web.get(run_path("long", step=0, page=3)).text
+    assert ">m449<" in last
