@@ -50,6 +50,7 @@ from report import encryption as encryption_report
 from report import fresh as fresh_report
 from report import otel as otel_report
 from report import scale as scale_report
+from report import ui as ui_report
 from sections import blobs as blob_section
 from sections import concurrency as concurrency_section
 from sections import encryption as encryption_section
@@ -59,6 +60,7 @@ from sections import otel as otel_section
 from sections import postgres as postgres_section
 from sections import scale as scale_section
 from sections import scrub as scrub_section
+from sections import ui as ui_section
 from workloads import agent as agent_workload
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -72,6 +74,7 @@ SECTIONS = {
     "fresh": "fresh_only",
     "concurrency": "concurrency_only",
     "encryption": "encryption_only",
+    "ui": "ui_only",
 }
 VARIANTS: tuple[dict[str, Any], ...] = ({"scrubber": False}, {"scrubber": False, "blobs": False})
 
@@ -94,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         return _finish(_concurrency(args, workdir), args, workdir)
     if args.encryption_only:  # its own processes, its own workload
         return _finish(_encryption(args), args, workdir)
+    if args.ui_only:
+        return _finish(_ui(args), args, workdir)
     began = time.perf_counter()
     described = machine.describe(workdir)  # now: it names the code this process imported
     workload = agent_workload.build(steps)
@@ -183,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     fresh = "" if args.no_fresh else "\n" + _fresh(args, workdir)
     concurrency = "" if args.no_concurrency else "\n" + _concurrency(args, workdir)
     encryption = "" if args.no_encryption else "\n" + _encryption(args)
-    body = report.render(results) + scale + otel + fresh + concurrency + encryption
+    inspector = "" if args.no_ui else "\n" + _ui(args)
+    body = report.render(results) + scale + otel + fresh + concurrency + encryption + inspector
     return _finish(body, args, workdir)
 
 
@@ -247,6 +253,13 @@ def _encryption(args: argparse.Namespace) -> str:
     result = encryption_section.run(reps=args.encryption_reps or (1 if args.quick else 3))
     _log(f"encryption: save {result.save_ratio}, load {result.load_ratio} (encrypted / plain)")
     return encryption_report.render(result, command=_command())
+
+
+def _ui(args: argparse.Namespace) -> str:
+    """The inspector's render time on a 10,000-step run and a 2,000-message step, every store."""
+    results = ui_section.run(None if args.no_postgres else args.pg_url)
+    _log("ui: " + ", ".join(f"{r.store} {r.run_page_ms:.0f}/{r.step_page_ms:.0f} ms" for r in results))
+    return ui_report.render(results, command=_command())
 
 
 def _command() -> str:
@@ -322,6 +335,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--no-encryption", action="store_true", help="skip the encryption section")
     parser.add_argument("--encryption-reps", type=int, help="encryption processes (default 3)")
+    parser.add_argument("--ui-only", action="store_true", help="run and print only the inspector section")
+    parser.add_argument("--no-ui", action="store_true", help="skip the inspector section")
     parser.add_argument(
         "--section",
         choices=sorted(SECTIONS),

@@ -146,3 +146,53 @@ def test_a_step_page_of_a_long_conversation_is_paged(store: Store) -> None:
     assert "page 1 of 3" in first
     last = web.get(run_path("long", step=0, page=3)).text
     assert ">m449<" in last
+
+
+def test_a_waiting_run_shows_its_question_and_takes_an_answer(store: Store) -> None:
+    run = safepoint.Run.start(store, "asks")
+    run.wait_for_input("<b>approve</b> the refund?")
+    web = client(store, allow_actions=True)
+    page = web.get(run_path("asks")).text
+    assert "&lt;b&gt;approve&lt;/b&gt; the refund?" in page
+    assert 'id="answer"' in page
+    done = web.post(
+        "/act",
+        data={"run_id": "asks", "action": "answer", "value": "yes", "form_token": form_token(page)},
+        headers={"Origin": BASE},
+    )
+    assert done.status_code == 200
+    assert store.run("asks").status.value == "running"
+    again = web.post(
+        "/act",
+        data={"run_id": "asks", "action": "answer", "value": "yes", "form_token": form_token(page)},
+        headers={"Origin": BASE},
+    )
+    assert again.status_code == 400  # only a waiting run takes an answer: said on the page
+    assert "Traceback" not in again.text
+
+
+def test_an_encrypted_store_is_shown_with_its_key(tmp_path: Path) -> None:
+    from test_encryption import keyring  # noqa: PLC0415
+
+    url = f"sqlite:///{tmp_path}/sealed.db"
+    with safepoint.open_store(url, encryption=keyring()) as sealed:
+        cp = Checkpoint(run_id="secret-run", messages=[{"role": "user", "content": "sealed words"}])
+        sealed.save(cp)
+        sealed.save(cp.next())
+    with safepoint.open_store(url, encryption=keyring(), read_only=True) as reader:
+        web = client(reader)
+        assert "secret-run" in web.get("/").text
+        assert "sealed words" in web.get(run_path("secret-run", step=1)).text
+        assert web.get(run_path("secret-run")).status_code == 200
+
+
+def test_the_runs_page_counts_by_status_and_shows_the_queue(store: Store) -> None:
+    store.enqueue("a/b")
+    lease = store.claim("worker-1", lease=10)
+    assert lease is not None
+    store.cancel("..")
+    page = client(store).get("/").text
+    assert re.search(rf'id="count-running">\s*{len(IDS) - 1}<', page)
+    assert re.search(r'id="count-cancelled">\s*1<', page)
+    assert re.search(r'id="leased">\s*1<', page)
+    assert re.search(r'id="expiring">\s*1<', page)  # 10 s left: within the 30 s shown

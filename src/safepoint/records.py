@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from .errors import InvalidArgument
 from .model import JSONDict, ParentRef, ScrubReport, Status
@@ -33,14 +33,29 @@ class CheckpointInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class RunCounts:
+    """How many runs the store holds by status, and how many are queued, leased, and leased with
+    the lease running out within ``Store.run_counts``'s ``soon``."""
+
+    by_status: dict[str, int]
+    queued: int
+    leased: int
+    expiring: int
+
+
+@dataclass(frozen=True, slots=True)
 class TimelinePoint:
-    """One checkpoint of a run as a chart sees it: its counters and the bytes its row stores."""
+    """One checkpoint of a run as a chart sees it: its counters and the bytes its row stores.
+
+    ``pending_action`` is as stored (references, escaped keys and all): for
+    display; ``load`` gives the action itself."""
 
     step: int
     created_at: datetime
     message_count: int
     counters: dict[str, int | float]
     stored_bytes: int
+    pending_action: Any = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,7 @@ def runs_page(
         labels = {name: value}
     page = store.runs(status=status or None, labels=labels, limit=PAGE, cursor=cursor or None)
     runs = [r for r in page.items if not prefix or r.run_id.startswith(prefix)]
+    failed = store.runs(status="failed", limit=10).items  # quarantined runs, with their reasons
     return {
         "runs": runs,
         "next_cursor": page.next_cursor,
@@ -45,7 +46,9 @@ def runs_page(
         "status": status or "",
         "label": label or "",
         "prefix": prefix or "",
-        "queued": store.queue_depth(),
+        "counts": store.run_counts(),
+        "claimable": store.queue_depth(),
+        "failed": [r for r in failed if r.last_error] if not status or status == "failed" else [],
     }
 
 
@@ -77,7 +80,7 @@ def run_page(store: Store, run_id: str) -> dict[str, Any]:
         chart.line("bytes", steps, [float(p.stored_bytes) for p in points]),
         chart.line("messages", steps, [float(p.message_count) for p in points]),
     ]
-    head = store.load(run_id, migrate=False, fetch_blobs=False)
+    action = points[-1].pending_action if points else None  # the head's, as stored: no message loaded
     limits = budgets.Budget.from_counters(info.counters)
     used = budgets.used(info.counters)
     bars = [
@@ -93,8 +96,8 @@ def run_page(store: Store, run_id: str) -> dict[str, Any]:
         "chart": {"width": chart.WIDTH, "height": chart.HEIGHT},
         "recent": list(reversed(points[-PAGE:])),
         "steps": len(points),
-        "pending": pending(head.pending_action) if head.pending_action is not None else None,
-        "question": question(head.pending_action) if head.pending_action is not None else None,
+        "pending": pending(action) if action is not None else None,
+        "question": question(action) if action is not None else None,
         "bars": bars,
     }
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from datetime import timedelta
 
 from safepoint.model import Status
-from safepoint.records import Lease
+from safepoint.records import Lease, RunCounts
 from safepoint.store import calls, traced
 from safepoint.store.calls import reads, writes
-from safepoint.store.ops import leases
+from safepoint.store.ops import leases, listing
 from safepoint.store.ops.leases import Cancelled, QueueState
 from safepoint.store.twins import Entries, Returns, method
 from safepoint.store.validate import check_id
@@ -74,6 +74,12 @@ class QueueMethods(Entries):
         ``status`` sets the run's status (its checkpoints keep theirs).
         ``LeaseLost`` if the lease is no longer current."""
         return calls.release(lease, status, requeue)
+
+    @method("safepoint.run_counts")
+    def run_counts(self, *, soon: timedelta = timedelta(seconds=30)) -> Returns[RunCounts]:
+        """Runs by status; how many are queued, leased, and leased with less than ``soon`` left."""
+        now = calls.now_micros()
+        return reads(listing.run_counts(now, now + int(soon.total_seconds() * 1_000_000)))
 
     @method("safepoint.queue_depth")
     def queue_depth(self) -> Returns[int]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from safepoint import codec
 from safepoint.errors import CorruptCheckpoint, EncryptedStore, NotFound
 from safepoint.model import ParentRef, Status
-from safepoint.records import CheckpointInfo, RunInfo, TimelinePoint, from_micros
+from safepoint.records import CheckpointInfo, RunCounts, RunInfo, TimelinePoint, from_micros
 from safepoint.store.query import Op, Query, Row
 from safepoint.visible import visible
 
@@ -26,6 +26,17 @@ def history(run_id: str) -> Op[list[CheckpointInfo]]:
     return [_checkpoint_info(run_id, row) for row in rows]
 
 
+def run_counts(now: int, soon: int) -> Op[RunCounts]:
+    """Runs by status, queued, leased and expiring (times in microseconds since the epoch)."""
+    rows = yield Query("run_counts", {"now": now, "soon": soon})
+    return RunCounts(
+        by_status={str(row.status): int(row.runs) for row in rows},
+        queued=sum(int(row.queued) for row in rows),
+        leased=sum(int(row.leased) for row in rows),
+        expiring=sum(int(row.expiring) for row in rows),
+    )
+
+
 def timeline(run_id: str) -> Op[list[TimelinePoint]]:
     """Each checkpoint's counters and stored bytes, oldest first: one query, no message body."""
     rows = yield Query("timeline", {"run_id": run_id})
@@ -34,7 +45,8 @@ def timeline(run_id: str) -> Op[list[TimelinePoint]]:
     points = []
     for row in rows:
         try:
-            counters = codec.decode(row.header).get("counters") if row.header else {}
+            header = codec.decode(row.header) if row.header else {}
+            counters = header.get("counters")
             points.append(
                 TimelinePoint(
                     step=int(row.step),
@@ -42,6 +54,7 @@ def timeline(run_id: str) -> Op[list[TimelinePoint]]:
                     message_count=int(row.message_count),
                     counters=counters if isinstance(counters, dict) else {},
                     stored_bytes=int(row.stored_bytes or 0),
+                    pending_action=header.get("pending_action"),
                 )
             )
         except (TypeError, ValueError, OverflowError, AttributeError):

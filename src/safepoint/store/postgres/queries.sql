@@ -287,6 +287,18 @@ WHERE queued_at IS NOT NULL
   AND (retry_at IS NULL
        OR retry_at <= 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond');
 
+-- name: run_counts
+-- params: now, soon
+-- returns: status, runs, queued, leased, expiring
+SELECT status, count(*),
+       count(*) FILTER (WHERE queued_at IS NOT NULL),
+       count(*) FILTER (WHERE lease_owner IS NOT NULL
+                        AND lease_expires_at > 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond'),
+       count(*) FILTER (WHERE lease_owner IS NOT NULL
+                        AND lease_expires_at > 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond'
+                        AND lease_expires_at <= 'epoch'::timestamptz + %(soon)s::bigint * interval '1 microsecond')
+FROM safepoint_runs GROUP BY status ORDER BY status;
+
 -- name: heartbeat
 -- params: run_id, worker_id, epoch, expires_at
 -- returns: expires_at

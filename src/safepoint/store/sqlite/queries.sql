@@ -259,6 +259,16 @@ SELECT count(*) FROM safepoint_runs
 WHERE queued_at IS NOT NULL AND (lease_owner IS NULL OR lease_expires_at <= :now)
   AND (retry_at IS NULL OR retry_at <= :now);
 
+-- name: run_counts
+-- params: now, soon
+-- returns: status, runs, queued, leased, expiring
+-- Runs by status, with how many are queued, leased (a live lease) and leased
+-- with the lease running out before :soon: the inspector's overview.
+SELECT status, count(*), coalesce(sum(queued_at IS NOT NULL), 0),
+       coalesce(sum(lease_owner IS NOT NULL AND lease_expires_at > :now), 0),
+       coalesce(sum(lease_owner IS NOT NULL AND lease_expires_at > :now AND lease_expires_at <= :soon), 0)
+FROM safepoint_runs GROUP BY status ORDER BY status;
+
 -- name: heartbeat
 -- params: run_id, worker_id, epoch, expires_at
 -- returns: expires_at
