@@ -262,3 +262,56 @@ def test_the_token_is_traded_for_a_cookie_and_leaves_the_address(browser: Any, t
         browser.delete_all_cookies()
         served.stop()
         store.close()
+
+
+def adapter_written(store: Store) -> None:
+    """A LangGraph thread (SafepointSaver) and an OpenAI Agents session, hostile text in both."""
+    import asyncio  # noqa: PLC0415
+
+    from langchain_core.messages import HumanMessage  # noqa: PLC0415
+
+    from safepoint.adapters.langgraph import SafepointSaver  # noqa: PLC0415
+    from safepoint.adapters.openai_agents import SafepointSession  # noqa: PLC0415
+    from test_adapter_langgraph import build_chat_graph  # noqa: PLC0415
+
+    graph = build_chat_graph(SafepointSaver(store), fan_out=True)
+    config = {"configurable": {"thread_id": "thread-<b>1</b>"}}
+    graph.invoke({"messages": [HumanMessage(content=PAYLOADS[1])], "notes": [PAYLOADS[0]]}, config)
+
+    async def session() -> None:
+        items = [{"role": "user", "content": PAYLOADS[2]}, {"role": "assistant", "content": "hello"}]
+        await SafepointSession("session-9", store).add_items(items)  # type: ignore[arg-type]
+
+    asyncio.run(session())
+
+
+def test_runs_the_adapters_wrote_show_in_their_frameworks_terms(browser: Any, tmp_path: Path) -> None:
+    store = safepoint.open_store(f"sqlite:///{tmp_path}/state.db")
+    adapter_written(store)
+    served = Served(store)
+    try:
+        browser.get(served.base + "/")
+        links = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "a.run-link")]
+        thread = next(t for t in links if t.startswith("langgraph/") and "1" in t)
+        browser.get(served.base + run_path(thread))
+        assert "LangGraph thread" in browser.find_element(By.ID, "framework").text
+        assert "thread-<b>1</b>" in browser.find_element(By.ID, "framework").text
+        browser.find_element(By.CSS_SELECTOR, "a.step-link").click()
+        wait_for(browser, lambda d: d.find_elements(By.ID, "conversation"))
+        channels = " ".join(e.text for e in browser.find_elements(By.CSS_SELECTOR, ".channel"))
+        assert "notes" in channels
+        assert PAYLOADS[0] in channels  # the notes channel, as text
+        conversation = browser.find_element(By.ID, "conversation").text
+        assert PAYLOADS[1] in conversation
+        assert "reply 0" in conversation
+        no_injection(browser)
+        session = next(t for t in links if "session-9" in t)
+        browser.get(served.base + run_path(session))
+        assert "OpenAI Agents SDK session" in browser.find_element(By.ID, "framework").text
+        browser.find_element(By.CSS_SELECTOR, "a.step-link").click()
+        wait_for(browser, lambda d: d.find_elements(By.ID, "conversation"))
+        assert PAYLOADS[2] in browser.find_element(By.ID, "conversation").text
+        no_injection(browser)
+    finally:
+        served.stop()
+        store.close()

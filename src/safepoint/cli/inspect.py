@@ -26,6 +26,7 @@ from safepoint.cli.output import (
     when,
 )
 from safepoint.errors import NotFound, SafepointError
+from safepoint.frameworks import framework_view
 from safepoint.messagelist import thaw
 from safepoint.model import Checkpoint
 from safepoint.store import Store
@@ -82,6 +83,11 @@ def _render_checkpoint(cp: Checkpoint, steps: int, show_messages: int) -> None:
         ("digest", shown(cp.digest or "-")),
         ("scrubbed", _scrubbed(cp)),
     ]
+    view = framework_view(cp.labels, cp.state)
+    if view is not None:  # a run an adapter wrote: in its framework's terms
+        rows.append(("framework", view.framework))
+        rows += [(name, visible(value, max_len=WIDE)) for name, value in view.facts]
+        rows += [(f"channel {visible(name)}", visible(text, max_len=WIDE)) for name, text in view.channels]
     for field, value in rows:
         summary.add_row(field, Text(value))
     console.print(summary)

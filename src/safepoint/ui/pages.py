@@ -14,6 +14,7 @@ from typing import Any
 from safepoint.blobs.base import BlobRef
 from safepoint.cli.inspect import checkpoint_diff
 from safepoint.cli.messages import describe, pending, question
+from safepoint.frameworks import framework_view
 from safepoint.harness import budgets
 from safepoint.model import Checkpoint, Status
 from safepoint.store import Store
@@ -99,6 +100,7 @@ def run_page(store: Store, run_id: str) -> dict[str, Any]:
         "pending": pending(action) if action is not None else None,
         "question": question(action) if action is not None else None,
         "bars": bars,
+        "framework": framework_view(info.labels, None),
     }
 
 
@@ -116,6 +118,7 @@ def step_page(store: Store, run_id: str, step: int, page: int) -> dict[str, Any]
         "fields": _fields(cp),
         "scrubbed": cp.scrub_report.counts,
         "blobs": _blob_refs([list(cp.messages), cp.state, cp.cursors, cp.pending_action]),
+        "framework": framework_view(cp.labels, cp.state),
     }
 
 

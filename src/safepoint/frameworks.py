@@ -1,0 +1,102 @@
+"""What the adapters store, decoded for display — with no framework installed.
+
+``safepoint show`` and the inspector (``safepoint ui``) show a run that an
+adapter wrote in its framework's terms: a LangGraph thread run
+(``safepoint.adapters.langgraph``) by its thread id, namespace, checkpoint
+id and channel values; an OpenAI Agents SDK session
+(``safepoint.adapters.openai_agents``) by its session id, its items being
+the run's messages (``cli.messages.describe`` reads those). Nothing here
+imports LangGraph, LangChain or the SDK, and nothing is revived: a value
+stored through LangGraph's serializer (``{"$typed": [kind, body]}``) is
+shown as a typed placeholder, with what it holds as data where that is
+plain (a msgpack tree's strings and numbers), never as an object.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+ADAPTER_LABEL = "safepoint.adapter"  # the label every adapter sets (the adapters' own constant)
+TYPED = "$typed"
+_SHOWN = 2_000  # characters of one channel value shown
+
+
+@dataclass(frozen=True, slots=True)
+class FrameworkView:
+    """A run as its framework names it: the framework, a few (name, value) facts, its channels."""
+
+    framework: str
+    facts: list[tuple[str, str]] = field(default_factory=list)
+    channels: list[tuple[str, str]] = field(default_factory=list)
+
+
+def framework_view(labels: Mapping[str, str], state: Any) -> FrameworkView | None:
+    """The framework's view of a checkpoint (its labels and state), or None for a plain run."""
+    adapter = labels.get(ADAPTER_LABEL)
+    if adapter == "langgraph":
+        return _langgraph(labels, state if isinstance(state, Mapping) else {})
+    if adapter == "openai-agents":
+        facts = [("session", labels.get("openai_agents.session_id", "?"))]
+        return FrameworkView(
+            "OpenAI Agents SDK session", facts=facts + _other_labels(labels, "openai_agents.")
+        )
+    return None
+
+
+def _langgraph(labels: Mapping[str, str], state: Mapping[str, Any]) -> FrameworkView:
+    facts = [
+        ("thread", labels.get("langgraph.thread_id", "?")),
+        ("namespace", labels.get("langgraph.checkpoint_ns", "") or "(root)"),
+        ("role", labels.get("langgraph.role", "?")),
+    ]
+    if state.get("id") is not None:
+        facts.append(("checkpoint id", str(state.get("id"))))
+    if state.get("parent") is not None:
+        facts.append(("parent checkpoint", str(state.get("parent"))))
+    log = state.get("messages")
+    if isinstance(log, Mapping) and log.get("channel") is not None:
+        facts.append(("message channel", f"{log.get('channel')} (the conversation below)"))
+    values = state.get("values")
+    channels = (
+        [(str(name), shown_value(value)) for name, value in sorted(values.items(), key=lambda kv: str(kv[0]))]
+        if isinstance(values, Mapping)
+        else []
+    )
+    writes = state.get("writes")
+    if isinstance(writes, list) and writes:
+        facts.append(("pending writes", str(len(writes))))
+    return FrameworkView("LangGraph thread", facts=facts, channels=channels)
+
+
+def shown_value(value: Any) -> str:
+    """One stored channel value as text: plain JSON as JSON, a typed value as its placeholder."""
+    text = json.dumps(_placeholders(value), ensure_ascii=False, indent=2, sort_keys=True, default=str)
+    return text if len(text) <= _SHOWN else text[:_SHOWN] + f"… ({len(text):,} characters)"
+
+
+def _placeholders(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        typed = value.get(TYPED)
+        if len(value) == 1 and isinstance(typed, list) and len(typed) == 2 and isinstance(typed[0], str):
+            kind, body = typed
+            if kind == "bytes":
+                size = len(body) if isinstance(body, bytes | str) else "?"
+                return f"<bytes, {size} stored>"
+            return {f"<{kind} value>": _placeholders(body)}
+        return {str(k): _placeholders(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_placeholders(v) for v in value]
+    if isinstance(value, bytes):
+        return f"<bytes, {len(value)}>"
+    return value
+
+
+def _other_labels(labels: Mapping[str, str], prefix: str) -> list[tuple[str, str]]:
+    return [
+        (k[len(prefix) :], v)
+        for k, v in sorted(labels.items())
+        if k.startswith(prefix) and k != prefix + "session_id"
+    ]

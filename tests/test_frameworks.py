@@ -1,0 +1,59 @@
+"""Adapter-written runs decoded for display (safepoint.frameworks): typed values as placeholders,
+never revived; and ``safepoint show`` naming a LangGraph thread's channels, run as a user runs it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import safepoint
+from safepoint.frameworks import framework_view, shown_value
+from safepoint_exe import sp
+
+
+def test_typed_values_are_placeholders_and_plain_values_json() -> None:
+    assert shown_value({"a": [1, "x"]}) == '{\n  "a": [\n    1,\n    "x"\n  ]\n}'
+    shown = shown_value({"$typed": ["msgpack", {"ext": 5, "data": ["os.system", "rm -rf /"]}]})
+    assert "<msgpack value>" in shown
+    assert "os.system" in shown  # shown as data, nothing imported or called
+    assert shown_value({"$typed": ["bytes", "AAAA"]}) == '"<bytes, 4 stored>"'
+    assert len(shown_value("x" * 10_000)) < 2_100
+
+
+def test_plain_runs_have_no_framework_view() -> None:
+    assert framework_view({"team": "a"}, {"values": {}}) is None
+    view = framework_view({"safepoint.adapter": "langgraph", "langgraph.thread_id": "t"}, "not a dict")
+    assert view is not None
+    assert view.channels == []
+
+
+def test_the_framework_decoder_imports_no_framework() -> None:
+    code = (
+        "import sys, safepoint.frameworks, safepoint.cli.inspect\n"
+        "bad = [m for m in ('langgraph', 'langchain_core', 'agents') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_safepoint_show_names_a_langgraph_threads_channels(tmp_path: Path) -> None:
+    from langchain_core.messages import HumanMessage  # noqa: PLC0415
+
+    from safepoint.adapters.langgraph import SafepointSaver  # noqa: PLC0415
+    from test_adapter_langgraph import build_chat_graph  # noqa: PLC0415
+
+    url = f"sqlite:///{tmp_path}/state.db"
+    store = safepoint.open_store(url)
+    graph = build_chat_graph(SafepointSaver(store), fan_out=True)
+    graph.invoke(
+        {"messages": [HumanMessage(content="hi")], "notes": ["first note"]},
+        {"configurable": {"thread_id": "t1"}},
+    )
+    thread = next(r.run_id for r in store.runs().items if r.run_id.startswith("langgraph/"))
+    store.close()
+    shown = sp(tmp_path, "show", thread, "--store", url, columns=200)
+    assert shown.returncode == 0, shown.stderr
+    assert "LangGraph thread" in shown.stdout
+    assert "channel notes" in shown.stdout
+    assert "first note" in shown.stdout
