@@ -196,3 +196,15 @@ def test_the_runs_page_counts_by_status_and_shows_the_queue(store: Store) -> Non
     assert re.search(r'id="count-cancelled">\s*1<', page)
     assert re.search(r'id="leased">\s*1<', page)
     assert re.search(r'id="expiring">\s*1<', page)  # 10 s left: within the 30 s shown
+
+
+def test_a_run_page_links_its_forks_and_the_fork_its_parent(store: Store) -> None:
+    store.fork("a/b", 0, new_run_id="fork-<1>")
+    web = client(store)
+    parent = web.get(run_path("a/b")).text
+    assert 'id="forks"' in parent
+    assert "fork-&lt;1&gt;" in parent
+    assert run_path("fork-<1>") in parent
+    child = web.get(run_path("fork-<1>")).text
+    assert "forked from" in child
+    assert store.forks("a/b")[0].step == 0

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import secrets
+import socket
 
 import click
 
@@ -60,6 +62,8 @@ def ui(
         raise InvalidArgument("--token must be at least 16 characters")
     if host not in LOOPBACK and token is None:
         token = secrets.token_urlsafe(24)
+    if host in ("0.0.0.0", "::"):  # every interface: this machine's own names and addresses
+        allowed_hosts = (*allowed_hosts, *_own_names())
     store = open_existing(store_url) if allow_actions else open_store_at(store_url, read_only=True)
     app = create_app(
         store, host=host, port=port, token=token, allowed_hosts=allowed_hosts, allow_actions=allow_actions
@@ -71,3 +75,11 @@ def ui(
         uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False, proxy_headers=False)
     finally:
         store.close()
+
+
+def _own_names() -> tuple[str, ...]:
+    """The names and addresses this machine answers to (a wildcard bind's Host allowlist)."""
+    names = {socket.gethostname(), socket.getfqdn(), "localhost", "127.0.0.1", "::1"}
+    with contextlib.suppress(OSError):  # no resolvable name: its own name and loopback still serve
+        names |= {str(info[4][0]) for info in socket.getaddrinfo(socket.gethostname(), None)}
+    return tuple(sorted(names))

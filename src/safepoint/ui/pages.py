@@ -101,6 +101,7 @@ def run_page(store: Store, run_id: str) -> dict[str, Any]:
         "question": question(action) if action is not None else None,
         "bars": bars,
         "framework": framework_view(info.labels, None),
+        "forks": store.forks(run_id),
     }
 
 

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from safepoint.model import Checkpoint, Status
+from safepoint.model import Checkpoint, ParentRef, Status
 from safepoint.records import CheckpointInfo, Lease, Page, RunInfo, TimelinePoint
 from safepoint.store import calls, traced
 from safepoint.store.after_load import ResolveSecrets
@@ -96,6 +96,11 @@ class CheckpointMethods(Entries):
     def history(self, run_id: str) -> Returns[list[CheckpointInfo]]:
         """Every checkpoint of the run, oldest first (headers only, no messages)."""
         return calls.history(run_id)
+
+    @method("safepoint.forks", ("run_id",), traced.of_run)
+    def forks(self, run_id: str) -> Returns[list[ParentRef]]:
+        """The runs forked from this one (up to 100, oldest first): each fork's id and its fork step."""
+        return reads(listing.forks_of(check_id(run_id)))
 
     @method("safepoint.timeline", ("run_id",), traced.of_run)
     def timeline(self, run_id: str) -> Returns[list[TimelinePoint]]:

@@ -37,6 +37,12 @@ def run_counts(now: int, soon: int) -> Op[RunCounts]:
     )
 
 
+def forks_of(run_id: str) -> Op[list[ParentRef]]:
+    """The runs forked from ``run_id`` (each as the fork's id and the step it was forked at)."""
+    rows = yield Query("forks_of", {"run_id": run_id})
+    return [ParentRef(str(row.run_id), int(row.parent_step)) for row in rows]
+
+
 def timeline(run_id: str) -> Op[list[TimelinePoint]]:
     """Each checkpoint's counters and stored bytes, oldest first: one query, no message body."""
     rows = yield Query("timeline", {"run_id": run_id})

@@ -176,6 +176,11 @@ JOIN safepoint_checkpoints AS c ON c.run_ref = r.id
 WHERE r.run_id = %(run_id)s AND NOT c.pruned
 ORDER BY c.step;
 
+-- name: forks_of
+-- params: run_id
+-- returns: run_id, parent_step
+SELECT run_id, parent_step FROM safepoint_runs WHERE parent_run_id = %(run_id)s ORDER BY id LIMIT 100;
+
 -- name: timeline
 -- params: run_id
 -- returns: step, created_at, message_count, header, stored_bytes

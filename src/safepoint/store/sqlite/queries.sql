@@ -146,6 +146,12 @@ JOIN safepoint_checkpoints AS c
 WHERE r.run_id = :run_id AND c.pruned = 0
 ORDER BY c.id;
 
+-- name: forks_of
+-- params: run_id
+-- returns: run_id, parent_step
+-- The runs forked from a run (the inspector's run page), oldest first, a page of them.
+SELECT run_id, parent_step FROM safepoint_runs WHERE parent_run_id = :run_id ORDER BY id LIMIT 100;
+
 -- name: timeline
 -- params: run_id
 -- returns: step, created_at, message_count, header, stored_bytes
