@@ -208,11 +208,7 @@ def live_update(driver: Any, base: str, store: Store) -> None:
 def test_click_through_every_page_with_hostile_text(
     browser: Any, tmp_path: Path, backend: str, request: pytest.FixtureRequest
 ) -> None:
-    if backend == "sqlite":
-        url = f"sqlite:///{tmp_path}/state.db"
-    else:
-        dsn, schema = request.getfixturevalue("postgres_dsn"), request.getfixturevalue("pg_schema")
-        url = f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}"
+    url = store_url(tmp_path, backend, request)
     writer = safepoint.open_store(url)
     filled(writer)
     reader = safepoint.open_store(url, read_only=True)
@@ -230,18 +226,43 @@ def test_click_through_every_page_with_hostile_text(
         writer.close()
 
 
-def test_actions_cancel_and_requeue_from_the_page(browser: Any, tmp_path: Path) -> None:
-    store = safepoint.open_store(f"sqlite:///{tmp_path}/state.db")
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_actions_answer_cancel_and_requeue_from_the_page(
+    browser: Any, tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    url = store_url(tmp_path, backend, request)
+    store = safepoint.open_store(url)
     filled(store)
+    asking = safepoint.Run.start(store, "asks")
+    asking.wait_for_input(PAYLOADS[1])
     served = Served(store, allow_actions=True)
     try:
+        browser.get(served.base + run_path("asks"))
+        assert PAYLOADS[1] in browser.find_element(By.ID, "question").text  # the question, as text
+        no_injection(browser)
+        browser.find_element(By.ID, "answer-value").send_keys("yes, <b>go</b>")
+        browser.find_element(By.ID, "answer").click()
+        wait_for(browser, lambda d: d.find_element(By.ID, "status").text == "running")
+        assert store.run("asks").status.value == "running"
         browser.get(served.base + run_path("plain-run"))
         browser.find_element(By.ID, "cancel").click()
         wait_for(browser, lambda d: d.find_element(By.ID, "status").text == "cancelled")
         assert store.run("plain-run").status.value == "cancelled"
+        browser.get(served.base + run_path(HOSTILE_ID))  # its id is hostile: the form carries it back
+        browser.find_element(By.ID, "requeue").click()
+        wait_for(browser, lambda d: d.find_element(By.ID, "run-id").text == HOSTILE_ID)
+        assert store.queue_state(HOSTILE_ID).queued
+        no_injection(browser)
     finally:
         served.stop()
         store.close()
+
+
+def store_url(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> str:
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path}/state.db"
+    dsn, schema = request.getfixturevalue("postgres_dsn"), request.getfixturevalue("pg_schema")
+    return f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}"
 
 
 def test_the_token_is_traded_for_a_cookie_and_leaves_the_address(browser: Any, tmp_path: Path) -> None:

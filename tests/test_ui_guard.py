@@ -208,3 +208,13 @@ def test_a_run_page_links_its_forks_and_the_fork_its_parent(store: Store) -> Non
     child = web.get(run_path("fork-<1>")).text
     assert "forked from" in child
     assert store.forks("a/b")[0].step == 0
+
+
+def test_run_id_prefix_search_covers_the_store_and_wildcards_are_data(store: Store) -> None:
+    for run_id in ("job-1", "job_2", "job%3", "jobless"):
+        store.save(Checkpoint(run_id=run_id))
+    assert [r.run_id for r in store.runs(run_id_prefix="job%").items] == ["job%3"]
+    assert {r.run_id for r in store.runs(run_id_prefix="job").items} == {"job-1", "job_2", "job%3", "jobless"}
+    page = client(store).get("/?prefix=job_").text
+    assert "job_2" in page
+    assert "job-1" not in page

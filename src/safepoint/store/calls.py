@@ -252,6 +252,7 @@ def runs(
     updated_since: datetime | None,
     limit: int,
     cursor: str | None,
+    prefix: str | None = None,
 ) -> Call[tuple[list[RunInfo], int | None], Page[RunInfo]]:
     rows, wanted, since = (
         arguments.limit(limit),
@@ -264,6 +265,7 @@ def runs(
         updated_since=since,
         before_id=arguments.decode_cursor(cursor),
         limit=rows,
+        prefix=None if prefix is None else check_id(prefix, "run_id_prefix"),
     )
 
     def finish(result: tuple[list[RunInfo], int | None]) -> Page[RunInfo]:

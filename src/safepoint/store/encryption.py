@@ -21,7 +21,14 @@ from .sealer import Sealer
 
 STORE_ID = "store_id"
 STATE = "encryption"  # "converting" while safepoint encrypt runs, then "encrypted"
-_ANY_RUN = {"statuses": None, "labels": None, "updated_since": None, "before_id": None, "limit": 1}
+_ANY_RUN = {
+    "statuses": None,
+    "labels": None,
+    "updated_since": None,
+    "before_id": None,
+    "prefix": None,
+    "limit": 1,
+}
 
 
 def keyring_option(options: dict[str, Any]) -> Any:

@@ -37,8 +37,10 @@ def runs_page(
     if label:
         name, _, value = label.partition("=")
         labels = {name: value}
-    page = store.runs(status=status or None, labels=labels, limit=PAGE, cursor=cursor or None)
-    runs = [r for r in page.items if not prefix or r.run_id.startswith(prefix)]
+    page = store.runs(
+        status=status or None, labels=labels, limit=PAGE, cursor=cursor or None, run_id_prefix=prefix or None
+    )
+    runs = page.items
     failed = store.runs(status="failed", limit=10).items  # quarantined runs, with their reasons
     return {
         "runs": runs,

@@ -121,13 +121,20 @@ class CheckpointMethods(Entries):
         updated_since: datetime | None = None,
         limit: int = 100,
         cursor: str | None = None,
+        run_id_prefix: str | None = None,
     ) -> Returns[Page[RunInfo]]:
         """Runs, newest first, filtered by status (one or several), labels (all
-        must match) and last update; pass ``page.next_cursor`` back as
+        must match), last update and the start of the run id (``run_id_prefix``,
+        matched exactly: no wildcards); pass ``page.next_cursor`` back as
         ``cursor`` for the next page. ``limit`` is 1 to 10,000; a bad status,
-        limit or cursor raises ``InvalidArgument``."""
+        limit, prefix or cursor raises ``InvalidArgument``."""
         return calls.runs(
-            status=status, labels=labels, updated_since=updated_since, limit=limit, cursor=cursor
+            status=status,
+            labels=labels,
+            updated_since=updated_since,
+            limit=limit,
+            cursor=cursor,
+            prefix=run_id_prefix,
         )
 
     @method("safepoint.fork", ("run_id", "step"), traced.of_run, done=traced.forked)

@@ -105,6 +105,7 @@ def list_runs(
     updated_since: int | None,
     before_id: int | None,
     limit: int,
+    prefix: str | None = None,
 ) -> Op[tuple[list[RunInfo], int | None]]:
     """One page of runs, newest first, and the row id to continue before (if more)."""
     rows = yield Query(
@@ -114,6 +115,7 @@ def list_runs(
             "labels": None if labels is None else codec.encode(labels).decode(),
             "updated_since": updated_since,
             "before_id": before_id,
+            "prefix": prefix,
             "limit": limit + 1,  # one extra row says whether another page exists
         },
     )

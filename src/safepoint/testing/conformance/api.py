@@ -67,6 +67,17 @@ class ApiConformance:
         latest = store.runs(limit=1).items[0]
         assert store.runs(updated_since=latest.updated_at).items[0].run_id == latest.run_id
 
+    def test_runs_by_run_id_prefix_take_wildcards_as_data(self, store: Store) -> None:
+        """runs(run_id_prefix=...) matches the start of the id exactly: ``%`` and ``_`` are characters."""
+        for run_id in ("job-1", "job_2", "job%3", "jobs", "other"):
+            store.save(Checkpoint(run_id=run_id))
+        assert [r.run_id for r in store.runs(run_id_prefix="job%")] == ["job%3"]
+        assert [r.run_id for r in store.runs(run_id_prefix="job_")] == ["job_2"]
+        assert {r.run_id for r in store.runs(run_id_prefix="job")} == {"job-1", "job_2", "job%3", "jobs"}
+        first = store.runs(run_id_prefix="job", limit=2)
+        rest = store.runs(run_id_prefix="job", limit=2, cursor=first.next_cursor)
+        assert len({r.run_id for r in [*first, *rest]}) == 4
+
     def test_fork_starts_a_new_run_from_a_checkpoint(self, store: Store) -> None:
         """fork copies a checkpoint into a new run that records its parent and continues alone."""
         grow(store, "origin", 5)
