@@ -32,6 +32,9 @@ from safepoint.ui import create_app  # noqa: E402
 from safepoint.ui.paths import run_path  # noqa: E402
 
 CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+# Debian's browser and driver, named outright; Selenium Manager is told it is offline besides, so it
+# never fetches a driver or a browser whatever its version thinks it needs.
+os.environ["SE_OFFLINE"] = "true"
 # Each payload sets window.__pwned if it ever runs as markup or script.
 PAYLOADS = [
     "<script>window.__pwned = 1</script>",
