@@ -16,20 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import uvicorn
+from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
 
 import safepoint
 from safepoint import Checkpoint, Store
-
-webdriver = pytest.importorskip("selenium.webdriver")
-uvicorn = pytest.importorskip("uvicorn")
-from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException  # noqa: E402
-from selenium.webdriver.chrome.options import Options  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
-
-from safepoint.ui import create_app  # noqa: E402
-from safepoint.ui.paths import run_path  # noqa: E402
+from safepoint.ui import create_app
+from safepoint.ui.paths import run_path
 
 CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 # Debian's browser and driver, named outright; Selenium Manager is told it is offline besides, so it

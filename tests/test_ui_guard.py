@@ -9,13 +9,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from starlette.testclient import TestClient
 
 import safepoint
 from safepoint import Checkpoint, Store
-
-pytest.importorskip("starlette")
-from starlette.testclient import TestClient
-
 from safepoint.ui import create_app
 from safepoint.ui.paths import run_path
 
