@@ -215,3 +215,18 @@ def test_run_id_prefix_search_covers_the_store_and_wildcards_are_data(store: Sto
     page = client(store).get("/?prefix=job_").text
     assert "job_2" in page
     assert "job-1" not in page
+
+
+def test_a_long_runs_steps_are_paged_newest_first(store: Store) -> None:
+    cp = Checkpoint(run_id="many")
+    store.save(cp)
+    for _ in range(120):
+        cp = cp.next()
+        store.save(cp)
+    web = client(store)
+    first = web.get(run_path("many")).text
+    assert "steps page 1 of 3" in first
+    assert run_path("many", step=120).replace("&", "&amp;") in first
+    assert run_path("many", step=70).replace("&", "&amp;") not in first
+    last = web.get(run_path("many", steps=3)).text
+    assert run_path("many", step=0).replace("&", "&amp;") in last

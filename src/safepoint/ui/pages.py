@@ -68,7 +68,7 @@ class BudgetBar:
         return max(0, min(100, round(100 * self.used / self.limit)))
 
 
-def run_page(store: Store, run_id: str) -> dict[str, Any]:
+def run_page(store: Store, run_id: str, steps_page: int = 1) -> dict[str, Any]:
     info = store.run(run_id)
     queue = store.queue_state(run_id)
     points = store.timeline(run_id)
@@ -83,6 +83,9 @@ def run_page(store: Store, run_id: str) -> dict[str, Any]:
         chart.line("bytes", steps, [float(p.stored_bytes) for p in points]),
         chart.line("messages", steps, [float(p.message_count) for p in points]),
     ]
+    newest_first = points[::-1]
+    pages = max(1, -(-len(points) // PAGE))
+    page = max(1, min(steps_page, pages))
     action = points[-1].pending_action if points else None  # the head's, as stored: no message loaded
     limits = budgets.Budget.from_counters(info.counters)
     used = budgets.used(info.counters)
@@ -97,8 +100,10 @@ def run_page(store: Store, run_id: str) -> dict[str, Any]:
         "leased": queue.leased(),
         "lines": lines,
         "chart": {"width": chart.WIDTH, "height": chart.HEIGHT},
-        "recent": list(reversed(points[-PAGE:])),
+        "recent": newest_first[(page - 1) * PAGE : page * PAGE],
         "steps": len(points),
+        "steps_page": page,
+        "steps_pages": pages,
         "pending": pending(action) if action is not None else None,
         "question": question(action) if action is not None else None,
         "bars": bars,
