@@ -57,3 +57,62 @@ def test_safepoint_show_names_a_langgraph_threads_channels(tmp_path: Path) -> No
     assert "LangGraph thread" in shown.stdout
     assert "channel notes" in shown.stdout
     assert "first note" in shown.stdout
+
+
+def langgraph_store(tmp_path: Path, threads: int) -> str:
+    from langchain_core.messages import HumanMessage  # noqa: PLC0415
+
+    from safepoint.adapters.langgraph import SafepointSaver  # noqa: PLC0415
+    from test_adapter_langgraph import build_chat_graph  # noqa: PLC0415
+
+    url = f"sqlite:///{tmp_path}/state.db"
+    store = safepoint.open_store(url)
+    graph = build_chat_graph(SafepointSaver(store))
+    for n in range(threads):
+        graph.invoke(
+            {"messages": [HumanMessage(content=f"hi {n}")]}, {"configurable": {"thread_id": f"t{n}"}}
+        )
+    store.save(safepoint.Checkpoint(run_id="mine"))
+    store.close()
+    return url
+
+
+def test_safepoint_runs_leaves_the_adapters_index_runs_out_unless_asked(tmp_path: Path) -> None:
+    import json  # noqa: PLC0415
+
+    url = langgraph_store(tmp_path, 3)
+    listed = sp(tmp_path, "runs", "--store", url, "--json")
+    ids = [r["run_id"] for r in json.loads(listed.stdout)["runs"]]
+    assert not [i for i in ids if i.startswith("langgraph-index/")]
+    assert len([i for i in ids if i.startswith("langgraph/")]) == 3
+    everything = json.loads(sp(tmp_path, "runs", "--store", url, "--all", "--json").stdout)["runs"]
+    assert len([r for r in everything if r["run_id"].startswith("langgraph-index/")]) == 3
+    paged: list[str] = []
+    cursor: list[str] = []
+    while True:  # a page at a time, the bookkeeping runs between them skipped: each user run once
+        page = json.loads(sp(tmp_path, "runs", "--store", url, "--limit", "1", "--json", *cursor).stdout)
+        paged += [r["run_id"] for r in page["runs"]]
+        if page["next_cursor"] is None:
+            break
+        cursor = ["--cursor", page["next_cursor"]]
+    assert sorted(paged) == sorted(ids)
+
+
+def test_safepoint_show_of_a_thread_leads_with_its_framework(tmp_path: Path) -> None:
+    url = langgraph_store(tmp_path, 1)
+    shown = sp(tmp_path, "show", "langgraph/t0", "--store", url, columns=200)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.index("LangGraph thread") < shown.stdout.index("status")
+
+
+def test_the_inspector_leaves_index_runs_out_unless_asked(tmp_path: Path) -> None:
+    from starlette.testclient import TestClient  # noqa: PLC0415
+
+    from safepoint.ui import create_app  # noqa: PLC0415
+
+    url = langgraph_store(tmp_path, 2)
+    with safepoint.open_store(url, read_only=True) as store:
+        web = TestClient(create_app(store), base_url="http://127.0.0.1:8765")
+        assert "langgraph-index/" not in web.get("/").text
+        assert "langgraph/t1" in web.get("/").text
+        assert "langgraph-index/" in web.get("/?all=1").text

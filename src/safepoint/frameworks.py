@@ -17,7 +17,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from safepoint.records import Page, RunInfo
+    from safepoint.store import Store
 
 ADAPTER_LABEL = "safepoint.adapter"  # the label every adapter sets (the adapters' own constant)
 TYPED = "$typed"
@@ -31,6 +35,27 @@ class FrameworkView:
     framework: str
     facts: list[tuple[str, str]] = field(default_factory=list)
     channels: list[tuple[str, str]] = field(default_factory=list)
+
+
+def is_bookkeeping(labels: Mapping[str, str]) -> bool:
+    """Whether a run is an adapter's own bookkeeping (the LangGraph adapter's index runs), not a run
+    a user started: listings leave these out unless asked (``safepoint runs --all``)."""
+    return labels.get(ADAPTER_LABEL) == "langgraph" and labels.get("langgraph.role") == "index"
+
+
+def user_runs(store: Store, *, limit: int, cursor: str | None, **filters: Any) -> Page[RunInfo]:
+    """``store.runs(...)`` without bookkeeping runs: pages are read whole until ``limit`` runs are
+    found or the store has no more, so the cursor returned continues exactly after them."""
+    from safepoint.records import Page  # noqa: PLC0415  (records imports nothing of ours back)
+
+    found: list[RunInfo] = []
+    while True:
+        # The first call takes ``limit`` as given (the store refuses a bad one); later ones what is left.
+        page = store.runs(limit=limit - len(found), cursor=cursor, **filters)
+        found += [run for run in page.items if not is_bookkeeping(run.labels)]
+        cursor = page.next_cursor
+        if cursor is None or len(found) >= limit:
+            return Page(found, cursor)
 
 
 def framework_view(labels: Mapping[str, str], state: Any) -> FrameworkView | None:

@@ -68,7 +68,13 @@ def _render_checkpoint(cp: Checkpoint, steps: int, show_messages: int) -> None:
     summary.add_column("field", style="bold")
     summary.add_column("value")
     parent = cp.parent
-    rows = [
+    view = framework_view(cp.labels, cp.state)
+    # A run an adapter wrote leads with what its framework calls it: thread, checkpoint, channels.
+    rows = [] if view is None else [("framework", view.framework)]
+    if view is not None:
+        rows += [(name, visible(value, max_len=WIDE)) for name, value in view.facts]
+        rows += [(f"channel {visible(name)}", visible(text, max_len=WIDE)) for name, text in view.channels]
+    rows += [
         ("status", shown(cp.status.value)),
         ("schema_version", shown(cp.schema_version)),
         ("saved", when(cp.created_at)),
@@ -83,11 +89,6 @@ def _render_checkpoint(cp: Checkpoint, steps: int, show_messages: int) -> None:
         ("digest", shown(cp.digest or "-")),
         ("scrubbed", _scrubbed(cp)),
     ]
-    view = framework_view(cp.labels, cp.state)
-    if view is not None:  # a run an adapter wrote: in its framework's terms
-        rows.append(("framework", view.framework))
-        rows += [(name, visible(value, max_len=WIDE)) for name, value in view.facts]
-        rows += [(f"channel {visible(name)}", visible(text, max_len=WIDE)) for name, text in view.channels]
     for field, value in rows:
         summary.add_row(field, Text(value))
     console.print(summary)

@@ -24,6 +24,7 @@ from safepoint.cli.output import (
     when,
 )
 from safepoint.errors import NotFound, SafepointError
+from safepoint.frameworks import user_runs
 from safepoint.model import Status
 from safepoint.records import Page, RunInfo
 from safepoint.store import Store
@@ -38,6 +39,9 @@ _RUNS_PAGE = 50
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Only runs with this label.")
 @click.option("--limit", default=_RUNS_PAGE, show_default=True, help="Runs per page.")
 @click.option("--cursor", default=None, help="Continue from a previous page's next_cursor.")
+@click.option(
+    "--all", "show_all", is_flag=True, help="Adapters' bookkeeping runs too (LangGraph's index runs)."
+)
 @handle_errors
 def runs(
     *,
@@ -47,8 +51,9 @@ def runs(
     labels: tuple[str, ...],
     limit: int,
     cursor: str | None,
+    show_all: bool,
 ) -> None:
-    """List runs, newest first."""
+    """List runs, newest first (an adapter's bookkeeping runs only with --all)."""
     wanted: dict[str, str] = {}
     for label in labels:
         key, sep, value = label.partition("=")
@@ -56,7 +61,11 @@ def runs(
             raise click.BadParameter(f"{label!r} is not KEY=VALUE", param_hint="--label")
         wanted[key] = value
     with open_store_at(store_url, read_only=True) as store:
-        page = store.runs(status=list(status) or None, labels=wanted or None, limit=limit, cursor=cursor)
+        filters: dict[str, Any] = {"status": list(status) or None, "labels": wanted or None}
+        if show_all:
+            page = store.runs(limit=limit, cursor=cursor, **filters)
+        else:
+            page = user_runs(store, limit=limit, cursor=cursor, **filters)
         where = store.url  # the URL as the store shows it: a PostgreSQL password masked
         questions = _waiting_questions(store, page)
     data = {

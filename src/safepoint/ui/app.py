@@ -93,6 +93,7 @@ class Inspector:
                 label=q.get("label"),
                 prefix=q.get("prefix"),
                 cursor=q.get("cursor"),
+                show_all=q.get("all") == "1",
             )
         except Exception as exc:  # shown as a page, never as a traceback
             return self.failed(request, exc)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from safepoint.blobs.base import BlobRef
 from safepoint.cli.inspect import checkpoint_diff
 from safepoint.cli.messages import describe, pending, question
-from safepoint.frameworks import framework_view
+from safepoint.frameworks import framework_view, user_runs
 from safepoint.harness import budgets
 from safepoint.model import Checkpoint, Status
 from safepoint.store import Store
@@ -31,15 +32,21 @@ def shown_json(value: Any) -> str:
 
 
 def runs_page(
-    store: Store, *, status: str | None, label: str | None, prefix: str | None, cursor: str | None
+    store: Store,
+    *,
+    status: str | None,
+    label: str | None,
+    prefix: str | None,
+    cursor: str | None,
+    show_all: bool = False,
 ) -> dict[str, Any]:
     labels = None
     if label:
         name, _, value = label.partition("=")
         labels = {name: value}
-    page = store.runs(
-        status=status or None, labels=labels, limit=PAGE, cursor=cursor or None, run_id_prefix=prefix or None
-    )
+    filters: dict[str, Any] = {"status": status or None, "labels": labels, "run_id_prefix": prefix or None}
+    lister = store.runs if show_all else partial(user_runs, store)
+    page = lister(limit=PAGE, cursor=cursor or None, **filters)
     runs = page.items
     failed = store.runs(status="failed", limit=10).items  # quarantined runs, with their reasons
     return {
@@ -49,6 +56,7 @@ def runs_page(
         "status": status or "",
         "label": label or "",
         "prefix": prefix or "",
+        "show_all": show_all,
         "counts": store.run_counts(),
         "claimable": store.queue_depth(),
         "failed": [r for r in failed if r.last_error] if not status or status == "failed" else [],
