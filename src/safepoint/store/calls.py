@@ -254,15 +254,11 @@ def runs(
     cursor: str | None,
     prefix: str | None = None,
 ) -> Call[tuple[list[RunInfo], int | None], Page[RunInfo]]:
-    rows, wanted, since = (
-        arguments.limit(limit),
-        arguments.label_filter(labels),
-        arguments.since(updated_since),
-    )
+    rows, wanted = arguments.limit(limit), arguments.label_filter(labels)
     op = listing.list_runs(
         statuses=None if status is None else arguments.statuses(status),
         labels=wanted,
-        updated_since=since,
+        updated_since=arguments.since(updated_since),
         before_id=arguments.decode_cursor(cursor),
         limit=rows,
         prefix=None if prefix is None else check_id(prefix, "run_id_prefix"),
