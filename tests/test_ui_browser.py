@@ -22,6 +22,7 @@ from selenium.common.exceptions import NoSuchElementException, StaleElementRefer
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.ui import WebDriverWait
 
 import safepoint
@@ -250,7 +251,9 @@ def test_actions_answer_cancel_and_requeue_from_the_page(
         wait_for(browser, lambda d: d.find_element(By.ID, "status").text == "cancelled")
         assert store.run("plain-run").status.value == "cancelled"
         browser.get(served.base + run_path(HOSTILE_ID))  # its id is hostile: the form carries it back
+        before = browser.find_element(By.ID, "run-id")
         browser.find_element(By.ID, "requeue").click()
+        wait_for(browser, staleness_of(before))  # the form's answer has replaced the page
         wait_for(browser, lambda d: d.find_element(By.ID, "run-id").text == HOSTILE_ID)
         assert store.queue_state(HOSTILE_ID).queued
         no_injection(browser)
