@@ -37,6 +37,13 @@ def production_run(url: str, ring: Keyring) -> Checkpoint:
     return cp
 
 
+def exported_sealed(folder: Path, store_url: str, keys: Path, fixture: Path, run_id: str = "prod-1") -> None:
+    """``safepoint export RUN --encrypt`` as an operator types it; it must succeed."""
+    args = ("export", run_id, "--store", store_url, "--key-file", str(keys), "--encrypt", "-o", str(fixture))
+    done = sp(folder, *args)
+    assert done.returncode == 0, done.stderr
+
+
 def run_ids(url: str, ring: Keyring | None = None) -> list[str]:
     options = {} if ring is None else {"encryption": ring}
     with safepoint.open_store(url, read_only=True, **options) as store:  # type: ignore[arg-type]
@@ -48,19 +55,7 @@ def test_export_encrypt_then_import_with_and_without_the_key(tmp_path: Path) -> 
     saved = production_run(prod, keyring())
     keys = key_file(tmp_path, "keys.txt", "k1")
     fixture = tmp_path / "prod-1.sealed.json"
-    exported = sp(
-        tmp_path,
-        "export",
-        "prod-1",
-        "--store",
-        prod,
-        "--key-file",
-        str(keys),
-        "--encrypt",
-        "-o",
-        str(fixture),
-    )
-    assert exported.returncode == 0, exported.stderr
+    exported_sealed(tmp_path, prod, keys, fixture)
     raw = fixture.read_bytes()
     assert CANARY.encode() not in raw
     assert base64.b64encode(CANARY.encode())[:8] not in raw
@@ -92,21 +87,7 @@ def test_a_sealed_fixture_imports_into_a_plaintext_store(tmp_path: Path) -> None
         store.save(Checkpoint(run_id="mine"))
     keys = key_file(tmp_path, "keys.txt", "k1")
     fixture = tmp_path / "f.json"
-    assert (
-        sp(
-            tmp_path,
-            "export",
-            "prod-1",
-            "--store",
-            prod,
-            "--key-file",
-            str(keys),
-            "--encrypt",
-            "-o",
-            str(fixture),
-        ).returncode
-        == 0
-    )
+    exported_sealed(tmp_path, prod, keys, fixture)
     imported = sp(
         tmp_path, "import", str(fixture), "--store", local, "--key-file", str(keys), "--run-id", "copy"
     )
@@ -120,10 +101,7 @@ def test_a_plaintext_store_exports_sealed_and_encrypt_needs_a_key(tmp_path: Path
         store.save(Checkpoint(run_id="r", messages=[{"role": "user", "content": CANARY}]))
     keys = key_file(tmp_path, "keys.txt", "k1")
     fixture = tmp_path / "f.json"
-    done = sp(
-        tmp_path, "export", "r", "--store", local, "--key-file", str(keys), "--encrypt", "-o", str(fixture)
-    )
-    assert done.returncode == 0, done.stderr
+    exported_sealed(tmp_path, local, keys, fixture, run_id="r")
     assert CANARY.encode() not in fixture.read_bytes()
     assert read_fixture(fixture, encryption=keyring())["messages"][0]["content"] == CANARY
     keyless = sp(tmp_path, "export", "r", "--store", local, "--encrypt")

@@ -19,8 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from safepoint.records import Page, RunInfo
+
 if TYPE_CHECKING:
-    from safepoint.records import Page, RunInfo
     from safepoint.store import Store
 
 ADAPTER_LABEL = "safepoint.adapter"  # the label every adapter sets (the adapters' own constant)
@@ -46,8 +47,6 @@ def is_bookkeeping(labels: Mapping[str, str]) -> bool:
 def user_runs(store: Store, *, limit: int, cursor: str | None, **filters: Any) -> Page[RunInfo]:
     """``store.runs(...)`` without bookkeeping runs: pages are read whole until ``limit`` runs are
     found or the store has no more, so the cursor returned continues exactly after them."""
-    from safepoint.records import Page  # noqa: PLC0415  (records imports nothing of ours back)
-
     found: list[RunInfo] = []
     while True:
         # The first call takes ``limit`` as given (the store refuses a bad one); later ones what is left.

@@ -63,12 +63,9 @@ def require_cryptography() -> None:
 
 
 def tag_error() -> type[Exception]:
-    """What ``raw_decrypt``'s function raises for a value that does not open."""
-    return _cryptography()[1]
+    """What AES-GCM raises for a value that does not open (``raw_decrypt``'s function too).
 
-
-def _invalid_tag() -> type[Exception]:
-    # Called only in an except clause, which Python evaluates only when something was raised.
+    Named in an except clause, it is called only when something was raised."""
     return _cryptography()[1]
 
 
@@ -219,7 +216,7 @@ class DataKey:
         """``open_parts`` with the place's associated data already made (``associated_data``)."""
         try:
             return self._cipher.decrypt(nonce, body, associated_data)
-        except _invalid_tag():
+        except tag_error():
             raise SealBroken("it does not decrypt for its place: altered, or copied from another") from None
 
 
@@ -256,7 +253,7 @@ def unwrap(keyring: Keyring, kek_id: str, wrapped: bytes, store_id: str, data_ke
         key = _cryptography()[0](kek).decrypt(
             wrapped[:NONCE_BYTES], wrapped[NONCE_BYTES:], _wrap_data(store_id, data_key_id)
         )
-    except _invalid_tag():
+    except tag_error():
         raise SealBroken(f"data key {data_key_id!r} does not unwrap under key {kek_id!r}") from None
     return DataKey(data_key_id, key)
 
