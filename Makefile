@@ -25,7 +25,7 @@ system-deps:
 # against it. `make lock` re-resolves the lock (UPGRADE="pkg ..." lets those move,
 # UPGRADE=all everything); the recipe is in docs/architecture.md.
 LOCK   := requirements/lock.txt
-EXTRAS := test,lint,bench,postgres,s3,langgraph,openai-agents,otel,encryption,ui
+EXTRAS := test,lint,bench,postgres,s3,langgraph,openai-agents,otel,encryption,ui,pydantic-ai,google-adk,agent-framework
 
 # Says what it is doing before the one slow step of a first run, and how long it took
 # after: $(shell date) is the start time, as make expands a recipe before running it.

@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = ROOT / "requirements" / "lock.txt"
-EXTRAS = "test,lint,bench,postgres,s3,langgraph,openai-agents,otel,encryption,ui"  # the Makefile's install
+EXTRAS = "test,lint,bench,postgres,s3,langgraph,openai-agents,otel,encryption,ui,pydantic-ai,google-adk,agent-framework"  # the Makefile's install
 HEADER = """\
 # The exact versions `make test`, `make bench` and CI install (pip -c): only the
 # Makefile uses this file; pyproject.toml declares ranges. Made by
