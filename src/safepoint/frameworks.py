@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from safepoint.store import Store
 
 ADAPTER_LABEL = "safepoint.adapter"  # the label every adapter sets (the adapters' own constant)
+ROLE_LABEL = "safepoint.role"  # "index" on an adapter's bookkeeping runs (any adapter's)
 TYPED = "$typed"
 _SHOWN = 2_000  # characters of one channel value shown
 
@@ -40,7 +41,10 @@ class FrameworkView:
 
 def is_bookkeeping(labels: Mapping[str, str]) -> bool:
     """Whether a run is an adapter's own bookkeeping (the LangGraph adapter's index runs), not a run
-    a user started: listings leave these out unless asked (``safepoint runs --all``)."""
+    a user started: listings leave these out unless asked (``safepoint runs --all``). An adapter marks
+    them ``safepoint.role=index``; the LangGraph adapter's own label says the same."""
+    if labels.get(ROLE_LABEL) == "index":
+        return True
     return labels.get(ADAPTER_LABEL) == "langgraph" and labels.get("langgraph.role") == "index"
 
 
