@@ -367,7 +367,8 @@ with SafepointSaver.from_url({url!r}) as saver:
 
 
 def test_resume_in_a_new_process(db_url: str, store: safepoint.Store) -> None:
-    """An interrupted thread is resumed by another process; the run goes from waiting to running."""
+    """An interrupted thread is resumed by another process; the run goes from waiting to done
+    (the graph ran to its end)."""
     cfg: RunnableConfig = {"configurable": {"thread_id": "t"}}
     build_chat_graph(SafepointSaver(store), review=True).invoke({"messages": [("user", "hi")]}, cfg)
     assert store.run("langgraph/t").status is Status.WAITING  # safepoint runs --status waiting lists it
@@ -379,7 +380,8 @@ def test_resume_in_a_new_process(db_url: str, store: safepoint.Store) -> None:
     assert child.stdout.split() == ["from", "the", "child", "2"]
     state = build_chat_graph(SafepointSaver(store), review=True).get_state(cfg)
     assert state.values["approved"] == "from the child"
-    assert store.run("langgraph/t").status is Status.RUNNING
+    assert state.next == ()
+    assert store.run("langgraph/t").status is Status.DONE
 
 
 # --- storage

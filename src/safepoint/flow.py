@@ -3,7 +3,7 @@
 The harness (``Run``/``AsyncRun``) and the framework adapters each hold their
 logic as *flows*: generators without I/O that yield requests — one store
 call each (``Load``, ``Head``, ``Save``, ``Delete``, ``FindRuns``,
-``SchemaVersion``), or a call of user code (``Invoke``) — and get each
+``KeepLast``, ``SchemaVersion``), or a call of user code (``Invoke``) — and get each
 request's result sent back. ``drive`` serves a flow by blocking on a store,
 ``adrive`` by awaiting an async one, so the sync and the async face of an
 operation run the very same flow. (Underneath, the store's own operations
@@ -38,7 +38,7 @@ from typing import Any, Protocol, TypeVar
 
 from safepoint.errors import InvalidArgument, NotFound
 from safepoint.model import Checkpoint
-from safepoint.records import CheckpointInfo, Page, RunInfo
+from safepoint.records import CheckpointInfo, Page, Retention, RunInfo
 
 T = TypeVar("T")
 FIND_PAGE = 500  # runs per page when FindRuns reads a listing to its end
@@ -83,6 +83,15 @@ class FindRuns:
 
 
 @dataclass(frozen=True, slots=True)
+class KeepLast:
+    """``store.prune_run`` with ``Retention(keep_last=count)``: retention, the store's documented
+    way of dropping a run's older checkpoints (``verify`` knows it), applied now to this run."""
+
+    run_id: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
 class SchemaVersion:
     """``store.schema_version``, the version the store writes: a new run starts at it,
     so a run started by code that declares version 3 is not stored as version 1."""
@@ -97,7 +106,7 @@ class Invoke:
     args: tuple[Any, ...]
 
 
-Request = Load | Head | Save | Delete | FindRuns | SchemaVersion | Invoke
+Request = Load | Head | Save | Delete | FindRuns | KeepLast | SchemaVersion | Invoke
 Flow = Generator[Request, Any, T]
 
 
@@ -114,6 +123,8 @@ class FlowStore(Protocol):
     def save(self, checkpoint: Checkpoint) -> CheckpointInfo: ...
 
     def delete_run(self, run_id: str) -> None: ...
+
+    def prune_run(self, run_id: str, policy: Retention | None = None) -> Any: ...
 
     def runs(
         self, *, labels: dict[str, str] | None = None, limit: int = ..., cursor: str | None = None
@@ -135,6 +146,8 @@ class AsyncFlowStore(Protocol):
     async def save(self, checkpoint: Checkpoint) -> CheckpointInfo: ...
 
     async def delete_run(self, run_id: str) -> None: ...
+
+    async def prune_run(self, run_id: str, policy: Retention | None = None) -> Any: ...
 
     async def runs(
         self, *, labels: dict[str, str] | None = None, limit: int = ..., cursor: str | None = None
@@ -186,6 +199,8 @@ def _serve(store: FlowStore, request: Request) -> Any:
         return store.schema_version
     if isinstance(request, Delete):
         return store.delete_run(request.run_id)
+    if isinstance(request, KeepLast):
+        return store.prune_run(request.run_id, Retention(keep_last=request.count))
     if isinstance(request, FindRuns):
         found: list[RunInfo] = []
         cursor: str | None = None
@@ -216,6 +231,8 @@ async def _aserve(store: AsyncFlowStore, request: Request) -> Any:
         return store.schema_version
     if isinstance(request, Delete):
         return await store.delete_run(request.run_id)
+    if isinstance(request, KeepLast):
+        return await store.prune_run(request.run_id, Retention(keep_last=request.count))
     if isinstance(request, FindRuns):
         found: list[RunInfo] = []
         cursor: str | None = None

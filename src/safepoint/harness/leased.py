@@ -15,7 +15,7 @@ from typing import Any
 
 from safepoint import retrying
 from safepoint.model import Checkpoint
-from safepoint.records import CheckpointInfo, Lease, Page, RunInfo
+from safepoint.records import CheckpointInfo, Lease, Page, Retention, RunInfo
 from safepoint.store import AsyncStore, Store
 
 
@@ -49,6 +49,10 @@ class LeasedStore:
 
     def delete_run(self, run_id: str) -> None:
         retrying.call("delete_run", partial(self._store.delete_run, run_id), observer=self._store.observer)
+
+    def prune_run(self, run_id: str, policy: Retention | None = None) -> Any:
+        prune = partial(self._store.prune_run, run_id, policy)
+        return retrying.call("prune_run", prune, observer=self._store.observer)
 
     def runs(
         self, *, labels: dict[str, str] | None = None, limit: int = 100, cursor: str | None = None
@@ -84,6 +88,10 @@ class AsyncLeasedStore:
     async def delete_run(self, run_id: str) -> None:
         delete = partial(self._store.delete_run, run_id)
         await retrying.call_async("delete_run", delete, observer=self._store.observer)
+
+    async def prune_run(self, run_id: str, policy: Retention | None = None) -> Any:
+        prune = partial(self._store.prune_run, run_id, policy)
+        return await retrying.call_async("prune_run", prune, observer=self._store.observer)
 
     async def runs(
         self, *, labels: dict[str, str] | None = None, limit: int = 100, cursor: str | None = None

@@ -29,6 +29,8 @@ Step state (all JSON):
     recent            {id: step} for the last few checkpoint ids
     orphans           {id: {"since", "writes"}}: writes that arrived before their checkpoint
     unindexed         index entries not yet known to be in the index run
+    floor             the first step reads look at (0 unless ``prune`` or ``delete_for_runs``
+                      rebuilt the thread: see ``pruning.py``)
 """
 
 from __future__ import annotations
@@ -138,7 +140,10 @@ def snapshot_of(state: dict[str, Any] | None) -> dict[str, Any]:
     """The snapshot fields of a step's state (a fresh copy of the containers)."""
     if not state:
         return empty_snapshot()
-    return {name: state[name] for name in SNAPSHOT_FIELDS}
+    snapshot = {name: state[name] for name in SNAPSHOT_FIELDS}
+    if state.get("ended"):
+        snapshot["ended"] = True
+    return snapshot
 
 
 def merge_writes(existing: list[list[Any]], new: list[list[Any]]) -> list[list[Any]]:
@@ -176,7 +181,10 @@ def bookkeeping(
         if new:  # a put (a new checkpoint): only its entry needs the metadata list() filters on
             entry["metadata"] = snapshot["metadata"]
         unindexed.append(entry)
-    return {"latest": latest, "recent": recent, "unindexed": unindexed}
+    carried = {"latest": latest, "recent": recent, "unindexed": unindexed}
+    if state.get("floor"):  # only a rebuilt thread has one (pruning.py)
+        carried["floor"] = state["floor"]
+    return carried
 
 
 def log_length(cp: Checkpoint) -> int:
@@ -192,8 +200,26 @@ def log_of(cp: Checkpoint) -> list[Any]:
 
 
 def step_status(snapshot: dict[str, Any]) -> Status:
-    """``waiting`` while the checkpoint has a pending interrupt (human input), else ``running``."""
-    return Status.WAITING if any(w[2] == INTERRUPT for w in snapshot["writes"]) else Status.RUNNING
+    """``waiting`` while the checkpoint has a pending interrupt (human input); ``done`` where the
+    graph reached its end (``reached_end``, noted at ``put``); else ``running``."""
+    if any(w[2] == INTERRUPT for w in snapshot["writes"]):
+        return Status.WAITING
+    return Status.DONE if snapshot.get("ended") else Status.RUNNING
+
+
+_TRIGGER = "branch:to:"  # a StateGraph node runs when its branch:to:<node> channel holds a value
+_PENDING = ("__start__", "__pregel_tasks")  # input not yet taken in; Sends not yet run
+
+
+def reached_end(checkpoint: Any) -> bool:
+    """Whether a StateGraph stopped at ``checkpoint``: no node's trigger channel holds a value
+    (LangGraph clears one as its node takes it), no input waits, no ``Send`` is pending. A graph
+    that triggers nodes otherwise (a hand-built Pregel) is never taken as ended: its thread
+    stays ``running``."""
+    if not any(ch.startswith(_TRIGGER) for ch in checkpoint.get("channel_versions") or {}):
+        return False
+    values = checkpoint.get("channel_values") or {}
+    return not any(ch.startswith(_TRIGGER) or ch in _PENDING for ch in values)
 
 
 def index_entries(entries: list[Any]) -> dict[str, IndexEntry]:

@@ -32,11 +32,12 @@ from . import steps
 from . import writes as write_flows
 from .codec import ValueCodec, make_serde
 from .layout import ThreadKey
+from .pruning import PruningMethods
 
 __all__ = ["SafepointSaver"]
 
 
-class SafepointSaver(BaseCheckpointSaver[int]):
+class SafepointSaver(PruningMethods, BaseCheckpointSaver[int]):
     """LangGraph checkpointer storing threads in a safepoint ``Store`` or ``AsyncStore``.
 
     ``allowed_types``: classes (or ``(module, name)`` tuples) besides
@@ -46,6 +47,10 @@ class SafepointSaver(BaseCheckpointSaver[int]):
     tampered row cannot make the process import and call arbitrary code.
 
     ``messages_channel``: the channel stored as the incremental message log.
+
+    A thread whose graph reached its end is marked ``done`` (the next ``put``
+    marks it ``running``); a store-wide ``Retention(delete_finished_after=…)``
+    leaves such threads alone unless ``expire_finished_threads=True``.
 
     With a ``Store`` every method works, the async ones in a worker thread.
     With an ``AsyncStore`` use the async methods (``graph.ainvoke`` …); the
@@ -59,8 +64,10 @@ class SafepointSaver(BaseCheckpointSaver[int]):
         allowed_types: Iterable[type | tuple[str, ...]] = (),
         messages_channel: str = "messages",
         cache_size: int = 256,
+        expire_finished_threads: bool = False,
     ) -> None:
         super().__init__(serde=make_serde(allowed_types))
+        self.expire_finished_threads = expire_finished_threads
         self.store = store
         self.messages_channel = messages_channel
         self._runner = Runner(store)
@@ -116,7 +123,9 @@ class SafepointSaver(BaseCheckpointSaver[int]):
 
     def _context(self) -> steps.Context:
         # self.serde may be swapped by with_allowlist() (a clone with a wider allow-list).
-        return steps.Context(ValueCodec(self.serde), self._cache, self.messages_channel)
+        return steps.Context(
+            ValueCodec(self.serde), self._cache, self.messages_channel, not self.expire_finished_threads
+        )
 
     def _get_tuple_flow(self, config: RunnableConfig) -> Flow[CheckpointTuple | None]:
         return read_flows.get_tuple(self._context(), ThreadKey.from_config(config), get_checkpoint_id(config))

@@ -27,10 +27,12 @@ from .layout import (
     ThreadKey,
     bookkeeping,
     index_entries,
+    reached_end,
     step_status,
 )
 from .memo import Log, Memo, Step, same_prefix
 
+KEEP_FINISHED_LABEL = "safepoint.keep_finished"  # see Retention: "true" keeps a done thread
 FLUSH_AT = 8  # unindexed entries that make a step flush the index even without a new checkpoint
 MAX_ORPHANS = 16  # writes whose checkpoint never arrived are dropped beyond this many
 
@@ -45,6 +47,7 @@ class Context:
     codec: ValueCodec
     cache: CheckpointCache
     messages_channel: str
+    keep_finished: bool = True  # label thread runs so store-wide retention never expires them as done
 
     def memo(self, key: ThreadKey) -> tuple[Checkpoint, Memo] | None:
         """The thread run's cached head and what is remembered of it, if this saver has them."""
@@ -93,6 +96,8 @@ def encode_snapshot(
         "metadata": {k: codec.encode(v, f"metadata[{k!r}]") for k, v in metadata.items()},
         "writes": [],
     }
+    if reached_end(checkpoint):
+        snapshot["ended"] = True  # the thread run is marked done; the next put marks it running
     return snapshot, log
 
 
@@ -167,6 +172,8 @@ def append_step(ctx: Context, key: ThreadKey, build: Builder, *, flush: bool) ->
             head = yield from load_or_none(key.thread_run)
             memo = Memo((Step.loaded(head),)) if head is not None else Memo()
         cp, log = yield from build(head, memo)
+        if ctx.keep_finished:
+            cp.labels[KEEP_FINISHED_LABEL] = "true"
         try:
             yield Save(cp)
         except Conflict:
@@ -224,4 +231,5 @@ def read_index(head: Checkpoint, key: ThreadKey) -> Flow[dict[str, IndexEntry]]:
     index = yield from load_or_none(key.index_run)
     entries = list(index.messages) if index is not None else []
     entries.extend(head.state.get("unindexed", ()))
-    return index_entries(entries)
+    floor = head.state.get("floor", 0)  # steps below it were dropped by a rebuild (pruning.py)
+    return index_entries([e for e in entries if e["step"] >= floor])

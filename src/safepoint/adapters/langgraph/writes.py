@@ -42,7 +42,7 @@ from .steps import (
     step_at,
 )
 
-__all__ = ["copy_thread", "delete_thread", "encode_writes", "put", "put_writes"]
+__all__ = ["copy_builder", "copy_thread", "delete_thread", "encode_writes", "put", "put_writes"]
 
 
 def put(ctx: Context, key: ThreadKey, encoded: dict[str, Any], log: Log | None) -> Flow[None]:
@@ -195,12 +195,12 @@ def copy_thread(ctx: Context, source: str, target: str) -> Flow[None]:
         for entry in sorted(entries.values(), key=lambda e: e.step):
             step = head if entry.step == head.step else (yield from load_or_none(src.thread_run, entry.step))
             if step is not None:
-                last = yield from append_step(ctx, dst, _copy_builder(ctx, dst, step), flush=False)
+                last = yield from append_step(ctx, dst, copy_builder(ctx, dst, step), flush=False)
         if last is not None:
             yield from flush_index(ctx, dst, last)
 
 
-def _copy_builder(ctx: Context, key: ThreadKey, source: Checkpoint) -> Builder:
+def copy_builder(ctx: Context, key: ThreadKey, source: Checkpoint) -> Builder:
     snapshot = snapshot_of(source.state)
     log: Log | None = None
     if snapshot["messages"] is not None:

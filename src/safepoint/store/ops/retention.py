@@ -7,7 +7,9 @@ see some of them; such a row is not deleted but turned into a *carrier*:
 ``pruned`` set, header emptied, so ``load``/``history`` no longer see the
 checkpoint while every kept checkpoint still loads exactly. A carrier no kept
 checkpoint needs any more is deleted. Finished runs older than a duration are
-deleted whole.
+deleted whole — except, under the store-wide policy, a run labelled
+``safepoint.keep_finished=true``: an adapter's thread that reached its end
+and may go on (the LangGraph saver's, unless told otherwise).
 
 A dry run reads only: it takes no lock (on PostgreSQL a read-only
 transaction refuses ``FOR UPDATE``), so what it reports is what a real run
@@ -27,6 +29,7 @@ from safepoint.records import Retention, from_micros
 from safepoint.store.blob_refs import BLOB_MARK, digests_json, stored_digests
 from safepoint.store.query import Op, Query, Row
 
+KEEP_FINISHED = {"safepoint.keep_finished": "true"}  # the label that keeps a finished run: see prune_run
 _FINISHED = frozenset({Status.DONE.value, Status.FAILED.value, Status.CANCELLED.value})
 
 
@@ -65,16 +68,25 @@ def hidden_steps(run_id: str) -> Op[list[int]]:
     return [int(row[0]) for row in spans if row[5] and row[6]]
 
 
-def prune_run(run_id: str, store_policy: Retention | None, now: int, *, dry_run: bool) -> Op[PruneResult]:
-    """Apply the run's retention policy (its own, else the store's) in one transaction."""
+def prune_run(
+    run_id: str, store_policy: Retention | None, now: int, keep_finished: dict[str, str], *, dry_run: bool
+) -> Op[PruneResult]:
+    """Apply the run's retention policy (its own, else the store's) in one transaction.
+    ``keep_finished``: ``KEEP_FINISHED`` as the run row stores labels (blind-index tokens when
+    the store is encrypted)."""
     result = PruneResult(run_id)
     rows = yield Query("run_retention_read" if dry_run else "run_retention", {"run_id": run_id})
     if not rows:
         return result  # deleted since it was listed
-    run_ref, own, status = rows[0]
+    run_ref, own, status, labels = rows[0]
     policy = Retention.from_json(codec.decode(own)) if own is not None else store_policy
     if policy is None:
         return result
+    stored_labels = codec.decode(labels)
+    if own is None and all(stored_labels.get(k) == v for k, v in keep_finished.items()):
+        # An adapter's conversation that ended can go on later: the store-wide policy
+        # does not expire it as finished (a policy set on the run itself does).
+        policy = Retention(policy.keep_last, policy.keep_for)
     spans = yield Query("checkpoint_spans", {"run_ref": run_ref})
     live = [row for row in spans if not row[5]]
     if not live:

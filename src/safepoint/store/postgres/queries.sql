@@ -423,10 +423,10 @@ UPDATE safepoint_runs SET retention = %(retention)s::jsonb WHERE run_id = %(run_
 
 -- name: run_retention
 -- params: run_id
--- returns: run_ref, retention, status
+-- returns: run_ref, retention, status, labels
 -- Locked like run_head: a save of the run waits, so retention never decides
 -- on a head that is being replaced.
-SELECT id, retention::text, status FROM safepoint_runs WHERE run_id = %(run_id)s FOR UPDATE;
+SELECT id, retention::text, status, labels::text FROM safepoint_runs WHERE run_id = %(run_id)s FOR UPDATE;
 
 -- name: checkpoint_spans
 -- params: run_ref
@@ -507,9 +507,9 @@ WHERE run_id = %(run_id)s;
 
 -- name: run_retention_read
 -- params: run_id
--- returns: run_ref, retention, status
+-- returns: run_ref, retention, status, labels
 -- run_retention for a dry run, which runs READ ONLY: FOR UPDATE is refused there.
-SELECT id, retention::text, status FROM safepoint_runs WHERE run_id = %(run_id)s;
+SELECT id, retention::text, status, labels::text FROM safepoint_runs WHERE run_id = %(run_id)s;
 
 -- name: database_pages
 -- params: none

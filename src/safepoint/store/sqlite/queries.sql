@@ -388,8 +388,8 @@ UPDATE safepoint_runs SET retention = :retention WHERE run_id = :run_id RETURNIN
 
 -- name: run_retention
 -- params: run_id
--- returns: run_ref, retention, status
-SELECT id, retention, status FROM safepoint_runs WHERE run_id = :run_id;
+-- returns: run_ref, retention, status, labels
+SELECT id, retention, status, labels FROM safepoint_runs WHERE run_id = :run_id;
 
 -- name: checkpoint_spans
 -- params: run_ref
@@ -473,9 +473,9 @@ WHERE run_id = :run_id;
 
 -- name: run_retention_read
 -- params: run_id
--- returns: run_ref, retention, status
+-- returns: run_ref, retention, status, labels
 -- run_retention for a dry run: read only, nothing locked.
-SELECT id, retention, status FROM safepoint_runs WHERE run_id = :run_id;
+SELECT id, retention, status, labels FROM safepoint_runs WHERE run_id = :run_id;
 
 -- name: database_pages
 -- params: none
