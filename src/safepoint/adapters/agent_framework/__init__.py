@@ -1,0 +1,28 @@
+"""A Microsoft Agent Framework ``CheckpointStorage`` backed by a safepoint store.
+
+Switch a workflow over in one line::
+
+    storage = SafepointCheckpointStorage(safepoint.open_store("sqlite:///state.db"))
+    workflow = WorkflowBuilder(start_executor=first, checkpoint_storage=storage).build()
+
+Each workflow name is one safepoint run whose steps are its checkpoints (a
+delete is a step too); an index run per checkpoint id finds it by id alone.
+Checkpoint values go through JSON — the framework's own serialization of its
+types, never pickle — and lists that grow from one checkpoint to the next are
+stored incrementally. See ``layout.py`` for the storage layout and
+docs/adapters.md for the whole story.
+"""
+
+from __future__ import annotations
+
+try:
+    import agent_framework  # noqa: F401  # the framework is an optional extra
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "safepoint.adapters.agent_framework needs the Microsoft Agent Framework: "
+        "pip install safepoint[agent-framework]"
+    ) from exc
+
+from .storage import CheckpointNotFound, SafepointCheckpointStorage
+
+__all__ = ["CheckpointNotFound", "SafepointCheckpointStorage"]
