@@ -209,10 +209,9 @@ def fetch_blob(ref: Any, pipeline: Pipeline) -> Call[dict[str, bytes], str | byt
 def prune_run(
     run_id: str, policy: Retention | None, pipeline: Pipeline, dry_run: bool
 ) -> Call[PruneResult, PruneResult]:
-    chosen, keep = arguments.policy(policy) or pipeline.retention, retention.KEEP_FINISHED
-    stored = pipeline.sealer.tokens(keep) if pipeline.sealer is not None else keep  # as labels are stored
+    chosen = arguments.policy(policy) or pipeline.retention
     op = retention.prune_run(
-        check_id(run_id), chosen, now_micros(), stored, dry_run=arguments.flag(dry_run, "dry_run")
+        check_id(run_id), chosen, now_micros(), dry_run=arguments.flag(dry_run, "dry_run")
     )
     return Call(op, not dry_run, _same)
 

@@ -68,12 +68,9 @@ def hidden_steps(run_id: str) -> Op[list[int]]:
     return [int(row[0]) for row in spans if row[5] and row[6]]
 
 
-def prune_run(
-    run_id: str, store_policy: Retention | None, now: int, keep_finished: dict[str, str], *, dry_run: bool
-) -> Op[PruneResult]:
+def prune_run(run_id: str, store_policy: Retention | None, now: int, *, dry_run: bool) -> Op[PruneResult]:
     """Apply the run's retention policy (its own, else the store's) in one transaction.
-    ``keep_finished``: ``KEEP_FINISHED`` as the run row stores labels (blind-index tokens when
-    the store is encrypted)."""
+    (An encrypted store's labels reach this op opened: ``sealed_ops`` opens every labels column.)"""
     result = PruneResult(run_id)
     rows = yield Query("run_retention_read" if dry_run else "run_retention", {"run_id": run_id})
     if not rows:
@@ -83,7 +80,7 @@ def prune_run(
     if policy is None:
         return result
     stored_labels = codec.decode(labels)
-    if own is None and all(stored_labels.get(k) == v for k, v in keep_finished.items()):
+    if own is None and all(stored_labels.get(k) == v for k, v in KEEP_FINISHED.items()):
         # An adapter's conversation that ended can go on later: the store-wide policy
         # does not expire it as finished (a policy set on the run itself does).
         policy = Retention(policy.keep_last, policy.keep_for)
