@@ -1,0 +1,154 @@
+"""The session service's logic as flows (``safepoint.flow``): written once, for sync and async stores.
+
+A session is one run. Step 0 is ``create_session``; step ``k`` appends the
+session's ``k``-th event (``k`` >= 1), so the event at index ``e`` is always
+added by step ``e + 1``. The run's messages are its events, split into
+*segments* of ``segment`` events (the size is recorded at step 0): a step's
+messages are the events of its own segment only, and the first step of each
+segment starts a new message range holding just its event (a history rewrite:
+no row is rewritten, and the step before still sees the whole previous
+segment). So the latest step loads at most one segment, and the complete
+segment ending at event ``e`` is step ``e + 1`` — which lets ``get_session``
+read only the tail it needs (``num_recent_events``, ``after_timestamp``),
+segment by segment from the newest, never the whole history.
+
+The step's ``state`` holds the session's own state (``state``), its ids,
+``created``/``updated`` (ADK's ``last_update_time``) and the id of the last
+event; ``counters["events"]`` counts the events. ``app:`` and ``user:`` state
+live in their own runs (``shared.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.adk.errors.already_exists_error import AlreadyExistsError
+from google.adk.errors.session_not_found_error import SessionNotFoundError
+
+from safepoint import Checkpoint, Conflict, CorruptCheckpoint
+from safepoint.adapters.cache import MAX_ATTEMPTS, CheckpointCache, gave_up, thaw
+from safepoint.flow import Flow, Save, head_or_none, load_or_none
+
+from .naming import session_labels
+
+EVENTS = "events"  # the counter holding how many events a session has
+
+
+def create(
+    run_id: str, ids: tuple[str, str, str], state: dict[str, Any], *, now: float, segment: int
+) -> Flow[Checkpoint]:
+    """Step 0 of a new session run (``ids``: app name, user id, session id);
+    ``AlreadyExistsError`` when the session exists."""
+    app_name, user_id, session_id = ids
+    cp = Checkpoint(run_id=run_id, step=0, labels=session_labels(app_name, user_id, session_id))
+    cp.state = {
+        "app_name": app_name,
+        "user_id": user_id,
+        "session_id": session_id,
+        "state": state,
+        "created": now,
+        "updated": now,
+        "last_event": None,
+        "segment": segment,
+    }
+    cp.counters = {EVENTS: 0}
+    try:
+        yield Save(cp)
+    except Conflict:  # the run exists (or another writer created it first)
+        raise AlreadyExistsError(f"Session with id {session_id} already exists.") from None
+    return cp
+
+
+def exists(run_id: str) -> Flow[bool]:
+    """Whether the session's run exists (one small query)."""
+    return (yield from head_or_none(run_id)) is not None
+
+
+def tail(head: Checkpoint, recent: int | None, after: float | None) -> Flow[list[Any]]:
+    """The stored events ADK's in-memory service would return for ``recent`` and ``after``.
+
+    Segments are read from the newest back only while they can still matter:
+    until ``recent`` events are in hand, or one older than ``after`` is.
+    """
+    events: list[Any] = list(head.messages)
+    count, size = int(head.counters[EVENTS]), int(head.state["segment"])
+    start = (count - 1) // size * size if count else 0  # index of the head segment's first event
+    while start > 0 and (recent is None or len(events) < recent):
+        if after is not None and any(e["timestamp"] < after for e in events):
+            break
+        older = yield from load_or_none(head.run_id, start)  # the step that completed the previous segment
+        if older is None or len(older.messages) != size:
+            detail = f"segment ending at step {start} is missing (pruned by retention?)"
+            raise CorruptCheckpoint(head.run_id, start, detail)
+        events = [*older.messages, *events]
+        start -= size
+    if recent is not None:
+        events = events[len(events) - recent :] if recent else []
+    if after is not None:
+        # ADK's in-memory rule: the events after the newest one older than ``after``.
+        for i in range(len(events) - 1, -1, -1):
+            if events[i]["timestamp"] < after:
+                events = events[i + 1 :]
+                break
+    return events
+
+
+class Appender:
+    """Appends events to session runs, remembering each run's head for incremental saves.
+
+    A remembered head is used only while the run's head is still that step,
+    saved at that instant (one small query checks it), so another process's
+    append is seen before the stale-session check, not after.
+    """
+
+    def __init__(self, cache: CheckpointCache) -> None:
+        self.cache = cache
+
+    def head(self, run_id: str, session_id: str) -> Flow[Checkpoint]:
+        """The session run's latest step; ``SessionNotFoundError`` when there is none."""
+        info = yield from head_or_none(run_id)
+        if info is None:
+            self.cache.drop(run_id)
+            raise SessionNotFoundError(f"Session {session_id} not found.")
+        cached = self.cache.get(run_id)
+        known = cached[0] if cached is not None else None
+        if known is not None and known.step == info.head_step and known.created_at == info.updated_at:
+            return known
+        head = yield from load_or_none(run_id)
+        if head is None:
+            raise SessionNotFoundError(f"Session {session_id} not found.")
+        self.cache.put(head, replace=True)
+        return head
+
+    def save(
+        self, head: Checkpoint, event: dict[str, Any], session_delta: dict[str, Any], check: Any
+    ) -> Flow[Checkpoint]:
+        """Save ``event`` as the step after ``head``; on a ``Conflict``, reload and ``check`` again."""
+        run_id = head.run_id
+        for _ in range(MAX_ATTEMPTS):
+            cp = self.next_step(head, event, session_delta)
+            try:
+                yield Save(cp)
+            except Conflict:
+                self.cache.drop(run_id)
+                head = yield from self.head(run_id, str(head.state["session_id"]))
+                check(head)  # raises StaleSessionError when the other writer made ours stale
+                continue
+            self.cache.put(cp)
+            return cp
+        raise gave_up(run_id, cp.step)
+
+    @staticmethod
+    def next_step(head: Checkpoint, event: dict[str, Any], session_delta: dict[str, Any]) -> Checkpoint:
+        cp = head.next()
+        count = int(head.counters[EVENTS])
+        if count and count % int(head.state["segment"]) == 0:
+            cp.messages = [event]  # a new segment: a new range, the old one stays with the steps before
+        else:
+            cp.messages.append(event)
+        cp.counters[EVENTS] = count + 1
+        state = cp.state
+        state["state"] = {**thaw(state["state"]), **session_delta}
+        state["updated"] = event["timestamp"]
+        state["last_event"] = event.get("id", "")
+        return cp
