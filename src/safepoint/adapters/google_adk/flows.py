@@ -83,7 +83,7 @@ def tail(head: Checkpoint, recent: int | None, after: float | None) -> Flow[list
         events = [*older.messages, *events]
         start -= size
     if recent is not None:
-        events = events[len(events) - recent :] if recent else []
+        events = events[max(0, len(events) - recent) :] if recent else []
     if after is not None:
         # ADK's in-memory rule: the events after the newest one older than ``after``.
         for i in range(len(events) - 1, -1, -1):
