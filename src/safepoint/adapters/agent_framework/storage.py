@@ -158,15 +158,17 @@ class SafepointCheckpointStorage:
 
     def _save(self, tree: dict[str, Any], run_id: str, workflow_name: str) -> Flow[None]:
         checkpoint_id, labels = tree["checkpoint_id"], layout.workflow_labels(workflow_name)
-        if self.index:  # before the step: a live checkpoint always has its index entry
-            yield from self._point_index(checkpoint_id, run_id)
+        pointed = not self.index
         for _ in range(MAX_ATTEMPTS):
             head, lists = yield from self._head(run_id)
-            if head is None:
+            if head is None:  # the run's step 0 opens it (so its first checkpoint is step 1)
                 head = Checkpoint(
                     run_id=run_id, step=0, labels=labels, state={"op": "open", "name": workflow_name}
                 )
             else:
+                if not pointed:  # before the step: a live checkpoint always has its index entry
+                    yield from self._point_index(checkpoint_id, run_id)
+                    pointed = True
                 head = head.next()
                 packed, appended, lists = layout.pack(tree, lists, len(head.messages))
                 entry = {"op": "save", "id": checkpoint_id, "step": head.step, "ts": tree["timestamp"]}
