@@ -20,6 +20,8 @@ from safepoint import NotJSONCompatible
 
 def event_to_json(event: Event) -> dict[str, Any]:
     """The event as plain JSON data (``NotJSONCompatible`` naming the field that is not)."""
+    # ADK's own serializer would store such a state value as its repr, silently: refuse it first.
+    state_to_json(event.actions.state_delta if event.actions else {}, "event.actions.state_delta")
     try:
         data: dict[str, Any] = event.model_dump(mode="json", exclude_none=True)
     except PydanticSerializationError:
@@ -69,13 +71,6 @@ def merged(app: dict[str, Any], user: dict[str, Any], session: dict[str, Any]) -
 
 
 def _first_bad(event: Event) -> NotJSONCompatible:
-    delta = event.actions.state_delta if event.actions else {}
-    for key, value in (delta or {}).items():
-        try:
-            to_jsonable_python(value)
-        except PydanticSerializationError:
-            path = f"event.actions.state_delta[{key!r}]"
-            return NotJSONCompatible(path, f"a {type(value).__name__} is not JSON data")
     for name in type(event).model_fields:
         try:
             to_jsonable_python(getattr(event, name))
