@@ -142,7 +142,9 @@ async def copies(make: Make) -> list[Any]:
 async def hostile(make: Make) -> list[Any]:
     """Hostile ids, workflow names and values come back exactly and mean nothing."""
     for n, text in enumerate(HOSTILE_IDS):
-        await make().save(checkpoint(text or "empty", n, checkpoint_id=text, state=copy.deepcopy(HOSTILE_VALUES)))
+        await make().save(
+            checkpoint(text or "empty", n, checkpoint_id=text, state=copy.deepcopy(HOSTILE_VALUES))
+        )
         await make().save(checkpoint("shared", n, checkpoint_id="s" + text, metadata={"id": text}))
     seen = await everything(make(), [text or "empty" for text in HOSTILE_IDS] + ["shared"])
     for text in HOSTILE_IDS:
@@ -229,7 +231,8 @@ def test_same_results_as_in_memory_storage(
             return await scenario(make)
 
     expected = asyncio.run(run(in_memory))
-    assert expected and expected != [None] * len(expected)
+    assert expected
+    assert expected != [None] * len(expected)
     assert asyncio.run(run(safepoint_backend(backend, tmp_path, objects == "fresh"))) == expected
 
 

@@ -26,7 +26,8 @@ def test_killed_at_every_step_the_workflow_resumes_to_the_same_end(tmp_path: Pat
     kit = CrashKit(ENTRY, tmp_path, run_id=RUN_ID, kwargs={"turns": 5}, seed=SEED)
     report = kit.boundaries()
     assert report.kills["boundary"] == 7  # the opening step, the start and one checkpoint per turn
-    assert report.reference is not None and len(report.reference.result) == 10
+    assert report.reference is not None
+    assert len(report.reference.result) == 10
 
 
 @pytest.mark.crash
