@@ -31,6 +31,7 @@ Step state (all JSON):
     unindexed         index entries not yet known to be in the index run
     floor             the first step reads look at (0 unless ``prune`` or ``delete_for_runs``
                       rebuilt the thread: see ``pruning.py``)
+    owner             the thread's write owner, once one claimed it (``ownership.py``)
 """
 
 from __future__ import annotations
@@ -182,8 +183,9 @@ def bookkeeping(
             entry["metadata"] = snapshot["metadata"]
         unindexed.append(entry)
     carried = {"latest": latest, "recent": recent, "unindexed": unindexed}
-    if state.get("floor"):  # only a rebuilt thread has one (pruning.py)
-        carried["floor"] = state["floor"]
+    for name in ("floor", "owner"):  # a rebuilt thread's floor (pruning.py), an owner (ownership.py)
+        if state.get(name):
+            carried[name] = state[name]
     return carried
 
 

@@ -32,12 +32,13 @@ from . import steps
 from . import writes as write_flows
 from .codec import ValueCodec, make_serde
 from .layout import ThreadKey
+from .ownership import OwnershipMethods
 from .pruning import PruningMethods
 
 __all__ = ["SafepointSaver"]
 
 
-class SafepointSaver(PruningMethods, BaseCheckpointSaver[int]):
+class SafepointSaver(PruningMethods, OwnershipMethods, BaseCheckpointSaver[int]):
     """LangGraph checkpointer storing threads in a safepoint ``Store`` or ``AsyncStore``.
 
     ``allowed_types``: classes (or ``(module, name)`` tuples) besides
@@ -68,6 +69,7 @@ class SafepointSaver(PruningMethods, BaseCheckpointSaver[int]):
     ) -> None:
         super().__init__(serde=make_serde(allowed_types))
         self.expire_finished_threads = expire_finished_threads
+        self._owners: dict[str, int] = {}  # the threads this saver claimed (ownership.py)
         self.store = store
         self.messages_channel = messages_channel
         self._runner = Runner(store)
@@ -124,7 +126,11 @@ class SafepointSaver(PruningMethods, BaseCheckpointSaver[int]):
     def _context(self) -> steps.Context:
         # self.serde may be swapped by with_allowlist() (a clone with a wider allow-list).
         return steps.Context(
-            ValueCodec(self.serde), self._cache, self.messages_channel, not self.expire_finished_threads
+            ValueCodec(self.serde),
+            self._cache,
+            self.messages_channel,
+            not self.expire_finished_threads,
+            self._owners,
         )
 
     def _get_tuple_flow(self, config: RunnableConfig) -> Flow[CheckpointTuple | None]:

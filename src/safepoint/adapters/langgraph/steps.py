@@ -12,7 +12,7 @@ neither reloads the history nor re-sends, re-converts or re-compares it.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from safepoint import Checkpoint, Conflict
@@ -48,6 +48,7 @@ class Context:
     cache: CheckpointCache
     messages_channel: str
     keep_finished: bool = True  # label thread runs so store-wide retention never expires them as done
+    owners: dict[str, int] = field(default_factory=dict)  # thread id -> the epoch this saver owns it at
 
     def memo(self, key: ThreadKey) -> tuple[Checkpoint, Memo] | None:
         """The thread run's cached head and what is remembered of it, if this saver has them."""

@@ -28,6 +28,7 @@ from .layout import (
     snapshot_of,
 )
 from .memo import Log, Memo, Step, same_prefix
+from .ownership import fence, stamp
 from .steps import (
     Builder,
     Built,
@@ -50,6 +51,7 @@ def put(ctx: Context, key: ThreadKey, encoded: dict[str, Any], log: Log | None) 
     checkpoint_id = encoded["id"]
 
     def build(head: Checkpoint | None, memo: Memo) -> Generator[Any, Any, Built]:
+        yield from fence(ctx, key, head)
         cp = start_step(key, head)
         snapshot = dict(encoded)  # a retry after a Conflict starts again from the new head
         orphans = dict(cp.state.get("orphans", {}))
@@ -63,6 +65,7 @@ def put(ctx: Context, key: ThreadKey, encoded: dict[str, Any], log: Log | None) 
                 snapshot["writes"] = older.cp.state["writes"]
         kept = set_messages(cp, memo.head_log() or Log(), log)
         finish_step(cp, head, snapshot, orphans, known_covers(ctx, key), new=True)
+        stamp(ctx, key, cp)
         return cp, kept
 
     # The index is appended in batches (FLUSH_AT entries) once this saver knows it: its entries
@@ -90,6 +93,7 @@ def put_writes(ctx: Context, key: ThreadKey, checkpoint_id: str, writes: list[li
     """Pending writes (from ``encode_writes``): a step repeating the checkpoint's snapshot with them added."""
 
     def build(head: Checkpoint | None, memo: Memo) -> Generator[Any, Any, Built]:
+        yield from fence(ctx, key, head)
         head_state = head.state if head is not None else {}
         orphans = dict(head_state.get("orphans", {}))
         log = memo.head_log() or Log()
@@ -120,9 +124,11 @@ def put_writes(ctx: Context, key: ThreadKey, checkpoint_id: str, writes: list[li
                     cp = start_step(key, head, base.cp)
                     log = set_messages(cp, base.log, base.log.prefix(log_length(base.cp)))
                     finish_step(cp, head, snapshot, orphans, known_covers(ctx, key), new=False)
+                    stamp(ctx, key, cp)
                     return cp, log
         cp = start_step(key, head)
         finish_step(cp, head, snapshot, orphans, known_covers(ctx, key), new=False)
+        stamp(ctx, key, cp)
         return cp, log
 
     yield from append_step(ctx, key, build, flush=False)
@@ -174,6 +180,8 @@ def keeps_newer_log(head_log: Log, base: Step, snapshot: dict[str, Any]) -> bool
 
 def delete_thread(ctx: Context, thread_id: str) -> Flow[None]:
     """Delete every run of the thread, in every namespace (a missing thread is not an error)."""
+    root = yield from load_or_none(ThreadKey(thread_id, "").thread_run)
+    yield from fence(ctx, ThreadKey(thread_id, ""), root)  # checked now; not fenced against a claim racing it
     found = yield FindRuns({ADAPTER_LABEL: ADAPTER, THREAD_LABEL: thread_id})
     for run in found:
         ctx.cache.drop(run.run_id)
@@ -208,11 +216,12 @@ def copy_builder(ctx: Context, key: ThreadKey, source: Checkpoint) -> Builder:
         snapshot["messages"] = {k: v for k, v in snapshot["messages"].items() if k != "count"}
 
     def build(head: Checkpoint | None, memo: Memo) -> Generator[Any, Any, Built]:
+        yield from fence(ctx, key, head)
         cp = start_step(key, head)
         orphans = dict(head.state.get("orphans", {})) if head is not None else {}
         kept = set_messages(cp, memo.head_log() or Log(), log)
         finish_step(cp, head, snapshot, orphans, known_covers(ctx, key), new=True)
+        stamp(ctx, key, cp)
         return cp, kept
-        yield  # a generator, for append_step's ``yield from``
 
     return build
