@@ -8,6 +8,7 @@
     .venv/bin/python bench/run.py --otel-only                # OpenTelemetry's CPU per save alone
     .venv/bin/python bench/run.py --section fresh            # fresh checkpoints, rewrites, loads alone
     .venv/bin/python bench/run.py --section encryption       # encrypted against plain, and rekey, alone
+    .venv/bin/python bench/run.py --section frameworks       # bytes per turn on the framework adapters, alone
 
 Three packages: ``workloads`` (what is saved: the simulated agent, and the
 one with large tool outputs), ``contenders`` (what saves it besides the
@@ -26,8 +27,10 @@ processes, one PostgreSQL, direct and through PgBouncer) and the
 OpenTelemetry section (``sections.otel``: client CPU per save with the
 observer on and off), the fresh-checkpoint, concurrency and encryption
 sections (``sections.encryption``: CPU per save and load, encrypted against
-plain, and rekey's pace), rendered by their ``report`` modules, are appended
-last in that order.
+plain, and rekey's pace), the inspector section and the framework adapters'
+(``sections.frameworks``: bytes stored per turn on Pydantic AI, Google ADK and
+the Agent Framework, next to their own stores), rendered by their ``report``
+modules, are appended last in that order.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from report import adapter as report_adapter
 from report import concurrency as concurrency_report
 from report import document as report
 from report import encryption as encryption_report
+from report import frameworks as frameworks_report
 from report import fresh as fresh_report
 from report import otel as otel_report
 from report import scale as scale_report
@@ -54,6 +58,7 @@ from report import ui as ui_report
 from sections import blobs as blob_section
 from sections import concurrency as concurrency_section
 from sections import encryption as encryption_section
+from sections import frameworks as frameworks_section
 from sections import fresh as fresh_section
 from sections import langgraph_sqlite, save_breakdown, sqlite_store
 from sections import otel as otel_section
@@ -75,6 +80,7 @@ SECTIONS = {
     "concurrency": "concurrency_only",
     "encryption": "encryption_only",
     "ui": "ui_only",
+    "frameworks": "frameworks_only",
 }
 VARIANTS: tuple[dict[str, Any], ...] = ({"scrubber": False}, {"scrubber": False, "blobs": False})
 
@@ -99,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         return _finish(_encryption(args), args, workdir)
     if args.ui_only:
         return _finish(_ui(args), args, workdir)
+    if args.frameworks_only:
+        return _finish(_frameworks(), args, workdir)
     began = time.perf_counter()
     described = machine.describe(workdir)  # now: it names the code this process imported
     workload = agent_workload.build(steps)
@@ -189,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     concurrency = "" if args.no_concurrency else "\n" + _concurrency(args, workdir)
     encryption = "" if args.no_encryption else "\n" + _encryption(args)
     inspector = "" if args.no_ui else "\n" + _ui(args)
-    body = report.render(results) + scale + otel + fresh + concurrency + encryption + inspector
+    frameworks = "" if args.no_frameworks else "\n" + _frameworks()
+    body = report.render(results) + scale + otel + fresh + concurrency + encryption + inspector + frameworks
     return _finish(body, args, workdir)
 
 
@@ -260,6 +269,14 @@ def _ui(args: argparse.Namespace) -> str:
     results = ui_section.run(None if args.no_postgres else args.pg_url)
     _log("ui: " + ", ".join(f"{r.store} {r.run_page_ms:.0f}/{r.step_page_ms:.0f} ms" for r in results))
     return ui_report.render(results, command=_command())
+
+
+def _frameworks() -> str:
+    """Bytes per turn on the Pydantic AI, Google ADK and Agent Framework adapters, and their own stores."""
+    results = frameworks_section.run()
+    for r in results:
+        _log(f"{r.framework}: safepoint growth {r.ours.growth:.2f} ({r.seconds:.0f} s)")
+    return frameworks_report.render(results, command=_command())
 
 
 def _command() -> str:
@@ -337,6 +354,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--encryption-reps", type=int, help="encryption processes (default 3)")
     parser.add_argument("--ui-only", action="store_true", help="run and print only the inspector section")
     parser.add_argument("--no-ui", action="store_true", help="skip the inspector section")
+    parser.add_argument(
+        "--frameworks-only", action="store_true", help="run and print only the framework adapters' section"
+    )
+    parser.add_argument("--no-frameworks", action="store_true", help="skip the framework adapters' section")
     parser.add_argument(
         "--section",
         choices=sorted(SECTIONS),
