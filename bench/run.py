@@ -93,20 +93,19 @@ def main(argv: list[str] | None = None) -> int:
     workdir: Path = args.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
 
-    if args.scale_only:  # needs none of the agent workload the other sections build
-        return _finish(_scale(args), args, workdir)
-    if args.otel_only:  # builds its own workload, in its own processes
-        return _finish(_otel(args), args, workdir)
-    if args.fresh_only:  # builds its own workloads
-        return _finish(_fresh(args, workdir), args, workdir)
-    if args.concurrency_only:
-        return _finish(_concurrency(args, workdir), args, workdir)
-    if args.encryption_only:  # its own processes, its own workload
-        return _finish(_encryption(args), args, workdir)
-    if args.ui_only:
-        return _finish(_ui(args), args, workdir)
-    if args.frameworks_only:
-        return _finish(_frameworks(), args, workdir)
+    # The sections that run alone build their own workloads (some in their own processes).
+    alone = {
+        "scale_only": lambda: _scale(args),
+        "otel_only": lambda: _otel(args),
+        "fresh_only": lambda: _fresh(args, workdir),
+        "concurrency_only": lambda: _concurrency(args, workdir),
+        "encryption_only": lambda: _encryption(args),
+        "ui_only": lambda: _ui(args),
+        "frameworks_only": _frameworks,
+    }
+    for flag, section in alone.items():
+        if getattr(args, flag):
+            return _finish(section(), args, workdir)
     began = time.perf_counter()
     described = machine.describe(workdir)  # now: it names the code this process imported
     workload = agent_workload.build(steps)
