@@ -15,11 +15,11 @@ The run's message log is its **journal**, append-only: one entry per save
 "id"}``) and per list item stored incrementally (``{"op": "item", "v"}``).
 Replaying the journal gives the live checkpoints in the framework's order
 (``live``). A list of four items or more inside a checkpoint is not inlined:
-its items go to the journal and the tree holds ``{"$log": [[start, end], …]}``
-— the journal positions of its items. A list that grew since the previous
-checkpoint of the run (a conversation carried in the workflow's state)
-refers to the ranges it already had plus one new range, so each save stores
-only the new items, although every framework checkpoint is a full snapshot.
+its items go to the journal, tagged with the list's name, and the tree holds
+``{"$log": [name, length]}``. A list that grew since the previous checkpoint
+of the run (a conversation carried in the workflow's state) keeps its name
+and appends only its new items, so each save stores only the new turn,
+although every framework checkpoint is a full snapshot.
 
 One **index run** per checkpoint id, ``agent-framework-index/<id>``
 (labelled ``safepoint.role=index``): its head says which workflow run holds
@@ -48,7 +48,6 @@ _MAX_RUN_ID = 255
 _MAX_LABEL = 1_000
 
 Path = tuple[str, ...]
-Ranges = list[list[int]]
 
 
 def _run_id(prefix: str, key: str) -> str:
@@ -106,14 +105,21 @@ def live(journal: Sequence[Mapping[str, Any]]) -> dict[str, Live]:
 
 @dataclass(slots=True)
 class Lists:
-    """The lists of one checkpoint that live in the journal: path -> (ranges, the items as sent)."""
+    """The lists of one checkpoint that live in the journal: path -> (its journal list, the items)."""
 
-    by_path: dict[Path, tuple[Ranges, list[Any]]] = field(default_factory=dict)
+    by_path: dict[Path, tuple[str, list[Any]]] = field(default_factory=dict)
 
 
-def pack(tree: Any, previous: Lists, journal_length: int) -> tuple[Any, list[dict[str, Any]], Lists]:
+def pack(tree: Any, previous: Lists, step: int) -> tuple[Any, list[dict[str, Any]], Lists]:
     """``tree`` with its long lists replaced by journal references; the journal entries to append;
-    and the lists as packed (the ``previous`` of the next checkpoint)."""
+    and the lists as packed (the ``previous`` of the next checkpoint).
+
+    A journal list is named (``"<step>.<n>"``, after the step that started it) and its items
+    are the journal's ``item`` entries tagged with that name, in order; a reference is
+    ``{"$log": [name, length]}`` — the same size however long the list, so a step's header
+    does not grow with the conversation. A list extending the previous checkpoint's list at
+    the same path keeps its name and appends only its new items; any other starts a new one.
+    """
     appended: list[dict[str, Any]] = []
     packed = Lists()
 
@@ -121,15 +127,13 @@ def pack(tree: Any, previous: Lists, journal_length: int) -> tuple[Any, list[dic
         if isinstance(node, list):
             if len(node) < LOG_MIN:
                 return [walk(item, (*path, "[]")) for item in node]
-            ranges, items = previous.by_path.get(path, ([], []))
+            name, items = previous.by_path.get(path, ("", []))
             kept = len(items)
-            if kept > len(node) or node[:kept] != items:
-                ranges, kept = [], 0  # not an extension of what was stored: all of it anew
-            start = journal_length + len(appended)
-            appended.extend({"op": "item", "v": item} for item in node[kept:])
-            ranges = _joined(ranges, start, start + len(node) - kept)
-            packed.by_path[path] = (ranges, node)
-            return {LOG: ranges}
+            if not name or kept > len(node) or node[:kept] != items:
+                name, kept = f"{step}.{len(packed.by_path)}", 0  # not an extension: all of it anew
+            appended.extend({"op": "item", "list": name, "v": item} for item in node[kept:])
+            packed.by_path[path] = (name, node)
+            return {LOG: [name, len(node)]}
         if isinstance(node, dict) and TYPED not in node:
             return {key: walk(value, (*path, key)) for key, value in node.items()}
         return node  # typed values are packed whole: their lists are few and short
@@ -140,6 +144,16 @@ def pack(tree: Any, previous: Lists, journal_length: int) -> tuple[Any, list[dic
 def unpack(tree: Any, journal: Sequence[Mapping[str, Any]]) -> tuple[Any, Lists]:
     """The tree ``pack`` made, its lists read back from ``journal``; and the lists found."""
     found = Lists()
+    named: dict[str, list[Any]] | None = None
+
+    def items_of(name: str, length: int) -> list[Any]:
+        nonlocal named
+        if named is None:  # one pass over the journal, the first time a list is needed
+            named = {}
+            for entry in journal:
+                if entry.get("op") == "item":
+                    named.setdefault(str(entry.get("list")), []).append(entry.get("v"))
+        return named.get(name, [])[:length]
 
     def walk(node: Any, path: Path) -> Any:
         if isinstance(node, list):
@@ -147,20 +161,12 @@ def unpack(tree: Any, journal: Sequence[Mapping[str, Any]]) -> tuple[Any, Lists]
         if isinstance(node, Mapping):
             if TYPED in node:
                 return node
-            ranges = node.get(LOG)
-            if ranges is not None and len(node) == 1:
-                items = [journal[i]["v"] for start, end in ranges for i in range(start, end)]
-                found.by_path[path] = ([list(r) for r in ranges], items)
+            ref = node.get(LOG)
+            if ref is not None and len(node) == 1:
+                items = items_of(str(ref[0]), int(ref[1]))
+                found.by_path[path] = (str(ref[0]), items)
                 return items
             return {key: walk(value, (*path, key)) for key, value in node.items()}
         return node
 
     return walk(tree, ()), found
-
-
-def _joined(ranges: Ranges, start: int, end: int) -> Ranges:
-    if start == end:
-        return [list(r) for r in ranges]
-    if ranges and ranges[-1][1] == start:
-        return [list(r) for r in ranges[:-1]] + [[ranges[-1][0], end]]
-    return [list(r) for r in ranges] + [[start, end]]

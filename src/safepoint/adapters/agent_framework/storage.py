@@ -170,7 +170,7 @@ class SafepointCheckpointStorage:
                     yield from self._point_index(checkpoint_id, run_id)
                     pointed = True
                 head = head.next()
-                packed, appended, lists = layout.pack(tree, lists, len(head.messages))
+                packed, appended, lists = layout.pack(tree, lists, head.step)
                 entry = {"op": "save", "id": checkpoint_id, "step": head.step, "ts": tree["timestamp"]}
                 head.messages.extend([*appended, entry])
                 head.labels, head.state = labels, {"op": "save", "checkpoint": packed}
