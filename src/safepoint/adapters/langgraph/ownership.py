@@ -182,7 +182,7 @@ class OwnershipMethods:
         return WriteOwnership(str(thread_id), self._runner.run(claim(self._context(), str(thread_id))))
 
     async def aclaim_write_ownership(self, thread_id: str) -> WriteOwnership:
-        """``claim_write_ownership``, awaited."""
+        """Make this saver the thread's only writer, superseding any earlier owner."""
         epoch = await self._runner.arun(claim(self._context(), str(thread_id)))
         return WriteOwnership(str(thread_id), epoch)
 
@@ -191,5 +191,5 @@ class OwnershipMethods:
         self._runner.run(release(self._context(), str(thread_id)))
 
     async def arelease_write_ownership(self, thread_id: str) -> None:
-        """``release_write_ownership``, awaited."""
+        """Stop owning the thread (savers that never claimed may write it again); no-op if not owned."""
         await self._runner.arun(release(self._context(), str(thread_id)))

@@ -76,11 +76,11 @@ class PruningMethods:
         self._runner.run(delete_for_runs(self._context(), [str(r) for r in run_ids]))
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """``prune``, awaited."""
+        """Keep only each namespace's latest checkpoint (``keep_latest``), or none (``delete``)."""
         await self._runner.arun(prune(self._context(), [str(t) for t in thread_ids], strategy))
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """``delete_for_runs``, awaited."""
+        """Drop every checkpoint (and its writes) whose metadata names one of ``run_ids``."""
         await self._runner.arun(delete_for_runs(self._context(), [str(r) for r in run_ids]))
 
 
