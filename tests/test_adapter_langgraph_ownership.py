@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import operator
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -253,11 +254,14 @@ def test_clause_14_a_write_racing_a_claim_lands_before_it_or_never(url: str) -> 
                 except StaleWriteOwner:
                     done.set()
                     return
+                # A graph's own work between two saves; a writer with none at all could win every
+                # race for the next step, and the claim would give up (Conflict after 50 attempts).
+                time.sleep(0.002)
 
         writer = threading.Thread(target=keep_writing)
         writer.start()
         while len(landed) < 3:
-            pass
+            time.sleep(0.001)
         with safepoint.open_store(url) as other:
             epoch = SafepointSaver(other).claim_write_ownership(THREAD).epoch
             writer.join(timeout=60)
