@@ -76,12 +76,18 @@ class EntrySpec:
 
 
 class _Boundary:
-    """Prints ``saved <step>`` after each save; blocks at the ``--pause-after`` step."""
+    """Prints ``saved <step>`` after each save of the kit's run; blocks at the ``--pause-after`` step.
 
-    def __init__(self, pause_after: int | None) -> None:
-        self.pause_after = pause_after
+    Saves of other runs (an adapter's index runs, shared state) are not the run's boundaries:
+    they are left out, so the parent's step arithmetic holds whatever else the agent writes.
+    """
+
+    def __init__(self, run_id: str, pause_after: int | None) -> None:
+        self.run_id, self.pause_after = run_id, pause_after
 
     def __call__(self, info: CheckpointInfo) -> None:
+        if info.run_id != self.run_id:
+            return
         print(f"saved {info.step}", flush=True)
         if info.step == self.pause_after:
             print(f"paused {info.step}", flush=True)
@@ -139,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"paused effect {effects}", flush=True)
             sys.stdin.readline()  # the effect happened; the save that records it has not
 
-    boundary, kwargs = _Boundary(a.pause_after), json.loads(a.kwargs)
+    boundary, kwargs = _Boundary(a.run_id, a.pause_after), json.loads(a.kwargs)
     with Ledger(a.ledger, on_effect=on_effect) as ledger:
         if inspect.iscoroutinefunction(entry):
             call = _AsyncCall(entry, a.store, options, killer, boundary)
