@@ -42,11 +42,11 @@ import json
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from safepoint import AsyncStore, Checkpoint, Conflict, InvalidArgument, Store, StoreClosed, open_store
+from safepoint import AsyncStore, Checkpoint, Conflict, Store, StoreClosed
 from safepoint.flow import Flow, Save, delete_if_present, load_or_none
 
 from .cache import MAX_ATTEMPTS, CheckpointCache, gave_up, thaw
-from .runner import Runner
+from .runner import Runner, open_given
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
@@ -92,11 +92,8 @@ class SafepointSession:
         self.session_settings = (
             coerce_session_settings(session_settings) if session_settings is not None else SessionSettings()
         )
-        self._owned = isinstance(store, str)
-        if store_options is not None and not self._owned:
-            raise InvalidArgument("store_options are for a store given by URL; this store is open already")
-        opened = open_store(store, **(store_options or {})) if isinstance(store, str) else store
-        self.store: Store | AsyncStore = opened
+        self.store: Store | AsyncStore
+        self.store, self._owned = open_given(store, store_options)
         self.run_id = run_id if run_id is not None else session_run_id(session_id)
         self._labels = {ADAPTER_LABEL: ADAPTER, SESSION_LABEL: session_id}
         self._runner = Runner(self.store)

@@ -18,13 +18,25 @@ from __future__ import annotations
 import asyncio
 import threading
 import zlib
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from safepoint import AsyncStore, InvalidArgument, Store
+from safepoint import AsyncStore, InvalidArgument, Store, open_store
 from safepoint.flow import Flow, adrive, drive
 
 T = TypeVar("T")
 _STRIPES = 64
+
+
+def open_given(
+    store: Store | AsyncStore | str, store_options: dict[str, Any] | None
+) -> tuple[Store | AsyncStore, bool]:
+    """The store an adapter was given — a ``Store``, an ``AsyncStore``, or a URL opened here with
+    ``store_options`` — and whether the adapter owns it (it does when it opened it: its
+    ``close()`` closes it)."""
+    owned = isinstance(store, str)
+    if store_options is not None and not owned:
+        raise InvalidArgument("store_options are for a store given by URL; this store is open already")
+    return (open_store(store, **(store_options or {})) if isinstance(store, str) else store), owned
 
 
 def _stripe(key: str) -> int:

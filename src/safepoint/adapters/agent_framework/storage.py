@@ -24,9 +24,9 @@ from typing import Any
 from agent_framework import WorkflowCheckpoint
 from agent_framework.exceptions import WorkflowCheckpointException
 
-from safepoint import AsyncStore, Checkpoint, Conflict, InvalidArgument, NotFound, Store, open_store
+from safepoint import AsyncStore, Checkpoint, Conflict, InvalidArgument, NotFound, Store
 from safepoint.adapters.cache import MAX_ATTEMPTS, CheckpointCache, gave_up
-from safepoint.adapters.runner import Runner
+from safepoint.adapters.runner import Runner, open_given
 from safepoint.flow import FindRuns, Flow, Load, Save, delete_if_present, load_or_none
 
 from . import layout
@@ -66,12 +66,8 @@ class SafepointCheckpointStorage:
         index: bool = True,
         store_options: dict[str, Any] | None = None,
     ) -> None:
-        self._owned = isinstance(store, str)
-        if store_options is not None and not self._owned:
-            raise InvalidArgument("store_options are for a store given by URL; this store is open already")
-        self.store: Store | AsyncStore = (
-            open_store(store, **(store_options or {})) if isinstance(store, str) else store
-        )
+        self.store: Store | AsyncStore
+        self.store, self._owned = open_given(store, store_options)
         self.index = index
         self._codec = Codec(allowed_types)
         self._runner = Runner(self.store)

@@ -23,9 +23,9 @@ from google.adk.sessions.base_session_service import (
 from google.adk.sessions.session import Session
 from typing_extensions import override
 
-from safepoint import AsyncStore, Checkpoint, InvalidArgument, Store, StoreClosed, open_store
+from safepoint import AsyncStore, Checkpoint, InvalidArgument, Store, StoreClosed
 from safepoint.adapters.cache import CheckpointCache, thaw
-from safepoint.adapters.runner import Runner
+from safepoint.adapters.runner import Runner, open_given
 from safepoint.flow import FindRuns, Flow, delete_if_present, load_or_none
 
 from . import flows, shared
@@ -59,11 +59,8 @@ class SafepointSessionService(BaseSessionService):
     ) -> None:
         if type(segment_size) is not int or not 1 <= segment_size <= 100_000:
             raise InvalidArgument("segment_size must be an int from 1 to 100000")
-        self._owned = isinstance(store, str)
-        if store_options is not None and not self._owned:
-            raise InvalidArgument("store_options are for a store given by URL; this store is open already")
-        opened = open_store(store, **(store_options or {})) if isinstance(store, str) else store
-        self.store: Store | AsyncStore = opened
+        self.store: Store | AsyncStore
+        self.store, self._owned = open_given(store, store_options)
         self._runner = Runner(self.store)
         self._segment = segment_size
         self._run_id = run_id or session_run_id

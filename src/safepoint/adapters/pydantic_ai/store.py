@@ -28,14 +28,12 @@ from safepoint import (
     AsyncStore,
     Checkpoint,
     Conflict,
-    InvalidArgument,
     ParentRef,
     Store,
     StoreClosed,
-    open_store,
 )
 from safepoint.adapters.cache import MAX_ATTEMPTS, CheckpointCache, gave_up
-from safepoint.adapters.runner import Runner
+from safepoint.adapters.runner import Runner, open_given
 from safepoint.flow import FindRuns, Flow, Save, delete_if_present, head_or_none
 
 from .entries import EntryReader, Location, View
@@ -77,12 +75,8 @@ class SafepointConversationStore(ConversationStore):
         run_id_for: Callable[[str], str] | None = None,
         store_options: dict[str, Any] | None = None,
     ) -> None:
-        self._owned = isinstance(store, str)
-        if store_options is not None and not self._owned:
-            raise InvalidArgument("store_options are for a store given by URL; this store is open already")
-        self.store: Store | AsyncStore = (
-            open_store(store, **(store_options or {})) if isinstance(store, str) else store
-        )
+        self.store: Store | AsyncStore
+        self.store, self._owned = open_given(store, store_options)
         self._runner = Runner(self.store)
         self._run_id_for = run_id_for or conversation_run_id
         self._heads = CheckpointCache()
