@@ -98,6 +98,13 @@ def disk_usage(db_path: Path, blob_dir: Path | None = None) -> DiskUsage:
     )
 
 
+def settled_sqlite_bytes(db_path: Path) -> int:
+    """A SQLite database's bytes on disk once its WAL is checkpointed into it (db, -wal, -shm)."""
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return disk_usage(db_path).total
+
+
 def dir_bytes(directory: Path) -> int:
     """Total size of the regular files under ``directory`` (0 if it does not exist)."""
     if not directory.exists():

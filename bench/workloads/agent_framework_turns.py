@@ -22,7 +22,6 @@ linearly.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ from agent_framework import (  # noqa: E402
     WorkflowContext,
     handler,
 )
+from common import settled_sqlite_bytes  # noqa: E402
 
 from safepoint import open_store  # noqa: E402
 from safepoint.adapters.agent_framework import SafepointCheckpointStorage  # noqa: E402
@@ -72,12 +72,6 @@ async def _run(storage: Any, turns: int) -> None:
     assert result.get_outputs() == [turns]
 
 
-def _sqlite_bytes(path: Path) -> int:
-    with sqlite3.connect(path) as conn:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
-
-
 def measure(turns: int, workdir: Path) -> dict[str, int]:
     """Stored bytes after ``turns`` supersteps: {"safepoint": …, "file": …}."""
     db = workdir / "agent-framework.db"
@@ -89,7 +83,7 @@ def measure(turns: int, workdir: Path) -> dict[str, int]:
     directory = workdir / "agent-framework-files"
     asyncio.run(_run(FileCheckpointStorage(directory), turns))
     files = sum(p.stat().st_size for p in directory.iterdir() if p.is_file())
-    return {"safepoint": _sqlite_bytes(db), "file": files}
+    return {"safepoint": settled_sqlite_bytes(db), "file": files}
 
 
 if __name__ == "__main__":

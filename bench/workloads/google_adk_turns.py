@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import sqlite3
 import sys
 from pathlib import Path
 
@@ -28,6 +27,7 @@ BENCH_DIR = Path(__file__).resolve().parents[1]
 if str(BENCH_DIR) not in sys.path:
     sys.path.insert(0, str(BENCH_DIR))
 
+from common import settled_sqlite_bytes  # noqa: E402
 from google.adk.events.event import Event  # noqa: E402
 from google.adk.sessions.base_session_service import BaseSessionService  # noqa: E402
 from google.adk.sessions.sqlite_session_service import SqliteSessionService  # noqa: E402
@@ -53,12 +53,6 @@ async def _turns(service: BaseSessionService, turns: int) -> None:
         await service.append_event(session, _event(turn, "assistant", MODEL_TEXT))
 
 
-def _file_bytes(path: Path) -> int:
-    with sqlite3.connect(path) as conn:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
-
-
 def _safepoint(turns: int, workdir: Path) -> int:
     path = workdir / "safepoint-adk.db"
     store = safepoint.open_store(f"sqlite:///{path}")
@@ -66,7 +60,7 @@ def _safepoint(turns: int, workdir: Path) -> int:
         asyncio.run(_turns(SafepointSessionService(store), turns))
     finally:
         store.close()
-    return _file_bytes(path)
+    return settled_sqlite_bytes(path)
 
 
 def _adk_sqlite(turns: int, workdir: Path) -> int:
@@ -78,7 +72,7 @@ def _adk_sqlite(turns: int, workdir: Path) -> int:
         await service.close()
 
     asyncio.run(run())
-    return _file_bytes(path)
+    return settled_sqlite_bytes(path)
 
 
 def _adk_database(turns: int, workdir: Path) -> int:
@@ -93,7 +87,7 @@ def _adk_database(turns: int, workdir: Path) -> int:
         await service.close()
 
     asyncio.run(run())
-    return _file_bytes(path)
+    return settled_sqlite_bytes(path)
 
 
 def measure(turns: int, workdir: Path) -> dict[str, int]:

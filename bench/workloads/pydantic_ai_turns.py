@@ -15,7 +15,6 @@ the entry-id index), so the bytes grow linearly with the turns.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import sys
 from pathlib import Path
 
@@ -23,6 +22,7 @@ BENCH_DIR = Path(__file__).resolve().parent.parent
 if str(BENCH_DIR) not in sys.path:
     sys.path.insert(0, str(BENCH_DIR))
 
+from common import settled_sqlite_bytes  # noqa: E402
 from pydantic_ai.conversation import Conversation  # noqa: E402
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart  # noqa: E402
 
@@ -46,12 +46,6 @@ async def _chat(conversations: SafepointConversationStore, turns: int) -> None:
     assert len(loaded.messages) == 2 * turns
 
 
-def _sqlite_bytes(path: Path) -> int:
-    with sqlite3.connect(path) as conn:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
-
-
 def measure(turns: int, workdir: Path) -> dict[str, int]:
     """Stored bytes after ``turns`` turns: {"safepoint": …} (Pydantic AI has no durable store)."""
     db = workdir / "pydantic-ai.db"
@@ -60,7 +54,7 @@ def measure(turns: int, workdir: Path) -> dict[str, int]:
         asyncio.run(_chat(SafepointConversationStore(store), turns))
     finally:
         store.close()
-    return {"safepoint": _sqlite_bytes(db)}
+    return {"safepoint": settled_sqlite_bytes(db)}
 
 
 if __name__ == "__main__":
