@@ -27,6 +27,7 @@ from agent_framework import InMemoryCheckpointStorage, WorkflowCheckpoint
 from pydantic import BaseModel
 
 import safepoint
+from adapter_checks import run_example
 from helpers.agent_framework_crash_agent import NAME, RUN_ID, Deterministic, build, run_to_end
 from safepoint import InvalidArgument, NotJSONCompatible
 from safepoint.adapters.agent_framework import SafepointCheckpointStorage
@@ -184,37 +185,10 @@ def test_two_writers_on_one_workflow_are_fenced(tmp_path: Path) -> None:
     two.close()
 
 
-def test_missing_framework_says_how_to_install_it() -> None:
-    """Without the Agent Framework, importing the adapter raises ImportError naming the extra."""
-    code = textwrap.dedent(
-        """
-        import sys
-        sys.modules["agent_framework"] = None  # as if the package were not installed
-        try:
-            import safepoint.adapters.agent_framework
-        except ImportError as exc:
-            assert "pip install safepoint[agent-framework]" in str(exc), exc
-        else:
-            raise AssertionError("imported without the Agent Framework")
-        """
-    )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60, env=env())
-
-
 def test_the_example_runs(tmp_path: Path) -> None:
     """examples/agent_framework_example.py (the code docs/adapters.md shows) runs offline as documented."""
-    example = SRC.parent / "examples" / "agent_framework_example.py"
-    done = subprocess.run(
-        [sys.executable, str(example), f"sqlite:///{tmp_path / 'example.db'}"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(SRC)},
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[:3] == [
+    lines = run_example("agent_framework", tmp_path)
+    assert lines[:3] == [
         "order total: 42",
         "checkpoints in the store: 6",
         "resumed from superstep 3: order total 42",

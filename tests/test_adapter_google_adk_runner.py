@@ -12,10 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
-import subprocess
-import sys
-import textwrap
 from collections.abc import AsyncGenerator, Callable
 from contextlib import nullcontext
 from pathlib import Path
@@ -37,6 +33,7 @@ from google.genai import types
 from pydantic import Field
 
 import safepoint
+from adapter_checks import run_example
 from conftest_postgres import fresh_schema, require_postgres
 from safepoint import NotJSONCompatible, StoreClosed
 from safepoint.adapters.google_adk import SafepointSessionService
@@ -213,39 +210,10 @@ def test_values_that_are_not_json_are_refused_by_path(tmp_path: Path) -> None:
     store.close()
 
 
-def test_missing_adk_says_how_to_install_it() -> None:
-    """Without ADK, importing the adapter raises ImportError naming the extra to install."""
-    code = textwrap.dedent(
-        """
-        import sys
-        sys.modules["google.adk"] = None  # as if the package were not installed
-        try:
-            import safepoint.adapters.google_adk
-        except ImportError as exc:
-            assert "pip install safepoint[google-adk]" in str(exc), exc
-        else:
-            raise AssertionError("imported without ADK")
-        """
-    )
-    subprocess.run(
-        [sys.executable, "-c", code], check=True, timeout=60, env={**os.environ, "PYTHONPATH": str(SRC)}
-    )
-
-
 def test_the_example_runs(tmp_path: Path) -> None:
     """examples/google_adk_example.py (the code docs/adapters.md shows) runs offline as documented."""
-    example = SRC.parent / "examples" / "google_adk_example.py"
-    done = subprocess.run(
-        [sys.executable, str(example), f"sqlite:///{tmp_path / 'example.db'}"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(SRC)},
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[:5] == [
+    lines = run_example("google_adk", tmp_path)
+    assert lines[:5] == [
         "turn 1: Hi Ada!",
         "turn 2: You are Ada.",
         "events in the session: 4",

@@ -20,7 +20,6 @@ import pickle
 import sqlite3
 import subprocess
 import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -49,6 +48,7 @@ from langgraph.types import Command, Interrupt, interrupt
 from typing_extensions import TypedDict
 
 import safepoint
+from adapter_checks import run_example
 from conftest_postgres import fresh_schema, require_postgres
 from safepoint import CorruptCheckpoint, NotJSONCompatible, Status
 from safepoint.adapters.langgraph import SafepointSaver
@@ -693,25 +693,6 @@ def test_importing_safepoint_imports_no_framework() -> None:
     )
 
 
-def test_missing_langgraph_says_how_to_install_it() -> None:
-    """Without LangGraph, importing the adapter raises ImportError naming the extra to install."""
-    code = textwrap.dedent(
-        """
-        import sys
-        sys.modules["langgraph.checkpoint.base"] = None  # as if the package were not installed
-        try:
-            import safepoint.adapters.langgraph
-        except ImportError as exc:
-            assert "pip install safepoint[langgraph]" in str(exc), exc
-        else:
-            raise AssertionError("imported without LangGraph")
-        """
-    )
-    subprocess.run(
-        [sys.executable, "-c", code], check=True, timeout=60, env={**os.environ, "PYTHONPATH": str(SRC)}
-    )
-
-
 def test_a_config_without_thread_id_is_refused(store: safepoint.Store) -> None:
     """A config lacking thread_id is an InvalidArgument (a ValueError), not a KeyError."""
     with pytest.raises(safepoint.InvalidArgument, match="thread_id"):
@@ -720,19 +701,7 @@ def test_a_config_without_thread_id_is_refused(store: safepoint.Store) -> None:
 
 def test_the_example_runs(tmp_path: Path) -> None:
     """examples/langgraph_example.py (the code docs/adapters.md shows) runs offline as documented."""
-    example = TESTS.parent / "examples" / "langgraph_example.py"
-    url = f"sqlite:///{tmp_path / 'example.db'}"
-    done = subprocess.run(
-        [sys.executable, str(example), url],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(SRC)},
-    )
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    lines = run_example("langgraph", tmp_path)
     assert lines[:3] == ["waiting for: ('review',)", "run status: waiting", "approved: True | messages: 2"]
     assert lines[3] == "branch: ['Is it under warranty?', 'Draft reply #3.']"
 

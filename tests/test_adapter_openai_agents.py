@@ -10,10 +10,6 @@ runs two turns on a SafepointSession: the second turn sees the first.
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
-import textwrap
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -28,6 +24,7 @@ from agents.usage import Usage
 from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 
 import safepoint
+from adapter_checks import run_example
 from conftest_postgres import fresh_schema, require_postgres
 from safepoint import Status, StoreClosed
 from safepoint.adapters.openai_agents import SafepointSession
@@ -296,40 +293,10 @@ def test_protocol_names_and_closing(tmp_path: Path) -> None:
         asyncio.run(session.get_items())
 
 
-def test_missing_sdk_says_how_to_install_it() -> None:
-    """Without the Agents SDK, importing the adapter raises ImportError naming the extra to install."""
-    code = textwrap.dedent(
-        """
-        import sys
-        sys.modules["agents"] = None  # as if the package were not installed
-        try:
-            import safepoint.adapters.openai_agents
-        except ImportError as exc:
-            assert "pip install safepoint[openai-agents]" in str(exc), exc
-        else:
-            raise AssertionError("imported without the Agents SDK")
-        """
-    )
-    subprocess.run(
-        [sys.executable, "-c", code], check=True, timeout=60, env={**os.environ, "PYTHONPATH": str(SRC)}
-    )
-
-
 def test_the_example_runs(tmp_path: Path) -> None:
     """examples/openai_agents_example.py (the code docs/adapters.md shows) runs offline as documented."""
-    example = SRC.parent / "examples" / "openai_agents_example.py"
-    url = f"sqlite:///{tmp_path / 'example.db'}"
-    done = subprocess.run(
-        [sys.executable, str(example), url],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(SRC)},
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[:4] == [
+    lines = run_example("openai_agents", tmp_path)
+    assert lines[:4] == [
         "turn 1: Hi Ada!",
         "turn 2: You are Ada.",
         "items in the session: 4",

@@ -26,6 +26,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
 import safepoint
+from adapter_checks import run_example
 from conftest_postgres import fresh_schema, require_postgres
 from safepoint import NotJSONCompatible, StoreClosed
 from safepoint.adapters.pydantic_ai import SafepointConversationStore
@@ -175,32 +176,10 @@ def test_run_ids_are_readable_and_bounded(tmp_path: Path) -> None:
     conversations.close()
 
 
-def test_missing_framework_says_how_to_install_it() -> None:
-    """Without Pydantic AI, importing the adapter raises ImportError naming the extra to install."""
-    code = textwrap.dedent(
-        """
-        import sys
-        sys.modules["pydantic_ai"] = None  # as if the package were not installed
-        try:
-            import safepoint.adapters.pydantic_ai
-        except ImportError as exc:
-            assert "pip install safepoint[pydantic-ai]" in str(exc), exc
-        else:
-            raise AssertionError("imported without Pydantic AI")
-        """
-    )
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60, env=ENV)
-
-
 def test_the_example_runs(tmp_path: Path) -> None:
     """examples/pydantic_ai_example.py (the code docs/adapters.md shows) runs offline as documented."""
-    example = SRC.parent / "examples" / "pydantic_ai_example.py"
-    done = subprocess.run(
-        [sys.executable, str(example), f"sqlite:///{tmp_path / 'example.db'}"],
-        capture_output=True, text=True, timeout=120, check=False, cwd=tmp_path, env=ENV,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == [
+    lines = run_example("pydantic_ai", tmp_path)
+    assert lines == [
         "turn 1: Noted (1 prompts).",
         "turn 2: You are Ada.",
         "fork: You are Ada.",
