@@ -22,8 +22,7 @@ from agent_framework import InMemoryCheckpointStorage, Message, WorkflowCheckpoi
 from agent_framework._workflows._runner_context import WorkflowMessage
 from agent_framework.exceptions import WorkflowCheckpointException
 
-import safepoint
-from conftest_postgres import fresh_schema, require_postgres
+from adapter_checks import BACKEND_KINDS, backend_store
 from safepoint.adapters.agent_framework import SafepointCheckpointStorage
 
 Make = Callable[[], Any]  # make() -> a storage (the same one, or a new one on the same store)
@@ -181,7 +180,7 @@ async def framework_values(make: Make) -> list[Any]:
 
 
 SCENARIOS = [basics, resaves, copies, hostile, missing, framework_values]
-BACKENDS = ["sqlite-store", "sqlite-async", "postgres-store", "postgres-async"]
+BACKENDS = BACKEND_KINDS
 
 
 @asynccontextmanager
@@ -193,26 +192,9 @@ async def in_memory() -> AsyncIterator[Make]:
 def safepoint_backend(kind: str, tmp: Path, fresh: bool) -> Backend:
     @asynccontextmanager
     async def backend() -> AsyncIterator[Make]:
-        url, options, schema = f"sqlite:///{tmp / 'safepoint.db'}", {}, None
-        if kind.startswith("postgres"):
-            dsn = require_postgres()
-            schema_cm = fresh_schema(dsn)
-            schema = schema_cm.__enter__()
-            url, options = dsn, {"schema": schema, "max_size": 2}
-        store = (
-            await safepoint.open_async_store(url, **options)
-            if kind.endswith("async")
-            else safepoint.open_store(url, **options)
-        )
-        reused = SafepointCheckpointStorage(store)
-        try:
+        async with backend_store(kind, tmp) as store:
+            reused = SafepointCheckpointStorage(store)
             yield (lambda: SafepointCheckpointStorage(store)) if fresh else (lambda: reused)
-        finally:
-            closing = store.close()
-            if asyncio.iscoroutine(closing):
-                await closing
-            if schema is not None:
-                schema_cm.__exit__(None, None, None)
 
     return backend
 

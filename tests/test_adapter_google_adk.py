@@ -30,8 +30,7 @@ from google.adk.sessions.base_session_service import BaseSessionService, GetSess
 from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.genai import types
 
-import safepoint
-from conftest_postgres import fresh_schema, require_postgres
+from adapter_checks import BACKEND_KINDS, backend_store
 from safepoint.adapters.google_adk import SafepointSessionService
 
 Service = Callable[[], BaseSessionService]  # the service for the next call (fresh or reused)
@@ -116,36 +115,20 @@ async def adk_sqlite(tmp: Path, fresh: bool) -> AsyncIterator[Service]:
 def ours(kind: str) -> Backend:
     @asynccontextmanager
     async def backend(tmp: Path, fresh: bool) -> AsyncIterator[Service]:
-        url, options, schema = f"sqlite:///{tmp / 'safepoint.db'}", {}, None
-        if kind.startswith("postgres"):
-            dsn = require_postgres()
-            schema_cm = fresh_schema(dsn)
-            schema = schema_cm.__enter__()
-            url, options = dsn, {"schema": schema, "max_size": 2}
-        if kind.endswith("async"):
-            store: Any = await safepoint.open_async_store(url, **options)
-        else:
-            store = safepoint.open_store(url, **options)
-        services: list[SafepointSessionService] = []
+        async with backend_store(kind, tmp) as store:
+            services: list[SafepointSessionService] = []
 
-        def make() -> SafepointSessionService:
-            if fresh or not services:
-                services.append(SafepointSessionService(store, segment_size=SEGMENT))
-            return services[-1]
+            def make() -> SafepointSessionService:
+                if fresh or not services:
+                    services.append(SafepointSessionService(store, segment_size=SEGMENT))
+                return services[-1]
 
-        try:
             yield make
-        finally:
-            closing = store.close()
-            if asyncio.iscoroutine(closing):
-                await closing
-            if schema is not None:
-                schema_cm.__exit__(None, None, None)
 
     return backend
 
 
-BACKENDS = ["sqlite-store", "sqlite-async", "postgres-store", "postgres-async"]
+BACKENDS = BACKEND_KINDS
 
 
 def observe(

@@ -24,8 +24,7 @@ from agents.usage import Usage
 from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 
 import safepoint
-from adapter_checks import run_example
-from conftest_postgres import fresh_schema, require_postgres
+from adapter_checks import BACKEND_KINDS, backend_location, run_example
 from safepoint import Status, StoreClosed
 from safepoint.adapters.openai_agents import SafepointSession
 
@@ -78,36 +77,28 @@ def safepoint_backend(kind: str) -> Backend:
 
     @asynccontextmanager
     async def backend(tmp: Path) -> AsyncIterator[Make]:
-        url, options = f"sqlite:///{tmp / 'safepoint.db'}", {}
-        schema = None
-        if kind.startswith("postgres"):
-            dsn = require_postgres()
-            schema_cm = fresh_schema(dsn)
-            schema = schema_cm.__enter__()
-            url, options = dsn, {"schema": schema, "max_size": 2}
-        stores: list[Any] = []
+        with backend_location(kind, tmp) as (url, options):
+            stores: list[Any] = []
 
-        async def make(session_id: str, **kwargs: Any) -> SafepointSession:
-            if kind.endswith("async"):
-                stores.append(await safepoint.open_async_store(url, **options))
-            else:
-                stores.append(safepoint.open_store(url, **options))
-            return SafepointSession(session_id, stores[-1], **kwargs)
+            async def make(session_id: str, **kwargs: Any) -> SafepointSession:
+                if kind.endswith("async"):
+                    stores.append(await safepoint.open_async_store(url, **options))
+                else:
+                    stores.append(safepoint.open_store(url, **options))
+                return SafepointSession(session_id, stores[-1], **kwargs)
 
-        try:
-            yield make
-        finally:
-            for store in stores:
-                closing = store.close()
-                if asyncio.iscoroutine(closing):
-                    await closing
-            if schema is not None:
-                schema_cm.__exit__(None, None, None)
+            try:
+                yield make
+            finally:
+                for store in stores:
+                    closing = store.close()
+                    if asyncio.iscoroutine(closing):
+                        await closing
 
     return backend
 
 
-BACKENDS = ["sqlite-store", "sqlite-async", "postgres-store", "postgres-async"]
+BACKENDS = BACKEND_KINDS
 
 
 # --- scenarios: each returns everything it observed

@@ -41,8 +41,7 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-import safepoint
-from conftest_postgres import fresh_schema, require_postgres
+from adapter_checks import backend_store
 from safepoint.adapters.pydantic_ai import SafepointConversationStore
 
 Get = Callable[[], ConversationStore]  # the store object for the next call
@@ -315,23 +314,9 @@ def safepoint_backend(kind: str, *, fresh: bool) -> Backend:
 
     @asynccontextmanager
     async def backend(tmp: Path) -> AsyncIterator[Get]:
-        url, options, schema = f"sqlite:///{tmp / 'safepoint.db'}", {}, None
-        if kind.startswith("postgres"):
-            dsn = require_postgres()
-            schema_cm = fresh_schema(dsn)
-            schema = schema_cm.__enter__()
-            url, options = dsn, {"schema": schema, "max_size": 2}
-        store: Any = await safepoint.open_async_store(url, **options) if kind.endswith("async") else None
-        store = store or safepoint.open_store(url, **options)
-        reused = SafepointConversationStore(store)
-        try:
+        async with backend_store(kind, tmp) as store:
+            reused = SafepointConversationStore(store)
             yield (lambda: SafepointConversationStore(store)) if fresh else (lambda: reused)
-        finally:
-            closing = store.close()
-            if asyncio.iscoroutine(closing):
-                await closing
-            if schema is not None:
-                schema_cm.__exit__(None, None, None)
 
     return backend
 
