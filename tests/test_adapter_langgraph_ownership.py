@@ -212,26 +212,28 @@ def test_clause_12_reads_are_never_refused_and_change_nothing(store: safepoint.S
 def test_clause_13_of_concurrent_claims_exactly_the_last_one_writes(url: str) -> None:
     """CLAUSE 13: eight workers claim at once: eight distinct epochs; only the highest writes."""
     results: dict[int, SafepointSaver] = {}
-    barrier = threading.Barrier(8)
+    barrier = threading.Barrier(8, timeout=120)  # a worker that died breaks it: the others stop too
+    stores = [safepoint.open_store(url) for _ in range(8)]  # eight workers, each its own store
 
-    def worker() -> None:
-        with safepoint.open_store(url) as store:
-            saver = SafepointSaver(store)
-            barrier.wait()
-            epoch = saver.claim_write_ownership(THREAD).epoch
-            results[epoch] = saver
-            barrier.wait()  # every claim has returned
-            try:
-                put(saver, writer=str(epoch))
-            except StaleWriteOwner:
-                return
-            results[-1] = saver
+    def worker(store: safepoint.Store) -> None:
+        saver = SafepointSaver(store)
+        barrier.wait()
+        epoch = saver.claim_write_ownership(THREAD).epoch
+        results[epoch] = saver
+        barrier.wait()  # every claim has returned
+        try:
+            put(saver, writer=str(epoch))
+        except StaleWriteOwner:
+            return
+        results[-1] = saver
 
-    threads = [threading.Thread(target=worker) for _ in range(8)]
+    threads = [threading.Thread(target=worker, args=(store,)) for store in stores]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    for store in stores:
+        store.close()
     epochs = sorted(e for e in results if e > 0)
     assert len(epochs) == 8
     assert results[-1] is results[epochs[-1]]  # the winner is the highest epoch, and only it

@@ -21,6 +21,7 @@ its revisions).
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,6 +31,7 @@ from safepoint.observe import QueryHook
 from safepoint.store.query import Op
 
 from .ddl import upgrade
+from .errors import translate
 from .forks import OwnConnection
 from .group_commit import Member, Queue, commit_batch
 from .opening import Settings, check_file, check_store
@@ -136,7 +138,10 @@ class SQLiteDriver:
         if self.read_only:
             raise StoreError(READ_ONLY_WRITE)
         with self._own.lock:
-            return upgrade(self._own.get())
+            try:
+                return upgrade(self._own.get())
+            except sqlite3.Error as exc:  # busy past the timeout, a full disk …: a typed error
+                raise translate(exc, "bringing safepoint's tables up to date", self.path) from exc
 
     def execute_raw(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Run one statement outside the named queries (tests and benchmarks only)."""

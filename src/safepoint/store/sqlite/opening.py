@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -75,7 +76,7 @@ def _open_writable(settings: Settings) -> sqlite3.Connection:
             # before journal_mode = WAL writes the file's first page. On an
             # existing file it changes nothing until a full VACUUM (Store.vacuum).
             conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
-            conn.execute("PRAGMA journal_mode = WAL")
+            _switch_to_wal(conn, busy_timeout)
             # Checkpoint the WAL back into the database every 256 pages
             # (1 MiB) instead of SQLite's 1,000: a commit that must grow the
             # WAL file also commits file-size metadata and is markedly
@@ -88,6 +89,27 @@ def _open_writable(settings: Settings) -> sqlite3.Connection:
     except sqlite3.Error as exc:
         raise translate(exc, f"opening the SQLite database {path!r}", path) from exc
     return conn
+
+
+def _switch_to_wal(conn: sqlite3.Connection, busy_timeout: float) -> None:
+    """``PRAGMA journal_mode = WAL``, waiting out other connections up to ``busy_timeout``.
+
+    The switch needs the file to itself, and SQLite answers "database is locked"
+    at once, without its busy handler, while another connection has a fresh file
+    open in its first (rollback-journal) moments: what several processes starting
+    together on a new store do. So it is retried, with a growing pause, until the
+    busy timeout has passed; then the error is the caller's (``StoreUnavailable``).
+    """
+    deadline, pause = time.monotonic() + busy_timeout, 0.001
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 def _open_read_only(settings: Settings, path: str, snapshot: bool) -> tuple[sqlite3.Connection, bool]:
