@@ -28,6 +28,19 @@ def test_plain_runs_have_no_framework_view() -> None:
     assert view.channels == []
 
 
+def test_the_newer_adapters_runs_are_named_by_their_framework() -> None:
+    labels = {"safepoint.adapter": "google-adk", "google_adk.app_name": "app", "google_adk.session_id": "s"}
+    view = framework_view(labels, {"state": {"name": "Ada"}})
+    assert view is not None
+    assert view.framework == "Google ADK session"
+    assert view.facts == [("app_name", "app"), ("session_id", "s")]
+    assert view.channels == [("session state", '{\n  "name": "Ada"\n}')]
+    for adapter, name in [("pydantic-ai", "Pydantic AI"), ("agent-framework", "Microsoft Agent Framework")]:
+        shown = framework_view({"safepoint.adapter": adapter}, "not a dict")
+        assert shown is not None
+        assert shown.framework.startswith(name)
+
+
 def test_the_framework_decoder_imports_no_framework() -> None:
     code = (
         "import sys, safepoint.frameworks, safepoint.cli.inspect\n"

@@ -5,7 +5,9 @@ adapter wrote in its framework's terms: a LangGraph thread run
 (``safepoint.adapters.langgraph``) by its thread id, namespace, checkpoint
 id and channel values; an OpenAI Agents SDK session
 (``safepoint.adapters.openai_agents``) by its session id, its items being
-the run's messages (``cli.messages.describe`` reads those). Nothing here
+the run's messages (``cli.messages.describe`` reads those); a Pydantic AI
+conversation, a Google ADK session or an Agent Framework workflow by the ids
+its labels carry. Nothing here
 imports LangGraph, LangChain or the SDK, and nothing is revived: a value
 stored through LangGraph's serializer (``{"$typed": [kind, body]}``) is
 shown as a typed placeholder, with what it holds as data where that is
@@ -71,7 +73,22 @@ def framework_view(labels: Mapping[str, str], state: Any) -> FrameworkView | Non
         return FrameworkView(
             "OpenAI Agents SDK session", facts=facts + _other_labels(labels, "openai_agents.")
         )
+    if adapter in _BY_LABELS:
+        name, prefix = _BY_LABELS[adapter]
+        facts = [(k[len(prefix) :], v) for k, v in sorted(labels.items()) if k.startswith(prefix)]
+        session_state = state.get("state") if adapter == "google-adk" and isinstance(state, Mapping) else None
+        channels = [("session state", shown_value(session_state))] if session_state is not None else []
+        return FrameworkView(name, facts=facts, channels=channels)
     return None
+
+
+# The newer adapters' runs: named by their framework, with that framework's labels as facts
+# (their ids: conversation, app/user/session, workflow) and, for an ADK session, its state.
+_BY_LABELS = {
+    "pydantic-ai": ("Pydantic AI conversation", "pydantic_ai."),
+    "google-adk": ("Google ADK session", "google_adk."),
+    "agent-framework": ("Microsoft Agent Framework workflow", "agent_framework."),
+}
 
 
 def _langgraph(labels: Mapping[str, str], state: Mapping[str, Any]) -> FrameworkView:
