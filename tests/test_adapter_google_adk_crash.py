@@ -23,12 +23,16 @@ SEED = 20_2026
 
 @pytest.mark.crash
 def test_killed_after_steps_the_session_resumes_to_the_same_end(tmp_path: Path) -> None:
-    """Killed after creating the session, mid-segment, at a segment's first step and at the last step."""
-    kit = CrashKit(ENTRY, tmp_path, kwargs={"turns": 4}, seed=SEED)
+    """Killed after creating the session, mid-segment, at a segment's first step and at the last step,
+    with app- and user-wide state written beside the session on every event."""
+    kit = CrashKit(ENTRY, tmp_path, kwargs={"turns": 4, "shared": True}, seed=SEED)
     report = kit.boundaries(steps=[0, 2, 4, 8])
     assert report.kills["boundary"] == 4
     assert report.reference is not None
-    assert len(report.reference.result["events"]) == 8
+    final = report.reference.result
+    assert len(final["events"]) == 8
+    assert final["state"]["app:last_turn"] == 3
+    assert final["state"]["user:saw_1"] == 7
 
 
 @pytest.mark.crash

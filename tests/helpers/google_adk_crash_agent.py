@@ -8,8 +8,10 @@ in the session's own scope and in ``temp:``), and ADK's clock is pinned, so a
 process killed anywhere resumes by reading the session and appending from the
 first event it lacks, and ends exactly as an uninterrupted run.
 
-No ``app:`` or ``user:`` keys: the kit aims its kills by counting the saves a
-child reports, of any run, so the entry writes the kit's run alone.
+With ``shared=True`` the events also set ``app:`` and ``user:`` keys, which
+live in their own runs: the kit's boundaries are its run's saves alone, so
+boundary kills land where aimed; its kills inside a save count every save
+of the process, so the random-instant test plays the session run alone.
 """
 
 from __future__ import annotations
@@ -25,11 +27,13 @@ from safepoint import AsyncStore, Store
 from safepoint.adapters.google_adk import SafepointSessionService
 
 
-def scripted(k: int) -> Event:
-    """The conversation's ``k``-th event."""
+def scripted(k: int, shared: bool = False) -> Event:
+    """The conversation's ``k``-th event (with ``shared``, it sets app- and user-wide keys too)."""
     author, role = ("user", "user") if k % 2 == 0 else ("assistant", "model")
     content = types.Content(role=role, parts=[types.Part(text=f"{author} says {k}: " + "words " * 20)])
-    delta = {"turn": k // 2, "seen": k, "temp:scratch": k}
+    delta: dict[str, Any] = {"turn": k // 2, "seen": k, "temp:scratch": k}
+    if shared:
+        delta |= {"app:last_turn": k // 2, f"user:saw_{k % 3}": k}
     return Event(
         id=f"event-{k}",
         invocation_id=f"turn-{k // 2}",
@@ -40,7 +44,9 @@ def scripted(k: int) -> Event:
     )
 
 
-async def run(store: AsyncStore | Store, run_id: str, ledger: Any, turns: int = 4) -> Any:
+async def run(
+    store: AsyncStore | Store, run_id: str, ledger: Any, turns: int = 4, shared: bool = False
+) -> Any:
     """Play (or resume) ``turns`` turns of two events each; the final session as ADK sees it."""
     del ledger  # no side effects outside the store
     platform_time.set_time_provider(lambda: 999.0)  # the session's creation time
@@ -50,7 +56,7 @@ async def run(store: AsyncStore | Store, run_id: str, ledger: Any, turns: int = 
     if session is None:
         session = await service.create_session(**ids, state={"name": "Ada", "temp:x": 1})
     for k in range(len(session.events), 2 * turns):
-        await service.append_event(session, scripted(k))
+        await service.append_event(session, scripted(k, shared))
     final = await service.get_session(**ids)
     assert final is not None
     return final.model_dump(mode="json")
