@@ -19,7 +19,11 @@ from typing import Any
 import pytest
 import uvicorn
 from selenium import webdriver
-from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+from selenium.common.exceptions import (
+    NoSuchElementException,
+    StaleElementReferenceException,
+    WebDriverException,
+)
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -145,7 +149,18 @@ def no_injection(driver: Any) -> None:
 def wait_for(driver: Any, condition: Callable[[Any], Any], seconds: float = 20) -> Any:
     # A page may be replaced while it is polled (a form's redirect): look again, as a user would.
     ignored = (StaleElementReferenceException, NoSuchElementException)
-    return WebDriverWait(driver, seconds, poll_frequency=0.1, ignored_exceptions=ignored).until(condition)
+
+    def again_if_replaced(d: Any) -> Any:
+        try:
+            return condition(d)
+        except WebDriverException as exc:
+            # chromedriver's other word for an element of a page just replaced (not a stale-element error)
+            if "does not belong to the document" in str(exc):
+                return False
+            raise
+
+    waiting = WebDriverWait(driver, seconds, poll_frequency=0.1, ignored_exceptions=ignored)
+    return waiting.until(again_if_replaced)
 
 
 def click_through(driver: Any, base: str, store: Store, shots: Path) -> None:
