@@ -37,7 +37,7 @@ from agent_framework import (  # noqa: E402
     WorkflowContext,
     handler,
 )
-from common import settled_sqlite_bytes  # noqa: E402
+from common import dir_bytes, settled_sqlite_bytes  # noqa: E402
 
 from safepoint import open_store  # noqa: E402
 from safepoint.adapters.agent_framework import SafepointCheckpointStorage  # noqa: E402
@@ -82,16 +82,4 @@ def measure(turns: int, workdir: Path) -> dict[str, int]:
         store.close()
     directory = workdir / "agent-framework-files"
     asyncio.run(_run(FileCheckpointStorage(directory), turns))
-    files = sum(p.stat().st_size for p in directory.iterdir() if p.is_file())
-    return {"safepoint": settled_sqlite_bytes(db), "file": files}
-
-
-if __name__ == "__main__":
-    import tempfile
-    import time
-
-    for turns in (10, 100, 1000):
-        with tempfile.TemporaryDirectory() as tmp:
-            started = time.monotonic()
-            sizes = measure(turns, Path(tmp))
-            print(turns, sizes, f"{time.monotonic() - started:.1f} s")
+    return {"safepoint": settled_sqlite_bytes(db), "file": dir_bytes(directory)}

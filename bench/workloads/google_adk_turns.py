@@ -97,13 +97,3 @@ def measure(turns: int, workdir: Path) -> dict[str, int]:
     if importlib.util.find_spec("sqlalchemy") is not None:
         sizes["adk-database"] = _adk_database(turns, workdir)
     return sizes
-
-
-if __name__ == "__main__":
-    import tempfile
-    import time
-
-    for n in (10, 100, 1000):
-        with tempfile.TemporaryDirectory() as tmp:
-            started = time.perf_counter()
-            print(n, measure(n, Path(tmp)), f"{time.perf_counter() - started:.1f}s")

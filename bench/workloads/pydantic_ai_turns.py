@@ -55,14 +55,3 @@ def measure(turns: int, workdir: Path) -> dict[str, int]:
     finally:
         store.close()
     return {"safepoint": settled_sqlite_bytes(db)}
-
-
-if __name__ == "__main__":
-    import tempfile
-    import time
-
-    for turns in (10, 100, 1000):
-        with tempfile.TemporaryDirectory() as tmp:
-            started = time.monotonic()
-            sizes = measure(turns, Path(tmp))
-            print(turns, sizes, f"{time.monotonic() - started:.1f} s")
