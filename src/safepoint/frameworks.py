@@ -74,20 +74,21 @@ def framework_view(labels: Mapping[str, str], state: Any) -> FrameworkView | Non
             "OpenAI Agents SDK session", facts=facts + _other_labels(labels, "openai_agents.")
         )
     if adapter in _BY_LABELS:
-        name, prefix = _BY_LABELS[adapter]
+        name, prefix, shown = _BY_LABELS[adapter]
         facts = [(k[len(prefix) :], v) for k, v in sorted(labels.items()) if k.startswith(prefix)]
-        session_state = state.get("state") if adapter == "google-adk" and isinstance(state, Mapping) else None
-        channels = [("session state", shown_value(session_state))] if session_state is not None else []
+        value = state.get(shown[1]) if shown is not None and isinstance(state, Mapping) else None
+        channels = [(shown[0], shown_value(value))] if shown is not None and value is not None else []
         return FrameworkView(name, facts=facts, channels=channels)
     return None
 
 
 # The newer adapters' runs: named by their framework, with that framework's labels as facts
-# (their ids: conversation, app/user/session, workflow) and, for an ADK session, its state.
-_BY_LABELS = {
-    "pydantic-ai": ("Pydantic AI conversation", "pydantic_ai."),
-    "google-adk": ("Google ADK session", "google_adk."),
-    "agent-framework": ("Microsoft Agent Framework workflow", "agent_framework."),
+# (their ids: conversation, app/user/session, workflow) and, where the step's state holds one,
+# a value shown as a channel: (its name, its key in the state).
+_BY_LABELS: dict[str, tuple[str, str, tuple[str, str] | None]] = {
+    "pydantic-ai": ("Pydantic AI conversation", "pydantic_ai.", None),
+    "google-adk": ("Google ADK session", "google_adk.", ("session state", "state")),
+    "agent-framework": ("Microsoft Agent Framework workflow", "agent_framework.", None),
 }
 
 
