@@ -79,8 +79,8 @@ def prune_run(run_id: str, store_policy: Retention | None, now: int, *, dry_run:
     policy = Retention.from_json(codec.decode(own)) if own is not None else store_policy
     if policy is None:
         return result
-    stored_labels = codec.decode(labels)
-    if own is None and all(stored_labels.get(k) == v for k, v in KEEP_FINISHED.items()):
+    may_expire = own is None and policy.delete_finished_after is not None and status in _FINISHED
+    if may_expire and all(codec.decode(labels).get(k) == v for k, v in KEEP_FINISHED.items()):
         # An adapter's conversation that ended can go on later: the store-wide policy
         # does not expire it as finished (a policy set on the run itself does).
         policy = Retention(policy.keep_last, policy.keep_for)
