@@ -46,7 +46,7 @@ from safepoint.errors import (
 from .calls import now_micros
 from .encryption import STATE, ToEncrypt, open_sealer
 from .facade import Store
-from .ops.resealing import Resealed, reseal_blobs, reseal_run, scrub_free_pages, sealed_key_ids
+from .ops.resealing import Resealed, key_of, reseal_blobs, reseal_run, scrub_free_pages, sealed_key_ids
 from .query import Query
 from .sealed_blobs import SealedBlobs
 from .sealer import Sealer, UnknownDataKey, unwrapped
@@ -147,9 +147,12 @@ def key_status(store: Store) -> KeyStatus:
 
 
 def sealed_key_ids_of(values: list[bytes]) -> Counter[str]:
-    from safepoint.crypto.sealing import key_id_of  # noqa: PLC0415
+    """The data key ids of sealed values, counted; ``DAMAGED`` for one whose id cannot be read
+    (a cut blob: opening it says ``BlobCorrupt``)."""
+    return Counter(key_of(value) or DAMAGED for value in values)
 
-    return Counter(key_id_of(value) for value in values)
+
+DAMAGED = "<damaged>"
 
 
 # -- the walks -----------------------------------------------------------------

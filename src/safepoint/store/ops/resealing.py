@@ -19,7 +19,7 @@ from typing import Any
 
 from safepoint import codec
 from safepoint.blobs.base import decode_stored
-from safepoint.crypto.sealing import is_sealed, key_id_of
+from safepoint.crypto.sealing import SealBroken, is_sealed, key_id_of
 from safepoint.errors import BlobCorrupt, InvalidKey, MissingKey, SafepointError
 from safepoint.store.query import Op, Query
 from safepoint.store.sealer import TEXT_PREFIX, Sealer
@@ -127,7 +127,7 @@ def sealed_key_ids(run_ref: int) -> Op[tuple[Counter[str], int]]:
     for value in values:
         if value is None or not len(value):
             continue
-        key = _key_of(bytes(value)) if is_sealed(bytes(value)) else None
+        key = key_of(bytes(value)) if is_sealed(bytes(value)) else None
         if key is None:
             plain += 1
         else:
@@ -156,7 +156,7 @@ def _under(value: Any, key_id: str) -> bool:
     if value is None or not len(value):
         return True
     data = bytes(value)
-    return is_sealed(data) and _key_of(data) == key_id
+    return is_sealed(data) and key_of(data) == key_id
 
 
 def _under_text(value: str | None, key_id: str, *, labels: bool = False) -> bool:
@@ -164,10 +164,11 @@ def _under_text(value: str | None, key_id: str, *, labels: bool = False) -> bool
     return _under(_sealed_bytes(value, labels=labels), key_id)
 
 
-def _key_of(sealed: bytes) -> str | None:
+def key_of(sealed: bytes) -> str | None:
+    """The data key id a sealed value names; None when it names none (cut short, or plaintext)."""
     try:
         return key_id_of(sealed)
-    except Exception:  # SealBroken: not a sealed value; reseal reports it when it opens it
+    except SealBroken:  # not a sealed value: reseal reports it when it opens it
         return None
 
 
