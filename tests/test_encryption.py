@@ -251,10 +251,8 @@ def test_a_store_copied_into_another_store_does_not_open(tmp_path: Path) -> None
         sqlite_rows(tmp_path / "two.db", "INSERT OR IGNORE INTO safepoint_data_keys VALUES (?, ?, ?, ?)", row)
     # The copied data key row is another store's: its key does not unwrap here, and InvalidKey names it.
     ((foreign,),) = sqlite_rows(tmp_path / "one.db", "SELECT key_id FROM safepoint_data_keys")
-    reopened = safepoint.open_store(f"sqlite:///{tmp_path}/two.db", encryption=keyring())
-    with pytest.raises(safepoint.InvalidKey, match=foreign):
-        reopened.load("a")
-    reopened.close()
+    with pytest.raises(safepoint.InvalidKey, match=foreign):  # found at open, before anything is written
+        safepoint.open_store(f"sqlite:///{tmp_path}/two.db", encryption=keyring())
 
 
 def test_two_blobs_swapped_fail_with_blob_corrupt(tmp_path: Path) -> None:

@@ -33,13 +33,15 @@ CASES = {
     "keyless": None,
     "wrong-kek": f"index:{INDEX} k1:{WRONG}",  # the right id, other bytes
     "wrong-index": f"index:{WRONG} k1:{K1}",
+    "wrong-old-kek": f"index:{INDEX} k1:{WRONG} k2:{K2}",  # a new writing key, the old one wrong
 }
 ERRORS: dict[str, type[safepoint.SafepointError]] = {
     "keyless": safepoint.EncryptedStore,
     "wrong-kek": safepoint.InvalidKey,
     "wrong-index": safepoint.InvalidKey,
+    "wrong-old-kek": safepoint.InvalidKey,
 }
-SAYS = {"keyless": "encrypted", "wrong-kek": "key k1", "wrong-index": "index key"}
+SAYS = {"keyless": "encrypted", "wrong-kek": "key k1", "wrong-index": "index key", "wrong-old-kek": "key k1"}
 RUN_IDS = ("a", "b")
 
 

@@ -171,6 +171,10 @@ class Keyring:
                 self._keys[key_id] = _checked_key(fetched, key_id, self._source)
             return self._keys[key_id]
 
+    def holds(self, key_id: str) -> bool:
+        """Whether the key ``key_id`` is in memory already (a key callable's is, once fetched)."""
+        return key_id in self._keys
+
     def __repr__(self) -> str:
         return f"Keyring(ids={self._ids!r}, writing={self.writing_id!r})"
 

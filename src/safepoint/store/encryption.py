@@ -14,8 +14,9 @@ Every seam fails closed here, before anything is written:
 * an open without a keyring of a store that has an id (encrypted, or being
   converted by ``safepoint encrypt``) is ``EncryptedStore`` — one read of
   ``safepoint_meta``, so a process missing its keys never writes plaintext;
-* a keyring key that does not open the data key under its id is
-  ``InvalidKey`` naming both ids (``sealer.unwrapped``);
+* a keyring key that does not open a data key wrapped under its id is
+  ``InvalidKey`` naming both ids (``sealer.unwrapped``): each data key whose
+  keyring key is in memory is unwrapped at open to find out;
 * the index key is checked against the store's check value (a keyed digest
   of the store id under it): another index key is ``InvalidKey``. A store
   made before the check value existed gets it only once the index key has
@@ -111,6 +112,12 @@ def open_sealer(keyring: Any, *, writable: bool, now: int, converting: bool = Fa
         meta = {row.name: row.value for row in (yield Query("store_meta"))}
         store_id = meta[STORE_ID]
     yield from _check_index_key(keyring, store_id, meta, wrapped, writable=writable, new=new)
+    for key_id, (kek_id, sealed) in wrapped.items():
+        # Each data key under a keyring key already in memory is unwrapped once now (microseconds):
+        # a key given with the wrong bytes is InvalidKey at open, before anything is written. A key
+        # callable's keys are still fetched only when a value needs them.
+        if keyring.holds(kek_id):
+            unwrapped(keyring, kek_id, sealed, store_id, key_id)
     if converting and meta.get(STATE) != "converting":
         yield Query("replace_store_meta", {"name": STATE, "value": "converting"})
     converting = converting or meta.get(STATE) == "converting"  # plaintext rows may remain: read them
