@@ -111,13 +111,13 @@ def open_sealer(keyring: Any, *, writable: bool, now: int, converting: bool = Fa
         yield Query("set_store_meta", {"name": STORE_ID, "value": "st-" + secrets.token_hex(12)})
         meta = {row.name: row.value for row in (yield Query("store_meta"))}
         store_id = meta[STORE_ID]
-    yield from _check_index_key(keyring, store_id, meta, wrapped, writable=writable, new=new)
     for key_id, (kek_id, sealed) in wrapped.items():
         # Each data key under a keyring key already in memory is unwrapped once now (microseconds):
         # a key given with the wrong bytes is InvalidKey at open, before anything is written. A key
         # callable's keys are still fetched only when a value needs them.
         if keyring.holds(kek_id):
             unwrapped(keyring, kek_id, sealed, store_id, key_id)
+    yield from _check_index_key(keyring, store_id, meta, wrapped, writable=writable, new=new)
     if converting and meta.get(STATE) != "converting":
         yield Query("replace_store_meta", {"name": STATE, "value": "converting"})
     converting = converting or meta.get(STATE) == "converting"  # plaintext rows may remain: read them
