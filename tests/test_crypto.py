@@ -64,6 +64,7 @@ def test_from_env_and_from_file_read_only_what_they_are_pointed_at(tmp_path: Pat
     assert Keyring.from_env("SAFEPOINT_KEYS", {"SAFEPOINT_KEYS": text}).key("k1") == KEY_A
     path = tmp_path / "keys"
     path.write_text(text)
+    path.chmod(0o600)
     assert Keyring.from_file(path).key("k1") == KEY_A
     with pytest.raises(InvalidKey, match="not set"):
         Keyring.from_env("SAFEPOINT_KEYS", {})
@@ -97,10 +98,12 @@ def test_a_key_file_that_is_not_a_key_file_is_refused(tmp_path: Path) -> None:
         Keyring.from_file(tmp_path / "absent")
     binary = tmp_path / "binary"
     binary.write_bytes(b"\xff\xfe" + KEY_A)
+    binary.chmod(0o600)
     with pytest.raises(InvalidKey, match="not UTF-8"):
         Keyring.from_file(binary)
     big = tmp_path / "big"
     big.write_bytes(b"#" * (2 << 20))
+    big.chmod(0o600)
     with pytest.raises(InvalidKey, match="larger"):
         Keyring.from_file(big)
 

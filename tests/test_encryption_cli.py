@@ -27,6 +27,7 @@ def key_file(folder: Path, name: str, *ids: str) -> Path:
     keys = {"k1": K1, "k2": K2}
     path = folder / name
     path.write_text("# test keys\n" + "\n".join([f"index:{INDEX}", *(f"{i}:{keys[i]}" for i in ids)]) + "\n")
+    path.chmod(0o600)  # a key file open to other users is refused
     return path
 
 

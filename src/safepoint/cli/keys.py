@@ -2,7 +2,10 @@
 
 Both take the keyring as every command does (``--key-file``,
 ``SAFEPOINT_KEY_FILE`` or ``SAFEPOINT_KEYS``), work a run per transaction
-while agents keep saving, and can be stopped and run again to finish.
+while agents keep saving, and can be stopped and run again to finish. A run
+they cannot seal (damaged, or under a key that does not open it) is listed
+by id, with why, and the others are done all the same; the command then
+exits with the code of the first one's error (4 for a corrupt run).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from rich.progress import Progress
 from safepoint.cli.output import (
     console,
     emit,
+    exit_code,
     given_keyring,
     handle_errors,
     open_existing,
@@ -23,8 +27,9 @@ from safepoint.cli.output import (
     say,
     store_options,
 )
-from safepoint.errors import InvalidArgument
-from safepoint.store.admin import KeyProgress, Resealing, encrypt_store, key_status, rekey_store
+from safepoint.errors import InvalidArgument, SafepointError
+from safepoint.store.admin import KeyProgress, Resealing, ToEncrypt, encrypt_store, key_status, rekey_store
+from safepoint.visible import ID_LEN, visible
 
 _NEEDS_KEYS = "give the keyring with --key-file PATH (or SAFEPOINT_KEY_FILE, or the keys in SAFEPOINT_KEYS)"
 
@@ -44,7 +49,9 @@ def encrypt(*, store_url: str, as_json: bool) -> None:
     keyring = given_keyring()
     if keyring is None:
         raise InvalidArgument(f"safepoint encrypt needs the keys: {_NEEDS_KEYS}")
-    with open_existing(store_url, encryption=None) as store:
+    # ToEncrypt: a store an interrupted encrypt left converting reopens to finish (a keyless open
+    # of it is refused, as any writer's without the keys is).
+    with open_existing(store_url, encryption=ToEncrypt(keyring)) as store:
         done = _with_progress(
             as_json, "encrypting runs", lambda report: encrypt_store(store, keyring, progress=report)
         )
@@ -95,13 +102,35 @@ def _with_progress(as_json: bool, label: str, work: Callable[[KeyProgress], Rese
 
 
 def _report(done: Resealing, as_json: bool, verb: str) -> None:
-    data = {"runs": done.runs, "rows": done.rows, "blobs": done.blobs, "data_keys_rewrapped": done.rewrapped}
-    emit(
-        data,
-        as_json,
-        lambda: say(
+    left = [
+        *(("run", name, exc) for name, exc in done.failed),
+        *(("blob", name, exc) for name, exc in done.failed_blobs),
+        *(("data key", name, exc) for name, exc in done.failed_keys),
+    ]
+    data = {
+        "runs": done.runs,
+        "rows": done.rows,
+        "blobs": done.blobs,
+        "data_keys_rewrapped": done.rewrapped,
+        "failed": [_failure(kind, name, exc) for kind, name, exc in left],
+    }
+
+    def render() -> None:
+        say(
             f"{verb} {done.rows} rows in {done.runs} runs and {done.blobs} blobs"
             + (f"; rewrapped {done.rewrapped} data keys" if done.rewrapped else "")
-        ),
-    )
+        )
+        if left:
+            say(f"could not seal {len(left)}: repair or delete them, then run the command again")
+        for kind, name, exc in left:
+            say(f"  {kind} {visible(name, max_len=ID_LEN)}: {visible(str(exc))}")
+
+    emit(data, as_json, render)
     sys.stdout.flush()
+    if left:
+        sys.exit(exit_code(left[0][2]))
+
+
+def _failure(kind: str, name: str, exc: SafepointError) -> dict[str, str]:
+    # The run id, digest or key id as text (json_text escapes it); the message quotes no stored value.
+    return {"kind": kind, "id": name, "type": type(exc).__name__, "error": str(exc)}

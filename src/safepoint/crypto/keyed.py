@@ -22,6 +22,9 @@ import hashlib
 import hmac
 import struct
 
+CHECKPOINT_DIGEST = b"checkpoint digest"  # the purpose of a checkpoint's keyed digest
+INDEX_CHECK = b"index key check"  # the purpose of the store's check value of its index key
+
 
 def keyed_digest(index_key: bytes, purpose: bytes, data: bytes) -> bytes:
     """Keyed BLAKE2b-256 of a short ``data`` for ``purpose`` (a short constant naming the use)."""

@@ -25,6 +25,7 @@ import base64
 import binascii
 import os
 import re
+import stat
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -112,10 +113,16 @@ class Keyring:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> Keyring:
-        """A keyring from a file in the text form."""
+        """A keyring from a file in the text form.
+
+        On POSIX the file must be private to its owner, as ssh asks of a private key: one that
+        its group or other users may read or write (any of the mode bits 077) is refused with
+        ``InvalidKey`` naming the path, before a byte of it is read.
+        """
         shown = visible(str(path), max_len=200)
         try:
             with open(path, "rb") as file:
+                _check_private(os.fstat(file.fileno()).st_mode, shown)
                 data = file.read(MAX_SOURCE_BYTES + 1)
         except OSError as exc:
             raise InvalidKey(f"cannot read the key file {shown}: {exc.strerror or 'error'}") from None
@@ -164,8 +171,21 @@ class Keyring:
                 self._keys[key_id] = _checked_key(fetched, key_id, self._source)
             return self._keys[key_id]
 
+    def holds(self, key_id: str) -> bool:
+        """Whether the key ``key_id`` is in memory already (a key callable's is, once fetched)."""
+        return key_id in self._keys
+
     def __repr__(self) -> str:
         return f"Keyring(ids={self._ids!r}, writing={self.writing_id!r})"
+
+
+def _check_private(mode: int, shown: str) -> None:
+    # The mode of the file opened (fstat), so a file swapped in after a check cannot slip past it.
+    if os.name == "posix" and mode & 0o077:
+        raise InvalidKey(
+            f"the key file {shown} is open to other users (mode {stat.S_IMODE(mode):04o}): keys must be"
+            " private to their owner, so it is not used; make it so with chmod 600 (docs/encryption.md)"
+        )
 
 
 def _checked_id(key_id: object, source: str) -> str:

@@ -97,7 +97,9 @@ Buffer = bytes | memoryview  # what opening takes: stored bytes, or views into t
 class _Nonces:
     """Random 96-bit nonces, drawn from the OS in bulk: a save seals a few values, and one
     ``getrandom`` per value costs more than the seal. Emptied in a forked child, so two
-    processes never hand out the same buffered bytes."""
+    processes never hand out the same buffered bytes: by the at-fork hook (``os.fork``), and
+    by the process id the batch was drawn in, checked on every nonce, for a child forked where
+    Python's hooks do not run (libc ``fork()`` called from native code)."""
 
     _BATCH = NONCE_BYTES * 512
 
@@ -105,6 +107,7 @@ class _Nonces:
         self._lock = threading.Lock()
         self._buffer = b""
         self._at = 0
+        self._pid = os.getpid()
         os.register_at_fork(after_in_child=self._forget)
 
     def _forget(self) -> None:
@@ -113,8 +116,8 @@ class _Nonces:
 
     def next(self) -> bytes:
         with self._lock:
-            if self._at + NONCE_BYTES > len(self._buffer):
-                self._buffer, self._at = os.urandom(self._BATCH), 0
+            if self._at + NONCE_BYTES > len(self._buffer) or os.getpid() != self._pid:
+                self._buffer, self._at, self._pid = os.urandom(self._BATCH), 0, os.getpid()
             start = self._at
             self._at = start + NONCE_BYTES
             return self._buffer[start : self._at]

@@ -6,7 +6,7 @@
      │    │    ├── NotJSONCompatible            e.g. ``state.items[3]: set is not JSON-compatible``
      │    │    └── SecretLeak                   the scrubber found a secret and the policy is ``raise``
      │    ├── InvalidURL                        ``open_store`` was given a URL it can't serve
-     │    ├── InvalidKey                        a key or keyring source is malformed (never quoted)
+     │    ├── InvalidKey                        a key or keyring source is malformed, or not the store's key
      │    ├── NotEncrypted                      a keyring for a store that is not encrypted (read-only)
      │    ├── MissingExtra (also ImportError)   an optional part's extra is missing: names the pip install
      │    └── InvalidMigrationChain             a gap, duplicate or out-of-range version in a chain

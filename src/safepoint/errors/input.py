@@ -52,7 +52,8 @@ class InvalidURL(InvalidArgument):
 
 
 class InvalidKey(InvalidArgument):
-    """A key or a keyring source is malformed: names the source and the key id, never key material."""
+    """A key or a keyring source is malformed, or a key is not the store's (a key-encryption key that
+    does not open its data key, another index key): names the source or the key id, never key material."""
 
 
 class NotEncrypted(InvalidArgument):

@@ -83,13 +83,14 @@ class MissingKey(SafepointError, LookupError):
 
 
 class EncryptedStore(MissingKey):
-    """The store is encrypted and was opened without its keyring: nothing it holds can be read."""
+    """The store is encrypted (or being converted) and was opened without its keyring: the open is
+    refused, so nothing it holds is read and nothing is written in plain text beside it."""
 
     def __init__(self, what: str = "it") -> None:
         self.key_id = ""
         SafepointError.__init__(
             self,
-            f"the store is encrypted, so {what} cannot be read without its keyring: open it with "
+            f"the store is encrypted, so {what} cannot be read or written without its keyring: open it with "
             "encryption=Keyring... (the CLI: --key-file or SAFEPOINT_KEYS)",
         )
 

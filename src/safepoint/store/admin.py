@@ -35,7 +35,7 @@ from safepoint.errors import InvalidArgument, SafepointError
 from safepoint.records import Retention, RunInfo
 
 from .facade import Store
-from .keys import KeyStatus, Resealing, encrypt_store, key_status, rekey_store
+from .keys import KeyStatus, Resealing, ToEncrypt, encrypt_store, key_status, rekey_store
 from .keys import Progress as KeyProgress
 from .ops.collect import FileSpace
 from .ops.retention import PruneResult
@@ -48,6 +48,7 @@ __all__ = [
     "MigrateReport",
     "PruneReport",
     "Resealing",
+    "ToEncrypt",
     "all_runs",
     "encrypt_store",
     "key_status",

@@ -16,6 +16,13 @@ under the writing data key is left alone. Runs keep saving throughout.
   newest data key, so that an old data key protects nothing either.
 * ``key_status`` counts the values each data key seals, and each keyring
   key wraps, and the plaintext values left.
+
+A run that cannot be sealed again (its rows damaged, or under a key the
+keyring lacks or that is not the store's) does not stop either walk: it is
+left as it is and listed in ``Resealing.failed``, and every other run is
+done. ``encrypt_store`` then leaves the store *converting* (plaintext still
+read), so that a rerun after the listed runs are repaired or deleted
+finishes the conversion.
 """
 
 from __future__ import annotations
@@ -25,16 +32,26 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from safepoint.crypto.sealing import is_sealed, unwrap, wrap
-from safepoint.errors import InvalidArgument
+from safepoint.crypto.sealing import is_sealed, wrap
+from safepoint.errors import (
+    BlobCorrupt,
+    CorruptCheckpoint,
+    InvalidArgument,
+    InvalidKey,
+    MissingKey,
+    SafepointError,
+    StoreError,
+)
 
 from .calls import now_micros
-from .encryption import STATE, open_sealer
+from .encryption import STATE, ToEncrypt, open_sealer
 from .facade import Store
-from .ops.resealing import reseal_blobs, reseal_run, scrub_free_pages, sealed_key_ids
+from .ops.resealing import Resealed, key_of, reseal_blobs, reseal_run, scrub_free_pages, sealed_key_ids
 from .query import Query
 from .sealed_blobs import SealedBlobs
-from .sealer import Sealer
+from .sealer import Sealer, UnknownDataKey, unwrapped
+
+__all__ = ["KeyStatus", "Progress", "Resealing", "ToEncrypt", "encrypt_store", "key_status", "rekey_store"]
 
 Progress = Callable[[int, int], None]  # (runs done, runs in all)
 _PAGE = 200
@@ -42,12 +59,21 @@ _PAGE = 200
 
 @dataclass(slots=True)
 class Resealing:
-    """What an encrypt or a rekey did: runs and rows sealed anew, blobs, data keys rewrapped."""
+    """What an encrypt or a rekey did: runs and rows sealed anew, blobs, data keys rewrapped, and
+    the runs (by id) and blobs (by digest) it could not seal, each with its typed error."""
 
     runs: int = 0
     rows: int = 0
     blobs: int = 0
     rewrapped: int = 0
+    failed: list[tuple[str, SafepointError]] = field(default_factory=list)
+    failed_blobs: list[tuple[str, SafepointError]] = field(default_factory=list)
+    failed_keys: list[tuple[str, SafepointError]] = field(default_factory=list)  # data keys not rewrapped
+
+    @property
+    def ok(self) -> bool:
+        """Whether every run, blob and data key is under the writing keys now."""
+        return not self.failed and not self.failed_blobs and not self.failed_keys
 
 
 @dataclass(slots=True)
@@ -69,7 +95,12 @@ class KeyStatus:
 
 
 def encrypt_store(store: Store, keyring: Any, *, progress: Progress | None = None) -> Resealing:
-    """Convert ``store`` (opened without a keyring) to an encrypted store under ``keyring``."""
+    """Convert ``store`` to an encrypted store under ``keyring``.
+
+    ``store``: a plaintext store opened without a keyring, or any store opened with
+    ``encryption=ToEncrypt(keyring)`` — what reopens a store an interrupted encrypt left
+    converting, which a keyless open refuses (``EncryptedStore``). The store is marked encrypted
+    only when every run and blob was sealed (``Resealing.ok``)."""
     if store.pipeline.sealer is not None and not store.pipeline.sealer.converting:
         raise InvalidArgument("the store is encrypted already: rekey it instead")
     sealer = store.driver.run(
@@ -78,6 +109,8 @@ def encrypt_store(store: Store, keyring: Any, *, progress: Progress | None = Non
     if store.pipeline.sealer is None:
         store.pipeline.encrypt(sealer)
     done = _reseal_everything(store, sealer, progress)
+    if not done.ok:
+        return done  # still converting: the runs left in plain text stay readable until a rerun
     store.driver.run(_mark_encrypted(), write=True)
     if store.driver.dialect == "sqlite":
         store.driver.run(scrub_free_pages(), write=True)
@@ -87,9 +120,10 @@ def encrypt_store(store: Store, keyring: Any, *, progress: Progress | None = Non
 def rekey_store(store: Store, *, progress: Progress | None = None) -> Resealing:
     """Rewrap every data key under the keyring's writing key, then re-seal every value under the newest."""
     sealer = _sealer_of(store)
-    rewrapped = store.driver.run(_rewrap_all(sealer), write=True)
+    failed_keys: list[tuple[str, SafepointError]] = []
+    rewrapped = store.driver.run(_rewrap_all(sealer, failed_keys), write=True)
     done = _reseal_everything(store, sealer, progress)
-    done.rewrapped = rewrapped
+    done.rewrapped, done.failed_keys = rewrapped, failed_keys
     return done
 
 
@@ -113,9 +147,12 @@ def key_status(store: Store) -> KeyStatus:
 
 
 def sealed_key_ids_of(values: list[bytes]) -> Counter[str]:
-    from safepoint.crypto.sealing import key_id_of  # noqa: PLC0415
+    """The data key ids of sealed values, counted; ``DAMAGED`` for one whose id cannot be read
+    (a cut blob: opening it says ``BlobCorrupt``)."""
+    return Counter(key_of(value) or DAMAGED for value in values)
 
-    return Counter(key_id_of(value) for value in values)
+
+DAMAGED = "<damaged>"
 
 
 # -- the walks -----------------------------------------------------------------
@@ -125,13 +162,32 @@ def _reseal_everything(store: Store, sealer: Sealer, progress: Progress | None) 
     done = Resealing()
     runs = list(_all_runs(store))
     for index, (run_ref, run_id) in enumerate(runs, 1):
-        result = store.driver.run(reseal_run(run_ref, run_id, sealer), write=True)
-        done.runs += bool(result.rows or result.run_row)
-        done.rows += result.rows
+        try:
+            result = _reseal_one(store, run_ref, run_id, sealer)
+        except StoreError:
+            raise  # the backend failed: stop, and a rerun goes on from here
+        except SafepointError as exc:  # this run's rows: damaged, or under a key that does not open them
+            done.failed.append((run_id, exc))
+        except (TypeError, ValueError, KeyError):  # a column edited into another type or shape
+            done.failed.append((run_id, CorruptCheckpoint(run_id, None, _NOT_ROWS)))
+        else:
+            done.runs += bool(result.rows or result.run_row)
+            done.rows += result.rows
         if progress is not None:
             progress(index, len(runs))
-    done.blobs = _reseal_blobs(store, sealer)
+    done.blobs = _reseal_blobs(store, sealer, done.failed_blobs)
     return done
+
+
+_NOT_ROWS = "its stored rows are not in the form safepoint writes them"
+
+
+def _reseal_one(store: Store, run_ref: int, run_id: str, sealer: Sealer) -> Resealed:
+    try:
+        return store.driver.run(reseal_run(run_ref, run_id, sealer), write=True)
+    except UnknownDataKey:  # a process opened the store with a new writing key since: read its data key
+        sealer.learn(store.driver.run(_data_keys(), write=False))
+        return store.driver.run(reseal_run(run_ref, run_id, sealer), write=True)
 
 
 def _all_runs(store: Store) -> Iterator[tuple[int, str]]:
@@ -144,15 +200,16 @@ def _all_runs(store: Store) -> Iterator[tuple[int, str]]:
         after = page[-1].run_ref
 
 
-def _reseal_blobs(store: Store, sealer: Sealer) -> int:
+def _reseal_blobs(store: Store, sealer: Sealer, failed: list[tuple[str, SafepointError]]) -> int:
     blobs = store.pipeline.blobs
     if blobs is None:
         return 0
     if blobs.in_database:
         changed, after = 0, ""
         while True:
-            count, page_end = store.driver.run(reseal_blobs(after, _PAGE, sealer), write=True)
+            count, page_end, page_failed = store.driver.run(reseal_blobs(after, _PAGE, sealer), write=True)
             changed += count
+            failed += page_failed
             if page_end is None:
                 return changed
             after = page_end
@@ -163,7 +220,11 @@ def _reseal_blobs(store: Store, sealer: Sealer) -> int:
         stored = external.get_sealed(info.digest)
         if is_sealed(stored) and sealed_key_ids_of([stored]).get(sealer.writing.key_id):
             continue
-        data = sealer.open_blob(info.digest, stored)
+        try:
+            data = sealer.open_blob(info.digest, stored)
+        except (BlobCorrupt, MissingKey, InvalidKey) as exc:  # damaged, or a key missing or wrong
+            failed.append((info.digest, exc))
+            continue
         external.put_sealed(info.digest, sealer.seal_blob(info.digest, data), replace=True)
         changed += 1
     return changed
@@ -213,13 +274,19 @@ def _mark_encrypted() -> Any:
     yield Query("replace_store_meta", {"name": STATE, "value": "encrypted"})
 
 
-def _rewrap_all(sealer: Sealer) -> Any:
-    """Every data key wrapped under the writing keyring key; how many were rewrapped."""
+def _rewrap_all(sealer: Sealer, failed: list[tuple[str, SafepointError]]) -> Any:
+    """Every data key wrapped under the writing keyring key; how many were rewrapped. One the
+    keyring cannot open is added to ``failed`` and left as it is (the runs under it fail too)."""
     keyring, changed = sealer.keyring, 0
+    failed.clear()  # the op may be run again (a retried transaction)
     for row in (yield Query("data_keys")):
         if row.kek_id == keyring.writing_id:
             continue
-        data_key = unwrap(keyring, row.kek_id, bytes(row.wrapped), sealer.store_id, row.key_id)
+        try:
+            data_key = unwrapped(keyring, row.kek_id, bytes(row.wrapped), sealer.store_id, row.key_id)
+        except (MissingKey, InvalidKey) as exc:
+            failed.append((str(row.key_id), exc))
+            continue
         kek_id, wrapped = wrap(keyring, data_key, sealer.store_id)
         yield Query("rewrap_data_key", {"key_id": row.key_id, "kek_id": kek_id, "wrapped": wrapped})
         changed += 1

@@ -20,7 +20,7 @@ from safepoint.visible import visible
 from .asyncstore import AsyncStore, SQLiteAsyncDriver
 from .blob_targets import BlobTarget, DatabaseBlobs, ExternalBlobs
 from .calls import now_micros
-from .encryption import keyring_option, open_sealer
+from .encryption import keyring_option, open_encryption
 from .facade import Store
 from .pipeline import Pipeline
 from .sqlite.driver import SQLiteDriver
@@ -104,7 +104,10 @@ def open_store(url: str = DEFAULT_URL, **options: Any) -> Store:
     everything the store holds that could hold content, bound to its place,
     under data keys wrapped by the keyring's keys (docs/encryption.md). The
     first read-write open with a keyring makes the store encrypted; after
-    that it must always be opened with one (``EncryptedStore`` otherwise).
+    that it must always be opened with one: without, the open itself raises
+    ``EncryptedStore`` (read-only or not, before anything is written). A key
+    that is not the store's (a key-encryption key that does not open its
+    data key, another index key) raises ``InvalidKey`` at open.
     ``open_store`` never reads the environment: build the keyring with
     ``Keyring.from_env(NAME)``, ``from_file`` or ``from_callable``.
 
@@ -134,10 +137,14 @@ def open_store(url: str = DEFAULT_URL, **options: Any) -> Store:
     store.pipeline = pipeline
     store.observer = observer
     store.driver.on_query = query_hook(observer)  # the drivers' statement-level tracing, if it has one
-    if keyring is not None:
+    if keyring is not None or scheme != "memory":  # a memory:// store is new: nothing to refuse
         try:
-            setup = open_sealer(keyring, writable=not read_only, now=now_micros())
-            pipeline.encrypt(store.driver.run(setup, write=not read_only))
+            # Before anything is written: a keyless open of an encrypted store is refused here
+            # (one read of safepoint_meta), and a keyring's keys are checked against the store's.
+            setup = open_encryption(keyring, writable=not read_only, now=now_micros())
+            sealer = store.driver.run(setup, write=not read_only and keyring is not None)
+            if sealer is not None:
+                pipeline.encrypt(sealer)
         except BaseException:
             store.close()
             raise
@@ -189,14 +196,15 @@ async def open_async_store(url: str = DEFAULT_URL, **options: Any) -> AsyncStore
         display_url = PostgresConfig.from_options(url, dict(options)).display_url
         async_driver = await open_postgres_async_driver(url, **options)
         async_driver.on_query = query_hook(observer)
-        if keyring is not None:
-            writable = not options.get("read_only", False)
-            try:
-                setup = open_sealer(keyring, writable=writable, now=now_micros())
-                pipeline.encrypt(await async_driver.run(setup, write=writable))
-            except BaseException:
-                await async_driver.close()
-                raise
+        writable = not options.get("read_only", False)
+        try:
+            setup = open_encryption(keyring, writable=writable, now=now_micros())
+            sealer = await async_driver.run(setup, write=writable and keyring is not None)
+            if sealer is not None:
+                pipeline.encrypt(sealer)
+        except BaseException:
+            await async_driver.close()
+            raise
         opened = AsyncStore(async_driver, url=display_url, pipeline=pipeline)
         opened.observer = observer
         return opened

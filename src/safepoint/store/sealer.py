@@ -2,10 +2,9 @@
 
 ``Sealer`` holds what an encrypted store needs to write and read its rows:
 the store's id, its data keys (unwrapped from ``safepoint_data_keys`` when
-first needed, so a keyring missing an old key still opens the store and
-``MissingKey`` names that key only when a value under it is read), the
-writing data key and the index key. ``sealed_ops.py`` applies it to the
-queries of every operation; nothing else in the store knows about it.
+first needed: ``MissingKey`` names a keyring key only when a value under it
+is read, ``InvalidKey`` one that does not open its data key), the writing
+data key and the index key. ``sealed_ops.py`` applies it to every operation.
 
 Each kind of stored value has its form:
 
@@ -36,7 +35,7 @@ from typing import Any
 
 from safepoint import codec
 from safepoint.blobs.base import decode_stored
-from safepoint.crypto.keyed import keyed_content_digest, keyed_digest, label_index
+from safepoint.crypto.keyed import CHECKPOINT_DIGEST, keyed_content_digest, keyed_digest, label_index
 from safepoint.crypto.keyring import Keyring
 from safepoint.crypto.sealing import (
     NONCE_BYTES,
@@ -51,7 +50,8 @@ from safepoint.crypto.sealing import (
     tag_error,
     unwrap,
 )
-from safepoint.errors import BlobCorrupt, CorruptCheckpoint, StoreError
+from safepoint.errors import BlobCorrupt, CorruptCheckpoint, InvalidKey, StoreError
+from safepoint.visible import visible
 
 RUN_WIDE = -1  # the step of a value that belongs to the run, not to one checkpoint
 TEXT_PREFIX = "sp1:"
@@ -61,11 +61,9 @@ PLAIN_TEXT = "it is stored in plain text, but the store is encrypted"
 
 
 class UnknownDataKey(StoreError):
-    """A value is sealed under a data key this store has not read (another process made it since).
-
-    Inside an operation ``sealed_ops`` reads the data keys again and goes on;
-    where that cannot be done (a blob fetched after the load's transaction),
-    it is the error, and opening the store again reads the new key."""
+    """A value is sealed under a data key this store has not read (another process made it since):
+    ``sealed_ops`` reads the data keys again and goes on; elsewhere (a blob fetched after the load's
+    transaction) it is the error, and opening the store again reads the new key."""
 
     def __init__(self, key_id: str) -> None:
         self.key_id = key_id
@@ -108,8 +106,7 @@ class Sealer:
         entry = self._wrapped.get(key_id)
         if entry is None:
             raise UnknownDataKey(key_id)
-        kek_id, wrapped = entry
-        key = unwrap(self.keyring, kek_id, wrapped, self.store_id, key_id)
+        key = unwrapped(self.keyring, *entry, self.store_id, key_id)
         with self._lock:
             self._keys[key_id] = key
         return key
@@ -246,7 +243,7 @@ class Sealer:
     # -- checkpoint digests ------------------------------------------------
 
     def keyed(self, plain: bytes) -> bytes:
-        keyed = keyed_digest(self._index, b"checkpoint digest", plain)
+        keyed = keyed_digest(self._index, CHECKPOINT_DIGEST, plain)
         if len(self._plain) >= _DIGEST_HINTS:
             self._plain.clear()
         self._plain[keyed] = plain
@@ -285,6 +282,18 @@ class Sealer:
 
     def _blob_place(self, digest: str) -> Place:
         return Place(self.store_id, "", RUN_WIDE, "blob " + digest)
+
+
+def unwrapped(keyring: Keyring, kek_id: str, wrapped: bytes, store_id: str, key_id: str) -> DataKey:
+    """``unwrap``; a keyring key that does not open the data key is ``InvalidKey`` naming both ids."""
+    try:
+        return unwrap(keyring, kek_id, wrapped, store_id, key_id)
+    except SealBroken:
+        shown, data_key = visible(kek_id, max_len=64), visible(key_id, max_len=64)
+        raise InvalidKey(
+            f"key {shown} of the keyring does not open data key {data_key} of this store: it is not the"
+            " key that was given that id (or the data key's row was copied from another store)"
+        ) from None
 
 
 def _shown(step: int) -> int | None:

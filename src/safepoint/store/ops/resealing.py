@@ -19,7 +19,8 @@ from typing import Any
 
 from safepoint import codec
 from safepoint.blobs.base import decode_stored
-from safepoint.crypto.sealing import is_sealed, key_id_of
+from safepoint.crypto.sealing import SealBroken, is_sealed, key_id_of
+from safepoint.errors import BlobCorrupt, InvalidKey, MissingKey, SafepointError
 from safepoint.store.query import Op, Query
 from safepoint.store.sealer import TEXT_PREFIX, Sealer
 
@@ -86,20 +87,28 @@ def reseal_run(run_ref: int, run_id: str, sealer: Sealer) -> Op[Resealed]:
     return Resealed(changed, True)
 
 
-def reseal_blobs(after: str, limit: int, sealer: Sealer) -> Op[tuple[int, str | None]]:
-    """A page of the database blob table under the writing data key: (blobs changed, next page start)."""
+BlobFailures = list[tuple[str, SafepointError]]  # (digest, why it could not be sealed)
+
+
+def reseal_blobs(after: str, limit: int, sealer: Sealer) -> Op[tuple[int, str | None, BlobFailures]]:
+    """A page of the database blob table under the writing data key: (blobs changed, next page
+    start, the blobs that do not open — damaged, or under a key the keyring lacks — left as they are)."""
     rows = yield Query("blobs_after", {"after_digest": after, "limit": limit})
     changed = 0
+    failed: BlobFailures = []
     for row in rows:
         stored = bytes(row.data)
         if _under(stored, sealer.writing.key_id):
             continue
-        data = (
-            sealer.open_blob(row.digest, stored) if is_sealed(stored) else decode_stored(row.digest, stored)
-        )
+        try:
+            opened = sealer.open_blob if is_sealed(stored) else decode_stored
+            data = opened(row.digest, stored)
+        except (BlobCorrupt, MissingKey, InvalidKey) as exc:
+            failed.append((str(row.digest), exc))
+            continue
         yield Query("reseal_blob", {"digest": row.digest, "data": sealer.seal_blob(row.digest, data)})
         changed += 1
-    return changed, rows[-1].digest if len(rows) == limit else None
+    return changed, rows[-1].digest if len(rows) == limit else None, failed
 
 
 def sealed_key_ids(run_ref: int) -> Op[tuple[Counter[str], int]]:
@@ -118,7 +127,7 @@ def sealed_key_ids(run_ref: int) -> Op[tuple[Counter[str], int]]:
     for value in values:
         if value is None or not len(value):
             continue
-        key = _key_of(bytes(value)) if is_sealed(bytes(value)) else None
+        key = key_of(bytes(value)) if is_sealed(bytes(value)) else None
         if key is None:
             plain += 1
         else:
@@ -147,7 +156,7 @@ def _under(value: Any, key_id: str) -> bool:
     if value is None or not len(value):
         return True
     data = bytes(value)
-    return is_sealed(data) and _key_of(data) == key_id
+    return is_sealed(data) and key_of(data) == key_id
 
 
 def _under_text(value: str | None, key_id: str, *, labels: bool = False) -> bool:
@@ -155,10 +164,11 @@ def _under_text(value: str | None, key_id: str, *, labels: bool = False) -> bool
     return _under(_sealed_bytes(value, labels=labels), key_id)
 
 
-def _key_of(sealed: bytes) -> str | None:
+def key_of(sealed: bytes) -> str | None:
+    """The data key id a sealed value names; None when it names none (cut short, or plaintext)."""
     try:
         return key_id_of(sealed)
-    except Exception:  # SealBroken: not a sealed value; reseal reports it when it opens it
+    except SealBroken:  # not a sealed value: reseal reports it when it opens it
         return None
 
 
