@@ -17,6 +17,7 @@ and that the change makes runnable goes back in the queue.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,7 +25,7 @@ from typing import Any
 
 import click
 
-from safepoint import Reconcile, Run
+from safepoint import Reconcile, Run, codec
 from safepoint.cli.output import ID_LEN, emit, handle_errors, open_existing, say, shown, store_options, when
 from safepoint.errors import Conflict, RunStatusError
 from safepoint.model import Status
@@ -78,7 +79,29 @@ def back_to_workers(store: Store, state: QueueState, run: Run) -> bool:
     return False
 
 
+# A JSON string (its escapes included), skipped when measuring how deep a text nests.
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def _nesting(text: str) -> int:
+    """How many dicts and lists ``text`` opens inside one another (strings skipped)."""
+    depth = deepest = 0
+    for char in _JSON_STRING.sub("", text):
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
 def _parse_json(text: str, option: str) -> Any:
+    # Measured on the text first: a parser recurses once per level, so a value
+    # thousands deep would end in a RecursionError, not in this line.
+    if _nesting(text) > codec.MAX_DEPTH:
+        raise click.BadParameter(
+            f"nests deeper than {codec.MAX_DEPTH} dicts and lists (the store's bound)", param_hint=option
+        )
     try:
         return json.loads(text)
     except ValueError:

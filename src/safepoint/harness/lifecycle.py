@@ -95,7 +95,7 @@ def resume_with(core: RunCore, run_id: str, answer: Any, resolve_secrets: Any) -
     pending = core.cp.pending_action
     if pending_kind(pending) == ACTION:
         assert pending is not None
-        action = PendingAction.from_json(pending)
+        action = PendingAction.from_json(pending, run_id=run_id, status=cp.status.value)
         if not isinstance(answer, Reconcile) or answer.decision == "wait":
             raise InvalidArgument(
                 f"run {run_id!r} waits for a decision on its interrupted action {action.tool!r}: "
@@ -146,7 +146,7 @@ def _settle(core: RunCore) -> Flow[None]:
     if pending_kind(cp.pending_action) != ACTION:
         return
     assert cp.pending_action is not None
-    action = PendingAction.from_json(cp.pending_action)
+    action = PendingAction.from_json(cp.pending_action, run_id=core.run_id, status=cp.status.value)
     core.call = action.call
     decision = action.resolution
     if decision is None:

