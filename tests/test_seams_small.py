@@ -78,3 +78,34 @@ def test_budget_exceeded_is_importable_from_the_harness() -> None:
     """safepoint.harness exports BudgetExceeded, as docs/harness.md says: the class safepoint.errors has."""
     assert "BudgetExceeded" in safepoint.harness.__all__
     assert safepoint.harness.BudgetExceeded is safepoint.errors.BudgetExceeded
+
+
+def test_an_unknown_url_option_is_named_never_its_value() -> None:
+    """An unknown PostgreSQL URL option, or an unreadable blob URL, is InvalidURL never quoting a value."""
+    secret = "sk-live-0a1b2c3d4e5f"
+    for url, named in (
+        (f"postgresql://app@127.0.0.1/test?pasword={secret}", "pasword"),
+        (f"postgresql://app@127.0.0.1/test?schema=s&max_size={secret}&sslmode=disable", "max_size"),
+        (f"postgresql://app@127.0.0.1/test?bogus%0a={secret}", "bogus\\n"),
+    ):
+        with pytest.raises(safepoint.errors.InvalidURL) as caught:
+            safepoint.open_store(url)
+        assert f"unknown option(s) in the PostgreSQL URL: {named} " in str(caught.value)
+        assert secret not in str(caught.value)
+    for blobs in (f"file:///tmp/blobs?{secret}", f"s3://bucket:{secret}/prefix"):
+        with pytest.raises(safepoint.errors.InvalidURL) as caught:
+            safepoint.open_store("memory://", blobs=blobs)
+        assert secret not in str(caught.value)
+        assert caught.value.__cause__ is None
+
+
+def test_fork_and_start_refuse_an_empty_run_id() -> None:
+    """fork(new_run_id="") and Run.start(store, "") are InvalidArgument; only None makes a fresh id."""
+    with safepoint.open_store("memory://") as store:
+        Run.start(store, "origin").commit()
+        with pytest.raises(safepoint.errors.InvalidArgument, match="new_run_id must be a non-empty str"):
+            store.fork("origin", 1, new_run_id="")
+        with pytest.raises(safepoint.errors.InvalidArgument, match="run_id must be a non-empty str"):
+            Run.start(store, "")
+        assert [run.run_id for run in store.runs()] == ["origin"]
+        assert store.fork("origin", 1).run_id != ""

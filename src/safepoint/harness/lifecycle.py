@@ -44,7 +44,7 @@ def start(core: RunCore, new: NewRun) -> Flow[None]:
     version: int = yield SchemaVersion()
     core.cp = Checkpoint(
         schema_version=version,
-        run_id=new.run_id or new_run_id(),
+        run_id=new_run_id() if new.run_id is None else new.run_id,  # "" is a wrong id, not "no id"
         messages=list(new.messages or []),
         counters=budgets.starting_counters(new.budget),
         cursors=dict(new.cursors or {}),
