@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 import safepoint
+import safepoint.fixtures
 import safepoint.harness
 from safepoint import Run, Status
 from safepoint_exe import sp
@@ -39,14 +41,15 @@ def test_answer_on_a_pending_action_without_a_tool_is_a_typed_refusal(tmp_path: 
     """answer on a hand-saved pending action lacking 'tool' exits 6 with RunStatusError naming the field."""
     url = f"sqlite:///{tmp_path / 'a.db'}"
     _pending(url, "ticket", {"question": "refund sk-not-quoted?"})
-    for how in (["yes"], ["--skip", "yes"], ["--rerun"]):
-        result = sp(folder, "answer", "ticket", *how, "--store", url, "--json")
-        assert result.returncode == 6, result.stderr
-        error = json.loads(result.stderr)
-        assert error["type"] == "RunStatusError"
-        assert error["run_id"] == "ticket"
-        assert "'tool' is missing" in error["error"]
-        assert "sk-not-quoted" not in result.stderr
+    result = sp(folder, "answer", "ticket", "--skip", "yes", "--store", url, "--json")
+    assert result.returncode == 6, result.stderr
+    error = json.loads(result.stderr)
+    assert error["type"] == "RunStatusError"
+    assert error["run_id"] == "ticket"
+    assert "'tool' is missing" in error["error"]
+    assert "sk-not-quoted" not in result.stderr
+    with safepoint.open_store(url) as store, pytest.raises(safepoint.errors.RunStatusError, match="'tool'"):
+        Run.resume_with(store, "ticket", "yes")
     # a running run resumed with the README's scrubbing example as its pending action
     _pending(url, "keyless", {"tool": "search", "headers": {}}, Status.RUNNING)
     with safepoint.open_store(url) as store, pytest.raises(safepoint.errors.RunStatusError, match="'key'"):
@@ -54,15 +57,14 @@ def test_answer_on_a_pending_action_without_a_tool_is_a_typed_refusal(tmp_path: 
 
 
 def test_answer_json_value_nested_past_the_store_bound_is_a_usage_error(tmp_path: Path, folder: Path) -> None:
-    """--json-value 5,000 deep (and 201 deep) exits 2 naming the bound; 150 deep is answered."""
+    """--json-value 5,000 deep exits 2 naming the bound (nothing saved); 150 deep is answered."""
     url = f"sqlite:///{tmp_path / 'a.db'}"
     with safepoint.open_store(url) as store:
         Run.start(store, "ticket").wait_for_input("Which plan?")
-    for depth in (5000, safepoint.codec.MAX_DEPTH + 1):
-        result = sp(folder, "answer", "ticket", "--json-value", "[" * depth + "]" * depth, "--store", url)
-        assert result.returncode == 2, result.stderr
-        assert "Traceback" not in result.stderr
-        assert f"nests deeper than {safepoint.codec.MAX_DEPTH}" in result.stderr
+    result = sp(folder, "answer", "ticket", "--json-value", "[" * 5000 + "]" * 5000, "--store", url)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert f"nests deeper than {safepoint.codec.MAX_DEPTH} dicts and lists" in result.stderr
     # brackets inside strings do not count
     value = ["[" * 300, {"a": '"' + "{" * 300}]
     nested: object = value
@@ -109,3 +111,23 @@ def test_fork_and_start_refuse_an_empty_run_id() -> None:
             Run.start(store, "")
         assert [run.run_id for run in store.runs()] == ["origin"]
         assert store.fork("origin", 1).run_id != ""
+
+
+def test_import_refuses_a_device_a_fifo_and_an_oversized_file(tmp_path: Path, folder: Path) -> None:
+    """import of /dev/zero, a FIFO or a file over MAX_FIXTURE_BYTES exits 2 naming the path, reads nothing."""
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)  # nobody writes it: an open without O_NONBLOCK would hang until the 60 s timeout
+    big = tmp_path / "big.json"
+    with big.open("wb") as file:
+        file.truncate(safepoint.fixtures.MAX_FIXTURE_BYTES + 1)  # sparse: no disk, no memory
+    irregular = "not a regular file (a fixture is a file safepoint export wrote)"
+    for path, why in (
+        ("/dev/zero", irregular),
+        (str(fifo), irregular),
+        (str(big), f"larger than {safepoint.fixtures.MAX_FIXTURE_BYTES} bytes, the most a fixture may hold"),
+    ):
+        result = sp(folder, "import", path, "--store", url)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.strip() == f"error: {path}: {why}"
+    assert not (tmp_path / "a.db").exists()
