@@ -14,11 +14,14 @@ import os
 from pathlib import Path
 
 import pytest
+from starlette.testclient import TestClient
 
 import safepoint
 import safepoint.fixtures
 import safepoint.harness
 from safepoint import Run, Status
+from safepoint.ui import create_app
+from safepoint.ui.guard import same_site
 from safepoint_exe import sp
 
 
@@ -131,3 +134,43 @@ def test_import_refuses_a_device_a_fifo_and_an_oversized_file(tmp_path: Path, fo
         assert result.returncode == 2, result.stderr
         assert result.stderr.strip() == f"error: {path}: {why}"
     assert not (tmp_path / "a.db").exists()
+
+
+def test_the_inspector_token_exchange_stays_on_site_and_its_cookie_is_per_inspector(tmp_path: Path) -> None:
+    """The ?token= redirect is a same-origin path; two inspectors on one host keep their own cookies."""
+    token = "s3cret-" + "z" * 20
+    with safepoint.open_store(f"sqlite:///{tmp_path / 'state.db'}") as store:
+        Run.start(store, "seen").commit()
+        web = TestClient(create_app(store, token=token), base_url="http://127.0.0.1:8765")
+        for path in (
+            "//evil.example/x",
+            "/\\evil.example",
+            "/%5C/evil.example",
+            "///evil.example",
+        ):
+            web.cookies.clear()  # signed out: every try trades the token again
+            traded = web.get(f"http://127.0.0.1:8765{path}?token={token}", follow_redirects=False)
+            assert traded.status_code == 303, path
+            location = traded.headers["location"]
+            assert location.startswith("/"), location
+            assert location[1:2] not in ("/", "\\"), location
+            assert not any(char in location for char in "\\\t\n "), location
+        # a tab, which browsers drop from a URL (the HTTP client refuses to send one)
+        assert same_site("/\t/evil") == "/%09/evil"
+        assert same_site("https://evil.example/") == "/https://evil.example/"  # an absolute-form target
+        jar: dict[str, str] = {}  # what a browser keeps for the host: one value per cookie name, any port
+        inspectors = {
+            port: TestClient(
+                create_app(store, port=port, token=token + str(port)), base_url=f"http://127.0.0.1:{port}"
+            )
+            for port in (8765, 8766)
+        }
+        for port, inspector in inspectors.items():
+            signed = inspector.get(f"/?token={token}{port}", follow_redirects=False)
+            name, _, value = signed.headers["set-cookie"].partition(";")[0].partition("=")
+            jar[name] = value
+        assert len(jar) == 2
+        cookie = "; ".join(f"{name}={value}" for name, value in jar.items())
+        for inspector in inspectors.values():
+            inspector.cookies.clear()
+            assert inspector.get("/", headers={"Cookie": cookie}).status_code == 200
