@@ -8,18 +8,23 @@ SQLite files and a real PostgreSQL schema.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import os
 from pathlib import Path
 
 import pytest
+from agent_framework import WorkflowCheckpoint
+from agent_framework._workflows._runner_context import WorkflowMessage
 from starlette.testclient import TestClient
 
 import safepoint
 import safepoint.fixtures
 import safepoint.harness
 from safepoint import Run, Status
+from safepoint.adapters.agent_framework import SafepointCheckpointStorage
+from safepoint.adapters.agent_framework import layout as af_layout
 from safepoint.ui import create_app
 from safepoint.ui.guard import same_site
 from safepoint_exe import sp
@@ -174,3 +179,58 @@ def test_the_inspector_token_exchange_stays_on_site_and_its_cookie_is_per_inspec
         for inspector in inspectors.values():
             inspector.cookies.clear()
             assert inspector.get("/", headers={"Cookie": cookie}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "journal entry without its step",
+        "journal entry with a step that is no number",
+        "message without its fields",
+        "state without its checkpoint",
+        "list reference that is no pair",
+        "state with a field the framework does not know",
+    ],
+)
+def test_agent_framework_storage_reads_a_malformed_stored_checkpoint_as_corrupt(
+    tmp_path: Path, damage: str
+) -> None:
+    """A malformed journal entry, message, list reference or field of a stored workflow: CorruptCheckpoint."""
+    store = safepoint.open_store(f"sqlite:///{tmp_path / 'af.db'}")
+    message = WorkflowMessage(data={"n": 1}, source_id="s", target_id="t")
+    asyncio.run(
+        SafepointCheckpointStorage(store).save(
+            WorkflowCheckpoint(
+                workflow_name="w",
+                graph_signature_hash="h",
+                checkpoint_id="c1",
+                timestamp="2025-01-01T00:00:00+00:00",
+                messages={"s": [message]},
+            )
+        )
+    )
+    run_id = af_layout.workflow_run_id("w")
+    cp = store.load(run_id).next()  # what someone editing the store by hand would save next
+    packed = json.loads(json.dumps(cp.state["checkpoint"]))
+    if damage == "journal entry without its step":
+        cp.messages.append({"op": "save", "id": "c1", "ts": "2025-01-01T00:00:00+00:00"})
+    elif damage == "journal entry with a step that is no number":
+        cp.messages.append({"op": "save", "id": "c1", "step": "sk-not-quoted", "ts": "x"})
+    elif damage == "message without its fields":
+        packed["messages"]["s"][0]["v"] = {"sk-not-quoted": 1}
+    elif damage == "list reference that is no pair":
+        packed["state"] = {"$log": 5}
+    elif damage == "state with a field the framework does not know":
+        packed["sk-not-quoted"] = 1
+    if not damage.startswith("journal"):  # the journal points the checkpoint at the damaged step
+        cp.messages.append({"op": "save", "id": "c1", "step": cp.step, "ts": "2025-01-01T00:00:00+00:00"})
+    cp.state = (
+        {"op": "save"} if damage == "state without its checkpoint" else {"op": "save", "checkpoint": packed}
+    )
+    store.save(cp)
+    with pytest.raises(safepoint.errors.CorruptCheckpoint) as caught:
+        asyncio.run(SafepointCheckpointStorage(store).list_checkpoints(workflow_name="w"))
+    assert caught.value.run_id == run_id
+    assert caught.value.step == cp.step
+    assert "sk-not-quoted" not in str(caught.value)
+    store.close()

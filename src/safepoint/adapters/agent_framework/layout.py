@@ -36,7 +36,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from .codec import LOG, TYPED
+from safepoint import Checkpoint
+
+from .codec import LOG, TYPED, revive
 
 ADAPTER_LABEL = "safepoint.adapter"
 ADAPTER = "agent-framework"
@@ -101,6 +103,11 @@ def live(journal: Sequence[Mapping[str, Any]]) -> dict[str, Live]:
         elif op == "delete":
             found.pop(str(entry["id"]), None)
     return found
+
+
+def live_in(head: Checkpoint) -> dict[str, Live]:
+    """``live`` of ``head``'s journal; an entry this adapter did not write is ``CorruptCheckpoint``."""
+    return revive(lambda: live(head.messages), (head.run_id, head.step))
 
 
 @dataclass(slots=True)

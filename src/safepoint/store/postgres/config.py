@@ -73,9 +73,9 @@ class PostgresConfig:
             # option libpq does not know is named, its value never shown (a
             # misspelt ?pasword= holds one); any other fault shows the URL
             # with its query values masked.
-            unknown = unknown_url_options(url)
-            if unknown:
-                names = ", ".join(visible(name, max_len=40) for name in unknown)
+            strangers = unknown_url_options(url)
+            if strangers:
+                names = ", ".join(visible(name, max_len=40) for name in strangers)
                 raise InvalidURL(
                     f"unknown option(s) in the PostgreSQL URL: {names} (a URL takes libpq's connection "
                     "parameters and ?schema=; the store's own options are open_store's keyword arguments)"
