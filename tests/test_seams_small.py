@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import math
 import os
 from pathlib import Path
 
@@ -22,7 +23,8 @@ from starlette.testclient import TestClient
 import safepoint
 import safepoint.fixtures
 import safepoint.harness
-from safepoint import Run, Status
+from conftest_postgres import fresh_schema, raw, require_postgres
+from safepoint import Checkpoint, Run, Status
 from safepoint.adapters.agent_framework import SafepointCheckpointStorage
 from safepoint.adapters.agent_framework import layout as af_layout
 from safepoint.ui import create_app
@@ -234,3 +236,28 @@ def test_agent_framework_storage_reads_a_malformed_stored_checkpoint_as_corrupt(
     assert caught.value.step == cp.step
     assert "sk-not-quoted" not in str(caught.value)
     store.close()
+
+
+def test_postgres_run_and_runs_give_counters_exactly_as_load() -> None:
+    """On PostgreSQL run() and runs() give -0.0, 1e16 and 1e-7 counters back exactly as load() does."""
+    dsn = require_postgres()
+    with fresh_schema(dsn) as schema, safepoint.open_store(f"{dsn}?schema={schema}") as store:
+        counters = {"tokens_in": 3, "spend": -0.0, "big": 1e16, "tiny": 1e-7, "plain": 0.5}
+        store.save(Checkpoint(run_id="exact", counters=counters))
+        store.fork("exact", 0, new_run_id="forked")
+        for run_id in ("exact", "forked"):
+            loaded = store.load(run_id).counters
+            for given in (
+                store.run(run_id).counters,
+                next(r for r in store.runs() if r.run_id == run_id).counters,
+            ):
+                assert repr(given) == repr(loaded) == repr(dict(sorted(counters.items())))
+                assert math.copysign(1.0, given["spend"]) == -1.0
+                assert type(given["big"]) is float
+        ordinary = raw(dsn, schema, "SELECT counters FROM safepoint_runs WHERE run_id = 'exact'")[0][0]
+        assert set(ordinary) == {"$exact"}  # only a float jsonb would change is wrapped
+        store.save(Checkpoint(run_id="plain", counters={"b": 2, "a": 0.25}))
+        assert raw(dsn, schema, "SELECT counters FROM safepoint_runs WHERE run_id = 'plain'")[0][0] == {
+            "a": 0.25,
+            "b": 2,
+        }
