@@ -13,6 +13,8 @@ import dataclasses
 import json
 import math
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,7 @@ from agent_framework._workflows._runner_context import WorkflowMessage
 from starlette.testclient import TestClient
 
 import safepoint
+import safepoint.blobs.base
 import safepoint.fixtures
 import safepoint.harness
 from conftest_postgres import fresh_schema, raw, require_postgres
@@ -261,3 +264,57 @@ def test_postgres_run_and_runs_give_counters_exactly_as_load() -> None:
             "a": 0.25,
             "b": 2,
         }
+
+
+def _zstd_frame(content_size: int | None, blocks: int) -> bytes:
+    """A zstd frame of ``blocks`` RLE blocks of 128 KiB zeros, declaring ``content_size`` (None: no size)."""
+    header = b"\x28\xb5\x2f\xfd" + (b"\x00" if content_size is None else b"\xc0") + b"\x38"  # 128 KiB window
+    if content_size is not None:
+        header += content_size.to_bytes(8, "little")
+    block = ((128 << 10) << 3 | 1 << 1).to_bytes(3, "little") + b"\x00"  # an RLE block: 4 bytes -> 128 KiB
+    last = ((128 << 10) << 3 | 1 << 1 | 1).to_bytes(3, "little") + b"\x00"
+    return header + block * (blocks - 1) + last
+
+
+# Run in a child under a 2 GiB address-space limit: a reader that decompresses a bomb fails there
+# (MemoryError) instead of taking the machine's memory, and the test sees it fail.
+_LOAD_BOMBS = """
+import resource, sqlite3, sys, safepoint
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+db = sys.argv[1]
+for path in sys.argv[2:]:
+    bomb = open(path, "rb").read()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("UPDATE safepoint_blobs SET data = ?", (bomb,)).rowcount == 1
+    with safepoint.open_store("sqlite:///" + db, blobs="database", blob_compress=True) as store:
+        try:
+            store.load("bombed")
+        except safepoint.errors.CorruptCheckpoint as caught:
+            print(type(caught).__name__, caught.run_id, caught.step)
+"""
+
+
+def test_a_zstd_bomb_in_a_stored_blob_row_is_corrupt_before_it_is_decompressed(tmp_path: Path) -> None:
+    """A blob row swapped for a zstd bomb (8 GiB of zeros in 256 KiB) loads as BlobCorrupt, memory bounded."""
+    db = tmp_path / "state.db"
+    with safepoint.open_store(f"sqlite:///{db}", blobs="database", blob_compress=True) as store:
+        store.save(Checkpoint(run_id="bombed", state={"notes": "all work and no play " * 20_000}))
+    eight_gib = 8 << 30
+    bombs = (
+        _zstd_frame(eight_gib, eight_gib >> 17),  # says what it holds: refused from its header
+        _zstd_frame(1000, eight_gib >> 17),  # understates it: refused one slice past 1000 bytes
+        _zstd_frame(None, eight_gib >> 17),  # says nothing: no frame a store writes
+    )
+    paths = [tmp_path / f"bomb{i}.zst" for i in range(len(bombs))]
+    for path, bomb in zip(paths, bombs, strict=True):
+        path.write_bytes(bomb)
+    child = subprocess.run(
+        [sys.executable, "-c", _LOAD_BOMBS, str(db), *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.splitlines() == ["BlobCorrupt bombed 0"] * 3, child.stdout
+    assert eight_gib > safepoint.blobs.base.MAX_FRAME_CONTENT

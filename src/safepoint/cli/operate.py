@@ -16,8 +16,6 @@ and that the change makes runnable goes back in the queue.
 
 from __future__ import annotations
 
-import json
-import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,8 +23,18 @@ from typing import Any
 
 import click
 
-from safepoint import Reconcile, Run, codec
-from safepoint.cli.output import ID_LEN, emit, handle_errors, open_existing, say, shown, store_options, when
+from safepoint import Reconcile, Run
+from safepoint.cli.output import (
+    ID_LEN,
+    emit,
+    handle_errors,
+    open_existing,
+    parse_json_option,
+    say,
+    shown,
+    store_options,
+    when,
+)
 from safepoint.errors import Conflict, RunStatusError
 from safepoint.model import Status
 from safepoint.store import QueueState, Store
@@ -79,35 +87,6 @@ def back_to_workers(store: Store, state: QueueState, run: Run) -> bool:
     return False
 
 
-# A JSON string (its escapes included), skipped when measuring how deep a text nests.
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-
-
-def _nesting(text: str) -> int:
-    """How many dicts and lists ``text`` opens inside one another (strings skipped)."""
-    depth = deepest = 0
-    for char in _JSON_STRING.sub("", text):
-        if char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth -= 1
-    return deepest
-
-
-def _parse_json(text: str, option: str) -> Any:
-    # Measured on the text first: a parser recurses once per level, so a value
-    # thousands deep would end in a RecursionError, not in this line.
-    if _nesting(text) > codec.MAX_DEPTH:
-        raise click.BadParameter(
-            f"nests deeper than {codec.MAX_DEPTH} dicts and lists (the store's bound)", param_hint=option
-        )
-    try:
-        return json.loads(text)
-    except ValueError:
-        raise click.BadParameter("is not valid JSON", param_hint=option) from None
-
-
 @click.command()
 @store_options
 @click.argument("run_id")
@@ -148,7 +127,7 @@ def answer(
     elif value is None and json_value is None:
         raise click.UsageError("give the answer: VALUE, or --json-value JSON")
     else:
-        given = _parse_json(json_value, "--json-value") if json_value is not None else value
+        given = parse_json_option(json_value, "--json-value") if json_value is not None else value
         reply = Reconcile.skip(given) if skip else given
     with open_existing(store_url) as store:
         head = store.load(run_id, migrate=False, fetch_blobs=False)

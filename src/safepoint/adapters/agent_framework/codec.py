@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 from agent_framework import WorkflowEvent
 from agent_framework._serialization import SerializationMixin
 from agent_framework._workflows._runner_context import WorkflowMessage
+from agent_framework.exceptions import WorkflowCheckpointException
 from pydantic import BaseModel
 
 from safepoint import CorruptCheckpoint, NotJSONCompatible
@@ -173,7 +174,16 @@ def _imported_class(key: str, where: tuple[str, int]) -> type[Any]:
 
 # What the framework's ``from_dict`` (and plain reads of a stored tree) raise on data of the
 # wrong shape: a missing key, a wrong type, a bad number or index, an unknown name.
-MALFORMED = (KeyError, TypeError, ValueError, IndexError, ModuleNotFoundError, AttributeError)
+# (The framework wraps some as its own exception, whose text quotes the stored name.)
+MALFORMED = (
+    KeyError,
+    TypeError,
+    ValueError,
+    IndexError,
+    ModuleNotFoundError,
+    AttributeError,
+    WorkflowCheckpointException,
+)
 
 
 def revive(make: Callable[[], _T], where: tuple[str, int]) -> _T:

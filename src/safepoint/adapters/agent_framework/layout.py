@@ -110,6 +110,11 @@ def live_in(head: Checkpoint) -> dict[str, Live]:
     return revive(lambda: live(head.messages), (head.run_id, head.step))
 
 
+def unpack_in(cp: Checkpoint) -> tuple[Any, Lists]:
+    """``unpack`` of ``cp``'s checkpoint tree; one this adapter did not write is ``CorruptCheckpoint``."""
+    return revive(lambda: unpack(cp.state["checkpoint"], cp.messages), (cp.run_id, cp.step))
+
+
 @dataclass(slots=True)
 class Lists:
     """The lists of one checkpoint that live in the journal: path -> (its journal list, the items)."""

@@ -24,7 +24,7 @@ from typing import Any
 from agent_framework import WorkflowCheckpoint
 from agent_framework.exceptions import WorkflowCheckpointException
 
-from safepoint import AsyncStore, Checkpoint, Conflict, CorruptCheckpoint, InvalidArgument, NotFound, Store
+from safepoint import AsyncStore, Checkpoint, Conflict, InvalidArgument, NotFound, Store
 from safepoint.adapters.cache import MAX_ATTEMPTS, CheckpointCache, gave_up
 from safepoint.adapters.runner import Runner, open_given
 from safepoint.flow import FindRuns, Flow, Load, Save, delete_if_present, load_or_none
@@ -128,14 +128,8 @@ class SafepointCheckpointStorage:
 
     def _decode(self, cp: Checkpoint) -> WorkflowCheckpoint:
         where = (cp.run_id, cp.step)
-        tree, _ = revive(lambda: layout.unpack(cp.state["checkpoint"], cp.messages), where)
-        decoded = self._codec.decode(tree, where)
-        try:
-            return WorkflowCheckpoint.from_dict(decoded)
-        except WorkflowCheckpointException as exc:  # its text quotes the stored field's name
-            raise CorruptCheckpoint(
-                *where, detail=f"it does not revive as a workflow checkpoint ({type(exc.__cause__).__name__})"
-            ) from None
+        decoded = self._codec.decode(layout.unpack_in(cp)[0], where)
+        return revive(lambda: WorkflowCheckpoint.from_dict(decoded), where)
 
     # -- flows ----------------------------------------------------------------------------
 
@@ -151,9 +145,7 @@ class SafepointCheckpointStorage:
         if head is None:
             return Lists()
         if _op(head) == "save":
-            lists = revive(
-                lambda: layout.unpack(head.state["checkpoint"], head.messages), (head.run_id, head.step)
-            )[1]
+            lists = layout.unpack_in(head)[1]
         else:  # a delete step: the lists of the save before it, if this storage wrote that very step
             known = self._cache.get(head.run_id)
             same = known is not None and (known[0].step, known[0].created_at) == (head.step, head.created_at)
