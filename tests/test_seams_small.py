@@ -107,6 +107,9 @@ def test_an_unknown_url_option_is_named_never_its_value() -> None:
             safepoint.open_store(url)
         assert f"unknown option(s) in the PostgreSQL URL: {named} " in str(caught.value)
         assert secret not in str(caught.value)
+    with pytest.raises(safepoint.errors.StoreError) as refused:  # a known secret option: masked
+        safepoint.open_store(f"postgresql://app@127.0.0.1:1/test?oauth_client_secret={secret}")
+    assert secret not in str(refused.value)
     for blobs in (f"file:///tmp/blobs?{secret}", f"s3://bucket:{secret}/prefix"):
         with pytest.raises(safepoint.errors.InvalidURL) as caught:
             safepoint.open_store("memory://", blobs=blobs)

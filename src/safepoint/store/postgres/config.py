@@ -189,8 +189,9 @@ MAX_TIMEOUT = 86_400  # seconds: a day
 # malformed URL (a "@", "/" or "#" in the password) part of the password
 # becomes the host, port or database: masking up to the last "@" hides it.
 _URL_CREDENTIALS = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^?]*)@")
-# Key/value form and URL query parameters: password=value, quoted or not.
-_PASSWORD_VALUE = re.compile(r"""(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s&]*)""")
+# Key/value form and URL query parameters: password=value, quoted or not; also
+# libpq's other secrets (sslpassword, oauth_client_secret, scram_client_key …).
+_PASSWORD_VALUE = re.compile(r"""(?i)((?:password|secret|scram_\w*key)\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s&]*)""")
 
 
 def unknown_url_options(url: str) -> list[str]:
