@@ -25,6 +25,8 @@ checks) are in ``safepoint.testing.migrations``; see docs/migrations.md.
 from __future__ import annotations
 
 import base64
+import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,6 +66,12 @@ _FIXTURE_FIELDS: dict[str, type | tuple[type, ...]] = {
     "labels": dict,
 }
 _FIXTURE_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
+# The most a fixture file may hold. A fixture is one checkpoint, read whole and
+# parsed in memory (several times its size): 1 GiB is far beyond any run a
+# test or a reproduction needs, yet bounds what ``import`` reads from a path it
+# was handed. ``fixture_text`` refuses to write more, so every fixture
+# ``export`` writes can be imported again.
+MAX_FIXTURE_BYTES = 2**30
 
 JSONDict = dict[str, Any]
 
@@ -86,12 +94,19 @@ def fixture_text(checkpoint: Checkpoint | Mapping[str, Any], *, encryption: Keyr
         if name in data:
             data[name] = _bytes_out(to_stored(data[name]))
     envelope = {"safepoint_fixture": FIXTURE_FORMAT, "checkpoint": data}
-    text = orjson.dumps(envelope, option=_FIXTURE_OPTIONS).decode("utf-8")
+    encoded = orjson.dumps(envelope, option=_FIXTURE_OPTIONS)
     if encryption is None:
-        return text
+        return _bounded(encoded, len(encoded))
     from safepoint.crypto.documents import seal_document  # noqa: PLC0415  (needs the encryption extra)
 
-    return seal_document(text.encode("utf-8"), encryption, "fixture")
+    sealed = seal_document(encoded, encryption, "fixture")
+    return _bounded(sealed, len(sealed.encode("utf-8")))
+
+
+def _bounded(text: bytes | str, size: int) -> str:
+    if size > MAX_FIXTURE_BYTES:
+        raise InvalidArgument(f"the fixture would be larger than {MAX_FIXTURE_BYTES} bytes, the most allowed")
+    return text.decode("utf-8") if isinstance(text, bytes) else text
 
 
 def _bytes_out(value: Any) -> Any:
@@ -137,8 +152,9 @@ def read_fixture(path: str | Path, *, encryption: Keyring | None = None) -> JSON
     fixture needs ``encryption`` (``MissingKey`` names the key id).
     """
     where = str(path)
+    data = _fixture_bytes(path, where)
     try:
-        document = codec.decode(Path(path).read_bytes())
+        document = codec.decode(data)
     except ValueError as exc:
         raise InvalidArgument(f"{where}: not a safepoint fixture (not valid JSON)") from exc
     if isinstance(document, dict) and "safepoint_sealed" in document:
@@ -150,6 +166,27 @@ def read_fixture(path: str | Path, *, encryption: Keyring | None = None) -> JSON
         except ValueError as exc:
             raise InvalidArgument(f"{where}: the sealed fixture holds no valid JSON") from exc
     return unwrap_fixture(document, where)
+
+
+def _fixture_bytes(path: str | Path, where: str) -> bytes:
+    """The bytes of the regular file at ``path``, at most ``MAX_FIXTURE_BYTES``.
+
+    A device, FIFO or socket is refused before a byte is read (``/dev/zero``
+    never ends; a FIFO blocks the open, hence ``O_NONBLOCK``), and the read
+    stops one byte past the bound even if the file grows meanwhile.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise InvalidArgument(f"{where}: cannot be read ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as file:
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode):
+            raise InvalidArgument(f"{where}: not a regular file (a fixture is a file safepoint export wrote)")
+        data = b"" if found.st_size > MAX_FIXTURE_BYTES else file.read(MAX_FIXTURE_BYTES + 1)
+    if found.st_size > MAX_FIXTURE_BYTES or len(data) > MAX_FIXTURE_BYTES:
+        raise InvalidArgument(f"{where}: larger than {MAX_FIXTURE_BYTES} bytes, the most a fixture may hold")
+    return data
 
 
 def unwrap_fixture(document: Any, where: str) -> JSONDict:

@@ -72,10 +72,12 @@ def open_blob_store(url: str, **options: Any) -> BlobStore:
         parts = urlsplit(url)
         has_port = parts.port is not None
         query = _query_options(scheme, parts.query)
-    except ValueError as exc:
-        if isinstance(exc, InvalidURL):
-            raise
-        raise InvalidURL(f"malformed blob store URL: {exc}") from exc
+    except InvalidURL:
+        raise
+    except ValueError:
+        # urllib's message quotes the query field or port it could not read,
+        # which may be a value meant to stay private: name only where it failed.
+        raise InvalidURL("malformed blob store URL: its query or its port cannot be read") from None
     merged = query | _checked_keywords(scheme, options)
     if scheme == "memory":
         if parts.netloc or parts.path:

@@ -4,20 +4,11 @@ A blob is an immutable byte string addressed by the SHA-256 of its bytes. A
 checkpoint never holds a large value itself, only a ``BlobRef`` (digest, size,
 media type) written as ``{"$blob": {...}}`` in its JSON.
 
-Stored framing. A store that compresses writes a plain zstd frame (it starts
-with the zstd magic number) and only when that frame is smaller than the
-bytes; otherwise it writes the bytes as they are. A reader therefore needs no
-setting to know what it holds: bytes that start with the zstd magic are
-decompressed, and the digest decides — if the decompressed bytes hash to the
-digest the object was compressed, if the stored bytes themselves do it was a
-raw value that happened to start with the magic, and if neither does the blob
-is corrupt. The digest always addresses the uncompressed bytes, so a
-compressing and a plain store can share one location.
+Stored framing (a zstd frame or the bytes as they are): see ``framing``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,23 +16,15 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
-import zstandard
+from safepoint.errors import InvalidArgument, StoreClosed
 
-from safepoint.errors import BlobCorrupt, InvalidArgument, StoreClosed
+# Re-exported (``__all__``): the stores and the store layer import the framing from here.
+from .framing import MAX_FRAME_CONTENT, ZSTD_MAGIC, blob_digest, decode_stored, encode_stored
 
 BLOB_KEY = "$blob"
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-# Below this size a zstd frame's own header costs more than compression saves.
-_MIN_COMPRESS_SIZE = 64
-_ZSTD_LEVEL = 3
 _DIGEST_RE = re.compile(r"[0-9a-f]{64}")
 _MAX_MEDIA_TYPE = 255
 _REF_FIELDS = frozenset({"sha256", "size", "media_type"})
-
-
-def blob_digest(data: bytes) -> str:
-    """The lowercase hex SHA-256 of ``data``: the address a blob store files it under."""
-    return hashlib.sha256(data).hexdigest()
 
 
 def check_digest(digest: object) -> str:
@@ -66,49 +49,6 @@ def check_data(data: object) -> bytes:
     if isinstance(data, bytearray | memoryview):
         return bytes(data)
     raise InvalidArgument(f"blob data must be bytes, got {type(data).__name__}")
-
-
-def encode_stored(data: bytes, *, compress: bool) -> bytes:
-    """The bytes to store for ``data``: a zstd frame when asked and smaller, else ``data``."""
-    if not compress or len(data) < _MIN_COMPRESS_SIZE:
-        return data
-    # A fresh compressor per call: zstandard contexts must not be shared between threads.
-    frame = zstandard.ZstdCompressor(level=_ZSTD_LEVEL, write_content_size=True).compress(data)
-    return frame if len(frame) < len(data) else data
-
-
-def decode_stored(digest: str, stored: bytes) -> bytes:
-    """The original bytes of a stored object, verified against ``digest``.
-
-    Raises ``BlobCorrupt`` naming the digest when neither the decompressed nor
-    the stored bytes hash to it (altered, truncated or torn).
-    """
-    detail = "its bytes do not hash to its digest"
-    if stored[:4] == ZSTD_MAGIC:
-        data = _decompress_whole_frame(stored)
-        if data is None:
-            detail = "it is neither one whole zstd frame nor raw bytes matching its digest"
-        elif blob_digest(data) == digest:
-            return data
-    if blob_digest(stored) == digest:
-        return stored
-    raise BlobCorrupt(digest, detail)
-
-
-def _decompress_whole_frame(stored: bytes) -> bytes | None:
-    """The content of ``stored`` if it is exactly one complete zstd frame, else None.
-
-    A truncated frame or bytes after its end mean the object is not what a
-    store wrote, even if the part that decodes happens to be intact.
-    """
-    # decompressobj grows with the real output, so a damaged header that claims
-    # a huge content size cannot make us allocate it up front.
-    decoder = zstandard.ZstdDecompressor().decompressobj()
-    try:
-        data = decoder.decompress(stored)
-    except zstandard.ZstdError:
-        return None
-    return data if decoder.eof and not decoder.unused_data else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,3 +231,21 @@ class StoreLifecycle:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+__all__ = [
+    "BLOB_KEY",
+    "MAX_FRAME_CONTENT",
+    "ZSTD_MAGIC",
+    "BlobInfo",
+    "BlobRef",
+    "BlobStore",
+    "SealedBlobStore",
+    "StoreLifecycle",
+    "blob_digest",
+    "check_data",
+    "check_digest",
+    "decode_stored",
+    "encode_stored",
+    "is_blob_ref",
+]

@@ -16,7 +16,6 @@ and that the change makes runnable goes back in the queue.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,7 +24,17 @@ from typing import Any
 import click
 
 from safepoint import Reconcile, Run
-from safepoint.cli.output import ID_LEN, emit, handle_errors, open_existing, say, shown, store_options, when
+from safepoint.cli.output import (
+    ID_LEN,
+    emit,
+    handle_errors,
+    open_existing,
+    parse_json_option,
+    say,
+    shown,
+    store_options,
+    when,
+)
 from safepoint.errors import Conflict, RunStatusError
 from safepoint.model import Status
 from safepoint.store import QueueState, Store
@@ -78,13 +87,6 @@ def back_to_workers(store: Store, state: QueueState, run: Run) -> bool:
     return False
 
 
-def _parse_json(text: str, option: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        raise click.BadParameter("is not valid JSON", param_hint=option) from None
-
-
 @click.command()
 @store_options
 @click.argument("run_id")
@@ -125,7 +127,7 @@ def answer(
     elif value is None and json_value is None:
         raise click.UsageError("give the answer: VALUE, or --json-value JSON")
     else:
-        given = _parse_json(json_value, "--json-value") if json_value is not None else value
+        given = parse_json_option(json_value, "--json-value") if json_value is not None else value
         reply = Reconcile.skip(given) if skip else given
     with open_existing(store_url) as store:
         head = store.load(run_id, migrate=False, fetch_blobs=False)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import sys
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -37,6 +38,7 @@ from rich.console import Console
 from rich.text import Text
 
 # Re-exported: every command imports what it shares from this one module.
+from safepoint import codec
 from safepoint.cli.opening import given_keyring, open_existing, open_store_at, store_options
 from safepoint.errors import (
     BlobNotFound,
@@ -219,3 +221,33 @@ def handle_errors(func: F) -> F:
             sys.exit(report_error(exc, as_json=bool(kwargs.get("as_json"))))
 
     return wrapper  # type: ignore[return-value]
+
+
+# A JSON string (its escapes included), skipped when measuring how deep a text nests.
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def _nesting(text: str) -> int:
+    """How many dicts and lists ``text`` opens inside one another (strings skipped)."""
+    depth = deepest = 0
+    for char in _JSON_STRING.sub("", text):
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def parse_json_option(text: str, option: str) -> Any:
+    """The JSON value an option gave, or click's usage error naming the option (never the text)."""
+    # Measured on the text first: a parser recurses once per level, so a value
+    # thousands deep would end in a RecursionError, not in this line.
+    if _nesting(text) > codec.MAX_DEPTH:
+        raise click.BadParameter(
+            f"nests deeper than {codec.MAX_DEPTH} dicts and lists (the store's bound)", param_hint=option
+        )
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise click.BadParameter("is not valid JSON", param_hint=option) from None

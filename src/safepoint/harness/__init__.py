@@ -15,6 +15,8 @@ The logic lives once, as I/O-free flows (``core.py``); ``Run`` blocks on a
 
 from __future__ import annotations
 
+from safepoint.errors import BudgetExceeded
+
 from .actions import PendingAction, Reconcile, ReconcileHook, idempotency_key
 from .asyncrun import AsyncRun
 from .budgets import Budget
@@ -25,6 +27,7 @@ __all__ = [
     "ActionMismatch",
     "AsyncRun",
     "Budget",
+    "BudgetExceeded",
     "PendingAction",
     "Reconcile",
     "ReconcileHook",

@@ -29,9 +29,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeAlias
 
-from safepoint.errors import InvalidArgument
+from safepoint.errors import InvalidArgument, RunStatusError
 
 ACTION, INPUT = "action", "input"
+# What a pending action the harness saved always holds, and as which type.
+_ACTION_FIELDS = (("tool", str), ("key", str), ("step", int), ("call", int))
 Decision = Literal["rerun", "skip", "wait"]
 _DECISIONS = ("rerun", "skip", "wait")
 
@@ -79,6 +81,8 @@ class Reconcile:
 
     @classmethod
     def from_json(cls, data: Any) -> Reconcile:
+        if not isinstance(data, dict) or data.get("decision") not in _DECISIONS:
+            raise InvalidArgument("resolution: not a decision the harness saves")
         return cls(data["decision"], data.get("result"))
 
 
@@ -108,15 +112,44 @@ class PendingAction:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> PendingAction:
+    def from_json(
+        cls, data: dict[str, Any], *, run_id: str | None = None, status: str = "waiting"
+    ) -> PendingAction:
+        """The action ``data`` (a checkpoint's ``pending_action``) holds.
+
+        A pending action saved by hand without the harness's fields (``tool``,
+        ``key``, ``step``, ``call``) raises ``RunStatusError`` naming the run
+        and the field (``InvalidArgument`` without ``run_id``), never a
+        ``KeyError``: the harness cannot settle an action it does not know.
+        """
+        try:
+            return cls._parse(data)
+        except InvalidArgument as wrong:
+            detail = f"its pending action is not one the harness saves ({wrong}); see docs/harness.md"
+            if run_id is None:
+                raise InvalidArgument(detail) from None
+            raise RunStatusError(run_id, status, detail) from None
+
+    @classmethod
+    def _parse(cls, data: Any) -> PendingAction:
+        if not isinstance(data, dict):
+            raise InvalidArgument("not a dict")
+        for name, kind in _ACTION_FIELDS:
+            value = data.get(name)
+            # bool is an int, but no step or call the harness saves is one
+            if not isinstance(value, kind) or isinstance(value, bool):
+                raise InvalidArgument(f"{name!r} is missing or not {kind.__name__}")
         resolution = data.get("resolution")
+        question = data.get("question")
+        if question is not None and not isinstance(question, str):
+            raise InvalidArgument("'question' is not text")
         return cls(
-            tool=str(data["tool"]),
+            tool=data["tool"],
             args=data.get("args"),
-            key=str(data["key"]),
-            step=int(data["step"]),
-            call=int(data["call"]),
-            question=data.get("question"),
+            key=data["key"],
+            step=data["step"],
+            call=data["call"],
+            question=question,
             resolution=None if resolution is None else Reconcile.from_json(resolution),
         )
 

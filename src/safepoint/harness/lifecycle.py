@@ -44,7 +44,7 @@ def start(core: RunCore, new: NewRun) -> Flow[None]:
     version: int = yield SchemaVersion()
     core.cp = Checkpoint(
         schema_version=version,
-        run_id=new.run_id or new_run_id(),
+        run_id=new_run_id() if new.run_id is None else new.run_id,  # "" is a wrong id, not "no id"
         messages=list(new.messages or []),
         counters=budgets.starting_counters(new.budget),
         cursors=dict(new.cursors or {}),
@@ -95,7 +95,7 @@ def resume_with(core: RunCore, run_id: str, answer: Any, resolve_secrets: Any) -
     pending = core.cp.pending_action
     if pending_kind(pending) == ACTION:
         assert pending is not None
-        action = PendingAction.from_json(pending)
+        action = PendingAction.from_json(pending, run_id=run_id, status=cp.status.value)
         if not isinstance(answer, Reconcile) or answer.decision == "wait":
             raise InvalidArgument(
                 f"run {run_id!r} waits for a decision on its interrupted action {action.tool!r}: "
@@ -146,7 +146,7 @@ def _settle(core: RunCore) -> Flow[None]:
     if pending_kind(cp.pending_action) != ACTION:
         return
     assert cp.pending_action is not None
-    action = PendingAction.from_json(cp.pending_action)
+    action = PendingAction.from_json(cp.pending_action, run_id=core.run_id, status=cp.status.value)
     core.call = action.call
     decision = action.resolution
     if decision is None:

@@ -95,7 +95,7 @@ class RunView:
         if pending_kind(pending) != ACTION:
             return None
         assert pending is not None
-        return PendingAction.from_json(pending)
+        return PendingAction.from_json(pending, run_id=self.run_id, status=self.status.value)
 
     @property
     def question(self) -> str | None:

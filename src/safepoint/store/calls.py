@@ -274,7 +274,8 @@ def runs(
 def fork(
     run_id: str, step: int | None, new_run_id: str | None, labels: dict[str, str] | None, pipeline: Pipeline
 ) -> Call[Checkpoint, Checkpoint]:
-    target = check_id(new_run_id or make_run_id(), "new_run_id")
+    # None asks for a fresh id; an empty one is a wrong id like any other, not "no id".
+    target = check_id(make_run_id() if new_run_id is None else new_run_id, "new_run_id")
     pipeline.guard(validate_fields, Checkpoint(run_id=target, labels={} if labels is None else labels))
     if labels is not None:  # scrubbed like any label a save writes
         labels = pipeline.prepare_save(Checkpoint(run_id=target, labels=labels)).fields.labels

@@ -23,6 +23,7 @@ sent.
 from __future__ import annotations
 
 import hmac
+import re
 import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
 from http.cookies import SimpleCookie
@@ -64,6 +65,9 @@ class Guard:
         )
         self.origins = frozenset(f"http://{h}" for h in self.hosts)
         self.form_token = secrets.token_urlsafe(24)  # per process: forms of an older server go stale
+        # Cookies ignore ports: one name for every inspector on a host would let
+        # each sign-in overwrite the others' token. The port tells them apart.
+        self.cookie = f"{COOKIE}_{port}"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -81,8 +85,10 @@ class Guard:
                 return
             raw = scope.get("raw_path") or scope["path"].encode("utf-8")  # as sent: still encoded
             # (Some servers' raw_path carries the query string too, which the ASGI spec leaves out.)
-            target = raw.decode("latin-1").partition("?")[0] + (f"?{urlencode(query)}" if query else "")
-            cookie = f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/"
+            target = same_site(raw.decode("latin-1").partition("?")[0]) + (
+                f"?{urlencode(query)}" if query else ""
+            )
+            cookie = f"{self.cookie}={self.token}; HttpOnly; SameSite=Strict; Path=/"
             await _redirect(send, target, cookie)
             return
         if scope["method"] not in ("GET", "HEAD"):
@@ -105,7 +111,7 @@ class Guard:
             cookie.load(headers.get("cookie", ""))
         except Exception:  # a malformed Cookie header is no cookie
             return False
-        given = cookie.get(COOKIE)
+        given = cookie.get(self.cookie)
         return (
             given is not None
             and self.token is not None
@@ -115,6 +121,23 @@ class Guard:
     def form_ok(self, given: str | None) -> bool:
         """Whether a form's token is this server's (every POST handler asks)."""
         return given is not None and hmac.compare_digest(given.encode(), self.form_token.encode())
+
+
+# What a path may hold as is in a Location header; anything else (a backslash,
+# a space, a tab or newline a browser would drop) is percent-encoded.
+_PATH_SAFE = re.compile(rb"[^A-Za-z0-9\-._~!$&'()*+,;=:@%/]")
+
+
+def same_site(path: str) -> str:
+    """``path`` (as sent, still encoded) as a Location that stays on this site.
+
+    A path starting ``//`` or ``/\\`` is read by browsers as another host
+    (``//evil.example/x``); one not starting with ``/`` (``https:…``) as an
+    absolute URL. Every unsafe byte is encoded, then the leading slashes are
+    collapsed into one: always a path on this origin.
+    """
+    encoded = _PATH_SAFE.sub(lambda found: b"%%%02X" % found[0][0], path.encode("latin-1", "replace"))
+    return "/" + encoded.decode("ascii").lstrip("/")
 
 
 async def _plain(send: Send, status: int, text: str) -> None:

@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from agent_framework import WorkflowEvent
 from agent_framework._serialization import SerializationMixin
 from agent_framework._workflows._runner_context import WorkflowMessage
+from agent_framework.exceptions import WorkflowCheckpointException
 from pydantic import BaseModel
 
 from safepoint import CorruptCheckpoint, NotJSONCompatible
@@ -45,6 +46,7 @@ TYPED = "$af"  # the key of a typed value's wrapper
 LOG = "$log"  # the key of a list stored in the message log (layout.py)
 MARKERS = frozenset({TYPED, LOG})
 _FRAMEWORK = "agent_framework"
+_T = TypeVar("_T")
 
 
 def type_key(cls: type[Any]) -> str:
@@ -128,9 +130,9 @@ class Codec:
         if kind == "dict" and isinstance(body, Mapping):
             return {key: self.decode(item, where) for key, item in body.items()}
         if kind == "message" and isinstance(body, Mapping):
-            return WorkflowMessage.from_dict(self.decode(body, where))
+            return revive(lambda: WorkflowMessage.from_dict(self.decode(body, where)), where)
         if kind == "event" and isinstance(body, Mapping):
-            return _revive(
+            return revive(
                 lambda: WorkflowEvent.from_dict(self.decode(body, where), allowed_types=self.event_types),
                 where,
             )
@@ -140,14 +142,14 @@ class Codec:
                 raise CorruptCheckpoint(
                     *where, detail=f"stored type {tree.get('type')!r} is not an Agent Framework type"
                 )
-            return _revive(lambda: cls.from_dict(self.decode(body, where)), where)
+            return revive(lambda: cls.from_dict(self.decode(body, where)), where)
         if kind == "model" and isinstance(body, Mapping):
             model = self.models.get(str(tree.get("type")))
             if model is None:
                 raise CorruptCheckpoint(
                     *where, detail=f"stored model {tree.get('type')!r} is not in allowed_types"
                 )
-            return _revive(lambda: model.model_validate(self.decode(body, where)), where)
+            return revive(lambda: model.model_validate(self.decode(body, where)), where)
         raise CorruptCheckpoint(*where, detail=f"unknown typed value {kind!r}")
 
 
@@ -170,10 +172,25 @@ def _imported_class(key: str, where: tuple[str, int]) -> type[Any]:
     return target
 
 
-def _revive(make: Any, where: tuple[str, int]) -> Any:
+# What the framework's ``from_dict`` (and plain reads of a stored tree) raise on data of the
+# wrong shape: a missing key, a wrong type, a bad number or index, an unknown name.
+# (The framework wraps some as its own exception, whose text quotes the stored name.)
+MALFORMED = (
+    KeyError,
+    TypeError,
+    ValueError,
+    IndexError,
+    ModuleNotFoundError,
+    AttributeError,
+    WorkflowCheckpointException,
+)
+
+
+def revive(make: Callable[[], _T], where: tuple[str, int]) -> _T:
+    """``make()``, with a stored value of the wrong shape as ``CorruptCheckpoint`` naming run and step."""
     try:
         return make()
-    except (KeyError, TypeError, ValueError, ModuleNotFoundError, AttributeError) as exc:
+    except MALFORMED as exc:
         raise CorruptCheckpoint(
             *where, detail=f"a stored value does not revive ({type(exc).__name__})"
         ) from None

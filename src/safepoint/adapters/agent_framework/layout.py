@@ -36,7 +36,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from .codec import LOG, TYPED
+from safepoint import Checkpoint
+
+from .codec import LOG, TYPED, revive
 
 ADAPTER_LABEL = "safepoint.adapter"
 ADAPTER = "agent-framework"
@@ -101,6 +103,16 @@ def live(journal: Sequence[Mapping[str, Any]]) -> dict[str, Live]:
         elif op == "delete":
             found.pop(str(entry["id"]), None)
     return found
+
+
+def live_in(head: Checkpoint) -> dict[str, Live]:
+    """``live`` of ``head``'s journal; an entry this adapter did not write is ``CorruptCheckpoint``."""
+    return revive(lambda: live(head.messages), (head.run_id, head.step))
+
+
+def unpack_in(cp: Checkpoint) -> tuple[Any, Lists]:
+    """``unpack`` of ``cp``'s checkpoint tree; one this adapter did not write is ``CorruptCheckpoint``."""
+    return revive(lambda: unpack(cp.state["checkpoint"], cp.messages), (cp.run_id, cp.step))
 
 
 @dataclass(slots=True)

@@ -30,7 +30,7 @@ from safepoint.adapters.runner import Runner, open_given
 from safepoint.flow import FindRuns, Flow, Load, Save, delete_if_present, load_or_none
 
 from . import layout
-from .codec import Codec
+from .codec import Codec, revive
 from .layout import Lists, Live
 
 _FIELDS = tuple(f.name for f in fields(WorkflowCheckpoint))
@@ -106,7 +106,7 @@ class SafepointCheckpointStorage:
         head = await self._runner.arun(
             load_or_none(layout.workflow_run_id(_text(workflow_name, "workflow_name")))
         )
-        return [] if head is None else list(layout.live(head.messages))
+        return [] if head is None else list(layout.live_in(head))
 
     def close(self) -> None:
         """Closes the store if this storage opened it from a URL."""
@@ -127,8 +127,9 @@ class SafepointCheckpointStorage:
         return {name: self._codec.encode(getattr(checkpoint, name), f"checkpoint.{name}") for name in _FIELDS}
 
     def _decode(self, cp: Checkpoint) -> WorkflowCheckpoint:
-        tree, _ = layout.unpack(cp.state["checkpoint"], cp.messages)
-        return WorkflowCheckpoint.from_dict(self._codec.decode(tree, (cp.run_id, cp.step)))
+        where = (cp.run_id, cp.step)
+        decoded = self._codec.decode(layout.unpack_in(cp)[0], where)
+        return revive(lambda: WorkflowCheckpoint.from_dict(decoded), where)
 
     # -- flows ----------------------------------------------------------------------------
 
@@ -144,7 +145,7 @@ class SafepointCheckpointStorage:
         if head is None:
             return Lists()
         if _op(head) == "save":
-            lists = layout.unpack(head.state["checkpoint"], head.messages)[1]
+            lists = layout.unpack_in(head)[1]
         else:  # a delete step: the lists of the save before it, if this storage wrote that very step
             known = self._cache.get(head.run_id)
             same = known is not None and (known[0].step, known[0].created_at) == (head.step, head.created_at)
@@ -205,14 +206,14 @@ class SafepointCheckpointStorage:
         runs = yield FindRuns({layout.ADAPTER_LABEL: layout.ADAPTER, layout.ROLE_LABEL: "workflow"})
         for info in runs:
             head: Checkpoint | None = yield from load_or_none(info.run_id)
-            if head is not None and checkpoint_id in layout.live(head.messages):
+            if head is not None and checkpoint_id in layout.live_in(head):
                 return head.run_id
         return None
 
     def _find(self, checkpoint_id: str) -> Flow[tuple[Checkpoint, Live] | None]:
         run_id = yield from self._locate(checkpoint_id)
         head: Checkpoint | None = None if run_id is None else (yield from load_or_none(run_id))
-        entry = None if head is None else layout.live(head.messages).get(checkpoint_id)
+        entry = None if head is None else layout.live_in(head).get(checkpoint_id)
         if head is None or entry is None:
             return None
         self._remember(head)
@@ -234,13 +235,13 @@ class SafepointCheckpointStorage:
             return []
         self._remember(head)
         found = []
-        for entry in layout.live(head.messages).values():
+        for entry in layout.live_in(head).values():
             found.append((yield from self._checkpoint_at(head, entry.step)))
         return found
 
     def _latest(self, workflow_name: str) -> Flow[WorkflowCheckpoint | None]:
         head: Checkpoint | None = yield from load_or_none(layout.workflow_run_id(workflow_name))
-        entries = [] if head is None else list(layout.live(head.messages).values())
+        entries = [] if head is None else list(layout.live_in(head).values())
         if head is None or not entries:
             return None
         self._remember(head)
@@ -265,7 +266,7 @@ class SafepointCheckpointStorage:
                 run_id
             )  # liveness: from the store, never memory
             lists = self._remember(head)
-            if head is None or checkpoint_id not in layout.live(head.messages):
+            if head is None or checkpoint_id not in layout.live_in(head):
                 return False
             cp = head.next()
             cp.messages.append({"op": "delete", "id": checkpoint_id})

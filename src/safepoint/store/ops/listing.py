@@ -14,6 +14,7 @@ from safepoint import codec
 from safepoint.errors import CorruptCheckpoint, EncryptedStore, NotFound
 from safepoint.model import ParentRef, Status
 from safepoint.records import CheckpointInfo, RunCounts, RunInfo, TimelinePoint, from_micros
+from safepoint.store.ops.counters_column import from_column
 from safepoint.store.query import Op, Query, Row
 from safepoint.visible import visible
 
@@ -129,10 +130,10 @@ def _run_info(row: Row) -> RunInfo:
     if isinstance(row.counters, bytes | memoryview):  # SQLite's sealed header: never opened here
         raise EncryptedStore(f"run {visible(str(run_id))}")
     try:
-        decoded = codec.decode(row.labels), codec.decode(row.counters)
-        labels, counters = decoded
+        labels, counters = codec.decode(row.labels), codec.decode(row.counters)
         if type(counters) is str or (type(labels) is dict and str(labels.get("")).startswith("sp1:")):
             raise EncryptedStore(f"run {visible(str(run_id))}")  # sealed labels or counters (PostgreSQL)
+        decoded = labels, from_column(counters)
         if not all(type(value) is dict for value in decoded) or type(head) is not int:
             raise TypeError("not a dict")
         return RunInfo(

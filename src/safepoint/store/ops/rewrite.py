@@ -16,6 +16,7 @@ from safepoint.errors import SafepointError, StoreError
 from safepoint.model import Checkpoint
 from safepoint.records import to_micros
 from safepoint.store.delta import MessagePlan
+from safepoint.store.ops.counters_column import column_text
 from safepoint.store.prepare import PreparedSave
 from safepoint.store.query import Op, Query
 from safepoint.store.stored import header_bytes, pack_bodies
@@ -93,7 +94,7 @@ def rewrite_heads(
             "added": added + len(plan.bodies),
             "messages": pack_bodies(carried + plan.bodies),
             "labels": codec.encode(fields.labels).decode(),
-            "counters": codec.encode(fields.counters).decode(),
+            "counters": column_text(fields.counters),
             "next_seq": next_seq + len(plan.bodies),
             "now": now,
         }

@@ -8,6 +8,7 @@ from safepoint.messagelist import MessageList, StoredView
 from safepoint.model import Checkpoint, ParentRef, ScrubReport
 from safepoint.records import from_micros
 from safepoint.store.blob_refs import digests_json, stored_digests
+from safepoint.store.ops.counters_column import column_text
 from safepoint.store.query import Op, Query
 from safepoint.store.references import typed_checkpoint
 from safepoint.store.stored import StoredFields, header_bytes, pack_bodies
@@ -69,7 +70,7 @@ def fork(
             "step": forked.step,
             "schema_version": forked.schema_version,
             "labels": codec.encode(forked.labels).decode(),
-            "counters": codec.encode(forked.counters).decode(),
+            "counters": column_text(forked.counters),
             "parent_run_id": run_id,
             "parent_step": source.step,
             "digest": digest,

@@ -17,6 +17,7 @@ from safepoint.errors import Conflict, LeaseLost
 from safepoint.messagelist import StoredView
 from safepoint.model import Checkpoint, ScrubReport
 from safepoint.records import Lease
+from safepoint.store.ops.counters_column import column_text
 from safepoint.store.query import Op, PlanT, Query, SaveInput
 from safepoint.store.query_specs import QUERY_SPECS
 from safepoint.store.stored import header_bytes, pack_bodies
@@ -211,7 +212,7 @@ def _save_row(
         "step": cp.step,
         "schema_version": cp.schema_version,
         "labels": labels,
-        "counters": codec.encode(prepared.fields.counters).decode(),
+        "counters": column_text(prepared.fields.counters),
         "digest": digest,
         "now": now,
         "next_seq": first_seq + len(plan.bodies),

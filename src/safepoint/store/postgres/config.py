@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import psycopg
-from psycopg import sql
+from psycopg import pq, sql
 from psycopg.conninfo import conninfo_to_dict
 
 from safepoint.errors import InvalidURL, StoreError, StoreNotFound
@@ -68,8 +69,18 @@ class PostgresConfig:
             valid = False
         if not valid:
             # Raised outside the except block, chaining nothing: libpq's
-            # message may quote parts of the URL, password included.
-            raise InvalidURL(f"{redact(url)} is not a valid PostgreSQL URL")
+            # message may quote parts of the URL, password included. An
+            # option libpq does not know is named, its value never shown (a
+            # misspelt ?pasword= holds one); any other fault shows the URL
+            # with its query values masked.
+            strangers = unknown_url_options(url)
+            if strangers:
+                names = ", ".join(visible(name, max_len=40) for name in strangers)
+                raise InvalidURL(
+                    f"unknown option(s) in the PostgreSQL URL: {names} (a URL takes libpq's connection "
+                    "parameters and ?schema=; the store's own options are open_store's keyword arguments)"
+                )
+            raise InvalidURL(f"{redact(_query_values_masked(url))} is not a valid PostgreSQL URL")
         config = cls(url, **options)
         config._check()
         return config
@@ -178,8 +189,36 @@ MAX_TIMEOUT = 86_400  # seconds: a day
 # malformed URL (a "@", "/" or "#" in the password) part of the password
 # becomes the host, port or database: masking up to the last "@" hides it.
 _URL_CREDENTIALS = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^?]*)@")
-# Key/value form and URL query parameters: password=value, quoted or not.
-_PASSWORD_VALUE = re.compile(r"""(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s&]*)""")
+# Key/value form and URL query parameters: password=value, quoted or not; also
+# libpq's other secrets (sslpassword, oauth_client_secret, scram_client_key …).
+_PASSWORD_VALUE = re.compile(r"""(?i)((?:password|secret|scram_\w*key)\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s&]*)""")
+
+
+def unknown_url_options(url: str) -> list[str]:
+    """The query parameter names of a ``postgresql://`` URL that libpq does not know, sorted."""
+    if not _URL_QUERY.match(url):
+        return []
+    query = url.partition("?")[2].partition("#")[0]
+    names = {unquote(part.partition("=")[0]) for part in query.split("&") if part}
+    return sorted(names - _libpq_keywords())
+
+
+@functools.cache
+def _libpq_keywords() -> frozenset[str]:
+    return frozenset(option.keyword.decode() for option in pq.Conninfo.get_defaults())
+
+
+def _query_values_masked(url: str) -> str:
+    """``url`` with the value of every query parameter replaced by ``***``."""
+    if not _URL_QUERY.match(url):
+        return url
+    base, _, query = url.partition("?")
+    query, mark, fragment = query.partition("#")
+    masked = "&".join(part.partition("=")[0] + ("=***" if "=" in part else "") for part in query.split("&"))
+    return f"{base}?{masked}{mark}{'***' if fragment else ''}"
+
+
+_URL_QUERY = re.compile(r"(?i)^postgres(ql)?://[^?]*\?")
 
 
 def redact(url: str) -> str:
