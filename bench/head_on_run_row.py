@@ -37,8 +37,9 @@ WARMUP = 50
 
 def measure(path: str, mode: str, saves: int) -> tuple[float, float]:
     """(WAL frames per save, CPU seconds per save) over ``saves`` saves after ``WARMUP``."""
-    import safepoint  # noqa: PLC0415  # the child's import, after sys.path is set
     from workloads.agent import build  # noqa: PLC0415
+
+    import safepoint  # noqa: PLC0415  # the child's import, after sys.path is set
 
     workload = build(WARMUP + saves)
     with safepoint.open_store(f"sqlite:///{path}", blobs="database") as store:
@@ -70,24 +71,37 @@ def instructions(mode: str, saves: int) -> float:
                 f" h.measure({tmp + f'/{n}.db'!r}, {mode!r}, {max(n, 1)})"
             )
             command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
-            done = subprocess.run([*command, sys.executable, "-c", script], capture_output=True, text=True, check=True)
-            counts.append(next(int(x.rsplit(":", 1)[1]) for x in done.stderr.splitlines() if "Collected :" in x))
+            done = subprocess.run(
+                [*command, sys.executable, "-c", script], capture_output=True, text=True, check=True
+            )
+            counts.append(
+                next(int(x.rsplit(":", 1)[1]) for x in done.stderr.splitlines() if "Collected :" in x)
+            )
     return (counts[1] - counts[0]) / (saves - 1)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--saves", type=int, default=400)
-    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds of each mode (CPU: the median)")
-    parser.add_argument("--instructions", action="store_true", help="also count instructions (valgrind; slow)")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="alternating rounds of each mode (CPU: the median)"
+    )
+    parser.add_argument(
+        "--instructions", action="store_true", help="also count instructions (valgrind; slow)"
+    )
     args = parser.parse_args()
     results: dict[str, list[tuple[float, float]]] = {"derived": [], "run_row": []}
     with tempfile.TemporaryDirectory(prefix="safepoint-head-") as tmp:
         for r in range(args.rounds):
-            for mode in results:
-                results[mode].append(measure(f"{tmp}/{mode}-{r}.db", mode, args.saves))
-    print(f"{args.saves} saves of the benchmark agent, SQLite, synchronous=FULL, median of {args.rounds} rounds")
-    print(f"{'head':<10} {'WAL frames/save':>16} {'CPU us/save':>12}" + ("  instructions/save" if args.instructions else ""))
+            for mode, runs in results.items():
+                runs.append(measure(f"{tmp}/{mode}-{r}.db", mode, args.saves))
+    print(
+        f"{args.saves} saves of the benchmark agent, SQLite, synchronous=FULL, median of {args.rounds} rounds"
+    )
+    print(
+        f"{'head':<10} {'WAL frames/save':>16} {'CPU us/save':>12}"
+        + ("  instructions/save" if args.instructions else "")
+    )
     for mode, runs in results.items():
         frames = sorted(f for f, _ in runs)[len(runs) // 2]
         cpu = sorted(c for _, c in runs)[len(runs) // 2] * 1e6

@@ -118,7 +118,8 @@ def test_a_hand_edited_status_is_reported_by_verify(target: Target, cwd: Path) -
         for run_id, status in (("released", "done"), ("requeued", "failed")):
             store.enqueue(run_id)
             lease = store.claim("w", lease=60)
-            assert lease is not None and lease.run_id == run_id
+            assert lease is not None
+            assert lease.run_id == run_id
             store.release(lease, status=status)  # the worker's word, not the head's
         store.requeue("requeued")  # failed -> running, without a checkpoint
         assert store.status_origin("released").set_by == "release"
@@ -184,7 +185,9 @@ def test_a_cancel_whose_head_does_not_load_is_recorded(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "encrypted"])
-def test_sqlite_a_deleted_head_row_is_the_documented_limit(tmp_path: Path, cwd: Path, encrypted: bool) -> None:
+def test_sqlite_a_deleted_head_row_is_the_documented_limit(
+    tmp_path: Path, cwd: Path, encrypted: bool
+) -> None:
     """On SQLite a head row deleted cleanly reads as saves that never happened (docs/operations.md,
     "What SQLite cannot tell"): the previous step loads, verify is clean, the lost step saves again."""
     path = tmp_path / "state.db"
@@ -229,7 +232,8 @@ def test_older_labels_put_back_are_reported_by_verify(target: Target, cwd: Path)
     if target.encrypted:  # the real executable names it too (plain stores: tests/test_tamper.py)
         failures = verify_failures(target, cwd)
         assert [(f["run_id"], f["step"]) for f in failures] == [("r", 1)]
-        assert "labels" in failures[0]["message"] and "draft" not in failures[0]["message"]
+        assert "labels" in failures[0]["message"]
+        assert "draft" not in failures[0]["message"]
 
 
 # -- listing is not loading -------------------------------------------------------------------
@@ -254,12 +258,15 @@ def test_a_damaged_run_is_listed_as_unreadable_and_the_rest_stands(target: Targe
         assert sorted(listed) == ids
         assert listed["run-2"].unreadable == "CorruptCheckpoint"
         assert (listed["run-2"].labels, listed["run-2"].counters) == ({}, {})
-        assert all(listed[i].labels == {"name": i} and listed[i].unreadable is None for i in ids if i != "run-2")
+        assert all(
+            listed[i].labels == {"name": i} and listed[i].unreadable is None for i in ids if i != "run-2"
+        )
         assert [run.run_id for run in store.runs(labels={"name": "run-3"})] == ["run-3"]
     shown = sp(target, cwd, "runs")
     assert shown.returncode == 0, shown.stderr
     line = next(line for line in shown.stdout.splitlines() if "run-2" in line)
-    assert "unreadable" in line and "CorruptCheckpoint" in line
+    assert "unreadable" in line
+    assert "CorruptCheckpoint" in line
     assert all(run_id in shown.stdout for run_id in ids)
     if target.url.startswith("sqlite") and not target.encrypted:
         as_json = json.loads(sp(target, cwd, "runs", "--json").stdout)["runs"]

@@ -210,7 +210,9 @@ def test_an_undecodable_column_is_corrupt_checkpoint_naming_run_and_step(
     assert (caught.value.run_id, caught.value.step) == ("r", step)
     if reader == "run":
         listed = sp(cwd, "runs", "--store", url)
-        assert listed.returncode == 0 and "unreadable" in listed.stdout and MARKER not in listed.stdout
+        assert listed.returncode == 0
+        assert "unreadable" in listed.stdout
+        assert MARKER not in listed.stdout
         return
     command = {"load": ("show", "r", "--step", str(step)), "history": ("history", "r")}[reader]
     line = one_line(sp(cwd, *command, "--store", url))
@@ -364,7 +366,9 @@ def test_postgres_undecodable_status_is_corrupt_checkpoint(pg: tuple[str, str, s
         assert (listed.run_id, listed.unreadable) == ("r", "CorruptCheckpoint")
     one_line(sp(cwd, "history", "r", "--store", url))
     shown = sp(cwd, "runs", "--store", url)
-    assert shown.returncode == 0 and "unreadable" in shown.stdout and MARKER not in shown.stdout
+    assert shown.returncode == 0
+    assert "unreadable" in shown.stdout
+    assert MARKER not in shown.stdout
 
 
 # -- the pruned flag: a live checkpoint hidden by hand -------------------------------------------

@@ -31,7 +31,16 @@ from safepoint.store import Store
 from safepoint.visible import visible
 
 _RUNS_PAGE = 50
-_FIELDS = ("status", "head_step", "schema_version", "labels", "counters", "created_at", "updated_at", "parent")
+_FIELDS = (
+    "status",
+    "head_step",
+    "schema_version",
+    "labels",
+    "counters",
+    "created_at",
+    "updated_at",
+    "parent",
+)
 
 
 @click.command()

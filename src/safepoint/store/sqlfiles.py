@@ -26,6 +26,7 @@ holds them to it and to what the SQL really returns.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -70,7 +71,7 @@ def load_revisions(package: str, folder: str = "ddl") -> list[Revision]:
     found.sort(key=lambda r: r.number)
     if found and found[0].number != 1:
         raise ValueError(f"{package}/{folder}: DDL revision 1 is missing")
-    for before, revision in zip(found, found[1:], strict=False):
+    for before, revision in itertools.pairwise(found):
         if revision.number == before.number:
             raise ValueError(f"{package}/{folder}: DDL revision {revision.number} is defined twice")
     return found
