@@ -30,6 +30,7 @@ from conftest_postgres import fresh_schema, raw, require_postgres
 from safepoint import Checkpoint, Keyring, Store
 from safepoint.cli.output import ExitCode
 from safepoint.tamper import run_mismatches
+from safepoint.ui.verifying import verify_run
 
 INDEX = base64.b64encode(bytes(range(32))).decode()
 K1 = base64.b64encode(b"\x11" * 32).decode()
@@ -130,6 +131,9 @@ def test_a_hand_edited_status_is_reported_by_verify(target: Target, cwd: Path) -
         assert (origin.status, origin.set_by) == ("done", None)
         head = store.load("edited")
         assert run_mismatches(store.run("edited"), head, None, origin) == ["status"]
+        _, failures = verify_run(store, "edited")  # the inspector's verify
+        assert [step for step, _ in failures] == [2]
+        assert [verify_run(store, run_id)[1] for run_id in ("released", "requeued")] == [[], []]
     failures = verify_failures(target, cwd)
     assert [(f["run_id"], f["step"], f["error"]) for f in failures] == [("edited", 2, "CorruptCheckpoint")]
     assert "status" in failures[0]["message"]

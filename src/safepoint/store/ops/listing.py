@@ -138,7 +138,9 @@ def _listed(row: Row) -> RunInfo:
         if unopened is None:
             return _run_info(row)
         error = unopened.error
-    except (CorruptCheckpoint, MissingKey) as exc:  # EncryptedStore is a MissingKey
+    except EncryptedStore:
+        raise  # the store's condition, not this run's: opened without its keyring, nothing reads
+    except (CorruptCheckpoint, MissingKey) as exc:
         error = type(exc).__name__
     return _unreadable(row, error)
 
