@@ -17,7 +17,7 @@ import json
 import sqlite3
 import subprocess
 from collections.abc import Callable, Iterator
-from contextlib import closing
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,10 +55,11 @@ class Target:
 CONFIGS = ["sqlite", "sqlite-encrypted", "postgres", "postgres-encrypted"]
 
 
-@pytest.fixture(params=CONFIGS)
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
-    encrypted = request.param.endswith("encrypted")
-    if request.param.startswith("sqlite"):
+@contextmanager
+def made(config: str, tmp_path: Path) -> Iterator[Target]:
+    """A fresh store of ``config`` (a SQLite file, or a PostgreSQL schema dropped afterwards)."""
+    encrypted = config.endswith("encrypted")
+    if config.startswith("sqlite"):
         path = tmp_path / "state.db"
 
         def execute(statement: str) -> list[Any]:
@@ -70,6 +71,12 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
     dsn = require_postgres()
     with fresh_schema(dsn) as schema:
         yield Target(f"{dsn}?schema={schema}", encrypted, lambda statement: raw(dsn, schema, statement))
+
+
+@pytest.fixture(params=CONFIGS)
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
+    with made(request.param, tmp_path) as made_target:
+        yield made_target
 
 
 @pytest.fixture
@@ -183,6 +190,28 @@ def test_a_cancel_whose_head_does_not_load_is_recorded(tmp_path: Path) -> None:
         assert store.cancel("r").step is None
         origin = store.status_origin("r")
         assert (origin.status, origin.set_by) == ("cancelled", "cancel")
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_status_apart_from_the_head_before_the_upgrade_is_recorded_by_it(
+    backend: str, tmp_path: Path
+) -> None:
+    """Revision 11 records a status that already differed from the head's (a run quarantined by
+    older code) as it stands, so verify does not call it tampered; the other runs get no record."""
+    with made(backend, tmp_path) as target:
+        with target.open() as store:
+            save_run(store, "quarantined", 2)
+            save_run(store, "fine", 2)
+        # As older code left them: the status set by a release, no column to record it.
+        target.execute("UPDATE safepoint_runs SET status = 'failed' WHERE run_id = 'quarantined'")
+        target.execute("ALTER TABLE safepoint_runs DROP COLUMN status_change")
+        target.execute("DELETE FROM safepoint_ddl_revisions WHERE revision = 11")
+        with target.open() as store:  # applies revision 11 again
+            assert store.status_origin("quarantined").set_by == "upgrade"
+            assert store.status_origin("fine").set_by is None
+            head = store.load("quarantined")
+            origin = store.status_origin("quarantined")
+            assert run_mismatches(store.run("quarantined"), head, None, origin) == []
 
 
 # -- the SQLite head, kept in the checkpoint keys ---------------------------------------------
