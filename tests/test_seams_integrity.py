@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from starlette.testclient import TestClient
 
 import safepoint
 import safepoint_exe
@@ -30,6 +31,7 @@ from conftest_postgres import fresh_schema, raw, require_postgres
 from safepoint import Checkpoint, Keyring, Store
 from safepoint.cli.output import ExitCode
 from safepoint.tamper import run_mismatches
+from safepoint.ui import create_app
 from safepoint.ui.verifying import verify_run
 
 INDEX = base64.b64encode(bytes(range(32))).decode()
@@ -295,6 +297,13 @@ def test_a_damaged_run_is_listed_as_unreadable_and_the_rest_stands(target: Targe
             listed[i].labels == {"name": i} and listed[i].unreadable is None for i in ids if i != "run-2"
         )
         assert [run.run_id for run in store.runs(labels={"name": "run-3"})] == ["run-3"]
+    if target.url.startswith("sqlite") and not target.encrypted:  # the inspector's runs page
+        with target.open(read_only=True) as store:
+            page = TestClient(create_app(store), base_url="http://127.0.0.1:8765").get("/").text
+        row = page[page.index('<tr class="run unreadable">') :]
+        assert "run-2" in row[: row.index("</tr>")]
+        assert "CorruptCheckpoint" in row[: row.index("</tr>")]
+        assert all(run_id in page for run_id in ids)
     shown = sp(target, cwd, "runs")
     assert shown.returncode == 0, shown.stderr
     line = next(line for line in shown.stdout.splitlines() if "run-2" in line)
