@@ -94,8 +94,9 @@ class RunInfo:
     # Set when the run's row could not be read (a damaged or unopenable value):
     # the error's class name (``"CorruptCheckpoint"``, ``"MissingKey"`` …).
     # A listing shows such a run rather than failing for every run; its other
-    # fields then hold only what could be read (status, head step and times
-    # when they are what a save writes; labels and counters empty).
+    # fields then hold only what could be read: status, head step and times
+    # when they are what a save writes (else failed, -1 and the epoch), labels
+    # and counters empty, no parent.
     unreadable: str | None = None
 
 

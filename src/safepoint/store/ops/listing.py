@@ -152,6 +152,7 @@ def _unreadable(row: Row, error: str) -> RunInfo:
         except OverflowError:
             return _EPOCH
 
+    # RunInfo's fields stay typed for every caller: a status no save writes reads as failed.
     status = row.status if row.status in _STATUSES else Status.FAILED.value
     head, version = row.head_step, row.schema_version
     return RunInfo(
