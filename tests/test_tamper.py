@@ -183,7 +183,8 @@ SQLITE_DAMAGE = {
         "history",
         1,
     ),
-    "labels not JSON": (f"UPDATE safepoint_runs SET labels = '{{{MARKER}'", "runs", 2),
+    # Read by run(); a listing shows the run as unreadable instead (tests/test_seams_integrity.py).
+    "labels not JSON": (f"UPDATE safepoint_runs SET labels = '{{{MARKER}'", "run", 2),
 }
 
 
@@ -201,15 +202,19 @@ def test_an_undecodable_column_is_corrupt_checkpoint_naming_run_and_step(
         calls = {
             "load": lambda: store.load("r", step),
             "history": lambda: store.history("r"),
-            "runs": store.runs,
+            "run": lambda: store.run("r"),
         }
         with pytest.raises(CorruptCheckpoint) as caught:
             calls[reader]()
     no_marker(caught.value)
     assert (caught.value.run_id, caught.value.step) == ("r", step)
-    command = {"load": ("show", "r", "--step", str(step)), "history": ("history", "r"), "runs": ("runs",)}[
-        reader
-    ]
+    if reader == "run":
+        listed = sp(cwd, "runs", "--store", url)
+        assert listed.returncode == 0
+        assert "unreadable" in listed.stdout
+        assert MARKER not in listed.stdout
+        return
+    command = {"load": ("show", "r", "--step", str(step)), "history": ("history", "r")}[reader]
     line = one_line(sp(cwd, *command, "--store", url))
     assert "'r'" in line
     assert "corrupt" in line
@@ -352,12 +357,18 @@ def test_postgres_undecodable_status_is_corrupt_checkpoint(pg: tuple[str, str, s
             store.history("r")
         assert (caught.value.run_id, caught.value.step) == ("r", 1)
         no_marker(caught.value)
-        with pytest.raises(CorruptCheckpoint) as listed:
-            store.runs()
-        assert (listed.value.run_id, listed.value.step) == ("r", STEPS - 1)
-        no_marker(listed.value)
+        with pytest.raises(CorruptCheckpoint) as read:
+            store.run("r")
+        assert (read.value.run_id, read.value.step) == ("r", STEPS - 1)
+        no_marker(read.value)
+        # Listing is not loading: the run is listed as unreadable, by its id alone.
+        (listed,) = store.runs()
+        assert (listed.run_id, listed.unreadable) == ("r", "CorruptCheckpoint")
     one_line(sp(cwd, "history", "r", "--store", url))
-    one_line(sp(cwd, "runs", "--store", url))
+    shown = sp(cwd, "runs", "--store", url)
+    assert shown.returncode == 0
+    assert "unreadable" in shown.stdout
+    assert MARKER not in shown.stdout
 
 
 # -- the pruned flag: a live checkpoint hidden by hand -------------------------------------------

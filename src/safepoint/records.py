@@ -91,6 +91,33 @@ class RunInfo:
     attempts: int = 0
     retry_at: datetime | None = None
     last_error: str | None = None
+    # Set when the run's row could not be read (a damaged or unopenable value):
+    # the error's class name (``"CorruptCheckpoint"``, ``"MissingKey"`` …).
+    # A listing shows such a run rather than failing for every run; its other
+    # fields then hold only what could be read: status, head step and times
+    # when they are what a save writes (else failed, -1 and the epoch), labels
+    # and counters empty, no parent.
+    unreadable: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StatusOrigin:
+    """What set the run row's status (``Store.status_origin``; ``safepoint verify`` checks it).
+
+    A save sets the run row's status to its checkpoint's, which the
+    checkpoint's digest covers. A worker's ``release`` with a status,
+    ``requeue`` of a failed run and ``cancel`` set it without a checkpoint,
+    and record the change until the next save. ``set_by`` names that
+    operation (``"release"``, ``"requeue"``, ``"cancel"``; ``"upgrade"`` for a
+    status that differed when the store was upgraded) when the record is
+    current — made under the run's present lease epoch, naming ``status`` —
+    and is None otherwise: the status must then be the head checkpoint's.
+    ``status`` is the run row's, as stored.
+    """
+
+    run_id: str
+    status: str
+    set_by: str | None
 
 
 MAX_KEEP_LAST = 2**31 - 1  # a step count: see store.validate.MAX_STEP

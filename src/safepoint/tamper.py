@@ -10,15 +10,18 @@ but a listing would show an altered one as if it were true. ``safepoint
 verify`` loads each checkpoint and compares: these functions say what
 differs, by column name only — never a stored value.
 
-Not compared: the run row's status. It is the queue's view of the run (a
-worker's release marks a quarantined run failed, ``requeue`` makes it
-running again) and legitimately differs from the head checkpoint's.
+The run row's status is the queue's view of the run: a save sets it to its
+checkpoint's, but a worker's release may set another (a quarantined run is
+failed), ``requeue`` makes a failed run running and ``cancel`` may cancel a
+run whose head does not load — without a checkpoint. Those record the change
+on the run row until the next save (``Store.status_origin``), so the status
+must be the head checkpoint's or the one a current record names.
 """
 
 from __future__ import annotations
 
 from safepoint.model import Checkpoint
-from safepoint.records import CheckpointInfo, RunInfo
+from safepoint.records import CheckpointInfo, RunInfo, StatusOrigin
 
 
 def checkpoint_mismatches(info: CheckpointInfo, cp: Checkpoint) -> list[str]:
@@ -33,10 +36,14 @@ def checkpoint_mismatches(info: CheckpointInfo, cp: Checkpoint) -> list[str]:
     return [name for name, same in checks.items() if not same]
 
 
-def run_mismatches(run: RunInfo, head: Checkpoint, first: Checkpoint | None = None) -> list[str]:
+def run_mismatches(
+    run: RunInfo, head: Checkpoint, first: Checkpoint | None = None, origin: StatusOrigin | None = None
+) -> list[str]:
     """The columns of the run row (as ``runs`` lists it) that disagree with its loaded head
     checkpoint — and, given the run's first stored checkpoint, its parent: a fork writes the
-    parent into the first checkpoint it stores, so the run row's copy must match it."""
+    parent into the first checkpoint it stores, so the run row's copy must match it. Given
+    the row's ``StatusOrigin``, its status too: the head's, unless a current record says
+    which change without a checkpoint set it."""
     checks = {
         "head step": run.head_step == head.step,
         "schema_version": run.schema_version == head.schema_version,
@@ -45,4 +52,6 @@ def run_mismatches(run: RunInfo, head: Checkpoint, first: Checkpoint | None = No
     }
     if first is not None:
         checks["parent"] = run.parent == first.parent
+    if origin is not None:
+        checks["status"] = origin.set_by is not None or origin.status == head.status.value
     return [name for name, same in checks.items() if not same]

@@ -31,6 +31,16 @@ from safepoint.store import Store
 from safepoint.visible import visible
 
 _RUNS_PAGE = 50
+_FIELDS = (
+    "status",
+    "head_step",
+    "schema_version",
+    "labels",
+    "counters",
+    "created_at",
+    "updated_at",
+    "parent",
+)
 
 
 @click.command()
@@ -80,6 +90,10 @@ def runs(
         for column in ("status", "step", "updated", "labels", "counters", "waiting for / last error"):
             table.add_column(column)
         for run in page:
+            if run.unreadable is not None:  # listed, not loaded: the rest of the page stands
+                note = f"its run row cannot be read ({run.unreadable})"
+                table.add_row(cell(run.run_id), cell("unreadable"), "-", "-", "-", "-", cell(note))
+                continue
             note = questions.get(run.run_id) or run.last_error or "-"
             table.add_row(
                 cell(run.run_id),
@@ -114,7 +128,7 @@ def _waiting_questions(store: Store, page: Page[RunInfo]) -> dict[str, str]:
     """
     asked: dict[str, str] = {}
     for run in page:
-        if run.status is not Status.WAITING:
+        if run.status is not Status.WAITING or run.unreadable is not None:
             continue
         try:
             head = store.load(run.run_id, migrate=False, fetch_blobs=False)
@@ -130,7 +144,10 @@ def _waiting_questions(store: Store, page: Page[RunInfo]) -> dict[str, str]:
 
 
 def _run_dict(run: RunInfo) -> dict[str, Any]:
+    if run.unreadable is not None:  # only the id is known; the error class says why
+        return {"run_id": run.run_id, "unreadable": run.unreadable} | dict.fromkeys(_FIELDS)
     return {
+        "unreadable": None,
         "run_id": run.run_id,
         "status": run.status.value,
         "head_step": run.head_step,

@@ -64,7 +64,9 @@ def verify(*, store_url: str, as_json: bool, run_id: str | None) -> None:
                     hidden = CorruptCheckpoint(rid, step, "marked pruned but still holds a checkpoint")
                     failed(rid, step, hidden)
                 head = store.load(rid, migrate=False, fetch_blobs=False)
-                _agree(rid, head.step, run_mismatches(store.run(rid), head, firsts.get(rid)), "run row")
+                origin = store.status_origin(rid)
+                mismatched = run_mismatches(store.run(rid), head, firsts.get(rid), origin)
+                _agree(rid, head.step, mismatched, "run row")
             except NotFound:
                 continue
             except SafepointError as exc:

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from safepoint.errors import InvalidArgument, SafepointError
+from safepoint.errors import CorruptCheckpoint, InvalidArgument, SafepointError
 from safepoint.records import Retention, RunInfo
 
 from .facade import Store
@@ -103,7 +103,10 @@ def migrate_store(
     behind = []
     for run in all_runs(store):
         report.runs += 1
-        if run.schema_version != chain.current:
+        if run.unreadable is not None:  # listed, not loadable: reported, the others still migrate
+            damaged = CorruptCheckpoint(run.run_id, None, f"its run row cannot be read ({run.unreadable})")
+            report.failures.append((run.run_id, -1, damaged))
+        elif run.schema_version != chain.current:
             behind.append(run.run_id)
     report.behind = len(behind)
     for start in range(0, len(behind), batch_size):
@@ -155,7 +158,8 @@ def prune_store(
     if policy is not None and not isinstance(policy, Retention):
         raise InvalidArgument(f"policy must be a safepoint.Retention, not {type(policy).__name__}")
     report = PruneReport(dry_run=dry_run)
-    run_ids = [run.run_id for run in all_runs(store)]
+    # A run whose row cannot be read is left as it is, for inspection (docs/operations.md).
+    run_ids = [run.run_id for run in all_runs(store) if run.unreadable is None]
     report.runs = len(run_ids)
     for done, run_id in enumerate(run_ids, 1):
         report.add(store.prune_run(run_id, policy, dry_run=dry_run))

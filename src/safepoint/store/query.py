@@ -64,6 +64,15 @@ UNSUPPORTED: list[NamedRow] = _Unsupported()
 Op = Generator[Query, list[Row], T]
 
 
+@dataclass(frozen=True, slots=True)
+class Unopened:
+    """A result value a wrapper of the operation could not give back (a sealed value that
+    does not open), in place of the value, naming the error's class: a listing's row then
+    shows its run as unreadable instead of failing the whole listing (``sealed_ops``)."""
+
+    error: str
+
+
 class Driver(Protocol):
     """What a backend provides: run one operation in one transaction.
 

@@ -35,9 +35,9 @@ from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from safepoint import codec
-from safepoint.errors import CorruptCheckpoint, StoreError
+from safepoint.errors import CorruptCheckpoint, MissingKey, StoreError
 
-from .query import UNSUPPORTED, Op, Query, Row
+from .query import UNSUPPORTED, Op, Query, Row, Unopened
 from .query_specs import QUERY_SPECS
 from .sealer import RUN_WIDE, Sealer, UnknownDataKey
 
@@ -152,12 +152,30 @@ def _opened(query: Query, rows: list[Row], sealer: Sealer, refs: dict[int, str])
         try:
             if carried is not None:  # a load's carrier rows, one per step: the lean way
                 return _opened_carriers(query, rows, carried, sealer, refs)
+            if query.name in _LISTINGS:
+                return [_listed_row(query, row, sealer, refs) for row in rows]
             return [_opened_row(query, row, sealer, refs) for row in rows]
         except UnknownDataKey as unknown:
             if attempt == 2:
                 raise StoreError(f"the store has no data key {unknown.key_id!r}") from None
             sealer.learn((yield Query("data_keys")))  # written by another process since this one looked
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+# Listing is not loading: a row of these that does not open comes back with its content
+# columns as ``Unopened`` (the operation lists its run as unreadable); the others still open.
+_LISTINGS = frozenset({"list_runs"})
+
+
+def _listed_row(query: Query, row: Row, sealer: Sealer, refs: dict[int, str]) -> Row:
+    try:
+        return _opened_row(query, row, sealer, refs)
+    except (CorruptCheckpoint, MissingKey) as exc:  # not UnknownDataKey: _opened reads the keys again
+        unopened = Unopened(type(exc).__name__)
+        return type(row)(
+            unopened if column in _RESULT_COLUMNS else value
+            for column, value in zip(row.columns, row, strict=True)
+        )
 
 
 def _opened_row(query: Query, row: Row, sealer: Sealer, refs: dict[int, str]) -> Row:

@@ -59,7 +59,9 @@ def runs_page(
         "show_all": show_all,
         "counts": store.run_counts(),
         "claimable": store.queue_depth(),
-        "failed": [r for r in failed if r.last_error] if not status or status == "failed" else [],
+        "failed": [r for r in failed if r.last_error and not r.unreadable]
+        if not status or status == "failed"
+        else [],
     }
 
 

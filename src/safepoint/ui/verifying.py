@@ -1,7 +1,8 @@
 """Verify from the page: one run at once, or the whole store as a background task with progress.
 
 Verifying loads every checkpoint as stored (``migrate=False``: any schema
-version), which checks its digests, its messages' chain and its blobs. The
+version), which checks its digests, its messages' chain and its blobs, and
+then the run row against its head (``safepoint.tamper``). The
 whole store is walked by one thread at a time; the page polls
 ``progress()``.
 """
@@ -14,6 +15,7 @@ from typing import Any
 from safepoint.errors import SafepointError
 from safepoint.store import Store
 from safepoint.store.admin import all_runs
+from safepoint.tamper import run_mismatches
 
 MAX_SHOWN = 50  # failures listed on the page
 
@@ -32,6 +34,15 @@ def verify_run(store: Store, run_id: str) -> tuple[int, list[tuple[int | None, s
         except SafepointError as exc:
             failures.append((step, str(exc)))
         checked += 1
+    try:  # the run row against its head, as safepoint verify checks it (its status included)
+        head = store.load(run_id, migrate=False, fetch_blobs=False)
+        mismatched = run_mismatches(store.run(run_id), head, None, store.status_origin(run_id))
+        if mismatched:
+            what = f"the run row's {', '.join(mismatched)} disagree with the checkpoint"
+            failures.append((head.step, what))
+    except SafepointError as exc:
+        if (getattr(exc, "step", None), str(exc)) not in failures:  # a damaged head: said above
+            failures.append((getattr(exc, "step", None), str(exc)))
     return checked, failures
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from safepoint.records import Retention
+from safepoint.records import Retention, StatusOrigin
 from safepoint.store import arguments, calls, traced
 from safepoint.store.calls import reads, writes
-from safepoint.store.ops import retention
+from safepoint.store.ops import listing, retention
 from safepoint.store.ops.collect import FileSpace, GcResult
 from safepoint.store.ops.retention import PruneResult
 from safepoint.store.ops.rewrite import Rewritten
@@ -76,3 +76,10 @@ class UpkeepMethods(Entries):
         only tampering makes one, and it hides that checkpoint from ``history``
         and loads (``safepoint verify`` reports them); ``NotFound`` if absent."""
         return reads(retention.hidden_steps(check_id(run_id)))
+
+    @method("safepoint.status_origin")
+    def status_origin(self, run_id: str) -> Returns[StatusOrigin]:
+        """What set the run row's status: its head checkpoint (a save), or a change made
+        without one (release, requeue, cancel) recorded until the next save —
+        ``safepoint verify`` reports a status that is neither; ``NotFound`` if absent."""
+        return reads(listing.status_origin(check_id(run_id)))

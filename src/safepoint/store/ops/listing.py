@@ -6,16 +6,23 @@ writes (an unknown status, a label column that is not JSON, a time that is
 not a number) is ``CorruptCheckpoint`` naming the run and step, never a
 traceback; whether the columns agree with the checkpoints they describe is
 what ``safepoint verify`` checks (``safepoint.tamper``).
+
+Listing is not loading: in ``list_runs`` a run whose row cannot be read (a
+damaged column, a sealed value that does not open) is listed as unreadable
+(``RunInfo.unreadable``), and the rest of the page stands. ``run_info``, which
+asks for that one run, raises.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from safepoint import codec
-from safepoint.errors import CorruptCheckpoint, EncryptedStore, NotFound
+from safepoint.errors import CorruptCheckpoint, EncryptedStore, MissingKey, NotFound
 from safepoint.model import ParentRef, Status
-from safepoint.records import CheckpointInfo, RunCounts, RunInfo, TimelinePoint, from_micros
+from safepoint.records import CheckpointInfo, RunCounts, RunInfo, StatusOrigin, TimelinePoint, from_micros
 from safepoint.store.ops.counters_column import from_column
-from safepoint.store.query import Op, Query, Row
+from safepoint.store.query import Op, Query, Row, Unopened
 from safepoint.visible import visible
 
 
@@ -120,9 +127,78 @@ def list_runs(
             "limit": limit + 1,  # one extra row says whether another page exists
         },
     )
-    page = [_run_info(row) for row in rows[:limit]]
+    page = [_listed(row) for row in rows[:limit]]
     more = rows[limit - 1].run_ref if len(rows) > limit else None
     return page, more
+
+
+def _listed(row: Row) -> RunInfo:
+    """A listing's run: read, or marked unreadable with what could be read."""
+    unopened = next((value for value in row if isinstance(value, Unopened)), None)
+    try:
+        if unopened is None:
+            return _run_info(row)
+        error = unopened.error
+    except EncryptedStore:
+        raise  # the store's condition, not this run's: opened without its keyring, nothing reads
+    except (CorruptCheckpoint, MissingKey) as exc:
+        error = type(exc).__name__
+    return _unreadable(row, error)
+
+
+def _unreadable(row: Row, error: str) -> RunInfo:
+    def micros(value: object) -> datetime:
+        try:
+            return from_micros(value) if type(value) is int else _EPOCH
+        except OverflowError:
+            return _EPOCH
+
+    # RunInfo's fields stay typed for every caller: a status no save writes reads as failed.
+    status = row.status if row.status in _STATUSES else Status.FAILED.value
+    head, version = row.head_step, row.schema_version
+    return RunInfo(
+        run_id=str(row.run_id),
+        status=Status(status),
+        head_step=head if type(head) is int else -1,
+        schema_version=version if type(version) is int else 0,
+        labels={},
+        counters={},
+        created_at=micros(row.created_at),
+        updated_at=micros(row.updated_at),
+        parent=None,
+        attempts=row.attempts if type(row.attempts) is int else 0,
+        unreadable=error,
+    )
+
+
+_STATUSES = frozenset(status.value for status in Status)
+_EPOCH = from_micros(0)
+
+
+def status_origin(run_id: str) -> Op[StatusOrigin]:
+    """The run row's status and, when a change made without a checkpoint set it, which one
+    (``StatusOrigin``: a record from another lease epoch, or naming another status, is none)."""
+    rows = yield Query("status_origin", {"run_id": run_id})
+    if not rows:
+        raise NotFound(run_id)
+    row = rows[0]
+    status, set_by = str(row.status), None
+    try:
+        change = codec.decode(row.status_change) if row.status_change is not None else None
+    except (ValueError, TypeError):
+        change = None  # not what a release writes: as if none, so the status must be the head's
+    if (
+        type(change) is dict
+        and change.get("status") == status
+        and type(change.get("epoch")) is int
+        and change["epoch"] == row.epoch
+        and change.get("by") in _SET_BY
+    ):
+        set_by = str(change["by"])
+    return StatusOrigin(run_id, status, set_by)
+
+
+_SET_BY = frozenset({"release", "requeue", "cancel", "upgrade"})
 
 
 def _run_info(row: Row) -> RunInfo:

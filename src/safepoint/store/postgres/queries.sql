@@ -32,7 +32,8 @@
 -- The run row, locked until commit: writers of one run take turns here.
 -- No row for a new run (ops then starts its log at seq 0); two writers
 -- creating the same run meet at insert_run's ON CONFLICT instead.
-SELECT next_seq, id, head_step, head_digest, status,
+SELECT next_seq, id, head_step, head_digest,
+       CASE WHEN status_change IS NULL THEN status END,  -- see the SQLite query
        lease_owner, lease_epoch, (extract(epoch FROM lease_expires_at) * 1000000)::bigint,
        true  -- the run row holds the head here: advance_run on every save
 FROM safepoint_runs
@@ -71,7 +72,8 @@ WHERE id = %(run_ref)s::bigint AND head_step = %(step)s::bigint - 1;
 -- name: set_run_status
 -- params: run_ref, status
 -- returns: nothing
-UPDATE safepoint_runs SET status = %(status)s WHERE id = %(run_ref)s::bigint;
+-- A save's status is its checkpoint's: a recorded status_change no longer applies.
+UPDATE safepoint_runs SET status = %(status)s, status_change = NULL WHERE id = %(run_ref)s::bigint;
 
 -- name: insert_checkpoint
 -- params: run_ref, step, schema_version, status, now, message_count, ranges, header,
@@ -325,6 +327,9 @@ SET lease_owner = NULL, lease_expires_at = NULL,
                      THEN coalesce(queued_at, 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
                 END,
     status = coalesce(%(status)s::text, status),
+    status_change = CASE WHEN %(status)s::text IS NULL THEN status_change
+                         ELSE json_build_object('by', 'release', 'status', %(status)s::text,
+                                                'epoch', %(epoch)s::bigint)::text END,
     -- the attempts parameter: 'keep', 'reset' or 'uncount' (see the SQLite query)
     attempts = CASE %(attempts)s::text WHEN 'reset' THEN 0
                                       WHEN 'uncount' THEN greatest(attempts - 1, 0)
@@ -342,7 +347,11 @@ RETURNING id;
 UPDATE safepoint_runs
 SET queued_at = coalesce(queued_at, 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond'),
     attempts = 0, retry_at = NULL,
-    status = CASE WHEN status = 'failed' THEN 'running' ELSE status END
+    status = CASE WHEN status = 'failed' THEN 'running' ELSE status END,
+    status_change = CASE WHEN status = 'failed'
+                         THEN json_build_object('by', 'requeue', 'status', 'running',
+                                                'epoch', lease_epoch)::text
+                         ELSE status_change END
 WHERE run_id = %(run_id)s
 RETURNING id;
 
@@ -385,7 +394,8 @@ WHERE run_ref = %(run_ref)s::bigint AND step = %(step)s::bigint;
 -- returns: nothing
 UPDATE safepoint_runs
 SET head_digest = %(digest)s, schema_version = %(schema_version)s, labels = %(labels)s::jsonb,
-    counters = %(counters)s::jsonb, next_seq = %(next_seq)s::bigint, status = %(status)s
+    counters = %(counters)s::jsonb, next_seq = %(next_seq)s::bigint, status = %(status)s,
+    status_change = NULL
 WHERE id = %(run_ref)s::bigint;
 
 -- name: blob_guard_shared
@@ -472,6 +482,13 @@ SELECT digest, octet_length(data), (extract(epoch FROM created_at) * 1000000)::b
 -- returns: nothing
 DELETE FROM safepoint_blobs WHERE digest = %(digest)s;
 
+-- name: status_origin
+-- params: run_id
+-- returns: status, epoch, status_change
+-- The run row's status and the record of the change that set it without a
+-- checkpoint, if any (see the SQLite query).
+SELECT status, lease_epoch, status_change FROM safepoint_runs WHERE run_id = %(run_id)s;
+
 -- name: queue_state
 -- params: run_id
 -- returns: queued, owner, epoch, expires_at, status
@@ -502,7 +519,8 @@ WHERE run_id = %(run_id)s;
 -- returns: nothing
 UPDATE safepoint_runs
 SET status = 'cancelled', lease_owner = NULL, lease_expires_at = NULL, queued_at = NULL,
-    retry_at = NULL
+    retry_at = NULL,
+    status_change = json_build_object('by', 'cancel', 'status', 'cancelled', 'epoch', lease_epoch)::text
 WHERE run_id = %(run_id)s;
 
 -- name: run_retention_read

@@ -21,7 +21,7 @@
 -- save then goes the general way, which says why).
 WITH head AS (
     UPDATE {schema}.safepoint_runs
-    SET head_step = %(step)s::bigint, head_digest = %(digest)s, status = %(status)s,
+    SET head_step = %(step)s::bigint, head_digest = %(digest)s, status = %(status)s, status_change = NULL,
         schema_version = %(schema_version)s::integer,
         labels = %(labels)s::jsonb, counters = %(counters)s::jsonb, next_seq = %(next_seq)s::bigint,
         updated_at = 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond'

@@ -15,8 +15,10 @@
 --          lease_expires_at, needs_advance
 -- Always one row: the run's next free message seq, then the run (NULLs if
 -- new). Seqs only grow, so the head's first_seq + added is the next one.
+-- status is NULL while a status_change is recorded (revision 11): the save
+-- then sets its own status and clears the record (set_run_status).
 SELECT coalesce(c.first_seq + c.added, 0),
-       r.id, c.step, c.digest, r.status,
+       r.id, c.step, c.digest, CASE WHEN r.status_change IS NULL THEN r.status END,
        r.lease_owner, r.lease_epoch, r.lease_expires_at,
        r.labels IS NOT :labels  -- advance_run is needed only when labels change
 FROM (SELECT 1)
@@ -46,7 +48,9 @@ WHERE id = :run_ref AND labels IS NOT :labels;
 -- name: set_run_status
 -- params: run_ref, status
 -- returns: nothing
-UPDATE safepoint_runs SET status = :status WHERE id = :run_ref;
+-- A save's status is its checkpoint's: any record of a change made without
+-- a checkpoint no longer applies.
+UPDATE safepoint_runs SET status = :status, status_change = NULL WHERE id = :run_ref;
 
 -- name: insert_checkpoint
 -- params: run_ref, step, schema_version, status, now, message_count, ranges, header,
@@ -292,11 +296,14 @@ RETURNING lease_expires_at;
 -- :attempts says what happens to the count: 'keep', 'reset' (a clean
 -- outcome) or 'uncount' (the attempt was not the run's fault: a too-new
 -- schema_version, an unavailable store, a stop). :retry_at and :error
--- record a failed attempt (NULL otherwise).
+-- record a failed attempt (NULL otherwise). A status set here is recorded
+-- in status_change (revision 11), under the lease's epoch.
 UPDATE safepoint_runs
 SET lease_owner = NULL, lease_expires_at = NULL,
     queued_at = CASE WHEN :requeue THEN coalesce(queued_at, :now) ELSE NULL END,
     status = coalesce(:status, status),
+    status_change = CASE WHEN :status IS NULL THEN status_change
+                         ELSE json_object('by', 'release', 'status', :status, 'epoch', :epoch) END,
     attempts = CASE :attempts WHEN 'reset' THEN 0
                               WHEN 'uncount' THEN max(attempts - 1, 0)
                               ELSE attempts END,
@@ -313,7 +320,10 @@ RETURNING id;
 -- succeeds. A live lease is left alone: its holder's release decides.
 UPDATE safepoint_runs
 SET queued_at = coalesce(queued_at, :now), attempts = 0, retry_at = NULL,
-    status = CASE WHEN status = 'failed' THEN 'running' ELSE status END
+    status = CASE WHEN status = 'failed' THEN 'running' ELSE status END,
+    status_change = CASE WHEN status = 'failed'
+                         THEN json_object('by', 'requeue', 'status', 'running', 'epoch', lease_epoch)
+                         ELSE status_change END
 WHERE run_id = :run_id
 RETURNING id;
 
@@ -354,7 +364,7 @@ WHERE id = :run_ref * 4294967296 + :step;
 -- name: rewrite_run_head
 -- params: run_ref, digest, schema_version, labels, counters, next_seq, status
 -- returns: nothing
-UPDATE safepoint_runs SET labels = :labels, status = :status WHERE id = :run_ref;
+UPDATE safepoint_runs SET labels = :labels, status = :status, status_change = NULL WHERE id = :run_ref;
 
 -- name: blob_guard_shared
 -- params: none
@@ -436,6 +446,13 @@ SELECT digest, length(data), created_at FROM safepoint_blobs;
 -- returns: nothing
 DELETE FROM safepoint_blobs WHERE digest = :digest;
 
+-- name: status_origin
+-- params: run_id
+-- returns: status, epoch, status_change
+-- The run row's status and the record of the change that set it without a
+-- checkpoint, if any (safepoint verify: ops/listing.status_origin).
+SELECT status, lease_epoch, status_change FROM safepoint_runs WHERE run_id = :run_id;
+
 -- name: queue_state
 -- params: run_id
 -- returns: queued, owner, epoch, expires_at, status
@@ -465,10 +482,12 @@ WHERE run_id = :run_id;
 -- params: run_id
 -- returns: nothing
 -- Fenced and dequeued like revoke_lease, and cancelled on the row (the
--- cancelled checkpoint, when the head loads, follows in the same transaction).
+-- cancelled checkpoint, when the head loads, follows in the same transaction
+-- and clears the status_change recorded here).
 UPDATE safepoint_runs
 SET status = 'cancelled', lease_owner = NULL, lease_expires_at = NULL, queued_at = NULL,
-    retry_at = NULL
+    retry_at = NULL,
+    status_change = json_object('by', 'cancel', 'status', 'cancelled', 'epoch', lease_epoch)
 WHERE run_id = :run_id;
 
 -- name: run_retention_read

@@ -24,7 +24,8 @@ CREATE TABLE safepoint_runs (
     retention       TEXT,                      -- the run's own retention policy, JSON (revision 3)
     attempts        INTEGER NOT NULL DEFAULT 0, -- claims since the last success or requeue (revision 4)
     retry_at        INTEGER,                   -- not claimable before this, after a failed attempt
-    last_error      TEXT                       -- the last attempt's error: type and scrubbed message
+    last_error      TEXT,                      -- the last attempt's error: type and scrubbed message
+    status_change   TEXT                       -- a status set without a checkpoint, JSON (revision 11)
 );
 
 -- runs(updated_since=...) filters on the head checkpoint's created_at and
