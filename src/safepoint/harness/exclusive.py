@@ -57,7 +57,7 @@ from .owner import Owner
 
 DEFAULT_HOLD = 30.0  # seconds: a Run's lease period, as a worker's default lease
 FIRST_POLL = 0.01  # seconds before the first look again at a held run; doubling up to:
-MAX_POLL = 0.25
+MAX_POLL = 0.1
 MAX_SECONDS = 365 * 86_400.0
 
 
