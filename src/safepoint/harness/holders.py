@@ -3,13 +3,19 @@
 ``Holding`` serves ``Run`` (a daemon thread renews the lease every third of
 its period), ``AsyncHolding`` serves ``AsyncRun`` (an asyncio task does).
 The hold ends at ``close``, at a commit that leaves the run not running,
-and when the ``Run`` is garbage-collected (``weakref.finalize``). A
-finalizer may run anywhere — in the middle of a store call of the same
-thread, when the cyclic collector strikes — so it never calls the store
-itself: it hands the release to the heartbeat thread (or, for
-``AsyncRun``, to a task on the loop). At interpreter exit the holds still
-open are released in turn (``atexit``). A forked child inherits none: each
-hold belongs to the process that took it.
+and when the ``Run`` is garbage-collected (``weakref.finalize``).
+
+A ``Run`` whose last reference is dropped is finalized right there, in the
+code that dropped it — never inside a store call, which holds no ``Run`` —
+so it lets go at once, synchronously: code that never closes its ``Run``
+and goes on to claim or open the run finds it free. The cyclic collector,
+though, may strike anywhere, in the middle of a store call of the same
+thread too; a ``Run`` it collects (one a reference cycle kept) hands its
+release to its heartbeat thread instead (``_collecting`` tells the two
+apart). An ``AsyncRun`` cannot await in a finalizer: its release is a task
+on its loop, shortly after. At interpreter exit the holds still open are
+released in turn (``atexit``). A forked child inherits none: each hold
+belongs to the process that took it.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import gc
 import os
 import threading
 import time
@@ -32,6 +39,14 @@ from . import owner as owners
 from .exclusive import Terms
 
 _releasing: set[asyncio.Task[None]] = set()  # AsyncRun releases a finalizer started: kept till done
+_collecting = threading.local()  # .now: this thread is inside a cyclic garbage collection
+
+
+def _on_gc(phase: str, info: dict[str, int]) -> None:
+    _collecting.now = phase == "start"
+
+
+gc.callbacks.append(_on_gc)
 
 
 class Holding:
@@ -115,8 +130,11 @@ class Holding:
             self.release()
 
     def _collected(self) -> None:
-        self._hand_over = True
-        self._wake.set()
+        if getattr(_collecting, "now", False):  # maybe inside a store call: not here
+            self._hand_over = True
+            self._wake.set()
+        else:
+            self.release()
 
     def release(self) -> None:
         """Give the run back (once; quietly: a lost lease or a closed store leaves nothing to do)."""
