@@ -71,8 +71,10 @@ class Holding:
     # -- the Run's side ----------------------------------------------------------------
 
     def attach(self, run: object) -> None:
-        """Let go when ``run`` is garbage-collected."""
+        """Let go when ``run`` is garbage-collected. Known to this process's openers from now on,
+        before the hold is taken: one that finds it holding the run judges it, never a stranger."""
         self._run = weakref.ref(run)
+        exclusive.register(self)
         weakref.finalize(run, self._collected).atexit = False  # exit has its own hook below
 
     def alive(self) -> bool:
@@ -99,7 +101,6 @@ class Holding:
 
     def held(self, lease: Lease) -> None:
         self.lease = lease
-        exclusive.register(self)
         self._start()
 
     # -- blocking: a heartbeat thread ---------------------------------------------------------
@@ -196,7 +197,8 @@ class AsyncHolding(Holding):
 
     def _collected(self) -> None:
         loop = self._loop
-        if loop is None or self.ended:
+        if loop is None or self.ended:  # never held (or already let go): only forget it
+            exclusive.unregister(self)
             return
         with contextlib.suppress(RuntimeError):  # a closed loop: the lease expires instead
             loop.call_soon_threadsafe(self._release_later)
