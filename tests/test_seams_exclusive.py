@@ -200,7 +200,8 @@ def test_async_runs_hold_their_run_like_runs(target: Target) -> None:
 
 
 def test_a_collected_run_lets_go_and_this_thread_takes_over_one_left_behind(target: Target) -> None:
-    """A Run never closed: collected, it lets go; still referenced, a re-open in its thread fences it."""
+    """A Run never closed: collected (by refcount or by the cyclic collector), it lets go; still
+    referenced, a re-open in its thread fences it, and another thread waits for it."""
     with target.open() as store:
         Run.start(store, "r").commit()  # never closed, never kept: collected at once
         for _ in range(500):
@@ -227,6 +228,15 @@ def test_a_collected_run_lets_go_and_this_thread_takes_over_one_left_behind(targ
         assert [type(e) for e in outcome] == [RunHeld]  # another thread: again may be mid-turn
         again.close()
         assert [i.step for i in store.history("r")] == [0, 1, 2]
+        cycle = Run.open(store, "r", wait=0)
+        setattr(cycle, "itself", cycle)  # noqa: B010  # only a reference cycle keeps it alive
+        del cycle
+        gc.collect()  # the cyclic collector finds it: its heartbeat thread lets go
+        for _ in range(500):
+            if store.queue_state("r").owner is None:
+                break
+            time.sleep(0.01)
+        assert store.queue_state("r").owner is None
 
 
 def test_a_held_run_is_not_claimed_and_a_run_inside_a_worker_takes_no_second_lease(target: Target) -> None:

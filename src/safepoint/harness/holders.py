@@ -131,7 +131,9 @@ class Holding:
             self.release()
 
     def _collected(self) -> None:
-        if getattr(_collecting, "now", False):  # maybe inside a store call: not here
+        if self.lease is None or self.ended:  # never held (or already let go): only forget it
+            exclusive.unregister(self)
+        elif getattr(_collecting, "now", False):  # maybe inside a store call: not here
             self._hand_over = True
             self._wake.set()
         else:
