@@ -6,9 +6,10 @@
 The store is SAFEPOINT_STORE (default sqlite:///.safepoint/chat.db; a PostgreSQL URL works
 the same), opened once in the app's lifespan and closed on shutdown. A conversation is a
 safepoint run named by its id: each POST opens the run, adds the user's message and the
-reply, and commits them as the next step. Two turns of one conversation saved at once
-cannot both be step N+1: the second gets ``Conflict``, which the app answers with HTTP 409
-(reload and send again). Restart the app and every conversation is where it was.
+reply, and commits them as the next step. The run is held while its turn is in progress:
+a second turn of the same conversation sent meanwhile gets ``RunHeld`` (a ``Conflict``) at
+once, which the app answers with HTTP 409 (reload and send again). Restart the app and
+every conversation is where it was.
 
 The reply comes from ``reply_to``, an offline stand-in for a model call.
 """
@@ -52,7 +53,7 @@ def store_of(request: Request) -> AsyncStore:
 
 @app.exception_handler(Conflict)
 async def conflict(request: Request, exc: Conflict) -> JSONResponse:
-    """Another request saved this conversation's next step first: nothing of ours was written."""
+    """Another request holds this conversation, or saved its next step first: nothing of ours was written."""
     return JSONResponse(
         status_code=409,
         content={"error": "conflict", "conversation_id": exc.run_id, "detail": str(exc)},
@@ -80,12 +81,14 @@ async def reply_to(messages: list[dict[str, Any]]) -> tuple[str, int, int]:
 @app.post("/conversations/{conversation_id}/turns")
 async def post_turn(conversation_id: str, turn: Turn, request: Request) -> dict[str, Any]:
     """Add the user's message and the reply to the conversation, as one new checkpoint."""
-    run = await AsyncRun.open(store_of(request), conversation_id, labels={"app": "chat"})
-    run.append({"role": "user", "content": turn.text})
-    reply, tokens_in, tokens_out = await reply_to(run.messages)
-    run.append({"role": "assistant", "content": reply})
-    await run.add_usage(tokens_in=tokens_in, tokens_out=tokens_out)
-    info = await run.commit()  # Conflict if another turn was saved meanwhile: HTTP 409
+    # Held until the block ends; another turn of this conversation in progress: RunHeld, HTTP 409.
+    opened = AsyncRun.open(store_of(request), conversation_id, labels={"app": "chat"}, wait=0)
+    async with await opened as run:
+        run.append({"role": "user", "content": turn.text})
+        reply, tokens_in, tokens_out = await reply_to(run.messages)
+        run.append({"role": "assistant", "content": reply})
+        await run.add_usage(tokens_in=tokens_in, tokens_out=tokens_out)
+        info = await run.commit()
     return {"conversation_id": conversation_id, "step": info.step, "reply": reply}
 
 

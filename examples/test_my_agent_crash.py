@@ -40,31 +40,33 @@ def run_agent(store: Store, run_id: str, ledger: Ledger) -> Any:
             return Reconcile.skip(f"sent-{action.key[:8]}")
         return Reconcile.rerun()
 
-    run = Run.open(
+    with Run.open(
         store,
         run_id,
         budget=Budget(tokens=10_000, steps=len(INBOX) + 1),
         cursors={"inbox": 0},
         state={"replies": []},
         reconcile={"send_reply": already_sent},
-    )
-    while run.active:
-        index = int(run.cursors["inbox"])
-        if index == len(INBOX):
-            run.finish()
-            break
-        if run.pending is None:
-            # A fresh step: ask the model. (A step resumed with its send pending already
-            # did, and saved the draft with the pending action: don't pay for it twice.)
-            draft, tokens_in, tokens_out = fake_model(INBOX[index])
-            run.add_usage(tokens_in=tokens_in, tokens_out=tokens_out, spend=tokens_out * 0.002)
-            run.state["draft"] = draft
-        draft = run.state["draft"]
-        receipt = run.action("send_reply", {"to": index}, lambda key, i=index, d=draft: send_reply(i, d, key))
-        run.append({"role": "assistant", "content": draft, "receipt": receipt})
-        run.state["replies"].append(receipt)
-        run.advance("inbox")
-        run.commit()
+    ) as run:  # held until the block ends: one live writer
+        while run.active:
+            index = int(run.cursors["inbox"])
+            if index == len(INBOX):
+                run.finish()
+                break
+            if run.pending is None:
+                # A fresh step: ask the model. (A step resumed with its send pending already
+                # did, and saved the draft with the pending action: don't pay for it twice.)
+                draft, tokens_in, tokens_out = fake_model(INBOX[index])
+                run.add_usage(tokens_in=tokens_in, tokens_out=tokens_out, spend=tokens_out * 0.002)
+                run.state["draft"] = draft
+            draft = run.state["draft"]
+            receipt = run.action(
+                "send_reply", {"to": index}, lambda key, i=index, d=draft: send_reply(i, d, key)
+            )
+            run.append({"role": "assistant", "content": draft, "receipt": receipt})
+            run.state["replies"].append(receipt)
+            run.advance("inbox")
+            run.commit()
     return {"status": run.status.value, "replies": run.state["replies"]}
 
 

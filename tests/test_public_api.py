@@ -48,6 +48,7 @@ def test_all_is_exactly_the_public_surface() -> None:
         "Reconcile",
         "Retention",
         "Run",
+        "RunHeld",
         "RunInfo",
         "RunStatusError",
         "SafepointError",

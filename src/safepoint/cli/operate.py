@@ -135,6 +135,7 @@ def answer(
             raise RunStatusError(run_id, head.status.value, "only a waiting run takes an answer")
         with to_ourselves(store, run_id, force) as state:
             run = Run.resume_with(store, run_id, reply)
+            run.close()  # answered and saved: let the run go at once
         queued = back_to_workers(store, state, run)
     data = {
         "run_id": run_id,

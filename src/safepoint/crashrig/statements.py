@@ -23,6 +23,11 @@ def statement_label(sql: str) -> str:
     return " ".join(words[:keep])
 
 
+# A write transaction that opens with one of these only moves a lease (an open Run's
+# hold, its heartbeat, its release): it is not a save, and is not counted as one.
+_LEASE_ONLY = "UPDATE safepoint_runs SET lease_"
+
+
 class StatementKiller:
     """A store ``trace`` that SIGKILLs this process inside its ``save``-th save.
 
@@ -30,21 +35,45 @@ class StatementKiller:
     IMMEDIATE``), or at its ``COMMIT`` if the save has fewer statements — in
     both cases before the commit runs, so the step must not survive. The
     agent child installs one for ``--kill-in-save SAVE:STATEMENT``.
+
+    Saves are the write transactions but those that only move a lease
+    (``_LEASE_ONLY``). Which kind a transaction is shows at its first
+    statement, so the kill aimed at a ``BEGIN IMMEDIATE`` lands just after
+    it, before that first statement runs: the save has written nothing
+    either way.
     """
 
     def __init__(self, save: int, statement: int) -> None:
         self.save, self.statement = save, statement
         self.armed = False  # set after open_store: its DDL transaction is not a save
         self._saves, self._index = 0, -1
+        self._begun = False  # a write transaction began; its first statement says what it is
 
     def __call__(self, sql: str) -> None:
         if not self.armed:
             return
         if sql == "BEGIN IMMEDIATE":
-            self._saves, self._index = self._saves + 1, -1
-        if self._saves == self.save:
+            self._begun, self._index = True, 0
+            return
+        if self._begun:
+            self._begun = False
+            if statement_label(sql).startswith("UPDATE") and _body(sql).startswith(_LEASE_ONLY):
+                self._index = -1
+                return
+            self._saves += 1
+            if self._saves == self.save and self.statement == 0:
+                self._die("BEGIN IMMEDIATE")
+        if self._saves == self.save and self._index >= 0:
             self._index += 1
             if self._index == self.statement or sql == "COMMIT":
-                # Say where, for the parent's report; then die before the statement runs.
-                print(f"kill {self._saves}:{self._index} {statement_label(sql)}", flush=True)
-                os.kill(os.getpid(), signal.SIGKILL)
+                self._die(statement_label(sql))
+
+    def _die(self, label: str) -> None:
+        # Say where, for the parent's report; then die before the statement runs.
+        print(f"kill {self._saves}:{self._index} {label}", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _body(sql: str) -> str:
+    """The statement's text without its comment lines, on one line."""
+    return " ".join(" ".join(line for line in sql.splitlines() if not line.lstrip().startswith("--")).split())

@@ -203,7 +203,7 @@ def run_demo_agent(
     """
     config = {"seed": seed, "documents": documents, "enrich_every": enrich_every}
     try:
-        run = Run.open(
+        with Run.open(
             store,
             run_id,
             budget=budget,
@@ -216,9 +216,9 @@ def run_demo_agent(
             ],
             resolve_secrets=True,
             reconcile=reconcile_hooks(ledger),
-        )
-        while run.active:
-            _step(run, ledger)
+        ) as run:  # held until the block ends: one live writer
+            while run.active:
+                _step(run, ledger)
     except BudgetExceeded:
         return {"status": "failed", "answer": None}
     return {"status": run.status.value, "answer": run.state.get("answer")}

@@ -16,6 +16,8 @@
      ├── MissingKey (also LookupError)         stored data needs a key id the keyring lacks: names the id
      │    └── EncryptedStore                    the store is encrypted and was opened without a keyring
      ├── Conflict                              not the next step of the run (optimistic concurrency)
+ │    └── RunHeld                           another live writer holds the run (an open Run, a
+ │                                          worker): names the run and until when, not the holder
      ├── LeaseLost                             a worker's lease is no longer current (fenced off)
      ├── CorruptCheckpoint                     a stored checkpoint fails its digest: names run and step
      │    └── BlobCorrupt                       a blob's bytes don't match its SHA-256: names the digest
@@ -86,6 +88,7 @@ from .store import (
     Conflict,
     LeaseLost,
     NotFound,
+    RunHeld,
     StoreClosed,
     StoreCorrupt,
     StoreError,
@@ -114,6 +117,7 @@ __all__ = [
     "NotEncrypted",
     "NotFound",
     "NotJSONCompatible",
+    "RunHeld",
     "RunStatusError",
     "SafepointError",
     "SchemaTooNew",

@@ -7,6 +7,8 @@ See ``safepoint.errors`` for the whole tree.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from .base import SafepointError
 
 
@@ -53,6 +55,33 @@ class Conflict(SafepointError):
         else:
             detail = f"the run is at step {head}, so only step {head + 1} can be saved"
         super().__init__(f"cannot save run {run_id!r} step {step}: {detail}")
+
+
+class RunHeld(Conflict):
+    """Another live writer holds the run, and still did once the opener's wait was over.
+
+    Raised by ``Run``/``AsyncRun`` ``open``, ``start``, ``resume``,
+    ``resume_with`` and ``set_budget`` (and ``Store.hold_run``) while another
+    writer's lease on the run is live: an open ``Run`` in another process or
+    thread, or a ``Worker``. Nothing was loaded or written. ``until`` is when
+    that lease runs out unless its holder renews it (a ``datetime`` in UTC);
+    ``owner`` is the holder's id, kept off the message (ids are chosen by
+    whoever runs a worker, and messages get logged). A ``Conflict``: the run
+    is busy, try again later.
+    """
+
+    def __init__(self, run_id: str, until: datetime, owner: str | None = None) -> None:
+        self.run_id = run_id
+        self.step = None  # type: ignore[assignment]  # nothing was saved: no step was tried
+        self.head = None
+        self.until = until
+        self.owner = owner
+        shown = until.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+        SafepointError.__init__(
+            self,
+            f"run {run_id!r} is held by another writer until {shown} UTC (renewed while it works);"
+            " open it again later (inside a Worker's handler, open it with lease=job.lease)",
+        )
 
 
 class LeaseLost(SafepointError):

@@ -7,7 +7,9 @@ bookkeeping a resumed run must not forget:
 
 * pending actions with idempotency keys, reconciled after a crash (``actions.py``);
 * budgets on tokens, spend and steps, stored with the run (``budgets.py``);
-* human input: a run stops as ``waiting`` and any process answers it.
+* human input: a run stops as ``waiting`` and any process answers it;
+* one live writer: an open ``Run`` holds its run's lease until it is closed
+  (``exclusive.py``, ``holders.py``); a second opener waits, then ``RunHeld``.
 
 The logic lives once, as I/O-free flows (``core.py``); ``Run`` blocks on a
 ``Store``, ``AsyncRun`` awaits an ``AsyncStore``. See docs/harness.md.

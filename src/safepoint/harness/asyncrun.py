@@ -3,15 +3,19 @@
 The same flows (``core.py``, ``lifecycle.py``) as ``Run``, driven by awaiting
 (``safepoint.flow.adrive``): the same method names, awaited. Tools and
 reconcile hooks may be plain functions or return awaitables (``async def``);
-either works. Under a lease, loads and saves ride
-out an outage as ``Run``'s do (``safepoint.retrying``, awaited).
+either works. An ``AsyncRun`` holds its run as a ``Run`` does (an asyncio
+task renews the lease; ``async with`` or ``await run.close()`` lets go).
+Under a worker's lease, loads and saves ride out an outage as ``Run``'s do
+(``safepoint.retrying``, awaited).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import timedelta
 from typing import Any, TypeVar
 
+from safepoint.errors import LeaseLost
 from safepoint.flow import AsyncFlowStore, Flow, adrive
 from safepoint.model import JSONDict, Status
 from safepoint.records import CheckpointInfo, Lease
@@ -21,7 +25,10 @@ from . import lifecycle
 from .actions import ReconcileHook
 from .budgets import Budget
 from .core import RunCore
-from .leased import AsyncLeasedStore
+from .errors import RunStatusError
+from .exclusive import DEFAULT_HOLD, Terms
+from .holders import AsyncHolding
+from .leased import AsyncHeldStore, AsyncLeasedStore
 from .view import RunView
 
 T = TypeVar("T")
@@ -31,19 +38,64 @@ R = TypeVar("R")
 class AsyncRun(RunView):
     """``Run`` for asyncio: ``await AsyncRun.open(store, run_id, ...)``, then
     ``await run.action(...)``, ``await run.add_usage(...)``, ``await run.commit()``.
-    The in-memory edits (``append``, ``advance``, ``take_input``) are plain calls."""
+    The in-memory edits (``append``, ``advance``, ``take_input``) are plain calls.
+    ``async with await AsyncRun.open(...) as run:`` lets go of the run at the end."""
 
-    def __init__(self, store: AsyncStore, core: RunCore, *, lease: Lease | None = None) -> None:
+    def __init__(
+        self, store: AsyncStore, core: RunCore, *, lease: Lease | None = None, terms: Terms | None = None
+    ) -> None:
         super().__init__(core)
         self._store = store
-        self._served: AsyncFlowStore = store if lease is None else AsyncLeasedStore(store, lease)
+        self._closed = False
+        self._holding: AsyncHolding | None = None
+        if lease is not None:
+            self._served: AsyncFlowStore = AsyncLeasedStore(store, lease)
+        else:
+            self._holding = AsyncHolding(store, terms or Terms.of(DEFAULT_HOLD, None))
+            self._holding.attach(self)
+            self._served = AsyncHeldStore(store, self._holding)
 
     @property
     def store(self) -> AsyncStore:
         return self._store
 
     async def _drive(self, flow: Flow[T]) -> T:
-        return await adrive(self._served, flow)
+        holding = self._holding
+        if self._closed:
+            raise RunStatusError(self.run_id, self.status.value, "this Run was closed: open the run again")
+        if holding is None:
+            return await adrive(self._served, flow)
+        if holding.lost and holding.lease is not None:
+            raise LeaseLost(self.run_id, holding.lease.epoch, "another writer holds the run now")
+        holding.enter()
+        try:
+            return await adrive(self._served, flow)
+        finally:
+            holding.leave()
+            if self._core.cp.status is not Status.RUNNING:  # waiting, done, failed …: let others in
+                await holding.arelease()
+
+    async def _begin(self, flow: Flow[None]) -> None:
+        """Drive an opening flow; if it fails, the hold it may have taken is let go."""
+        try:
+            await self._drive(flow)
+        except BaseException:
+            await self.close()
+            raise
+
+    async def close(self) -> None:
+        """Let go of the run: another writer may take it at once. Nothing is saved (commit first).
+        Calling it again does nothing; the ``Run`` refuses any further step. ``with`` (``async with``)
+        calls it."""
+        self._closed = True
+        if self._holding is not None:
+            await self._holding.arelease()
+
+    async def __aenter__(self) -> AsyncRun:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     @classmethod
     async def start(
@@ -58,12 +110,14 @@ class AsyncRun(RunView):
         messages: list[JSONDict] | None = None,
         reconcile: Mapping[str, ReconcileHook] | None = None,
         lease: Lease | None = None,
+        hold: float | timedelta = DEFAULT_HOLD,
+        wait: float | timedelta | None = None,
     ) -> AsyncRun:
-        """Create a new run (``Conflict`` if ``run_id`` exists) and save its step 0."""
-        run = cls(store, RunCore(reconcile), lease=lease)
-        await run._drive(
-            lifecycle.start(run._core, lifecycle.NewRun(run_id, budget, labels, state, cursors, messages))
-        )
+        """Create a new run (``Conflict`` if ``run_id`` exists), save its step 0 and hold it
+        as ``open`` does."""
+        run = cls(store, RunCore(reconcile), lease=lease, terms=Terms.of(hold, wait))
+        new = lifecycle.NewRun(run_id, budget, labels, state, cursors, messages)
+        await run._begin(lifecycle.start(run._core, new, run._holding))
         return run
 
     @classmethod
@@ -75,6 +129,8 @@ class AsyncRun(RunView):
         resolve_secrets: Any = False,
         reconcile: Mapping[str, ReconcileHook] | None = None,
         lease: Lease | None = None,
+        hold: float | timedelta = DEFAULT_HOLD,
+        wait: float | timedelta | None = None,
     ) -> AsyncRun:
         """Continue the run from its latest checkpoint (``NotFound`` if there is none).
 
@@ -82,10 +138,10 @@ class AsyncRun(RunView):
         pending is decided by its tool's ``reconcile`` hook (the run may stop as
         ``waiting``); a run already over budget is saved as failed and
         ``BudgetExceeded`` raised. A run that is done, waiting or failed comes
-        back with ``active`` False.
+        back with ``active`` False. The run is held as ``open`` holds it.
         """
-        run = cls(store, RunCore(reconcile), lease=lease)
-        await run._drive(lifecycle.resume(run._core, run_id, resolve_secrets))
+        run = cls(store, RunCore(reconcile), lease=lease, terms=Terms.of(hold, wait))
+        await run._begin(lifecycle.resume(run._core, run_id, resolve_secrets, run._holding))
         return run
 
     @classmethod
@@ -102,13 +158,26 @@ class AsyncRun(RunView):
         resolve_secrets: Any = False,
         reconcile: Mapping[str, ReconcileHook] | None = None,
         lease: Lease | None = None,
+        hold: float | timedelta = DEFAULT_HOLD,
+        wait: float | timedelta | None = None,
     ) -> AsyncRun:
         """Resume ``run_id`` if it exists, else start it with the given budget, labels,
         state, cursors and messages (which are ignored for an existing run: what it
-        stored wins). The call to put at the top of an agent that may be restarted."""
-        run = cls(store, RunCore(reconcile), lease=lease)
+        stored wins). The call to put at the top of an agent that may be restarted.
+
+        The run is held until ``close`` (or the end of a ``with`` block), a
+        commit that leaves it not running, or this object's garbage
+        collection: no other writer takes it meanwhile. Its lease lasts
+        ``hold`` seconds, renewed every third of that. An opener that finds
+        it held waits up to ``wait`` seconds (default: ``hold``; 0: not at
+        all), then raises ``RunHeld``; a holder on this host whose process
+        is gone is taken over at once. With ``lease=job.lease`` (in a
+        ``Worker``'s handler) the worker's lease is the one, and nothing
+        more is held. See docs/harness.md, "One live writer".
+        """
+        run = cls(store, RunCore(reconcile), lease=lease, terms=Terms.of(hold, wait))
         new = lifecycle.NewRun(run_id, budget, labels, state, cursors, messages)
-        await run._drive(lifecycle.resume_or_start(run._core, new, resolve_secrets))
+        await run._begin(lifecycle.resume_or_start(run._core, new, resolve_secrets, run._holding))
         return run
 
     @classmethod
@@ -121,6 +190,8 @@ class AsyncRun(RunView):
         resolve_secrets: Any = False,
         reconcile: Mapping[str, ReconcileHook] | None = None,
         lease: Lease | None = None,
+        hold: float | timedelta = DEFAULT_HOLD,
+        wait: float | timedelta | None = None,
     ) -> AsyncRun:
         """Answer a ``waiting`` run and resume it, from any process.
 
@@ -128,9 +199,10 @@ class AsyncRun(RunView):
         input (``run.take_input()``); a run waiting on an interrupted action
         takes a ``Reconcile.skip(result)`` or ``Reconcile.rerun()``. The answer
         is saved before this returns. ``RunStatusError`` if the run is not waiting.
+        The run is held as ``open`` holds it.
         """
-        run = cls(store, RunCore(reconcile), lease=lease)
-        await run._drive(lifecycle.resume_with(run._core, run_id, answer, resolve_secrets))
+        run = cls(store, RunCore(reconcile), lease=lease, terms=Terms.of(hold, wait))
+        await run._begin(lifecycle.resume_with(run._core, run_id, answer, resolve_secrets, run._holding))
         return run
 
     @classmethod
@@ -143,6 +215,8 @@ class AsyncRun(RunView):
         spend: float | None = None,
         steps: int | None = None,
         lease: Lease | None = None,
+        hold: float | timedelta = DEFAULT_HOLD,
+        wait: float | timedelta | None = None,
     ) -> AsyncRun:
         """Change a run's budget from any process: each limit given is set to that value
         (the others stay), saved as one new checkpoint, so the change is in the history.
@@ -150,11 +224,13 @@ class AsyncRun(RunView):
         A run that its budget stopped (``failed``, over a limit) becomes
         ``running`` again when the new limits cover what it has used; resume it
         (or, for a worker's run, ``store.enqueue`` it). ``RunStatusError`` for
-        a run that is done, cancelled, or failed for another reason.
+        a run that is done, cancelled, or failed for another reason. The run is
+        held for the change (as ``open`` holds it) and let go: the ``Run`` comes back closed.
         """
         limits = Budget(tokens=tokens, spend=spend, steps=steps)
-        run = cls(store, RunCore(), lease=lease)
-        await run._drive(lifecycle.set_budget(run._core, run_id, limits))
+        run = cls(store, RunCore(), lease=lease, terms=Terms.of(hold, wait))
+        async with run:  # a one-off: the Run comes back closed
+            await run._drive(lifecycle.set_budget(run._core, run_id, limits, run._holding))
         return run
 
     async def action(self, tool: str, args: Any, fn: Callable[[str], R | Awaitable[R]]) -> R:

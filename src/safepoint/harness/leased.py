@@ -1,11 +1,14 @@
-"""A worker's run as its flows see the store: every call rides out an outage.
+"""A run as its flows see the store: a worker's, where every call rides out an outage,
+and a held one's, where every save goes under the hold's lease.
 
 Under a lease (``Run.open(job.store, job.run_id, lease=job.lease)`` in a
 ``Worker`` handler) the harness serves its flows through these views instead
 of the bare store: each call goes through the workers' retry policy
 (``safepoint.retrying``), and a save whose commit was in doubt is checked
 against the stored digest instead of being written twice. Without a lease
-the flows are served by the store itself, and an outage is the caller's.
+the flows of an exclusive ``Run`` see ``HeldStore``: the store, with every
+save made under the hold's lease (``holders.py``), so a writer that lost it
+gets ``LeaseLost`` and writes nothing; an outage is the caller's.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from safepoint import retrying
 from safepoint.model import Checkpoint
 from safepoint.records import CheckpointInfo, Lease, Page, Retention, RunInfo
 from safepoint.store import AsyncStore, Store
+
+from .exclusive import Holding
 
 
 def _load_args(run_id: str, step: int | None, resolve_secrets: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -98,3 +103,67 @@ class AsyncLeasedStore:
     ) -> Page[RunInfo]:
         listing = partial(self._store.runs, labels=labels, limit=limit, cursor=cursor)
         return await retrying.call_async("runs", listing, observer=self._store.observer)
+
+
+class HeldStore:
+    """``store`` for a held run's flows (``safepoint.flow.FlowStore``): saves go under the hold's lease."""
+
+    def __init__(self, store: Store, holding: Holding) -> None:
+        self._store = store
+        self._holding = holding
+
+    @property
+    def schema_version(self) -> int:
+        return self._store.schema_version
+
+    def load(self, run_id: str, step: int | None = None, *, resolve_secrets: Any = False) -> Checkpoint:
+        return self._store.load(run_id, step, resolve_secrets=resolve_secrets)
+
+    def run(self, run_id: str) -> RunInfo:
+        return self._store.run(run_id)
+
+    def save(self, checkpoint: Checkpoint) -> CheckpointInfo:
+        return self._store.save(checkpoint, lease=self._holding.lease)
+
+    def delete_run(self, run_id: str) -> None:
+        self._store.delete_run(run_id)
+
+    def prune_run(self, run_id: str, policy: Retention | None = None) -> Any:
+        return self._store.prune_run(run_id, policy)
+
+    def runs(
+        self, *, labels: dict[str, str] | None = None, limit: int = 100, cursor: str | None = None
+    ) -> Page[RunInfo]:
+        return self._store.runs(labels=labels, limit=limit, cursor=cursor)
+
+
+class AsyncHeldStore:
+    """``HeldStore`` on an ``AsyncStore`` (``safepoint.flow.AsyncFlowStore``)."""
+
+    def __init__(self, store: AsyncStore, holding: Holding) -> None:
+        self._store = store
+        self._holding = holding
+
+    @property
+    def schema_version(self) -> int:
+        return self._store.schema_version
+
+    async def load(self, run_id: str, step: int | None = None, *, resolve_secrets: Any = False) -> Checkpoint:
+        return await self._store.load(run_id, step, resolve_secrets=resolve_secrets)
+
+    async def run(self, run_id: str) -> RunInfo:
+        return await self._store.run(run_id)
+
+    async def save(self, checkpoint: Checkpoint) -> CheckpointInfo:
+        return await self._store.save(checkpoint, lease=self._holding.lease)
+
+    async def delete_run(self, run_id: str) -> None:
+        await self._store.delete_run(run_id)
+
+    async def prune_run(self, run_id: str, policy: Retention | None = None) -> Any:
+        return await self._store.prune_run(run_id, policy)
+
+    async def runs(
+        self, *, labels: dict[str, str] | None = None, limit: int = 100, cursor: str | None = None
+    ) -> Page[RunInfo]:
+        return await self._store.runs(labels=labels, limit=limit, cursor=cursor)

@@ -1,6 +1,11 @@
 """How a run begins or continues, as flows on a ``RunCore``: start, resume, open,
 answer a waiting run, change its budget — and, after each load, settle what
 the run left pending (a budget already spent, an action a crash interrupted).
+
+Each flow takes its ``Run``'s ``holding`` (None under a worker's lease) and
+holds the run (``exclusive.hold``) before it reads it: what it loads then
+stays the head until it lets go. A run the flow creates is held once its
+step 0 is saved (there is no run to hold before).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from .actions import (
 )
 from .core import RunCore
 from .errors import RunStatusError
+from .exclusive import Holding, hold
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +45,14 @@ class NewRun:
     messages: list[JSONDict] | None = None
 
 
-def start(core: RunCore, new: NewRun) -> Flow[None]:
-    """Create the run: save step 0 with its budget, labels, state, cursors and messages."""
+def start(core: RunCore, new: NewRun, holding: Holding | None = None) -> Flow[None]:
+    """Create the run, then hold it (see ``_hold_created``)."""
+    yield from _create(core, new)
+    yield from _hold_created(core, holding, False)
+
+
+def _create(core: RunCore, new: NewRun) -> Flow[None]:
+    """Save step 0 with its budget, labels, state, cursors and messages."""
     version: int = yield SchemaVersion()
     core.cp = Checkpoint(
         schema_version=version,
@@ -54,12 +66,30 @@ def start(core: RunCore, new: NewRun) -> Flow[None]:
     yield from core.save()
 
 
-def resume(core: RunCore, run_id: str, resolve_secrets: Any) -> Flow[None]:
-    """Load the run's latest checkpoint and settle what it left pending."""
-    cp: Checkpoint = yield Load(run_id, resolve_secrets=resolve_secrets)
+def _hold_created(core: RunCore, holding: Holding | None, resolve_secrets: Any) -> Flow[None]:
+    """Hold the run this flow just created. Another writer may have held it first, between
+    the save and the hold, and moved it on: then continue from its head, as a resume would."""
+    if holding is None:
+        return
+    yield from hold(holding, core.run_id)
+    row: RunInfo = yield Head(core.run_id)
+    if row.head_step != core.head:
+        cp: Checkpoint = yield Load(core.run_id, resolve_secrets=resolve_secrets)
+        yield from _continue(core, cp)
+
+
+def _continue(core: RunCore, cp: Checkpoint) -> Flow[None]:
+    """Carry on from ``cp``, just loaded: the row's status, then what it left pending."""
     yield from _row_status(core, cp)
     core.carry(cp)
     yield from _settle(core)
+
+
+def resume(core: RunCore, run_id: str, resolve_secrets: Any, holding: Holding | None = None) -> Flow[None]:
+    """Hold the run, load its latest checkpoint and settle what it left pending."""
+    yield from hold(holding, run_id)
+    cp: Checkpoint = yield Load(run_id, resolve_secrets=resolve_secrets)
+    yield from _continue(core, cp)
 
 
 def _row_status(core: RunCore, cp: Checkpoint) -> Flow[None]:
@@ -70,24 +100,31 @@ def _row_status(core: RunCore, cp: Checkpoint) -> Flow[None]:
             cp.status = Status.FAILED
 
 
-def resume_or_start(core: RunCore, new: NewRun, resolve_secrets: Any) -> Flow[None]:
+def resume_or_start(
+    core: RunCore, new: NewRun, resolve_secrets: Any, holding: Holding | None = None
+) -> Flow[None]:
     """Resume the run if it exists, else start it (``new.run_id`` is required)."""
     assert new.run_id is not None
     try:
+        yield from hold(holding, new.run_id)  # NotFound: there is no run to hold yet
         cp: Checkpoint = yield Load(new.run_id, resolve_secrets=resolve_secrets)
     except NotFound:
         try:
-            yield from start(core, new)
-            return
+            yield from _create(core, new)
         except Conflict:  # another process started it first: resume theirs
+            yield from hold(holding, new.run_id)
             cp = yield Load(new.run_id, resolve_secrets=resolve_secrets)
-    yield from _row_status(core, cp)
-    core.carry(cp)
-    yield from _settle(core)
+        else:
+            yield from _hold_created(core, holding, resolve_secrets)
+            return
+    yield from _continue(core, cp)
 
 
-def resume_with(core: RunCore, run_id: str, answer: Any, resolve_secrets: Any) -> Flow[None]:
+def resume_with(
+    core: RunCore, run_id: str, answer: Any, resolve_secrets: Any, holding: Holding | None = None
+) -> Flow[None]:
     """Record a human's answer to a waiting run, save it, and resume the run."""
+    yield from hold(holding, run_id)
     cp: Checkpoint = yield Load(run_id, resolve_secrets=resolve_secrets)
     if cp.status is not Status.WAITING:
         raise RunStatusError(run_id, cp.status.value, "resume_with needs a run that is waiting")
@@ -112,13 +149,16 @@ def resume_with(core: RunCore, run_id: str, answer: Any, resolve_secrets: Any) -
     yield from _settle(core)
 
 
-def set_budget(core: RunCore, run_id: str, limits: budgets.Budget) -> Flow[None]:
+def set_budget(
+    core: RunCore, run_id: str, limits: budgets.Budget, holding: Holding | None = None
+) -> Flow[None]:
     """Set the limits ``limits`` gives (the others stay) as one new checkpoint.
 
     A run its budget failed (failed, and over a limit) runs again once the
     new limits cover what it used; one still over them stays failed. A run
     that failed otherwise, or is done or cancelled, is refused.
     """
+    yield from hold(holding, run_id)
     cp: Checkpoint = yield Load(run_id)
     exceeded = budgets.over_usage(run_id, cp.counters) or budgets.at_step_limit(run_id, cp.counters)
     if cp.status in (Status.DONE, Status.CANCELLED) or (cp.status is Status.FAILED and exceeded is None):

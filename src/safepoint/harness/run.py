@@ -4,18 +4,26 @@ Every method that saves or calls user code runs one flow (``core.py``,
 ``lifecycle.py``) by blocking on the store (``safepoint.flow.drive``);
 ``AsyncRun`` runs the same flows by awaiting.
 
-Under a lease (``Run.open(job.store, job.run_id, lease=job.lease)`` in a
-``Worker`` handler) loads and saves go through the workers' retry policy
-(``safepoint.retrying``): an outage is ridden out, and a save whose commit was
-in doubt is checked against the stored digest instead of being written twice
-(``leased.py``).
+A ``Run`` is the run's one live writer: ``start``, ``resume``, ``open``,
+``resume_with`` and ``set_budget`` hold the run's lease (``exclusive.py``,
+``holders.py``) until ``close`` (or the end of a ``with`` block), a commit
+that leaves the run not running, or the ``Run``'s garbage collection; every
+save is made under it. A second opener waits, then gets ``RunHeld``.
+
+Under a worker's lease (``Run.open(job.store, job.run_id, lease=job.lease)``
+in a ``Worker`` handler) that lease is the one, and loads and saves go
+through the workers' retry policy (``safepoint.retrying``): an outage is
+ridden out, and a save whose commit was in doubt is checked against the
+stored digest instead of being written twice (``leased.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from datetime import timedelta
 from typing import Any, TypeVar
 
+from safepoint.errors import LeaseLost
 from safepoint.flow import Flow, FlowStore, drive
 from safepoint.model import JSONDict, Status
 from safepoint.records import CheckpointInfo, Lease
@@ -25,7 +33,10 @@ from . import lifecycle
 from .actions import ReconcileHook
 from .budgets import Budget
 from .core import RunCore
-from .leased import LeasedStore
+from .errors import RunStatusError
+from .exclusive import DEFAULT_HOLD, Terms
+from .holders import Holding
+from .leased import HeldStore, LeasedStore
 from .view import RunView
 
 T = TypeVar("T")
@@ -44,22 +55,71 @@ class Run(RunView):
             run.append(reply.message)
             ...
             run.commit()            # one atomic checkpoint
+        run.close()                 # or: with Run.open(...) as run:
 
-    See docs/harness.md for actions, budgets, human input and how a resumed
-    run continues.
+    The run is held while the ``Run`` is open: no other writer takes it.
+    See docs/harness.md for exclusivity, actions, budgets, human input and
+    how a resumed run continues.
     """
 
-    def __init__(self, store: Store, core: RunCore, *, lease: Lease | None = None) -> None:
+    def __init__(
+        self, store: Store, core: RunCore, *, lease: Lease | None = None, terms: Terms | None = None
+    ) -> None:
         super().__init__(core)
         self._store = store
-        self._served: FlowStore = store if lease is None else LeasedStore(store, lease)
+        self._closed = False
+        self._holding: Holding | None = None
+        if lease is not None:
+            self._served: FlowStore = LeasedStore(store, lease)
+        else:
+            self._holding = Holding(store, terms or Terms.of(DEFAULT_HOLD, None))
+            self._holding.attach(self)
+            self._served = HeldStore(store, self._holding)
 
     @property
     def store(self) -> Store:
         return self._store
 
     def _drive(self, flow: Flow[T]) -> T:
-        return drive(self._served, flow)
+        holding = self._holding
+        self._check_open(holding)
+        if holding is None:
+            return drive(self._served, flow)
+        holding.enter()
+        try:
+            return drive(self._served, flow)
+        finally:
+            holding.leave()
+            if self._core.cp.status is not Status.RUNNING:  # waiting, done, failed …: let others in
+                holding.release()
+
+    def _check_open(self, holding: Holding | None) -> None:
+        if self._closed:
+            raise RunStatusError(self.run_id, self.status.value, "this Run was closed: open the run again")
+        if holding is not None and holding.lost and holding.lease is not None:
+            raise LeaseLost(self.run_id, holding.lease.epoch, "another writer holds the run now")
+
+    def _begin(self, flow: Flow[None]) -> None:
+        """Drive an opening flow; if it fails, the hold it may have taken is let go."""
+        try:
+            self._drive(flow)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Let go of the run: another writer may take it at once. Nothing is saved (commit first).
+        Calling it again does nothing; the ``Run`` refuses any further step. ``with`` (``async with``)
+        calls it."""
+        self._closed = True
+        if self._holding is not None:
+            self._holding.release()
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- starting and resuming ------------------------------------------------
 
@@ -76,12 +136,14 @@ class Run(RunView):
         messages: list[JSONDict] | None = None,
         reconcile: Mapping[str, ReconcileHook] | None = None,
         lease: Lease | None = None,
+        hold: float | timedelta = DEFAULT_HOLD,
+        wait: float | timedelta | None = None,
     ) -> Run:
-        """Create a new run (``Conflict`` if ``run_id`` exists) and save its step 0."""
-        run = cls(store, RunCore(reconcile), lease=lease)
-        run._drive(
-            lifecycle.start(run._core, lifecycle.NewRun(run_id, budget, labels, state, cursors, messages))
-        )
+        """Create a new run (``Conflict`` if ``run_id`` exists), save its step 0 and hold it
+        as ``open`` does."""
+        run = cls(store, RunCore(reconcile), lease=lease, terms=Terms.of(hold, wait))
+        new = lifecycle.NewRun(run_id, budget, labels, state, cursors, messages)
+        run._begin(lifecycle.start(run._core, new, run._holding))
         return run
 
     @classmethod
@@ -93,6 +155,8 @@ class Run(RunView):
         resolve_secrets: Any = False,
         reconcile: Mapping[str, ReconcileHook] | None = None,
         lease: Lease | None = None,
+        hold: float | timedelta = DEFAULT_HOLD,
+        wait: float | timedelta | None = None,
     ) -> Run:
         """Continue the run from its latest checkpoint (``NotFound`` if there is none).
 
@@ -100,10 +164,10 @@ class Run(RunView):
         pending is decided by its tool's ``reconcile`` hook (the run may stop as
         ``waiting``); a run already over budget is saved as failed and
         ``BudgetExceeded`` raised. A run that is done, waiting or failed comes
-        back with ``active`` False.
+        back with ``active`` False. The run is held as ``open`` holds it.
         """
-        run = cls(store, RunCore(reconcile), lease=lease)
-        run._drive(lifecycle.resume(run._core, run_id, resolve_secrets))
+        run = cls(store, RunCore(reconcile), lease=lease, terms=Terms.of(hold, wait))
+        run._begin(lifecycle.resume(run._core, run_id, resolve_secrets, run._holding))
         return run
 
     @classmethod
@@ -120,13 +184,26 @@ class Run(RunView):
         resolve_secrets: Any = False,
         reconcile: Mapping[str, ReconcileHook] | None = None,
         lease: Lease | None = None,
+        hold: float | timedelta = DEFAULT_HOLD,
+        wait: float | timedelta | None = None,
     ) -> Run:
         """Resume ``run_id`` if it exists, else start it with the given budget, labels,
         state, cursors and messages (which are ignored for an existing run: what it
-        stored wins). The call to put at the top of an agent that may be restarted."""
-        run = cls(store, RunCore(reconcile), lease=lease)
+        stored wins). The call to put at the top of an agent that may be restarted.
+
+        The run is held until ``close`` (or the end of a ``with`` block), a
+        commit that leaves it not running, or this object's garbage
+        collection: no other writer takes it meanwhile. Its lease lasts
+        ``hold`` seconds, renewed every third of that. An opener that finds
+        it held waits up to ``wait`` seconds (default: ``hold``; 0: not at
+        all), then raises ``RunHeld``; a holder on this host whose process
+        is gone is taken over at once. With ``lease=job.lease`` (in a
+        ``Worker``'s handler) the worker's lease is the one, and nothing
+        more is held. See docs/harness.md, "One live writer".
+        """
+        run = cls(store, RunCore(reconcile), lease=lease, terms=Terms.of(hold, wait))
         new = lifecycle.NewRun(run_id, budget, labels, state, cursors, messages)
-        run._drive(lifecycle.resume_or_start(run._core, new, resolve_secrets))
+        run._begin(lifecycle.resume_or_start(run._core, new, resolve_secrets, run._holding))
         return run
 
     @classmethod
@@ -139,6 +216,8 @@ class Run(RunView):
         resolve_secrets: Any = False,
         reconcile: Mapping[str, ReconcileHook] | None = None,
         lease: Lease | None = None,
+        hold: float | timedelta = DEFAULT_HOLD,
+        wait: float | timedelta | None = None,
     ) -> Run:
         """Answer a ``waiting`` run and resume it, from any process.
 
@@ -146,9 +225,10 @@ class Run(RunView):
         input (``run.take_input()``); a run waiting on an interrupted action
         takes a ``Reconcile.skip(result)`` or ``Reconcile.rerun()``. The answer
         is saved before this returns. ``RunStatusError`` if the run is not waiting.
+        The run is held as ``open`` holds it.
         """
-        run = cls(store, RunCore(reconcile), lease=lease)
-        run._drive(lifecycle.resume_with(run._core, run_id, answer, resolve_secrets))
+        run = cls(store, RunCore(reconcile), lease=lease, terms=Terms.of(hold, wait))
+        run._begin(lifecycle.resume_with(run._core, run_id, answer, resolve_secrets, run._holding))
         return run
 
     @classmethod
@@ -161,6 +241,8 @@ class Run(RunView):
         spend: float | None = None,
         steps: int | None = None,
         lease: Lease | None = None,
+        hold: float | timedelta = DEFAULT_HOLD,
+        wait: float | timedelta | None = None,
     ) -> Run:
         """Change a run's budget from any process: each limit given is set to that value
         (the others stay), saved as one new checkpoint, so the change is in the history.
@@ -168,11 +250,13 @@ class Run(RunView):
         A run that its budget stopped (``failed``, over a limit) becomes
         ``running`` again when the new limits cover what it has used; resume it
         (or, for a worker's run, ``store.enqueue`` it). ``RunStatusError`` for
-        a run that is done, cancelled, or failed for another reason.
+        a run that is done, cancelled, or failed for another reason. The run is
+        held for the change (as ``open`` holds it) and let go: the ``Run`` comes back closed.
         """
         limits = Budget(tokens=tokens, spend=spend, steps=steps)  # refuses a bad limit
-        run = cls(store, RunCore(), lease=lease)
-        run._drive(lifecycle.set_budget(run._core, run_id, limits))
+        run = cls(store, RunCore(), lease=lease, terms=Terms.of(hold, wait))
+        with run:  # a one-off: the Run comes back closed
+            run._drive(lifecycle.set_budget(run._core, run_id, limits, run._holding))
         return run
 
     # -- one step -------------------------------------------------------------

@@ -31,4 +31,5 @@ def perform(store: Store, run_id: str, action: str, value: str) -> None:
             raise RunStatusError(run_id, head.status.value, "only a waiting run takes an answer")
         with to_ourselves(store, run_id, False) as state:
             run = Run.resume_with(store, run_id, value)
+            run.close()  # answered and saved: let the run go at once
         back_to_workers(store, state, run)

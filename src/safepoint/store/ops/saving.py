@@ -101,7 +101,7 @@ def save(
             cp.run_id,
             cp.step,
             head_step,
-            detail="the run is leased by a worker; save with its lease",
+            detail="the run is leased by a worker or held by an open Run; save with its lease",
         )
     if run_ref is None:
         if cp.step != 0:

@@ -369,6 +369,32 @@ FROM safepoint_runs WHERE queued_at IS NOT NULL;
 -- returns: owner, epoch
 SELECT lease_owner, lease_epoch FROM safepoint_runs WHERE run_id = %(run_id)s;
 
+-- name: hold_run
+-- params: run_id, owner, now, expires_at, take_from
+-- returns: epoch, expires_at
+-- ends: transaction
+-- One named run's lease, outside the queue (see the SQLite query). The
+-- UPDATE locks the row: a save of the run in flight finishes first, and a
+-- concurrent hold re-checks the WHERE clause once it gets the lock, so two
+-- openers never both take it.
+UPDATE {schema}.safepoint_runs
+SET lease_owner = %(owner)s,
+    lease_expires_at = 'epoch'::timestamptz + %(expires_at)s::bigint * interval '1 microsecond'
+WHERE run_id = %(run_id)s
+  AND (lease_owner IS NULL
+       OR lease_expires_at <= 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond'
+       OR lease_owner = %(take_from)s::text)
+RETURNING lease_epoch, (extract(epoch FROM lease_expires_at) * 1000000)::bigint;
+
+-- name: release_hold
+-- params: run_id, owner, epoch
+-- returns: run_ref
+-- ends: transaction
+-- Give a hold back: the lease only (see the SQLite query).
+UPDATE {schema}.safepoint_runs SET lease_owner = NULL, lease_expires_at = NULL
+WHERE run_id = %(run_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s::bigint
+RETURNING id;
+
 -- name: head_messages
 -- params: run_ref, step
 -- returns: first_seq, added, messages, chains

@@ -340,6 +340,31 @@ FROM safepoint_runs WHERE queued_at IS NOT NULL;
 -- returns: owner, epoch
 SELECT lease_owner, lease_epoch FROM safepoint_runs WHERE run_id = :run_id;
 
+-- name: hold_run
+-- params: run_id, owner, now, expires_at, take_from
+-- returns: epoch, expires_at
+-- ends: transaction
+-- One named run's lease, outside the queue (Run.open's exclusive hold): taken
+-- when no live lease is on the run, or from :take_from, a holder the caller
+-- found dead (its process gone). The epoch stays (it counts workers' claims):
+-- a hold is fenced by its owner id, which no other live writer shares, and a
+-- claim after it bumps the epoch as always. The queue, attempts and retry_at
+-- are left alone, and a claim skips a held run as it skips any live lease.
+UPDATE safepoint_runs SET lease_owner = :owner, lease_expires_at = :expires_at
+WHERE run_id = :run_id
+  AND (lease_owner IS NULL OR lease_expires_at <= :now OR lease_owner = :take_from)
+RETURNING lease_epoch, lease_expires_at;
+
+-- name: release_hold
+-- params: run_id, owner, epoch
+-- returns: run_ref
+-- ends: transaction
+-- Give a hold back: the lease only. Unlike release, the run keeps its place
+-- in the queue (or stays out of it), its status and its attempts.
+UPDATE safepoint_runs SET lease_owner = NULL, lease_expires_at = NULL
+WHERE run_id = :run_id AND lease_owner = :owner AND lease_epoch = :epoch
+RETURNING id;
+
 -- name: head_messages
 -- params: run_ref, step
 -- returns: first_seq, added, messages, chains
