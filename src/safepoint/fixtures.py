@@ -33,7 +33,7 @@ import orjson
 
 from safepoint import codec
 from safepoint.errors import InvalidArgument
-from safepoint.model import VALUE_FIELDS, Checkpoint, ParentRef, Status
+from safepoint.model import FIELD_TYPES, STORE_FIELDS, VALUE_FIELDS, Checkpoint, ParentRef, Status
 from safepoint.store.references import from_stored, to_stored
 
 if TYPE_CHECKING:
@@ -51,17 +51,10 @@ __all__ = [
 FIXTURE_FORMAT = 2
 _BYTES_KEY = "$bytes"  # bytes in a fixture (JSON has none): written only by fixture_text
 _VALUE_FIELDS = ("messages", *VALUE_FIELDS)
-_FIXTURE_FIELDS: dict[str, type | tuple[type, ...]] = {
-    "run_id": str,
-    "step": int,
-    "schema_version": int,
-    "status": str,
-    "messages": list,
-    "counters": dict,
-    "pending_action": (dict, type(None)),
-    "cursors": dict,
-    "state": dict,
-    "labels": dict,
+# What an import requires, with the types ``to_dict`` gives them: every field
+# but those the store sets (a fresh import gets its own) and the parent (checked apart).
+_FIXTURE_FIELDS = {
+    name: kinds for name, kinds in FIELD_TYPES.items() if name not in ("parent", *STORE_FIELDS)
 }
 _FIXTURE_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
 
@@ -196,9 +189,7 @@ def fixture_checkpoint(data: Mapping[str, Any], run_id: str | None = None) -> Ch
         schema_version=data["schema_version"],
         messages=list(data["messages"]),
         counters=data["counters"],
-        pending_action=data["pending_action"],
-        cursors=data["cursors"],
-        state=data["state"],
+        **{name: data[name] for name in VALUE_FIELDS},
         status=status,
         labels=labels,
         parent=None if parent is None else ParentRef(parent["run_id"], parent["step"]),
