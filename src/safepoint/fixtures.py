@@ -33,7 +33,16 @@ import orjson
 
 from safepoint import codec
 from safepoint.errors import InvalidArgument
-from safepoint.model import FIELD_TYPES, STORE_FIELDS, VALUE_FIELDS, Checkpoint, ParentRef, Status
+from safepoint.model import (
+    FIELD_TYPES,
+    STORE_FIELDS,
+    VALUE_FIELDS,
+    VALUE_TYPES,
+    Checkpoint,
+    ParentRef,
+    Status,
+    value_default,
+)
 from safepoint.store.references import from_stored, to_stored
 
 if TYPE_CHECKING:
@@ -167,9 +176,12 @@ def unwrap_fixture(document: Any, where: str) -> JSONDict:
 
 def fixture_checkpoint(data: Mapping[str, Any], run_id: str | None = None) -> Checkpoint:
     """A new run's step 0 from a fixture's checkpoint dict (``read_fixture``), as
-    ``safepoint import`` starts it; ``InvalidArgument`` names a missing or bad field."""
+    ``safepoint import`` starts it; ``InvalidArgument`` names a missing or bad field.
+    A value field the fixture lacks (written before the field existed) takes its default."""
     for name, kinds in _FIXTURE_FIELDS.items():
         if name not in data:
+            if name in VALUE_TYPES:
+                continue
             raise InvalidArgument(f"the fixture's checkpoint has no {name!r} field")
         if not isinstance(data[name], kinds):
             raise InvalidArgument(f"the fixture's checkpoint field {name!r} has the wrong type")
@@ -189,7 +201,7 @@ def fixture_checkpoint(data: Mapping[str, Any], run_id: str | None = None) -> Ch
         schema_version=data["schema_version"],
         messages=list(data["messages"]),
         counters=data["counters"],
-        **{name: data[name] for name in VALUE_FIELDS},
+        **{name: data[name] if name in data else value_default(name) for name in VALUE_FIELDS},
         status=status,
         labels=labels,
         parent=None if parent is None else ParentRef(parent["run_id"], parent["step"]),
