@@ -94,7 +94,7 @@ def _plainly_valid(cp: Checkpoint) -> bool:
             return False
     for name, kinds in VALUE_TYPES.items():
         value = getattr(cp, name)
-        if type(value) not in kinds or not codec.is_plain_json(value):
+        if type(value) not in kinds or (value is not None and not codec.is_plain_json(value)):
             return False
     return codec.is_plain_json(counters) and codec.is_plain_json(labels)
 
