@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "safepoint.long_text",
             "safepoint.crypto",
             "safepoint.model",
+            "safepoint.scrub_report",
             "safepoint.records",
             "safepoint.messagelist",
             "safepoint.migrations",

@@ -35,7 +35,16 @@ import orjson
 
 from safepoint import codec
 from safepoint.errors import InvalidArgument
-from safepoint.model import VALUE_FIELDS, Checkpoint, ParentRef, Status
+from safepoint.model import (
+    FIELD_TYPES,
+    STORE_FIELDS,
+    VALUE_FIELDS,
+    VALUE_TYPES,
+    Checkpoint,
+    ParentRef,
+    Status,
+    value_default,
+)
 from safepoint.store.references import from_stored, to_stored
 
 if TYPE_CHECKING:
@@ -53,17 +62,10 @@ __all__ = [
 FIXTURE_FORMAT = 2
 _BYTES_KEY = "$bytes"  # bytes in a fixture (JSON has none): written only by fixture_text
 _VALUE_FIELDS = ("messages", *VALUE_FIELDS)
-_FIXTURE_FIELDS: dict[str, type | tuple[type, ...]] = {
-    "run_id": str,
-    "step": int,
-    "schema_version": int,
-    "status": str,
-    "messages": list,
-    "counters": dict,
-    "pending_action": (dict, type(None)),
-    "cursors": dict,
-    "state": dict,
-    "labels": dict,
+# What an import requires, with the types ``to_dict`` gives them: every field
+# but those the store sets (a fresh import gets its own) and the parent (checked apart).
+_FIXTURE_FIELDS = {
+    name: kinds for name, kinds in FIELD_TYPES.items() if name not in ("parent", *STORE_FIELDS)
 }
 _FIXTURE_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
 # The most a fixture file may hold. A fixture is one checkpoint, read whole and
@@ -211,9 +213,12 @@ def unwrap_fixture(document: Any, where: str) -> JSONDict:
 
 def fixture_checkpoint(data: Mapping[str, Any], run_id: str | None = None) -> Checkpoint:
     """A new run's step 0 from a fixture's checkpoint dict (``read_fixture``), as
-    ``safepoint import`` starts it; ``InvalidArgument`` names a missing or bad field."""
+    ``safepoint import`` starts it; ``InvalidArgument`` names a missing or bad field.
+    A value field the fixture lacks (written before the field existed) takes its default."""
     for name, kinds in _FIXTURE_FIELDS.items():
         if name not in data:
+            if name in VALUE_TYPES:
+                continue
             raise InvalidArgument(f"the fixture's checkpoint has no {name!r} field")
         if not isinstance(data[name], kinds):
             raise InvalidArgument(f"the fixture's checkpoint field {name!r} has the wrong type")
@@ -233,9 +238,7 @@ def fixture_checkpoint(data: Mapping[str, Any], run_id: str | None = None) -> Ch
         schema_version=data["schema_version"],
         messages=list(data["messages"]),
         counters=data["counters"],
-        pending_action=data["pending_action"],
-        cursors=data["cursors"],
-        state=data["state"],
+        **{name: data[name] if name in data else value_default(name) for name in VALUE_FIELDS},
         status=status,
         labels=labels,
         parent=None if parent is None else ParentRef(parent["run_id"], parent["step"]),

@@ -7,9 +7,8 @@ leases, retention) is ``safepoint.records``.
 from __future__ import annotations
 
 import uuid
-from collections import Counter
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from . import codec
 from .errors import InvalidArgument, InvalidCheckpoint
 from .messagelist import MessageList, StoredView, thaw
+from .scrub_report import ScrubReport
 
 JSONDict = dict[str, Any]
 
@@ -45,52 +45,20 @@ class ParentRef:
     step: int
 
 
-@dataclass(frozen=True, slots=True)
-class ScrubReport:
-    """What one save scrubbed: counts by rule and field path — never values."""
-
-    counts: tuple[tuple[str, str, int], ...] = ()  # (rule, path, count), sorted
-
-    @property
-    def total(self) -> int:
-        return sum(count for _, _, count in self.counts)
-
-    def by_rule(self) -> dict[str, int]:
-        out: Counter[str] = Counter()
-        for rule, _, count in self.counts:
-            out[rule] += count
-        return dict(sorted(out.items()))
-
-    def __bool__(self) -> bool:
-        return bool(self.counts)
-
-    def to_json(self) -> list[list[Any]]:
-        return [[rule, path, count] for rule, path, count in self.counts]
-
-    @classmethod
-    def from_json(cls, data: Any) -> ScrubReport:
-        return cls(tuple((str(r), str(p), int(c)) for r, p, c in data or ()))
-
-    @classmethod
-    def merge(cls, counters: Iterable[Counter[tuple[str, str]]]) -> ScrubReport:
-        total: Counter[tuple[str, str]] = Counter()
-        for counter in counters:
-            if counter:  # most saves find nothing: skip Counter.update's own overhead
-                total.update(counter)
-        if not total:
-            return _EMPTY_REPORT
-        return cls(tuple(sorted((rule, path, n) for (rule, path), n in total.items())))
-
-
-_EMPTY_REPORT = ScrubReport()
-
-
 # A checkpoint's fields in groups, defined once: what copies, migrates, exports
 # or compares checkpoints field by field reads these instead of spelling them out.
 IDENTITY_FIELDS = ("run_id", "step")
-# The free-form JSON values (nested to any depth) that the scrubber, the blob
-# offload and the store's references walk; messages are walked one by one.
-VALUE_FIELDS = ("pending_action", "cursors", "state")
+# The field table of the value fields: free-form JSON (nested to any depth), each
+# with the types its top may have. A save validates, scrubs, escapes, offloads and
+# stores every field named here, and a load types, inlines, migrates and resolves
+# it, all from this table (messages are walked one by one): adding a value field
+# is its row here and its attribute below, in the same order (docs/architecture.md).
+VALUE_TYPES: dict[str, tuple[type, ...]] = {
+    "pending_action": (dict, type(None)),
+    "cursors": (dict,),
+    "state": (dict,),
+}
+VALUE_FIELDS = tuple(VALUE_TYPES)
 # What a run carries from one step to the next: ``next`` copies these.
 CONTENT_FIELDS = ("schema_version", "messages", "counters", *VALUE_FIELDS, "status", "labels", "parent")
 # What a migration may change (the chain checks each keeps its type; the store
@@ -99,6 +67,21 @@ MIGRATED_FIELDS = tuple(name for name in CONTENT_FIELDS if name != "parent")
 # What the store sets when it saves or loads the checkpoint, never the caller.
 STORE_FIELDS = ("created_at", "digest", "scrub_report")
 FIELDS = (*IDENTITY_FIELDS, *CONTENT_FIELDS, *STORE_FIELDS)  # the dataclass's order
+# Every field as ``to_dict`` gives it (all but the scrub report) and the types it
+# may have there: what a fixture's import and a migration's result are held to.
+FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "run_id": (str,),
+    "step": (int,),
+    "schema_version": (int,),
+    "messages": (list,),
+    "counters": (dict,),
+    **VALUE_TYPES,
+    "status": (str,),
+    "labels": (dict,),
+    "parent": (dict, type(None)),
+    "created_at": (str, type(None)),
+    "digest": (str, type(None)),
+}
 # How a field not given to ``evolve`` is copied so the copy shares nothing
 # mutable with the original (messages have their own rule; the rest is immutable).
 _COPIES: dict[str, Any] = {"counters": dict, "labels": dict, **dict.fromkeys(VALUE_FIELDS, thaw)}
@@ -200,9 +183,7 @@ class Checkpoint:
             "status": str(self.status),
             "messages": thaw(list(self.messages)),
             "counters": dict(self.counters),
-            "pending_action": thaw(self.pending_action),
-            "cursors": thaw(self.cursors),
-            "state": thaw(self.state),
+            **{name: thaw(getattr(self, name)) for name in VALUE_FIELDS},
             "labels": dict(self.labels),
             "parent": None
             if self.parent is None
@@ -245,8 +226,14 @@ class Checkpoint:
 
 
 # to_dict's keys: every field but the scrub report; the store's own may be missing.
-_DICT_FIELDS = frozenset(FIELDS) - {"scrub_report"}
+_DICT_FIELDS = frozenset(FIELD_TYPES)
 _REQUIRED_DICT_FIELDS = tuple(name for name in FIELDS if name in _DICT_FIELDS - set(STORE_FIELDS))
+
+
+def value_default(name: str) -> Any:
+    """A fresh copy of value field ``name``'s default (what a header saved before it was added holds)."""
+    spec = Checkpoint.__dataclass_fields__[name]
+    return spec.default if spec.default_factory is MISSING else spec.default_factory()
 
 
 def _retracked(value: Any, stored: StoredView | None) -> MessageList:

@@ -12,7 +12,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
 
 from .errors import InvalidArgument
-from .model import JSONDict, ParentRef, ScrubReport, Status
+from .model import JSONDict, ParentRef, Status
+from .scrub_report import ScrubReport
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _T = TypeVar("_T")

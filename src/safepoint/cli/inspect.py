@@ -28,7 +28,7 @@ from safepoint.cli.output import (
 from safepoint.errors import NotFound, SafepointError
 from safepoint.frameworks import framework_view
 from safepoint.messagelist import thaw
-from safepoint.model import Checkpoint
+from safepoint.model import VALUE_FIELDS, Checkpoint
 from safepoint.store import Store
 from safepoint.visible import visible
 
@@ -81,9 +81,7 @@ def _render_checkpoint(cp: Checkpoint, steps: int, show_messages: int) -> None:
         ("checkpoints", str(steps)),
         ("messages", str(len(cp.messages))),
         ("counters", pairs(cp.counters, max_len=WIDE)),
-        ("cursors", shown(cp.cursors, max_len=WIDE)),
-        ("pending_action", visible(pending(cp.pending_action), max_len=WIDE)),
-        ("state", shown(cp.state, max_len=WIDE)),
+        *((name, _value_shown(name, getattr(cp, name))) for name in VALUE_FIELDS),
         ("labels", pairs(cp.labels, max_len=WIDE)),
         ("parent", "-" if parent is None else f"{visible(parent.run_id, max_len=ID_LEN)} step {parent.step}"),
         ("digest", shown(cp.digest or "-")),
@@ -195,6 +193,14 @@ def diff(*, store_url: str, as_json: bool, run_id: str, step_a: int, step_b: int
     emit(data, as_json, render)
 
 
+def _value_shown(name: str, value: Any) -> str:
+    # The pending action may be one of the harness's shapes, shown as one line;
+    # every other value field (and any other pending action) as JSON.
+    if name == "pending_action":
+        return visible(pending(value), max_len=WIDE)
+    return shown(value, max_len=WIDE)
+
+
 def checkpoint_diff(a: Checkpoint, b: Checkpoint) -> dict[str, Any]:
     """The differences between two checkpoints: messages shared/removed/added, changed fields by path."""
     old, new = list(a.messages), list(b.messages)
@@ -203,7 +209,7 @@ def checkpoint_diff(a: Checkpoint, b: Checkpoint) -> dict[str, Any]:
         shared += 1
     changes: list[dict[str, Any]] = []
     left, right = a.to_dict(), b.to_dict()
-    for name in ("status", "schema_version", "counters", "cursors", "state", "pending_action", "labels"):
+    for name in ("status", "schema_version", "counters", *VALUE_FIELDS, "labels"):
         _field_changes(name, left[name], right[name], changes)
     return {
         "run_id": b.run_id,

@@ -18,22 +18,14 @@ from typing import Any, TypeGuard
 from safepoint import codec
 from safepoint.errors import InvalidArgument, MigrationError, NotJSONCompatible
 from safepoint.messagelist import thaw
-from safepoint.model import IDENTITY_FIELDS
+from safepoint.model import FIELD_TYPES, IDENTITY_FIELDS, MIGRATED_FIELDS
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 
 # The fields a migration may change (model.MIGRATED_FIELDS) but not remove or
-# retype, and their types: the store rebuilds a Checkpoint from the result.
-# schema_version is not here: the chain sets it after each step.
-_FIELD_TYPES: dict[str, tuple[type, ...]] = {
-    "messages": (list,),
-    "counters": (dict,),
-    "cursors": (dict,),
-    "state": (dict,),
-    "labels": (dict,),
-    "pending_action": (dict, type(None)),
-    "status": (str,),
-}
+# retype, and their types (model.FIELD_TYPES): the store rebuilds a Checkpoint
+# from the result. schema_version is not here: the chain sets it after each step.
+_FIELD_TYPES = {name: FIELD_TYPES[name] for name in MIGRATED_FIELDS if name != "schema_version"}
 
 
 def is_int(value: object) -> TypeGuard[int]:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from safepoint.errors import InvalidArgument, SchemaTooNew
 from safepoint.messagelist import MessageList, freeze
 from safepoint.migrations import MigrationChain
-from safepoint.model import MIGRATED_FIELDS, Checkpoint
+from safepoint.model import MIGRATED_FIELDS, VALUE_FIELDS, Checkpoint
 from safepoint.scrub import Scrubber, Secrets
 from safepoint.scrub.resolve import lookup_for, restore
 
@@ -67,7 +67,6 @@ def resolve_secrets(cp: Checkpoint, resolve: ResolveSecrets, scrubber: Scrubber 
     restored = MessageList([freeze(restore(m, lookup)) for m in messages], messages.stored)
     restored.clean_prefix = messages.clean_prefix
     cp.messages = restored
-    cp.pending_action = restore(cp.pending_action, lookup)
-    cp.cursors = restore(cp.cursors, lookup)
-    cp.state = restore(cp.state, lookup)
+    for name in VALUE_FIELDS:
+        setattr(cp, name, restore(getattr(cp, name), lookup))
     return cp

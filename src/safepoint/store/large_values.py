@@ -28,7 +28,7 @@ from safepoint import codec
 from safepoint.blobs.base import blob_digest
 from safepoint.errors import BlobCorrupt, BlobNotFound, InvalidArgument
 from safepoint.messagelist import MessageList, freeze
-from safepoint.model import Checkpoint
+from safepoint.model import VALUE_FIELDS, Checkpoint
 from safepoint.refs import BlobLink, ScrubbedText, SecretRef
 
 from .blob_refs import BLOB_MARK, checkpoint_refs
@@ -178,7 +178,6 @@ def inline_blobs(
         restored_message = inline(messages[index], values)
         list.__setitem__(restored, index, freeze(restored_message))
     cp.messages = restored
-    cp.pending_action = inline(cp.pending_action, values)
-    cp.cursors = inline(cp.cursors, values)
-    cp.state = inline(cp.state, values)
+    for name in VALUE_FIELDS:
+        setattr(cp, name, inline(getattr(cp, name), values))
     return cp

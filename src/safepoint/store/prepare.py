@@ -23,8 +23,9 @@ from safepoint import codec
 from safepoint.blobs.base import blob_digest
 from safepoint.errors import NotJSONCompatible
 from safepoint.messagelist import StoredView
-from safepoint.model import VALUE_FIELDS, Checkpoint, ScrubReport
+from safepoint.model import VALUE_FIELDS, Checkpoint
 from safepoint.scrub import Found, Scrubber
+from safepoint.scrub_report import ScrubReport
 
 from .blob_refs import digests_json
 from .blob_targets import BlobTarget
@@ -38,8 +39,6 @@ T = TypeVar("T")
 
 # Header JSON up to this many characters is walked without a look per field (see _scrub_fields).
 _WALK_WITHOUT_LOOK = 2048
-# The header fields that hold arbitrary JSON (walked for secrets, $ keys and blobs).
-_WALKED = VALUE_FIELDS
 
 
 class PreparedSave:
@@ -80,7 +79,7 @@ class PreparedSave:
         if scrubber is None:
             if encoded is not None and not may_need_stored_form(encoded):
                 return fields
-            return fields.with_values({name: to_stored(fields.value(name)) for name in _WALKED})
+            return fields.with_values({name: to_stored(fields.value(name)) for name in VALUE_FIELDS})
         # One look at all the header fields together first: usually nothing matches.
         text = None if encoded is None else encoded.decode()
         if text is not None and not scrubber.needs_walk(text):
@@ -93,7 +92,7 @@ class PreparedSave:
         checked = text is not None and len(text) <= _WALK_WITHOUT_LOOK
         found = Found(scrubber.policy, "state")  # one record for the header; each field sets its root
         values = {}
-        for name in _WALKED:
+        for name in VALUE_FIELDS:
             values[name], _ = scrubber.scrub(fields.value(name), name, found, checked=checked)
         # Labels and counter names are queryable columns: they stay strings
         # (markers as plain text, never references; never resolved).
@@ -102,9 +101,7 @@ class PreparedSave:
             fields.counters, "counters", found, values_too=False, checked=checked
         )
         self._field_counts.append(found.counts)
-        scrubbed = StoredFields(
-            counters, values["pending_action"], values["cursors"], values["state"], labels
-        )
+        scrubbed = StoredFields(counters=counters, labels=labels, values=values)
         if not found.counts and encoded is not None and scrubbed == fields:
             return fields  # nothing replaced: the header text encoded earlier still holds
         return scrubbed
@@ -116,7 +113,7 @@ class PreparedSave:
         if encoded is not None and not might_hold_blobs(encoded, self._policy):
             return fields  # the whole header is smaller than any threshold, and holds no reference
         values = {}
-        for name in _WALKED:
+        for name in VALUE_FIELDS:
             value = fields.value(name)
             try:
                 needed = might_hold_blobs(codec.encode(value), self._policy)
@@ -179,7 +176,7 @@ class PreparedSave:
 
 
 def _header_values(fields: StoredFields) -> tuple[Any, ...]:
-    return (fields.pending_action, fields.cursors, fields.state, fields.labels, fields.counters)
+    return (*fields.values.values(), fields.labels, fields.counters)
 
 
 def _as_given(message: Any) -> bytes | None:

@@ -27,7 +27,7 @@ from typing import Any
 from safepoint.blobs.base import BlobRef
 from safepoint.errors import InvalidArgument
 from safepoint.messagelist import MessageList, freeze
-from safepoint.model import Checkpoint
+from safepoint.model import VALUE_FIELDS, Checkpoint
 from safepoint.refs import (
     BLOB_KEY,
     MARKS_KEY,
@@ -187,7 +187,6 @@ def typed_checkpoint(cp: Checkpoint, stored_format: int, bodies: list[bytes], he
     for index in marked(bodies, shapes):
         list.__setitem__(messages, index, freeze(from_stored(messages[index], names)))
     if any(shape in header for shape in shapes):
-        cp.pending_action = from_stored(cp.pending_action, names)
-        cp.cursors = from_stored(cp.cursors, names)
-        cp.state = from_stored(cp.state, names)
+        for name in VALUE_FIELDS:
+            setattr(cp, name, from_stored(getattr(cp, name), names))
     return cp

@@ -20,8 +20,9 @@ from typing import Any
 from safepoint import codec
 from safepoint.errors import CorruptCheckpoint, EncryptedStore
 from safepoint.messagelist import MessageList, StoredView, freeze
-from safepoint.model import Checkpoint, ParentRef, ScrubReport, Status
+from safepoint.model import VALUE_FIELDS, VALUE_TYPES, Checkpoint, ParentRef, Status, value_default
 from safepoint.records import from_micros
+from safepoint.scrub_report import ScrubReport
 
 from .references import FORMAT, LEGACY_FORMAT
 
@@ -29,34 +30,30 @@ from .references import FORMAT, LEGACY_FORMAT
 SEALED_FIRST_BYTE = b"\x00"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StoredFields:
-    """The header fields as they will be stored (scrubbed)."""
+    """The header fields as they will be stored (scrubbed), by group: the two
+    that are also queryable columns, and every value field by name
+    (``model.VALUE_FIELDS``: what the scrubber, the offload and a load walk)."""
 
     counters: dict[str, int | float]
-    pending_action: dict[str, Any] | None
-    cursors: dict[str, Any]
-    state: dict[str, Any]
     labels: dict[str, str]
+    values: dict[str, Any]
 
     @classmethod
     def of(cls, cp: Checkpoint) -> StoredFields:
         """A checkpoint's fields as they are (already scrubbed, e.g. a stored one being forked)."""
-        return cls(cp.counters, cp.pending_action, cp.cursors, cp.state, cp.labels)
+        return cls(
+            counters=cp.counters, labels=cp.labels, values={name: getattr(cp, name) for name in VALUE_FIELDS}
+        )
 
     def value(self, name: str) -> Any:
-        """One of the walked fields (``pending_action``, ``cursors``, ``state``) by name."""
-        return getattr(self, name)
+        """One of the value fields by name."""
+        return self.values[name]
 
     def with_values(self, values: dict[str, Any]) -> StoredFields:
-        """A copy with the walked fields in ``values`` replaced."""
-        return StoredFields(
-            self.counters,
-            values.get("pending_action", self.pending_action),
-            values.get("cursors", self.cursors),
-            values.get("state", self.state),
-            self.labels,
-        )
+        """A copy with the value fields in ``values`` replaced."""
+        return StoredFields(counters=self.counters, labels=self.labels, values={**self.values, **values})
 
 
 def pack_bodies(bodies: list[bytes]) -> bytes | None:
@@ -123,9 +120,7 @@ def header_bytes(
         "schema_version": cp.schema_version,
         "status": cp.status.value,
         "counters": fields.counters,
-        "pending_action": fields.pending_action,
-        "cursors": fields.cursors,
-        "state": fields.state,
+        **{name: fields.values[name] for name in VALUE_FIELDS},
         "labels": fields.labels,
         "parent": None if cp.parent is None else [cp.parent.run_id, cp.parent.step],
         "created_at": created_at,
@@ -202,9 +197,7 @@ def decode_checkpoint(
                 StoredView(run_id, step, bytes(stored_digest), len(messages), chains, ranges, carriers),
             ),
             counters=fields["counters"],
-            pending_action=fields["pending_action"],
-            cursors=fields["cursors"],
-            state=fields["state"],
+            **{name: _value(fields, name) for name in VALUE_FIELDS},
             status=Status(fields["status"]),
             labels=fields["labels"],
             parent=None if parent is None else ParentRef(parent[0], parent[1]),
@@ -215,3 +208,14 @@ def decode_checkpoint(
     except (KeyError, TypeError, ValueError, IndexError, OverflowError) as exc:
         raise corrupt("header fields are not what a save writes") from exc
     return checkpoint, stored_format
+
+
+def _value(fields: dict[str, Any], name: str) -> Any:
+    """Value field ``name`` of a decoded header: its default when the header was
+    saved before the field existed; ``TypeError`` when it has a type no save writes."""
+    if name not in fields:
+        return value_default(name)
+    value = fields[name]
+    if not isinstance(value, VALUE_TYPES[name]):
+        raise TypeError("a value field of a type no save writes")
+    return value

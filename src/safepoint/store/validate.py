@@ -15,7 +15,7 @@ from typing import Any
 
 from safepoint import codec
 from safepoint.errors import InvalidArgument, InvalidCheckpoint, NotJSONCompatible
-from safepoint.model import Checkpoint, ParentRef, Status
+from safepoint.model import VALUE_TYPES, Checkpoint, ParentRef, Status
 
 MAX_RUN_ID_LENGTH = 255
 # Steps and schema versions are keys and columns (PostgreSQL's schema_version
@@ -52,8 +52,8 @@ def _is_int_in(value: Any, low: int, high: int) -> bool:
 def validate_fields(cp: Checkpoint, *, allow_bytes: bool = False) -> None:
     """Refuse a checkpoint whose non-message fields can't be stored, naming the field.
 
-    ``allow_bytes``: ``bytes`` values are accepted in ``pending_action``,
-    ``cursors`` and ``state`` (the store offloads them to its blob store).
+    ``allow_bytes``: ``bytes`` values are accepted in the value fields
+    (``model.VALUE_TYPES``; the store offloads them to its blob store).
     """
     try:
         check_id(cp.run_id)
@@ -81,7 +81,7 @@ def validate_fields(cp: Checkpoint, *, allow_bytes: bool = False) -> None:
 
 
 def _plainly_valid(cp: Checkpoint) -> bool:
-    counters, labels, pending = cp.counters, cp.labels, cp.pending_action
+    counters, labels = cp.counters, cp.labels
     if type(counters) is not dict or type(labels) is not dict:
         return False
     for key, number in counters.items():
@@ -92,15 +92,11 @@ def _plainly_valid(cp: Checkpoint) -> bool:
     for key, label in labels.items():
         if type(key) is not str or type(label) is not str or "\x00" in key or "\x00" in label:
             return False
-    return (
-        codec.is_plain_json(counters)
-        and codec.is_plain_json(labels)
-        and type(cp.cursors) is dict
-        and type(cp.state) is dict
-        and codec.is_plain_json(cp.cursors)
-        and codec.is_plain_json(cp.state)
-        and (pending is None or (type(pending) is dict and codec.is_plain_json(pending)))
-    )
+    for name, kinds in VALUE_TYPES.items():
+        value = getattr(cp, name)
+        if type(value) not in kinds or (value is not None and not codec.is_plain_json(value)):
+            return False
+    return codec.is_plain_json(counters) and codec.is_plain_json(labels)
 
 
 _NUMBER_TYPES = (int, float)
@@ -127,10 +123,12 @@ def _explain_invalid(cp: Checkpoint, allow_bytes: bool) -> None:
     for path, text in _queryable_texts(cp):
         if "\x00" in text:
             raise NotJSONCompatible(path, "NUL characters are not allowed in labels and counter names")
-    if cp.pending_action is not None:
-        _check_mapping(cp.pending_action, "pending_action", allow_bytes)
-    _check_mapping(cp.cursors, "cursors", allow_bytes)
-    _check_mapping(cp.state, "state", allow_bytes)
+    for name, kinds in VALUE_TYPES.items():
+        value = getattr(cp, name)
+        if not isinstance(value, kinds):
+            accepted = " or ".join("None" if kind is type(None) else kind.__name__ for kind in kinds)
+            raise NotJSONCompatible(name, f"{type(value).__name__} is not a {accepted}")
+        codec.check_json(value, name, allow_bytes=allow_bytes)
 
 
 def _queryable_texts(cp: Checkpoint) -> list[tuple[str, str]]:
@@ -144,10 +142,10 @@ def _queryable_texts(cp: Checkpoint) -> list[tuple[str, str]]:
     return texts
 
 
-def _check_mapping(value: Any, path: str, allow_bytes: bool = False) -> None:
+def _check_mapping(value: Any, path: str) -> None:
     if not isinstance(value, dict):
         raise NotJSONCompatible(path, f"{type(value).__name__} is not a dict")
-    codec.check_json(value, path, allow_bytes=allow_bytes)
+    codec.check_json(value, path)
 
 
 def encode_message(message: Any, index: int) -> bytes:

@@ -17,7 +17,7 @@ from safepoint.cli.inspect import checkpoint_diff
 from safepoint.cli.messages import describe, pending, question
 from safepoint.frameworks import framework_view, user_runs
 from safepoint.harness import budgets
-from safepoint.model import Checkpoint, Status
+from safepoint.model import VALUE_FIELDS, Checkpoint, Status
 from safepoint.store import Store
 
 from . import chart
@@ -135,7 +135,7 @@ def step_page(store: Store, run_id: str, step: int, page: int) -> dict[str, Any]
         "pages": pages,
         "fields": _fields(cp),
         "scrubbed": cp.scrub_report.counts,
-        "blobs": _blob_refs([list(cp.messages), cp.state, cp.cursors, cp.pending_action]),
+        "blobs": _blob_refs([list(cp.messages), *(getattr(cp, name) for name in VALUE_FIELDS)]),
         "framework": framework_view(cp.labels, cp.state),
     }
 
@@ -157,9 +157,7 @@ def diff_page(store: Store, run_id: str, step_a: int, step_b: int) -> dict[str, 
 def _fields(cp: Checkpoint) -> list[tuple[str, str]]:
     return [
         ("counters", shown_json(cp.counters)),
-        ("cursors", shown_json(cp.cursors)),
-        ("state", shown_json(cp.state)),
-        ("pending_action", shown_json(cp.pending_action)),
+        *((name, shown_json(getattr(cp, name))) for name in VALUE_FIELDS),
         ("labels", shown_json(cp.labels)),
     ]
 

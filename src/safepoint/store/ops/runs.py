@@ -5,8 +5,9 @@ from __future__ import annotations
 from safepoint import codec
 from safepoint.errors import Conflict, NotFound
 from safepoint.messagelist import MessageList, StoredView
-from safepoint.model import Checkpoint, ParentRef, ScrubReport
+from safepoint.model import Checkpoint, ParentRef
 from safepoint.records import from_micros
+from safepoint.scrub_report import ScrubReport
 from safepoint.store.blob_refs import digests_json, stored_digests
 from safepoint.store.ops.counters_column import column_text
 from safepoint.store.query import Op, Query

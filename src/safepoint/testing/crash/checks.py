@@ -23,10 +23,19 @@ from safepoint.crashrig.child import EntrySpec
 from safepoint.crashrig.ledger import DuplicateEffect, Ledger
 from safepoint.crashrig.process import CrashCheckFailed, Outcome
 from safepoint.errors import NotFound
-from safepoint.model import Checkpoint
+from safepoint.model import VALUE_FIELDS, Checkpoint
 from safepoint.store import open_store
 
-COMPARED = ("step", "status", "messages", "counters", "cursors", "state", "labels")
+# Every value field is compared but the pending action: how a killed action was
+# settled may differ from the uninterrupted run, and compare() looks at it apart.
+COMPARED = (
+    "step",
+    "status",
+    "messages",
+    "counters",
+    *(name for name in VALUE_FIELDS if name != "pending_action"),
+    "labels",
+)
 
 
 @dataclass(frozen=True, slots=True)
