@@ -1,0 +1,81 @@
+"""The hypothesis state machine, built from the table: one class per row of the covering array.
+
+Each operation of ``operations.TABLE`` becomes a rule of the same name whose
+one argument, ``args``, is the entry's plain-data draw; its precondition is
+the entry's. ``invariants.check_step`` runs after every step and
+``invariants.check_end`` at the end of every example. A failing sequence is
+shrunk and printed by hypothesis as a script over these classes; run it
+after ``from model_based.machine import *`` (tests/ and src/ on the path),
+or replay its steps with ``model_based.repro`` (docs/testing.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from .configurations import ROWS, Config
+from .context import Context
+from .invariants import check_end, check_step
+from .model import Model
+from .operations import TABLE, Op
+from .world import World
+
+# The steps of the example running now, as (operation, args): after a failure,
+# hypothesis's last run is the shrunk one, so this is its script (soak.py writes it).
+LAST_STEPS: list[tuple[str, dict[str, Any]]] = []
+
+
+class ModelMachine(RuleBasedStateMachine):
+    """A fresh store and a fresh model per example; subclasses set ``config``."""
+
+    config: Config
+
+    def __init__(self) -> None:
+        super().__init__()
+        LAST_STEPS.clear()
+        model = Model(policy=self.config.secrets, encrypted=self.config.encryption == "on")
+        self.ctx = Context(World(self.config), model)
+
+    def step(self, name: str, args: dict[str, Any]) -> None:
+        """Take one operation of the table: act on the store, then the model's update."""
+        op = _BY_NAME[name]
+        LAST_STEPS.append((name, args))
+        self.ctx.steps += 1
+        outcome = op.act(self.ctx, args)
+        op.update(self.ctx, args, outcome)
+
+    @invariant()
+    def store_agrees_with_model(self) -> None:
+        check_step(self.ctx)
+
+    def teardown(self) -> None:
+        try:
+            check_end(self.ctx)
+        finally:
+            self.ctx.world.close()
+
+
+_BY_NAME = {op.name: op for op in TABLE}
+
+
+def _rule_for(op: Op, config: Config) -> Any:
+    def take(self: ModelMachine, args: dict[str, Any]) -> None:
+        self.step(op.name, args)
+
+    take.__name__ = take.__qualname__ = op.name
+    return precondition(lambda self: op.pre(self.ctx))(rule(args=op.args(config))(take))
+
+
+def machine_for(config: Config) -> type[ModelMachine]:
+    """The state machine of one row: the table's rules with that row's argument strategies."""
+    body: dict[str, Any] = {"config": config, "__module__": __name__}
+    for op in TABLE:
+        body[op.name] = _rule_for(op, config)
+    return type(config.name, (ModelMachine,), body)
+
+
+MACHINES: dict[str, type[ModelMachine]] = {row.name: machine_for(row) for row in ROWS}
+globals().update(MACHINES)  # so that hypothesis's printed `state = rowNN_…()` runs after `import *`
+__all__ = list(MACHINES)

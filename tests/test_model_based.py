@@ -1,0 +1,66 @@
+"""The model-based test of the whole store (tests/model_based/, docs/testing.md).
+
+Each row of the pairwise covering array runs the state machine derandomized
+(a fixed seed, no example database) for EXAMPLES examples of at most STEPS
+steps; every regression script make soak wrote is replayed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from model_based import configurations
+from model_based.configurations import ROWS, Config
+from model_based.machine import MACHINES
+from model_based.repro import replay_file
+
+# The bounded profile of make test: examples x steps per row. Written here, not tuned per
+# finding: 12 rows of this stay within the test's share of make test (docs/testing.md).
+EXAMPLES = 6
+STEPS = 14
+
+REGRESSIONS = sorted((Path(__file__).parent / "model_based" / "regressions").glob("*.py"))
+
+
+def bounded(examples: int = EXAMPLES, steps: int = STEPS) -> settings:
+    return settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        derandomize=True,
+        database=None,
+        deadline=None,
+        print_blob=False,
+        suppress_health_check=list(HealthCheck),
+    )
+
+
+def test_covering_array_covers_every_valid_pair() -> None:
+    """Every pair of factor values the store accepts is held by at least one row."""
+    covered = set().union(*(configurations.pairs_of(row) for row in ROWS))
+    assert configurations.valid_pairs() - covered == set()
+
+
+def test_no_row_holds_an_invalid_pair() -> None:
+    """No row asks for a combination the store refuses (each listed with its reason)."""
+    for row in ROWS:
+        assert configurations.pairs_of(row) & set(configurations.INVALID_PAIRS) == set(), row.name
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[row.name for row in ROWS])
+def test_store_agrees_with_the_model(row: Config) -> None:
+    """Random operation sequences on this row's store agree with the reference model after every step."""
+    if row.backend == "postgres":
+        from conftest_postgres import require_postgres  # noqa: PLC0415
+
+        require_postgres()
+    run_state_machine_as_test(MACHINES[row.name], settings=bounded())
+
+
+@pytest.mark.parametrize("script", REGRESSIONS, ids=[path.stem for path in REGRESSIONS])
+def test_regression_script_replays_clean(script: Path) -> None:
+    """A disagreement make soak once found replays without one."""
+    replay_file(str(script))
