@@ -7,9 +7,12 @@ steps; every regression script make soak wrote is replayed.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import hypothesis.internal.conjecture.engine as hypothesis_engine
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
@@ -22,6 +25,10 @@ from model_based.repro import replay_file
 # finding: 12 rows of this stay within the test's share of make test (docs/testing.md).
 EXAMPLES = 6
 STEPS = 14
+
+# Shrinking replays whole examples (stores opened, children killed): bound it so that a
+# failing row reports within make test's budget; make soak shrinks longer (soak.py).
+SHRINK_SECONDS = 20
 
 REGRESSIONS = sorted((Path(__file__).parent / "model_based" / "regressions").glob("*.py"))
 
@@ -36,6 +43,17 @@ def bounded(examples: int = EXAMPLES, steps: int = STEPS) -> settings:
         print_blob=False,
         suppress_health_check=list(HealthCheck),
     )
+
+
+@contextmanager
+def bounded_shrinking(seconds: int) -> Iterator[None]:
+    """Hypothesis's shrink time limit (an engine constant, 300 s) lowered while the block runs."""
+    saved = hypothesis_engine.MAX_SHRINKING_SECONDS
+    hypothesis_engine.MAX_SHRINKING_SECONDS = seconds
+    try:
+        yield
+    finally:
+        hypothesis_engine.MAX_SHRINKING_SECONDS = saved
 
 
 def test_covering_array_covers_every_valid_pair() -> None:
@@ -57,7 +75,8 @@ def test_store_agrees_with_the_model(row: Config) -> None:
         from conftest_postgres import require_postgres  # noqa: PLC0415
 
         require_postgres()
-    run_state_machine_as_test(MACHINES[row.name], settings=bounded())
+    with bounded_shrinking(SHRINK_SECONDS):
+        run_state_machine_as_test(MACHINES[row.name], settings=bounded())
 
 
 @pytest.mark.parametrize("script", REGRESSIONS, ids=[path.stem for path in REGRESSIONS])

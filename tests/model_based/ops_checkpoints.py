@@ -201,7 +201,8 @@ def act_retention(ctx: Context, args: dict[str, Any]) -> Outcome:
 
     def prune_and_collect() -> None:
         ctx.world.store.prune_run(run_id, Retention(keep_last=args["keep"]))
-        ctx.world.store.collect_garbage()
+        if ctx.world.config.blobs != "inline":  # with blobs=False there is nothing to collect
+            ctx.world.store.collect_garbage()
 
     outcome = attempt(ctx, prune_and_collect, f"prune({run_id!r}) and gc")
     outcome.extra["run_id"] = run_id
