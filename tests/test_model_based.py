@@ -23,8 +23,8 @@ from model_based.repro import replay_file
 
 # The bounded profile of make test: examples x steps per row. Written here, not tuned per
 # finding: 12 rows of this stay within the test's share of make test (docs/testing.md).
-EXAMPLES = 6
-STEPS = 14
+EXAMPLES = 10
+STEPS = 25
 
 # Shrinking replays whole examples (stores opened, children killed): bound it so that a
 # failing row reports within make test's budget; make soak shrinks longer (soak.py).

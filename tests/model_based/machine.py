@@ -25,6 +25,7 @@ from .world import World
 # The steps of the example running now, as (operation, args): after a failure,
 # hypothesis's last run is the shrunk one, so this is its script (soak.py writes it).
 LAST_STEPS: list[tuple[str, dict[str, Any]]] = []
+COUNTS = {"operations": 0}  # operations taken in this process (make soak reports it)
 
 
 class ModelMachine(RuleBasedStateMachine):
@@ -42,6 +43,7 @@ class ModelMachine(RuleBasedStateMachine):
         """Take one operation of the table: act on the store, then the model's update."""
         op = _BY_NAME[name]
         LAST_STEPS.append((name, args))
+        COUNTS["operations"] += 1
         self.ctx.steps += 1
         outcome = op.act(self.ctx, args)
         op.update(self.ctx, args, outcome)
