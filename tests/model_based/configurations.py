@@ -65,8 +65,10 @@ class Config:
         return operation not in OPERATION_LIMITS.get(self.backend, {})
 
 
-def _row(index: int, backend: str, encryption: str, blobs: str, secrets: str, group_commit: str) -> Config:
-    return Config(f"row{index:02d}_{backend}_{blobs}_enc{encryption}", backend, encryption, blobs, secrets, group_commit)
+def _row(index: int, *values: str) -> Config:
+    backend, encryption, blobs, secrets, group_commit = values
+    name = f"row{index:02d}_{backend}_{blobs}_enc{encryption}"
+    return Config(name, backend, encryption, blobs, secrets, group_commit)
 
 
 # Found once by a seeded search over assignments (backend x blobs fixed, the rest drawn)

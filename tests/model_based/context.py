@@ -130,7 +130,9 @@ def build(run_id: str, step: int, content: dict[str, Any]) -> Checkpoint:
 def observed(cp: Checkpoint) -> dict[str, Any]:
     """A loaded checkpoint's content in the model's form (every value field read by name)."""
     data = cp.to_dict()
-    out = {name: data[name] for name in ("schema_version", "status", "messages", "counters", "labels", "parent")}
+    out = {
+        name: data[name] for name in ("schema_version", "status", "messages", "counters", "labels", "parent")
+    }
     for name in value_fields():
         out[name] = thaw(getattr(cp, name))
     return out

@@ -39,10 +39,14 @@ def check_step(ctx: Context) -> None:
         for info in history.value:
             step = info.step
             loaded = attempt(
-                ctx, lambda rid=run_id, s=step: store.load(rid, s, resolve_secrets=resolve), f"load({run_id!r}, {step})"
+                ctx,
+                lambda rid=run_id, s=step: store.load(rid, s, resolve_secrets=resolve),
+                f"load({run_id!r}, {step})",
             )
             if loaded.error is not None:
-                raise Finding(f"load({run_id!r}, {step}) raised {type(loaded.error).__name__}: {loaded.error}")
+                raise Finding(
+                    f"load({run_id!r}, {step}) raised {type(loaded.error).__name__}: {loaded.error}"
+                )
             want = model.expected(run.checkpoints[step])
             got = observed(loaded.value)
             if got != want:
@@ -53,13 +57,17 @@ def check_step(ctx: Context) -> None:
                 raise Finding(f"verify: ({run_id!r}, {step}) {type(raw.error).__name__}: {raw.error}")
             if checkpoint_mismatches(info, raw.value):
                 raise Finding(f"verify: ({run_id!r}, {step}) {checkpoint_mismatches(info, raw.value)}")
-        head = attempt(ctx, lambda rid=run_id: store.load(rid, migrate=False, fetch_blobs=False), "verify head")
+        head = attempt(
+            ctx, lambda rid=run_id: store.load(rid, migrate=False, fetch_blobs=False), "verify head"
+        )
         row = attempt(ctx, lambda rid=run_id: store.run(rid), f"run({run_id!r})")
         if head.error is not None or row.error is not None:
             raise Finding(f"verify: the head or run row of {run_id!r} cannot be read")
         mismatches = run_mismatches(row.value, head.value)
         if mismatches or row.value.status != run.status:
-            raise Finding(f"verify: run row of {run_id!r}: {mismatches} (status {row.value.status}, model {run.status})")
+            raise Finding(
+                f"verify: run row of {run_id!r}: {mismatches} (status {row.value.status}, model {run.status})"
+            )
     for path in ctx.world.files():
         data = path.read_bytes()
         _search(ctx, data, str(path.name))
@@ -96,11 +104,14 @@ def _postgres_rows(dsn: str, schema: str) -> list[tuple[str, bytes]]:
     out: list[tuple[str, bytes]] = []
     with psycopg.connect(dsn, autocommit=True) as conn:
         tables = conn.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s AND table_name LIKE 'safepoint%%'",
+            "SELECT table_name FROM information_schema.tables"
+            " WHERE table_schema = %s AND table_name LIKE 'safepoint%%'",
             (schema,),
         ).fetchall()
         for (table,) in tables:
-            rows = conn.execute(sql.SQL("SELECT * FROM {}.{}").format(sql.Identifier(schema), sql.Identifier(table)))
+            rows = conn.execute(
+                sql.SQL("SELECT * FROM {}.{}").format(sql.Identifier(schema), sql.Identifier(table))
+            )
             for row in rows.fetchall():
                 for value in row:
                     out.append((table, _as_bytes(value)))

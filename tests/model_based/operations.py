@@ -100,7 +100,12 @@ TABLE: tuple[Op, ...] = (
     Op(
         "fork",
         lambda c: st.fixed_dictionaries(
-            {"run": _index(), "step": _index(), "new": _index(), "labels": st.none() | st.sampled_from(LABELS)}
+            {
+                "run": _index(),
+                "step": _index(),
+                "new": _index(),
+                "labels": st.none() | st.sampled_from(LABELS),
+            }
         ),
         lambda ctx: _has_runs(ctx) and _has_free_id(ctx),
         cps.act_fork,
@@ -113,10 +118,18 @@ TABLE: tuple[Op, ...] = (
         cps.act_load,
         cps.update_load,
     ),
-    Op("history", lambda c: st.fixed_dictionaries({"run": _index()}), _has_runs, cps.act_history, cps.update_history),
+    Op(
+        "history",
+        lambda c: st.fixed_dictionaries({"run": _index()}),
+        _has_runs,
+        cps.act_history,
+        cps.update_history,
+    ),
     Op(
         "runs",
-        lambda c: st.fixed_dictionaries({"labels": st.sampled_from(({}, {"team": "blue"}, {"tier": "gold"}))}),
+        lambda c: st.fixed_dictionaries(
+            {"labels": st.sampled_from(({}, {"team": "blue"}, {"tier": "gold"}))}
+        ),
         lambda ctx: True,
         cps.act_runs,
         cps.update_runs,
@@ -128,7 +141,13 @@ TABLE: tuple[Op, ...] = (
         cps.act_retention,
         cps.update_retention,
     ),
-    Op("delete", lambda c: st.fixed_dictionaries({"run": _index()}), _has_runs, cps.act_delete, cps.update_delete),
+    Op(
+        "delete",
+        lambda c: st.fixed_dictionaries({"run": _index()}),
+        _has_runs,
+        cps.act_delete,
+        cps.update_delete,
+    ),
     Op(
         "enqueue",
         lambda c: st.fixed_dictionaries({"run": _index()}),

@@ -83,7 +83,9 @@ def act_save_in_place(ctx: Context, args: dict[str, Any]) -> Outcome:
 def act_rewrite(ctx: Context, args: dict[str, Any]) -> Outcome:
     run_id = _pick(ctx.run_ids(), args["run"])
     run = ctx.model.runs[run_id]
-    loaded = attempt(ctx, lambda: ctx.world.store.load(run_id, resolve_secrets=_resolve(ctx)), f"load({run_id!r})")
+    loaded = attempt(
+        ctx, lambda: ctx.world.store.load(run_id, resolve_secrets=_resolve(ctx)), f"load({run_id!r})"
+    )
     if loaded.error is not None:
         raise Finding(f"load({run_id!r}) of a run the model holds raised {type(loaded.error).__name__}")
     held = ctx.model.expected(run.checkpoints[run.head])
@@ -137,7 +139,9 @@ def act_load(ctx: Context, args: dict[str, Any]) -> Outcome:
     steps = sorted(ctx.model.runs[run_id].checkpoints)
     step = steps[args["step"] % len(steps)]
     outcome = attempt(
-        ctx, lambda: ctx.world.store.load(run_id, step, resolve_secrets=_resolve(ctx)), f"load({run_id!r}, {step})"
+        ctx,
+        lambda: ctx.world.store.load(run_id, step, resolve_secrets=_resolve(ctx)),
+        f"load({run_id!r}, {step})",
     )
     outcome.extra.update(run_id=run_id, step=step)
     return outcome

@@ -11,7 +11,7 @@ from safepoint.worker import Job
 
 from . import model as reference
 from .context import Context, Finding, Outcome, attempt, build, content_of, expect
-from .ops_checkpoints import _pick, update_save
+from .ops_checkpoints import _pick
 
 LIVE_LEASE = 3600.0  # outlives any example
 STALE_LEASE = 0.05  # expired before the next step: the machine waits it out
@@ -113,7 +113,9 @@ def act_save_under_lease(ctx: Context, args: dict[str, Any]) -> Outcome:
     content = content_of(args["change"], ctx.model.chain_version, run.checkpoints[run.head])
     ctx.remember(content)
     cp = build(lease.run_id, step, content)
-    outcome = attempt(ctx, lambda: ctx.world.store.save(cp, lease=lease), f"save under lease({lease.run_id!r})")
+    outcome = attempt(
+        ctx, lambda: ctx.world.store.save(cp, lease=lease), f"save under lease({lease.run_id!r})"
+    )
     outcome.extra.update(run_id=lease.run_id, step=step, content=content, cp=cp, lease=lease)
     return outcome
 

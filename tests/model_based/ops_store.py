@@ -102,12 +102,14 @@ def act_sigkill_writer(ctx: Context, args: dict[str, Any]) -> Outcome:
         time.sleep(0.005)
     child.send_signal(signal.SIGKILL)
     _, stderr = child.communicate()
-    if child.returncode != -signal.SIGKILL and child.returncode != 0:
+    if child.returncode not in (-signal.SIGKILL, 0):
         raise Finding(f"the child writer failed before its kill: {stderr.decode(errors='replace')[-2000:]}")
     acked = _acknowledged(ledger)
     outcome = attempt(ctx, lambda: ctx.world.reopen(ctx.model.chain_version), "reopen after SIGKILL")
     if outcome.error is None:
-        found = attempt(ctx, lambda: [i.step for i in ctx.world.store.history(run_id)], f"history({run_id!r})")
+        found = attempt(
+            ctx, lambda: [i.step for i in ctx.world.store.history(run_id)], f"history({run_id!r})"
+        )
         outcome.extra["found"] = found
     outcome.extra.update(run_id=run_id, contents=contents, acked=acked)
     return outcome
@@ -152,11 +154,15 @@ def _open_and_save(ctx: Context, args: dict[str, Any], keyring: Any, who: str) -
     run_id = _pick(ctx.free_ids(), args["run"])
     content = content_of(args["change"], ctx.model.chain_version, None)
     ctx.remember(content)
-    outcome = attempt(ctx, lambda: ctx.world.open(chain_version=ctx.model.chain_version, keyring=keyring), who)
+    outcome = attempt(
+        ctx, lambda: ctx.world.open(chain_version=ctx.model.chain_version, keyring=keyring), who
+    )
     if outcome.error is None:
         other = outcome.value
         try:
-            outcome.extra["saved"] = attempt(ctx, lambda: other.save(build(run_id, 0, content)), f"save by {who}")
+            outcome.extra["saved"] = attempt(
+                ctx, lambda: other.save(build(run_id, 0, content)), f"save by {who}"
+            )
         finally:
             other.close()
     outcome.extra.update(run_id=run_id, content=content)

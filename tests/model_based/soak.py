@@ -37,8 +37,9 @@ def rows() -> list[Config]:
             continue
         if encryption in ("on", "off") and row.encryption != encryption:
             name = re.sub(r"_enc(on|off)$", f"_enc{encryption}", row.name)
-            row = dataclasses.replace(row, name=name, encryption=encryption)
-        chosen.append(row)
+            chosen.append(dataclasses.replace(row, name=name, encryption=encryption))
+        else:
+            chosen.append(row)
     return chosen
 
 
@@ -85,7 +86,8 @@ def main() -> int:
             f"{disagreements} disagreements, {raw} raw exceptions",
             flush=True,
         )
-    print(f"soak: {machine.COUNTS['operations']} operations, {disagreements} disagreements, {raw} raw exceptions")
+    total = machine.COUNTS["operations"]
+    print(f"soak: {total} operations, {disagreements} disagreements, {raw} raw exceptions")
     return 1 if disagreements else 0
 
 

@@ -106,7 +106,7 @@ class World:
             "chain_version": chain_version,
         }
 
-    def open(self, *, chain_version: int, keyring: Keyring | None | bool = True) -> Store:
+    def open(self, *, chain_version: int, keyring: Keyring | bool | None = True) -> Store:
         """A new handle on this store; ``keyring=False`` opens without one, a ``Keyring`` with that one."""
         options = options_of(self.spec(chain_version))
         if keyring is False:
@@ -142,7 +142,9 @@ class World:
                 from psycopg import sql  # noqa: PLC0415
 
                 with psycopg.connect(self.url, autocommit=True) as conn:
-                    conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.schema)))
+                    conn.execute(
+                        sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.schema))
+                    )
 
 
 def options_of(spec: dict[str, Any]) -> dict[str, Any]:
@@ -162,7 +164,6 @@ def options_of(spec: dict[str, Any]) -> dict[str, Any]:
         options["blobs"] = "database"
     else:
         from blob_server import CREDENTIALS, REGION  # noqa: PLC0415
-
         from safepoint.blobs.s3 import S3BlobStore  # noqa: PLC0415
 
         options["blobs"] = S3BlobStore(
