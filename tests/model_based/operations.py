@@ -69,7 +69,7 @@ def _unleased_pair(ctx: Context) -> bool:
 TABLE: tuple[Op, ...] = (
     Op(
         "save_fresh",
-        lambda c: st.fixed_dictionaries({"run": _index(), "change": _change(c)}),
+        lambda c: st.fixed_dictionaries({"run": _index(), "change": _change(c), "enqueue": st.booleans()}),
         lambda ctx: True,
         cps.act_save_fresh,
         cps.update_save,
@@ -188,7 +188,7 @@ TABLE: tuple[Op, ...] = (
     Op(
         "old_worker",
         lambda c: st.just({}),
-        _durable("old_worker"),
+        lambda ctx: _durable("old_worker")(ctx) and any(run.queued for run in ctx.model.runs.values()),
         queue.act_old_worker,
         queue.update_old_worker,
     ),

@@ -36,6 +36,9 @@ def act_save_fresh(ctx: Context, args: dict[str, Any]) -> Outcome:
     ctx.remember(content)
     cp = build(run_id, step, content)
     outcome = attempt(ctx, lambda: ctx.world.store.save(cp), f"save({run_id!r}, {step})")
+    if outcome.error is None and args.get("enqueue"):  # saved, then handed to the workers
+        queued = attempt(ctx, lambda: ctx.world.store.enqueue(run_id), f"enqueue({run_id!r})")
+        outcome.extra["enqueued"] = queued
     outcome.extra.update(run_id=run_id, step=step, content=content, cp=cp)
     return outcome
 
@@ -50,6 +53,9 @@ def update_save(ctx: Context, args: dict[str, Any], outcome: Outcome) -> None:
     if outcome.error is None:
         ctx.model.saved(run_id, step, content)
         ctx.objects[run_id] = (outcome.extra["cp"], content)
+        if "enqueued" in outcome.extra:
+            expect(outcome.extra["enqueued"], None, f"enqueue({run_id!r})")
+            ctx.model.runs[run_id].queued = True
     else:
         ctx.objects.pop(run_id, None)
 
