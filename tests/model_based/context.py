@@ -136,3 +136,18 @@ def observed(cp: Checkpoint) -> dict[str, Any]:
     for name in value_fields():
         out[name] = thaw(getattr(cp, name))
     return out
+
+
+def difference(got: dict[str, Any], want: dict[str, Any]) -> str:
+    """Which fields differ, and the first one's loaded and expected values (shortened)."""
+    names = [name for name in sorted(set(got) | set(want)) if got.get(name) != want.get(name)]
+    if not names:
+        return "nothing"
+    first = names[0]
+    loaded, wanted = _short(got.get(first)), _short(want.get(first))
+    return f"{', '.join(names)}; {first} loaded as {loaded}, the model has {wanted}"
+
+
+def _short(value: Any, limit: int = 300) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"

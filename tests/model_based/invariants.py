@@ -16,7 +16,7 @@ from typing import Any
 from safepoint.store.admin import all_runs
 from safepoint.tamper import checkpoint_mismatches, run_mismatches
 
-from .context import Context, Finding, attempt, observed
+from .context import Context, Finding, attempt, difference, observed
 from .model import CANARY, SECRET_VALUE
 
 
@@ -50,7 +50,7 @@ def check_step(ctx: Context) -> None:
             want = model.expected(run.checkpoints[step])
             got = observed(loaded.value)
             if got != want:
-                raise Finding(f"load({run_id!r}, {step}) differs from the model: {_difference(got, want)}")
+                raise Finding(f"load({run_id!r}, {step}) differs from the model: {difference(got, want)}")
             # verify: the checkpoint as stored, against its row's listed columns
             raw = attempt(ctx, lambda rid=run_id, s=step: store.load(rid, s, migrate=False), "verify")
             if raw.error is not None:
@@ -122,8 +122,3 @@ def _as_bytes(value: Any) -> bytes:
     if isinstance(value, bytes | memoryview | bytearray):
         return bytes(value)
     return str(value).encode()
-
-
-def _difference(got: dict[str, Any], want: dict[str, Any]) -> str:
-    """Which fields differ (names only: a finding's message stays readable)."""
-    return ", ".join(name for name in sorted(set(got) | set(want)) if got.get(name) != want.get(name))

@@ -12,7 +12,7 @@ from typing import Any
 
 from safepoint import Conflict, Retention
 
-from .context import Context, Finding, Outcome, attempt, build, content_of, expect, observed
+from .context import Context, Finding, Outcome, attempt, build, content_of, difference, expect, observed
 
 
 def _pick(items: list[str], index: int) -> str:
@@ -157,8 +157,9 @@ def update_load(ctx: Context, args: dict[str, Any], outcome: Outcome) -> None:
     run_id, step = outcome.extra["run_id"], outcome.extra["step"]
     expect(outcome, None, f"load({run_id!r}, {step})")
     want = ctx.model.expected(ctx.model.runs[run_id].checkpoints[step])
-    if observed(outcome.value) != want:
-        raise Finding(f"load({run_id!r}, {step}) differs from the model")
+    got = observed(outcome.value)
+    if got != want:
+        raise Finding(f"load({run_id!r}, {step}) differs from the model: {difference(got, want)}")
     ctx.objects[run_id] = (outcome.value, want)
 
 
