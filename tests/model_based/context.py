@@ -46,6 +46,9 @@ class Context:
     leases: list[Lease] = field(default_factory=list)  # leases the machine claimed, current or not
     stored_strings: set[str] = field(default_factory=set)  # what no error message may quote
     steps: int = 0
+    # The (run, step)s the last step added or changed in the model (None: every one).
+    dirty: set[tuple[str, int]] | None = None
+    in_flight: bool = False  # a step or a check began and has not finished (it failed)
 
     def free_ids(self) -> list[str]:
         return [run_id for run_id in RUN_IDS if run_id not in self.model.runs]

@@ -11,6 +11,7 @@ or replay its steps with ``model_based.repro`` (docs/testing.md).
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -44,22 +45,45 @@ class ModelMachine(RuleBasedStateMachine):
         op = _BY_NAME[name]
         LAST_STEPS.append((name, args))
         COUNTS["operations"] += 1
-        self.ctx.steps += 1
-        outcome = op.act(self.ctx, args)
-        op.update(self.ctx, args, outcome)
+        ctx = self.ctx
+        ctx.steps += 1
+        ctx.in_flight = True
+        before, chain = copy.deepcopy(ctx.model.runs), ctx.model.chain_version
+        outcome = op.act(ctx, args)
+        op.update(ctx, args, outcome)
+        changed = _steps(ctx.model.runs).items() - _steps(before).items()
+        ctx.dirty = (
+            None if name in STORE_WIDE or chain != ctx.model.chain_version else {key for key, _ in changed}
+        )
+        ctx.in_flight = False
 
     @invariant()
     def store_agrees_with_model(self) -> None:
+        self.ctx.in_flight = True
         check_step(self.ctx)
+        self.ctx.in_flight = False
 
     def teardown(self) -> None:
         try:
-            check_end(self.ctx)
+            if not self.ctx.in_flight:  # a failure already raised: leave it to be reported
+                check_step(self.ctx, every_run=True)
+                check_end(self.ctx)
         finally:
             self.ctx.world.close()
 
 
 _BY_NAME = {op.name: op for op in TABLE}
+# Steps that act on the whole store: after one, every run's checkpoints are loaded again.
+STORE_WIDE = frozenset(
+    {"schema_bump", "reopen", "encrypt", "rekey", "retention_gc", "old_worker", "sigkill_writer"}
+)
+
+
+def _steps(runs: dict[str, Any]) -> dict[tuple[str, int], str]:
+    """Each checkpoint the model holds, by (run, step), as comparable text."""
+    return {
+        (rid, step): repr(content) for rid, run in runs.items() for step, content in run.checkpoints.items()
+    }
 
 
 def _rule_for(op: Op, config: Config) -> Any:

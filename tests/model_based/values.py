@@ -61,7 +61,7 @@ def texts() -> st.SearchStrategy[str]:
     large = st.tuples(st.sampled_from(FRAGMENTS), st.integers(1, 3)).map(
         lambda pair: (pair[0] + " ") * (BLOB_THRESHOLD // max(len(pair[0]), 1) + 1) * pair[1]
     )
-    return st.one_of(short, short, short, large)
+    return st.one_of(short, short, short, short, short, short, short, large)
 
 
 def leaves(allow_bytes: bool) -> st.SearchStrategy[Any]:
