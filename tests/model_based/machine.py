@@ -21,6 +21,7 @@ from .context import Context
 from .invariants import check_end, check_step
 from .model import Model
 from .operations import TABLE, Op
+from .values import BLOB_THRESHOLD
 from .world import World
 
 # The steps of the example running now, as (operation, args): after a failure,
@@ -104,4 +105,6 @@ def machine_for(config: Config) -> type[ModelMachine]:
 
 MACHINES: dict[str, type[ModelMachine]] = {row.name: machine_for(row) for row in ROWS}
 globals().update(MACHINES)  # so that hypothesis's printed `state = rowNN_…()` runs after `import *`
+# BLOB_THRESHOLD: the printed draws of large texts name it (the strategy's map, shown as source).
 __all__ = list(MACHINES)
+__all__ += ["BLOB_THRESHOLD"]

@@ -40,6 +40,7 @@ def script(config: Config, steps: list[tuple[str, dict[str, Any]]], finding: str
     """The text of a regression script for ``steps`` (the repr of plain data is Python)."""
     first = finding.splitlines()[0] if finding else "?"
     lines = [
+        "# ruff: noqa: E501  (generated: the steps are data, one per line)",
         '"""A disagreement make soak found; replayed by tests/test_model_based.py."""',
         "",
         f"FINDING = {first!r}",

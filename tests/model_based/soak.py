@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import os
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -80,6 +81,9 @@ def main() -> int:
                 digest = hashlib.sha256(repr(steps).encode()).hexdigest()[:8]
                 path = REGRESSIONS / f"{row.name}_{slug}_{digest}.py"
                 path.write_text(script(row, steps, text))
+                ruff = Path(sys.executable).with_name("ruff")  # the lint's format, where the venv has it
+                if ruff.exists():
+                    subprocess.run([str(ruff), "format", "--quiet", str(path)], check=False)
                 print(f"disagreement on {row.name}: {text.splitlines()[0]}\n  -> {path}", flush=True)
         print(
             f"round {rounds} ({row.name}): {machine.COUNTS['operations']} operations, "
