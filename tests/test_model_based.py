@@ -24,9 +24,9 @@ from model_based.repro import replay_file
 # The bounded profile of make test: examples x steps per row, by what a step costs there.
 # S3 through moto answers in about 25 ms a request, so its rows take fewer examples.
 PROFILE: dict[str, tuple[int, int]] = {
-    "memory": (6, 20),
+    "memory": (4, 15),
     "sqlite": (6, 20),
-    "postgres": (5, 20),
+    "postgres": (4, 20),
     "s3": (2, 15),
 }
 

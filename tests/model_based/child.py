@@ -1,11 +1,11 @@
 """The writer the machine SIGKILLs: saves a run's steps and records each acknowledged one in a ledger.
 
-Run as ``python -m model_based.child SPEC_JSON`` (tests/ and src/ on the path).
-The spec holds the store's opening spec (``World.spec``), the run id, the
-checkpoints to save in order and the ledger's path. A line goes to the ledger
-(flushed and fsynced, outside the database) only after ``save`` returned, so
-every line is an acknowledged save; the save after the last line may or may
-not have committed when the kill lands.
+Forked by ``ops_store.act_sigkill_writer`` (or run as ``python -m model_based.child
+SPEC_JSON`` with tests/ and src/ on the path). The spec holds the store's opening
+spec (``World.spec``), the run id, the checkpoints to save in order and the
+ledger's path. A line goes to the ledger (flushed and fsynced, outside the
+database) only after ``save`` returned, so every line is an acknowledged save;
+the save after the last line may or may not have committed when the kill lands.
 """
 
 from __future__ import annotations

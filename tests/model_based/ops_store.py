@@ -6,21 +6,18 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
 from safepoint import EncryptedStore, InvalidKey, Keyring
 from safepoint.store.keys import encrypt_store, rekey_store
 
+from . import child
 from .context import Context, Finding, Outcome, attempt, build, content_of, expect
 from .ops_checkpoints import _pick
 from .world import new_key
-
-TESTS = Path(__file__).resolve().parent.parent
-SRC = TESTS.parent / "src"
 
 
 def act_reopen(ctx: Context, args: dict[str, Any]) -> Outcome:
@@ -92,18 +89,31 @@ def act_sigkill_writer(ctx: Context, args: dict[str, Any]) -> Outcome:
     }
     spec_path = folder / f"child-{ctx.steps}.json"
     spec_path.write_text(json.dumps(spec))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(TESTS)])}
-    child = subprocess.Popen(
-        [sys.executable, "-m", "model_based.child", str(spec_path)], env=env, stderr=subprocess.PIPE
-    )
+    # A forked child: a real process (SIGKILLed below) that starts in milliseconds, where a new
+    # interpreter importing safepoint took seconds a step. It opens the store afresh (child.main).
+    errors = folder / f"child-{ctx.steps}.err"
+    pid = os.fork()
+    if pid == 0:  # the child: save until killed, never return into the test
+        code = 0
+        try:
+            child.main(str(spec_path))
+        except BaseException:
+            errors.write_text(traceback.format_exc())
+            code = 1
+        os._exit(code)
     kill_after = args["kill_after"] % len(contents)  # acknowledged saves to wait for before the kill
     deadline = time.monotonic() + 60
-    while child.poll() is None and _acknowledged(ledger) < kill_after and time.monotonic() < deadline:
-        time.sleep(0.005)
-    child.send_signal(signal.SIGKILL)
-    _, stderr = child.communicate()
-    if child.returncode not in (-signal.SIGKILL, 0):
-        raise Finding(f"the child writer failed before its kill: {stderr.decode(errors='replace')[-2000:]}")
+    status = 0
+    while _acknowledged(ledger) < kill_after and time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.002)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) != 0:
+        raise Finding(f"the child writer failed before its kill: {errors.read_text()[-2000:]}")
     acked = _acknowledged(ledger)
     outcome = attempt(ctx, lambda: ctx.world.reopen(ctx.model.chain_version), "reopen after SIGKILL")
     if outcome.error is None:
