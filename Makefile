@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench lint clean system-deps lock install-checks screenshots
+.PHONY: demo test soak bench lint clean system-deps lock install-checks screenshots
 
 # The system packages the suite and the benchmarks drive for real: PgBouncer
 # (Debian's package) for the tests and the scale benchmark through a pooler;
@@ -45,6 +45,12 @@ demo: $(STAMP)
 test: $(STAMP) system-deps
 	$(PY) -m pytest -n 2 -m "not pg_restart" tests
 	$(PY) -m pytest -m pg_restart tests
+
+# The model-based test with fresh seeds for SOAK_MINUTES (default 30); SOAK_BACKENDS=sqlite,postgres
+# and SOAK_ENCRYPTION=on choose the rows. Each disagreement becomes a regression script that
+# make test replays (docs/testing.md).
+soak: $(STAMP) system-deps
+	PYTHONPATH=src:tests $(PY) -m model_based.soak
 
 # make bench SECTION=fresh (or adapter, scale, otel, concurrency, encryption) runs and prints that section alone.
 bench: $(STAMP) system-deps

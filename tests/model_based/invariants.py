@@ -1,0 +1,137 @@
+"""What must hold after every step, and at the end of every example.
+
+After every step: the listing stands and holds exactly the model's runs; each
+run's history is the model's steps; every acknowledged checkpoint loads equal
+to the model's (secrets per policy); ``verify``'s checks pass (every step
+loaded as stored, its row's listed columns, the run row against the head);
+no registered secret, and while encrypted no canary, in the SQLite files or
+the blob folder. At the end of the example: the same search over every
+column of every safepoint table in the PostgreSQL schema and every S3 object.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from safepoint.store.admin import all_runs
+from safepoint.tamper import checkpoint_mismatches, run_mismatches
+
+from .context import Context, Finding, attempt, difference, observed
+from .model import CANARY, SECRET_VALUE
+
+
+def check_step(ctx: Context, *, every_run: bool = False) -> None:
+    """Every invariant that is checked after each step.
+
+    The listing, each run's history, each run row against its head and the files
+    are checked whole every time; checkpoints are loaded where the step added or
+    changed one in the model, and every one after a step that acts on the whole
+    store (``ctx.dirty`` None) and at the end of the example (``every_run``): a
+    stored checkpoint changes only through such a step, and the end's full pass
+    catches one that changed anyway.
+    """
+    store, model = ctx.world.store, ctx.model
+    listed = attempt(ctx, lambda: sorted(info.run_id for info in all_runs(store)), "runs()")
+    if listed.error is not None:
+        raise Finding(f"runs() fails the whole listing: {type(listed.error).__name__}: {listed.error}")
+    if listed.value != sorted(model.runs):
+        raise Finding(f"runs() lists {listed.value}; the model holds {sorted(model.runs)}")
+    resolve = model.policy == "reference"
+    for run_id, run in sorted(model.runs.items()):
+        history = attempt(ctx, lambda rid=run_id: store.history(rid), f"history({run_id!r})")
+        if history.error is not None:
+            raise Finding(f"history({run_id!r}) raised {type(history.error).__name__}: {history.error}")
+        if [info.step for info in history.value] != sorted(run.checkpoints):
+            shown = [info.step for info in history.value]
+            raise Finding(f"history({run_id!r}) is {shown}; the model's steps are {sorted(run.checkpoints)}")
+        for info in history.value:
+            step = info.step
+            if not every_run and ctx.dirty is not None and (run_id, step) not in ctx.dirty:
+                continue
+            loaded = attempt(
+                ctx,
+                lambda rid=run_id, s=step: store.load(rid, s, resolve_secrets=resolve),
+                f"load({run_id!r}, {step})",
+            )
+            if loaded.error is not None:
+                raise Finding(
+                    f"load({run_id!r}, {step}) raised {type(loaded.error).__name__}: {loaded.error}"
+                )
+            want = model.expected(run.checkpoints[step])
+            got = observed(loaded.value)
+            if got != want:
+                raise Finding(f"load({run_id!r}, {step}) differs from the model: {difference(got, want)}")
+            # verify: the checkpoint as stored, against its row's listed columns
+            # Blobs were fetched and verified by the load above.
+            raw = attempt(
+                ctx, lambda rid=run_id, s=step: store.load(rid, s, migrate=False, fetch_blobs=False), "verify"
+            )
+            if raw.error is not None:
+                raise Finding(f"verify: ({run_id!r}, {step}) {type(raw.error).__name__}: {raw.error}")
+            if checkpoint_mismatches(info, raw.value):
+                raise Finding(f"verify: ({run_id!r}, {step}) {checkpoint_mismatches(info, raw.value)}")
+        head = attempt(
+            ctx, lambda rid=run_id: store.load(rid, migrate=False, fetch_blobs=False), "verify head"
+        )
+        row = attempt(ctx, lambda rid=run_id: store.run(rid), f"run({run_id!r})")
+        if head.error is not None or row.error is not None:
+            raise Finding(f"verify: the head or run row of {run_id!r} cannot be read")
+        mismatches = run_mismatches(row.value, head.value)
+        if mismatches or row.value.status != run.status:
+            raise Finding(
+                f"verify: run row of {run_id!r}: {mismatches} (status {row.value.status}, model {run.status})"
+            )
+    for path in ctx.world.files():
+        data = path.read_bytes()
+        _search(ctx, data, str(path.name))
+
+
+def check_end(ctx: Context) -> None:
+    """At the end of an example: PostgreSQL's rows and the S3 objects, searched like the files."""
+    world = ctx.world
+    if world.schema is not None:
+        for table, data in _postgres_rows(world.url, world.schema):
+            _search(ctx, data, f"PostgreSQL table {table}")
+    if world.config.blobs == "s3":
+        from .world import s3_client  # noqa: PLC0415
+
+        client = s3_client()
+        listed = client.list_objects_v2(Bucket="safepoint-model", Prefix=world.s3_prefix)
+        for item in listed.get("Contents", []):
+            body = client.get_object(Bucket="safepoint-model", Key=item["Key"])["Body"].read()
+            _search(ctx, body, f"S3 object {item['Key']}")
+
+
+def _search(ctx: Context, data: bytes, where: str) -> None:
+    if SECRET_VALUE.encode() in data:
+        raise Finding(f"the registered secret is stored in plain text in {where}")
+    if ctx.model.encrypted and CANARY.encode() in data:
+        raise Finding(f"the store is encrypted, yet a canary is in plain text in {where}")
+
+
+def _postgres_rows(dsn: str, schema: str) -> list[tuple[str, bytes]]:
+    """Every column of every safepoint table in ``schema``, as bytes (bytea as is, the rest as text)."""
+    import psycopg  # noqa: PLC0415
+    from psycopg import sql  # noqa: PLC0415
+
+    out: list[tuple[str, bytes]] = []
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        tables = conn.execute(
+            "SELECT table_name FROM information_schema.tables"
+            " WHERE table_schema = %s AND table_name LIKE 'safepoint%%'",
+            (schema,),
+        ).fetchall()
+        for (table,) in tables:
+            rows = conn.execute(
+                sql.SQL("SELECT * FROM {}.{}").format(sql.Identifier(schema), sql.Identifier(table))
+            )
+            for row in rows.fetchall():
+                for value in row:
+                    out.append((table, _as_bytes(value)))
+    return out
+
+
+def _as_bytes(value: Any) -> bytes:
+    if isinstance(value, bytes | memoryview | bytearray):
+        return bytes(value)
+    return str(value).encode()

@@ -1,0 +1,107 @@
+"""The reference model: what the store should hold, in dicts and lists.
+
+Small and obvious on purpose: its value is that it is easier to trust than
+the store. A checkpoint is a plain dict of its content fields as the caller
+gave them (before scrubbing); ``expected`` says what a load must return
+under the store's secret policy and migration chain.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+SECRET_NAME = "TOKEN"
+SECRET_VALUE = "zq-Secret-9f8e7d6c5b4a"
+CANARY = "CANARY-c4n4ry-17"  # planted in values: never on disk while the store is encrypted
+WORKER_VERSION = 1  # the chain the workers were deployed with; a schema bump never reaches them
+
+
+def migrated(counters: dict[str, Any], version: int) -> dict[str, Any]:
+    """The migration from ``version`` to ``version + 1``: it records itself in the counters."""
+    return {**counters, f"migrated_to_{version + 1}": version + 1}
+
+
+@dataclass
+class Lease:
+    """A lease the model knows of: who holds it, at which epoch, until when (epoch seconds)."""
+
+    owner: str
+    epoch: int
+    expires_at: float
+
+
+@dataclass
+class Run:
+    checkpoints: dict[int, dict[str, Any]] = field(default_factory=dict)  # step -> content as given
+    status: str = "running"  # the run row's status (a release may set it apart from the head's)
+    queued: bool = False
+    lease: Lease | None = None
+
+    @property
+    def head(self) -> int:
+        return max(self.checkpoints)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return dict(self.checkpoints[self.head]["labels"])
+
+
+@dataclass
+class Model:
+    runs: dict[str, Run] = field(default_factory=dict)
+    # (run_id, step) -> content: a save that was never acknowledged (a killed writer's
+    # last one) may or may not be there; nothing else unacknowledged may.
+    maybe: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
+    chain_version: int = 1  # the main handle's chain: every load is lifted to it
+    encrypted: bool = False
+    policy: str = "reference"
+
+    # -- updates ---------------------------------------------------------------------
+
+    def saved(self, run_id: str, step: int, content: dict[str, Any]) -> None:
+        """An acknowledged save: the run (new or not) gains ``step``; its row takes the head's status."""
+        run = self.runs.setdefault(run_id, Run())
+        run.checkpoints[step] = copy.deepcopy(content)
+        run.status = content["status"]
+
+    def deleted(self, run_id: str) -> None:
+        del self.runs[run_id]
+        self.maybe = {key: value for key, value in self.maybe.items() if key[0] != run_id}
+
+    # -- questions -------------------------------------------------------------------
+
+    def claimable(self, now: float) -> set[str]:
+        """Runs a claim may take now: queued, with no lease or an expired one."""
+        return {
+            run_id
+            for run_id, run in self.runs.items()
+            if run.queued and (run.lease is None or run.lease.expires_at <= now)
+        }
+
+    def live_lease(self, run_id: str, now: float) -> bool:
+        run = self.runs.get(run_id)
+        return run is not None and run.lease is not None and run.lease.expires_at > now
+
+    def expected(self, content: dict[str, Any], *, resolved: bool = True) -> dict[str, Any]:
+        """What a migrating load returns for ``content``: lifted to the chain, secrets per policy."""
+        out = copy.deepcopy(content)
+        for version in range(out["schema_version"], self.chain_version):
+            out["counters"] = migrated(out["counters"], version)
+        out["schema_version"] = max(out["schema_version"], self.chain_version)
+        if self.policy == "redact" or not resolved:
+            marker = f"[REDACTED:{SECRET_NAME}]" if self.policy == "redact" else f"[SECRET:{SECRET_NAME}]"
+            out = _replaced(out, SECRET_VALUE, marker)
+        return out
+
+
+def _replaced(value: Any, old: str, new: str) -> Any:
+    """``value`` with ``old`` replaced by ``new`` in every string value (keys hold no secret)."""
+    if isinstance(value, str):
+        return value.replace(old, new)
+    if isinstance(value, dict):
+        return {key: _replaced(item, old, new) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_replaced(item, old, new) for item in value]
+    return value
