@@ -198,7 +198,7 @@ def test_a_cancel_whose_head_does_not_load_is_recorded(tmp_path: Path) -> None:
 def test_a_status_apart_from_the_head_before_the_upgrade_is_recorded_by_it(
     backend: str, tmp_path: Path
 ) -> None:
-    """Revision 11 records a status that already differed from the head's (a run quarantined by
+    """The status_change revision records a status that already differed from the head's (a run quarantined by
     older code) as it stands, so verify does not call it tampered; the other runs get no record."""
     with made(backend, tmp_path) as target:
         with target.open() as store:
@@ -207,8 +207,9 @@ def test_a_status_apart_from_the_head_before_the_upgrade_is_recorded_by_it(
         # As older code left them: the status set by a release, no column to record it.
         target.execute("UPDATE safepoint_runs SET status = 'failed' WHERE run_id = 'quarantined'")
         target.execute("ALTER TABLE safepoint_runs DROP COLUMN status_change")
-        target.execute("DELETE FROM safepoint_ddl_revisions WHERE revision = 11")
-        with target.open() as store:  # applies revision 11 again
+        revision = 7 if backend == "sqlite" else 8  # the status_change revision of each dialect
+        target.execute(f"DELETE FROM safepoint_ddl_revisions WHERE revision = {revision}")
+        with target.open() as store:  # applies the status_change revision again
             assert store.status_origin("quarantined").set_by == "upgrade"
             assert store.status_origin("fine").set_by is None
             head = store.load("quarantined")

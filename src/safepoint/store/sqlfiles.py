@@ -26,7 +26,6 @@ holds them to it and to what the SQL really returns.
 
 from __future__ import annotations
 
-import itertools
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -58,22 +57,16 @@ class Revision:
 
 
 def load_revisions(package: str, folder: str = "ddl") -> list[Revision]:
-    """The dialect's DDL revisions in order: numbered from 1, each number once.
-
-    A number may be skipped: changes made side by side reserve their numbers
-    up front, and a store records each revision it applied by number (opening
-    applies the ones it lacks, whatever their order of arrival)."""
+    """The dialect's DDL revisions in order; numbering must be 1, 2, 3, … with no gap."""
     found: list[Revision] = []
     for entry in resources.files(package).joinpath(folder).iterdir():
         match = _REVISION.match(entry.name)
         if match:
             found.append(Revision(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
     found.sort(key=lambda r: r.number)
-    if found and found[0].number != 1:
-        raise ValueError(f"{package}/{folder}: DDL revision 1 is missing")
-    for before, revision in itertools.pairwise(found):
-        if revision.number == before.number:
-            raise ValueError(f"{package}/{folder}: DDL revision {revision.number} is defined twice")
+    for expected, revision in enumerate(found, start=1):
+        if revision.number != expected:
+            raise ValueError(f"{package}/{folder}: DDL revision {expected} is missing")
     return found
 
 

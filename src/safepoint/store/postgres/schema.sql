@@ -32,7 +32,7 @@ CREATE TABLE safepoint_runs (
     attempts        integer     NOT NULL DEFAULT 0, -- claims since success or requeue (revision 5)
     retry_at        timestamptz,                    -- not claimable before, after a failed attempt
     last_error      text,                           -- the last attempt's error, scrubbed
-    status_change   text                            -- a status set without a checkpoint (revision 11)
+    status_change   text                            -- a status set without a checkpoint (revision 8)
 );
 
 -- What runs(...) filters on: status (paged by id), last update, labels @> {...}.

@@ -15,7 +15,7 @@
 --          lease_expires_at, needs_advance
 -- Always one row: the run's next free message seq, then the run (NULLs if
 -- new). Seqs only grow, so the head's first_seq + added is the next one.
--- status is NULL while a status_change is recorded (revision 11): the save
+-- status is NULL while a status_change is recorded (revision 7): the save
 -- then sets its own status and clears the record (set_run_status).
 SELECT coalesce(c.first_seq + c.added, 0),
        r.id, c.step, c.digest, CASE WHEN r.status_change IS NULL THEN r.status END,
@@ -297,7 +297,7 @@ RETURNING lease_expires_at;
 -- outcome) or 'uncount' (the attempt was not the run's fault: a too-new
 -- schema_version, an unavailable store, a stop). :retry_at and :error
 -- record a failed attempt (NULL otherwise). A status set here is recorded
--- in status_change (revision 11), under the lease's epoch.
+-- in status_change (revision 7), under the lease's epoch.
 UPDATE safepoint_runs
 SET lease_owner = NULL, lease_expires_at = NULL,
     queued_at = CASE WHEN :requeue THEN coalesce(queued_at, :now) ELSE NULL END,

@@ -25,7 +25,7 @@ CREATE TABLE safepoint_runs (
     attempts        INTEGER NOT NULL DEFAULT 0, -- claims since the last success or requeue (revision 4)
     retry_at        INTEGER,                   -- not claimable before this, after a failed attempt
     last_error      TEXT,                      -- the last attempt's error: type and scrubbed message
-    status_change   TEXT                       -- a status set without a checkpoint, JSON (revision 11)
+    status_change   TEXT                       -- a status set without a checkpoint, JSON (revision 7)
 );
 
 -- runs(updated_since=...) filters on the head checkpoint's created_at and

@@ -1,4 +1,4 @@
--- Revision 11: the run row's status is covered (see the SQLite revision 11
+-- Revision 8: the run row's status is covered (see the SQLite revision 7,
 -- for what status_change records). ADD COLUMN without a default rewrites
 -- nothing; runs whose status already differs from their head's are
 -- recorded as they stand.

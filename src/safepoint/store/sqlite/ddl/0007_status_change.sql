@@ -1,4 +1,4 @@
--- Revision 11: the run row's status is covered (docs/operations.md, "Damaged data").
+-- Revision 7: the run row's status is covered (docs/operations.md, "Damaged data").
 --
 -- A save sets the run row's status to its checkpoint's, which the
 -- checkpoint's digest covers; release, requeue and cancel may set it
