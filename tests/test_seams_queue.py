@@ -149,14 +149,22 @@ def queue(store: safepoint.Store, *run_ids: str) -> None:
 
 
 def test_an_old_worker_leaves_a_newer_run_to_the_first_new_worker(backend: Backend) -> None:
-    """Chain at N beside a run saved at N+1: the others done, it untouched and uncounted, the drain
-    returns after one empty claim, the gauge says 1; the first worker at N+1 claims it."""
+    """Chain at N beside a run whose head was saved at N+1: the others done, it untouched and
+    uncounted, the drain returns after one empty claim, the gauge says 1; the first worker at N+1
+    claims it."""
+    with backend.open(migrations=OLD) as old:
+        queue(old, "resumed-by-new-code")  # first in the queue: the head an old worker meets
     with backend.open(migrations=NEW) as newer:
-        queue(newer, "from-the-new-deploy")  # first in the queue: the head an old worker meets
+        # A rolling deploy: a new worker took the run a step further, at N+1. Its first
+        # checkpoint stays at N; its head (on PostgreSQL, the run row's column) says N+1.
+        head = newer.load("resumed-by-new-code").next()
+        head.messages.append({"role": "assistant", "content": "saved by the new deploy"})
+        newer.save(head)
+        assert [i.schema_version for i in newer.history("resumed-by-new-code")] == [2, 3]
     ordinary = [f"run-{i}" for i in range(4)]
     with backend.open(migrations=OLD) as old:
         queue(old, *ordinary)
-        before = backend.rows("from-the-new-deploy")
+        before = backend.rows("resumed-by-new-code")
         seen = Seen()
         old.observer = seen
         log = QueryLog(old)
@@ -167,14 +175,14 @@ def test_an_old_worker_leaves_a_newer_run_to_the_first_new_worker(backend: Backe
         assert claims(log) == len(ordinary) + 1  # one claim per run and one that found none: no spin
         assert {old.run(r).status for r in ordinary} == {Status.DONE}
         assert seen.gauges["safepoint.queue.too_new"] == [1]
-        left = old.queue_state("from-the-new-deploy")
+        left = old.queue_state("resumed-by-new-code")
         assert (left.queued, left.epoch, left.owner) == (True, 0, None)  # never claimed
-    assert backend.rows("from-the-new-deploy") == before  # its rows as the new deploy saved them
+    assert backend.rows("resumed-by-new-code") == before  # its rows as the new deploy left them
     with backend.open(migrations=NEW) as newer:
         taken: list[str] = []
         assert Worker(newer, finish_in_one_step(taken), lease=5, poll=0.01).run(stop_when_idle=True) == 1
-        assert taken == ["from-the-new-deploy"]
-        info = newer.run("from-the-new-deploy")
+        assert taken == ["resumed-by-new-code"]
+        info = newer.run("resumed-by-new-code")
         assert (info.status, info.attempts, info.schema_version) == (Status.DONE, 0, 3)
 
 
