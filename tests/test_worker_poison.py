@@ -2,10 +2,11 @@
 
 Worker processes drive ``Run`` (tests/helpers/run_worker.py) over 1,000 runs
 on SQLite, 3 of them poison: one corrupt (a stored row altered, its digest
-fails), one whose handler always raises, one unloadable (its migration
-raises). Then, in-process: SchemaTooNew goes back without using an attempt,
-retry_at holds a run back, ``requeue`` brings a quarantined run back, and a
-quarantined run never comes back active from ``Run.open``.
+fails: quarantined on its first attempt), one whose handler always raises,
+one unloadable (its migration raises). Then, in-process: SchemaTooNew met on
+load is held back without using an attempt, retry_at holds a run back,
+``requeue`` brings a quarantined run back, and a quarantined run never comes
+back active from ``Run.open``.
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ def test_three_poison_runs_among_a_thousand_are_quarantined_with_their_reasons(t
     for run_id, kind in poison.items():
         info = infos[run_id]
         assert info.status is Status.FAILED
-        assert info.attempts == MAX_ATTEMPTS
+        # A damaged row reads the same on every attempt: quarantined on its first.
+        assert info.attempts == (1 if kind == "corrupt" else MAX_ATTEMPTS)
         assert info.last_error is not None
         assert info.last_error.startswith(reasons[kind])
         assert "seed" not in info.last_error  # the error's own words, never a stored value
@@ -93,8 +95,8 @@ def handled(store: safepoint.Store, handler: object, **options: object) -> Worke
     return worker
 
 
-def test_a_run_saved_by_newer_code_goes_back_without_using_an_attempt(tmp_path: Path) -> None:
-    """SchemaTooNew on load: the run stays queued, untouched, its attempt uncounted, the metric counted."""
+def test_schema_too_new_met_on_load_is_held_back_without_using_an_attempt(tmp_path: Path) -> None:
+    """A head whose header is newer than its column says: claimed once, held back uncounted, no spin."""
     counted: list[str] = []
 
     class Counting(safepoint.observe.NoObserver):
@@ -105,16 +107,23 @@ def test_a_run_saved_by_newer_code_goes_back_without_using_an_attempt(tmp_path: 
     with safepoint.open_store(url, schema_version=7) as newer:
         newer.save(Checkpoint(run_id="newer", schema_version=7))
         newer.enqueue("newer")
+        # The claim reads the row's schema_version column; the load, the header the
+        # digest covers. A column edited down is the one way they can disagree.
+        driver = newer.driver
+        assert isinstance(driver, SQLiteDriver)
+        driver.execute_raw("UPDATE safepoint_checkpoints SET schema_version = 1")
     with safepoint.open_store(url, migrations=safepoint.MigrationChain(current=1)) as store:
         store.observer = Counting()
         worker = Worker(store, lambda job: Status.DONE, lease=5, poll=0.01)
-        worker.run(max_runs=3)
+        assert worker.run(stop_when_idle=True) == 1  # held back past one lease: the drain stops
         info = store.run("newer")
         assert info.status is Status.RUNNING
         assert info.attempts == 0
         assert info.head_step == 0
-        assert counted.count("safepoint.runs.too_new") == 3
-        assert store.claim("someone", lease=5) is not None  # still queued
+        assert str(info.last_error).startswith("SchemaTooNew: ")
+        assert counted.count("safepoint.runs.too_new") == 1
+        assert store.queue_state("newer").queued
+        assert store.claim("someone", lease=5) is None  # held back: not claimable yet
 
 
 def test_retry_at_holds_a_failed_run_back_then_requeue_brings_a_quarantined_one_back(tmp_path: Path) -> None:

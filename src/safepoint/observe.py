@@ -77,8 +77,14 @@ METRICS: Mapping[str, Metric] = {
     "safepoint.leases.lost": Metric("counter", "{lease}", "Saves, heartbeats and releases fenced off"),
     "safepoint.retries": Metric("counter", "{retry}", "Transient store errors retried, by operation"),
     "safepoint.runs.quarantined": Metric("counter", "{run}", "Runs released as failed after max_attempts"),
-    "safepoint.runs.too_new": Metric("counter", "{run}", "Claimed runs saved by newer code, put back"),
+    "safepoint.runs.too_new": Metric("counter", "{run}", "Claimed runs saved by newer code, held back"),
+    "safepoint.runs.unreadable": Metric(
+        "counter", "{run}", "Claimed runs the worker's keyring could not read, held back"
+    ),
     "safepoint.queue.depth": Metric("gauge", "{run}", "Runs queued and claimable"),
+    "safepoint.queue.too_new": Metric(
+        "gauge", "{run}", "Queued runs newer than the worker, left to newer code"
+    ),
 }
 
 

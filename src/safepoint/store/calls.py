@@ -282,9 +282,9 @@ def fork(
     return writes(run_ops.fork(check_id(run_id), check_step(step), target, labels, now_micros()))
 
 
-def claim(worker_id: str, lease: float | timedelta) -> Call[Lease | None, Lease | None]:
+def claim(worker_id: str, lease: float | timedelta, max_version: int) -> Call[Lease | None, Lease | None]:
     worker = check_id(worker_id, "worker_id")
-    return writes(leases.claim(worker, arguments.seconds(lease, "lease"), now_micros()))
+    return writes(leases.claim(worker, arguments.seconds(lease, "lease"), now_micros(), max_version))
 
 
 def heartbeat(lease: Lease, extend: float | timedelta | None) -> Call[Lease, Lease]:

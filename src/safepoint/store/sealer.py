@@ -87,6 +87,10 @@ class Sealer:
         self.keyring = keyring
         self.store_id = store_id
         self.converting = converting  # plaintext met is read as it is (``safepoint encrypt``)
+        # True once the open check verified the keyring's keys against the store (its
+        # index key against the stored check value). Until then a digest that fails may
+        # be the keyring's fault, not the row's: a worker does not quarantine on it.
+        self.keys_checked = False
         self._wrapped = dict(wrapped)  # data key id -> (keyring key id, wrapped bytes)
         self._keys: dict[str, DataKey] = {}
         self._lock = threading.Lock()
@@ -140,6 +144,8 @@ class Sealer:
         out: list[bytes] = []
         try:
             for stored, step in values:
+                if type(stored) is not bytes and not isinstance(stored, bytearray | memoryview):
+                    raise CorruptCheckpoint(run_id, _shown(step), f"its {column} is not stored as bytes")
                 data = stored if type(stored) is bytes else bytes(stored)
                 if data.startswith(prefix) and len(data) >= shortest:
                     nonce_end = start + NONCE_BYTES

@@ -28,6 +28,7 @@ from .references import FORMAT, LEGACY_FORMAT
 
 # What a sealed value (``crypto.sealing.MAGIC``) begins with, and no JSON text does.
 SEALED_FIRST_BYTE = b"\x00"
+_BYTES = (bytes, bytearray, memoryview)  # what a byte column is read back as
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,6 +152,10 @@ def decode_checkpoint(
     def corrupt(detail: str) -> CorruptCheckpoint:
         return CorruptCheckpoint(run_id, step, detail)
 
+    # A byte column read back as another type (a SQLite value's storage class edited, a
+    # blob made text): bytes() would raise a raw TypeError on it.
+    if not isinstance(header, _BYTES) or not isinstance(stored_digest, _BYTES):
+        raise corrupt("its header or digest is not stored as bytes")
     if bytes(header[:1]) == SEALED_FIRST_BYTE:  # no JSON begins so: the store is encrypted
         raise EncryptedStore(f"run {run_id!r}")
     if codec.digest(bytes(header)) != bytes(stored_digest):

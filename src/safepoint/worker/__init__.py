@@ -27,13 +27,22 @@ connection, a full disk, a lock timeout) is retried by the one policy in
 the queue (or its lease simply expires): never ``failed``.
 
 Poison runs are quarantined. Every claim counts an attempt. A handler that
-raises, or a run that cannot be loaded (corrupt, a migration that raises),
-is put back with ``retry_at = now + backoff * 2**(attempts - 1)``; at
+raises, or a run that cannot be loaded (a migration that raises), is put
+back with ``retry_at = now + backoff * 2**(attempts - 1)``; at
 ``max_attempts`` it is released as ``failed`` with ``last_error`` — the
 exception's type and its own message, scrubbed and truncated — visible in
-``store.run(id)`` and ``runs()``, until ``store.requeue(id)``. A run saved
-by newer code (``SchemaTooNew``) goes back untouched, its attempt uncounted.
-Nothing about one run ends the worker's loop.
+``store.run(id)`` and ``runs()``, until ``store.requeue(id)``. A run whose
+stored rows fail their digest (``CorruptCheckpoint``) is quarantined at
+once: reading it again reads the same bytes.
+
+Runs this worker cannot read are not the runs' fault. A run saved by newer
+code is never claimed (the claim skips heads above the store's
+``schema_version``), and ``stop_when_idle`` does not wait for it; an old
+worker's gauge ``safepoint.queue.too_new`` counts them. A run sealed under
+a key the worker's keyring lacks (``MissingKey``, ``InvalidKey``,
+``EncryptedStore``) goes back with its attempt uncounted and held back for
+two lease periods, for a worker that holds the key. Nothing about one run
+ends the worker's loop.
 
 The package: ``loop.py`` is the ``Worker`` (claim, load, heartbeat, handler,
 release), ``job.py`` the ``Job`` a handler gets, ``attempts.py`` the attempt

@@ -1,14 +1,27 @@
 """The attempt policy: what a worker does with a run that did not end cleanly.
 
-Every claim counts an attempt. A run whose handler raised, or that could not
-be loaded (corrupt, a migration that raises), is a *failed attempt*: it goes
-back to the queue with ``retry_at = now + backoff * 2**(attempts - 1)``, and
-at ``max_attempts`` it is quarantined instead — released as ``failed`` with
-``last_error``, the exception's type and its own message, scrubbed and
-truncated (``recorded_error``). A fault of the store or of the deploy
-(``StoreUnavailable``, ``SchemaTooNew``) or a handler that gave the run back
-is not the run's fault: it goes back with its attempt uncounted
-(``GIVE_BACK``). A clean outcome resets the count (``finished``).
+Every claim counts an attempt. Whose fault the error was decides the rest
+(``fault``):
+
+* the store's (``StoreUnavailable``: an outage) or a handler that gave the
+  run back: back to the queue at once, the attempt uncounted (``GIVE_BACK``);
+* this worker's: the run was saved by newer code (``SchemaTooNew``), or it
+  is sealed under a key this worker's keyring lacks or cannot use
+  (``MissingKey``, ``EncryptedStore``, ``InvalidKey``): back uncounted and
+  *held* for ``HOLD_LEASES`` lease periods (``held``), so that this worker
+  moves on instead of claiming it again at once, and a worker that can read
+  it takes it after;
+* the stored row's: it fails its digest (``CorruptCheckpoint`` of this run),
+  and the store's keys passed the open check, so the keys are not the cause:
+  reading it again reads the same bytes, so it is quarantined at once
+  (``quarantined``);
+* anything else (a handler that raised, a migration that raised) is a
+  *failed attempt*: back to the queue with ``retry_at = now + backoff *
+  2**(attempts - 1)``, and at ``max_attempts`` quarantined instead.
+
+Quarantined is released as ``failed`` with ``last_error``, the exception's
+type and its own message, scrubbed and truncated (``recorded_error``). A
+clean outcome resets the count (``finished``).
 
 Each decision is a ``Release``: the arguments of the lease's release.
 """
@@ -17,7 +30,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Literal
 
+from safepoint.errors import CorruptCheckpoint, InvalidKey, MissingKey, SchemaTooNew, StoreUnavailable
 from safepoint.model import Status
 from safepoint.records import Lease
 from safepoint.scrub import Scrubber
@@ -25,6 +40,12 @@ from safepoint.store import Attempts
 from safepoint.visible import visible
 
 ERROR_LEN = 500  # characters of last_error kept: enough to tell causes apart
+# How long a run this worker cannot read is held back, in lease periods: past one,
+# so that a worker draining the queue (``stop_when_idle``) stops instead of
+# waiting for it; not much more, since a worker that can read it waits as long.
+HOLD_LEASES = 2
+
+Fault = Literal["store", "worker", "row", "attempt"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,9 +61,37 @@ class Release:
     error: str | None = None
 
 
-# Not the run's fault (an outage, newer code's checkpoint, a handler that gave it back):
-# back to the queue, the attempt uncounted.
+# Not the run's fault (an outage, a handler that gave it back): back to the queue at
+# once, the attempt uncounted.
 GIVE_BACK = Release(None, requeue=True, attempts="uncount")
+
+
+def fault(exc: BaseException, run_id: str, *, keys_checked: bool) -> Fault:
+    """Whose fault ``exc``, met while working on run ``run_id``, was (see the module's docstring).
+
+    ``keys_checked``: the store is not encrypted, or its keys passed the open
+    check. Without that, a failed digest may be a wrong index key's doing
+    (every run would fail alike), so it is held back, never quarantined.
+    """
+    if isinstance(exc, StoreUnavailable):
+        return "store"
+    if isinstance(exc, SchemaTooNew | MissingKey | InvalidKey):
+        return "worker"
+    if isinstance(exc, CorruptCheckpoint) and exc.run_id == run_id:
+        return "row" if keys_checked else "worker"
+    return "attempt"  # another run's corruption met by the handler is its attempt's failure
+
+
+def held(lease_seconds: float, error: str) -> Release:
+    """The worker's fault: back to the queue uncounted, not claimable for ``HOLD_LEASES``
+    periods of ``lease_seconds``."""
+    retry_at = time.time_ns() // 1000 + int(HOLD_LEASES * lease_seconds * 1_000_000)
+    return Release(None, requeue=True, attempts="uncount", retry_at=retry_at, error=error)
+
+
+def quarantined(error: str) -> Release:
+    """Released as ``failed`` with ``error``, out of the queue until ``requeue``."""
+    return Release(Status.FAILED, requeue=False, error=error)
 
 
 def finished(status: Status) -> Release:
@@ -65,7 +114,7 @@ class AttemptPolicy:
     def failed(self, lease: Lease, error: str) -> Release:
         """A failed attempt: back to the queue after the backoff, or quarantined as ``failed``."""
         if self.quarantines(lease):
-            return Release(Status.FAILED, requeue=False, error=error)
+            return quarantined(error)
         delay = self.backoff * 2 ** max(lease.attempts - 1, 0)
         retry_at = time.time_ns() // 1000 + int(delay * 1_000_000)
         return Release(None, requeue=True, retry_at=retry_at, error=error)

@@ -27,7 +27,7 @@ from safepoint.store import Store, calls, traced
 from safepoint.store.ops import leases
 from safepoint.visible import ID_LEN, VisibleTracebacks, visible
 
-from .attempts import GIVE_BACK, AttemptPolicy, Release, finished, recorded_error
+from .attempts import GIVE_BACK, AttemptPolicy, Release, fault, finished, held, quarantined, recorded_error
 from .job import Handler, Job
 
 log = logging.getLogger("safepoint.worker")
@@ -117,8 +117,9 @@ class Worker:
         return handled
 
     def _gauge_queue(self) -> None:
-        """``safepoint.queue.depth``, at most once a heartbeat, and only for an observed store
-        (one count query; an unobserved worker never pays it)."""
+        """``safepoint.queue.depth`` and ``safepoint.queue.too_new`` (queued runs newer than this
+        worker, which it leaves alone), at most once a heartbeat, and only for an observed
+        store (two count queries; an unobserved worker never pays them)."""
         observer = self.store.observer
         now = time.monotonic()
         if observer is NO_OBSERVER or now < self._next_gauge:
@@ -126,14 +127,17 @@ class Worker:
         self._next_gauge = now + self.heartbeat_seconds
         with contextlib.suppress(StoreUnavailable):  # a gauge is not worth a retry: the next one will do
             observer.record("safepoint.queue.depth", self.store.queue_depth(), {})
+            too_new = leases.queued_too_new(self.store.schema_version)
+            observer.record("safepoint.queue.too_new", self.store.driver.run(too_new, write=False), {})
 
     def _idle_wait(self, stop_when_idle: bool) -> float | None:
         """How long to sleep before claiming again; None to stop."""
         if not stop_when_idle:
             return self.poll
         now = time.time_ns() // 1000
+        version = self.store.schema_version  # runs newer than this worker are not waited for
         until: int | None = self._call(
-            "drain", lambda: self.store.driver.run(leases.next_claimable(now), write=False)
+            "drain", lambda: self.store.driver.run(leases.next_claimable(now, version), write=False)
         )
         if until is None or until > self.lease_seconds * 1_000_000:
             return None
@@ -153,19 +157,10 @@ class Worker:
         expiry = _deadline(lease)
         try:
             checkpoint = self._call("load", lambda: self.store.load(lease.run_id), deadline=expiry)
-        except SchemaTooNew:
-            # A newer deploy's run: not poison. Back untouched, the attempt uncounted.
-            self.store.observer.add("safepoint.runs.too_new", 1, {})
-            log.warning("run %s was saved by newer code; putting it back", _shown(lease.run_id))
-            self._release(lease, GIVE_BACK)
-            return
-        except StoreUnavailable:
-            self._release(lease, GIVE_BACK)
-            return
         except LeaseLost:
             raise
-        except Exception as exc:  # unloadable: corrupt, a migration that raises, …
-            self._failed_attempt(lease, exc)
+        except Exception as exc:  # unloadable: corrupt, newer code's, a key it lacks, an outage …
+            self._not_done(lease, exc)
             return
         job = Job(self.store, lease, checkpoint, self._stop, retry=self.retry)
         done = threading.Event()
@@ -189,11 +184,33 @@ class Worker:
             # fenced save or heartbeat): not counted again here.
             log.warning("lost the lease on run %s; leaving it to its new owner", _shown(lease.run_id))
         elif failure is not None:
-            self._failed_attempt(job.lease, failure)
+            self._not_done(job.lease, failure)
         elif outcome is None:
             self._release(job.lease, GIVE_BACK)
         else:
             self._release(job.lease, finished(outcome))
+
+    def _not_done(self, lease: Lease, exc: Exception) -> None:
+        """The run met ``exc``: released as whose fault it was says (``attempts.fault``)."""
+        sealer = self.store.pipeline.sealer
+        blame = fault(exc, lease.run_id, keys_checked=sealer is None or sealer.keys_checked)
+        if blame == "store":
+            self._release(lease, GIVE_BACK)
+            return
+        if blame == "attempt":
+            self._failed_attempt(lease, exc)
+            return
+        error, kind = self._describe(exc), {"safepoint.error": type(exc).__name__}
+        if blame == "row":  # reading it again reads the same damaged bytes
+            self.store.observer.add("safepoint.runs.quarantined", 1, kind)
+            log.error("run %s quarantined, its stored rows damaged: %s", _shown(lease.run_id), error)
+            self._release(lease, quarantined(error))
+            return
+        # This worker cannot read it (newer code's, sealed under a key it lacks): left to one that can.
+        too_new = isinstance(exc, SchemaTooNew)
+        self.store.observer.add("safepoint.runs.too_new" if too_new else "safepoint.runs.unreadable", 1, kind)
+        log.warning("run %s is not readable by this worker, held back: %s", _shown(lease.run_id), error)
+        self._release(lease, held(self.lease_seconds, error))
 
     def _failed_attempt(self, lease: Lease, exc: Exception) -> None:
         """Back to the queue after a backoff, or quarantined once out of attempts."""

@@ -58,8 +58,11 @@ class QueueMethods(Entries):
         the run, or None when nothing is claimable. Save under it with
         ``save(cp, lease=...)``; keep it alive with ``heartbeat``. ``lease`` is
         a positive duration of at most 365 days (seconds or a ``timedelta``).
+        A run saved by newer code (its head's ``schema_version`` above this
+        store's ``schema_version``) is never claimed: it stays queued,
+        untouched, for a store opened by newer code.
         """
-        return calls.claim(worker_id, lease)
+        return calls.claim(worker_id, lease, self.pipeline.schema_version)
 
     @method("safepoint.heartbeat", ("lease",), traced.of_lease)
     def heartbeat(self, lease: Lease, *, extend: float | timedelta | None = None) -> Returns[Lease]:

@@ -5,7 +5,10 @@ PostgreSQL; SQLite's single writer needs none) and bumps the run's lease
 epoch; every later call under the lease — and every save made with it
 (``saving.save``) — is checked against that epoch. A claim also counts an
 attempt and skips a run whose ``retry_at`` (set by a failed attempt's
-release) has not come; ``requeue`` gives a run a clean slate.
+release) has not come, and a run saved by newer code than the claimer's
+(its head's ``schema_version`` above the claimer's ``max_version``): the
+claimer could not load it, so it is left queued for newer code, untouched.
+``requeue`` gives a run a clean slate.
 
 For operators: ``queue_state`` reads where a run stands with the workers,
 ``revoke_lease`` fences off the worker holding it (its next save, heartbeat or
@@ -36,10 +39,12 @@ def enqueue(run_id: str, now: int) -> Op[None]:
         raise NotFound(run_id)
 
 
-def claim(worker_id: str, duration: float, now: int) -> Op[Lease | None]:
-    """Take one queued run whose lease is free or expired; None when there is none."""
+def claim(worker_id: str, duration: float, now: int, max_version: int) -> Op[Lease | None]:
+    """Take one queued run whose lease is free or expired and whose head is at most
+    ``max_version``; None when there is none."""
     expires = now + int(duration * 1_000_000)
-    rows = yield Query("claim", {"worker_id": worker_id, "now": now, "expires_at": expires})
+    params = {"worker_id": worker_id, "now": now, "expires_at": expires, "max_version": max_version}
+    rows = yield Query("claim", params)
     if not rows:
         return None
     row = rows[0]
@@ -114,11 +119,18 @@ def queue_depth(now: int) -> Op[int]:
     return int(rows[0].depth) if rows else 0
 
 
-def next_claimable(now: int) -> Op[int | None]:
-    """Microseconds until the earliest queued run can be claimed (0: now); None if none is queued."""
-    rows = yield Query("next_claimable", {})
+def next_claimable(now: int, max_version: int) -> Op[int | None]:
+    """Microseconds until the earliest queued run a claim with ``max_version`` could take
+    can be claimed (0: now); None if none is queued."""
+    rows = yield Query("next_claimable", {"max_version": max_version})
     at = rows[0].at if rows else None
     return None if at is None else max(0, at - now)
+
+
+def queued_too_new(max_version: int) -> Op[int]:
+    """How many queued runs are newer than ``max_version``: a claim with it leaves them alone."""
+    rows = yield Query("queued_too_new", {"max_version": max_version})
+    return int(rows[0].runs) if rows else 0
 
 
 def _raise_lease_lost(lease: Lease) -> Op[None]:

@@ -258,7 +258,7 @@ WHERE run_id = %(run_id)s
 RETURNING id;
 
 -- name: claim
--- params: worker_id, now, expires_at
+-- params: worker_id, now, expires_at, max_version
 -- returns: run_id, epoch, expires_at, attempts
 -- ends: transaction
 -- One statement: take the oldest queued run whose lease is free or expired
@@ -267,7 +267,9 @@ RETURNING id;
 -- run, and a run being saved (its row locked by run_head) is skipped. A row
 -- another claimer changed since this statement's snapshot is re-checked
 -- against the WHERE clause when locked, so a claimed run is never taken twice.
--- The attempt is counted here, and retry_at respected (see the SQLite query).
+-- The attempt is counted here, and retry_at respected, and a run newer than
+-- the claimer (:max_version) left for newer code (see the SQLite query); the
+-- run row's schema_version is its head's, kept by every save.
 UPDATE {schema}.safepoint_runs
 SET lease_owner = %(worker_id)s, lease_epoch = lease_epoch + 1,
     lease_expires_at = 'epoch'::timestamptz + %(expires_at)s::bigint * interval '1 microsecond',
@@ -279,6 +281,7 @@ WHERE id = (
            OR lease_expires_at <= 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
       AND (retry_at IS NULL
            OR retry_at <= 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
+      AND schema_version <= %(max_version)s::integer
     ORDER BY queued_at, id
     LIMIT 1
     FOR UPDATE SKIP LOCKED)
@@ -356,13 +359,20 @@ WHERE run_id = %(run_id)s
 RETURNING id;
 
 -- name: next_claimable
--- params: none
+-- params: max_version
 -- returns: at
--- When the next queued run can be claimed (see the SQLite query); greatest()
--- skips NULLs, and coalesce makes "free now" the epoch.
+-- When the next queued run the caller could claim can be claimed (see the
+-- SQLite query); greatest() skips NULLs, and coalesce makes "free now" the epoch.
 SELECT (extract(epoch FROM min(coalesce(greatest(lease_expires_at, retry_at), 'epoch'::timestamptz)))
         * 1000000)::bigint
-FROM safepoint_runs WHERE queued_at IS NOT NULL;
+FROM safepoint_runs WHERE queued_at IS NOT NULL AND schema_version <= %(max_version)s::integer;
+
+-- name: queued_too_new
+-- params: max_version
+-- returns: runs
+-- Queued runs newer than :max_version (see the SQLite query).
+SELECT count(*) FROM safepoint_runs
+WHERE queued_at IS NOT NULL AND schema_version > %(max_version)s::integer;
 
 -- name: lease_state
 -- params: run_id

@@ -10,12 +10,15 @@ lock comes back — so they become ``StoreUnavailable``. A damaged file
 (``SQLITE_CORRUPT``: ``database disk image is malformed``; ``SQLITE_NOTADB``:
 ``file is not a database``) is not transient and not the caller's doing: it
 becomes ``StoreCorrupt`` naming the file, which the CLI reports as corrupt
-(exit 4) rather than unavailable. The rest stay ``StoreError``.
+(exit 4) rather than unavailable. So does a text value that is not UTF-8 (a
+blob's storage class edited into text): Python's sqlite3 reports it quoting
+the value, so only its column is named. The rest stay ``StoreError``.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 
 from safepoint.errors import StoreCorrupt, StoreError, StoreUnavailable
@@ -25,6 +28,8 @@ from safepoint.visible import visible
 _BUSY, _LOCKED, _IOERR, _FULL = 5, 6, 10, 13
 _CORRUPT, _NOTADB = 11, 26
 _TRANSIENT = frozenset({_BUSY, _LOCKED, _IOERR, _FULL})
+# sqlite3's own error for a TEXT value it cannot decode; the rest of its text is the value.
+_NOT_UTF8 = re.compile(r"Could not decode to UTF-8 column '([A-Za-z_][A-Za-z0-9_]*)'")
 
 
 def translate(exc: sqlite3.Error, doing: str, path: str | None = None) -> StoreError:
@@ -34,9 +39,12 @@ def translate(exc: sqlite3.Error, doing: str, path: str | None = None) -> StoreE
     back before it reports the error, so ``committing`` is never set.
     """
     code = getattr(exc, "sqlite_errorcode", None)
+    where = "an in-memory database" if path is None else visible(os.path.abspath(path))
     if isinstance(code, int) and code & 0xFF in (_CORRUPT, _NOTADB):
-        where = "an in-memory database" if path is None else visible(os.path.abspath(path))
         return StoreCorrupt(where, f"SQLite reports {exc} while {doing}")
+    not_text = _NOT_UTF8.match(str(exc))
+    if not_text is not None:
+        return StoreCorrupt(where, f"a value of column {not_text[1]} is not UTF-8 text, read while {doing}")
     if isinstance(code, int) and code & 0xFF in _TRANSIENT:
         return StoreUnavailable(f"SQLite unavailable while {doing}: {exc}")
     return StoreError(f"SQLite failed while {doing}: {exc}")
