@@ -209,6 +209,34 @@ def test_a_corrupt_run_is_quarantined_on_its_first_attempt(backend: Backend) -> 
         assert {store.run(r).status for r in ("fine-1", "fine-2")} == {Status.DONE}
 
 
+def test_a_corrupt_run_of_an_encrypted_store_whose_keys_passed_the_open_check_is_quarantined(
+    backend: Backend,
+) -> None:
+    """Encrypted, keys checked at open: a sealed header that fails to open is the row's fault,
+    quarantined on its first attempt like a plain store's; the other runs are done."""
+    with backend.open(encryption=keyring("k1")) as store:
+        queue(store, "damaged", "fine")
+    with backend.open(encryption=keyring("k1")) as store:
+        sealer = store.pipeline.sealer  # what the worker reads to tell whose fault a digest is
+        assert sealer is not None
+        assert sealer.keys_checked
+        backend.edit(
+            "damaged",
+            # SQLite's || makes text: cast back, so the row still holds bytes, one more at the end.
+            "header = CAST(header || x'20' AS BLOB)"
+            if backend.name == "sqlite"
+            else "header = header || '\\x20'::bytea",
+        )
+        worker = Worker(store, finish_in_one_step([]), lease=5, poll=0.01, max_attempts=5, backoff=0.05)
+        assert worker.run(stop_when_idle=True) == 2
+        # Its row does not open (SQLite keeps the head's counters in the sealed header), so the
+        # listing shows it as unreadable, with the run row's own status and attempts.
+        info = {run.run_id: run for run in store.runs()}["damaged"]
+        assert (info.status, info.attempts) == (Status.FAILED, 1)
+        assert not store.queue_state("damaged").queued
+        assert store.run("fine").status is Status.DONE
+
+
 def test_a_checkpoint_column_edited_into_text_is_corrupt_and_quarantined(tmp_path: Path) -> None:
     """SQLite: a header blob made text loads as CorruptCheckpoint (not TypeError), quarantined at once."""
     url = f"sqlite:///{tmp_path / 'q.db'}"

@@ -117,7 +117,7 @@ def open_sealer(keyring: Any, *, writable: bool, now: int, converting: bool = Fa
         # callable's keys are still fetched only when a value needs them.
         if keyring.holds(kek_id):
             unwrapped(keyring, kek_id, sealed, store_id, key_id)
-    yield from _check_index_key(keyring, store_id, meta, wrapped, writable=writable, new=new)
+    checked = yield from _check_index_key(keyring, store_id, meta, wrapped, writable=writable, new=new)
     if converting and meta.get(STATE) != "converting":
         yield Query("replace_store_meta", {"name": STATE, "value": "converting"})
     converting = converting or meta.get(STATE) == "converting"  # plaintext rows may remain: read them
@@ -136,7 +136,9 @@ def open_sealer(keyring: Any, *, writable: bool, now: int, converting: bool = Fa
         writing_id = rows[-1].key_id
     else:
         raise NotEncrypted("the store has no data keys yet: open it read-write with its keyring once")
-    return Sealer(keyring, store_id, wrapped, writing_id, converting=converting)
+    sealer = Sealer(keyring, store_id, wrapped, writing_id, converting=converting)
+    sealer.keys_checked = checked
+    return sealer
 
 
 def index_check(index_key: bytes, store_id: str) -> str:
@@ -152,22 +154,27 @@ def _check_index_key(
     *,
     writable: bool,
     new: bool,
-) -> Op[None]:
+) -> Op[bool]:
     """``InvalidKey`` unless the keyring's index key is the store's; its check value written when
     it is missing and the key is known good (``writable`` only): at once for a store given its id
-    by this open (no keyed digest can exist yet), else once a head's keyed digest verified it."""
+    by this open (no keyed digest can exist yet), else once a head's keyed digest verified it.
+    True when the key was verified (by the check value or a head), False when nothing could tell."""
     expected = index_check(keyring.index_key, store_id)
     stored = meta.get(INDEX_CHECK_NAME)
     if stored is None:
         verdict = True if new else (yield from _verify_on_heads(keyring, store_id, wrapped))
         if verdict is False:
             raise _wrong_index_key("it does not give the keyed digests this store's checkpoints hold")
-        if verdict is None or not writable:
-            return  # nothing to tell it by yet (a store made before check values): the next open looks again
+        if verdict is None:
+            # Nothing to tell it by yet (a store made before check values): the next open looks again.
+            return False
+        if not writable:
+            return True
         yield Query("set_store_meta", {"name": INDEX_CHECK_NAME, "value": expected})
         stored = {row.name: row.value for row in (yield Query("store_meta"))}[INDEX_CHECK_NAME]
     if not hmac.compare_digest(stored, expected):
         raise _wrong_index_key("its check value is not the one the store holds")
+    return True
 
 
 def _verify_on_heads(keyring: Any, store_id: str, wrapped: dict[str, tuple[str, bytes]]) -> Op[bool | None]:
@@ -180,11 +187,11 @@ def _verify_on_heads(keyring: Any, store_id: str, wrapped: dict[str, tuple[str, 
     verdict = None
     for run in runs:
         found = yield Query("checkpoint_latest", {"run_id": run.run_id})
-        header = bytes(found[0].header) if found else b""
-        if not is_sealed(header):
+        header = found[0].header if found else b""
+        if not isinstance(header, bytes | memoryview) or not is_sealed(bytes(header)):
             continue  # deleted since, or still plaintext (a store being converted)
         try:
-            key_id, nonce, body = parts(header)
+            key_id, nonce, body = parts(bytes(header))
             if key_id not in wrapped:
                 continue
             data_key = unwrapped(keyring, *wrapped[key_id], store_id, key_id)
