@@ -105,18 +105,19 @@ def test_the_async_store_declares_versions_too(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
-def test_a_worker_without_a_chain_puts_a_newer_run_back_untouched(tmp_path: Path) -> None:
-    """A worker of code that never declared versions: the newer run goes back, its attempt uncounted."""
+def test_a_worker_without_a_chain_leaves_a_newer_run_untouched(tmp_path: Path) -> None:
+    """A worker of code that never declared versions never claims the newer run: it stops when
+    idle, gauges the run it left, and the run keeps its rows and its attempts."""
     url = f"sqlite:///{tmp_path / 'q.db'}"
     newer_run(url, version=7)
-    counted: list[str] = []
+    gauged: dict[str, list[float]] = {}
 
-    class Counting(safepoint.observe.NoObserver):
-        def add(self, metric: str, value: float, attributes: object) -> None:
-            counted.append(metric)
+    class Gauging(safepoint.observe.NoObserver):
+        def record(self, metric: str, value: float, attributes: object) -> None:
+            gauged.setdefault(metric, []).append(value)
 
     with safepoint.open_store(url) as store:
-        store.observer = Counting()
+        store.observer = Gauging()
         store.enqueue("r")
         handled: list[str] = []
 
@@ -124,11 +125,12 @@ def test_a_worker_without_a_chain_puts_a_newer_run_back_untouched(tmp_path: Path
             handled.append(job.checkpoint.run_id)
             return Status.DONE
 
-        Worker(store, handler, lease=5, poll=0.01).run(max_runs=2)
+        assert Worker(store, handler, lease=5, poll=0.01).run(stop_when_idle=True) == 0
         info = store.run("r")
         assert handled == []
-        assert "safepoint.runs.too_new" in counted  # claimed, found too new, put back
+        assert 1 in gauged["safepoint.queue.too_new"]  # left for a worker of newer code
         assert (info.status, info.attempts, info.head_step) == (Status.RUNNING, 0, 1)
+        assert store.queue_state("r").queued
         assert store.load("r", migrate=False).schema_version == 7
 
 
