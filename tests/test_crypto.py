@@ -28,9 +28,8 @@ from safepoint.crypto.sealing import (
     is_sealed,
     key_id_of,
     unseal,
-    unwrap,
-    wrap,
 )
+from safepoint.crypto.wrapping import unwrap, wrap
 from safepoint.errors import InvalidKey, MissingKey
 
 # Fixed keys: parametrized test ids hold them, and pytest-xdist's workers must collect the same ids.

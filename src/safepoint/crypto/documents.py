@@ -25,7 +25,8 @@ from safepoint import codec
 from safepoint.errors import InvalidArgument, MissingKey
 
 from .keyring import Keyring, valid_key_id
-from .sealing import DataKey, Place, SealBroken, unwrap, wrap
+from .sealing import DataKey, Place, SealBroken
+from .wrapping import unwrap, wrap
 
 FORMAT = 1
 _MARK = "safepoint_sealed"

@@ -1,4 +1,4 @@
-"""AES-256-GCM envelopes: values sealed under data keys, data keys wrapped under key-encryption keys.
+"""AES-256-GCM envelopes: values sealed under data keys (data keys wrapped: ``wrapping.py``).
 
 A sealed value is ``MAGIC``, the id of its data key (DEK), a random 96-bit
 nonce, and the ciphertext with its 16-byte tag. ``MAGIC`` starts with a NUL,
@@ -10,10 +10,8 @@ column), so a sealed value copied onto another run, step, column or store
 does not open: ``unseal`` raises ``SealBroken``, which the store reports as
 ``CorruptCheckpoint`` naming run and step (``BlobCorrupt`` for a blob).
 
-A DEK is 32 random bytes, wrapped (sealed) under a key-encryption key of
-the keyring with associated data naming the store and the DEK's id; the
-wrapped DEKs live in the store. Rotating a key-encryption key rewraps DEKs,
-never rows. Random nonces are safe for 2**32 seals under one DEK (NIST SP
+A DEK is 32 random bytes, wrapped under a key-encryption key of the keyring
+(``wrapping.py``). Random nonces are safe for 2**32 seals under one DEK (NIST SP
 800-38D); the store starts a new DEK long before that.
 """
 
@@ -30,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from safepoint.errors import MissingExtra
 
-from .keyring import KEY_BYTES, Keyring, valid_key_id
+from .keyring import KEY_BYTES, valid_key_id
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -38,7 +36,6 @@ if TYPE_CHECKING:
 MAGIC = b"\x00sp1"
 NONCE_BYTES = 12
 TAG_BYTES = 16
-_WRAP_LABEL = b"safepoint data key\x00"
 _NONCE_LABEL = b"safepoint derived nonce\x00"
 
 
@@ -60,6 +57,11 @@ def _cryptography() -> tuple[type[AESGCM], type[Exception]]:
 def require_cryptography() -> None:
     """``MissingExtra`` unless ``cryptography`` imports: checked before a store opens (nothing written)."""
     _cryptography()
+
+
+def cipher_class() -> type[AESGCM]:
+    """AES-GCM's class from ``cryptography`` (``MissingExtra`` without it)."""
+    return _cryptography()[0]
 
 
 def tag_error() -> type[Exception]:
@@ -236,33 +238,6 @@ def key_id_of(sealed: bytes) -> str:
 def unseal(data_keys: Callable[[str], DataKey], sealed: bytes, place: Place) -> bytes:
     """Open ``sealed`` with the data key its id names (``data_keys`` finds it, or raises ``MissingKey``)."""
     return data_keys(key_id_of(sealed)).unseal(sealed, place)
-
-
-def wrap(keyring: Keyring, data_key: DataKey, store_id: str) -> tuple[str, bytes]:
-    """``data_key`` sealed under the keyring's writing key: (that key's id, the wrapped bytes)."""
-    kek_id = keyring.writing_id
-    nonce = os.urandom(NONCE_BYTES)
-    cipher = _cryptography()[0](keyring.key(kek_id))
-    wrapped = cipher.encrypt(nonce, data_key.key, _wrap_data(store_id, data_key.key_id))
-    return kek_id, nonce + wrapped
-
-
-def unwrap(keyring: Keyring, kek_id: str, wrapped: bytes, store_id: str, data_key_id: str) -> DataKey:
-    """The data key ``data_key_id`` from its wrapped bytes; ``MissingKey`` if the keyring lacks ``kek_id``."""
-    kek = keyring.key(kek_id)
-    if len(wrapped) != NONCE_BYTES + KEY_BYTES + TAG_BYTES:
-        raise SealBroken("a wrapped data key is not the size one is")
-    try:
-        key = _cryptography()[0](kek).decrypt(
-            wrapped[:NONCE_BYTES], wrapped[NONCE_BYTES:], _wrap_data(store_id, data_key_id)
-        )
-    except tag_error():
-        raise SealBroken(f"data key {data_key_id!r} does not unwrap under key {kek_id!r}") from None
-    return DataKey(data_key_id, key)
-
-
-def _wrap_data(store_id: str, data_key_id: str) -> bytes:
-    return _WRAP_LABEL + Place(store_id, data_key_id, 0, "data key").associated_data()
 
 
 def parts(sealed: Buffer) -> tuple[str, Buffer, Buffer]:

@@ -15,7 +15,7 @@ Every seam fails closed here, before anything is written:
   converted by ``safepoint encrypt``) is ``EncryptedStore`` — one read of
   ``safepoint_meta``, so a process missing its keys never writes plaintext;
 * a keyring key that does not open a data key wrapped under its id is
-  ``InvalidKey`` naming both ids (``sealer.unwrapped``): each data key whose
+  ``InvalidKey`` naming both ids (``wrapping.unwrap_for_store``): each data key whose
   keyring key is in memory is unwrapped at open to find out;
 * the index key is checked against the store's check value (a keyed digest
   of the store id under it): another index key is ``InvalidKey``. A store
@@ -35,10 +35,11 @@ from safepoint import codec
 from safepoint.crypto.keyed import CHECKPOINT_DIGEST, INDEX_CHECK, keyed_digest
 from safepoint.crypto.keyring import INDEX_ID
 from safepoint.crypto.sealing import Place, SealBroken, is_sealed, parts
+from safepoint.crypto.wrapping import unwrap_for_store
 from safepoint.errors import EncryptedStore, InvalidArgument, InvalidKey, MissingKey, NotEncrypted
 
 from .query import Op, Query
-from .sealer import Sealer, unwrapped
+from .sealer import Sealer
 
 STORE_ID = "store_id"
 STATE = "encryption"  # "converting" while safepoint encrypt runs, then "encrypted"
@@ -93,7 +94,8 @@ def open_encryption(option: Any, *, writable: bool, now: int) -> Op[Sealer | Non
 
 def open_sealer(keyring: Any, *, writable: bool, now: int, converting: bool = False) -> Op[Sealer]:
     """The store's ``Sealer`` under ``keyring``: its id and data keys, made when missing (if ``writable``)."""
-    from safepoint.crypto.sealing import DataKey, wrap  # noqa: PLC0415
+    from safepoint.crypto.sealing import DataKey  # noqa: PLC0415
+    from safepoint.crypto.wrapping import wrap  # noqa: PLC0415
 
     meta = {row.name: row.value for row in (yield Query("store_meta"))}
     store_id = meta.get(STORE_ID)
@@ -116,7 +118,7 @@ def open_sealer(keyring: Any, *, writable: bool, now: int, converting: bool = Fa
         # a key given with the wrong bytes is InvalidKey at open, before anything is written. A key
         # callable's keys are still fetched only when a value needs them.
         if keyring.holds(kek_id):
-            unwrapped(keyring, kek_id, sealed, store_id, key_id)
+            unwrap_for_store(keyring, kek_id, sealed, store_id, key_id)
     checked = yield from _check_index_key(keyring, store_id, meta, wrapped, writable=writable, new=new)
     if converting and meta.get(STATE) != "converting":
         yield Query("replace_store_meta", {"name": STATE, "value": "converting"})
@@ -136,9 +138,7 @@ def open_sealer(keyring: Any, *, writable: bool, now: int, converting: bool = Fa
         writing_id = rows[-1].key_id
     else:
         raise NotEncrypted("the store has no data keys yet: open it read-write with its keyring once")
-    sealer = Sealer(keyring, store_id, wrapped, writing_id, converting=converting)
-    sealer.keys_checked = checked
-    return sealer
+    return Sealer(keyring, store_id, wrapped, writing_id, converting=converting, keys_checked=checked)
 
 
 def index_check(index_key: bytes, store_id: str) -> str:
@@ -194,7 +194,7 @@ def _verify_on_heads(keyring: Any, store_id: str, wrapped: dict[str, tuple[str, 
             key_id, nonce, body = parts(bytes(header))
             if key_id not in wrapped:
                 continue
-            data_key = unwrapped(keyring, *wrapped[key_id], store_id, key_id)
+            data_key = unwrap_for_store(keyring, *wrapped[key_id], store_id, key_id)
             place = Place(store_id, run.run_id, found[0].step, "header")
             plain = data_key.open_parts(nonce, body, place)
         except (SealBroken, MissingKey):

@@ -32,7 +32,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from safepoint.crypto.sealing import is_sealed, wrap
+from safepoint.crypto.sealing import is_sealed
+from safepoint.crypto.wrapping import unwrap_for_store, wrap
 from safepoint.errors import (
     BlobCorrupt,
     CorruptCheckpoint,
@@ -49,7 +50,7 @@ from .facade import Store
 from .ops.resealing import Resealed, key_of, reseal_blobs, reseal_run, scrub_free_pages, sealed_key_ids
 from .query import Query
 from .sealed_blobs import SealedBlobs
-from .sealer import Sealer, UnknownDataKey, unwrapped
+from .sealer import Sealer, UnknownDataKey
 
 __all__ = ["KeyStatus", "Progress", "Resealing", "ToEncrypt", "encrypt_store", "key_status", "rekey_store"]
 
@@ -283,7 +284,7 @@ def _rewrap_all(sealer: Sealer, failed: list[tuple[str, SafepointError]]) -> Any
         if row.kek_id == keyring.writing_id:
             continue
         try:
-            data_key = unwrapped(keyring, row.kek_id, bytes(row.wrapped), sealer.store_id, row.key_id)
+            data_key = unwrap_for_store(keyring, row.kek_id, bytes(row.wrapped), sealer.store_id, row.key_id)
         except (MissingKey, InvalidKey) as exc:
             failed.append((str(row.key_id), exc))
             continue

@@ -48,10 +48,9 @@ from safepoint.crypto.sealing import (
     parts,
     step_bytes,
     tag_error,
-    unwrap,
 )
-from safepoint.errors import BlobCorrupt, CorruptCheckpoint, InvalidKey, StoreError
-from safepoint.visible import visible
+from safepoint.crypto.wrapping import unwrap_for_store
+from safepoint.errors import BlobCorrupt, CorruptCheckpoint, StoreError
 
 RUN_WIDE = -1  # the step of a value that belongs to the run, not to one checkpoint
 TEXT_PREFIX = "sp1:"
@@ -83,14 +82,14 @@ class Sealer:
         writing_id: str,
         *,
         converting: bool = False,
+        keys_checked: bool = False,
     ) -> None:
         self.keyring = keyring
         self.store_id = store_id
         self.converting = converting  # plaintext met is read as it is (``safepoint encrypt``)
-        # True once the open check verified the keyring's keys against the store (its
-        # index key against the stored check value). Until then a digest that fails may
-        # be the keyring's fault, not the row's: a worker does not quarantine on it.
-        self.keys_checked = False
+        # Whether the open verified the keys (the index key's check value): until then a failed
+        # digest may be the keyring's fault, not the row's, and a worker does not quarantine on it.
+        self.keys_checked = keys_checked
         self._wrapped = dict(wrapped)  # data key id -> (keyring key id, wrapped bytes)
         self._keys: dict[str, DataKey] = {}
         self._lock = threading.Lock()
@@ -110,7 +109,7 @@ class Sealer:
         entry = self._wrapped.get(key_id)
         if entry is None:
             raise UnknownDataKey(key_id)
-        key = unwrapped(self.keyring, *entry, self.store_id, key_id)
+        key = unwrap_for_store(self.keyring, *entry, self.store_id, key_id)
         with self._lock:
             self._keys[key_id] = key
         return key
@@ -288,18 +287,6 @@ class Sealer:
 
     def _blob_place(self, digest: str) -> Place:
         return Place(self.store_id, "", RUN_WIDE, "blob " + digest)
-
-
-def unwrapped(keyring: Keyring, kek_id: str, wrapped: bytes, store_id: str, key_id: str) -> DataKey:
-    """``unwrap``; a keyring key that does not open the data key is ``InvalidKey`` naming both ids."""
-    try:
-        return unwrap(keyring, kek_id, wrapped, store_id, key_id)
-    except SealBroken:
-        shown, data_key = visible(kek_id, max_len=64), visible(key_id, max_len=64)
-        raise InvalidKey(
-            f"key {shown} of the keyring does not open data key {data_key} of this store: it is not the"
-            " key that was given that id (or the data key's row was copied from another store)"
-        ) from None
 
 
 def _shown(step: int) -> int | None:
