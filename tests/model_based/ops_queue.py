@@ -68,6 +68,12 @@ def act_heartbeat(ctx: Context, args: dict[str, Any]) -> Outcome:
     index = args["lease"] % len(ctx.leases)
     lease = ctx.leases[index]
     outcome = attempt(ctx, lambda: ctx.world.store.heartbeat(lease), f"heartbeat({lease.run_id!r})")
+    renewed = outcome.value
+    if renewed is not None and renewed.expires_at.timestamp() - time.time() < LIVE_LEASE / 2:
+        # A stale lease renewed for its own short period: waited out as a claim's is, so the
+        # next step never races its expiry (found by make soak: a worker took the run mid-poll).
+        while time.time() <= renewed.expires_at.timestamp():
+            time.sleep(STALE_LEASE / 2)
     outcome.extra.update(index=index, lease=lease)
     return outcome
 
