@@ -113,8 +113,7 @@ def encrypt_store(store: Store, keyring: Any, *, progress: Progress | None = Non
     if not done.ok:
         return done  # still converting: the runs left in plain text stay readable until a rerun
     store.driver.run(_mark_encrypted(), write=True)
-    if store.driver.dialect == "sqlite":
-        store.driver.run(scrub_free_pages(), write=True)
+    store.driver.run(scrub_free_pages(), write=True)  # SQLite's free pages and WAL; nothing on PostgreSQL
     return done
 
 

@@ -28,7 +28,7 @@ from datetime import timedelta
 from safepoint import codec
 from safepoint.records import from_micros
 from safepoint.store.blob_targets import BlobTarget
-from safepoint.store.query import Op, Query
+from safepoint.store.query import UNSUPPORTED, Op, Query
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,16 +104,16 @@ def collect_garbage(target: BlobTarget, now: int, grace: timedelta, *, dry_run: 
 
 def _release_free_pages(dry_run: bool) -> Op[FileSpace | None]:
     """Give the SQLite file's free pages back (see the module docstring); None on PostgreSQL."""
-    rows = yield Query("database_pages")
-    if not rows:
+    rows = yield Query("database_pages", optional=True)
+    if rows is UNSUPPORTED:  # PostgreSQL gives no space back to the file system on a delete
         return None
     pages, free, page_size, auto_vacuum = rows[0]
     reclaims = auto_vacuum == _INCREMENTAL
     before = pages * page_size
     if dry_run or not reclaims or not free:
         return FileSpace(before, before - (free * page_size if reclaims else 0), free * page_size, reclaims)
-    yield Query("release_free_pages", many=[{}] * free)
-    ((pages, free, page_size, _),) = yield Query("database_pages")
+    yield Query("release_free_pages", many=[{}] * free, optional=True)
+    ((pages, free, page_size, _),) = yield Query("database_pages", optional=True)
     return FileSpace(before, pages * page_size, free * page_size, reclaims)
 
 
@@ -129,13 +129,13 @@ def vacuum_store() -> Op[FileSpace | None]:
     write lock, and for readers) and free disk space about the size of the
     file. None on PostgreSQL (``Store.vacuum`` refuses it before).
     """
-    rows = yield Query("database_pages")
-    if not rows:
+    rows = yield Query("database_pages", optional=True)
+    if rows is UNSUPPORTED:
         return None
     pages, _free, page_size, _mode = rows[0]
-    yield Query("end_transaction")
-    yield Query("vacuum_incremental")
-    yield Query("vacuum")
-    yield Query("begin_transaction")
-    ((after, free, page_size, mode),) = yield Query("database_pages")
+    yield Query("end_transaction", optional=True)
+    yield Query("vacuum_incremental", optional=True)
+    yield Query("vacuum", optional=True)
+    yield Query("begin_transaction", optional=True)
+    ((after, free, page_size, mode),) = yield Query("database_pages", optional=True)
     return FileSpace(pages * page_size, after * page_size, free * page_size, mode == _INCREMENTAL)

@@ -21,7 +21,7 @@ from safepoint import codec
 from safepoint.blobs.base import decode_stored
 from safepoint.crypto.sealing import SealBroken, is_sealed, key_id_of
 from safepoint.errors import BlobCorrupt, InvalidKey, MissingKey, SafepointError
-from safepoint.store.query import Op, Query
+from safepoint.store.query import UNSUPPORTED, Op, Query
 from safepoint.store.sealer import TEXT_PREFIX, Sealer
 
 _ROW_COLUMNS = ("header", "messages", "chains")
@@ -174,8 +174,9 @@ def key_of(sealed: bytes) -> str | None:
 
 def scrub_free_pages() -> Op[None]:
     """SQLite: the pages plaintext left behind (free pages, the WAL) zeroed and dropped."""
-    yield Query("secure_delete")
-    yield Query("end_transaction")  # VACUUM and a WAL truncation run outside a transaction
-    yield Query("vacuum")
-    yield Query("wal_truncate")
-    yield Query("begin_transaction")
+    if (yield Query("secure_delete", optional=True)) is UNSUPPORTED:
+        return  # PostgreSQL: docs/encryption.md says what its operator does instead
+    yield Query("end_transaction", optional=True)  # VACUUM and a WAL truncation run outside a transaction
+    yield Query("vacuum", optional=True)
+    yield Query("wal_truncate", optional=True)
+    yield Query("begin_transaction", optional=True)

@@ -565,41 +565,6 @@ WHERE run_id = %(run_id)s;
 -- run_retention for a dry run, which runs READ ONLY: FOR UPDATE is refused there.
 SELECT id, retention::text, status, labels::text FROM safepoint_runs WHERE run_id = %(run_id)s;
 
--- name: database_pages
--- params: none
--- returns: pages, free_pages, page_size, auto_vacuum
--- No row: PostgreSQL does not give space back to the file system on a delete;
--- autovacuum makes it reusable, and VACUUM FULL is a database administrator's call.
-SELECT NULL::bigint, NULL::bigint, NULL::bigint, NULL::integer WHERE false;
-
--- name: release_free_pages
--- params: none
--- returns: nothing
--- Never sent (database_pages has no row here); the names of both dialects
--- match, and so do the columns: none (PostgreSQL allows an empty select list).
-SELECT WHERE false;
-
--- name: end_transaction
--- params: none
--- returns: nothing
--- Never sent: Store.vacuum is SQLite's (see database_pages).
-SELECT WHERE false;
-
--- name: vacuum_incremental
--- params: none
--- returns: nothing
-SELECT WHERE false;
-
--- name: vacuum
--- params: none
--- returns: nothing
-SELECT WHERE false;
-
--- name: begin_transaction
--- params: none
--- returns: nothing
-SELECT WHERE false;
-
 -- name: store_meta
 -- params: none
 -- returns: name, value
@@ -678,17 +643,6 @@ UPDATE safepoint_blobs SET data = %(data)s WHERE digest = %(digest)s;
 -- A fact that changes (the encryption state: converting, then on).
 INSERT INTO safepoint_meta (name, value) VALUES (%(name)s, %(value)s)
 ON CONFLICT (name) DO UPDATE SET value = excluded.value;
-
--- name: secure_delete
--- params: none
--- returns: secure_delete
--- Never sent: SQLite's (docs/encryption.md says what a PostgreSQL operator does instead).
-SELECT 1 WHERE false;
-
--- name: wal_truncate
--- params: none
--- returns: busy, log_frames, checkpointed
-SELECT 0, 0, 0 WHERE false;
 
 -- name: history_sealed
 -- params: run_id

@@ -553,6 +553,7 @@ SELECT id, retention, status, labels FROM safepoint_runs WHERE run_id = :run_id;
 -- name: database_pages
 -- params: none
 -- returns: pages, free_pages, page_size, auto_vacuum
+-- optional: yes
 -- How big the file is and how much of it is free, in pages, and whether it
 -- gives free pages back (auto_vacuum 2: incremental, how new stores are
 -- created; 0: none, files created before that, until one full VACUUM).
@@ -562,6 +563,7 @@ FROM pragma_page_count(), pragma_freelist_count(), pragma_page_size(), pragma_au
 -- name: release_free_pages
 -- params: none
 -- returns: nothing
+-- optional: yes
 -- Moves pages from the end of the file into free pages and truncates it (in
 -- an incremental auto-vacuum file; a no-op otherwise). Run once per free
 -- page: Python's sqlite3 steps a statement without result columns once, and
@@ -571,6 +573,7 @@ PRAGMA incremental_vacuum;
 -- name: end_transaction
 -- params: none
 -- returns: nothing
+-- optional: yes
 -- A full VACUUM cannot run inside a transaction: vacuum_store ends the one
 -- its driver opened, vacuums, and opens an empty one for the driver to commit.
 COMMIT;
@@ -578,16 +581,19 @@ COMMIT;
 -- name: vacuum_incremental
 -- params: none
 -- returns: nothing
+-- optional: yes
 PRAGMA auto_vacuum = INCREMENTAL;
 
 -- name: vacuum
 -- params: none
 -- returns: nothing
+-- optional: yes
 VACUUM;
 
 -- name: begin_transaction
 -- params: none
 -- returns: nothing
+-- optional: yes
 BEGIN IMMEDIATE;
 
 -- name: store_meta
@@ -674,6 +680,7 @@ ON CONFLICT (name) DO UPDATE SET value = excluded.value;
 -- name: secure_delete
 -- params: none
 -- returns: secure_delete
+-- optional: yes
 -- Deleted content overwritten with zeros from now on, on this connection
 -- (safepoint encrypt, before its VACUUM: no plaintext left in free pages).
 PRAGMA secure_delete = ON;
@@ -681,6 +688,7 @@ PRAGMA secure_delete = ON;
 -- name: wal_truncate
 -- params: none
 -- returns: busy, log_frames, checkpointed
+-- optional: yes
 -- Outside a transaction: the WAL's frames copied into the file and the WAL
 -- cut to nothing, so no page written before (plaintext) stays in it.
 PRAGMA wal_checkpoint(TRUNCATE);

@@ -25,10 +25,11 @@ T = TypeVar("T")
 # Each query's SQL and spec (its header in queries.sql): the rows go back to
 # the operation as the spec's named rows.
 QUERIES = load_dialect(*DIALECTS["sqlite"])
-# The optional queries this dialect has: none. ops.save's one-statement
-# save (save_next) is PostgreSQL's, saving a round trip; on one local
-# connection the general save costs none, so this driver answers
-# UNSUPPORTED and ops.save goes on in the same transaction.
+# The optional queries this dialect has: the file's housekeeping (vacuum,
+# free pages, secure delete, WAL truncation), which only a file needs.
+# ops.save's one-statement save (save_next) is PostgreSQL's, saving a round
+# trip; on one local connection the general save costs none, so this driver
+# answers UNSUPPORTED to it and ops.save goes on in the same transaction.
 CAPABILITIES = frozenset(name for name, query in QUERIES.items() if query.spec.optional)
 DIALECT = "sqlite"
 
