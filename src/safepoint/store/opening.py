@@ -1,32 +1,34 @@
 """Opening a store: ``open_store`` and ``open_async_store``, from a URL and keyword options.
 
-The URL names the backend (``urls.scheme_of``); the options are read here —
-the store-wide ones (``read_only``, ``observer``, the scrubber's and the
-pipeline's, through ``Pipeline.from_options``) and each backend's own, each
-refused by name (``InvalidURL``) when unknown or out of range, before any
-file or connection is opened where that can be helped.
+The URL names the backend (``urls.scheme_of``), whose row in the backend
+table (``backends.py``) both openers read; the options are read here — the
+store-wide ones (``read_only``, ``observer``, ``encryption``, the scrubber's
+and the pipeline's, through ``Pipeline.from_options``) — and by the
+backend's opener, each refused by name (``InvalidURL``) when unknown or out
+of range, before any file or connection is opened where that can be helped.
+Opening is written once, as steps that ``open_store`` calls and
+``open_async_store`` awaits.
 """
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from safepoint.blobs.filesystem import FileSystemBlobStore
-from safepoint.errors import InvalidURL, StoreNotFound
+from safepoint.errors import InvalidURL
 from safepoint.observe import NO_OBSERVER, Observer, query_hook
-from safepoint.visible import visible
 
-from .asyncstore import AsyncStore, SQLiteAsyncDriver
-from .blob_targets import BlobTarget, DatabaseBlobs, ExternalBlobs
+from .asyncstore import AsyncStore
+from .backends import BACKENDS
 from .calls import now_micros
 from .encryption import keyring_option, open_encryption
 from .facade import Store
 from .pipeline import Pipeline
-from .sqlite.driver import SQLiteDriver
+from .query import AsyncDriver, Driver, Op
 from .urls import scheme_of
-from .urls import sqlite_path as _sqlite_path
 
+T = TypeVar("T")
 DEFAULT_URL = "sqlite:///.safepoint/state.db"
 
 
@@ -114,41 +116,103 @@ def open_store(url: str = DEFAULT_URL, **options: Any) -> Store:
     Unknown schemes or options raise ``InvalidURL``; a near miss
     (``sqlite:/x.db``, ``postgres:/db``, a bare ``file.db``) says the right form.
     """
-    scheme = scheme_of(url)
-    options = dict(options)
+    store: Store = _blocking(_opening(url, options, Store))
+    return store
+
+
+def _opening(url: object, given: dict[str, Any], face: Any) -> Generator[Twin, Any, Any]:
+    """Open the store at ``url`` as ``face`` (``Store`` or ``AsyncStore``), written once for
+    both: each I/O step is yielded as a ``Twin`` that ``_blocking`` calls and ``_awaiting``
+    awaits (docs/architecture.md, "One way to be both sync and async")."""
+    backend = BACKENDS[scheme_of(url)]
+    assert isinstance(url, str)  # scheme_of refused anything else
+    options = dict(given)
     read_only = _read_only(options)
     observer = _observer(options)
     keyring = keyring_option(options)
-    if scheme == "sqlite":
-        # Large values go to files beside the database unless told otherwise
-        # (the folder is made by the first large value, never on open).
-        default_blobs: BlobTarget = ExternalBlobs(FileSystemBlobStore(_sqlite_path(url) + ".blobs"))
-    else:
-        default_blobs = DatabaseBlobs()
-    pipeline = Pipeline.from_options(options, default_blobs)
-    if scheme == "sqlite":
-        store = _open_sqlite(url, _sqlite_path(url), options, read_only)
-    elif scheme == "memory":
-        if read_only:
-            raise StoreNotFound("memory://", "a memory:// store is new and empty on every open")
-        store = _open_sqlite(url, None, options, read_only)
-    else:
-        store = _open_postgres(url, options, read_only)
-    store.pipeline = pipeline
-    store.observer = observer
-    store.driver.on_query = query_hook(observer)  # the drivers' statement-level tracing, if it has one
-    if keyring is not None or scheme != "memory":  # a memory:// store is new: nothing to refuse
+    pipeline = Pipeline.from_options(options, backend.default_blobs(url))
+    driver, shown = yield Twin(backend.open, backend.open_async, url, options, read_only)
+    driver.on_query = query_hook(observer)  # the drivers' statement-level tracing, if it has one
+    if keyring is not None or backend.scheme != "memory":  # a memory:// store is new: nothing to refuse
         try:
             # Before anything is written: a keyless open of an encrypted store is refused here
             # (one read of safepoint_meta), and a keyring's keys are checked against the store's.
             setup = open_encryption(keyring, writable=not read_only, now=now_micros())
-            sealer = store.driver.run(setup, write=not read_only and keyring is not None)
+            sealer = yield Twin(_run, _arun, driver, setup, not read_only and keyring is not None)
             if sealer is not None:
                 pipeline.encrypt(sealer)
         except BaseException:
-            store.close()
+            yield Twin(_close, _aclose, driver)
             raise
+    store = face(driver, url=shown, pipeline=pipeline)
+    store.observer = observer
     return store
+
+
+@dataclass(frozen=True, slots=True)
+class Twin:
+    """One I/O step of an opening: ``call(*args)`` blocking, ``acall(*args)`` awaited."""
+
+    call: Callable[..., Any]
+    acall: Callable[..., Awaitable[Any]]
+    args: tuple[Any, ...]
+
+    def __init__(self, call: Callable[..., Any], acall: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        object.__setattr__(self, "call", call)
+        object.__setattr__(self, "acall", acall)
+        object.__setattr__(self, "args", args)
+
+
+def _blocking(steps: Generator[Twin, Any, T]) -> T:
+    """Serve ``steps`` by calling each I/O step; an error goes back in where it was asked."""
+    step = next(steps)
+    while True:
+        try:
+            result = step.call(*step.args)
+        except BaseException as exc:
+            try:
+                step = steps.throw(exc)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            continue
+        try:
+            step = steps.send(result)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+
+async def _awaiting(steps: Generator[Twin, Any, T]) -> T:
+    """``_blocking`` for asyncio: each I/O step awaited."""
+    step = next(steps)
+    while True:
+        try:
+            result = await step.acall(*step.args)
+        except BaseException as exc:
+            try:
+                step = steps.throw(exc)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            continue
+        try:
+            step = steps.send(result)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+
+def _run(driver: Driver, op: Op[Any], write: bool) -> Any:
+    return driver.run(op, write=write)
+
+
+async def _arun(driver: AsyncDriver, op: Op[Any], write: bool) -> Any:
+    return await driver.run(op, write=write)
+
+
+def _close(driver: Driver) -> None:
+    driver.close()
+
+
+async def _aclose(driver: AsyncDriver) -> None:
+    await driver.close()
 
 
 def _read_only(options: dict[str, Any]) -> bool:
@@ -176,75 +240,5 @@ async def open_async_store(url: str = DEFAULT_URL, **options: Any) -> AsyncStore
     awaited. SQLite work runs in a worker thread so the event loop never
     blocks on a commit.
     """
-    scheme = scheme_of(url)
-    if scheme in ("sqlite", "memory"):
-        sync_store = await asyncio.to_thread(open_store, url, **options)
-        driver = sync_store.driver
-        assert isinstance(driver, SQLiteDriver)
-        store = AsyncStore(SQLiteAsyncDriver(driver), url=url, pipeline=sync_store.pipeline)
-        store.observer = sync_store.observer
-        return store
-    if scheme == "postgresql":
-        # Native async: psycopg's AsyncConnectionPool, bound to the running loop.
-        from .postgres.async_driver import open_postgres_async_driver  # noqa: PLC0415
-        from .postgres.config import PostgresConfig  # noqa: PLC0415
-
-        options = dict(options)
-        observer = _observer(options)
-        keyring = keyring_option(options)
-        pipeline = Pipeline.from_options(options, DatabaseBlobs())
-        display_url = PostgresConfig.from_options(url, dict(options)).display_url
-        async_driver = await open_postgres_async_driver(url, **options)
-        async_driver.on_query = query_hook(observer)
-        writable = not options.get("read_only", False)
-        try:
-            setup = open_encryption(keyring, writable=writable, now=now_micros())
-            sealer = await async_driver.run(setup, write=writable and keyring is not None)
-            if sealer is not None:
-                pipeline.encrypt(sealer)
-        except BaseException:
-            await async_driver.close()
-            raise
-        opened = AsyncStore(async_driver, url=display_url, pipeline=pipeline)
-        opened.observer = observer
-        return opened
-    raise AssertionError(f"scheme_of returned {scheme!r}")  # pragma: no cover
-
-
-def _open_sqlite(url: str, path: str | None, options: dict[str, Any], read_only: bool) -> Store:
-    allowed = {"busy_timeout", "trace", "wal_autocheckpoint", "group_commit"}
-    unknown = set(options) - allowed
-    if unknown:
-        names = ", ".join(sorted(visible(str(name), max_len=40) for name in unknown))
-        raise InvalidURL(f"unknown option(s) for a SQLite store: {names}")
-    _check_sqlite_options(options)
-    return Store(SQLiteDriver(path, read_only=read_only, **options), url=url)
-
-
-def _check_sqlite_options(options: dict[str, Any]) -> None:
-    # Checked here, so that a bad value is an InvalidURL naming the option,
-    # not an OverflowError or a PRAGMA error from inside the driver.
-    timeout = options.get("busy_timeout", 30)
-    if type(timeout) not in (int, float) or not 0 <= timeout <= _MAX_BUSY_TIMEOUT:
-        raise InvalidURL(f"busy_timeout must be a number of seconds from 0 to {_MAX_BUSY_TIMEOUT}")
-    pages = options.get("wal_autocheckpoint", 256)
-    if type(pages) is not int or not 0 <= pages <= 2**31 - 1:
-        raise InvalidURL("wal_autocheckpoint must be an int from 0 to 2147483647 (pages)")
-    if type(options.get("group_commit", True)) is not bool:
-        raise InvalidURL("group_commit must be True or False")
-    trace = options.get("trace")
-    if trace is not None and not callable(trace):
-        raise InvalidURL("trace must be a callable or None")
-
-
-_MAX_BUSY_TIMEOUT = 86_400  # a day; SQLite takes milliseconds as a 32-bit int
-
-
-def _open_postgres(url: str, options: dict[str, Any], read_only: bool) -> Store:
-    # Imported here so that SQLite users never load psycopg.
-    from .postgres.config import PostgresConfig  # noqa: PLC0415
-    from .postgres.driver import PostgresDriver  # noqa: PLC0415
-
-    config = PostgresConfig.from_options(url, {**options, "read_only": read_only})
-    # display_url masks the password: Store.url shows up in reprs and logs.
-    return Store(PostgresDriver.open(config), url=config.display_url)
+    store: AsyncStore = await _awaiting(_opening(url, options, AsyncStore))
+    return store
