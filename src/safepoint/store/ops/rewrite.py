@@ -16,10 +16,9 @@ from safepoint.errors import SafepointError, StoreError
 from safepoint.model import Checkpoint
 from safepoint.records import to_micros
 from safepoint.store.delta import MessagePlan
-from safepoint.store.ops.counters_column import column_text
+from safepoint.store.ops.checkpoint_row import checkpoint_row
 from safepoint.store.prepare import PreparedSave
 from safepoint.store.query import Op, Query
-from safepoint.store.stored import header_bytes, pack_bodies
 
 from .loading import load_typed
 from .saving import NO_RUN
@@ -68,44 +67,25 @@ def rewrite_heads(
         if first_seq + added != next_seq:
             raise StoreError(f"run {run_id!r}: its head row does not end the message log; not rewritten")
         carried = [bytes(packed)] if packed is not None else []
-        fields = prepared.fields
-        chain = plan.chains[-1] if plan.chains else codec.EMPTY_CHAIN
         assert head.created_at is not None
-        header = header_bytes(
+        row = checkpoint_row(
             new,
-            fields,
+            prepared.fields,
             created_at=to_micros(head.created_at),
             count=plan.total,
-            chain=chain,
+            chain=plan.chains[-1] if plan.chains else codec.EMPTY_CHAIN,
             report=prepared.report(),
-        )
-        row = {
-            "run_ref": run_ref,
-            "step": head_step,
-            "schema_version": new.schema_version,
-            "status": new.status.value,
-            "message_count": plan.total,
-            "ranges": codec.encode(plan.ranges(next_seq)).decode(),
+            ranges=plan.ranges(next_seq),
             # The new messages go in the head's own row.
-            "carriers": _carriers_json(plan.carriers(next_seq, head_step)),
-            "chains": _chains(added, carried_chains, plan),
-            "header": header,
-            "digest": codec.digest(header),
-            "added": added + len(plan.bodies),
-            "messages": pack_bodies(carried + plan.bodies),
-            "labels": codec.encode(fields.labels).decode(),
-            "counters": column_text(fields.counters),
-            "next_seq": next_seq + len(plan.bodies),
-            "now": now,
-        }
+            carriers=plan.carriers(next_seq, head_step),
+            chains=_chains(added, carried_chains, plan),
+            bodies=carried + plan.bodies,
+        )
+        row.update(run_ref=run_ref, next_seq=next_seq + len(plan.bodies), now=now)
         yield Query("rewrite_checkpoint", row)
         yield Query("rewrite_run_head", row)
         done.append(run_id)
     return Rewritten(done, failed)
-
-
-def _carriers_json(carriers: list[tuple[int, int]] | None) -> str | None:
-    return None if carriers is None else codec.encode(carriers).decode()
 
 
 def _chains(added: int, carried: bytes | None, plan: MessagePlan) -> bytes | None:

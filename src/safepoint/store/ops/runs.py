@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from safepoint import codec
 from safepoint.errors import Conflict, NotFound
 from safepoint.messagelist import MessageList, StoredView
 from safepoint.model import Checkpoint, ParentRef
 from safepoint.records import from_micros
 from safepoint.scrub_report import ScrubReport
 from safepoint.store.blob_refs import digests_json, stored_digests
-from safepoint.store.ops.counters_column import column_text
+from safepoint.store.ops.checkpoint_row import checkpoint_row
 from safepoint.store.query import Op, Query
 from safepoint.store.references import typed_checkpoint
-from safepoint.store.stored import StoredFields, header_bytes, pack_bodies
+from safepoint.store.stored import StoredFields
 
 from .loading import load_with_bodies
 from .saving import NO_RUN
@@ -49,61 +48,40 @@ def fork(
         digest=None,
         scrub_report=ScrubReport(),
     )
-    header = header_bytes(
+    # The fork owns a copy of the messages it sees, numbered from its own log's start.
+    first_seq = 0
+    ranges = [(0, view.count)] if view.count else []
+    carriers = [(forked.step, forked.step)] if view.count else []  # all in the fork's one row
+    row = checkpoint_row(
         forked,
         StoredFields.of(forked),
         created_at=now,
         count=view.count,
         chain=view.chain_at(view.count),
         report=source.scrub_report,
+        ranges=ranges,
+        carriers=carriers,
+        chains=b"".join(view.chains[: view.count]),
+        bodies=bodies,
         stored_format=stored_format,
     )
-    digest = codec.digest(header)
-    # The fork owns a copy of the messages it sees, numbered from its own log's start.
-    first_seq = 0
-    ranges = [(0, view.count)] if view.count else []
-    carriers = [(forked.step, forked.step)] if view.count else []  # all in the fork's one row
-    inserted = yield Query(
-        "insert_run",
-        {
-            "run_id": new_run_id,
-            "status": forked.status.value,
-            "step": forked.step,
-            "schema_version": forked.schema_version,
-            "labels": codec.encode(forked.labels).decode(),
-            "counters": column_text(forked.counters),
-            "parent_run_id": run_id,
-            "parent_step": source.step,
-            "digest": digest,
-            "now": now,
-            "next_seq": first_seq + view.count,
-        },
+    header, digest = row["header"], row["digest"]
+    row.update(
+        run_id=new_run_id,
+        parent_run_id=run_id,
+        parent_step=source.step,
+        now=now,
+        next_seq=first_seq + view.count,
+        first_seq=first_seq,
+        blobs=_referenced_blobs(header, bodies),
     )
+    inserted = yield Query("insert_run", row)
     if not inserted:
         raise Conflict(
             new_run_id, source.step, None, detail=f"run {new_run_id!r} was created by another writer"
         )
-    new_ref = inserted[0].run_ref
-    yield Query(
-        "insert_checkpoint",
-        {
-            "run_ref": new_ref,
-            "step": forked.step,
-            "schema_version": forked.schema_version,
-            "status": forked.status.value,
-            "now": now,
-            "message_count": view.count,
-            "ranges": codec.encode(ranges).decode(),
-            "carriers": codec.encode(carriers).decode(),
-            "chains": b"".join(view.chains[: view.count]) if view.count else None,
-            "header": header,
-            "digest": digest,
-            "first_seq": first_seq,
-            "added": len(bodies),
-            "messages": pack_bodies(bodies),
-            "blobs": _referenced_blobs(header, bodies),
-        },
-    )
+    row["run_ref"] = inserted[0].run_ref
+    yield Query("insert_checkpoint", row)
     new_view = StoredView(
         new_run_id, forked.step, digest, view.count, view.chains[: view.count], tuple(ranges), tuple(carriers)
     )

@@ -18,10 +18,9 @@ from safepoint.messagelist import StoredView
 from safepoint.model import Checkpoint
 from safepoint.records import Lease
 from safepoint.scrub_report import ScrubReport
-from safepoint.store.ops.counters_column import column_text
+from safepoint.store.ops.checkpoint_row import checkpoint_row
 from safepoint.store.query import Op, PlanT, Query, SaveInput
 from safepoint.store.query_specs import QUERY_SPECS
-from safepoint.store.stored import header_bytes, pack_bodies
 
 from .loading import chain_view, load
 
@@ -203,34 +202,30 @@ def _save_row(
     carriers = plan.carriers(first_seq, cp.step)
     added = plan.chains[plan.total - len(plan.bodies) : plan.total]  # the new messages' chain values
     report = prepared.report()
-    chain = plan.chains[-1] if plan.chains else codec.EMPTY_CHAIN
-    header = header_bytes(cp, prepared.fields, created_at=now, count=plan.total, chain=chain, report=report)
-    digest = codec.digest(header)
-    row = {
-        "run_id": cp.run_id,
-        "run_ref": run_ref,
-        "status": cp.status.value,
-        "step": cp.step,
-        "schema_version": cp.schema_version,
-        "labels": labels,
-        "counters": column_text(prepared.fields.counters),
-        "digest": digest,
-        "now": now,
-        "next_seq": first_seq + len(plan.bodies),
-        "parent_run_id": None,
-        "parent_step": None,
-        "message_count": plan.total,
-        "ranges": codec.encode(ranges).decode(),
-        "carriers": None if carriers is None else codec.encode(carriers).decode(),
-        "chains": b"".join(added) if added else None,
-        "header": header,
-        # The new messages travel in the checkpoint's own row: one row, one
-        # B-tree leaf per save, however many messages it adds.
-        "first_seq": first_seq,
-        "added": len(plan.bodies),
-        "messages": pack_bodies(plan.bodies),
-        "blobs": None,
-    }
+    row = checkpoint_row(
+        cp,
+        prepared.fields,
+        created_at=now,
+        count=plan.total,
+        chain=plan.chains[-1] if plan.chains else codec.EMPTY_CHAIN,
+        report=report,
+        ranges=ranges,
+        carriers=carriers,
+        chains=b"".join(added),
+        bodies=plan.bodies,
+        labels=labels,
+    )
+    digest = row["digest"]
+    row.update(
+        run_id=cp.run_id,
+        run_ref=run_ref,
+        now=now,
+        next_seq=first_seq + len(plan.bodies),
+        parent_run_id=None,
+        parent_step=None,
+        first_seq=first_seq,
+        blobs=None,
+    )
     return row, SaveResult(plan, ranges, carriers, digest, report)
 
 
