@@ -16,7 +16,7 @@ from .asyncstore import AsyncStore
 from .facade import Store
 from .opening import DEFAULT_URL, open_async_store, open_store
 from .ops.leases import Attempts, QueueState
-from .sqlite.opening import SnapshotWarning
+from .sqlite.connect import SnapshotWarning
 
 __all__ = [
     "DEFAULT_URL",

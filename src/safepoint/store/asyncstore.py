@@ -9,7 +9,7 @@ metrics around them (``traced.py``) exist once.
 SQLite has no async driver of its own; ``SQLiteAsyncDriver`` runs the sync
 driver's transaction in a worker thread (``asyncio.to_thread``), which keeps
 the event loop free while SQLite waits for its fsync. Saves made by many
-tasks at once join (group commit, ``sqlite/group_commit.py``): the saves
+tasks at once join (group commit, ``sqlite/transactions.py``): the saves
 queued while a batch is committing go together in the next one, one
 thread hop and one fsync for all of them.
 """
@@ -31,7 +31,7 @@ from .pipeline import Pipeline
 from .query import AsyncDriver, Op
 from .spans import backend_of
 from .sqlite.driver import SQLiteDriver
-from .sqlite.group_commit import Member
+from .sqlite.transactions import Member
 from .twins import Awaiting
 
 T = TypeVar("T")

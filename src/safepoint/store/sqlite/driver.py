@@ -12,33 +12,132 @@ same SQL, same behaviour, nothing on disk (for tests).
 10): no folder made, no DDL, writes refused before they start; a folder
 without write access makes it an immutable snapshot (``SnapshotWarning``).
 
-The driver is cut at its seams: ``opening`` (the pragmas, read-only and
+The driver is cut at its seams: ``connect`` (the pragmas, read-only and
 immutable opens, the checks of an existing file), ``transactions`` (one
-operation in one transaction, its named queries reported to a query hook),
-``forks`` (the connection across ``os.fork``) and ``ddl`` (the schema and
-its revisions).
+operation in one transaction, its named queries reported to a query hook,
+and group commit) and ``ddl`` (the schema and its revisions). Here: the
+driver, and its one connection per process (``OwnConnection``).
+
+The connection across ``os.fork`` (see store/forking.py for the whole story):
+a forked child must never use, nor close, the connection it inherited:
+SQLite forbids using a connection across fork, and closing it would release
+the parent's locks and may checkpoint or delete the WAL under the parent.
+``OwnConnection`` notices the new process, keeps the inherited connection
+referenced for good (``forking.inherit``) and opens the child its own, unless
+the child's copy of libsqlite3 cannot be trusted (a transaction was in flight
+at the fork) or the database lived only in the parent (``memory://``).
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from safepoint.errors import StoreError
+from safepoint.errors import StoreClosed, StoreError
 from safepoint.observe import QueryHook
+from safepoint.store import forking
 from safepoint.store.query import Op
 
+from .connect import Settings, check_file, check_store, connect
 from .ddl import upgrade
 from .errors import translate
-from .forks import OwnConnection
-from .group_commit import Member, Queue, commit_batch
-from .opening import Settings, check_file, check_store
-from .transactions import CAPABILITIES, transact
+from .transactions import CAPABILITIES, Member, Queue, commit_batch, transact
 
 T = TypeVar("T")
 READ_ONLY_WRITE = "this store was opened with read_only=True: it writes nothing"
+
+
+class OwnConnection:
+    """The connection this process may use, and the lock every use holds (``lock``)."""
+
+    def __init__(self, settings: Settings, *, on_fork: Callable[[], None] | None = None) -> None:
+        self.settings = settings
+        # What else the driver resets in a forked child (its queue of joined saves).
+        self._on_fork = on_fork
+        # snapshot: a read-only open had to take the file as immutable (see connect.py).
+        self._conn: sqlite3.Connection | None
+        self._conn, self.snapshot = connect(settings)
+        # Reentrant, so that the fork hook of a thread forking from inside an
+        # operation (a blob store's or trace callback) does not wait on itself.
+        self.lock = threading.RLock()
+        self._closed = False
+        # The process that owns _conn, and why a forked child cannot reconnect (None: it can).
+        self._pid = os.getpid()
+        self._fork_problem: str | None = None
+        self._held_for_fork = False
+        forking.register(self)
+
+    def get(self) -> sqlite3.Connection:
+        """This process's connection (opened now in a forked child); call it holding ``lock``."""
+        if self._pid != os.getpid():  # forked without Python's fork hooks
+            self._discard_inherited(quiesced=False)
+        if self._conn is None:
+            if self._closed:
+                raise StoreClosed("the store is closed")
+            if self._fork_problem is not None:
+                raise StoreClosed(self._fork_problem)
+            # A forked child: a connection of its own, the parent's discarded.
+            self._conn, self.snapshot = connect(self.settings, snapshot=self.snapshot)
+        return self._conn
+
+    def close(self) -> None:
+        with self.lock:
+            self._closed = True
+            if self._pid != os.getpid():
+                self._discard_inherited(quiesced=False)  # the parent's: never closed here
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    # -- the hooks forking.register installs -------------------------------------
+
+    def before_fork(self) -> None:
+        """Wait for the operation in flight, so that the child inherits an idle libsqlite3.
+
+        A thread inside a transaction at the instant of the fork leaves the
+        child's copy of libsqlite3 believing this process holds file and WAL
+        locks (and maybe a mutex) that no child thread will ever release; a
+        new connection in the child would share that state. Bounded by the
+        busy timeout (the longest a transaction waits for the file lock),
+        so a fork never waits forever; the child of a fork that did not get
+        the lock refuses to use the store.
+        """
+        self._held_for_fork = self.lock.acquire(timeout=self.settings.busy_timeout + 1)
+
+    def after_fork_in_parent(self) -> None:
+        if self._held_for_fork:
+            self._held_for_fork = False
+            self.lock.release()
+
+    def after_fork_in_child(self) -> None:
+        quiesced = self._held_for_fork and not (self._conn is not None and self._conn.in_transaction)
+        self._held_for_fork = False
+        self.lock = threading.RLock()  # the parent's may be held by a thread the child lacks
+        if self._on_fork is not None:
+            self._on_fork()
+        self._discard_inherited(quiesced=quiesced)
+
+    def _discard_inherited(self, *, quiesced: bool) -> None:
+        """Drop the parent's connection without closing it; the next operation opens one (if it can)."""
+        self._pid = os.getpid()
+        if self._conn is None:
+            return  # closed, or already discarded
+        forking.inherit(self._conn)
+        self._conn = None
+        if self.settings.path is None:
+            self._fork_problem = (
+                "a memory:// store lives in the process that opened it and cannot be used"
+                " after os.fork(); open a store in the child"
+            )
+        elif not quiesced:
+            self._fork_problem = (
+                "the process forked while this SQLite store was inside a transaction;"
+                " its state cannot be trusted in the child: open the store after forking"
+            )
 
 
 class SQLiteDriver:
@@ -59,7 +158,7 @@ class SQLiteDriver:
     ) -> None:
         self.path = path
         self.read_only = read_only
-        # Saves of concurrent runs share a transaction (group_commit.py); off: each commits alone.
+        # Saves of concurrent runs share a transaction (transactions.py); off: each commits alone.
         self.group_commit = group_commit
         self._joining = Queue()
         # The observer's query hook (``safepoint.observe.QueryObserver``); open_store sets it.
@@ -78,7 +177,7 @@ class SQLiteDriver:
 
     @property
     def snapshot(self) -> bool:
-        """True when a read-only open had to take the file as immutable (see ``opening``)."""
+        """True when a read-only open had to take the file as immutable (see ``connect``)."""
         return self._own.snapshot
 
     def _check_existing(self) -> None:
@@ -98,7 +197,7 @@ class SQLiteDriver:
             return transact(self._own.get(), op, write=write, path=self.path, on_query=self.on_query)
 
     def run_joined(self, op: Op[T], rebuild: Callable[[], Op[T]], *, weight: int) -> T:
-        """Drive the save ``op``, in a transaction it may share with other threads' saves (group_commit.py).
+        """Drive the save ``op``, in a transaction it may share with other threads' saves (transactions.py).
 
         ``rebuild`` makes the operation again, should the shared transaction
         fail as a whole; ``weight`` (its new bytes) bounds a batch.
