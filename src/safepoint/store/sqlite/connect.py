@@ -1,4 +1,4 @@
-"""Connecting to a SQLite database for the store: the pragmas of a writable one, read-only and immutable opens.
+"""Connecting to a SQLite database: the pragmas of a writable one, read-only and immutable opens.
 
 A writable file gets WAL with ``synchronous=FULL`` (DESIGN invariant 1), a
 busy timeout and incremental auto-vacuum; ``memory://`` is a private
