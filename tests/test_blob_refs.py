@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from safepoint import codec
 from safepoint.refs import BlobLink, SecretRef
-from safepoint.store.blob_refs import BLOB_MARK, find_refs, stored_digests
+from safepoint.store.large_values import BLOB_MARK, find_refs, stored_digests
 from safepoint.store.references import from_stored, to_stored
 
 _DIGESTS = st.binary(min_size=1, max_size=8).map(lambda data: hashlib.sha256(data).hexdigest())

@@ -35,7 +35,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "safepoint.long_text",
             "safepoint.crypto",
             "safepoint.model",
-            "safepoint.scrub_report",
+            "safepoint.model",
             "safepoint.records",
             "safepoint.messagelist",
             "safepoint.migrations",
@@ -72,7 +72,7 @@ PUBLIC_API_ONLY = (
     "safepoint.demo",
 )
 PUBLIC_STORE_MODULES = {"safepoint.store", "safepoint.store.admin"}
-MAX_LINES = 300
+MAX_LINES = 400  # issue 31: a hard cap at 400; 300-400 becomes a warning pointing at seams
 # Pure data: rule tables, one entry per vendor token format.
 PURE_DATA: set[str] = set()
 

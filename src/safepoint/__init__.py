@@ -47,11 +47,10 @@ from .errors import (
 )
 from .harness import AsyncRun, Budget, PendingAction, Reconcile, Run, idempotency_key
 from .migrations import MigrationChain
-from .model import Checkpoint, ParentRef, Status, new_run_id
+from .model import Checkpoint, ParentRef, ScrubReport, Status, new_run_id
 from .records import CheckpointInfo, Lease, Page, Retention, RunInfo
 from .refs import BlobLink, ScrubbedText, SecretRef
 from .scrub import Scrubber, Secrets
-from .scrub_report import ScrubReport
 from .store import DEFAULT_URL, AsyncStore, Store, open_async_store, open_store
 from .worker import Job, Worker
 

@@ -32,6 +32,13 @@ CHUNK = 1 << 18
 _NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
 
 
+def encode(value: Any) -> bytes:
+    """Canonical bytes of an already-validated JSON value (``safepoint.codec.encode``): keys sorted."""
+    if not _has_long_string(value):
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    return b"".join(pieces(value, orjson.OPT_SORT_KEYS))
+
+
 def dumps(value: Any, option: int) -> bytes:
     """``orjson.dumps(value, option=option)``, the same bytes, without a reservation of ~12x a long string."""
     parts = pieces(value, option)

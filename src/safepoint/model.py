@@ -7,7 +7,8 @@ leases, retention) is ``safepoint.records``.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -16,7 +17,6 @@ from typing import Any
 from . import codec
 from .errors import InvalidArgument, InvalidCheckpoint
 from .messagelist import MessageList, StoredView, thaw
-from .scrub_report import ScrubReport
 
 JSONDict = dict[str, Any]
 
@@ -35,6 +35,53 @@ class Status(StrEnum):
 def new_run_id() -> str:
     """A fresh, unique run id (a UUID4 string)."""
     return str(uuid.uuid4())
+
+
+# ----------------------------------------------------------------------------
+# What one save scrubbed, as a checkpoint carries it (``Checkpoint.scrub_report``): counts, never values.
+#
+# The store sets it when it saves or loads a checkpoint; the header keeps it
+# (``to_json``) only when the scrubber replaced something.
+
+
+@dataclass(frozen=True, slots=True)
+class ScrubReport:
+    """What one save scrubbed: counts by rule and field path — never values."""
+
+    counts: tuple[tuple[str, str, int], ...] = ()  # (rule, path, count), sorted
+
+    @property
+    def total(self) -> int:
+        return sum(count for _, _, count in self.counts)
+
+    def by_rule(self) -> dict[str, int]:
+        out: Counter[str] = Counter()
+        for rule, _, count in self.counts:
+            out[rule] += count
+        return dict(sorted(out.items()))
+
+    def __bool__(self) -> bool:
+        return bool(self.counts)
+
+    def to_json(self) -> list[list[Any]]:
+        return [[rule, path, count] for rule, path, count in self.counts]
+
+    @classmethod
+    def from_json(cls, data: Any) -> ScrubReport:
+        return cls(tuple((str(r), str(p), int(c)) for r, p, c in data or ()))
+
+    @classmethod
+    def merge(cls, counters: Iterable[Counter[tuple[str, str]]]) -> ScrubReport:
+        total: Counter[tuple[str, str]] = Counter()
+        for counter in counters:
+            if counter:  # most saves find nothing: skip Counter.update's own overhead
+                total.update(counter)
+        if not total:
+            return _EMPTY_REPORT
+        return cls(tuple(sorted((rule, path, n) for (rule, path), n in total.items())))
+
+
+_EMPTY_REPORT = ScrubReport()
 
 
 @dataclass(frozen=True, slots=True)

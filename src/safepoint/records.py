@@ -12,8 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
 
 from .errors import InvalidArgument
-from .model import JSONDict, ParentRef, Status
-from .scrub_report import ScrubReport
+from .model import JSONDict, ParentRef, ScrubReport, Status
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _T = TypeVar("_T")

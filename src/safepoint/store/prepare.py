@@ -23,14 +23,12 @@ from safepoint import codec
 from safepoint.blobs.base import blob_digest
 from safepoint.errors import NotJSONCompatible
 from safepoint.messagelist import StoredView
-from safepoint.model import VALUE_FIELDS, Checkpoint
+from safepoint.model import VALUE_FIELDS, Checkpoint, ScrubReport
 from safepoint.scrub import Found, Scrubber
-from safepoint.scrub_report import ScrubReport
 
-from .blob_refs import digests_json
 from .blob_targets import BlobTarget
 from .delta import MessagePlan, plan_messages
-from .large_values import BlobPolicy, BlobSink, might_hold_blobs, offload, offload_encoded
+from .large_values import BlobPolicy, BlobSink, digests_json, might_hold_blobs, offload, offload_encoded
 from .references import KEY_MARK, may_need_stored_form, to_stored
 from .stored import StoredFields
 from .validate import check_message

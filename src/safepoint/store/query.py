@@ -22,9 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from safepoint.messagelist import StoredView
-from safepoint.model import Checkpoint
+from safepoint.model import Checkpoint, ScrubReport
 from safepoint.observe import QueryHook
-from safepoint.scrub_report import ScrubReport
 
 from .query_specs import NamedRow
 

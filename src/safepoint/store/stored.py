@@ -20,9 +20,16 @@ from typing import Any
 from safepoint import codec
 from safepoint.errors import CorruptCheckpoint, EncryptedStore
 from safepoint.messagelist import MessageList, StoredView, freeze
-from safepoint.model import VALUE_FIELDS, VALUE_TYPES, Checkpoint, ParentRef, Status, value_default
+from safepoint.model import (
+    VALUE_FIELDS,
+    VALUE_TYPES,
+    Checkpoint,
+    ParentRef,
+    ScrubReport,
+    Status,
+    value_default,
+)
 from safepoint.records import from_micros
-from safepoint.scrub_report import ScrubReport
 
 from .references import FORMAT, LEGACY_FORMAT
 

@@ -1,4 +1,3 @@
-# ruff: noqa: E501  (generated: the steps are data, one per line)
 """A disagreement make soak found; replayed by tests/test_model_based.py.
 
 Shrunk by hand from the soak's 16-step script: a stale lease renewed by a

@@ -26,8 +26,7 @@ import math
 from typing import Any
 
 from safepoint import codec
-from safepoint.model import Checkpoint
-from safepoint.scrub_report import ScrubReport
+from safepoint.model import Checkpoint, ScrubReport
 from safepoint.store.references import FORMAT
 from safepoint.store.stored import StoredFields, header_bytes, pack_bodies
 

@@ -14,7 +14,7 @@ from safepoint import codec
 from safepoint.errors import CorruptCheckpoint, NotFound
 from safepoint.messagelist import StoredView
 from safepoint.model import Checkpoint
-from safepoint.store.blob_refs import BLOB_MARK, checkpoint_refs
+from safepoint.store.large_values import BLOB_MARK, checkpoint_refs
 from safepoint.store.log_rows import marked, select_bodies, select_chains
 from safepoint.store.query import Loaded, Op, Query, Row
 from safepoint.store.references import typed_checkpoint

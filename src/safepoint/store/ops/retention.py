@@ -26,7 +26,7 @@ from safepoint import codec
 from safepoint.errors import NotFound
 from safepoint.model import Status
 from safepoint.records import Retention, from_micros
-from safepoint.store.blob_refs import BLOB_MARK, digests_json, stored_digests
+from safepoint.store.large_values import BLOB_MARK, digests_json, stored_digests
 from safepoint.store.query import Op, Query, Row
 
 KEEP_FINISHED = {"safepoint.keep_finished": "true"}  # the label that keeps a finished run: see prune_run

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from safepoint.errors import Conflict, NotFound
 from safepoint.messagelist import MessageList, StoredView
-from safepoint.model import Checkpoint, ParentRef
+from safepoint.model import Checkpoint, ParentRef, ScrubReport
 from safepoint.records import from_micros
-from safepoint.scrub_report import ScrubReport
-from safepoint.store.blob_refs import digests_json, stored_digests
+from safepoint.store.large_values import digests_json, stored_digests
 from safepoint.store.ops.checkpoint_row import checkpoint_row
 from safepoint.store.query import Op, Query
 from safepoint.store.references import typed_checkpoint

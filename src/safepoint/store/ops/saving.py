@@ -15,9 +15,8 @@ from typing import Any, Generic
 from safepoint import codec
 from safepoint.errors import Conflict, LeaseLost
 from safepoint.messagelist import StoredView
-from safepoint.model import Checkpoint
+from safepoint.model import Checkpoint, ScrubReport
 from safepoint.records import Lease
-from safepoint.scrub_report import ScrubReport
 from safepoint.store.ops.checkpoint_row import checkpoint_row
 from safepoint.store.query import Op, PlanT, Query, SaveInput
 from safepoint.store.query_specs import QUERY_SPECS
