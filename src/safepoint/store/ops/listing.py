@@ -21,8 +21,8 @@ from safepoint import codec
 from safepoint.errors import CorruptCheckpoint, EncryptedStore, MissingKey, NotFound
 from safepoint.model import ParentRef, Status
 from safepoint.records import CheckpointInfo, RunCounts, RunInfo, StatusOrigin, TimelinePoint, from_micros
-from safepoint.store.ops.checkpoint_row import from_column
 from safepoint.store.query import Op, Query, Row, Unopened
+from safepoint.store.stored import from_column
 from safepoint.visible import visible
 
 

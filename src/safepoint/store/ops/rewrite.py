@@ -16,9 +16,9 @@ from safepoint.errors import SafepointError, StoreError
 from safepoint.model import Checkpoint
 from safepoint.records import to_micros
 from safepoint.store.delta import MessagePlan
-from safepoint.store.ops.checkpoint_row import checkpoint_row
 from safepoint.store.prepare import PreparedSave
 from safepoint.store.query import Op, Query
+from safepoint.store.stored import checkpoint_row
 
 from .loading import load_typed
 from .saving import NO_RUN

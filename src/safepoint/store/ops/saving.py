@@ -17,9 +17,9 @@ from safepoint.errors import Conflict, LeaseLost
 from safepoint.messagelist import StoredView
 from safepoint.model import Checkpoint, ScrubReport
 from safepoint.records import Lease
-from safepoint.store.ops.checkpoint_row import checkpoint_row
 from safepoint.store.query import Op, PlanT, Query, SaveInput
 from safepoint.store.query_specs import QUERY_SPECS
+from safepoint.store.stored import checkpoint_row
 
 from .loading import chain_view, load
 
