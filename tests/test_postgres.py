@@ -489,7 +489,7 @@ def build_revisions(dsn: str, schema: str, upto: int) -> None:
 
 @pytest.mark.parametrize("start_at", range(1, len(REVISIONS) + 1))
 def test_upgraded_schema_equals_fresh_schema(postgres_dsn: str, start_at: int) -> None:
-    """A schema upgraded from any revision ends equal to a fresh one built from schema.sql."""
+    """A schema upgraded from any revision ends equal to a fresh one (every revision applied in one go)."""
     with fresh_schema(postgres_dsn) as fresh, fresh_schema(postgres_dsn) as old:
         safepoint.open_store(postgres_dsn, schema=fresh, **SMALL_POOL).close()
         build_revisions(postgres_dsn, old, start_at)

@@ -68,8 +68,3 @@ def load_revisions(package: str, folder: str = "ddl") -> list[Revision]:
         if revision.number != expected:
             raise ValueError(f"{package}/{folder}: DDL revision {expected} is missing")
     return found
-
-
-def read_text(package: str, filename: str) -> str:
-    """A whole ``.sql`` file of the dialect (e.g. the fresh ``schema.sql``)."""
-    return resources.files(package).joinpath(filename).read_text(encoding="utf-8")

@@ -1,9 +1,10 @@
 """The store's schema on PostgreSQL: create or upgrade it (``setup_steps``), or look at it
 for a read-only open (``existing_steps``, ``check_existing``), as statements for a driver.
 
-A fresh schema gets ``schema.sql`` in one go, an existing one each missing
-numbered revision of ``ddl/`` (forward-only; ``tests/test_ddl.py`` and
-``tests/test_postgres.py`` prove fresh equals upgraded).
+Each missing numbered revision of ``ddl/`` is applied in order, all of them
+on a fresh schema (forward-only; ``tests/test_ddl.py`` and
+``tests/test_postgres.py`` prove a store upgraded from any revision equals a
+fresh one).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from psycopg import sql
 
 from safepoint.errors import StoreError
-from safepoint.store.sqlfiles import load_revisions, read_text
+from safepoint.store.sqlfiles import load_revisions
 from safepoint.visible import visible
 
 from .config import PostgresConfig
@@ -21,15 +22,14 @@ from .steps import SETUP, Statement, Steps, search_path_statement
 
 _PACKAGE = __package__ or "safepoint.store.postgres"
 REVISIONS = load_revisions(_PACKAGE)
-SCHEMA = read_text(_PACKAGE, "schema.sql")
 
 
 def setup_steps(schema: str, search_path: str) -> Steps[list[int]]:
     """Bring the schema's tables up to date; returns the revisions applied now.
 
     Runs in one transaction under an advisory lock, so processes starting
-    together take turns: the first creates the schema (``schema.sql`` in one
-    go for a fresh one, else each missing numbered revision), the others find
+    together take turns: the first creates the schema (each missing numbered
+    revision, every one for a fresh schema), the others find
     it current. All or nothing: PostgreSQL DDL is transactional. Not for a
     pipeline: the DDL files use the simple query protocol.
     """
@@ -44,13 +44,11 @@ def setup_steps(schema: str, search_path: str) -> Steps[list[int]]:
         applied = {row[0] for row in rows}
     else:
         yield Statement("create_revisions_table", SETUP["create_revisions_table"], fetch=False, prepare=False)
-    if applied:
-        todo = [r for r in REVISIONS if r.number not in applied]
-        for revision in todo:
-            yield Statement(f"DDL revision {revision.number}", revision.sql, fetch=False, prepare=False)
-    else:
-        todo = REVISIONS
-        yield Statement("schema.sql", SCHEMA, fetch=False, prepare=False)
+    # A fresh schema is one with none applied: the revisions are the one
+    # description of the tables, so no second file can drift from them.
+    todo = [r for r in REVISIONS if r.number not in applied]
+    for revision in todo:
+        yield Statement(f"DDL revision {revision.number}", revision.sql, fetch=False, prepare=False)
     for revision in todo:
         params = {"revision": revision.number, "name": revision.name}
         yield Statement("record_revision", SETUP["record_revision"], params, fetch=False)

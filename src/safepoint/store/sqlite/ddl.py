@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from safepoint.errors import StoreError
-from safepoint.store.sqlfiles import Revision, load_revisions, read_text
+from safepoint.store.sqlfiles import Revision, load_revisions
 
 _PACKAGE = __package__ or "safepoint.store.sqlite"
 REVISIONS = load_revisions(_PACKAGE)
@@ -21,8 +21,8 @@ CREATE TABLE IF NOT EXISTS safepoint_ddl_revisions (
 def upgrade(conn: sqlite3.Connection) -> list[int]:
     """Bring safepoint's tables up to date; returns the revisions applied now.
 
-    A fresh database gets ``schema.sql`` in one go; an existing one gets
-    each missing revision in order. Both happen under the write lock
+    Each missing revision is applied in order (all of them on a fresh
+    database). Both happen under the write lock
     (``BEGIN IMMEDIATE``), so processes starting together cannot apply a
     revision twice.
     """
@@ -30,13 +30,11 @@ def upgrade(conn: sqlite3.Connection) -> list[int]:
     try:
         conn.execute(REVISIONS_TABLE)
         applied = {row[0] for row in conn.execute("SELECT revision FROM safepoint_ddl_revisions")}
-        if not applied:
-            execute_script(conn, read_text(_PACKAGE, "schema.sql"))
-            todo = REVISIONS
-        else:
-            todo = [r for r in REVISIONS if r.number not in applied]
-            for revision in todo:
-                execute_script(conn, revision.sql)
+        # A fresh database is one with none applied: the revisions are the one
+        # description of the tables, so no second file can drift from them.
+        todo = [r for r in REVISIONS if r.number not in applied]
+        for revision in todo:
+            execute_script(conn, revision.sql)
         for revision in todo:
             record_revision(conn, revision)
         conn.execute("COMMIT")
