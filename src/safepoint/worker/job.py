@@ -45,10 +45,11 @@ class Job:
         read the row) — comes back inactive; one already over budget is saved
         as failed and ``BudgetExceeded`` raised; an action a crash left
         pending goes to its tool's ``reconcile`` hook (the run may stop as
-        ``waiting``). The ``Run`` takes ``checkpoint`` over: read the run through it. Once
-        the run moved on since the load (an earlier ``open_run``, or a
-        ``save``), the head is loaded again, as ``open`` would. To load with
-        secrets resolved, use ``Run.open(..., lease=job.lease, resolve_secrets=...)``.
+        ``waiting``). The ``Run`` takes ``checkpoint`` over: read the run
+        through it. Once the run moved on since the load (an earlier
+        ``open_run``, or a ``save``), the head is loaded again, as ``open``
+        would. To load with secrets resolved, use
+        ``Run.open(job.store, job.run_id, lease=job.lease, resolve_secrets=...)``.
         """
         loaded, self._loaded = self._loaded, None
         return Run._from_loaded(self.store, self.lease, loaded, reconcile)
