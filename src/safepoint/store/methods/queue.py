@@ -69,7 +69,8 @@ class QueueMethods(Entries):
         """Atomically take one queued run whose lease is free or expired.
 
         Returns a ``Lease`` whose ``epoch`` is higher than any earlier claim of
-        the run, or None when nothing is claimable. Save under it with
+        the run (its ``attempts`` and ``run_status`` as the claim found the
+        run), or None when nothing is claimable. Save under it with
         ``save(cp, lease=...)``; keep it alive with ``heartbeat``. ``lease`` is
         a positive duration of at most 365 days (seconds or a ``timedelta``).
         A run saved by newer code (its head's ``schema_version`` above this
