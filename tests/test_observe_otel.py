@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,6 @@ from opentelemetry.trace import NoOpTracerProvider, StatusCode
 import safepoint
 from safepoint import Checkpoint, Conflict, LeaseLost, MigrationChain, Status, open_async_store, open_store
 from safepoint.observe_otel import OpenTelemetryObserver
-from safepoint.store import calls, traced
-from safepoint.store.ops import leases
 from safepoint.worker import Job, Worker
 
 # A value no attribute may ever show: it is planted in every stored field.
@@ -357,24 +356,22 @@ def test_an_unrecorded_span_still_saves_and_metrics_still_count() -> None:
     assert telemetry.total("safepoint.conflicts") == 1
 
 
-def test_around_is_the_stores_release_span_and_counts_a_lost_lease_once(telemetry: Telemetry) -> None:
-    """A release run on the driver inside ``traced.around`` is one release span, timed, its
-    lost lease counted once: what ``store.release`` reports, for a caller (the worker) that
-    runs the release itself."""
+def test_a_release_with_what_a_worker_records_is_one_span_and_counts_a_lost_lease_once(
+    telemetry: Telemetry,
+) -> None:
+    """``store.release`` with the attempt count, ``retry_at`` and error a worker records is one
+    release span, timed, its lost lease counted once: the worker's release is this call."""
     store = open_store("memory://", observer=telemetry.observer())
     store.save(planted("run-r"))
     store.enqueue("run-r")
     lease = store.claim("w")
     assert lease is not None
-    with traced.around(store, calls.release, lease, None, True):
-        store.driver.run(
-            leases.release(lease, None, True, calls.now_micros(), attempts="uncount"), write=True
-        )
+    store.release(lease, requeue=True, attempts="uncount", error="RuntimeError: boom")
     again = store.claim("w")
     assert again is not None
     store.revoke_lease("run-r")
-    with pytest.raises(LeaseLost), traced.around(store, calls.release, again, Status.DONE, False):
-        store.driver.run(leases.release(again, Status.DONE, False, calls.now_micros()), write=True)
+    with pytest.raises(LeaseLost):
+        store.release(again, status=Status.DONE, attempts="reset", retry_at=datetime.now(UTC))
     released = telemetry.finished("safepoint.release")
     assert [(s.attributes or {})["safepoint.outcome"] for s in released] == ["ok", "LeaseLost"]
     assert (released[0].attributes or {})["safepoint.requeue"] is True
@@ -382,13 +379,6 @@ def test_around_is_the_stores_release_span_and_counts_a_lost_lease_once(telemetr
     assert (released[1].attributes or {})["safepoint.lease.epoch"] == again.epoch
     assert sum(p.count for p in telemetry.points()["safepoint.release.duration"]) == 2
     assert telemetry.total("safepoint.leases.lost") == 1
-
-
-def test_around_reports_nothing_without_an_observer() -> None:
-    """An unobserved store's ``around`` is a null context: no span, no cost beyond one test."""
-    store = open_store("memory://")
-    with traced.around(store, calls.release, None, None, False) as op:
-        assert op is None
 
 
 def _worker_store(telemetry: Telemetry, runs: int) -> safepoint.Store:

@@ -187,6 +187,9 @@ class Lease:
     expires_at: datetime
     duration: float  # seconds; heartbeats extend the lease by this much
     attempts: int = 0  # claims of the run so far, this one included (reset by a clean outcome)
+    # The run row's status as the claim found it (None: not from a claim). A worker's
+    # ``job.open_run()`` reads it instead of the row: a quarantined run stays failed.
+    run_status: Status | None = None
 
 
 @dataclass(frozen=True, slots=True)

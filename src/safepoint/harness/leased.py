@@ -1,7 +1,7 @@
 """A run as its flows see the store: a worker's, where every call rides out an outage,
 and a held one's, where every save goes under the hold's lease.
 
-Under a lease (``Run.open(job.store, job.run_id, lease=job.lease)`` in a
+Under a lease (``job.open_run()``, or ``Run.open(…, lease=job.lease)``, in a
 ``Worker`` handler) the harness serves its flows through these views instead
 of the bare store: each call goes through the workers' retry policy
 (``safepoint.retrying``), and a save whose commit was in doubt is checked

@@ -78,11 +78,22 @@ def _hold_created(core: RunCore, holding: Holding | None, resolve_secrets: Any) 
         yield from _continue(core, cp)
 
 
-def _continue(core: RunCore, cp: Checkpoint) -> Flow[None]:
+def _continue(core: RunCore, cp: Checkpoint, row_status: Status | None = None) -> Flow[None]:
     """Carry on from ``cp``, just loaded: the row's status, then what it left pending."""
-    yield from _row_status(core, cp)
+    yield from _row_status(core, cp, row_status)
     core.carry(cp)
     yield from _settle(core)
+
+
+def resume_loaded(core: RunCore, run_id: str, cp: Checkpoint | None, row_status: Status | None) -> Flow[None]:
+    """Carry on from ``cp``, the run's head as a worker loaded (and verified) it under the
+    lease it still holds, as ``resume`` does from its own load; None: the run moved on since
+    (a save, another ``Run``), so load it. ``row_status`` is the run row's status as the
+    worker's claim found it (None: read the row)."""
+    if cp is None:
+        yield from resume(core, run_id, False)
+        return
+    yield from _continue(core, cp, row_status)
 
 
 def resume(core: RunCore, run_id: str, resolve_secrets: Any, holding: Holding | None = None) -> Flow[None]:
@@ -92,11 +103,14 @@ def resume(core: RunCore, run_id: str, resolve_secrets: Any, holding: Holding | 
     yield from _continue(core, cp)
 
 
-def _row_status(core: RunCore, cp: Checkpoint) -> Flow[None]:
-    """A run its row calls ``failed`` (quarantined by a worker) is failed, whatever its head says."""
+def _row_status(core: RunCore, cp: Checkpoint, known: Status | None = None) -> Flow[None]:
+    """A run its row calls ``failed`` (quarantined by a worker) is failed, whatever its head
+    says. ``known``: the row's status, already read (None: read it now)."""
     if cp.status is Status.RUNNING:
-        row: RunInfo = yield Head(cp.run_id)
-        if row.status is Status.FAILED:
+        if known is None:
+            row: RunInfo = yield Head(cp.run_id)
+            known = row.status
+        if known is Status.FAILED:
             cp.status = Status.FAILED
 
 

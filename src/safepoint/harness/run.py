@@ -8,13 +8,8 @@ A ``Run`` is the run's one live writer: ``start``, ``resume``, ``open``,
 ``resume_with`` and ``set_budget`` hold the run's lease (``exclusive.py``,
 ``holders.py``) until ``close`` (or the end of a ``with`` block), a commit
 that leaves the run not running, or the ``Run``'s garbage collection; every
-save is made under it. A second opener waits, then gets ``RunHeld``.
-
-Under a worker's lease (``Run.open(job.store, job.run_id, lease=job.lease)``
-in a ``Worker`` handler) that lease is the one, and loads and saves go
-through the workers' retry policy (``safepoint.retrying``): an outage is
-ridden out, and a save whose commit was in doubt is checked against the
-stored digest instead of being written twice (``leased.py``).
+save is made under it. A second opener waits, then gets ``RunHeld``. In a
+``Worker``'s handler (``job.open_run()``) the worker's lease is the one (``leased.py``).
 """
 
 from __future__ import annotations
@@ -25,7 +20,7 @@ from typing import Any, TypeVar
 
 from safepoint.errors import LeaseLost
 from safepoint.flow import Flow, FlowStore, drive
-from safepoint.model import JSONDict, Status
+from safepoint.model import Checkpoint, JSONDict, Status
 from safepoint.records import CheckpointInfo, Lease
 from safepoint.store import Store
 
@@ -41,6 +36,7 @@ from .view import RunView
 
 T = TypeVar("T")
 R = TypeVar("R")
+Hooks = Mapping[str, ReconcileHook] | None
 
 
 class Run(RunView):
@@ -204,6 +200,13 @@ class Run(RunView):
         run = cls(store, RunCore(reconcile), lease=lease, terms=Terms.of(hold, wait))
         new = lifecycle.NewRun(run_id, budget, labels, state, cursors, messages)
         run._begin(lifecycle.resume_or_start(run._core, new, resolve_secrets, run._holding))
+        return run
+
+    @classmethod
+    def _from_loaded(cls, store: Store, lease: Lease, cp: Checkpoint | None, hooks: Hooks) -> Run:
+        """``open`` under a worker's ``lease``, from ``cp``, the head it loaded (``Job.open_run``)."""
+        run = cls(store, RunCore(hooks), lease=lease)
+        run._begin(lifecycle.resume_loaded(run._core, lease.run_id, cp, lease.run_status))
         return run
 
     @classmethod

@@ -7,8 +7,8 @@ operation the driver runs in one transaction, and the work after commit.
 ``Store`` blocks on its driver, ``AsyncStore`` awaits it; neither holds logic.
 
 The call table (``methods.py``) builds each call: there for one operation on
-checked ids (``reads``/``writes``), here when it does more around it or runs
-without a store too (the worker's release, drivers under test, benchmarks).
+checked arguments (``reads``/``writes``), here when it does more around it or
+runs without a store too (drivers under test, benchmarks).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from safepoint.records import MAX_AGE, CheckpointInfo, Lease, Page, Retention, R
 from . import arguments
 from .after_load import ResolveSecrets
 from .delta import MessagePlan, finish_save
-from .ops import collect, leases, listing, retention, saving
+from .ops import collect, listing, retention, saving
 from .ops import runs as run_ops  # calls.runs is the listing call
 from .ops.collect import FileSpace, GcResult
 from .ops.loading import load_for_reading, read_blobs
@@ -280,20 +280,3 @@ def fork(
     if labels is not None:  # scrubbed like any label a save writes
         labels = pipeline.prepare_save(Checkpoint(run_id=target, labels=labels)).fields.labels
     return writes(run_ops.fork(check_id(run_id), check_step(step), target, labels, now_micros()))
-
-
-def claim(worker_id: str, lease: float | timedelta, max_version: int) -> Call[Lease | None, Lease | None]:
-    worker = check_id(worker_id, "worker_id")
-    return writes(leases.claim(worker, arguments.seconds(lease, "lease"), now_micros(), max_version))
-
-
-def heartbeat(lease: Lease, extend: float | timedelta | None) -> Call[Lease, Lease]:
-    arguments.check_lease(lease)
-    duration = lease.duration if extend is None else arguments.seconds(extend, "extend")
-    return writes(leases.heartbeat(lease, duration, now_micros()))
-
-
-def release(lease: Lease, status: Status | str | None, requeue: bool) -> Call[None, None]:
-    arguments.check_lease(lease)
-    new_status = None if status is None else arguments.status(status)
-    return writes(leases.release(lease, new_status, arguments.flag(requeue, "requeue"), now_micros()))

@@ -5,9 +5,8 @@ here: it checks that once and runs its call directly, so an unobserved store
 pays one identity test per call. Otherwise the method runs inside an
 ``Operation`` (``spans.py``) named by its entry's ``Spec`` in the call table
 (``methods.py``), with the attributes its arguments give, and adds what its
-result says once it returns. A caller that runs a call's operation on the
-driver itself (the worker's release) wraps it in ``around``, so it is
-reported, and counted, exactly as the store's own call would be.
+result says once it returns. Every transaction goes through a store method,
+the worker's too, so this is the one place a call is reported and counted.
 
 Attributes are facts about the call — backend, step, sizes, counts, rule
 names, epochs — never a stored value.
@@ -15,21 +14,18 @@ names, epochs — never a stored value.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from safepoint.model import Checkpoint, Status
-from safepoint.observe import NO_OBSERVER, Observer
 from safepoint.records import Lease, Page
 
 from .calls import Call, SaveFacts
 from .ops.collect import GcResult
 from .ops.retention import PruneResult
 from .ops.rewrite import Rewritten
-from .spans import AttributeDict, Operation, backend_of
+from .spans import AttributeDict, Operation
 
 Done = Callable[[Operation, Any], None]
 
@@ -175,38 +171,6 @@ def counted(key: str) -> Done:
         op.set(key, len(result))
 
     return done
-
-
-class Observed(Protocol):
-    """What ``around`` needs of a store: its observer, its URL and its methods' specs."""
-
-    observer: Observer
-    url: str
-
-    def _spec_of(self, name: str) -> Spec: ...
-
-
-def around(store: Observed, build: Callable[..., Any], *args: Any) -> AbstractContextManager[Any]:
-    """The span, metrics and counts ``store`` reports for ``build(*args)``, for a caller
-    that runs the call's operation on the driver itself.
-
-    ``build`` is the builder (in ``calls``) of the store method of the same
-    name, whose parameters it shares. The worker releases a run that way
-    (its release also sets attempts, ``retry_at`` and the last error, which
-    ``Store.release`` does not take): wrapping that in ``around(store,
-    calls.release, lease, status, requeue)`` makes it the same single
-    ``safepoint.release`` span, with the same ``safepoint.release.duration``
-    and the same one count of ``safepoint.leases.lost``, as
-    ``store.release``. A caller using this must not count what it reports
-    again. Nothing at all without an observer.
-    """
-    observer = store.observer
-    if observer is NO_OBSERVER:
-        return nullcontext()
-    spec = store._spec_of(build.__name__)
-    values = inspect.signature(build).bind_partial(*args).arguments
-    attributes = spec.attributes(*(values.get(name) for name in spec.params))
-    return Operation(observer, spec.name, backend_of(store.url), attributes)
 
 
 # Arguments are attributes before the call has validated them: anything but

@@ -155,11 +155,6 @@ class _Runner:
             if isinstance(inspect.getattr_static(cls, name), StoreMethod):
                 setattr(cls, name, cls._method(entry, cls))
 
-    def _spec_of(self, name: str) -> Spec:
-        """The span spec of the method ``name`` (``traced.around``)."""
-        entry = self._entries.get(name)
-        return entry.spec if entry is not None else Spec(f"safepoint.{name}")
-
 
 class Blocking(_Runner):
     """The base of ``Store``: each entry becomes a method that blocks on the driver."""

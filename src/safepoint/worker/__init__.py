@@ -6,10 +6,11 @@ background thread heartbeats the lease, then release the run. Any number of
 workers in any number of processes and machines can share one store: the
 lease epoch fences off a worker that stalled past its lease (GC pause,
 SIGSTOP, network partition) — its next save raises ``LeaseLost`` and changes
-nothing. The way to write a handler is ``Run`` under the job's lease::
+nothing. The way to write a handler is a ``Run`` under the job's lease,
+from the checkpoint the worker loaded (``job.open_run()``: no second load)::
 
     def handler(job: Job) -> Status | None:
-        run = Run.open(job.store, job.run_id, lease=job.lease)
+        run = job.open_run()
         while run.active:
             if job.stopping:
                 return None          # back to the queue; the next worker resumes it
@@ -46,7 +47,11 @@ ends the worker's loop.
 
 The package: ``loop.py`` is the ``Worker`` (claim, load, heartbeat, handler,
 release), ``job.py`` the ``Job`` a handler gets, ``attempts.py`` the attempt
-policy (backoff, quarantine, the recorded error).
+policy (backoff, quarantine, the recorded error). It is a client of the
+public store like the CLI: every transaction it makes is a store method
+(``claim``, ``load``, ``heartbeat``, ``release`` with what the attempt
+policy records, ``claimable_in`` and ``queue_too_new`` when idle), reported,
+sealed and retried as any caller's.
 """
 
 from __future__ import annotations

@@ -28,8 +28,8 @@ Each decision is a ``Release``: the arguments of the lease's release.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from safepoint.errors import CorruptCheckpoint, InvalidKey, MissingKey, SchemaTooNew, StoreUnavailable
@@ -39,7 +39,9 @@ from safepoint.scrub import Scrubber
 from safepoint.store import Attempts
 from safepoint.visible import visible
 
-ERROR_LEN = 500  # characters of last_error kept: enough to tell causes apart
+# Characters of an error shown in a log line: as many as Store.release keeps of it as the
+# run's last_error (enough to tell causes apart), so what is logged is what is recorded.
+ERROR_LEN = 500
 # How long a run this worker cannot read is held back, in lease periods: past one,
 # so that a worker draining the queue (``stop_when_idle``) stops instead of
 # waiting for it; not much more, since a worker that can read it waits as long.
@@ -50,14 +52,14 @@ Fault = Literal["store", "worker", "row", "attempt"]
 
 @dataclass(frozen=True, slots=True)
 class Release:
-    """How a run goes back to the store: its status (None: still running), whether it is
-    queued again, what happens to its attempt count, when it may be claimed again
-    (microseconds since the epoch) and the error recorded with it."""
+    """How a run goes back to the store: ``Store.release``'s arguments — its status (None:
+    still running), whether it is queued again, what happens to its attempt count, when it
+    may be claimed again and the error recorded with it."""
 
     status: Status | None
     requeue: bool
     attempts: Attempts = "keep"
-    retry_at: int | None = None
+    retry_at: datetime | None = None
     error: str | None = None
 
 
@@ -85,7 +87,7 @@ def fault(exc: BaseException, run_id: str, *, keys_checked: bool) -> Fault:
 def held(lease_seconds: float, error: str) -> Release:
     """The worker's fault: back to the queue uncounted, not claimable for ``HOLD_LEASES``
     periods of ``lease_seconds``."""
-    retry_at = time.time_ns() // 1000 + int(HOLD_LEASES * lease_seconds * 1_000_000)
+    retry_at = _after(HOLD_LEASES * lease_seconds)
     return Release(None, requeue=True, attempts="uncount", retry_at=retry_at, error=error)
 
 
@@ -116,12 +118,17 @@ class AttemptPolicy:
         if self.quarantines(lease):
             return quarantined(error)
         delay = self.backoff * 2 ** max(lease.attempts - 1, 0)
-        retry_at = time.time_ns() // 1000 + int(delay * 1_000_000)
-        return Release(None, requeue=True, retry_at=retry_at, error=error)
+        return Release(None, requeue=True, retry_at=_after(delay), error=error)
+
+
+def _after(seconds: float) -> datetime:
+    return datetime.now(UTC) + timedelta(seconds=seconds)
 
 
 def recorded_error(exc: BaseException, scrubber: Scrubber | None) -> str:
-    """``Type: message`` — the exception's own words, scrubbed and truncated."""
+    """``Type: message`` — the exception's own words, scrubbed and truncated: for the log
+    line, and as the release's ``error`` (which the store scrubs and cuts alike again,
+    changing nothing: already done)."""
     text = f"{type(exc).__name__}: {exc}"
     if scrubber is not None:
         text = scrubber.scrub_text(text)

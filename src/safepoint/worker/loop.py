@@ -14,6 +14,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from types import FrameType
 from typing import Any
 
@@ -23,8 +24,7 @@ from safepoint.model import Status
 from safepoint.observe import NO_OBSERVER
 from safepoint.records import Lease
 from safepoint.retrying import RetryPolicy
-from safepoint.store import Store, calls, traced
-from safepoint.store.ops import leases
+from safepoint.store import Store
 from safepoint.visible import ID_LEN, VisibleTracebacks, visible
 
 from .attempts import GIVE_BACK, AttemptPolicy, Release, fault, finished, held, quarantined, recorded_error
@@ -127,23 +127,19 @@ class Worker:
         self._next_gauge = now + self.heartbeat_seconds
         with contextlib.suppress(StoreUnavailable):  # a gauge is not worth a retry: the next one will do
             observer.record("safepoint.queue.depth", self.store.queue_depth(), {})
-            too_new = leases.queued_too_new(self.store.schema_version)
-            observer.record("safepoint.queue.too_new", self.store.driver.run(too_new, write=False), {})
+            observer.record("safepoint.queue.too_new", self.store.queue_too_new(), {})
 
     def _idle_wait(self, stop_when_idle: bool) -> float | None:
         """How long to sleep before claiming again; None to stop."""
         if not stop_when_idle:
             return self.poll
-        now = time.time_ns() // 1000
-        version = self.store.schema_version  # runs newer than this worker are not waited for
-        until: int | None = self._call(
-            "drain", lambda: self.store.driver.run(leases.next_claimable(now, version), write=False)
-        )
-        if until is None or until > self.lease_seconds * 1_000_000:
+        # Runs newer than this worker are not waited for: its claims leave them alone.
+        until: timedelta | None = self._call("drain", self.store.claimable_in)
+        if until is None or until > timedelta(seconds=self.lease_seconds):
             return None
         # Look again at least every heartbeat: the run may be released (or
         # finished) long before its lease would have expired.
-        return max(min(until / 1_000_000, self.heartbeat_seconds), 0.01)
+        return max(min(until.total_seconds(), self.heartbeat_seconds), 0.01)
 
     # -- one run ------------------------------------------------------------------
 
@@ -227,22 +223,14 @@ class Worker:
         """Give the run back; if the store stays unavailable, the lease expires instead."""
 
         def run_release() -> None:
-            op = leases.release(
+            self.store.release(
                 lease,
-                release.status,
-                release.requeue,
-                time.time_ns() // 1000,
+                status=release.status,
+                requeue=release.requeue,
                 attempts=release.attempts,
                 retry_at=release.retry_at,
                 error=release.error,
             )
-            # Run on the driver (Store.release takes no attempts, retry_at or
-            # error), inside the store's own release span, which also counts
-            # a lost lease: one span and one count, as store.release reports.
-            with traced.around(self.store, calls.release, lease, release.status, release.requeue):
-                # An encrypted store seals the error.
-                sealed, _ = self.store.pipeline.sealing(op, None, self.store.driver.capabilities)
-                self.store.driver.run(sealed, write=True)
 
         try:
             self._call("release", run_release, deadline=_deadline(lease))

@@ -1,17 +1,31 @@
-"""The call table, the work queue: enqueue, claim, heartbeat, release, revoke, cancel (see ``methods``)."""
+"""The call table, the work queue: enqueue, claim, heartbeat, release, revoke, cancel (see ``methods``).
+
+A ``Worker`` is a client of these methods like any other: its claim, its
+heartbeats, its release (with the attempt count, ``retry_at`` and the error
+its attempt policy records) and its idle reads (``claimable_in``,
+``queue_too_new``) each go through the store's own call path — span,
+sealing, retries, group commit — and nothing else.
+"""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
+from safepoint.errors import InvalidArgument
 from safepoint.model import Status
-from safepoint.records import Lease, RunCounts
-from safepoint.store import calls, traced
-from safepoint.store.calls import reads, writes
+from safepoint.records import Lease, RunCounts, to_micros
+from safepoint.scrub import Scrubber
+from safepoint.store import arguments, calls, traced
+from safepoint.store.calls import Call, reads, writes
 from safepoint.store.ops import leases, listing
-from safepoint.store.ops.leases import Cancelled, QueueState
+from safepoint.store.ops.leases import Attempts, Cancelled, QueueState
 from safepoint.store.twins import Entries, Returns, method
 from safepoint.store.validate import check_id
+from safepoint.visible import visible
+
+ERROR_LEN = 500  # characters of a release's error kept: enough to tell causes apart
+_ATTEMPTS = ("keep", "reset", "uncount")
 
 
 class QueueMethods(Entries):
@@ -55,28 +69,88 @@ class QueueMethods(Entries):
         """Atomically take one queued run whose lease is free or expired.
 
         Returns a ``Lease`` whose ``epoch`` is higher than any earlier claim of
-        the run, or None when nothing is claimable. Save under it with
+        the run (its ``attempts`` and ``run_status`` as the claim found the
+        run), or None when nothing is claimable. Save under it with
         ``save(cp, lease=...)``; keep it alive with ``heartbeat``. ``lease`` is
         a positive duration of at most 365 days (seconds or a ``timedelta``).
         A run saved by newer code (its head's ``schema_version`` above this
         store's ``schema_version``) is never claimed: it stays queued,
         untouched, for a store opened by newer code.
         """
-        return calls.claim(worker_id, lease, self.pipeline.schema_version)
+        worker = check_id(worker_id, "worker_id")
+        duration = arguments.seconds(lease, "lease")
+        return writes(leases.claim(worker, duration, calls.now_micros(), self.pipeline.schema_version))
 
     @method("safepoint.heartbeat", ("lease",), traced.of_lease)
     def heartbeat(self, lease: Lease, *, extend: float | timedelta | None = None) -> Returns[Lease]:
         """Extend the lease (by its own duration unless ``extend``); ``LeaseLost`` if fenced off."""
-        return calls.heartbeat(lease, extend)
+        arguments.check_lease(lease)
+        duration = lease.duration if extend is None else arguments.seconds(extend, "extend")
+        return writes(leases.heartbeat(lease, duration, calls.now_micros()))
 
     @method("safepoint.release", ("lease", "status", "requeue"), traced.of_release)
     def release(
-        self, lease: Lease, *, status: Status | str | None = None, requeue: bool = False
+        self,
+        lease: Lease,
+        *,
+        status: Status | str | None = None,
+        requeue: bool = False,
+        attempts: Attempts = "keep",
+        retry_at: datetime | None = None,
+        error: str | None = None,
     ) -> Returns[None]:
         """Give the run back. ``requeue`` keeps it queued for another worker;
         ``status`` sets the run's status (its checkpoints keep theirs).
-        ``LeaseLost`` if the lease is no longer current."""
-        return calls.release(lease, status, requeue)
+        ``LeaseLost`` if the lease is no longer current.
+
+        What a ``Worker`` records of the attempt: ``attempts`` says what
+        happens to the run's count of attempts — ``"keep"`` it, ``"reset"``
+        it to 0 (a clean outcome; the last error is cleared too), or
+        ``"uncount"`` this claim (the attempt was not the run's fault).
+        ``retry_at`` keeps the run from being claimed before then (a naive
+        datetime is UTC).
+        ``error`` becomes the run's ``last_error`` (``run(run_id)``):
+        scrubbed by this store's scrubber as a save's text is, its control
+        characters shown as escapes, cut to 500 characters (and sealed on
+        an encrypted store), so no secret it quotes is stored.
+        """
+        arguments.check_lease(lease)
+        new_status = None if status is None else arguments.status(status)
+        requeue = arguments.flag(requeue, "requeue")
+        if type(attempts) is not str or attempts not in _ATTEMPTS:
+            raise InvalidArgument("attempts must be 'keep', 'reset' or 'uncount'")
+        if retry_at is not None and not isinstance(retry_at, datetime):
+            raise InvalidArgument(f"retry_at must be a datetime or None, not {type(retry_at).__name__}")
+        if error is not None and attempts == "reset":
+            raise InvalidArgument("attempts='reset' clears the last error: give it or an error, not both")
+        op = leases.release(
+            lease,
+            new_status,
+            requeue,
+            calls.now_micros(),
+            attempts=attempts,
+            retry_at=None if retry_at is None else to_micros(retry_at),
+            error=None if error is None else _recorded(error, self.pipeline.scrubber),
+        )
+        return writes(op)
+
+    @method("safepoint.claimable_in")
+    def claimable_in(self) -> Returns[timedelta | None]:
+        """How long until a ``claim`` could take a queued run (``timedelta(0)``: now — a free or
+        expired lease, a ``retry_at`` come), or None when nothing is queued that this store's
+        claims take (runs saved by newer code are left out: see ``queue_too_new``).
+
+        A live lease counts until it expires, so a run its worker releases
+        early is claimable sooner: ask again. ``Worker.run(stop_when_idle=True)``
+        waits on it."""
+        return Call(leases.next_claimable(calls.now_micros(), self.pipeline.schema_version), False, _wait)
+
+    @method("safepoint.queue_too_new")
+    def queue_too_new(self) -> Returns[int]:
+        """How many queued runs were saved by newer code (their head's ``schema_version`` above
+        this store's ``schema_version``): its claims leave them alone, for a store opened by
+        newer code. A ``Worker`` reports it as the gauge ``safepoint.queue.too_new``."""
+        return reads(leases.queued_too_new(self.pipeline.schema_version))
 
     @method("safepoint.run_counts")
     def run_counts(self, *, soon: timedelta = timedelta(seconds=30)) -> Returns[RunCounts]:
@@ -107,3 +181,14 @@ class QueueMethods(Entries):
         revoked); ``NotFound`` if absent.
         """
         return writes(leases.revoke_lease(check_id(run_id)))
+
+
+def _recorded(error: Any, scrubber: Scrubber | None) -> str:
+    """A release's ``error`` as stored: scrubbed, its control characters escaped, cut."""
+    if type(error) is not str:
+        raise InvalidArgument(f"error must be a str or None, not {type(error).__name__}")
+    return visible(error if scrubber is None else scrubber.scrub_text(error), max_len=ERROR_LEN)
+
+
+def _wait(micros: int | None) -> timedelta | None:
+    return None if micros is None else timedelta(microseconds=micros)

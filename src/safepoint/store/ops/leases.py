@@ -19,7 +19,7 @@ good, as a new checkpoint with status ``cancelled``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -48,7 +48,17 @@ def claim(worker_id: str, duration: float, now: int, max_version: int) -> Op[Lea
     if not rows:
         return None
     row = rows[0]
-    return Lease(row.run_id, worker_id, row.epoch, from_micros(row.expires_at), duration, row.attempts)
+    expires_at = from_micros(row.expires_at)
+    return Lease(row.run_id, worker_id, row.epoch, expires_at, duration, row.attempts, _status(row.status))
+
+
+def _status(value: Any) -> Status | None:
+    """A run row's status; None for one no ``Status`` names (a hand-edited row): the
+    claim still succeeds, and whoever needs the status reads the row."""
+    try:
+        return Status(value)
+    except ValueError:
+        return None
 
 
 def heartbeat(lease: Lease, duration: float, now: int) -> Op[Lease]:
@@ -63,9 +73,7 @@ def heartbeat(lease: Lease, duration: float, now: int) -> Op[Lease]:
     rows = yield Query("heartbeat", params)
     if not rows:
         yield from _raise_lease_lost(lease)
-    return Lease(
-        lease.run_id, lease.worker_id, lease.epoch, from_micros(rows[0].expires_at), duration, lease.attempts
-    )
+    return replace(lease, expires_at=from_micros(rows[0].expires_at), duration=duration)
 
 
 Attempts = Literal["keep", "reset", "uncount"]

@@ -259,7 +259,7 @@ RETURNING id;
 
 -- name: claim
 -- params: worker_id, now, expires_at, max_version
--- returns: run_id, epoch, expires_at, attempts
+-- returns: run_id, epoch, expires_at, attempts, status
 -- ends: transaction
 -- One statement: take the oldest queued run whose lease is free or expired
 -- and bump its epoch. FOR UPDATE SKIP LOCKED lets concurrent claimers pass
@@ -269,7 +269,8 @@ RETURNING id;
 -- against the WHERE clause when locked, so a claimed run is never taken twice.
 -- The attempt is counted here, and retry_at respected, and a run newer than
 -- the claimer (:max_version) left for newer code (see the SQLite query); the
--- run row's schema_version is its head's, kept by every save.
+-- run row's schema_version is its head's, kept by every save. The row's
+-- status comes back with the lease (see the SQLite query).
 UPDATE {schema}.safepoint_runs
 SET lease_owner = %(worker_id)s, lease_epoch = lease_epoch + 1,
     lease_expires_at = 'epoch'::timestamptz + %(expires_at)s::bigint * interval '1 microsecond',
@@ -285,7 +286,7 @@ WHERE id = (
     ORDER BY queued_at, id
     LIMIT 1
     FOR UPDATE SKIP LOCKED)
-RETURNING run_id, lease_epoch, (extract(epoch FROM lease_expires_at) * 1000000)::bigint, attempts;
+RETURNING run_id, lease_epoch, (extract(epoch FROM lease_expires_at) * 1000000)::bigint, attempts, status;
 
 -- name: queue_depth
 -- params: now

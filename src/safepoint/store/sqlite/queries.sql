@@ -242,7 +242,7 @@ RETURNING id;
 
 -- name: claim
 -- params: worker_id, now, expires_at, max_version
--- returns: run_id, epoch, expires_at, attempts
+-- returns: run_id, epoch, expires_at, attempts, status
 -- ends: transaction
 -- One statement: take the oldest queued run whose lease is free or expired
 -- and whose retry_at (after a failed attempt) has come, bump its epoch and
@@ -257,7 +257,9 @@ RETURNING id;
 -- row column: a claim costs about the same either way, ~20 us, and saves keep
 -- the run row alone; skipping a too-new run costs ~0.8 us, measured with
 -- 10,000 queued). A run with no checkpoint row stays claimable (its load
--- says what is wrong).
+-- says what is wrong). The row's status comes back with the lease: a worker's
+-- Run starts from it instead of reading the row again (a quarantined run
+-- queued again with enqueue stays failed).
 UPDATE safepoint_runs
 SET lease_owner = :worker_id, lease_epoch = lease_epoch + 1, lease_expires_at = :expires_at,
     attempts = attempts + 1, retry_at = NULL
@@ -270,7 +272,7 @@ WHERE id = (
                     ORDER BY c.id DESC LIMIT 1), 0) <= :max_version
     ORDER BY r.queued_at, r.id
     LIMIT 1)
-RETURNING run_id, lease_epoch, lease_expires_at, attempts;
+RETURNING run_id, lease_epoch, lease_expires_at, attempts, status;
 
 -- name: queue_depth
 -- params: now
