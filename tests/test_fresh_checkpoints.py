@@ -156,7 +156,7 @@ def test_a_run_the_memory_has_let_go_of_is_compared_against_the_store(tmp_path: 
     whose next fresh save then reads the head's chain values (and stores the same thing)."""
     queries = StatementLog()
     store = safepoint.open_store(f"sqlite:///{tmp_path / 'state.db'}", observer=queries)
-    store.pipeline.memory = RunMemory(max_messages=10, max_runs=8)
+    store.settings = store.settings.replace(memory=RunMemory(max_messages=10, max_runs=8))
     try:
         conversations: dict[str, list[dict[str, Any]]] = {"a": [], "b": []}
         for step in range(3):

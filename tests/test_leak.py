@@ -129,7 +129,7 @@ def exercise(store: Store, secrets: dict[str, str], errors: list[BaseException])
     # Under the raise policy the refusal names path and rule only.
     strict = Secrets(secrets)
     refusing = safepoint.Scrubber(secrets=strict, policy="raise")
-    store.pipeline = type(store.pipeline)(refusing)
+    store.settings = type(store.settings)(refusing)
     with pytest.raises(safepoint.SecretLeak) as leak:
         store.save(Checkpoint(run_id="strict", state={"k": planted(next(iter(secrets.values())), rng)}))
     errors.append(leak.value)

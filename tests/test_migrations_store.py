@@ -295,7 +295,7 @@ def test_random_chains_migrate_the_same_lazily_and_eagerly(ops: list[int], lengt
             cp.messages.append({"role": "user", "content": f"{n}-{i}"})
             store.save(cp)
             cp = cp.next()
-    store.pipeline = type(store.pipeline)(store.pipeline.scrubber, chain)
+    store.settings = type(store.settings)(store.settings.scrubber, chain)
     lazy = {f"r{n}": store.load(f"r{n}").to_dict() for n in range(len(lengths))}
     migrate_store(store)
     for run_id, expected in lazy.items():

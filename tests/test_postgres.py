@@ -34,16 +34,16 @@ from safepoint.errors import (
 )
 from safepoint.store import calls
 from safepoint.store.blob_targets import DatabaseBlobs
-from safepoint.store.pipeline import Pipeline
 from safepoint.store.postgres.async_driver import PostgresAsyncDriver, open_postgres_async_driver
 from safepoint.store.postgres.driver import PostgresDriver
 from safepoint.store.postgres.schema import REVISIONS
 from safepoint.store.postgres.steps import QUERIES, SETUP
 from safepoint.store.query import Op, Query
 from safepoint.store.query_specs import load_dialect
+from safepoint.store.settings import StoreSettings
 from safepoint.testing.conformance import StoreConformance, Tamper
 
-PIPELINE = Pipeline(blobs=DatabaseBlobs())  # what open_store gives a PostgreSQL store, minus scrubbing
+PIPELINE = StoreSettings(blobs=DatabaseBlobs())  # what open_store gives a PostgreSQL store, minus scrubbing
 T = TypeVar("T")
 SMALL_POOL = {"min_size": 1, "max_size": 2}
 

@@ -29,15 +29,15 @@ from safepoint.errors import Conflict, LeaseLost
 from safepoint.store import calls
 from safepoint.store.blob_targets import DatabaseBlobs
 from safepoint.store.ops import saving
-from safepoint.store.pipeline import Pipeline
 from safepoint.store.postgres.async_driver import PostgresAsyncDriver, open_postgres_async_driver
 from safepoint.store.postgres.driver import PostgresDriver
 from safepoint.store.postgres.steps import ALONE_MAX_BYTES
 from safepoint.store.query import Op
+from safepoint.store.settings import StoreSettings
 from safepoint.store.sqlite.driver import SQLiteDriver
 
 POOL = {"min_size": 1, "max_size": 2}
-PIPELINE = Pipeline(blobs=DatabaseBlobs())  # what open_store gives a PostgreSQL store, minus scrubbing
+PIPELINE = StoreSettings(blobs=DatabaseBlobs())  # what open_store gives a PostgreSQL store, minus scrubbing
 T = TypeVar("T")
 FAST = ["save_next"]
 DECLINED = ["save_next", "run_head"]

@@ -42,7 +42,7 @@ def test_a_store_without_a_chain_refuses_newer_checkpoints(tmp_path: Path) -> No
     """Default version 1: saving a version 2 checkpoint or loading one (migrating) is SchemaTooNew."""
     url = f"sqlite:///{tmp_path / 'v.db'}"
     with safepoint.open_store(url) as store:
-        assert store.pipeline.schema_version == 1
+        assert store.settings.schema_version == 1
         with pytest.raises(SchemaTooNew) as refused:
             store.save(Checkpoint(run_id="r", schema_version=2))
         assert (refused.value.run_id, refused.value.stored_version, refused.value.current_version) == (
@@ -74,10 +74,10 @@ def test_schema_version_option_and_chain_set_the_current_version(tmp_path: Path)
         assert store.load("r").schema_version == 3  # older, no chain: as stored
     chain = MigrationChain(current=3, migrations={1: lambda cp: cp, 2: lambda cp: cp})
     with safepoint.open_store(url, migrations=chain) as store:
-        assert store.pipeline.schema_version == 3
+        assert store.settings.schema_version == 3
         assert store.load("r").state == {"shape": "new"}
     with safepoint.open_store(url, migrations=chain, schema_version=3) as store:
-        assert store.pipeline.schema_version == 3
+        assert store.settings.schema_version == 3
     with pytest.raises(InvalidArgument, match="disagrees with the migration chain"):
         safepoint.open_store(url, migrations=chain, schema_version=2)
     for bad in (0, -1, "3", 2.0, True, 2**31):

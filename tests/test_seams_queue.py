@@ -217,7 +217,7 @@ def test_a_corrupt_run_of_an_encrypted_store_whose_keys_passed_the_open_check_is
     with backend.open(encryption=keyring("k1")) as store:
         queue(store, "damaged", "fine")
     with backend.open(encryption=keyring("k1")) as store:
-        sealer = store.pipeline.sealer  # what the worker reads to tell whose fault a digest is
+        sealer = store.settings.sealer  # what the worker reads to tell whose fault a digest is
         assert sealer is not None
         assert sealer.keys_checked
         backend.edit(

@@ -94,7 +94,7 @@ def migrate_store(
     progress: Callable[[int, int], None] | None = None,
 ) -> MigrateReport:
     """Migrate every run's head to the chain's current version (``dry_run``: only load and check)."""
-    chain = store.pipeline.migrations
+    chain = store.settings.migrations
     if chain is None:
         raise InvalidArgument("migrate needs the store's migration chain (open_store(..., migrations=chain))")
     if batch_size < 1:

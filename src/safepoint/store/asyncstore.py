@@ -27,8 +27,8 @@ from safepoint.observe import NO_OBSERVER, Observer, QueryHook
 
 from .calls import Call
 from .methods import StoreMethods
-from .pipeline import Pipeline
 from .query import AsyncDriver, Op
+from .settings import StoreSettings
 from .spans import backend_of
 from .sqlite.driver import SQLiteDriver
 from .sqlite.transactions import Member
@@ -126,10 +126,10 @@ class AsyncStore(StoreMethods, Awaiting):
 
     _driver: AsyncDriver
 
-    def __init__(self, driver: AsyncDriver, *, url: str, pipeline: Pipeline | None = None) -> None:
+    def __init__(self, driver: AsyncDriver, *, url: str, settings: StoreSettings | None = None) -> None:
         self._driver = driver
         self.url = url
-        self.pipeline = pipeline if pipeline is not None else Pipeline()
+        self.settings = settings if settings is not None else StoreSettings()
         # Spans and metrics (``safepoint.observe``); ``open_async_store(observer=…)`` sets it.
         self.observer: Observer = NO_OBSERVER
         self._backend = backend_of(url)
@@ -143,7 +143,7 @@ class AsyncStore(StoreMethods, Awaiting):
         if call.before is not None:  # blob uploads: blocking I/O, off the event loop, before the transaction
             await asyncio.to_thread(call.before)
         # An encrypted store's: sealed.
-        op, rebuild = self.pipeline.sealing(call.op, call.rebuild, self._driver.capabilities)
+        op, rebuild = self.settings.sealing(call.op, call.rebuild, self._driver.capabilities)
         if rebuild is not None:  # a save: it may share a transaction with other runs' (group commit)
             return await self._driver.run_joined(op, rebuild, weight=call.weight)
         return await self._driver.run(op, write=call.write)

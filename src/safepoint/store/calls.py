@@ -34,8 +34,8 @@ from .ops.collect import FileSpace, GcResult
 from .ops.loading import load_for_reading, read_blobs
 from .ops.retention import PruneResult
 from .ops.rewrite import Rewritten, rewrite_heads
-from .pipeline import Pipeline
 from .query import Loaded, Op
+from .settings import StoreSettings
 from .validate import check_id, check_step, validate_fields
 
 T = TypeVar("T")
@@ -98,23 +98,23 @@ SaveOp = Callable[..., Op[saving.SaveResult[MessagePlan]]]
 
 
 def save(
-    cp: Checkpoint, lease: Lease | None, pipeline: Pipeline, save_op: SaveOp | None = None
+    cp: Checkpoint, lease: Lease | None, settings: StoreSettings, save_op: SaveOp | None = None
 ) -> Call[saving.SaveResult[MessagePlan], CheckpointInfo]:
     """``save_op``: the save operation to build (as ``saving.save``, which is the default)."""
     if not isinstance(cp, Checkpoint):
         raise InvalidArgument(f"save takes a safepoint.Checkpoint, not {type(cp).__name__}")
     if lease is not None:
         arguments.check_lease(lease)
-    pipeline.guard(partial(validate_fields, allow_bytes=pipeline.blobs is not None), cp)
+    settings.guard(partial(validate_fields, allow_bytes=settings.blobs is not None), cp)
     if lease is not None and lease.run_id != cp.run_id:
         raise InvalidArgument(f"the lease is for run {lease.run_id!r}, not {cp.run_id!r}")
     view = cp.stored_view
     if view is not None and view.run_id != cp.run_id:
         view = None
     # A fresh checkpoint has no view: the store's memory gives one (remembered.py).
-    recall = pipeline.memory.recall(cp.run_id, cp.step, view, cp.messages)
+    recall = settings.memory.recall(cp.run_id, cp.step, view, cp.messages)
     view = recall.view
-    prepared = pipeline.guard(pipeline.prepare_save, cp)
+    prepared = settings.guard(settings.prepare_save, cp)
     # Nothing to plan against: ops.save plans once, in the transaction, against the head.
     plan = None if view is None and cp.step > 0 else prepared.plan(view, cp.messages, recall.known)
     now = now_micros()
@@ -122,7 +122,7 @@ def save(
     def finish(result: saving.SaveResult[MessagePlan]) -> CheckpointInfo:
         plan, ranges, carriers = result.plan, result.ranges, result.carriers
         finish_save(cp, plan, ranges=ranges, carriers=carriers, created_at=now, digest=result.digest)
-        pipeline.memory.remember(cp.run_id, recall, result.plan.keep, result.plan.base, cp.messages)
+        settings.memory.remember(cp.run_id, recall, result.plan.keep, result.plan.base, cp.messages)
         cp.scrub_report = result.report
         assert cp.created_at is not None
         assert cp.digest is not None
@@ -152,10 +152,10 @@ def save(
     # External blobs are uploaded before the transaction (no upload under the run's row lock or
     # the idle-in-transaction timeout); the op re-checks them under the blob guard (blob_targets.py).
     before = None
-    if pipeline.blobs is not None and not pipeline.blobs.in_database:
+    if settings.blobs is not None and not settings.blobs.in_database:
         pending = prepared.pending_blobs()
         if pending:
-            before = partial(pipeline.blobs.put_all, pending)
+            before = partial(settings.blobs.put_all, pending)
     weight = 0 if plan is None else sum(map(len, plan.bodies))  # bounds a group commit's batch
     return Call(build(), True, finish, before, written, rebuild=build, weight=weight)
 
@@ -163,25 +163,25 @@ def save(
 def load(
     run_id: str,
     step: int | None,
-    pipeline: Pipeline,
+    settings: StoreSettings,
     *,
     resolve_secrets: ResolveSecrets = False,
     migrate: bool = True,
     fetch_blobs: bool = True,
 ) -> Call[Loaded, Checkpoint]:
     def finish(loaded: Loaded) -> Checkpoint:
-        return pipeline.after_load(loaded, migrate=migrate, resolve=resolve_secrets, fetch_blobs=fetch_blobs)
+        return settings.after_load(loaded, migrate=migrate, resolve=resolve_secrets, fetch_blobs=fetch_blobs)
 
     arguments.resolver(resolve_secrets)
     arguments.flag(migrate, "migrate")
     arguments.flag(fetch_blobs, "fetch_blobs")
-    in_database = pipeline.blobs is not None and pipeline.blobs.in_database and fetch_blobs
+    in_database = settings.blobs is not None and settings.blobs.in_database and fetch_blobs
     op = load_for_reading(check_id(run_id), check_step(step), blobs_in_database=in_database)
     return Call(op, False, finish)
 
 
-def migrate_runs(run_ids: list[str], pipeline: Pipeline) -> Call[Rewritten, Rewritten]:
-    chain = pipeline.migrations
+def migrate_runs(run_ids: list[str], settings: StoreSettings) -> Call[Rewritten, Rewritten]:
+    chain = settings.migrations
     if chain is None:
         raise InvalidArgument("eager migration needs a store opened with migrations=MigrationChain(...)")
     if not isinstance(run_ids, list | tuple):  # a str would be taken for a list of one-letter ids
@@ -190,38 +190,40 @@ def migrate_runs(run_ids: list[str], pipeline: Pipeline) -> Call[Rewritten, Rewr
 
     def rewrite(head: Checkpoint) -> Checkpoint | None:
         chain.check_version(head.schema_version, run_id=head.run_id, step=head.step)
-        return pipeline.migrate(head) if chain.needs_migration(head.schema_version) else None
+        return settings.migrate(head) if chain.needs_migration(head.schema_version) else None
 
-    return writes(rewrite_heads(ids, rewrite, pipeline.prepare_save, now_micros()))
+    return writes(rewrite_heads(ids, rewrite, settings.prepare_save, now_micros()))
 
 
-def fetch_blob(ref: Any, pipeline: Pipeline) -> Call[dict[str, bytes], str | bytes]:
-    parsed = pipeline.blob_ref(ref)
-    in_database = pipeline.blobs is not None and pipeline.blobs.in_database
+def fetch_blob(ref: Any, settings: StoreSettings) -> Call[dict[str, bytes], str | bytes]:
+    parsed = settings.blob_ref(ref)
+    in_database = settings.blobs is not None and settings.blobs.in_database
     digests = [parsed.digest] if in_database else []
 
     def finish(stored: dict[str, bytes]) -> str | bytes:
-        return pipeline.fetch_blob(parsed, stored)
+        return settings.fetch_blob(parsed, stored)
 
     return Call(read_blobs(digests), False, finish)
 
 
 def prune_run(
-    run_id: str, policy: Retention | None, pipeline: Pipeline, dry_run: bool
+    run_id: str, policy: Retention | None, settings: StoreSettings, dry_run: bool
 ) -> Call[PruneResult, PruneResult]:
-    chosen = arguments.policy(policy) or pipeline.retention
+    chosen = arguments.policy(policy) or settings.retention
     op = retention.prune_run(
         check_id(run_id), chosen, now_micros(), dry_run=arguments.flag(dry_run, "dry_run")
     )
     return Call(op, not dry_run, _same)
 
 
-def collect_garbage(pipeline: Pipeline, grace: float | timedelta, dry_run: bool) -> Call[GcResult, GcResult]:
-    if pipeline.blobs is None:
+def collect_garbage(
+    settings: StoreSettings, grace: float | timedelta, dry_run: bool
+) -> Call[GcResult, GcResult]:
+    if settings.blobs is None:
         raise InvalidArgument("this store has no blob store (opened with blobs=False): nothing to collect")
     wait = arguments.duration(grace, "grace", low=timedelta(0), high=MAX_AGE)
     op = collect.collect_garbage(
-        pipeline.blobs, now_micros(), wait, dry_run=arguments.flag(dry_run, "dry_run")
+        settings.blobs, now_micros(), wait, dry_run=arguments.flag(dry_run, "dry_run")
     )
     # A dry run deletes nothing and takes no guard: a read-only transaction.
     return Call(op, not dry_run, _same)
@@ -272,11 +274,15 @@ def runs(
 
 
 def fork(
-    run_id: str, step: int | None, new_run_id: str | None, labels: dict[str, str] | None, pipeline: Pipeline
+    run_id: str,
+    step: int | None,
+    new_run_id: str | None,
+    labels: dict[str, str] | None,
+    settings: StoreSettings,
 ) -> Call[Checkpoint, Checkpoint]:
     # None asks for a fresh id; an empty one is a wrong id like any other, not "no id".
     target = check_id(make_run_id() if new_run_id is None else new_run_id, "new_run_id")
-    pipeline.guard(validate_fields, Checkpoint(run_id=target, labels={} if labels is None else labels))
+    settings.guard(validate_fields, Checkpoint(run_id=target, labels={} if labels is None else labels))
     if labels is not None:  # scrubbed like any label a save writes
-        labels = pipeline.prepare_save(Checkpoint(run_id=target, labels=labels)).fields.labels
+        labels = settings.prepare_save(Checkpoint(run_id=target, labels=labels)).fields.labels
     return writes(run_ops.fork(check_id(run_id), check_step(step), target, labels, now_micros()))

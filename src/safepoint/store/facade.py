@@ -15,8 +15,8 @@ from safepoint.observe import NO_OBSERVER, Observer
 
 from .calls import Call
 from .methods import StoreMethods
-from .pipeline import Pipeline
 from .query import Driver
+from .settings import StoreSettings
 from .spans import backend_of
 from .twins import Blocking
 
@@ -32,10 +32,10 @@ class Store(StoreMethods, Blocking):
 
     _driver: Driver
 
-    def __init__(self, driver: Driver, *, url: str, pipeline: Pipeline | None = None) -> None:
+    def __init__(self, driver: Driver, *, url: str, settings: StoreSettings | None = None) -> None:
         self._driver = driver
         self.url = url
-        self.pipeline = pipeline if pipeline is not None else Pipeline()
+        self.settings = settings if settings is not None else StoreSettings()
         # Spans and metrics (``safepoint.observe``); ``open_store(observer=…)`` sets it.
         self.observer: Observer = NO_OBSERVER
         self._backend = backend_of(url)
@@ -49,7 +49,7 @@ class Store(StoreMethods, Blocking):
         if call.before is not None:  # slow I/O (blob uploads), before the transaction begins
             call.before()
         # An encrypted store's: sealed.
-        op, rebuild = self.pipeline.sealing(call.op, call.rebuild, self._driver.capabilities)
+        op, rebuild = self.settings.sealing(call.op, call.rebuild, self._driver.capabilities)
         if rebuild is not None:  # a save: it may share a transaction with other runs' (group commit)
             return self._driver.run_joined(op, rebuild, weight=call.weight)
         return self._driver.run(op, write=call.write)

@@ -102,13 +102,13 @@ def encrypt_store(store: Store, keyring: Any, *, progress: Progress | None = Non
     ``encryption=ToEncrypt(keyring)`` — what reopens a store an interrupted encrypt left
     converting, which a keyless open refuses (``EncryptedStore``). The store is marked encrypted
     only when every run and blob was sealed (``Resealing.ok``)."""
-    if store.pipeline.sealer is not None and not store.pipeline.sealer.converting:
+    if store.settings.sealer is not None and not store.settings.sealer.converting:
         raise InvalidArgument("the store is encrypted already: rekey it instead")
     sealer = store.driver.run(
         open_sealer(keyring, writable=True, now=now_micros(), converting=True), write=True
     )
-    if store.pipeline.sealer is None:
-        store.pipeline.encrypt(sealer)
+    if store.settings.sealer is None:
+        store.settings = store.settings.encrypted(sealer)
     done = _reseal_everything(store, sealer, progress)
     if not done.ok:
         return done  # still converting: the runs left in plain text stay readable until a rerun
@@ -201,7 +201,7 @@ def _all_runs(store: Store) -> Iterator[tuple[int, str]]:
 
 
 def _reseal_blobs(store: Store, sealer: Sealer, failed: list[tuple[str, SafepointError]]) -> int:
-    blobs = store.pipeline.blobs
+    blobs = store.settings.blobs
     if blobs is None:
         return 0
     if blobs.in_database:
@@ -231,7 +231,7 @@ def _reseal_blobs(store: Store, sealer: Sealer, failed: list[tuple[str, Safepoin
 
 
 def _stored_blobs(store: Store, sealer: Sealer) -> Iterator[bytes]:
-    blobs = store.pipeline.blobs
+    blobs = store.settings.blobs
     if blobs is None:
         return
     if blobs.in_database:
@@ -249,7 +249,7 @@ def _stored_blobs(store: Store, sealer: Sealer) -> Iterator[bytes]:
 
 
 def _sealer_of(store: Store) -> Sealer:
-    sealer = store.pipeline.sealer
+    sealer = store.settings.sealer
     if sealer is None:
         raise InvalidArgument("the store was opened without a keyring: give it the keys")
     return sealer

@@ -3,7 +3,7 @@
 The URL names the backend (``urls.scheme_of``), whose row in the backend
 table (``backends.py``) both openers read; the options are read here — the
 store-wide ones (``read_only``, ``observer``, ``encryption``, the scrubber's
-and the pipeline's, through ``Pipeline.from_options``) — and by the
+and the settings's, through ``StoreSettings.from_options``) — and by the
 backend's opener, each refused by name (``InvalidURL``) when unknown or out
 of range, before any file or connection is opened where that can be helped.
 Opening is written once, as steps that ``open_store`` calls and
@@ -24,8 +24,8 @@ from .backends import BACKENDS
 from .calls import now_micros
 from .encryption import keyring_option, open_encryption
 from .facade import Store
-from .pipeline import Pipeline
 from .query import AsyncDriver, Driver, Op
+from .settings import StoreSettings
 from .urls import scheme_of
 
 T = TypeVar("T")
@@ -130,7 +130,7 @@ def _opening(url: object, given: dict[str, Any], face: Any) -> Generator[Twin, A
     read_only = _read_only(options)
     observer = _observer(options)
     keyring = keyring_option(options)
-    pipeline = Pipeline.from_options(options, backend.default_blobs(url))
+    settings = StoreSettings.from_options(options, backend.default_blobs(url))
     driver, shown = yield Twin(backend.open, backend.open_async, url, options, read_only)
     driver.on_query = query_hook(observer)  # the drivers' statement-level tracing, if it has one
     if keyring is not None or backend.scheme != "memory":  # a memory:// store is new: nothing to refuse
@@ -140,11 +140,11 @@ def _opening(url: object, given: dict[str, Any], face: Any) -> Generator[Twin, A
             setup = open_encryption(keyring, writable=not read_only, now=now_micros())
             sealer = yield Twin(_run, _arun, driver, setup, not read_only and keyring is not None)
             if sealer is not None:
-                pipeline.encrypt(sealer)
+                settings = settings.encrypted(sealer)
         except BaseException:
             yield Twin(_close, _aclose, driver)
             raise
-    store = face(driver, url=shown, pipeline=pipeline)
+    store = face(driver, url=shown, settings=settings)
     store.observer = observer
     return store
 

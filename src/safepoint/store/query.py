@@ -182,7 +182,7 @@ class BlobWriter(Protocol):
 
 
 class SaveInput(Protocol[PlanT_co]):
-    """Exactly what ``ops.save`` needs from a prepared save (``pipeline.PreparedSave`` today).
+    """Exactly what ``ops.save`` needs from a prepared save (``prepare.PreparedSave`` today).
 
     ``fields`` are the header fields as they will be stored (scrubbed,
     offloaded), with ``labels`` and ``counters`` among them; ``plan`` works

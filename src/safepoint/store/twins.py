@@ -23,7 +23,7 @@ from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, Protocol, Typ
 from safepoint.observe import NO_OBSERVER, Observer
 
 from .calls import Call
-from .pipeline import Pipeline
+from .settings import StoreSettings
 from .spans import AttributeDict, Operation
 from .traced import Done, Spec, no_attributes
 
@@ -43,7 +43,7 @@ class _Backend(Protocol):
 class Entries:
     """The base of the call table's classes: what an entry may read of the store running it."""
 
-    pipeline: Pipeline
+    settings: StoreSettings
     _driver: _Backend
 
 

@@ -188,7 +188,7 @@ class Worker:
 
     def _not_done(self, lease: Lease, exc: Exception) -> None:
         """The run met ``exc``: released as whose fault it was says (``attempts.fault``)."""
-        sealer = self.store.pipeline.sealer
+        sealer = self.store.settings.sealer
         blame = fault(exc, lease.run_id, keys_checked=sealer is None or sealer.keys_checked)
         if blame == "store":
             self._release(lease, GIVE_BACK)
@@ -266,7 +266,7 @@ class Worker:
 
     def _describe(self, exc: Exception) -> str:
         """``Type: message`` — the exception's own words, scrubbed and truncated."""
-        return recorded_error(exc, self.store.pipeline.scrubber)
+        return recorded_error(exc, self.store.settings.scrubber)
 
 
 def _deadline(lease: Lease) -> float:

@@ -30,4 +30,4 @@ class StoreMethods(CheckpointMethods, QueueMethods, HoldMethods, UpkeepMethods):
         """The checkpoint version this store writes and reads up to: the migration
         chain's current version, or ``open_store(schema_version=…)``, default 1.
         A new run starts at it; a newer checkpoint is ``SchemaTooNew``."""
-        return self.pipeline.schema_version
+        return self.settings.schema_version

@@ -42,7 +42,7 @@ class CheckpointMethods(Entries):
         Without a lease, a run another worker holds a live lease on is a
         ``Conflict``.
         """
-        return calls.save(checkpoint, lease, self.pipeline)
+        return calls.save(checkpoint, lease, self.settings)
 
     @method("safepoint.load", ("run_id", "step"), traced.of_run, done=traced.loaded)
     def load(
@@ -76,7 +76,7 @@ class CheckpointMethods(Entries):
         return calls.load(
             run_id,
             step,
-            self.pipeline,
+            self.settings,
             resolve_secrets=resolve_secrets,
             migrate=migrate,
             fetch_blobs=fetch_blobs,
@@ -90,7 +90,7 @@ class CheckpointMethods(Entries):
         ``BlobRef``. Text comes back as ``str``; the bytes are verified against
         the digest (``BlobCorrupt`` if altered, ``BlobNotFound`` if missing).
         """
-        return calls.fetch_blob(ref, self.pipeline)
+        return calls.fetch_blob(ref, self.settings)
 
     @method("safepoint.history", ("run_id",), traced.of_run, done=traced.counted("safepoint.checkpoints"))
     def history(self, run_id: str) -> Returns[list[CheckpointInfo]]:
@@ -152,7 +152,7 @@ class CheckpointMethods(Entries):
         same step number, with ``parent`` recording where it came from; save
         ``fork.next()`` to continue it. Returns the new run's checkpoint.
         """
-        return calls.fork(run_id, step, new_run_id, labels, self.pipeline)
+        return calls.fork(run_id, step, new_run_id, labels, self.settings)
 
     @method("safepoint.delete", ("run_id",), traced.of_run)
     def delete_run(self, run_id: str) -> Returns[None]:

@@ -62,7 +62,7 @@ class QueueMethods(Entries):
         run changes nothing more; a ``done`` run raises ``RunStatusError``;
         ``NotFound`` if absent. Returns what was done (``leases.Cancelled``).
         """
-        return writes(leases.cancel(check_id(run_id), self.pipeline.prepare_save, calls.now_micros()))
+        return writes(leases.cancel(check_id(run_id), self.settings.prepare_save, calls.now_micros()))
 
     @method("safepoint.claim", ("worker_id",), traced.of_claim, done=traced.claimed)
     def claim(self, worker_id: str, *, lease: float | timedelta = 30.0) -> Returns[Lease | None]:
@@ -79,7 +79,7 @@ class QueueMethods(Entries):
         """
         worker = check_id(worker_id, "worker_id")
         duration = arguments.seconds(lease, "lease")
-        return writes(leases.claim(worker, duration, calls.now_micros(), self.pipeline.schema_version))
+        return writes(leases.claim(worker, duration, calls.now_micros(), self.settings.schema_version))
 
     @method("safepoint.heartbeat", ("lease",), traced.of_lease)
     def heartbeat(self, lease: Lease, *, extend: float | timedelta | None = None) -> Returns[Lease]:
@@ -130,7 +130,7 @@ class QueueMethods(Entries):
             calls.now_micros(),
             attempts=attempts,
             retry_at=None if retry_at is None else to_micros(retry_at),
-            error=None if error is None else _recorded(error, self.pipeline.scrubber),
+            error=None if error is None else _recorded(error, self.settings.scrubber),
         )
         return writes(op)
 
@@ -143,14 +143,14 @@ class QueueMethods(Entries):
         A live lease counts until it expires, so a run its worker releases
         early is claimable sooner: ask again. ``Worker.run(stop_when_idle=True)``
         waits on it."""
-        return Call(leases.next_claimable(calls.now_micros(), self.pipeline.schema_version), False, _wait)
+        return Call(leases.next_claimable(calls.now_micros(), self.settings.schema_version), False, _wait)
 
     @method("safepoint.queue_too_new")
     def queue_too_new(self) -> Returns[int]:
         """How many queued runs were saved by newer code (their head's ``schema_version`` above
         this store's ``schema_version``): its claims leave them alone, for a store opened by
         newer code. A ``Worker`` reports it as the gauge ``safepoint.queue.too_new``."""
-        return reads(leases.queued_too_new(self.pipeline.schema_version))
+        return reads(leases.queued_too_new(self.settings.schema_version))
 
     @method("safepoint.run_counts")
     def run_counts(self, *, soon: timedelta = timedelta(seconds=30)) -> Returns[RunCounts]:

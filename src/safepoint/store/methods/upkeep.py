@@ -28,7 +28,7 @@ class UpkeepMethods(Entries):
         Runs already current are left alone; a run whose migration fails is
         left unchanged and reported. ``safepoint migrate`` calls this in batches.
         """
-        return calls.migrate_runs(run_ids, self.pipeline)
+        return calls.migrate_runs(run_ids, self.settings)
 
     @method("safepoint.set_retention", ("run_id",), traced.of_run)
     def set_retention(self, run_id: str, policy: Retention | None) -> Returns[None]:
@@ -42,7 +42,7 @@ class UpkeepMethods(Entries):
         """Apply retention to one run in one transaction: the run's own policy, else
         ``policy``, else the store's. Kept checkpoints all still load exactly.
         (``safepoint gc`` and ``prune_store`` call this for every run.)"""
-        return calls.prune_run(run_id, policy, self.pipeline, dry_run)
+        return calls.prune_run(run_id, policy, self.settings, dry_run)
 
     @method("safepoint.gc", ("dry_run",), traced.of_gc, done=traced.collected)
     def collect_garbage(self, *, grace: float | timedelta = 0, dry_run: bool = False) -> Returns[GcResult]:
@@ -55,7 +55,7 @@ class UpkeepMethods(Entries):
         the file's size before and after); a file created without incremental
         auto-vacuum keeps them until one ``vacuum()``. A dry run reads only.
         """
-        return calls.collect_garbage(self.pipeline, grace, dry_run)
+        return calls.collect_garbage(self.settings, grace, dry_run)
 
     @method("safepoint.vacuum")
     def vacuum(self) -> Returns[FileSpace]:

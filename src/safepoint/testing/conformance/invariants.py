@@ -80,8 +80,8 @@ class StoreConformance(LeaseConformance, ApiConformance):
             labels={"team": "search", "env": "test"},
         )
         expected = snapshot(cp)
-        with declaring(store, 3):
-            store.save(cp)
+        with declaring(store, 3) as declared:
+            declared.save(cp)
         assert snapshot(reopen().load("round-trip ✓", migrate=False)) == expected
 
     def test_save_does_not_change_the_callers_values(self, store: Store) -> None:
@@ -157,25 +157,25 @@ class StoreConformance(LeaseConformance, ApiConformance):
     def test_schema_version_is_stored_per_checkpoint(self, store: Store) -> None:
         """Every checkpoint carries its own schema_version."""
         cp = Checkpoint(run_id="versions", schema_version=2)
-        with declaring(store, 3):
-            store.save(cp)
+        with declaring(store, 3) as declared:
+            declared.save(cp)
             cp = cp.next()
             cp.schema_version = 3
-            store.save(cp)
-            assert [i.schema_version for i in store.history("versions")] == [2, 3]
-            assert store.load("versions", 0).schema_version == 2
+            declared.save(cp)
+            assert [i.schema_version for i in declared.history("versions")] == [2, 3]
+            assert declared.load("versions", 0).schema_version == 2
 
     def test_newer_checkpoints_are_refused_but_read_raw(self, store: Store) -> None:
         """Code at version 2 refuses to save or to load (migrating) a version 3 checkpoint; raw reads work."""
-        with declaring(store, 3):
-            store.save(Checkpoint(run_id="newer", schema_version=3))
-        with declaring(store, 2):
+        with declaring(store, 3) as declared:
+            declared.save(Checkpoint(run_id="newer", schema_version=3))
+        with declaring(store, 2) as declared:
             with pytest.raises(SchemaTooNew):
-                store.load("newer")
-            assert store.load("newer", migrate=False).schema_version == 3
+                declared.load("newer")
+            assert declared.load("newer", migrate=False).schema_version == 3
             with pytest.raises(SchemaTooNew):
-                store.save(store.load("newer", migrate=False).next())
-            assert [i.step for i in store.history("newer")] == [0]
+                declared.save(declared.load("newer", migrate=False).next())
+            assert [i.step for i in declared.history("newer")] == [0]
 
     # -- invariant 6: verified --------------------------------------------------
 

@@ -3,7 +3,6 @@ grown step by step, a checkpoint as plain data, a store declaring another schema
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -37,13 +36,9 @@ def grow(store: Store, run_id: str, steps: int, per_step: int = 2) -> Checkpoint
 
 @contextmanager
 def declaring(store: Store, version: int) -> Iterator[Store]:
-    """``store`` as code whose current schema_version is ``version`` (and no migrations) would use it."""
-    saved = store.pipeline
-    pipeline = copy.copy(saved)
-    pipeline.migrations = None
-    pipeline.schema_version = version
-    store.pipeline = pipeline
-    try:
-        yield store
-    finally:
-        store.pipeline = saved
+    """A second handle on ``store``'s database, as code whose current schema_version is
+    ``version`` (and no migrations) would open it; ``store`` itself is left as it is."""
+    settings = store.settings.replace(migrations=None, schema_version=version)
+    declared = Store(store.driver, url=store.url, settings=settings)
+    declared.observer = store.observer
+    yield declared  # not closed: it shares the first handle's driver

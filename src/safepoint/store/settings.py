@@ -1,19 +1,24 @@
-"""A store's transformations of a checkpoint, configured once from ``open_store``'s options.
+"""A store's settings: what it does to a checkpoint on the way in and out, fixed when it opens.
 
 Each direction has its own module: a save is prepared (scrubbed, escaped,
 offloaded, its delta planned) by ``prepare.py`` before its transaction; a
 load is migrated and its secrets resolved by ``after_load.py`` after its
-transaction, with large values put back by ``large_values.py``. ``Pipeline``
+transaction, with large values put back by ``large_values.py``. ``StoreSettings``
 holds what both need — the scrubber, the migration chain, the blob target
 and policy, the retention — and is what every store call takes.
 
-One ``Pipeline`` per store; it holds no per-call state, so it is shared by
-every thread. It does hold the store's memory of the runs it saved
-(``remembered.RunMemory``: a hint for fresh checkpoints, thread-safe).
+One ``StoreSettings`` per store, made by ``open_store`` from its options and
+fixed from then on: assigning to it raises, and a changed copy is a new
+object (``replace``, ``encrypted``) that a store is opened with — a second
+store handle, never the first one's settings swapped under it. It holds no
+per-call state, so it is shared by every thread; it does carry the store's
+memory of the runs it saved (``remembered.RunMemory``: a hint for fresh
+checkpoints, thread-safe), which a copy shares.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -41,7 +46,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class Pipeline:
+class StoreSettings:
     """A store's save and load transformations: scrubbing, migrations (and blobs).
 
     ``schema_version`` is the application's current checkpoint version as
@@ -79,12 +84,26 @@ class Pipeline:
         # An encrypted store's (``open_store(url, encryption=…)``): every operation's
         # content sealed and opened by ``sealed_ops``, the blobs by ``sealed_blobs``.
         self.sealer: Sealer | None = None
+        self._fixed = True
 
-    def encrypt(self, sealer: Sealer) -> None:
-        """Seal everything this store writes, and open what it reads, with ``sealer``."""
-        self.sealer = sealer
-        if self.blobs is not None:
-            self.blobs = SealedBlobs(self.blobs, sealer)
+    def __setattr__(self, name: str, value: Any) -> None:
+        if getattr(self, "_fixed", False):
+            raise AttributeError(f"a store's settings are fixed when it opens: use replace() for {name}")
+        object.__setattr__(self, name, value)
+
+    def replace(self, **changes: Any) -> StoreSettings:
+        """A copy with ``changes`` (attribute names), for a second store handle over the same database."""
+        copied = copy.copy(self)
+        for name, value in changes.items():
+            if not hasattr(self, name) or name.startswith("_"):
+                raise AttributeError(f"store settings have no {name}")
+            object.__setattr__(copied, name, value)
+        return copied
+
+    def encrypted(self, sealer: Sealer) -> StoreSettings:
+        """These settings sealing everything the store writes, and opening what it reads, with ``sealer``."""
+        blobs = None if self.blobs is None else SealedBlobs(self.blobs, sealer)
+        return self.replace(sealer=sealer, blobs=blobs)
 
     def sealing(
         self,
@@ -102,8 +121,8 @@ class Pipeline:
         return sealed(op, sealer, capabilities), again
 
     @classmethod
-    def from_options(cls, options: dict[str, Any], default_blobs: BlobTarget | None = None) -> Pipeline:
-        """Take the pipeline's options out of ``open_store``'s keyword arguments.
+    def from_options(cls, options: dict[str, Any], default_blobs: BlobTarget | None = None) -> StoreSettings:
+        """Take the settings's options out of ``open_store``'s keyword arguments.
 
         ``default_blobs`` is the backend's blob target when ``blobs`` is not given.
         """
