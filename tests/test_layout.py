@@ -9,8 +9,6 @@ functions too), every module's length.
 - The CLI, the harness, the worker, the adapters and the demo use the public
   API: of the store, only ``safepoint.store`` and ``safepoint.store.admin``;
   never ``safepoint.testing``.
-- Nothing inside src imports a deprecated stub (a module kept at an old
-  path that warns and re-exports).
 - No module over 300 lines, apart from rule tables that are pure data.
 """
 
@@ -206,22 +204,7 @@ def test_cli_harness_adapters_demo_use_the_public_api() -> None:
     assert internal == []
 
 
-def _is_stub(path: Path) -> bool:
-    """A module that warns DeprecationWarning when imported (a statement at module level)."""
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.Expr) and "DeprecationWarning" in ast.unparse(node):
-            return True
-    return False
-
-
-STUBS = {name for name, path in MODULES.items() if _is_stub(path)}
-
-
-def test_nothing_in_src_imports_a_stub() -> None:
-    assert [f"{a} imports {b}" for a, bs in sorted(IMPORTS.items()) for b in sorted(bs & STUBS)] == []
-
-
-@pytest.mark.parametrize("module", sorted(set(MODULES) - PURE_DATA - STUBS))
+@pytest.mark.parametrize("module", sorted(set(MODULES) - PURE_DATA))
 def test_module_is_at_most_300_lines(module: str) -> None:
     lines = len(MODULES[module].read_text(encoding="utf-8").splitlines())
     assert lines <= MAX_LINES, f"{module} has {lines} lines"
