@@ -306,8 +306,8 @@ def test_gc_dry_run_works_on_postgresql(folder: Path) -> None:
     ],
 )
 def test_describe_knows_the_shapes_users_store(message: object, role: str, text: str) -> None:
-    """cli.messages.describe: a role and a line for each shape, never None, null or ?."""
-    from safepoint.cli.messages import describe  # noqa: PLC0415  # the function under test, by itself
+    """readable.describe: a role and a line for each shape, never None, null or ?."""
+    from safepoint.readable import describe  # noqa: PLC0415  # the function under test, by itself
 
     shown_role, shown_text = describe(message)
     assert shown_role == role

@@ -1,22 +1,29 @@
 """The shape of src/safepoint, read from its source: every import (those inside
 functions too), every module's length.
 
-- No import cycle between modules. A package's ``__init__`` importing its own
-  submodules (to present the package's surface) is how packages work and is
-  not counted.
+- No import cycle between modules, and none between packages (a package
+  being all its modules, a module directly under ``safepoint`` one of its
+  own): ``cli`` may use ``ui`` only if ``ui`` never uses ``cli``. A
+  package's ``__init__`` importing its own submodules (to present the
+  package's surface), or a package its own subpackages, is how packages
+  work and is not counted.
 - Imports point down DESIGN.md's layers: model/errors/codec at the bottom,
   then blobs and the scrubber, then the store, then everything built on it.
 - The CLI, the harness, the worker, the adapters and the demo use the public
   API: of the store, only ``safepoint.store`` and ``safepoint.store.admin``;
   never ``safepoint.testing``.
-- Nothing inside src imports a deprecated stub (a module kept at an old
-  path that warns and re-exports).
-- No module over 300 lines, apart from rule tables that are pure data.
+- No module over 400 lines, apart from rule tables that are pure data;
+  one over 300 lines warns (``LongModule``): look for a seam there — a
+  subject, a layer, a reader's question — never cut at a line count.
+- The median module (by lines) is between 100 and 250 lines: neither a
+  maze of tiny rooms nor a few halls.
 """
 
 from __future__ import annotations
 
 import ast
+import statistics
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,6 +48,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "safepoint.migrations",
             "safepoint.refs",
             "safepoint.visible",
+            "safepoint.readable",
             "safepoint.observe",
             "safepoint.tamper",
             "safepoint.flow",
@@ -67,13 +75,20 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 PUBLIC_API_ONLY = (
     "safepoint.cli",
     "safepoint.ui",
+    "safepoint.readable",
+    "safepoint.handover",
     "safepoint.harness",
     "safepoint.worker",
     "safepoint.adapters",
     "safepoint.demo",
 )
 PUBLIC_STORE_MODULES = {"safepoint.store", "safepoint.store.admin"}
-MAX_LINES = 400  # issue 31: a hard cap at 400; 300-400 becomes a warning pointing at seams
+MAX_LINES = 400  # a failure above it
+SEAM_HINT_LINES = 300  # a warning above it, pointing at seams
+MEDIAN_LINES = (100, 250)
+# A package's __init__ shorter than this only names its surface (a docstring and
+# re-exports): it is no room a reader walks into, so the median leaves it out.
+SMALL_INIT_LINES = 20
 # Pure data: rule tables, one entry per vendor token format.
 PURE_DATA: set[str] = set()
 
@@ -184,6 +199,25 @@ def test_no_import_cycle() -> None:
     assert _cycles(edges) == []
 
 
+def _package(module: str) -> str:
+    """The package a module is part of; a module directly under ``safepoint`` is a unit of its own."""
+    if MODULES[module].name == "__init__.py":
+        return module
+    package = module.rpartition(".")[0]
+    return module if package == "safepoint" else package
+
+
+def test_no_import_cycle_between_packages() -> None:
+    """No circle of imports between packages (cli -> ui -> cli), even when no two modules form one."""
+    edges: dict[str, set[str]] = {_package(name): set() for name in MODULES}
+    for a, bs in IMPORTS.items():
+        for b in bs:
+            importer, imported = _package(a), _package(b)
+            if importer != imported and not _own_submodule(importer, imported):
+                edges[importer].add(imported)
+    assert _cycles(edges) == []
+
+
 def test_imports_point_down_the_layers() -> None:
     upward = [
         f"{a} ({LAYERS[_layer(a)][0]}) imports {b} ({LAYERS[_layer(b)][0]})"
@@ -206,22 +240,43 @@ def test_cli_harness_adapters_demo_use_the_public_api() -> None:
     assert internal == []
 
 
-def _is_stub(path: Path) -> bool:
-    """A module that warns DeprecationWarning when imported (a statement at module level)."""
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.Expr) and "DeprecationWarning" in ast.unparse(node):
-            return True
-    return False
+class LongModule(UserWarning):
+    """A module over ``SEAM_HINT_LINES``: a hint to look for a seam, not a failure."""
 
 
-STUBS = {name for name, path in MODULES.items() if _is_stub(path)}
+def _lines(module: str) -> int:
+    return len(MODULES[module].read_text(encoding="utf-8").splitlines())
 
 
-def test_nothing_in_src_imports_a_stub() -> None:
-    assert [f"{a} imports {b}" for a, bs in sorted(IMPORTS.items()) for b in sorted(bs & STUBS)] == []
+@pytest.mark.parametrize("module", sorted(set(MODULES) - PURE_DATA))
+def test_module_is_at_most_400_lines(module: str) -> None:
+    """No module over 400 lines; one over 300 warns, asking for a seam rather than a cut."""
+    lines = _lines(module)
+    assert lines <= MAX_LINES, (
+        f"{module} has {lines} lines (the cap is {MAX_LINES}): divide it where its ideas divide "
+        "— a subject, a layer, a reader's question — and name each part for what it holds"
+    )
+    if lines > SEAM_HINT_LINES:
+        warnings.warn(
+            LongModule(
+                f"{module} has {lines} lines. If a reader has trouble finding a thing in it, cut it at a "
+                "seam — a subject, a layer, a reader's question — not at a line count; if it reads as "
+                "one room, leave it whole."
+            ),
+            stacklevel=1,
+        )
 
 
-@pytest.mark.parametrize("module", sorted(set(MODULES) - PURE_DATA - STUBS))
-def test_module_is_at_most_300_lines(module: str) -> None:
-    lines = len(MODULES[module].read_text(encoding="utf-8").splitlines())
-    assert lines <= MAX_LINES, f"{module} has {lines} lines"
+def test_median_module_is_between_100_and_250_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    """The median module, by lines (package __init__ files under 20 lines left out), is between
+    100 and 250 lines: rooms big enough to hold a subject, small enough to read."""
+    sizes = [
+        _lines(module)
+        for module, path in MODULES.items()
+        if not (path.name == "__init__.py" and _lines(module) < SMALL_INIT_LINES)
+    ]
+    median = statistics.median(sizes)
+    with capsys.disabled():  # the figure shows in every run, not only under -s
+        print(f"\nmedian module: {median} lines over {len(sizes)} modules (small __init__ files left out)")
+    low, high = MEDIAN_LINES
+    assert low <= median <= high, f"the median module has {median} lines"

@@ -28,7 +28,7 @@ import pytest
 import safepoint
 from conftest_postgres import fresh_schema, require_postgres
 from safepoint import Checkpoint, Secrets, Store
-from safepoint.scrub.matcher import Matcher
+from safepoint.scrub.automata import Matcher
 
 CANARIES = 100
 RUNS, STEPS = 20, 50  # 1,000 checkpoints

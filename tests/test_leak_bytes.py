@@ -27,7 +27,7 @@ import safepoint
 from conftest_postgres import fresh_schema, require_postgres
 from safepoint import Checkpoint, Secrets, Store
 from safepoint.adapters.langgraph import SafepointSaver
-from safepoint.scrub.matcher import Matcher
+from safepoint.scrub.automata import Matcher
 from test_leak import canaries, encodings, error_texts, hits
 
 STEPS = 30

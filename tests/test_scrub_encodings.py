@@ -25,9 +25,9 @@ from hypothesis import strategies as st
 import safepoint
 from safepoint import Checkpoint, codec
 from safepoint.scrub import Secrets
+from safepoint.scrub.automata import Hit, find_known
 from safepoint.scrub.encodings import encode_as, every_encoding
 from safepoint.scrub.known import MARKER
-from safepoint.scrub.known_automaton import Hit, find_known
 from scrub_corpus.traffic import mixed_traffic
 
 KEY = "sk-proj-Zq81mXc0PfLw2RkT9vYbH4nJ6tGd3sQe"  # 40 characters

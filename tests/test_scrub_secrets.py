@@ -14,7 +14,7 @@ import safepoint
 from safepoint import Checkpoint, SecretLeak, UnknownSecret, codec
 from safepoint.refs import SecretRef
 from safepoint.scrub import Found, Scrubber, Secrets
-from safepoint.scrub.known_automaton import find_known
+from safepoint.scrub.automata import find_known
 from safepoint.store.references import from_stored
 
 KEY = "sk-live-Zq81mXc0PfLw2RkT9vYb"

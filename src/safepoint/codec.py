@@ -79,7 +79,7 @@ def _plain_json(value: Any, room: int) -> bool:
     a RecursionError)."""
     kind = type(value)
     if kind is str:
-        return value.isascii() or _is_valid_unicode(value)
+        return value.isascii() or is_valid_unicode(value)
     # Strings, the commonest children, are checked in the loops themselves:
     # no call per string, which more than pays for the depth bookkeeping
     # (timeit, a 6 KB tool-call message: 15.7 -> 14.7 us; a flat one 0.46 -> 0.42 us).
@@ -88,10 +88,10 @@ def _plain_json(value: Any, room: int) -> bool:
             return False
         room -= 1
         for key, child in value.items():
-            if type(key) is not str or not (key.isascii() or _is_valid_unicode(key)):
+            if type(key) is not str or not (key.isascii() or is_valid_unicode(key)):
                 return False
             if type(child) is str:
-                if not (child.isascii() or _is_valid_unicode(child)):
+                if not (child.isascii() or is_valid_unicode(child)):
                     return False
             elif not _plain_json(child, room):
                 return False
@@ -102,7 +102,7 @@ def _plain_json(value: Any, room: int) -> bool:
         room -= 1
         for child in value:
             if type(child) is str:
-                if not (child.isascii() or _is_valid_unicode(child)):
+                if not (child.isascii() or is_valid_unicode(child)):
                     return False
             elif not _plain_json(child, room):
                 return False
@@ -152,7 +152,7 @@ def _walk(value: Any, path: str, allow_bytes: bool, max_depth: int) -> None:
         item, where, depth = stack.pop()
         kind = type(item)
         if kind is str or kind is ScrubbedText:
-            if not _is_valid_unicode(item):
+            if not is_valid_unicode(item):
                 raise NotJSONCompatible(format_path(where), "str contains a lone surrogate (not valid UTF-8)")
             continue
         if kind is int:
@@ -180,7 +180,7 @@ def _walk(value: Any, path: str, allow_bytes: bool, max_depth: int) -> None:
                     format_path((where, key, position)),
                     f"dict key of type {_type_name(key)} is not JSON-compatible (keys must be str)",
                 )
-            if not _is_valid_unicode(key):
+            if not is_valid_unicode(key):
                 raise NotJSONCompatible(
                     format_path((where, key, position)),
                     "dict key contains a lone surrogate (not valid UTF-8)",
@@ -262,7 +262,8 @@ def join_path(segments: list[str]) -> str:
     return "".join(head) + "…" + "".join(reversed(tail))
 
 
-def _is_valid_unicode(text: str) -> bool:
+def is_valid_unicode(text: str) -> bool:
+    """True unless ``text`` holds a lone surrogate, which UTF-8 (and so JSON on disk) cannot hold."""
     # Fast path: most text is ASCII, which cannot hold a surrogate.
     if text.isascii():
         return True

@@ -5,7 +5,7 @@ adapter wrote in its framework's terms: a LangGraph thread run
 (``safepoint.adapters.langgraph``) by its thread id, namespace, checkpoint
 id and channel values; an OpenAI Agents SDK session
 (``safepoint.adapters.openai_agents``) by its session id, its items being
-the run's messages (``cli.messages.describe`` reads those); a Pydantic AI
+the run's messages (``readable.describe`` reads those); a Pydantic AI
 conversation, a Google ADK session or an Agent Framework workflow by the ids
 its labels carry. Nothing here
 imports LangGraph, LangChain or the SDK, and nothing is revived: a value

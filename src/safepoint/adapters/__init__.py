@@ -15,3 +15,8 @@ never loads a framework. Their logic is written once as flows
 from __future__ import annotations
 
 __all__: list[str] = []
+
+
+def missing_framework(adapter: str, framework: str, extra: str) -> ImportError:
+    """The error an adapter module raises when its framework is not installed: which extra installs it."""
+    return ImportError(f"{adapter} needs {framework}: pip install safepoint[{extra}]")

@@ -2,7 +2,8 @@
 
 A save built on a cached head that another writer has since moved is a
 ``Conflict``: the flow drops the entry, reloads and builds again, up to
-``MAX_ATTEMPTS`` times before it gives up (``gave_up``).
+``MAX_ATTEMPTS`` times before it gives up (``gave_up``); ``save_cached`` is
+that save, written once for every adapter.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections import OrderedDict
 from typing import Any
 
 from safepoint import Checkpoint, Conflict
+from safepoint.flow import Flow, Save
 
 MAX_ATTEMPTS = 50  # saves rebuilt after a Conflict before a flow gives up
 
@@ -57,6 +59,21 @@ class CheckpointCache:
             known = self._entries.get(run_id)
             if known is not None and (only is None or known[0] is only):
                 del self._entries[run_id]
+
+
+def save_cached(
+    cache: CheckpointCache, cp: Checkpoint, extra: Any = None, *, replace: bool = False
+) -> Flow[bool]:
+    """Save ``cp``, built on its run's cached head: True once saved and remembered (with ``extra``);
+    False on a ``Conflict`` — another writer moved the run, so its entry is dropped and the caller
+    builds again on the new head."""
+    try:
+        yield Save(cp)
+    except Conflict:
+        cache.drop(cp.run_id)
+        return False
+    cache.put(cp, extra, replace=replace)
+    return True
 
 
 def thaw(value: Any) -> Any:

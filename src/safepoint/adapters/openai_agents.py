@@ -26,6 +26,8 @@ one retry on the new head, not overwrite it), scrubbing, and the CLI
 
 from __future__ import annotations
 
+from safepoint.adapters import missing_framework
+
 try:
     from agents.memory.session_settings import (
         SessionSettings,
@@ -33,19 +35,17 @@ try:
         resolve_session_limit,
     )
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        "safepoint.adapters.openai_agents needs the OpenAI Agents SDK: pip install safepoint[openai-agents]"
-    ) from exc
+    raise missing_framework(__name__, "the OpenAI Agents SDK", "openai-agents") from exc
 
 import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from safepoint import AsyncStore, Checkpoint, Conflict, Store, StoreClosed
-from safepoint.flow import Flow, Save, delete_if_present, load_or_none
+from safepoint import AsyncStore, Checkpoint, Store, StoreClosed
+from safepoint.flow import Flow, delete_if_present, load_or_none
 
-from .cache import MAX_ATTEMPTS, CheckpointCache, gave_up, thaw
+from .cache import MAX_ATTEMPTS, CheckpointCache, gave_up, save_cached, thaw
 from .runner import Runner, open_given
 
 if TYPE_CHECKING:
@@ -166,13 +166,8 @@ class SafepointSession:
         for _ in range(MAX_ATTEMPTS):
             cp = self._next_step((yield from self._head()))
             cp.messages.extend(items)
-            try:
-                yield Save(cp)
-            except Conflict:  # another writer appended first: append to what it left
-                self._cache.drop(self.run_id)
-                continue
-            self._cache.put(cp)
-            return
+            if (yield from save_cached(self._cache, cp)):  # else another writer appended first: again
+                return
         raise gave_up(self.run_id, cp.step)
 
     def _pop(self) -> Flow[Any]:
@@ -182,13 +177,8 @@ class SafepointSession:
                 return None
             cp = self._next_step(head)
             item = cp.messages.pop()
-            try:
-                yield Save(cp)
-            except Conflict:
-                self._cache.drop(self.run_id)
-                continue
-            self._cache.put(cp)
-            return thaw(item)
+            if (yield from save_cached(self._cache, cp)):
+                return thaw(item)
         raise gave_up(self.run_id, cp.step)
 
     def _clear(self) -> Flow[None]:

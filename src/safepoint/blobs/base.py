@@ -10,7 +10,7 @@ Stored framing (a zstd frame or the bytes as they are): see ``framing``.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -210,11 +210,50 @@ class SealedBlobStore(BlobStore, Protocol):
         ...
 
 
-class StoreLifecycle:
-    """Shared by the bundled stores: the closed flag and the context-manager protocol."""
+class BundledStore:
+    """What the bundled stores share: the closed flag, the context-manager protocol, and the four
+    byte methods written once over the two a store provides.
+
+    ``put``/``get`` frame and verify (``framing``); ``put_sealed``/``get_sealed``
+    keep the bytes as given. A store provides ``_read`` (the object stored under
+    a digest, checked open; ``BlobNotFound`` when there is none) and ``_write``
+    (store what ``make`` returns under a digest unless something is there, or
+    in its place with ``replace``; ``make`` is called only when it writes, so
+    a put of content already stored compresses nothing).
+    """
 
     _closed: bool = False
     _name: str = "blob store"
+    compress: bool = False
+
+    def _read(self, digest: str) -> bytes:
+        raise NotImplementedError
+
+    def _write(self, digest: str, make: Callable[[], bytes], *, replace: bool) -> None:
+        raise NotImplementedError
+
+    def put(self, data: bytes) -> str:
+        """Store ``data``; see ``BlobStore.put``."""
+        data = check_data(data)
+        self._check_open()
+        digest = blob_digest(data)
+        self._write(digest, lambda: encode_stored(data, compress=self.compress), replace=False)
+        return digest
+
+    def get(self, digest: str) -> bytes:
+        """Return the verified bytes of ``digest``; see ``BlobStore.get``."""
+        return decode_stored(digest, self._read(digest))
+
+    def put_sealed(self, digest: str, sealed: bytes, *, replace: bool = False) -> None:
+        """Store an encrypted store's sealed blob under ``digest``, its keyed digest (``SealedBlobStore``)."""
+        check_digest(digest)
+        sealed = check_data(sealed)
+        self._check_open()
+        self._write(digest, lambda: sealed, replace=replace)
+
+    def get_sealed(self, digest: str) -> bytes:
+        """The sealed bytes stored under ``digest``, unverified (the store opens and checks them)."""
+        return self._read(digest)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -240,8 +279,8 @@ __all__ = [
     "BlobInfo",
     "BlobRef",
     "BlobStore",
+    "BundledStore",
     "SealedBlobStore",
-    "StoreLifecycle",
     "blob_digest",
     "check_data",
     "check_digest",

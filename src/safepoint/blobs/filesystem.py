@@ -20,19 +20,11 @@ import contextlib
 import os
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from safepoint.blobs.base import (
-    BlobInfo,
-    StoreLifecycle,
-    blob_digest,
-    check_data,
-    check_digest,
-    decode_stored,
-    encode_stored,
-)
+from safepoint.blobs.base import BlobInfo, BundledStore, check_digest
 from safepoint.errors import BlobError, BlobNotFound, InvalidArgument
 
 TEMP_PREFIX = ".tmp-"
@@ -42,7 +34,7 @@ _FILE_MODE = 0o644
 _RECENT_WRITE_SECONDS = 60.0
 
 
-class FileSystemBlobStore(StoreLifecycle):
+class FileSystemBlobStore(BundledStore):
     """A ``BlobStore`` over a local directory, created on the first ``put``.
 
     ``compress=True`` stores zstd frames when they are smaller; either setting
@@ -69,61 +61,27 @@ class FileSystemBlobStore(StoreLifecycle):
         check_digest(digest)
         return self.root / digest[:2] / digest[2:4] / digest
 
-    def put(self, data: bytes) -> str:
-        """Store ``data``; see ``BlobStore.put``."""
-        data = check_data(data)
-        self._check_open()
-        digest = blob_digest(data)
-        final = self.path_for(digest)
-        try:
-            if self._already_stored(final):
-                return digest
-            self._write_atomically(final, encode_stored(data, compress=self.compress))
-        except OSError as exc:
-            raise BlobError(f"{self._name}: cannot write blob {digest}: {_reason(exc)}") from exc
-        return digest
-
-    def get(self, digest: str) -> bytes:
-        """Return the verified bytes of ``digest``; see ``BlobStore.get``."""
+    def _read(self, digest: str) -> bytes:
         path = self.path_for(digest)
         self._check_open()
-        try:
-            stored = path.read_bytes()
-        except FileNotFoundError:
-            raise BlobNotFound(digest) from None
-        except OSError as exc:
-            raise BlobError(f"{self._name}: cannot read blob {digest}: {_reason(exc)}") from exc
-        return decode_stored(digest, stored)
+        with self._failing("read", digest):
+            try:
+                return path.read_bytes()
+            except FileNotFoundError:
+                raise BlobNotFound(digest) from None
 
-    def put_sealed(self, digest: str, sealed: bytes, *, replace: bool = False) -> None:
-        """Store an encrypted store's sealed blob under ``digest``, its keyed digest (``SealedBlobStore``)."""
+    def _write(self, digest: str, make: Callable[[], bytes], *, replace: bool) -> None:
         final = self.path_for(digest)
-        self._check_open()
-        try:
+        with self._failing("write", digest):
             if replace or not self._already_stored(final):
-                self._write_atomically(final, check_data(sealed))  # a rename: readers see old or new
-        except OSError as exc:
-            raise BlobError(f"{self._name}: cannot write blob {digest}: {_reason(exc)}") from exc
-
-    def get_sealed(self, digest: str) -> bytes:
-        """The sealed bytes stored under ``digest``, unverified (the store opens and checks them)."""
-        path = self.path_for(digest)
-        self._check_open()
-        try:
-            return path.read_bytes()
-        except FileNotFoundError:
-            raise BlobNotFound(digest) from None
-        except OSError as exc:
-            raise BlobError(f"{self._name}: cannot read blob {digest}: {_reason(exc)}") from exc
+                self._write_atomically(final, make())  # a rename: readers see old or new
 
     def exists(self, digest: str) -> bool:
         """True when ``digest`` is stored; see ``BlobStore.exists``."""
         path = self.path_for(digest)
         self._check_open()
-        try:
+        with self._failing("check", digest):
             return path.is_file()
-        except OSError as exc:
-            raise BlobError(f"{self._name}: cannot check blob {digest}: {_reason(exc)}") from exc
 
     def delete(self, digest: str) -> bool:
         """Remove ``digest``; see ``BlobStore.delete``.
@@ -133,12 +91,11 @@ class FileSystemBlobStore(StoreLifecycle):
         """
         path = self.path_for(digest)
         self._check_open()
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            return False
-        except OSError as exc:
-            raise BlobError(f"{self._name}: cannot delete blob {digest}: {_reason(exc)}") from exc
+        with self._failing("delete", digest):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                return False
         return True
 
     def scan(self) -> Iterator[BlobInfo]:
@@ -177,6 +134,14 @@ class FileSystemBlobStore(StoreLifecycle):
             )
         except OSError as exc:
             raise BlobError(f"{self._name}: cannot sweep temp files: {_reason(exc)}") from exc
+
+    @contextlib.contextmanager
+    def _failing(self, verb: str, digest: str) -> Iterator[None]:
+        """An ``OSError`` inside, as the ``BlobError`` that names what could not be done to which blob."""
+        try:
+            yield
+        except OSError as exc:
+            raise BlobError(f"{self._name}: cannot {verb} blob {digest}: {_reason(exc)}") from exc
 
     def _leaf_dirs(self) -> Iterator[Path]:
         """The ``ab/cd`` directories, in order; none when the root does not exist yet."""

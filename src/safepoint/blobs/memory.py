@@ -3,22 +3,14 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
-from safepoint.blobs.base import (
-    BlobInfo,
-    StoreLifecycle,
-    blob_digest,
-    check_data,
-    check_digest,
-    decode_stored,
-    encode_stored,
-)
+from safepoint.blobs.base import BlobInfo, BundledStore, check_digest
 from safepoint.errors import BlobNotFound
 
 
-class MemoryBlobStore(StoreLifecycle):
+class MemoryBlobStore(BundledStore):
     """A ``BlobStore`` held in memory, keeping the same contract as the durable ones.
 
     It stores what a durable store would (zstd frames with ``compress=True``)
@@ -35,42 +27,20 @@ class MemoryBlobStore(StoreLifecycle):
     def __repr__(self) -> str:
         return f"MemoryBlobStore(compress={self.compress}, blobs={len(self._objects)})"
 
-    def put(self, data: bytes) -> str:
-        """Store ``data``; see ``BlobStore.put``."""
-        data = check_data(data)
-        self._check_open()
-        digest = blob_digest(data)
-        if self.exists(digest):
-            return digest
-        stored = encode_stored(data, compress=self.compress)  # outside the lock: it can take a while
-        with self._lock:
-            self._objects.setdefault(digest, (stored, datetime.now(UTC)))
-        return digest
-
-    def get(self, digest: str) -> bytes:
-        """Return the verified bytes of ``digest``; see ``BlobStore.get``."""
+    def _read(self, digest: str) -> bytes:
         check_digest(digest)
         self._check_open()
-        with self._lock:
-            found = self._objects.get(digest)
-        if found is None:
-            raise BlobNotFound(digest)
-        return decode_stored(digest, found[0])
+        return self.raw(digest)
 
-    def put_sealed(self, digest: str, sealed: bytes, *, replace: bool = False) -> None:
-        """Store an encrypted store's sealed blob under ``digest``, its keyed digest (``SealedBlobStore``)."""
-        check_digest(digest)
-        sealed = check_data(sealed)
-        self._check_open()
+    def _write(self, digest: str, make: Callable[[], bytes], *, replace: bool) -> None:
+        if not replace and self.exists(digest):
+            return
+        stored = make()  # outside the lock: compressing can take a while
         with self._lock:
             if replace:
-                self._objects[digest] = (sealed, datetime.now(UTC))
+                self._objects[digest] = (stored, datetime.now(UTC))
             else:
-                self._objects.setdefault(digest, (sealed, datetime.now(UTC)))
-
-    def get_sealed(self, digest: str) -> bytes:
-        """The sealed bytes stored under ``digest``, unverified (the store opens and checks them)."""
-        return self.raw(digest)
+                self._objects.setdefault(digest, (stored, datetime.now(UTC)))
 
     def exists(self, digest: str) -> bool:
         """True when ``digest`` is stored; see ``BlobStore.exists``."""

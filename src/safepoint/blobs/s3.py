@@ -15,19 +15,11 @@ because every writer of a key uploads the same content.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC
 from typing import Any
 
-from safepoint.blobs.base import (
-    BlobInfo,
-    StoreLifecycle,
-    blob_digest,
-    check_data,
-    check_digest,
-    decode_stored,
-    encode_stored,
-)
+from safepoint.blobs.base import BlobInfo, BundledStore, check_digest
 from safepoint.errors import BlobError, BlobNotFound, InvalidArgument, MissingExtra
 
 # Matched against the error code only: a GET of a missing bucket is also HTTP 404, but
@@ -41,7 +33,7 @@ _CONFLICT = frozenset({"ConditionalRequestConflict", "409"})
 _CONFLICT_RETRIES = 5
 
 
-class S3BlobStore(StoreLifecycle):
+class S3BlobStore(BundledStore):
     """A ``BlobStore`` over an S3-compatible bucket, which must already exist.
 
     Pass a ready boto3 S3 ``client`` (it is not closed by ``close()``), or let
@@ -93,45 +85,7 @@ class S3BlobStore(StoreLifecycle):
         """The object key of ``digest``."""
         return self.prefix + check_digest(digest)
 
-    def put(self, data: bytes) -> str:
-        """Store ``data``; see ``BlobStore.put``."""
-        data = check_data(data)
-        self._check_open()
-        digest = blob_digest(data)
-        key = self.key_for(digest)
-        try:
-            if self._head(key):
-                return digest
-            self._upload(key, encode_stored(data, compress=self.compress))
-        except self._errors as exc:
-            raise BlobError(f"{self._name}: cannot write blob {digest}: {_describe(exc)}") from exc
-        return digest
-
-    def get(self, digest: str) -> bytes:
-        """Return the verified bytes of ``digest``; see ``BlobStore.get``."""
-        key = self.key_for(digest)
-        self._check_open()
-        try:
-            response = self.client.get_object(Bucket=self.bucket, Key=key)
-            stored: bytes = response["Body"].read()
-        except self._errors as exc:
-            if _error_code(exc) in _MISSING_KEY:
-                raise BlobNotFound(digest) from None
-            raise BlobError(f"{self._name}: cannot read blob {digest}: {_describe(exc)}") from exc
-        return decode_stored(digest, stored)
-
-    def put_sealed(self, digest: str, sealed: bytes, *, replace: bool = False) -> None:
-        """Store an encrypted store's sealed blob under ``digest``, its keyed digest (``SealedBlobStore``)."""
-        key = self.key_for(digest)
-        self._check_open()
-        try:
-            if replace or not self._head(key):
-                self._upload(key, check_data(sealed))
-        except self._errors as exc:
-            raise BlobError(f"{self._name}: cannot write blob {digest}: {_describe(exc)}") from exc
-
-    def get_sealed(self, digest: str) -> bytes:
-        """The sealed bytes stored under ``digest``, unverified (the store opens and checks them)."""
+    def _read(self, digest: str) -> bytes:
         key = self.key_for(digest)
         self._check_open()
         try:
@@ -142,6 +96,14 @@ class S3BlobStore(StoreLifecycle):
                 raise BlobNotFound(digest) from None
             raise BlobError(f"{self._name}: cannot read blob {digest}: {_describe(exc)}") from exc
         return stored
+
+    def _write(self, digest: str, make: Callable[[], bytes], *, replace: bool) -> None:
+        key = self.key_for(digest)
+        try:
+            if replace or not self._head(key):
+                self._upload(key, make())
+        except self._errors as exc:
+            raise BlobError(f"{self._name}: cannot write blob {digest}: {_describe(exc)}") from exc
 
     def exists(self, digest: str) -> bool:
         """True when ``digest`` is stored; see ``BlobStore.exists``."""

@@ -9,7 +9,6 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from safepoint.cli.messages import describe, pending
 from safepoint.cli.output import (
     ID_LEN,
     NARROW,
@@ -27,8 +26,8 @@ from safepoint.cli.output import (
 )
 from safepoint.errors import NotFound, SafepointError
 from safepoint.frameworks import framework_view
-from safepoint.messagelist import thaw
 from safepoint.model import VALUE_FIELDS, Checkpoint
+from safepoint.readable import checkpoint_diff, describe, pending
 from safepoint.store import Store
 from safepoint.visible import visible
 
@@ -201,34 +200,5 @@ def _value_shown(name: str, value: Any) -> str:
     return shown(value, max_len=WIDE)
 
 
-def checkpoint_diff(a: Checkpoint, b: Checkpoint) -> dict[str, Any]:
-    """The differences between two checkpoints: messages shared/removed/added, changed fields by path."""
-    old, new = list(a.messages), list(b.messages)
-    shared = 0
-    while shared < min(len(old), len(new)) and old[shared] == new[shared]:
-        shared += 1
-    changes: list[dict[str, Any]] = []
-    left, right = a.to_dict(), b.to_dict()
-    for name in ("status", "schema_version", "counters", *VALUE_FIELDS, "labels"):
-        _field_changes(name, left[name], right[name], changes)
-    return {
-        "run_id": b.run_id,
-        "from_step": a.step,
-        "to_step": b.step,
-        "messages": {"shared": shared, "removed": len(old) - shared, "added": thaw(new[shared:])},
-        "fields": changes,
-    }
-
-
 def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
-
-
-def _field_changes(path: str, before: Any, after: Any, out: list[dict[str, Any]]) -> None:
-    if before == after:
-        return
-    if isinstance(before, dict) and isinstance(after, dict):
-        for key in sorted(set(before) | set(after)):
-            _field_changes(f"{path}.{key}", before.get(key), after.get(key), out)
-        return
-    out.append({"path": path, "before": before, "after": after})

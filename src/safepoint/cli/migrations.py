@@ -19,8 +19,16 @@ from typing import Any
 import click
 from rich.progress import Progress
 
-from safepoint.cli.opening import given_keyring
-from safepoint.cli.output import ID_LEN, console, emit, handle_errors, open_store_at, say, store_options
+from safepoint.cli.output import (
+    ID_LEN,
+    console,
+    emit,
+    given_keyring,
+    handle_errors,
+    open_store_at,
+    say,
+    store_options,
+)
 from safepoint.errors import Conflict, InvalidArgument, NotEncrypted, NotFound, SafepointError
 from safepoint.fixtures import fixture_checkpoint, fixture_text, read_fixture
 from safepoint.migration_check import CheckReport, check_one, stored_keys

@@ -11,14 +11,14 @@ Workers: a run a worker holds a live lease on may be being worked on right
 now. ``cancel`` fences that worker off (its next save raises ``LeaseLost``);
 ``answer`` and ``budget`` refuse (exit code 6, conflict) unless ``--force``,
 which fences it off first. A run that workers serve (it was ever claimed)
-and that the change makes runnable goes back in the queue.
+and that the change makes runnable goes back in the queue. Taking a run
+from the workers and handing it back is ``safepoint.handover``, which the
+inspector's answer uses too.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import click
@@ -33,11 +33,9 @@ from safepoint.cli.output import (
     say,
     shown,
     store_options,
-    when,
 )
-from safepoint.errors import Conflict, RunStatusError
+from safepoint.handover import answer_waiting, back_to_workers, to_ourselves
 from safepoint.model import Status
-from safepoint.store import QueueState, Store
 from safepoint.visible import visible
 
 _FORCE_HELP = "Fence off a worker holding the run's lease first (its next save fails with LeaseLost)."
@@ -45,46 +43,6 @@ _FORCE_HELP = "Fence off a worker holding the run's lease first (its next save f
 
 def _id(run_id: str) -> str:
     return visible(run_id, max_len=ID_LEN)
-
-
-@contextmanager
-def to_ourselves(store: Store, run_id: str, force: bool) -> Iterator[QueueState]:
-    """The run, with no live lease on it, for one change; the queue state as it was.
-
-    A live lease means a worker may be working on the run: ``Conflict``
-    unless ``force``, which revokes it (the worker is fenced off and the run
-    leaves the queue). Should the change then fail, the run goes back in the
-    queue it was taken from.
-    """
-    state = store.queue_state(run_id)
-    if not state.leased():
-        yield state
-        return
-    if not force:
-        head = store.run(run_id).head_step
-        until = when(state.expires_at)
-        raise Conflict(
-            run_id,
-            head + 1,
-            head,
-            detail=f"a worker holds its lease (until {until} UTC) and may be working on it; "
-            "--force fences the worker off first",
-        )
-    before = store.revoke_lease(run_id)
-    try:
-        yield before
-    except BaseException:
-        if before.queued:
-            store.enqueue(run_id)
-        raise
-
-
-def back_to_workers(store: Store, state: QueueState, run: Run) -> bool:
-    """Queue a run that workers serve once it is runnable again; whether it was queued."""
-    if run.status is Status.RUNNING and state.served_by_workers:
-        store.enqueue(run.run_id)
-        return True
-    return False
 
 
 @click.command()
@@ -130,13 +88,7 @@ def answer(
         given = parse_json_option(json_value, "--json-value") if json_value is not None else value
         reply = Reconcile.skip(given) if skip else given
     with open_existing(store_url) as store:
-        head = store.load(run_id, migrate=False, fetch_blobs=False)
-        if head.status is not Status.WAITING:
-            raise RunStatusError(run_id, head.status.value, "only a waiting run takes an answer")
-        with to_ourselves(store, run_id, force) as state:
-            run = Run.resume_with(store, run_id, reply)
-            run.close()  # answered and saved: let the run go at once
-        queued = back_to_workers(store, state, run)
+        run, state, queued = answer_waiting(store, run_id, reply, force=force)
     data = {
         "run_id": run_id,
         "step": run.step,

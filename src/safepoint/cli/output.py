@@ -1,7 +1,7 @@
 """What every command shares: its store options, how it opens the store, its errors and its output.
 
 * ``store_options`` (``--store``, ``--schema``, ``--key-file``, ``--json``) and
-  ``open_store_at``/``open_existing``: the store a command works on (``opening.py``,
+  ``open_store_at``/``open_existing``: the store a command works on (``stores.py``,
   re-exported here).
 * ``handle_errors``: a ``SafepointError`` prints one line on stderr (a JSON
   object with ``--json``) and exits with the status for its kind (``ExitCode``).
@@ -39,7 +39,7 @@ from rich.text import Text
 
 # Re-exported: every command imports what it shares from this one module.
 from safepoint import codec
-from safepoint.cli.opening import given_keyring, open_existing, open_store_at, store_options
+from safepoint.cli.stores import given_keyring, open_existing, open_store_at, store_options
 from safepoint.errors import (
     BlobNotFound,
     Conflict,

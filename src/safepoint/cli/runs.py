@@ -9,7 +9,6 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from safepoint.cli.messages import question
 from safepoint.cli.output import (
     NARROW,
     WIDE,
@@ -26,6 +25,7 @@ from safepoint.cli.output import (
 from safepoint.errors import NotFound, SafepointError
 from safepoint.frameworks import user_runs
 from safepoint.model import Status
+from safepoint.readable import question
 from safepoint.records import Page, RunInfo
 from safepoint.store import Store
 from safepoint.visible import visible

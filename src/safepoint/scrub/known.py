@@ -14,7 +14,7 @@ secrets; each value has a fixed number of variants, each a few times its
 length, so the automaton's size grows only linearly with the values'. This
 module is the registry (:class:`Secrets`) and the markers; the encodings are
 :mod:`safepoint.scrub.encodings`, the automaton and the search
-:mod:`safepoint.scrub.known_automaton`.
+:mod:`safepoint.scrub.automata`.
 
 What a match becomes (``reference`` policy):
 
@@ -37,8 +37,7 @@ from collections.abc import Callable, Mapping
 
 from safepoint.errors import InvalidArgument, UnknownSecret
 
-from .known_automaton import Variant, build_automaton, build_prefilter
-from .matcher import Matcher
+from .automata import Matcher, Variant, build_automaton, build_prefilter
 
 MIN_SECRET_LENGTH = 8
 _NAME = re.compile(r"[A-Za-z0-9_.\-]{1,128}")

@@ -15,17 +15,40 @@ reported, and the cache is emptied when the registered secrets change.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from collections import Counter
+from typing import Any, Protocol, cast
 
 from safepoint.errors import InvalidArgument
 from safepoint.refs import BlobLink, ScrubbedText, SecretRef, link_form, text_form
 
 from .known import Secrets
-from .steps import Found, Step
 
 _CACHE_MAX_TEXT = 256  # characters: longer strings are rarely repeated, and cost more to hash
 _CACHE_SIZE = 8192  # entries; cleared when full (a save rarely needs more than a few dozen)
 _Cache = dict[tuple[str, bool], tuple[Any, tuple[str, ...]]]
+
+
+class Report(Protocol):
+    """What the walk and the steps need of the record they report to (the scrubber's ``Found``):
+    the ``policy``, where the walk is (``parts``, and ``as_key`` for a key or a label), the rules a
+    short string's result is cached with (``names``, while the walk records them), ``add``, and a
+    fresh ``probe`` for looking inside ``bytes``, whose ``counts`` name the rules found there."""
+
+    policy: str
+    parts: list[str | int]
+    as_key: bool
+    names: list[str] | None
+    counts: Counter[tuple[str, str]]
+
+    def add(self, rule: str, count: int = 1) -> None: ...
+
+    def probe(self) -> Report: ...
+
+
+class Step(Protocol):
+    """One scrubber step: a string in, its stored form out; what it replaced reported to ``found``."""
+
+    def __call__(self, text: str, found: Report) -> Any: ...
 
 
 class Walk:
@@ -39,7 +62,7 @@ class Walk:
         self._cache: _Cache = {}
         self._cache_version = secrets.version
 
-    def mapping(self, mapping: dict[str, Any], found: Found, *, values_too: bool) -> dict[str, Any]:
+    def mapping(self, mapping: dict[str, Any], found: Report, *, values_too: bool) -> dict[str, Any]:
         """A flat mapping with its keys — and string values, with ``values_too`` — scrubbed as
         strings (markers, never references)."""
         cache = self._live_cache()
@@ -57,7 +80,7 @@ class Walk:
             out[new_key] = new_value
         return out
 
-    def value(self, value: Any, found: Found) -> Any:
+    def value(self, value: Any, found: Report) -> Any:
         """``value`` in stored form (the same object when nothing changed)."""
         if isinstance(value, str):
             return self.string(value, found)
@@ -100,7 +123,7 @@ class Walk:
             return self._bytes(value, found)
         return value
 
-    def _split_keys(self, items: list[Any], found: Found) -> list[Any]:
+    def _split_keys(self, items: list[Any], found: Report) -> list[Any]:
         """A private key split into a list of lines (one string a line) is
         redacted line by line: no single line shows the rule its whole."""
         if not any(type(item) is str and "-----BEGIN" in item for item in items):
@@ -117,7 +140,7 @@ class Walk:
                 items[index] = text_form(ScrubbedText(mark, [(0, len(mark))]))
         return items
 
-    def _bytes(self, data: bytes, found: Found) -> bytes:
+    def _bytes(self, data: bytes, found: Report) -> bytes:
         """``data`` itself, or — when anything in it would be scrubbed — a
         ``bytes`` placeholder naming the rules: binary data is never edited
         inside (a patched archive or image would not decode), only replaced.
@@ -133,8 +156,7 @@ class Walk:
         for decoded in texts:
             # No prefilter here: it looks for secrets as they appear in JSON text
             # (quotes escaped), and this is raw text; each step scans it once.
-            probe = Found("redact", "bytes")
-            probe.as_key = True  # markers, never references: only the names are kept
+            probe = found.probe()  # markers, never references: only the names are kept
             current = decoded
             for step in self.steps:
                 result = step(current, probe)
@@ -148,7 +170,7 @@ class Walk:
             found.add(name)
         return f"[REDACTED:{','.join(unique)}]".encode()
 
-    def key(self, key: str, found: Found) -> str:
+    def key(self, key: str, found: Report) -> str:
         """A dict key scrubbed: always a str (markers as plain text, never a reference)."""
         found.parts.append("<key>")
         found.as_key = True
@@ -167,7 +189,7 @@ class Walk:
             self._cache_version = self.secrets.version
         return self._cache
 
-    def string(self, text: str, found: Found) -> Any:
+    def string(self, text: str, found: Report) -> Any:
         """One string through the steps, in stored form (a ``SecretRef`` when it is a secret)."""
         # Short strings repeat from save to save (keys, labels, statuses, tool
         # names): the built-in steps are deterministic, so their result for a

@@ -13,11 +13,10 @@ from functools import partial
 from typing import Any
 
 from safepoint.blobs.base import BlobRef
-from safepoint.cli.inspect import checkpoint_diff
-from safepoint.cli.messages import describe, pending, question
 from safepoint.frameworks import framework_view, user_runs
 from safepoint.harness import budgets
 from safepoint.model import VALUE_FIELDS, Checkpoint, Status
+from safepoint.readable import checkpoint_diff, describe, pending, question
 from safepoint.store import Store
 
 from . import chart

@@ -15,13 +15,12 @@ docs/adapters.md for the whole story.
 
 from __future__ import annotations
 
+from safepoint.adapters import missing_framework
+
 try:
     import agent_framework  # noqa: F401  # the framework is an optional extra
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        "safepoint.adapters.agent_framework needs the Microsoft Agent Framework: "
-        "pip install safepoint[agent-framework]"
-    ) from exc
+    raise missing_framework(__name__, "the Microsoft Agent Framework", "agent-framework") from exc
 
 from .storage import CheckpointNotFound, SafepointCheckpointStorage
 

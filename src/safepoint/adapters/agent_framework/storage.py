@@ -25,7 +25,7 @@ from agent_framework import WorkflowCheckpoint
 from agent_framework.exceptions import WorkflowCheckpointException
 
 from safepoint import AsyncStore, Checkpoint, Conflict, InvalidArgument, NotFound, Store
-from safepoint.adapters.cache import MAX_ATTEMPTS, CheckpointCache, gave_up
+from safepoint.adapters.cache import MAX_ATTEMPTS, CheckpointCache, gave_up, save_cached
 from safepoint.adapters.runner import Runner, open_given
 from safepoint.flow import FindRuns, Flow, Load, Save, delete_if_present, load_or_none
 
@@ -171,12 +171,8 @@ class SafepointCheckpointStorage:
                 entry = {"op": "save", "id": checkpoint_id, "step": head.step, "ts": tree["timestamp"]}
                 head.messages.extend([*appended, entry])
                 head.labels, head.state = labels, {"op": "save", "checkpoint": packed}
-            try:
-                yield Save(head)
-            except Conflict:  # another writer moved the run: build again on its head
-                self._cache.drop(run_id)
-                continue
-            self._cache.put(head, lists, replace=True)
+            if not (yield from save_cached(self._cache, head, lists, replace=True)):
+                continue  # another writer moved the run: build again on its head
             if _op(head) == "save":
                 return
         raise gave_up(run_id, -1)

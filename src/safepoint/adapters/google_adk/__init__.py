@@ -19,13 +19,12 @@ in pydantic's JSON form.
 
 from __future__ import annotations
 
+from safepoint.adapters import missing_framework
+
 try:
     import google.adk.sessions.base_session_service  # noqa: F401  (the extra's presence)
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        "safepoint.adapters.google_adk needs Google's Agent Development Kit: "
-        "pip install safepoint[google-adk]"
-    ) from exc
+    raise missing_framework(__name__, "Google's Agent Development Kit", "google-adk") from exc
 
 from .service import SafepointSessionService
 

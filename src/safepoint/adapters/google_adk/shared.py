@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from safepoint import Checkpoint, Conflict
-from safepoint.adapters.cache import MAX_ATTEMPTS, CheckpointCache, gave_up, thaw
-from safepoint.flow import Flow, Save, load_or_none
+from safepoint import Checkpoint
+from safepoint.adapters.cache import MAX_ATTEMPTS, CheckpointCache, gave_up, save_cached, thaw
+from safepoint.flow import Flow, load_or_none
 
 from .naming import app_run_id, shared_labels, user_run_id
 
@@ -41,11 +41,6 @@ def update(cache: CheckpointCache, app_name: str, user_id: str | None, delta: di
         cp = head.next() if head is not None else Checkpoint(run_id=run_id, step=0)
         cp.labels = shared_labels(app_name, user_id)
         cp.state = {"values": {**thaw(cp.state.get("values", {})), **delta}}
-        try:
-            yield Save(cp)
-        except Conflict:  # another writer moved the scope: merge into what it left
-            cache.drop(run_id)
-            continue
-        cache.put(cp)
-        return
+        if (yield from save_cached(cache, cp)):  # else another writer moved the scope: merge again
+            return
     raise gave_up(run_id, cp.step)

@@ -55,13 +55,13 @@ flows; ``steps.py`` builds, saves and indexes one step of a thread run;
 
 from __future__ import annotations
 
+from safepoint.adapters import missing_framework
+
 try:
     import langchain_core.messages  # noqa: F401  # the adapter's own imports need both
     import langgraph.checkpoint.base  # noqa: F401
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        "safepoint.adapters.langgraph needs LangGraph's checkpoint package: pip install safepoint[langgraph]"
-    ) from exc
+    raise missing_framework(__name__, "LangGraph's checkpoint package", "langgraph") from exc
 
 from .saver import SafepointSaver
 

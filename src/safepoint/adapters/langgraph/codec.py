@@ -32,27 +32,15 @@ from collections.abc import Iterable
 from contextvars import ContextVar
 from typing import Any
 
-from langchain_core.messages import (
-    AIMessage,
-    AIMessageChunk,
-    ChatMessage,
-    ChatMessageChunk,
-    FunctionMessage,
-    FunctionMessageChunk,
-    HumanMessage,
-    HumanMessageChunk,
-    SystemMessage,
-    SystemMessageChunk,
-    ToolMessage,
-    ToolMessageChunk,
-    messages_from_dict,
-)
+from langchain_core import messages as lc_messages
+from langchain_core.messages import messages_from_dict
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.event_hooks import SerdeEvent, register_serde_event_listener
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from safepoint import NotJSONCompatible
 from safepoint.adapters.cache import thaw
+from safepoint.codec import is_valid_unicode
 
 from .memo import Log, same_prefix
 from .msgpack import from_tree, to_tree
@@ -61,22 +49,12 @@ TYPED = "$typed"
 LANGCHAIN = "langchain"
 JSON = "json"
 _INT_MIN, _INT_MAX = -(2**63), 2**64 - 1
-# Exactly the classes ``messages_from_dict`` rebuilds; a subclass would come back as its base.
+# Exactly the classes ``messages_from_dict`` rebuilds (each kind and its chunk); a subclass would
+# come back as its base.
 _CORE_MESSAGES = frozenset(
-    {
-        AIMessage,
-        AIMessageChunk,
-        ChatMessage,
-        ChatMessageChunk,
-        FunctionMessage,
-        FunctionMessageChunk,
-        HumanMessage,
-        HumanMessageChunk,
-        SystemMessage,
-        SystemMessageChunk,
-        ToolMessage,
-        ToolMessageChunk,
-    }
+    getattr(lc_messages, kind + suffix)
+    for kind in ("AI", "Chat", "Function", "Human", "System", "Tool")
+    for suffix in ("Message", "MessageChunk")
 )
 # The role a reader expects, by LangChain message type (ChatMessage carries its own).
 _ROLES = {
@@ -137,9 +115,9 @@ def is_plain(value: Any) -> bool:
     """True for JSON built only of exact built-in types, which round-trip through JSON unchanged."""
     kind = type(value)
     if kind is str:
-        return _valid_text(value)
+        return is_valid_unicode(value)
     if kind is dict:
-        return all(type(k) is str and _valid_text(k) and is_plain(v) for k, v in value.items())
+        return all(type(k) is str and is_valid_unicode(k) and is_plain(v) for k, v in value.items())
     if kind is list:
         return all(is_plain(v) for v in value)
     if kind is int:
@@ -147,16 +125,6 @@ def is_plain(value: Any) -> bool:
     if kind is float:
         return math.isfinite(value)
     return value is None or kind is bool
-
-
-def _valid_text(text: str) -> bool:
-    if text.isascii():
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 class ValueCodec:

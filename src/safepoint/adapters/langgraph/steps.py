@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from safepoint import Checkpoint, Conflict
-from safepoint.adapters.cache import MAX_ATTEMPTS, CheckpointCache, gave_up
+from safepoint.adapters.cache import MAX_ATTEMPTS, CheckpointCache, gave_up, save_cached
 from safepoint.flow import Flow, Save, load_or_none
 
 from .codec import ValueCodec
@@ -217,13 +217,8 @@ def flush_index(ctx: Context, key: ThreadKey, step: Checkpoint) -> Flow[None]:
         cp.labels = key.labels(INDEX_ROLE)
         cp.messages.extend(new)
         cp.counters = {"covers": max(e["step"] for e in new)}
-        try:
-            yield Save(cp)
-        except Conflict:
-            ctx.cache.drop(key.index_run)
-            continue
-        ctx.cache.put(cp)
-        return
+        if (yield from save_cached(ctx.cache, cp)):
+            return
 
 
 def read_index(head: Checkpoint, key: ThreadKey) -> Flow[dict[str, IndexEntry]]:

@@ -15,12 +15,12 @@ is stored where and docs/adapters.md for the whole picture.
 
 from __future__ import annotations
 
+from safepoint.adapters import missing_framework
+
 try:
     import pydantic_ai.conversation_store  # noqa: F401  (the framework this adapter needs)
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError(
-        "safepoint.adapters.pydantic_ai needs Pydantic AI: pip install safepoint[pydantic-ai]"
-    ) from exc
+    raise missing_framework(__name__, "Pydantic AI", "pydantic-ai") from exc
 
 from .layout import conversation_run_id, index_run_id
 from .store import SafepointConversationStore

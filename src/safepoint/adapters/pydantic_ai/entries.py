@@ -24,9 +24,9 @@ from typing import Any
 
 from pydantic_ai.conversation_store import ConversationEntry
 
-from safepoint import Checkpoint, Conflict
-from safepoint.adapters.cache import MAX_ATTEMPTS, CheckpointCache, gave_up
-from safepoint.flow import Flow, Save, head_or_none, load_or_none
+from safepoint import Checkpoint
+from safepoint.adapters.cache import MAX_ATTEMPTS, CheckpointCache, gave_up, save_cached
+from safepoint.flow import Flow, head_or_none, load_or_none
 
 from .layout import INDEX_LABELS, decode_entries, index_run_id
 
@@ -166,12 +166,7 @@ class EntryReader:
                 cp = head.next() if head is not None else Checkpoint(run_id=index_id, step=0)
                 cp.labels = dict(INDEX_LABELS)
                 cp.messages.extend(rows)
-                try:
-                    yield Save(cp)
-                except Conflict:  # another writer indexed first: append after it
-                    self._indexes.drop(index_id)
-                    continue
-                self._indexes.put(cp)
-                break
+                if (yield from save_cached(self._indexes, cp)):  # else another writer indexed first
+                    break
             else:
                 raise gave_up(index_id, cp.step)

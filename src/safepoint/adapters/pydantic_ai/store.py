@@ -27,14 +27,13 @@ from pydantic_ai.conversation_store import (
 from safepoint import (
     AsyncStore,
     Checkpoint,
-    Conflict,
     ParentRef,
     Store,
     StoreClosed,
 )
-from safepoint.adapters.cache import MAX_ATTEMPTS, CheckpointCache, gave_up
+from safepoint.adapters.cache import MAX_ATTEMPTS, CheckpointCache, gave_up, save_cached
 from safepoint.adapters.runner import Runner, open_given
-from safepoint.flow import FindRuns, Flow, Save, delete_if_present, head_or_none
+from safepoint.flow import FindRuns, Flow, delete_if_present, head_or_none
 
 from .entries import EntryReader, Location, View
 from .layout import (
@@ -197,15 +196,11 @@ class SafepointConversationStore(ConversationStore):
             cp.labels = self._step_labels(record, conversation_id, head, refs.values(), run_id)
             if record.forked_at is not None and record.forked_at in refs:
                 cp.parent = ParentRef(*refs[record.forked_at])
-            try:
-                yield Save(cp)
-            except Conflict:  # another writer moved the run: check the revision again on its head
-                self._heads.drop(run_id)
-                continue
             owned = dict(view.owned)
             first = len(cp.messages) - len(encoded)
             owned.update((entry.id, first + offset) for offset, entry in enumerate(new_entries))
-            self._heads.put(cp, View(owned, refs), replace=True)
+            if not (yield from save_cached(self._heads, cp, View(owned, refs), replace=True)):
+                continue  # another writer moved the run: check the revision again on its head
             self._reader.remember([record.head_id, *record.branches, *new_ids], (run_id, cp.step))
             return
         raise gave_up(run_id, cp.step)
@@ -238,14 +233,9 @@ class SafepointConversationStore(ConversationStore):
             tombstone.messages = []
             tombstone.state = {"record": None, "refs": []}
             tombstone.labels = self._step_labels(None, conversation_id, head, (), run_id)
-            try:
-                yield Save(tombstone)
-            except Conflict:
-                self._heads.drop(run_id)
-                continue
-            self._heads.put(tombstone, View(), replace=True)
-            yield from self._collect_flow(run_id)
-            return
+            if (yield from save_cached(self._heads, tombstone, View(), replace=True)):
+                yield from self._collect_flow(run_id)
+                return
         raise gave_up(run_id, 0)
 
     def _collect_flow(self, run_id: str) -> Flow[None]:

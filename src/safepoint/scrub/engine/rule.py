@@ -2,7 +2,7 @@
 
 A rule has a name, a regex for one occurrence, and *triggers* — literal
 substrings one of which lies inside every match (see
-:mod:`safepoint.scrub.engine.triggers` for how they are run).
+:mod:`safepoint.scrub.engine.scanner` for how they are run).
 
 Trigger case: ``Rule.triggers`` are lowercase, so any prefilter may lower the
 text and look for them. The scanner itself does not lower the text (a copy of

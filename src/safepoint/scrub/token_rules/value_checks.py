@@ -14,7 +14,7 @@ import math
 import re
 from collections import Counter
 
-from safepoint.scrub.matcher import Matcher
+from safepoint.scrub.automata import Matcher
 
 # Typed stand-ins, looked for in any case. Only long or punctuated ones for generated tokens, where a
 # short word such as "todo" turns up by chance in one of a few thousand.

@@ -1,10 +1,11 @@
-"""The scrubber: a list of plain callables every checkpoint passes before any byte is written.
+"""The scrubber: a list of plain callables every checkpoint passes before any byte is written —
+:class:`Scrubber`, and its built-in steps :class:`KnownSecretsStep` and :class:`RulesStep`.
 
 Each *step* is a callable ``step(text, found) -> value`` applied to every
 string (dict keys included) of a checkpoint field, in order: registered
 secrets first (so they become references), then the token rules, then any
-steps the user adds. A step reports what it replaced with ``found.add(rule)``;
-the scrubber knows the path and the policy:
+steps the user adds. A step reports what it replaced with ``found.add(rule)``
+(:class:`Found`), which knows the path and the policy:
 
 * ``reference`` (default) — registered secrets become a ``SecretRef``
   (``{"$secret": NAME}``) or ``[SECRET:NAME]`` markers (resolvable on load);
@@ -21,7 +22,8 @@ pass for a reference. ``bytes`` are scanned too (as UTF-8, bad bytes
 replaced) and, if anything matches, replaced whole by a ``bytes`` placeholder.
 A user step gets a ``ScrubbedText`` when earlier steps wrote markers; if it
 returns a plain ``str`` instead, those markers become plain text (never
-resolved — safe, only less useful).
+resolved — safe, only less useful). A step may offer ``might_match(text)``,
+a cheap look at a field's JSON text (False: it would replace nothing there).
 
 Speed: a field is first encoded to JSON (which the store does anyway) and
 each step's ``might_match`` looks at that one text — an automaton pass in C.
@@ -37,19 +39,68 @@ checkpoint's messages with the scrubbed ones it holds (DESIGN: pitfalls).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from safepoint import codec
-from safepoint.errors import InvalidArgument
+from safepoint.errors import InvalidArgument, SecretLeak
+from safepoint.refs import ScrubbedText, SecretRef, Span
 
-from .known import Secrets
-from .steps import Found, KnownSecretsStep, RulesStep, Step
-from .walk import Walk
+from .automata import Hit, find_known
+from .engine.marks import splice
+from .known import Secrets, marker
+from .walk import Report, Step, Walk
+
+if TYPE_CHECKING:
+    from .engine.scanner import RuleScanner
 
 Policy = Literal["reference", "redact", "raise"]
 POLICIES: tuple[str, ...] = ("reference", "redact", "raise")
 _LOOK_FIRST_MAX_BYTES = 8192  # larger encoded values are walked straight away (see scrub_encoded)
+
+
+class Found:
+    """Where a step reports a replacement: records ``(rule, path)`` or, under
+    the ``raise`` policy, refuses the save naming them."""
+
+    __slots__ = ("as_key", "counts", "names", "parts", "policy")
+
+    def __init__(self, policy: str, root: str) -> None:
+        self.policy = policy
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self.parts: list[str | int] = [root]
+        self.as_key = False  # the text being scrubbed is a dict key or a label: it must stay a str
+        self.names: list[str] | None = None  # set while the scrubber records a result for its cache
+
+    def path(self) -> str:
+        """Where the walk is, as error paths show it: keys (already scrubbed) with
+        control characters escaped, a long key as ``[<long key>]``, a long path
+        cut in the middle — a key can be megabytes of text."""
+        segments = [str(self.parts[0])]
+        for part in self.parts[1:]:
+            if isinstance(part, int):
+                segments.append(f"[{part}]")
+            elif len(part) > codec.MAX_KEY_CHARS:
+                segments.append("[<long key>]")
+            else:
+                segments.append(codec.key_segment(part, 0))
+        return codec.join_path(segments)
+
+    def probe(self) -> Found:
+        """A fresh record for looking inside ``bytes``: markers, never references, and the rules
+        it counts kept apart (``bytes`` are replaced whole, never edited, whatever the policy)."""
+        probe = Found("redact", "bytes")
+        probe.as_key = True
+        return probe
+
+    def add(self, rule: str, count: int = 1) -> None:
+        if self.names is not None:
+            self.names.extend([rule] * count)
+        path = self.path()
+        if self.policy == "raise":
+            raise SecretLeak(path, rule)
+        self.counts[(rule, path)] += count
 
 
 class Scrubber:
@@ -193,3 +244,84 @@ def _pii_kinds(pii: bool | Iterable[str]) -> tuple[str, ...]:
     if not all(isinstance(kind, str) for kind in kinds):
         raise InvalidArgument("pii must be True, False or a list of PII kinds")
     return kinds
+
+
+# -- the built-in steps ---------------------------------------------------------------
+
+
+class KnownSecretsStep:
+    """Registered secret values, in every encoding, via one automaton."""
+
+    def __init__(self, secrets: Secrets) -> None:
+        self.secrets = secrets
+
+    def might_match(self, text: str) -> bool:
+        automaton = self.secrets.prefilter()
+        return automaton is not None and automaton.any(text)
+
+    def __call__(self, text: str, found: Report) -> Any:
+        hits = find_known(self.secrets.automaton(), text)
+        if not hits:
+            return text
+        kept = marks_of(text)
+        if kept:  # a secret never hides inside a marker written earlier; skip look-alike overlaps
+            hits = outside(hits, kept)
+            if not hits:
+                return text
+        for hit in hits:
+            found.add(f"secret:{hit.name}")
+        reference = found.policy == "reference"
+        whole = hits[0]
+        is_whole = len(hits) == 1 and whole.encoding == "raw" and whole.start == 0 and whole.end == len(text)
+        if reference and is_whole and not found.as_key:
+            return SecretRef(whole.name)
+        replacements = [
+            (hit.start, hit.end, marker(hit.name, hit.encoding) if reference else f"[REDACTED:{hit.name}]")
+            for hit in hits
+        ]
+        spliced, marks, _ = splice(text, list(kept), replacements)
+        return ScrubbedText(spliced, marks)
+
+
+class RulesStep:
+    """Well-known token formats (and opt-in PII) from the rule table."""
+
+    def __init__(self, scanner: RuleScanner) -> None:
+        self.scanner = scanner
+
+    def might_match(self, text: str) -> bool:
+        # The scanner's own prefilter: exact-case prefixes and key spellings,
+        # valid on a field's JSON text too (triggers holding a backslash are
+        # looked for in their JSON-escaped form as well).
+        return self.scanner.might_match(text)
+
+    def __call__(self, text: str, found: Report) -> Any:
+        # The markers earlier steps wrote are kept as they are; marker-shaped
+        # text from input is judged like any other text (the engine's view).
+        redacted, names, marks = self.scanner.redact(text, marks_of(text))
+        if not names:
+            return text
+        # One add per rule, not per finding: each add builds the path (dense
+        # text has tens of thousands of findings).
+        for name, count in Counter(names).items():
+            found.add(name, count)
+        return ScrubbedText(redacted, marks)
+
+
+def outside(hits: list[Hit], kept: Sequence[Span]) -> list[Hit]:
+    """The hits (sorted, disjoint) that overlap none of the sorted ``kept`` spans,
+    in one sweep over both."""
+    out: list[Hit] = []
+    at = 0
+    for hit in hits:
+        while at < len(kept) and kept[at][1] <= hit.start:
+            at += 1
+        if at < len(kept) and kept[at][0] < hit.end:
+            continue
+        out.append(hit)
+    return out
+
+
+def marks_of(text: str) -> tuple[Span, ...]:
+    """The spans of the markers the store wrote in ``text`` (none in a plain ``str``)."""
+    return text.marks if isinstance(text, ScrubbedText) else ()

@@ -1,4 +1,9 @@
-"""One stored message as one table row: who spoke, and what — tool calls and tool results included.
+"""Stored checkpoints in words people read — shared by the CLI and the inspector.
+
+:func:`describe` makes one stored message one table row (who spoke, and
+what: tool calls and tool results included), :func:`pending` a pending
+action one line, :func:`question` what a waiting run asks, and
+:func:`checkpoint_diff` what changed between two checkpoints.
 
 Agents store their conversation in whatever shape their framework uses, and
 much of it is not ``{"role": …, "content": "text"}``: an assistant turn that
@@ -18,8 +23,9 @@ shapes users store:
   and flat dumps (``{"type": "ai", "content": …, "tool_calls": [...]}``).
 
 Anything else is shown as its JSON, never as ``null`` or ``?``. The result
-is plain text made of stored values: callers pass it through
-``output.cell``/``shown``, which make control characters visible.
+is plain text made of stored values: the CLI passes it through
+``output.cell``/``shown``, which make control characters visible, and the
+inspector's templates escape it.
 Nothing here is interpreted beyond picking fields: a value shaped like a
 tool call is only ever shown.
 """
@@ -30,7 +36,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["describe", "pending", "question"]
+from safepoint.messagelist import thaw
+from safepoint.model import VALUE_FIELDS, Checkpoint
+
+__all__ = ["checkpoint_diff", "describe", "pending", "question"]
 
 # LangChain's message types, and the role each one is.
 _LANGCHAIN_ROLES = {
@@ -170,7 +179,7 @@ def _text(value: Any) -> str:
 
 
 def _json(value: Any) -> str:
-    # The separators every other JSON the CLI shows uses (state, cursors, a pending action).
+    # The separators every other JSON shown uses (state, cursors, a pending action).
     text = json.dumps(value, ensure_ascii=False, default=str)
     return text[: _PART * 2]
 
@@ -209,3 +218,32 @@ def question(action: Any) -> str | None:
     if asked is None:
         return None
     return asked if isinstance(asked, str) else _json(asked)
+
+
+def checkpoint_diff(a: Checkpoint, b: Checkpoint) -> dict[str, Any]:
+    """The differences between two checkpoints: messages shared/removed/added, changed fields by path."""
+    old, new = list(a.messages), list(b.messages)
+    shared = 0
+    while shared < min(len(old), len(new)) and old[shared] == new[shared]:
+        shared += 1
+    changes: list[dict[str, Any]] = []
+    left, right = a.to_dict(), b.to_dict()
+    for name in ("status", "schema_version", "counters", *VALUE_FIELDS, "labels"):
+        _field_changes(name, left[name], right[name], changes)
+    return {
+        "run_id": b.run_id,
+        "from_step": a.step,
+        "to_step": b.step,
+        "messages": {"shared": shared, "removed": len(old) - shared, "added": thaw(new[shared:])},
+        "fields": changes,
+    }
+
+
+def _field_changes(path: str, before: Any, after: Any, out: list[dict[str, Any]]) -> None:
+    if before == after:
+        return
+    if isinstance(before, dict) and isinstance(after, dict):
+        for key in sorted(set(before) | set(after)):
+            _field_changes(f"{path}.{key}", before.get(key), after.get(key), out)
+        return
+    out.append({"path": path, "before": before, "after": after})

@@ -1,4 +1,5 @@
-"""How a command opens its store: ``store_options`` and ``open_store_at``/``open_existing``.
+"""The store a command works on: its options (``store_options``) and how it is opened
+(``open_store_at``/``open_existing``).
 
 ``--store`` (env ``SAFEPOINT_STORE``), ``--schema`` (PostgreSQL), ``--key-file``
 (an encrypted store's keyring; env ``SAFEPOINT_KEY_FILE``, or the keys
