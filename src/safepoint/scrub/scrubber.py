@@ -166,6 +166,24 @@ class Scrubber:
         found.parts = [root]
         return self._walk.value(value, found), found
 
+    def scrub_fields(
+        self,
+        values: dict[str, Any],
+        labels: dict[str, str],
+        counters: dict[str, Any],
+        found: Found,
+        *,
+        checked: bool = False,
+    ) -> tuple[dict[str, Any], dict[str, str], dict[str, Any]]:
+        """A checkpoint header's fields in stored form, in one call: each of ``values``
+        (field name to value) as :meth:`scrub` does it, labels (keys and values) and
+        counter names as strings — queryable columns, so markers as plain text, never
+        references. ``found`` records them all, each under its field's name."""
+        walked = {name: self.scrub(value, name, found, checked=checked)[0] for name, value in values.items()}
+        labels, _ = self.scrub_strings(labels, "labels", found, values_too=True, checked=checked)
+        counters, _ = self.scrub_strings(counters, "counters", found, values_too=False, checked=checked)
+        return walked, labels, counters
+
     def scrub_encoded(self, value: Any, encoded: bytes, root: str, found: Found) -> tuple[Any, bytes]:
         """``value`` in stored form and its canonical bytes, given its canonical bytes ``encoded``
         (the same two objects back when nothing was replaced).

@@ -128,6 +128,19 @@ def _child(root: str, key: str) -> str:
     return codec.join_path([root, codec.key_segment(key, 0)])
 
 
+def offload_fields(values: Mapping[str, Any], policy: BlobPolicy, sink: BlobSink) -> dict[str, Any]:
+    """A checkpoint header's value fields (field name to value) with their large values and
+    ``bytes`` out to ``sink``, each field looked at as a whole first."""
+    out = {}
+    for name, value in values.items():
+        try:
+            needed = might_hold_blobs(codec.encode(value), policy)
+        except TypeError:  # bytes (JSON has none): they go to the blob store
+            needed = True
+        out[name] = offload(value, name, policy, sink) if needed else value
+    return out
+
+
 def offload_encoded(value: Any, encoded: bytes, root: str, policy: BlobPolicy, sink: BlobSink) -> bytes:
     """Canonical bytes of ``value`` after offloading, given its canonical bytes."""
     if not might_hold_blobs(encoded, policy):

@@ -28,7 +28,15 @@ from safepoint.scrub import Found, Scrubber
 
 from .blob_targets import BlobTarget
 from .delta import MessagePlan, plan_messages
-from .large_values import BlobPolicy, BlobSink, digests_json, might_hold_blobs, offload, offload_encoded
+from .large_values import (
+    BlobPolicy,
+    BlobSink,
+    digests_json,
+    might_hold_blobs,
+    offload,
+    offload_encoded,
+    offload_fields,
+)
 from .references import KEY_MARK, may_need_stored_form, to_stored
 from .stored import StoredFields
 from .validate import check_message
@@ -89,14 +97,8 @@ class PreparedSave:
         # is looked at field by field first, so only the field at fault is walked.
         checked = text is not None and len(text) <= _WALK_WITHOUT_LOOK
         found = Found(scrubber.policy, "state")  # one record for the header; each field sets its root
-        values = {}
-        for name in VALUE_FIELDS:
-            values[name], _ = scrubber.scrub(fields.value(name), name, found, checked=checked)
-        # Labels and counter names are queryable columns: they stay strings
-        # (markers as plain text, never references; never resolved).
-        labels, _ = scrubber.scrub_strings(fields.labels, "labels", found, values_too=True, checked=checked)
-        counters, _ = scrubber.scrub_strings(
-            fields.counters, "counters", found, values_too=False, checked=checked
+        values, labels, counters = scrubber.scrub_fields(
+            fields.values, fields.labels, fields.counters, found, checked=checked
         )
         self._field_counts.append(found.counts)
         scrubbed = StoredFields(counters=counters, labels=labels, values=values)
@@ -110,15 +112,7 @@ class PreparedSave:
             return fields
         if encoded is not None and not might_hold_blobs(encoded, self._policy):
             return fields  # the whole header is smaller than any threshold, and holds no reference
-        values = {}
-        for name in VALUE_FIELDS:
-            value = fields.value(name)
-            try:
-                needed = might_hold_blobs(codec.encode(value), self._policy)
-            except TypeError:  # bytes (JSON has none): they go to the blob store
-                needed = True
-            values[name] = offload(value, name, self._policy, self._field_sink) if needed else value
-        return fields.with_values(values)
+        return fields.with_values(offload_fields(fields.values, self._policy, self._field_sink))
 
     def plan(self, view: StoredView | None, messages: list[Any], known: int = 0) -> MessagePlan:
         """The message delta against ``view``: every new message scrubbed, then offloaded;
