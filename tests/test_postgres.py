@@ -34,6 +34,7 @@ from safepoint.errors import (
 )
 from safepoint.store import calls
 from safepoint.store.blob_targets import DatabaseBlobs
+from safepoint.store.methods.checkpoints import save_call
 from safepoint.store.postgres.async_driver import PostgresAsyncDriver, open_postgres_async_driver
 from safepoint.store.postgres.driver import PostgresDriver
 from safepoint.store.postgres.schema import REVISIONS
@@ -164,14 +165,14 @@ def test_async_driver_runs_the_shared_operations(postgres_dsn: str, pg_schema: s
             for step in range(3):
                 cp = cp if step == 0 else cp.next()
                 cp.messages.append({"role": "user", "content": f"turn {step} \u0000"})
-                await _call(driver, calls.save(cp, None, PIPELINE))
+                await _call(driver, save_call(cp, None, PIPELINE))
             loaded = await _call(driver, calls.load("async-run", None, PIPELINE))
             assert (loaded.step, list(loaded.messages)) == (2, list(cp.messages))
             assert [i.step for i in await _call(driver, calls.history("async-run"))] == [0, 1, 2]
             page = await _call(driver, calls.runs(status=None, labels={"kind": "async"}, **_ALL))
             assert [r.run_id for r in page] == ["async-run"]
             with pytest.raises(Conflict):
-                await _call(driver, calls.save(cp, None, PIPELINE))
+                await _call(driver, save_call(cp, None, PIPELINE))
             with pytest.raises(NotFound):
                 await _call(driver, calls.load("absent", None, PIPELINE))
         finally:
@@ -191,14 +192,14 @@ def test_async_writers_of_one_step_exactly_one_wins(postgres_dsn: str, pg_schema
     async def main() -> list[str]:
         driver = await open_postgres_async_driver(postgres_dsn, schema=pg_schema, max_size=8)
         try:
-            await _call(driver, calls.save(Checkpoint(run_id="race"), None, PIPELINE))
+            await _call(driver, save_call(Checkpoint(run_id="race"), None, PIPELINE))
             base = await _call(driver, calls.load("race", None, PIPELINE))
 
             async def writer(n: int) -> str:
                 cp = base.next()
                 cp.messages.append({"role": "user", "content": f"writer {n}"})
                 try:
-                    await _call(driver, calls.save(cp, None, PIPELINE))
+                    await _call(driver, save_call(cp, None, PIPELINE))
                 except Conflict:
                     return "conflict"
                 return "saved"

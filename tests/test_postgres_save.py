@@ -28,6 +28,7 @@ from safepoint import Checkpoint, Store
 from safepoint.errors import Conflict, LeaseLost
 from safepoint.store import calls
 from safepoint.store.blob_targets import DatabaseBlobs
+from safepoint.store.methods.checkpoints import save_call
 from safepoint.store.ops import saving
 from safepoint.store.postgres.async_driver import PostgresAsyncDriver, open_postgres_async_driver
 from safepoint.store.postgres.driver import PostgresDriver
@@ -61,7 +62,7 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
         except StopIteration as stop:
             return stop.value
 
-    monkeypatch.setattr(saving, "save", recorded)  # what calls.save builds
+    monkeypatch.setattr(saving, "save", recorded)  # what save_call builds
     return saves
 
 
@@ -378,13 +379,13 @@ def test_the_async_driver_runs_the_same_save(
         driver = await open_postgres_async_driver(postgres_dsn, schema=pg_schema, **POOL)
         try:
             cp = Checkpoint(run_id="async")
-            await _call(driver, calls.save(cp, None, PIPELINE))
+            await _call(driver, save_call(cp, None, PIPELINE))
             base = await _call(driver, calls.load("async", None, PIPELINE))
             a, b = _step(base, "a"), _step(await _call(driver, calls.load("async", None, PIPELINE)), "b")
-            await _call(driver, calls.save(a, None, PIPELINE))
+            await _call(driver, save_call(a, None, PIPELINE))
             assert sent[-1] == FAST
             with pytest.raises(Conflict):
-                await _call(driver, calls.save(b, None, PIPELINE))
+                await _call(driver, save_call(b, None, PIPELINE))
             assert sent[-1][:2] == DECLINED
             loaded = await _call(driver, calls.load("async", None, PIPELINE))
             assert list(loaded.messages) == list(a.messages)

@@ -17,18 +17,16 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from functools import partial
 from typing import Any, Generic, TypeVar
 
 from safepoint.errors import InvalidArgument
 from safepoint.model import Checkpoint, Status
 from safepoint.model import new_run_id as make_run_id
-from safepoint.records import MAX_AGE, CheckpointInfo, Lease, Page, Retention, RunInfo
+from safepoint.records import MAX_AGE, CheckpointInfo, Page, Retention, RunInfo
 
 from . import arguments
 from .after_load import ResolveSecrets
-from .delta import MessagePlan, finish_save
-from .ops import collect, listing, retention, saving
+from .ops import collect, listing, retention
 from .ops import runs as run_ops  # calls.runs is the listing call
 from .ops.collect import FileSpace, GcResult
 from .ops.loading import load_for_reading, read_blobs
@@ -92,72 +90,6 @@ def writes(op: Op[T]) -> Call[T, T]:
 
 def now_micros() -> int:
     return time.time_ns() // 1000
-
-
-SaveOp = Callable[..., Op[saving.SaveResult[MessagePlan]]]
-
-
-def save(
-    cp: Checkpoint, lease: Lease | None, settings: StoreSettings, save_op: SaveOp | None = None
-) -> Call[saving.SaveResult[MessagePlan], CheckpointInfo]:
-    """``save_op``: the save operation to build (as ``saving.save``, which is the default)."""
-    if not isinstance(cp, Checkpoint):
-        raise InvalidArgument(f"save takes a safepoint.Checkpoint, not {type(cp).__name__}")
-    if lease is not None:
-        arguments.check_lease(lease)
-    settings.guard(partial(validate_fields, allow_bytes=settings.blobs is not None), cp)
-    if lease is not None and lease.run_id != cp.run_id:
-        raise InvalidArgument(f"the lease is for run {lease.run_id!r}, not {cp.run_id!r}")
-    view = cp.stored_view
-    if view is not None and view.run_id != cp.run_id:
-        view = None
-    # A fresh checkpoint has no view: the store's memory gives one (remembered.py).
-    recall = settings.memory.recall(cp.run_id, cp.step, view, cp.messages)
-    view = recall.view
-    prepared = settings.guard(settings.prepare_save, cp)
-    # Nothing to plan against: ops.save plans once, in the transaction, against the head.
-    plan = None if view is None and cp.step > 0 else prepared.plan(view, cp.messages, recall.known)
-    now = now_micros()
-
-    def finish(result: saving.SaveResult[MessagePlan]) -> CheckpointInfo:
-        plan, ranges, carriers = result.plan, result.ranges, result.carriers
-        finish_save(cp, plan, ranges=ranges, carriers=carriers, created_at=now, digest=result.digest)
-        settings.memory.remember(cp.run_id, recall, result.plan.keep, result.plan.base, cp.messages)
-        cp.scrub_report = result.report
-        assert cp.created_at is not None
-        assert cp.digest is not None
-        return CheckpointInfo(
-            run_id=cp.run_id,
-            step=cp.step,
-            schema_version=cp.schema_version,
-            status=cp.status,
-            created_at=cp.created_at,
-            message_count=result.plan.total,
-            digest=cp.digest,
-            scrub_report=result.report,
-        )
-
-    def written(result: saving.SaveResult[MessagePlan]) -> SaveFacts:
-        # Read after commit: a re-plan inside the transaction may have added blobs.
-        blobs = prepared.pending_blobs()
-        bodies = result.plan.bodies
-        return SaveFacts(
-            bytes_written=sum(map(len, bodies)) + sum(map(len, blobs.values())),
-            messages_added=len(bodies),
-            blobs_written=len(blobs),
-            findings=result.report.by_rule(),
-        )
-
-    build = partial(save_op or saving.save, cp, prepared, view, plan, now=now, lease=lease)
-    # External blobs are uploaded before the transaction (no upload under the run's row lock or
-    # the idle-in-transaction timeout); the op re-checks them under the blob guard (blob_targets.py).
-    before = None
-    if settings.blobs is not None and not settings.blobs.in_database:
-        pending = prepared.pending_blobs()
-        if pending:
-            before = partial(settings.blobs.put_all, pending)
-    weight = 0 if plan is None else sum(map(len, plan.bodies))  # bounds a group commit's batch
-    return Call(build(), True, finish, before, written, rebuild=build, weight=weight)
 
 
 def load(

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
+from functools import partial
 from typing import Any
 
+from safepoint.errors import InvalidArgument
 from safepoint.model import Checkpoint, ParentRef, Status
 from safepoint.records import CheckpointInfo, Lease, Page, RunInfo, TimelinePoint
-from safepoint.store import calls, traced
+from safepoint.store import arguments, calls, traced
 from safepoint.store.after_load import ResolveSecrets
-from safepoint.store.calls import reads, writes
-from safepoint.store.ops import listing
+from safepoint.store.calls import Call, SaveFacts, reads, writes
+from safepoint.store.delta import MessagePlan, finish_save
+from safepoint.store.ops import listing, saving
 from safepoint.store.ops import runs as run_ops
+from safepoint.store.query import Op
+from safepoint.store.settings import StoreSettings
 from safepoint.store.twins import Entries, Returns, method
-from safepoint.store.validate import check_id
+from safepoint.store.validate import check_id, validate_fields
 
 
 class CheckpointMethods(Entries):
@@ -42,7 +47,7 @@ class CheckpointMethods(Entries):
         Without a lease, a run another worker holds a live lease on is a
         ``Conflict``.
         """
-        return calls.save(checkpoint, lease, self.settings)
+        return save_call(checkpoint, lease, self.settings)
 
     @method("safepoint.load", ("run_id", "step"), traced.of_run, done=traced.loaded)
     def load(
@@ -164,3 +169,72 @@ class CheckpointMethods(Entries):
         until ``collect_garbage`` (``safepoint gc``). The id may be used again.
         """
         return writes(run_ops.delete_run(check_id(run_id)))
+
+
+# The save's call, beside its entry: the hot path of every agent step, in one room.
+SaveOp = Callable[..., Op[saving.SaveResult[MessagePlan]]]
+
+
+def save_call(
+    cp: Checkpoint, lease: Lease | None, settings: StoreSettings, save_op: SaveOp | None = None
+) -> Call[saving.SaveResult[MessagePlan], CheckpointInfo]:
+    """The call a ``save`` makes: its checkpoint validated, scrubbed and planned before the
+    transaction, the transaction itself (``ops.saving.save``, or ``save_op``), and what the
+    committed save tells the checkpoint, the store's memory of the run and its span."""
+    if not isinstance(cp, Checkpoint):
+        raise InvalidArgument(f"save takes a safepoint.Checkpoint, not {type(cp).__name__}")
+    if lease is not None:
+        arguments.check_lease(lease)
+    settings.guard(partial(validate_fields, allow_bytes=settings.blobs is not None), cp)
+    if lease is not None and lease.run_id != cp.run_id:
+        raise InvalidArgument(f"the lease is for run {lease.run_id!r}, not {cp.run_id!r}")
+    view = cp.stored_view
+    if view is not None and view.run_id != cp.run_id:
+        view = None
+    # A fresh checkpoint has no view: the store's memory gives one (remembered.py).
+    recall = settings.memory.recall(cp.run_id, cp.step, view, cp.messages)
+    view = recall.view
+    prepared = settings.guard(settings.prepare_save, cp)
+    # Nothing to plan against: ops.save plans once, in the transaction, against the head.
+    plan = None if view is None and cp.step > 0 else prepared.plan(view, cp.messages, recall.known)
+    now = calls.now_micros()  # looked up on calls: one clock for every call (tests set it)
+
+    def finish(result: saving.SaveResult[MessagePlan]) -> CheckpointInfo:
+        plan, ranges, carriers = result.plan, result.ranges, result.carriers
+        finish_save(cp, plan, ranges=ranges, carriers=carriers, created_at=now, digest=result.digest)
+        settings.memory.remember(cp.run_id, recall, result.plan.keep, result.plan.base, cp.messages)
+        cp.scrub_report = result.report
+        assert cp.created_at is not None
+        assert cp.digest is not None
+        return CheckpointInfo(
+            run_id=cp.run_id,
+            step=cp.step,
+            schema_version=cp.schema_version,
+            status=cp.status,
+            created_at=cp.created_at,
+            message_count=result.plan.total,
+            digest=cp.digest,
+            scrub_report=result.report,
+        )
+
+    def written(result: saving.SaveResult[MessagePlan]) -> SaveFacts:
+        # Read after commit: a re-plan inside the transaction may have added blobs.
+        blobs = prepared.pending_blobs()
+        bodies = result.plan.bodies
+        return SaveFacts(
+            bytes_written=sum(map(len, bodies)) + sum(map(len, blobs.values())),
+            messages_added=len(bodies),
+            blobs_written=len(blobs),
+            findings=result.report.by_rule(),
+        )
+
+    build = partial(save_op or saving.save, cp, prepared, view, plan, now=now, lease=lease)
+    # External blobs are uploaded before the transaction (no upload under the run's row lock or
+    # the idle-in-transaction timeout); the op re-checks them under the blob guard (blob_targets.py).
+    before = None
+    if settings.blobs is not None and not settings.blobs.in_database:
+        pending = prepared.pending_blobs()
+        if pending:
+            before = partial(settings.blobs.put_all, pending)
+    weight = 0 if plan is None else sum(map(len, plan.bodies))  # bounds a group commit's batch
+    return Call(build(), True, finish, before, written, rebuild=build, weight=weight)

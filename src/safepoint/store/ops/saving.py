@@ -130,7 +130,7 @@ def save(
             pending = prepared.pending_blobs()
             if pending:  # durable before the row that references them commits
                 # Database target: inserted here. External: uploaded before the
-                # transaction (calls.save); here only re-checked, and put again
+                # transaction (methods.checkpoints.save_call); here only re-checked, and put again
                 # if a GC removed one since (blob_targets.py).
                 yield from prepared.blobs.write(pending, now)
     if run_ref is None:
