@@ -50,6 +50,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "safepoint.visible",
             "safepoint.readable",
             "safepoint.observe",
+            "safepoint.version",
             "safepoint.tamper",
             "safepoint.flow",
         ),
@@ -68,7 +69,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "safepoint.demo",
             "safepoint.testing",
             "safepoint.crashrig",
-            "safepoint.observe_otel",
         ),
     ),
 ]

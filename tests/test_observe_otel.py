@@ -28,7 +28,7 @@ from opentelemetry.trace import NoOpTracerProvider, StatusCode
 
 import safepoint
 from safepoint import Checkpoint, Conflict, LeaseLost, MigrationChain, Status, open_async_store, open_store
-from safepoint.observe_otel import OpenTelemetryObserver
+from safepoint.observe.otel import OpenTelemetryObserver
 from safepoint.worker import Job, Worker
 
 # A value no attribute may ever show: it is planted in every stored field.
@@ -294,8 +294,8 @@ def test_a_broken_observer_never_breaks_a_save() -> None:
         store.save(planted("run-x"))
 
 
-def test_without_the_extra_safepoint_works_and_observe_otel_names_it(tmp_path: Path) -> None:
-    """Without OpenTelemetry, import and save work; observe_otel raises an ImportError naming the extra."""
+def test_without_the_extra_safepoint_works_and_the_otel_module_names_it(tmp_path: Path) -> None:
+    """Without OpenTelemetry, import and save work; observe.otel raises an ImportError naming the extra."""
     script = f"""
 import sys
 sys.modules["opentelemetry"] = None
@@ -305,7 +305,7 @@ store.save(safepoint.Checkpoint(run_id="r"))
 assert store.load("r").step == 0
 assert not [m for m in sys.modules if m.startswith("opentelemetry") and sys.modules[m] is not None]
 try:
-    import safepoint.observe_otel
+    import safepoint.observe.otel
 except ImportError as exc:
     print("ERROR", type(exc).__name__, exc)
 """

@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import safepoint
 from safepoint import Checkpoint, InvalidArgument, Job, Keyring, Reconcile, Secrets, Status, Worker
-from safepoint.observe_otel import OpenTelemetryObserver
+from safepoint.observe.otel import OpenTelemetryObserver
 from safepoint.testing.conformance import QueryLog
 
 TOKEN = "sk-proj-Zq81mXc0PfLw2RkT9vYbH4nJ6tGd3sQe"  # a token the scrubber's rules replace

@@ -100,7 +100,7 @@ def _observer(config: str) -> tuple[Any, Any]:
     from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased  # noqa: PLC0415
     from opentelemetry.trace import NoOpTracerProvider  # noqa: PLC0415
 
-    from safepoint.observe_otel import OpenTelemetryObserver  # noqa: PLC0415
+    from safepoint.observe.otel import OpenTelemetryObserver  # noqa: PLC0415
 
     tracer_provider: Any = NoOpTracerProvider()
     meter_provider: Any = NoOpMeterProvider()

@@ -21,9 +21,8 @@ from .records import CheckpointInfo, Lease, Page, Retention, RunInfo
 from .refs import BlobLink, ScrubbedText, SecretRef
 from .scrub import Scrubber, Secrets
 from .store import DEFAULT_URL, AsyncStore, Store, open_async_store, open_store
+from .version import __version__
 from .worker import Job, Worker
-
-__version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_URL",

@@ -4,7 +4,7 @@ Its methods are the call table's (``methods.py``), as ``Store``'s are, each
 awaiting the same shared ``Call`` that ``Store`` blocks on (``twins.Awaiting``),
 so the two cannot drift apart: signatures, docstrings, validation, encoding,
 the transaction's logic, the post-commit bookkeeping and the spans and
-metrics around them (``traced.py``) exist once.
+metrics around them (``observe.store_calls``) exist once.
 
 SQLite has no async driver of its own; ``SQLiteAsyncDriver`` runs the sync
 driver's transaction in a worker thread (``asyncio.to_thread``), which keeps
@@ -24,12 +24,12 @@ from functools import partial
 from typing import Any, TypeVar
 
 from safepoint.observe import NO_OBSERVER, Observer, QueryHook
+from safepoint.observe.spans import backend_of
 
 from .calls import Call
 from .methods import StoreMethods
 from .query import AsyncDriver, Op
 from .settings import StoreSettings
-from .spans import backend_of
 from .sqlite.driver import SQLiteDriver
 from .sqlite.transactions import Member
 from .twins import Awaiting

@@ -3,7 +3,7 @@
 Its methods are the call table's (``methods.py``), each run by blocking on
 the driver (``twins.Blocking``): build the shared ``Call`` and run its
 transaction. An async store does the same with ``await``. With an observer
-(``open_store(url, observer=…)``) each call runs inside a span (``traced.py``);
+(``open_store(url, observer=…)``) each call runs inside a span (``observe.store_calls``);
 without one, a single identity test skips all of that.
 """
 
@@ -12,12 +12,12 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from safepoint.observe import NO_OBSERVER, Observer
+from safepoint.observe.spans import backend_of
 
 from .calls import Call
 from .methods import StoreMethods
 from .query import Driver
 from .settings import StoreSettings
-from .spans import backend_of
 from .twins import Blocking
 
 T = TypeVar("T")

@@ -2,8 +2,8 @@
 
 The call table (``methods.py``) writes each public store method once, as an
 entry: its signature and docstring, the ``Call`` it builds, and how it is
-observed (a ``traced.Spec``). ``Blocking`` and ``Awaiting`` are the bases of
-``Store`` and ``AsyncStore``: when either class is defined, each entry it
+observed (an ``observe.store_calls.Spec``). ``Blocking`` and ``Awaiting`` are
+the bases of ``Store`` and ``AsyncStore``: when either class is defined, each entry it
 inherits becomes a real method of that class — a function for ``Store``, a
 coroutine function for ``AsyncStore`` — with the entry's name, docstring and
 signature (its return annotation: the call's result), so ``help()``,
@@ -21,11 +21,11 @@ from collections.abc import Callable, Coroutine
 from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, Protocol, TypeAlias, TypeVar, overload
 
 from safepoint.observe import NO_OBSERVER, Observer
+from safepoint.observe.spans import AttributeDict, Operation
+from safepoint.observe.store_calls import Done, Spec, no_attributes
 
 from .calls import Call
 from .settings import StoreSettings
-from .spans import AttributeDict, Operation
-from .traced import Done, Spec, no_attributes
 
 P = ParamSpec("P")
 R = TypeVar("R")

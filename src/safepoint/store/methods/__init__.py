@@ -1,7 +1,7 @@
 """The call table: every public store method, written once, for ``Store`` and ``AsyncStore`` alike.
 
 Each entry is the method as users see it — its signature and docstring —
-with, above it, the span it is observed as (``traced.Spec``: name, the
+with, above it, the span it is observed as (``store_calls.Spec``: name, the
 parameters that give its attributes, what its result adds), and in its body
 the ``Call`` it builds (``calls.py``). ``Store`` runs that call by blocking
 on its driver, ``AsyncStore`` by awaiting it (``twins.py``); neither class

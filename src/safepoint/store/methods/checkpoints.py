@@ -9,8 +9,9 @@ from typing import Any
 
 from safepoint.errors import InvalidArgument
 from safepoint.model import Checkpoint, ParentRef, Status
+from safepoint.observe import store_calls
 from safepoint.records import CheckpointInfo, Lease, Page, RunInfo, TimelinePoint
-from safepoint.store import arguments, calls, traced
+from safepoint.store import arguments, calls
 from safepoint.store.after_load import ResolveSecrets
 from safepoint.store.calls import Call, SaveFacts, reads, writes
 from safepoint.store.delta import MessagePlan, finish_save
@@ -25,7 +26,7 @@ from safepoint.store.validate import check_id, validate_fields
 class CheckpointMethods(Entries):
     """Runs and their checkpoints: one entry per store method."""
 
-    @method("safepoint.save", ("checkpoint", "lease"), traced.of_save)
+    @method("safepoint.save", ("checkpoint", "lease"), store_calls.of_save)
     def save(self, checkpoint: Checkpoint, *, lease: Lease | None = None) -> Returns[CheckpointInfo]:
         """Store ``checkpoint`` as the next step of its run, atomically and durably.
 
@@ -49,7 +50,7 @@ class CheckpointMethods(Entries):
         """
         return save_call(checkpoint, lease, self.settings)
 
-    @method("safepoint.load", ("run_id", "step"), traced.of_run, done=traced.loaded)
+    @method("safepoint.load", ("run_id", "step"), store_calls.of_run, done=store_calls.loaded)
     def load(
         self,
         run_id: str,
@@ -97,27 +98,32 @@ class CheckpointMethods(Entries):
         """
         return calls.fetch_blob(ref, self.settings)
 
-    @method("safepoint.history", ("run_id",), traced.of_run, done=traced.counted("safepoint.checkpoints"))
+    @method(
+        "safepoint.history",
+        ("run_id",),
+        store_calls.of_run,
+        done=store_calls.counted("safepoint.checkpoints"),
+    )
     def history(self, run_id: str) -> Returns[list[CheckpointInfo]]:
         """Every checkpoint of the run, oldest first (headers only, no messages)."""
         return calls.history(run_id)
 
-    @method("safepoint.forks", ("run_id",), traced.of_run)
+    @method("safepoint.forks", ("run_id",), store_calls.of_run)
     def forks(self, run_id: str) -> Returns[list[ParentRef]]:
         """The runs forked from this one (up to 100, oldest first): each fork's id and its fork step."""
         return reads(listing.forks_of(check_id(run_id)))
 
-    @method("safepoint.timeline", ("run_id",), traced.of_run)
+    @method("safepoint.timeline", ("run_id",), store_calls.of_run)
     def timeline(self, run_id: str) -> Returns[list[TimelinePoint]]:
         """Every checkpoint's counters and stored bytes, oldest first (for charts; no messages)."""
         return reads(listing.timeline(check_id(run_id)))
 
-    @method("safepoint.run", ("run_id",), traced.of_run)
+    @method("safepoint.run", ("run_id",), store_calls.of_run)
     def run(self, run_id: str) -> Returns[RunInfo]:
         """The run's summary: status, head step, labels, counters, timestamps."""
         return reads(listing.run_info(check_id(run_id)))
 
-    @method("safepoint.runs", done=traced.listed)
+    @method("safepoint.runs", done=store_calls.listed)
     def runs(
         self,
         *,
@@ -142,7 +148,7 @@ class CheckpointMethods(Entries):
             prefix=run_id_prefix,
         )
 
-    @method("safepoint.fork", ("run_id", "step"), traced.of_run, done=traced.forked)
+    @method("safepoint.fork", ("run_id", "step"), store_calls.of_run, done=store_calls.forked)
     def fork(
         self,
         run_id: str,
@@ -159,7 +165,7 @@ class CheckpointMethods(Entries):
         """
         return calls.fork(run_id, step, new_run_id, labels, self.settings)
 
-    @method("safepoint.delete", ("run_id",), traced.of_run)
+    @method("safepoint.delete", ("run_id",), store_calls.of_run)
     def delete_run(self, run_id: str) -> Returns[None]:
         """Delete the run: every checkpoint, its messages, the run row with its queue
         entry and lease, in one transaction; ``NotFound`` if absent.

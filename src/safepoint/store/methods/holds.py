@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from safepoint.observe import store_calls
 from safepoint.records import Lease
-from safepoint.store import arguments, calls, traced
+from safepoint.store import arguments, calls
 from safepoint.store.calls import writes
 from safepoint.store.ops import holds
 from safepoint.store.twins import Entries, Returns, method
@@ -15,7 +16,7 @@ from safepoint.store.validate import check_id
 class HoldMethods(Entries):
     """Holds on named runs (what an exclusive ``Run`` takes): one entry per store method."""
 
-    @method("safepoint.hold_run", ("run_id",), traced.of_run)
+    @method("safepoint.hold_run", ("run_id",), store_calls.of_run)
     def hold_run(
         self,
         run_id: str,
@@ -42,7 +43,7 @@ class HoldMethods(Entries):
         before = None if take_from is None else check_id(take_from, "take_from")
         return writes(holds.hold_run(check_id(run_id), holder, seconds, calls.now_micros(), before))
 
-    @method("safepoint.release_hold", ("lease",), traced.of_lease)
+    @method("safepoint.release_hold", ("lease",), store_calls.of_lease)
     def release_hold(self, lease: Lease) -> Returns[None]:
         """Give back a lease ``hold_run`` took: the run keeps its place in the queue (or stays
         out of it), its status and its attempts. ``LeaseLost`` if the lease is no longer current."""

@@ -14,9 +14,10 @@ from typing import Any
 
 from safepoint.errors import InvalidArgument
 from safepoint.model import Status
+from safepoint.observe import store_calls
 from safepoint.records import Lease, RunCounts, to_micros
 from safepoint.scrub import Scrubber
-from safepoint.store import arguments, calls, traced
+from safepoint.store import arguments, calls
 from safepoint.store.calls import Call, reads, writes
 from safepoint.store.ops import leases, listing
 from safepoint.store.ops.leases import Attempts, Cancelled, QueueState
@@ -31,7 +32,7 @@ _ATTEMPTS = ("keep", "reset", "uncount")
 class QueueMethods(Entries):
     """The work queue and its leases: one entry per store method."""
 
-    @method("safepoint.enqueue", ("run_id",), traced.of_run)
+    @method("safepoint.enqueue", ("run_id",), store_calls.of_run)
     def enqueue(self, run_id: str) -> Returns[None]:
         """Queue the run for workers to ``claim`` (idempotent); ``NotFound`` if absent."""
         return writes(leases.enqueue(check_id(run_id), calls.now_micros()))
@@ -64,7 +65,7 @@ class QueueMethods(Entries):
         """
         return writes(leases.cancel(check_id(run_id), self.settings.prepare_save, calls.now_micros()))
 
-    @method("safepoint.claim", ("worker_id",), traced.of_claim, done=traced.claimed)
+    @method("safepoint.claim", ("worker_id",), store_calls.of_claim, done=store_calls.claimed)
     def claim(self, worker_id: str, *, lease: float | timedelta = 30.0) -> Returns[Lease | None]:
         """Atomically take one queued run whose lease is free or expired.
 
@@ -81,14 +82,14 @@ class QueueMethods(Entries):
         duration = arguments.seconds(lease, "lease")
         return writes(leases.claim(worker, duration, calls.now_micros(), self.settings.schema_version))
 
-    @method("safepoint.heartbeat", ("lease",), traced.of_lease)
+    @method("safepoint.heartbeat", ("lease",), store_calls.of_lease)
     def heartbeat(self, lease: Lease, *, extend: float | timedelta | None = None) -> Returns[Lease]:
         """Extend the lease (by its own duration unless ``extend``); ``LeaseLost`` if fenced off."""
         arguments.check_lease(lease)
         duration = lease.duration if extend is None else arguments.seconds(extend, "extend")
         return writes(leases.heartbeat(lease, duration, calls.now_micros()))
 
-    @method("safepoint.release", ("lease", "status", "requeue"), traced.of_release)
+    @method("safepoint.release", ("lease", "status", "requeue"), store_calls.of_release)
     def release(
         self,
         lease: Lease,

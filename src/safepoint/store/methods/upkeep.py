@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from safepoint.observe import store_calls
 from safepoint.records import Retention, StatusOrigin
-from safepoint.store import arguments, calls, traced
+from safepoint.store import arguments, calls
 from safepoint.store.calls import reads, writes
 from safepoint.store.ops import listing, retention
 from safepoint.store.ops.collect import FileSpace, GcResult
@@ -18,7 +19,7 @@ from safepoint.store.validate import check_id
 class UpkeepMethods(Entries):
     """Retention, garbage collection, vacuum and eager migration: one entry per store method."""
 
-    @method("safepoint.migrate", ("run_ids",), traced.of_migrate, done=traced.migrated)
+    @method("safepoint.migrate", ("run_ids",), store_calls.of_migrate, done=store_calls.migrated)
     def migrate_runs(self, run_ids: list[str]) -> Returns[Rewritten]:
         """Eagerly migrate these runs' latest checkpoints, in one transaction.
 
@@ -30,12 +31,12 @@ class UpkeepMethods(Entries):
         """
         return calls.migrate_runs(run_ids, self.settings)
 
-    @method("safepoint.set_retention", ("run_id",), traced.of_run)
+    @method("safepoint.set_retention", ("run_id",), store_calls.of_run)
     def set_retention(self, run_id: str, policy: Retention | None) -> Returns[None]:
         """Give one run its own retention policy (``None``: back to the store's)."""
         return writes(retention.set_retention(check_id(run_id), arguments.policy(policy)))
 
-    @method("safepoint.prune", ("run_id",), traced.of_run, done=traced.pruned)
+    @method("safepoint.prune", ("run_id",), store_calls.of_run, done=store_calls.pruned)
     def prune_run(
         self, run_id: str, policy: Retention | None = None, *, dry_run: bool = False
     ) -> Returns[PruneResult]:
@@ -44,7 +45,7 @@ class UpkeepMethods(Entries):
         (``safepoint gc`` and ``prune_store`` call this for every run.)"""
         return calls.prune_run(run_id, policy, self.settings, dry_run)
 
-    @method("safepoint.gc", ("dry_run",), traced.of_gc, done=traced.collected)
+    @method("safepoint.gc", ("dry_run",), store_calls.of_gc, done=store_calls.collected)
     def collect_garbage(self, *, grace: float | timedelta = 0, dry_run: bool = False) -> Returns[GcResult]:
         """Delete blobs no stored row references (and older than ``grace``).
 

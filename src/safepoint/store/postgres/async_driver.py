@@ -18,9 +18,9 @@ from psycopg_pool import AsyncConnectionPool
 
 from safepoint.errors import StoreError
 from safepoint.observe import QueryHook
+from safepoint.observe.queries import traced
 from safepoint.store import forking
-from safepoint.store.query import Op, Row
-from safepoint.store.query_trace import traced
+from safepoint.store.query import UNSUPPORTED, Op, Row
 
 from .config import PostgresConfig, search_path
 from .errors import Transaction
@@ -110,7 +110,7 @@ class PostgresAsyncDriver:
             raise StoreError(READ_ONLY_WRITE)
         steps = op_steps(op, self.search_path, self.qualified, self.capabilities)
         if self.on_query is not None:  # as in driver.py
-            steps = traced(steps, self.on_query, self.dialect)
+            steps = traced(steps, self.on_query, self.dialect, UNSUPPORTED)
         tx = Transaction(steps)
         try:
             pool = await self._own_pool()

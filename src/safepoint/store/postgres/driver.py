@@ -20,9 +20,9 @@ from psycopg_pool import ConnectionPool
 
 from safepoint.errors import StoreError
 from safepoint.observe import QueryHook
+from safepoint.observe.queries import traced
 from safepoint.store import forking
-from safepoint.store.query import Op, Row
-from safepoint.store.query_trace import traced
+from safepoint.store.query import UNSUPPORTED, Op, Row
 
 from .config import PostgresConfig, search_path
 from .errors import Transaction
@@ -109,7 +109,7 @@ class PostgresDriver:
         """Drive ``op`` in one transaction; commit on return, roll back on error."""
         steps = op_steps(op, self.search_path, self.qualified, self.capabilities)
         if self.on_query is not None:  # each statement reported once the driver has its rows
-            steps = traced(steps, self.on_query, self.dialect)
+            steps = traced(steps, self.on_query, self.dialect, UNSUPPORTED)
         return self._run(steps, write=write)
 
     def execute_raw(self, sql: str, params: dict[str, Any] | None = None) -> list[Row]:

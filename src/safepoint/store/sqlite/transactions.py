@@ -3,7 +3,7 @@
 **One operation, one transaction**: BEGIN, its named queries, then COMMIT or
 ROLLBACK (``transact``). With a query hook (``safepoint.observe.QueryObserver``,
 set as the driver's ``on_query``), each statement is timed and reported: the
-operation's named queries (``store.query_trace``), and the transaction's
+operation's named queries (``observe.queries``), and the transaction's
 ``BEGIN`` (``BEGIN IMMEDIATE`` for a write) and ``COMMIT``, which on SQLite
 are statements of their own. Without one, a transaction costs three ``is
 None`` tests more.
@@ -52,9 +52,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from safepoint.observe import QueryHook
+from safepoint.observe.queries import attributes, report, traced
 from safepoint.store.query import UNSUPPORTED, Op, Query, Row
 from safepoint.store.query_specs import DIALECTS, load_dialect
-from safepoint.store.query_trace import attributes, report, traced
 
 from .errors import translate
 
@@ -97,7 +97,7 @@ def transact(
 def drive(conn: sqlite3.Connection, op: Op[T], *, path: str | None, on_query: QueryHook | None) -> T:
     """Answer each named query ``op`` asks for with its rows, until it returns."""
     if on_query is not None:
-        op = traced(op, on_query, DIALECT)
+        op = traced(op, on_query, DIALECT, UNSUPPORTED)
     rows: list[Row] | None = None
     while True:
         try:

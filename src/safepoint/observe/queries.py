@@ -7,7 +7,9 @@ the driver answers with its rows: sent, run, and its rows read. A driver
 wraps only when the observer has a query hook (``observe.query_hook``), so
 without one nothing here runs. Attributes never carry a value: the query's
 name, the dialect, how many rows came back and, for a batch, how many
-parameter sets went.
+parameter sets went. The driver names its answer to an optional query it
+lacks (``store.query.UNSUPPORTED``): such a query did not run and is not
+reported.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from collections.abc import Generator
 from typing import Any, Protocol, TypeVar
 
 from safepoint.observe import QueryHook
-from safepoint.store.query import UNSUPPORTED
 
 T = TypeVar("T")
 
@@ -36,15 +37,18 @@ class Named(Protocol):
 N = TypeVar("N", bound=Named)
 
 
-def traced(items: Generator[N, list[Any], T], hook: QueryHook, dialect: str) -> Generator[N, list[Any], T]:
-    """``items``, each reported to ``hook`` once the driver has answered it."""
+def traced(
+    items: Generator[N, list[Any], T], hook: QueryHook, dialect: str, unsupported: list[Any]
+) -> Generator[N, list[Any], T]:
+    """``items``, each reported to ``hook`` once the driver has answered it (unless its answer is
+    ``unsupported``, the driver's for an optional query it lacks)."""
     clock = time.perf_counter
     try:
         item = next(items)
         while True:
             start = clock()
             rows = yield item
-            if rows is not UNSUPPORTED:  # an optional query this driver lacks did not run
+            if rows is not unsupported:  # an optional query this driver lacks did not run
                 report(hook, item.name, clock() - start, attributes(dialect, len(rows), item.many))
             item = items.send(rows)
     except StopIteration as stop:

@@ -4,30 +4,69 @@ A store method whose observer is the default (``NO_OBSERVER``) never comes
 here: it checks that once and runs its call directly, so an unobserved store
 pays one identity test per call. Otherwise the method runs inside an
 ``Operation`` (``spans.py``) named by its entry's ``Spec`` in the call table
-(``methods.py``), with the attributes its arguments give, and adds what its
-result says once it returns. Every transaction goes through a store method,
+(``safepoint.store.methods``), with the attributes its arguments give, and
+adds what its result says once it returns. Every transaction goes through a store method,
 the worker's too, so this is the one place a call is reported and counted.
 
 Attributes are facts about the call — backend, step, sizes, counts, rule
-names, epochs — never a stored value.
+names, epochs — never a stored value. What a call returns is read through
+the protocols below (``SaveFacts``, ``GcResult`` …: the fields a span shows),
+so this module needs nothing of the store, which imports it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from safepoint.model import Checkpoint, Status
 from safepoint.records import Lease, Page
 
-from .calls import Call, SaveFacts
-from .ops.collect import GcResult
-from .ops.retention import PruneResult
-from .ops.rewrite import Rewritten
 from .spans import AttributeDict, Operation
 
 Done = Callable[[Operation, Any], None]
+T_contra = TypeVar("T_contra", contravariant=True)
+R_co = TypeVar("R_co", covariant=True)
+
+
+class SaveFacts(Protocol):
+    """What one committed save wrote (``store.calls.SaveFacts``): sizes and counts, no value."""
+
+    bytes_written: int
+    messages_added: int
+    blobs_written: int
+    findings: dict[str, int]
+
+
+class Call(Protocol[T_contra, R_co]):
+    """A store call (``store.calls.Call``), for what its committed operation wrote."""
+
+    @property
+    def written(self) -> Callable[[T_contra], SaveFacts] | None: ...
+
+
+class GcResult(Protocol):
+    """What garbage collection did (``store.ops.collect.GcResult``)."""
+
+    blobs_deleted: int
+    bytes_freed: int
+    blobs_kept: int
+
+
+class Rewritten(Protocol):
+    """What an eager migration did (``store.ops.rewrite.Rewritten``)."""
+
+    @property
+    def rewritten(self) -> Sequence[object]: ...
+    @property
+    def failed(self) -> Sequence[object]: ...
+
+
+class PruneResult(Protocol):
+    """What retention did to one run (``store.ops.retention.PruneResult``)."""
+
+    pruned_steps: list[int]
 
 
 def no_attributes() -> AttributeDict:

@@ -2,7 +2,7 @@
 
 A store calls its ``observer`` around each operation (a *span*) and for each
 event worth counting (a *metric*). The default observer does nothing and
-costs one attribute lookup; ``safepoint.observe_otel`` (the ``otel`` extra)
+costs one attribute lookup; ``safepoint.observe.otel`` (the ``otel`` extra)
 turns the same calls into OpenTelemetry spans and metrics. Attributes never
 carry a stored value: backend, step, sizes, counts, rule names, epochs,
 outcomes — and run ids only when the user opts in.

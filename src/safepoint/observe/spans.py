@@ -4,7 +4,7 @@ An ``Operation`` opens the observer's span (parented to the caller's current
 span), times the call, and on the way out records ``<span name>.duration``,
 counts the errors worth alerting on (conflicts, lost leases) and passes the
 error, if any, to the span, which marks its outcome with the error's type
-name. What each call reports in it is ``traced.py``'s.
+name. What each store call reports in it is ``store_calls.py``'s.
 
 An observer that raises is ignored: observing must never break a save.
 """

@@ -1,7 +1,7 @@
 """OpenTelemetry spans and metrics for safepoint (the ``otel`` extra).
 
     from safepoint import open_store
-    from safepoint.observe_otel import OpenTelemetryObserver
+    from safepoint.observe.otel import OpenTelemetryObserver
 
     store = open_store("postgresql://…", observer=OpenTelemetryObserver())
 
@@ -34,11 +34,11 @@ try:
     from opentelemetry.trace import Status, StatusCode
 except ImportError as exc:
     raise ImportError(
-        "safepoint.observe_otel needs OpenTelemetry: pip install 'safepoint[otel]'", name="opentelemetry"
+        "safepoint.observe.otel needs OpenTelemetry: pip install 'safepoint[otel]'", name="opentelemetry"
     ) from exc
 
-from safepoint import __version__
 from safepoint.observe import IDENTIFIERS, METRICS, Attributes, Metric
+from safepoint.version import __version__
 
 __all__ = ["OpenTelemetryObserver"]
 
