@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from safepoint import codec
 from safepoint.blobs.base import blob_digest
-from safepoint.errors import NotJSONCompatible
+from safepoint.errors import NotJSONCompatible, SchemaTooNew
 from safepoint.messagelist import StoredView
 from safepoint.model import VALUE_FIELDS, Checkpoint, ScrubReport
 from safepoint.scrub import Found, Scrubber
@@ -165,6 +165,21 @@ class PreparedSave:
     def pending_blobs(self) -> dict[str, bytes]:
         """New values to write to the blob store (by digest), before the row commits."""
         return self._field_sink.pending | self._message_sink.pending
+
+
+def prepare_save(
+    cp: Checkpoint,
+    scrubber: Scrubber | None,
+    blobs: BlobTarget | None,
+    policy: BlobPolicy,
+    schema_version: int,
+) -> PreparedSave:
+    """``cp`` in the form a store with these settings writes; ``SchemaTooNew`` when it was
+    written by newer code (an imported fixture, a copied checkpoint) than ``schema_version``:
+    this code would store a shape it cannot load itself."""
+    if type(cp.schema_version) is int and cp.schema_version > schema_version:
+        raise SchemaTooNew(cp.run_id, cp.step, cp.schema_version, schema_version)
+    return PreparedSave(cp, scrubber=scrubber, blobs=blobs, policy=policy)
 
 
 def _header_values(fields: StoredFields) -> tuple[Any, ...]:

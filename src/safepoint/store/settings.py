@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from safepoint.blobs.base import BlobRef
-from safepoint.errors import InvalidArgument, SchemaTooNew
+from safepoint.errors import InvalidArgument
 from safepoint.migrations import MigrationChain, current_version
 from safepoint.model import Checkpoint
 from safepoint.records import Retention
@@ -34,7 +34,7 @@ from . import after_load
 from .after_load import ResolveSecrets
 from .blob_targets import BlobTarget, blob_target
 from .large_values import DEFAULT_THRESHOLD, BlobPolicy, inline, inline_blobs
-from .prepare import PreparedSave, guarded
+from .prepare import PreparedSave, guarded, prepare_save
 from .remembered import RunMemory
 from .sealed_blobs import SealedBlobs
 from .sealed_ops import sealed
@@ -152,12 +152,8 @@ class StoreSettings:
         return cls(scrubber, migrations, blobs, blob_policy, retention, schema_version=schema_version)
 
     def prepare_save(self, cp: Checkpoint) -> PreparedSave:
-        """``cp`` in the form this store writes (``prepare.PreparedSave``)."""
-        if type(cp.schema_version) is int and cp.schema_version > self.schema_version:
-            # Written by newer code (an imported fixture, a copied checkpoint): this
-            # code would store a shape it cannot load itself.
-            raise SchemaTooNew(cp.run_id, cp.step, cp.schema_version, self.schema_version)
-        return PreparedSave(cp, scrubber=self.scrubber, blobs=self.blobs, policy=self.blob_policy)
+        """``cp`` in the form this store writes (``prepare.prepare_save``)."""
+        return prepare_save(cp, self.scrubber, self.blobs, self.blob_policy, self.schema_version)
 
     def guard(self, func: Callable[..., T], *args: Any) -> T:
         """``func(*args)``, with a ``NotJSONCompatible`` path scrubbed (``prepare.guarded``)."""

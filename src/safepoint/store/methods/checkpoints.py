@@ -17,6 +17,7 @@ from safepoint.store.calls import Call, SaveFacts, reads, writes
 from safepoint.store.delta import MessagePlan, finish_save
 from safepoint.store.ops import listing, saving
 from safepoint.store.ops import runs as run_ops
+from safepoint.store.prepare import guarded, prepare_save
 from safepoint.store.query import Op
 from safepoint.store.settings import StoreSettings
 from safepoint.store.twins import Entries, Returns, method
@@ -191,7 +192,8 @@ def save_call(
         raise InvalidArgument(f"save takes a safepoint.Checkpoint, not {type(cp).__name__}")
     if lease is not None:
         arguments.check_lease(lease)
-    settings.guard(partial(validate_fields, allow_bytes=settings.blobs is not None), cp)
+    scrubber = settings.scrubber
+    guarded(scrubber, partial(validate_fields, allow_bytes=settings.blobs is not None), cp)
     if lease is not None and lease.run_id != cp.run_id:
         raise InvalidArgument(f"the lease is for run {lease.run_id!r}, not {cp.run_id!r}")
     view = cp.stored_view
@@ -200,7 +202,9 @@ def save_call(
     # A fresh checkpoint has no view: the store's memory gives one (remembered.py).
     recall = settings.memory.recall(cp.run_id, cp.step, view, cp.messages)
     view = recall.view
-    prepared = settings.guard(settings.prepare_save, cp)
+    prepared = guarded(
+        scrubber, prepare_save, cp, scrubber, settings.blobs, settings.blob_policy, settings.schema_version
+    )
     # Nothing to plan against: ops.save plans once, in the transaction, against the head.
     plan = None if view is None and cp.step > 0 else prepared.plan(view, cp.messages, recall.known)
     now = calls.now_micros()  # looked up on calls: one clock for every call (tests set it)
