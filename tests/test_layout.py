@@ -44,6 +44,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "safepoint.observe",
             "safepoint.tamper",
             "safepoint.flow",
+            "safepoint.twins",
         ),
     ),
     ("blobs and scrubber", ("safepoint.blobs", "safepoint.scrub")),
