@@ -165,6 +165,11 @@ def _refuse(fn: Callable[..., Any], result: Any) -> None:
     raise InvalidArgument(f"{fn!r} returned an awaitable: use AsyncRun for async tools and hooks")
 
 
+def ask(request: Any) -> Flow[Any]:
+    """One request as a flow: its result."""
+    return (yield request)
+
+
 def translate(flow: Flow[T], rule: Callable[[Any], Any]) -> Flow[T]:
     """``flow``, each request it yields replaced by what ``rule`` makes of it: a request, sent on
     in its place, or a flow, run in its place. Either way the result goes back to ``flow`` —
