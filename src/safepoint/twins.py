@@ -51,6 +51,8 @@ from safepoint.errors import InvalidArgument
 T = TypeVar("T")
 R = TypeVar("R")
 P = ParamSpec("P")
+B = TypeVar("B", bound="Blocking")
+A = TypeVar("A", bound="Awaiting")
 
 Flow = Generator[Any, Any, T]
 
@@ -91,6 +93,10 @@ class Within:
     body: Callable[[Any], Flow[Any]]
 
 
+# Whether a result is awaitable, asked of each: ``inspect.isawaitable`` without a call but for
+# a generator (one of ``types.coroutine``'s may be). The loops spell it out in place.
+
+
 def blocking(flow: Flow[T]) -> T:
     """Run ``flow`` to its end, blocking on each request."""
     value: Any = None
@@ -104,7 +110,9 @@ def blocking(flow: Flow[T]) -> T:
         try:
             if type(request) is Invoke:
                 value = request.fn(*request.args, **(request.kwargs or {}))
-                if inspect.isawaitable(value):
+                if hasattr(value, "__await__") or (
+                    type(value) is GeneratorType and inspect.isawaitable(value)
+                ):
                     _refuse(request.fn, value)
             else:
                 value = _block(request)
@@ -125,7 +133,9 @@ async def awaiting(flow: Flow[T]) -> T:
         try:
             if type(request) is Invoke:
                 value = request.fn(*request.args, **(request.kwargs or {}))
-                if inspect.isawaitable(value):
+                if hasattr(value, "__await__") or (
+                    type(value) is GeneratorType and inspect.isawaitable(value)
+                ):
                     value = await value
             else:
                 value = await _await(request)
@@ -195,13 +205,13 @@ def translate(flow: Flow[T], rule: Callable[[Any], Any]) -> Flow[T]:
 # -- entries: a method written once ------------------------------------------------------
 
 
-class Entry(Generic[P, R]):
-    """A method written once, as a function that builds a flow; ``Blocking`` and ``Awaiting``
-    classes make it their method. ``classmethod=True``: the flow is built from the class."""
+class Written:
+    """What an entry is written as: its function, name, docstring and signature."""
 
-    def __init__(self, build: Callable[Concatenate[Any, P], Flow[R]], *, classmethod: bool = False) -> None:
+    of_class = False  # a class method (an opener), not an instance method
+
+    def __init__(self, build: Callable[..., Any]) -> None:
         self.build = build
-        self.classmethod = classmethod
         self.name = build.__name__
         self.doc = build.__doc__
         self.signature = _signature(build)
@@ -223,6 +233,14 @@ class Entry(Generic[P, R]):
         }
         return method
 
+
+class Entry(Written, Generic[P, R]):
+    """A method written once, as a function that builds a flow: on a ``Blocking`` class a
+    method returning the flow's result, on an ``Awaiting`` class a coroutine method."""
+
+    def __init__(self, build: Callable[Concatenate[Any, P], Flow[R]]) -> None:
+        super().__init__(build)
+
     @overload
     def __get__(self, instance: None, owner: type[Any]) -> Self: ...
     @overload
@@ -232,14 +250,35 @@ class Entry(Generic[P, R]):
     def __get__(self, instance: object, owner: type[Any]) -> Any:
         if instance is None:
             return self
-        raise TypeError(
-            f"{self.name} is a method of a Blocking or an Awaiting class, not of {owner.__name__}"
-        )
+        raise TypeError(f"{self.name} is a method of Blocking and Awaiting classes, not of {owner.__name__}")
+
+
+class ClassEntry(Written, Generic[P]):
+    """A class method written once, as a function of the class building a flow that returns an
+    instance of it (an opener): on a ``Blocking`` class it returns the instance, on an
+    ``Awaiting`` class a coroutine of it."""
+
+    of_class = True
+
+    def __init__(self, build: Callable[Concatenate[Any, P], Flow[Any]]) -> None:
+        super().__init__(build)
+
+    @overload
+    def __get__(self, instance: Any, owner: type[B]) -> Callable[P, B]: ...
+    @overload
+    def __get__(self, instance: Any, owner: type[A]) -> Callable[P, Coroutine[Any, Any, A]]: ...
+    def __get__(self, instance: Any, owner: type[Any]) -> Any:
+        raise TypeError(f"{self.name} is a method of Blocking and Awaiting classes, not of {owner.__name__}")
 
 
 def entry(build: Callable[Concatenate[Any, P], Flow[R]]) -> Entry[P, R]:
-    """Make the function below an entry: a method of its class's ``Blocking`` and ``Awaiting`` kin."""
+    """Make the method below an entry: a method of its class's ``Blocking`` and ``Awaiting`` kin."""
     return Entry(build)
+
+
+def class_entry(build: Callable[Concatenate[Any, P], Flow[Any]]) -> ClassEntry[P]:
+    """Make the function below (of ``cls``) an opener: a class method of the class's kin."""
+    return ClassEntry(build)
 
 
 def _signature(build: Callable[..., Any]) -> inspect.Signature:
@@ -262,46 +301,46 @@ def _signature(build: Callable[..., Any]) -> inspect.Signature:
 class Twins:
     """The base of ``Blocking`` and ``Awaiting``: each entry a class inherits becomes its method."""
 
-    _entries: ClassVar[dict[str, Entry[Any, Any]]] = {}
+    _entries: ClassVar[dict[str, Written]] = {}
 
     @classmethod
-    def _method(cls, entry: Entry[Any, Any]) -> Callable[..., Any]:
+    def _method(cls, entry: Written) -> Callable[..., Any]:
         raise NotImplementedError
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        entries: dict[str, Entry[Any, Any]] = {}
+        entries: dict[str, Written] = {}
         for klass in reversed(cls.__mro__):
-            entries.update((k, v) for k, v in vars(klass).items() if isinstance(v, Entry))
+            entries.update((k, v) for k, v in vars(klass).items() if isinstance(v, Written))
         cls._entries = entries
         for name, found in entries.items():
             # Only where the entry itself is what the name finds: a subclass's own override stays.
-            if isinstance(inspect.getattr_static(cls, name), Entry):
+            if isinstance(inspect.getattr_static(cls, name), Written):
                 method = cls._method(found)
-                setattr(cls, name, classmethod(method) if found.classmethod else method)
+                setattr(cls, name, classmethod(method) if found.of_class else method)
 
 
 class Blocking(Twins):
     """A class whose entries are methods that block: each runs its flow with ``blocking``."""
 
     @classmethod
-    def _method(cls, entry: Entry[Any, Any]) -> Callable[..., Any]:
+    def _method(cls, entry: Written) -> Callable[..., Any]:
         build = entry.build
 
         def method(self: Any, *args: Any, **kwargs: Any) -> Any:
             return blocking(build(self, *args, **kwargs))
 
-        return entry.dress(method, cls)
+        return entry.dress(method, cls, cls.__name__ if entry.of_class else None)
 
 
 class Awaiting(Twins):
     """A class whose entries are coroutine methods: each awaits its flow with ``awaiting``."""
 
     @classmethod
-    def _method(cls, entry: Entry[Any, Any]) -> Callable[..., Any]:
+    def _method(cls, entry: Written) -> Callable[..., Any]:
         build = entry.build
 
         async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
             return await awaiting(build(self, *args, **kwargs))
 
-        return entry.dress(method, cls)
+        return entry.dress(method, cls, cls.__name__ if entry.of_class else None)
