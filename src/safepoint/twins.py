@@ -210,11 +210,11 @@ class Written:
 
     of_class = False  # a class method (an opener), not an instance method
 
-    def __init__(self, build: Callable[..., Any]) -> None:
+    def __init__(self, build: Callable[..., Any], signature: inspect.Signature | None = None) -> None:
         self.build = build
         self.name = build.__name__
         self.doc = build.__doc__
-        self.signature = _signature(build)
+        self.signature = _signature(build) if signature is None else signature
 
     def dress(self, method: Callable[..., Any], owner: type, returns: Any = None) -> Callable[..., Any]:
         """``method`` as the entry's method of ``owner``: its name, docstring and signature
