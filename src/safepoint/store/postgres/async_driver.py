@@ -36,11 +36,6 @@ class PostgresAsyncDriver(PostgresEntries, Awaiting):
     pool_class = AsyncConnectionPool
     pool: AsyncConnectionPool
 
-    def __init__(
-        self, config: PostgresConfig, pool: AsyncConnectionPool, search_path: str, qualified: dict[str, str]
-    ) -> None:
-        super().__init__(config, pool, search_path, qualified)
-
     async def _own_pool(self) -> AsyncConnectionPool:
         if self._pid != os.getpid():
             # No await between the check and the swap: concurrent first calls
