@@ -53,6 +53,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "safepoint.version",
             "safepoint.tamper",
             "safepoint.flow",
+            "safepoint.twins",
         ),
     ),
     ("blobs and scrubber", ("safepoint.blobs", "safepoint.scrub")),

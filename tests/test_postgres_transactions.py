@@ -24,6 +24,7 @@ from safepoint.store.postgres.config import PostgresConfig
 from safepoint.store.postgres.driver import PostgresDriver
 from safepoint.store.postgres.steps import raw_steps
 from safepoint.store.query import Op, Query
+from safepoint.twins import blocking
 
 ONE_CONNECTION = {"min_size": 1, "max_size": 1}
 
@@ -126,7 +127,8 @@ def test_reads_run_in_one_read_only_snapshot(postgres_dsn: str, schema: str) -> 
     show = "SELECT current_setting('transaction_isolation'), current_setting('transaction_read_only')"
     try:
         for write, expected in ((False, ("repeatable read", "on")), (True, ("read committed", "off"))):
-            assert driver._run(raw_steps(show, None, driver.search_path), write=write) == [expected]
+            steps = raw_steps(show, None, driver.search_path)
+            assert blocking(driver._running(steps, write=write)) == [expected]
     finally:
         driver.close()
 

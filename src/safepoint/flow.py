@@ -6,7 +6,9 @@ call each (``Load``, ``Head``, ``Save``, ``Delete``, ``FindRuns``,
 ``KeepLast``, ``SchemaVersion``), or a call of user code (``Invoke``) — and get each
 request's result sent back. ``drive`` serves a flow by blocking on a store,
 ``adrive`` by awaiting an async one, so the sync and the async face of an
-operation run the very same flow. (Underneath, the store's own operations
+operation run the very same flow: both make each store request a call of
+the store (``bound``) and run it with a loop of ``safepoint.twins``, where
+``Invoke`` comes from. (Underneath, the store's own operations
 are generators too, of named SQL queries: ``safepoint.store``'s ``Query``
 and ``Op``. Those are the SQL-level vocabulary; these are the calls of its
 public API.)
@@ -25,20 +27,42 @@ a value: a flow that takes a missing run as ``None`` says so
 
 The stores are typed by the protocols below, so this base module knows
 nothing of ``safepoint.store``: a ``Store`` and an ``AsyncStore`` fit them as
-they are, and so does a wrapper that serves the same calls another way (the
-harness's retrying view of a leased run).
+they are.
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
-from safepoint.errors import InvalidArgument, NotFound
+from safepoint.errors import NotFound
 from safepoint.model import Checkpoint
 from safepoint.records import CheckpointInfo, Page, Retention, RunInfo
+from safepoint.twins import Invoke, awaiting, blocking, translate
+
+__all__ = [  # Invoke too: the loops' request is a word of this vocabulary (call user code)
+    "FIND_PAGE",
+    "AsyncFlowStore",
+    "Delete",
+    "FindRuns",
+    "Flow",
+    "FlowStore",
+    "Head",
+    "Invoke",
+    "KeepLast",
+    "Load",
+    "Request",
+    "Save",
+    "SchemaVersion",
+    "adrive",
+    "bound",
+    "delete_if_present",
+    "drive",
+    "head_or_none",
+    "load_or_none",
+]
 
 T = TypeVar("T")
 FIND_PAGE = 500  # runs per page when FindRuns reads a listing to its end
@@ -97,15 +121,6 @@ class SchemaVersion:
     so a run started by code that declares version 3 is not stored as version 1."""
 
 
-@dataclass(frozen=True, slots=True)
-class Invoke:
-    """Call user code (a tool, a reconcile hook): ``fn(*args)``. ``adrive`` awaits an awaitable
-    result; ``drive`` refuses one (``InvalidArgument``)."""
-
-    fn: Callable[..., Any]
-    args: tuple[Any, ...]
-
-
 Request = Load | Head | Save | Delete | FindRuns | KeepLast | SchemaVersion | Invoke
 Flow = Generator[Request, Any, T]
 
@@ -156,94 +171,53 @@ class AsyncFlowStore(Protocol):
 
 def drive(store: FlowStore, flow: Flow[T]) -> T:
     """Run ``flow`` to its end, serving its requests by blocking calls on ``store``."""
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            request = flow.throw(error) if error is not None else flow.send(value)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        value, error = None, None
-        try:
-            value = _serve(store, request)
-        except BaseException as exc:  # thrown into the flow: the one rule above
-            error = exc
+    return blocking(bound(store, flow))
 
 
 async def adrive(store: AsyncFlowStore, flow: Flow[T]) -> T:
     """Run ``flow`` to its end, serving its requests by awaiting ``store``."""
-    value: Any = None
-    error: BaseException | None = None
+    return await awaiting(bound(store, flow))
+
+
+def bound(store: FlowStore | AsyncFlowStore, flow: Flow[T]) -> Generator[Any, Any, T]:
+    """``flow`` with its store requests made calls of ``store`` (``Invoke``), for either loop of
+    ``safepoint.twins``: a ``Store`` answers each call, an ``AsyncStore`` gives an awaitable."""
+    return translate(flow, partial(_lower, store))
+
+
+def _lower(store: Any, request: Any) -> Any:
+    if isinstance(request, Save):
+        return Invoke(store.save, (request.checkpoint,))
+    if isinstance(request, Load):
+        if request.resolve_secrets is False:
+            return Invoke(store.load, (request.run_id, request.step))
+        return Invoke(
+            store.load, (request.run_id, request.step), {"resolve_secrets": request.resolve_secrets}
+        )
+    if isinstance(request, Head):
+        return Invoke(store.run, (request.run_id,))
+    if isinstance(request, SchemaVersion):
+        return Invoke(getattr, (store, "schema_version"))
+    if isinstance(request, Delete):
+        return Invoke(store.delete_run, (request.run_id,))
+    if isinstance(request, KeepLast):
+        return Invoke(store.prune_run, (request.run_id, Retention(keep_last=request.count)))
+    if isinstance(request, FindRuns):
+        return _find_runs(store, request.labels)
+    return request  # the loops' own (Invoke, and what a filter above asks: Sleep …)
+
+
+def _find_runs(store: Any, labels: dict[str, str]) -> Generator[Invoke, Any, list[RunInfo]]:
+    found: list[RunInfo] = []
+    cursor: str | None = None
     while True:
-        try:
-            request = flow.throw(error) if error is not None else flow.send(value)
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        value, error = None, None
-        try:
-            value = await _aserve(store, request)
-        except BaseException as exc:  # thrown into the flow: the one rule above
-            error = exc
-
-
-def _serve(store: FlowStore, request: Request) -> Any:
-    if isinstance(request, Save):
-        return store.save(request.checkpoint)
-    if isinstance(request, Load):
-        if request.resolve_secrets is False:
-            return store.load(request.run_id, request.step)
-        return store.load(request.run_id, request.step, resolve_secrets=request.resolve_secrets)
-    if isinstance(request, Head):
-        return store.run(request.run_id)
-    if isinstance(request, SchemaVersion):
-        return store.schema_version
-    if isinstance(request, Delete):
-        return store.delete_run(request.run_id)
-    if isinstance(request, KeepLast):
-        return store.prune_run(request.run_id, Retention(keep_last=request.count))
-    if isinstance(request, FindRuns):
-        found: list[RunInfo] = []
-        cursor: str | None = None
-        while True:
-            page = store.runs(labels=request.labels, limit=FIND_PAGE, cursor=cursor)
-            found.extend(page.items)
-            if page.next_cursor is None:
-                return found
-            cursor = page.next_cursor
-    result = request.fn(*request.args)
-    if inspect.isawaitable(result):
-        if inspect.iscoroutine(result):
-            result.close()  # never awaited: close it instead of leaving a warning behind
-        raise InvalidArgument(f"{request.fn!r} returned an awaitable: use AsyncRun for async tools and hooks")
-    return result
-
-
-async def _aserve(store: AsyncFlowStore, request: Request) -> Any:
-    if isinstance(request, Save):
-        return await store.save(request.checkpoint)
-    if isinstance(request, Load):
-        if request.resolve_secrets is False:
-            return await store.load(request.run_id, request.step)
-        return await store.load(request.run_id, request.step, resolve_secrets=request.resolve_secrets)
-    if isinstance(request, Head):
-        return await store.run(request.run_id)
-    if isinstance(request, SchemaVersion):
-        return store.schema_version
-    if isinstance(request, Delete):
-        return await store.delete_run(request.run_id)
-    if isinstance(request, KeepLast):
-        return await store.prune_run(request.run_id, Retention(keep_last=request.count))
-    if isinstance(request, FindRuns):
-        found: list[RunInfo] = []
-        cursor: str | None = None
-        while True:
-            page = await store.runs(labels=request.labels, limit=FIND_PAGE, cursor=cursor)
-            found.extend(page.items)
-            if page.next_cursor is None:
-                return found
-            cursor = page.next_cursor
-    result = request.fn(*request.args)
-    return (await result) if inspect.isawaitable(result) else result
+        page: Page[RunInfo] = yield Invoke(
+            store.runs, (), {"labels": labels, "limit": FIND_PAGE, "cursor": cursor}
+        )
+        found.extend(page.items)
+        if page.next_cursor is None:
+            return found
+        cursor = page.next_cursor
 
 
 # -- a missing run as None, for the flows that take it so -----------------------

@@ -6,11 +6,13 @@ once. Retries back off exponentially with jitter — so a fleet that lost its
 server does not come back in lockstep — until a deadline, after which the
 last ``StoreUnavailable`` is raised for the caller to give the run back.
 
-Claims, heartbeats, releases, ``Job.save``, ``Run`` and ``AsyncRun`` under a
-lease all go through :func:`call` (:func:`call_async`); saves through
-:func:`save` (:func:`save_async`), which adds the check a
-retried write needs: when the error came while the commit was on its way,
-the write may have happened. Before saving again, it reads the stored
+Both are written once, as flows (``safepoint.twins``): :func:`retried`
+tries again with a ``Sleep`` between tries, and :func:`saving` saves, adding
+the check a retried write needs. A worker's claims, heartbeats, releases and
+``Job.save`` run them blocking (:func:`call`, :func:`save`); ``Run`` and
+``AsyncRun`` under a lease run them inside their own flows, blocking or
+awaiting (``harness/leased.py``). The check: when the error came while the
+commit was on its way, the write may have happened. Before saving again, it reads the stored
 digest of that step and compares it with the digest the failed save
 computed: equal, the save landed and is not written twice; different,
 another writer stored that step (``Conflict``); absent, it is saved again.
@@ -18,13 +20,13 @@ another writer stored that step (``Conflict``); absent, it is saved again.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import TypeVar
 
 from safepoint.errors import Conflict, NotFound, StoreUnavailable
@@ -32,6 +34,7 @@ from safepoint.model import Checkpoint
 from safepoint.observe import NO_OBSERVER, Observer
 from safepoint.records import CheckpointInfo, Lease
 from safepoint.store import AsyncStore, Store
+from safepoint.twins import Flow, Invoke, Sleep, ask, blocking
 
 log = logging.getLogger("safepoint.retrying")
 T = TypeVar("T")
@@ -59,10 +62,7 @@ DEFAULT_POLICY = RetryPolicy()
 
 
 class _Window:
-    """One retried operation's budget: how long to wait before the next try, or give up.
-
-    The sync and async forms share it, so both back off, count and log alike.
-    """
+    """One retried operation's budget: how long to wait before the next try, or give up."""
 
     def __init__(
         self, operation: str, observer: Observer, policy: RetryPolicy, deadline: float | None
@@ -85,6 +85,61 @@ class _Window:
         return delay
 
 
+def retried(
+    operation: str,
+    attempt: Callable[[], Flow[T]],
+    *,
+    observer: Observer = NO_OBSERVER,
+    policy: RetryPolicy = DEFAULT_POLICY,
+    deadline: float | None = None,
+    stop: threading.Event | None = None,
+) -> Flow[T]:
+    """The flow ``attempt()`` makes, made again while it raises ``StoreUnavailable``, under
+    ``policy`` (counted as ``safepoint.retries``), with a ``Sleep`` between tries.
+
+    ``deadline`` (a ``time.monotonic()`` instant) cuts the policy's window
+    short, e.g. to a lease's expiry; a set ``stop`` event cuts a blocking wait short too.
+    """
+    window = _Window(operation, observer, policy, deadline)
+    while True:
+        try:
+            return (yield from attempt())
+        except StoreUnavailable as exc:
+            yield Sleep(window.wait_after(exc), stop)
+
+
+def saving(
+    store: Store | AsyncStore,
+    checkpoint: Checkpoint,
+    lease: Lease | None,
+    *,
+    policy: RetryPolicy = DEFAULT_POLICY,
+) -> Flow[CheckpointInfo]:
+    """A flow saving ``checkpoint`` on ``store`` (under ``lease``), retried, checking an ambiguous
+    commit first. ``store`` is either kind: its calls are ``Invoke`` requests."""
+    unsure: list[bytes | None] = []  # the digest of a save whose commit may have landed
+
+    def attempt() -> Flow[CheckpointInfo]:
+        if unsure:
+            try:
+                history: list[CheckpointInfo] = yield Invoke(store.history, (checkpoint.run_id,))
+            except NotFound:
+                history = []  # step 0 of a new run that did not land
+            landed = _landed(history, checkpoint, unsure[-1])
+            if landed is not None:
+                return landed
+            unsure.clear()  # it did not land: save it again
+        try:
+            info: CheckpointInfo = yield Invoke(store.save, (checkpoint,), {"lease": lease})
+        except StoreUnavailable as exc:
+            if exc.committing:
+                unsure.append(exc.digest)
+            raise
+        return info
+
+    return (yield from retried("save", attempt, observer=store.observer, policy=policy))
+
+
 def call(
     operation: str,
     fn: Callable[[], T],
@@ -94,93 +149,19 @@ def call(
     deadline: float | None = None,
     stop: threading.Event | None = None,
 ) -> T:
-    """``fn()``, retrying ``StoreUnavailable`` under ``policy`` (counted as ``safepoint.retries``).
-
-    ``deadline`` (a ``time.monotonic()`` instant) cuts the policy's window
-    short, e.g. to a lease's expiry; a set ``stop`` event cuts the wait short too.
-    """
-    window = _Window(operation, observer, policy, deadline)
-    while True:
-        try:
-            return fn()
-        except StoreUnavailable as exc:
-            delay = window.wait_after(exc)
-            if stop is not None:
-                stop.wait(delay)
-            else:
-                time.sleep(delay)
-
-
-async def call_async(
-    operation: str,
-    fn: Callable[[], Awaitable[T]],
-    *,
-    observer: Observer = NO_OBSERVER,
-    policy: RetryPolicy = DEFAULT_POLICY,
-    deadline: float | None = None,
-) -> T:
-    """:func:`call` for coroutines: ``await fn()``, retried, sleeping without blocking the loop."""
-    window = _Window(operation, observer, policy, deadline)
-    while True:
-        try:
-            return await fn()
-        except StoreUnavailable as exc:
-            await asyncio.sleep(window.wait_after(exc))
+    """``fn()``, retried as :func:`retried` says, blocking."""
+    attempt: Callable[[], Flow[T]] = partial(ask, Invoke(fn))
+    return blocking(
+        retried(operation, attempt, observer=observer, policy=policy, deadline=deadline, stop=stop)
+    )
 
 
 def save(
     store: Store, checkpoint: Checkpoint, lease: Lease | None, *, policy: RetryPolicy = DEFAULT_POLICY
 ) -> CheckpointInfo:
-    """``store.save(checkpoint, lease=lease)``, retried, checking an ambiguous commit first."""
-    unsure: list[bytes | None] = []  # the digest of a save whose commit may have landed
-
-    def attempt() -> CheckpointInfo:
-        if unsure:
-            landed = _landed(_history(store, checkpoint.run_id), checkpoint, unsure[-1])
-            if landed is not None:
-                return landed
-            unsure.clear()  # it did not land: save it again
-        try:
-            return store.save(checkpoint, lease=lease)
-        except StoreUnavailable as exc:
-            if exc.committing:
-                unsure.append(exc.digest)
-            raise
-
-    return call("save", attempt, observer=store.observer, policy=policy)
-
-
-async def save_async(
-    store: AsyncStore, checkpoint: Checkpoint, lease: Lease | None, *, policy: RetryPolicy = DEFAULT_POLICY
-) -> CheckpointInfo:
-    """:func:`save` on an ``AsyncStore``: the same retries, the same check of an ambiguous commit."""
-    unsure: list[bytes | None] = []
-
-    async def attempt() -> CheckpointInfo:
-        if unsure:
-            try:
-                history = await store.history(checkpoint.run_id)
-            except NotFound:
-                history = []
-            landed = _landed(history, checkpoint, unsure[-1])
-            if landed is not None:
-                return landed
-            unsure.clear()
-        try:
-            return await store.save(checkpoint, lease=lease)
-        except StoreUnavailable as exc:
-            if exc.committing:
-                unsure.append(exc.digest)
-            raise
-
-    return await call_async("save", attempt, observer=store.observer, policy=policy)
-
-
-def _history(store: Store, run_id: str) -> list[CheckpointInfo]:
-    try:
-        return store.history(run_id)
-    except NotFound:
-        return []  # step 0 of a new run that did not land
+    """``store.save(checkpoint, lease=lease)``, retried, an ambiguous commit checked first
+    (:func:`saving`)."""
+    return blocking(saving(store, checkpoint, lease, policy=policy))
 
 
 def _landed(

@@ -34,6 +34,7 @@ from safepoint.errors import InvalidArgument
 from safepoint.model import Checkpoint
 from safepoint.records import CheckpointInfo, Lease
 from safepoint.store import AsyncStore, Store, open_async_store, open_store
+from safepoint.twins import Flow, Invoke, awaiting, blocking
 
 from .ledger import Effect, Ledger
 from .statements import StatementKiller
@@ -94,26 +95,28 @@ class _Boundary:
             sys.stdin.readline()  # the parent SIGKILLs us here, exactly at the boundary
 
 
-def _observe(store: Store, boundary: _Boundary) -> None:
+def _observe(store: Store | AsyncStore, boundary: _Boundary) -> None:
+    """Tell ``boundary`` of each checkpoint ``store`` saves — blocking or awaited, one flow
+    (``safepoint.twins``) — on this store instance only."""
     save = store.save
 
-    def observed(checkpoint: Checkpoint, *, lease: Lease | None = None) -> CheckpointInfo:
-        info = save(checkpoint, lease=lease)
+    def observing(checkpoint: Checkpoint, lease: Lease | None) -> Flow[CheckpointInfo]:
+        info: CheckpointInfo = yield Invoke(save, (checkpoint,), {"lease": lease})
         boundary(info)
         return info
 
-    store.save = observed  # this store instance only
+    if isinstance(store, AsyncStore):
 
+        async def awaited(checkpoint: Checkpoint, *, lease: Lease | None = None) -> CheckpointInfo:
+            return await awaiting(observing(checkpoint, lease))
 
-def _observe_async(store: AsyncStore, boundary: _Boundary) -> None:
-    save = store.save
+        store.save = awaited
+    else:
 
-    async def observed(checkpoint: Checkpoint, *, lease: Lease | None = None) -> CheckpointInfo:
-        info = await save(checkpoint, lease=lease)
-        boundary(info)
-        return info
+        def blocked(checkpoint: Checkpoint, *, lease: Lease | None = None) -> CheckpointInfo:
+            return blocking(observing(checkpoint, lease))
 
-    store.save = observed
+        store.save = blocked
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,7 +176,7 @@ class _AsyncCall:
     async def __call__(self, run_id: str, ledger: Ledger, kwargs: dict[str, Any]) -> Any:
         store = await open_async_store(self.url, **self.options)
         try:
-            _observe_async(store, self.boundary)
+            _observe(store, self.boundary)
             if self.killer is not None:
                 self.killer.armed = True
             return await self.entry(store, run_id, ledger, **kwargs)

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
+from functools import partial
 from typing import Any, TypeVar
 
 from safepoint.errors import LeaseLost
-from safepoint.flow import AsyncFlowStore, Flow, adrive
+from safepoint.flow import Flow, adrive
 from safepoint.model import JSONDict, Status
 from safepoint.records import CheckpointInfo, Lease
 from safepoint.store import AsyncStore
@@ -28,7 +29,7 @@ from .core import RunCore
 from .errors import RunStatusError
 from .exclusive import DEFAULT_HOLD, Terms
 from .holders import AsyncHolding
-from .leased import AsyncHeldStore, AsyncLeasedStore
+from .leased import held, leased
 from .view import RunView
 
 T = TypeVar("T")
@@ -49,31 +50,32 @@ class AsyncRun(RunView):
         self._closed = False
         self._holding: AsyncHolding | None = None
         if lease is not None:
-            self._served: AsyncFlowStore = AsyncLeasedStore(store, lease)
+            self._served: Callable[[Flow[Any]], Flow[Any]] = partial(leased, store, lease)
         else:
             self._holding = AsyncHolding(store, terms or Terms.of(DEFAULT_HOLD, None))
             self._holding.attach(self)
-            self._served = AsyncHeldStore(store, self._holding)
+            self._served = partial(held, store, self._holding)
 
     @property
     def store(self) -> AsyncStore:
         return self._store
 
     async def _drive(self, flow: Flow[T]) -> T:
+        served: Flow[T] = self._served(flow)
         holding = self._holding
         if self._closed:
             raise RunStatusError(self.run_id, self.status.value, "this Run was closed: open the run again")
         if holding is None:
-            return await adrive(self._served, flow)
+            return await adrive(self._store, served)
         if holding.lost and holding.lease is not None:
             raise LeaseLost(self.run_id, holding.lease.epoch, "another writer holds the run now")
         holding.enter()
         try:
-            return await adrive(self._served, flow)
+            return await adrive(self._store, served)
         finally:
             holding.leave()
             if self._core.cp.status is not Status.RUNNING:  # waiting, done, failed …: let others in
-                await holding.arelease()
+                await holding.release()
 
     async def _begin(self, flow: Flow[None]) -> None:
         """Drive an opening flow; if it fails, the hold it may have taken is let go."""
@@ -89,7 +91,7 @@ class AsyncRun(RunView):
         calls it."""
         self._closed = True
         if self._holding is not None:
-            await self._holding.arelease()
+            await self._holding.release()
 
     async def __aenter__(self) -> AsyncRun:
         return self

@@ -2,6 +2,10 @@
 
 ``Holding`` serves ``Run`` (a daemon thread renews the lease every third of
 its period), ``AsyncHolding`` serves ``AsyncRun`` (an asyncio task does).
+The heartbeat and the release are written once, as flows of ``Hold``
+(``safepoint.twins``): the thread runs the heartbeat blocking, the task
+awaiting; ``release`` is a blocking method of the one, a coroutine method of
+the other.
 The hold ends at ``close``, at a commit that leaves the run not running,
 and when the ``Run`` is garbage-collected (``weakref.finalize``).
 
@@ -28,11 +32,14 @@ import os
 import threading
 import time
 import weakref
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from safepoint.errors import LeaseLost, SafepointError, StoreUnavailable
 from safepoint.records import Lease
 from safepoint.store import AsyncStore, Store
+from safepoint.twins import Awaiting, Blocking, Flow, Invoke, Sleep, awaiting, blocking, entry
 
 from . import exclusive
 from . import owner as owners
@@ -49,10 +56,13 @@ def _on_gc(phase: str, info: dict[str, int]) -> None:
 gc.callbacks.append(_on_gc)
 
 
-class Holding:
-    """A ``Run``'s hold: its owner id, its lease once taken, and what its ``Run`` is doing now."""
+class Hold:
+    """A ``Run``'s hold, either flavour: its owner id, its lease once taken, what its ``Run`` is
+    doing now — and, written once as flows, its heartbeat and its release."""
 
-    def __init__(self, store: Store, terms: Terms) -> None:
+    _pause: Callable[[float], Any]  # how ``exclusive.acquire`` waits between looks: the flavour's sleep
+
+    def __init__(self, store: Store | AsyncStore, terms: Terms) -> None:
         self.store = store
         self.terms = terms
         self.owner = owners.new_owner()
@@ -97,38 +107,79 @@ class Holding:
 
     def flows(self) -> tuple[Any, Any]:
         """``(take, pause)`` for ``exclusive.acquire``."""
-        return self.store.hold_run, time.sleep
+        return self.store.hold_run, self._pause
 
     def held(self, lease: Lease) -> None:
         self.lease = lease
         self._start()
 
-    # -- blocking: a heartbeat thread ---------------------------------------------------------
+    # -- written once: the heartbeat and the release ----------------------------------------
+
+    def beating(self) -> Flow[None]:
+        """Renew the lease every third of its period until the hold ends or is lost. A thread
+        wakes from its wait when the hold ends; a task is cancelled, and lets go on its way out."""
+        try:
+            while not (yield Sleep(self.terms.hold / 3, self._wake)):
+                lease = self.lease
+                if lease is None or self.ended:
+                    return
+                try:
+                    self.lease = yield Invoke(self.store.heartbeat, (lease,))
+                except StoreUnavailable:
+                    continue  # the next beat tries again; a save finds out if the lease is gone
+                except LeaseLost:
+                    self.lost = True
+                    self._stop()
+                    return
+                except Exception:  # the store was closed, or worse: the lease runs out by itself
+                    return
+        except asyncio.CancelledError:
+            if not self.ended:  # the loop is shutting down (asyncio.run's end): let go if we can
+                yield from self.releasing()
+            raise
+        if self._hand_over:
+            yield from self.releasing()
+
+    def releasing(self) -> Flow[None]:
+        """The release (``release``), as a flow."""
+        if self.ended or os.getpid() != self.pid:
+            return
+        self.ended = True
+        self._stop()
+        lease = self.lease
+        if lease is not None and not self.lost:
+            with contextlib.suppress(SafepointError):  # lost, closed, unavailable: it expires
+                yield Invoke(self.store.release_hold, (lease,))
+
+    @entry
+    def release(self) -> Flow[None]:
+        """Give the run back (once; quietly: a lost lease or a closed store leaves nothing to do)."""
+        return self.releasing()
+
+    # -- the flavour's own: how the heartbeat runs, stops, and a collected Run lets go ---------
 
     def _start(self) -> None:
-        threading.Thread(target=self._beat, name="safepoint-run-heartbeat", daemon=True).start()
+        raise NotImplementedError
+
+    def _stop(self) -> None:
+        raise NotImplementedError
+
+    def _collected(self) -> None:
+        raise NotImplementedError
+
+
+class Holding(Hold, Blocking):
+    """A ``Run``'s hold: a daemon thread renews the lease, releases block."""
+
+    _pause = staticmethod(time.sleep)
+
+    def _start(self) -> None:
+        beat = partial(blocking, self.beating())
+        threading.Thread(target=beat, name="safepoint-run-heartbeat", daemon=True).start()
 
     def _stop(self) -> None:
         exclusive.unregister(self)
         self._wake.set()
-
-    def _beat(self) -> None:
-        while not self._wake.wait(self.terms.hold / 3):
-            lease = self.lease
-            if lease is None or self.ended:
-                return
-            try:
-                self.lease = self.store.heartbeat(lease)
-            except StoreUnavailable:
-                continue  # the next beat tries again; a save finds out if the lease is gone
-            except LeaseLost:
-                self.lost = True
-                self._stop()
-                return
-            except Exception:  # the store was closed, or worse: the lease runs out by itself
-                return
-        if self._hand_over:
-            self.release()
 
     def _collected(self) -> None:
         if self.lease is None or self.ended:  # never held (or already let go): only forget it
@@ -139,33 +190,20 @@ class Holding:
         else:
             self.release()
 
-    def release(self) -> None:
-        """Give the run back (once; quietly: a lost lease or a closed store leaves nothing to do)."""
-        if self.ended or os.getpid() != self.pid:
-            return
-        self.ended = True
-        self._stop()
-        lease = self.lease
-        if lease is not None and not self.lost:
-            with contextlib.suppress(SafepointError):  # lost, closed, unavailable: it expires
-                self.store.release_hold(lease)
 
+class AsyncHolding(Hold, Awaiting):
+    """An ``AsyncRun``'s hold: an asyncio task renews the lease, releases are awaited."""
 
-class AsyncHolding(Holding):
-    """``Holding`` for an ``AsyncRun``: an asyncio task renews the lease, releases are awaited."""
+    _pause = staticmethod(asyncio.sleep)
 
     def __init__(self, store: AsyncStore, terms: Terms) -> None:
-        super().__init__(store, terms)  # type: ignore[arg-type]  # only its own methods use it
-        self.astore = store
+        super().__init__(store, terms)
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def flows(self) -> tuple[Any, Any]:
-        return self.astore.hold_run, asyncio.sleep
-
     def _start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._task = self._loop.create_task(self._abeat(), name="safepoint-run-heartbeat")
+        self._task = self._loop.create_task(awaiting(self.beating()), name="safepoint-run-heartbeat")
 
     def _stop(self) -> None:
         exclusive.unregister(self)
@@ -174,28 +212,6 @@ class AsyncHolding(Holding):
         if task is not None and loop is not None and not task.done() and task is not exclusive.current_task():
             with contextlib.suppress(RuntimeError):  # the loop is closed: so is the task
                 loop.call_soon_threadsafe(task.cancel)
-
-    async def _abeat(self) -> None:
-        try:
-            while True:
-                await asyncio.sleep(self.terms.hold / 3)
-                lease = self.lease
-                if lease is None or self.ended:
-                    return
-                try:
-                    self.lease = await self.astore.heartbeat(lease)
-                except StoreUnavailable:
-                    continue
-                except LeaseLost:
-                    self.lost = True
-                    exclusive.unregister(self)
-                    return
-                except Exception:
-                    return
-        except asyncio.CancelledError:
-            if not self.ended:  # the loop is shutting down (asyncio.run's end): let go if we can
-                await self.arelease()
-            raise
 
     def _collected(self) -> None:
         loop = self._loop
@@ -206,23 +222,9 @@ class AsyncHolding(Holding):
             loop.call_soon_threadsafe(self._release_later)
 
     def _release_later(self) -> None:
-        task = asyncio.get_running_loop().create_task(self.arelease())
+        task = asyncio.get_running_loop().create_task(self.release())
         _releasing.add(task)
         task.add_done_callback(_releasing.discard)
-
-    def release(self) -> None:  # pragma: no cover - AsyncRun awaits arelease
-        raise NotImplementedError("an AsyncRun's hold is released by awaiting arelease()")
-
-    async def arelease(self) -> None:
-        """``release``, awaited."""
-        if self.ended or os.getpid() != self.pid:
-            return
-        self.ended = True
-        self._stop()
-        lease = self.lease
-        if lease is not None and not self.lost:
-            with contextlib.suppress(SafepointError):
-                await self.astore.release_hold(lease)
 
 
 @atexit.register

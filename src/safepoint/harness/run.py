@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import timedelta
+from functools import partial
 from typing import Any, TypeVar
 
 from safepoint.errors import LeaseLost
-from safepoint.flow import Flow, FlowStore, drive
+from safepoint.flow import Flow, drive
 from safepoint.model import Checkpoint, JSONDict, Status
 from safepoint.records import CheckpointInfo, Lease
 from safepoint.store import Store
@@ -31,7 +32,7 @@ from .core import RunCore
 from .errors import RunStatusError
 from .exclusive import DEFAULT_HOLD, Terms
 from .holders import Holding
-from .leased import HeldStore, LeasedStore
+from .leased import held, leased
 from .view import RunView
 
 T = TypeVar("T")
@@ -66,24 +67,25 @@ class Run(RunView):
         self._closed = False
         self._holding: Holding | None = None
         if lease is not None:
-            self._served: FlowStore = LeasedStore(store, lease)
+            self._served: Callable[[Flow[Any]], Flow[Any]] = partial(leased, store, lease)
         else:
             self._holding = Holding(store, terms or Terms.of(DEFAULT_HOLD, None))
             self._holding.attach(self)
-            self._served = HeldStore(store, self._holding)
+            self._served = partial(held, store, self._holding)
 
     @property
     def store(self) -> Store:
         return self._store
 
     def _drive(self, flow: Flow[T]) -> T:
+        served: Flow[T] = self._served(flow)
         holding = self._holding
         self._check_open(holding)
         if holding is None:
-            return drive(self._served, flow)
+            return drive(self._store, served)
         holding.enter()
         try:
-            return drive(self._served, flow)
+            return drive(self._store, served)
         finally:
             holding.leave()
             if self._core.cp.status is not Status.RUNNING:  # waiting, done, failed …: let others in

@@ -2,9 +2,10 @@
 
 Its methods are the call table's (``methods.py``), as ``Store``'s are, each
 awaiting the same shared ``Call`` that ``Store`` blocks on (``twins.Awaiting``),
-so the two cannot drift apart: signatures, docstrings, validation, encoding,
-the transaction's logic, the post-commit bookkeeping and the spans and
-metrics around them (``observe.store_calls``) exist once.
+and the rest of it is ``Store``'s body too (``facade.StoreFace``), so the two
+cannot drift apart: signatures, docstrings, validation, encoding, the
+transaction's logic, the post-commit bookkeeping and the spans and metrics
+around them (``observe.store_calls``) exist once.
 
 SQLite has no async driver of its own; ``SQLiteAsyncDriver`` runs the sync
 driver's transaction in a worker thread (``asyncio.to_thread``), which keeps
@@ -23,13 +24,10 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeVar
 
-from safepoint.observe import NO_OBSERVER, Observer, QueryHook
-from safepoint.observe.spans import backend_of
+from safepoint.observe import QueryHook
 
-from .calls import Call
-from .methods import StoreMethods
+from .facade import StoreFace
 from .query import AsyncDriver, Op
-from .settings import StoreSettings
 from .sqlite.driver import SQLiteDriver
 from .sqlite.transactions import Member
 from .twins import Awaiting
@@ -117,46 +115,15 @@ def _resolve(done: asyncio.Future[None]) -> None:
         done.set_result(None)
 
 
-class AsyncStore(StoreMethods, Awaiting):
+class AsyncStore(StoreFace[AsyncDriver], Awaiting):
     """A checkpoint store for asyncio code. Open one with ``await safepoint.open_async_store(url)``.
 
     Every method is the ``Store`` method of the same name, awaited; see
     ``Store`` for the contracts (errors, ordering, durability).
     """
 
-    _driver: AsyncDriver
-
-    def __init__(self, driver: AsyncDriver, *, url: str, settings: StoreSettings | None = None) -> None:
-        self._driver = driver
-        self.url = url
-        self.settings = settings if settings is not None else StoreSettings()
-        # Spans and metrics (``safepoint.observe``); ``open_async_store(observer=…)`` sets it.
-        self.observer: Observer = NO_OBSERVER
-        self._backend = backend_of(url)
-
-    @property
-    def driver(self) -> AsyncDriver:
-        """The backend driver (for tests and tools; not needed to use the store)."""
-        return self._driver
-
-    async def _transact(self, call: Call[T, Any]) -> T:
-        if call.before is not None:  # blob uploads: blocking I/O, off the event loop, before the transaction
-            await asyncio.to_thread(call.before)
-        # An encrypted store's: sealed.
-        op, rebuild = self.settings.sealing(call.op, call.rebuild, self._driver.capabilities)
-        if rebuild is not None:  # a save: it may share a transaction with other runs' (group commit)
-            return await self._driver.run_joined(op, rebuild, weight=call.weight)
-        return await self._driver.run(op, write=call.write)
-
-    async def close(self) -> None:
-        """Release the connection(s). Using the store afterwards raises ``StoreClosed``."""
-        await self._driver.close()
-
     async def __aenter__(self) -> AsyncStore:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.close()
-
-    def __repr__(self) -> str:
-        return f"<safepoint.AsyncStore {self.url}>"

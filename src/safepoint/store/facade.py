@@ -1,38 +1,38 @@
-"""``Store``: the public face of a checkpoint store, over any driver.
+"""``Store`` and ``AsyncStore``'s one body: the public face of a checkpoint store, over any driver.
 
-Its methods are the call table's (``methods.py``), each run by blocking on
-the driver (``twins.Blocking``): build the shared ``Call`` and run its
-transaction. An async store does the same with ``await``. With an observer
-(``open_store(url, observer=…)``) each call runs inside a span (``observe.store_calls``);
-without one, a single identity test skips all of that.
+Their methods are the call table's (``methods.py``), each run by blocking
+on the driver (``Store``, ``twins.Blocking``) or awaiting it (``AsyncStore``,
+``twins.Awaiting``): build the shared ``Call`` and run its transaction,
+which ``StoreFace._transaction`` hands to the driver once for both. With an
+observer (``open_store(url, observer=…)``) each call runs inside a span
+(``observe.store_calls``); without one, a single identity test skips all of that.
+What is left to each class is its own kind of ``with``.
 """
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from safepoint.observe import NO_OBSERVER, Observer
 from safepoint.observe.spans import backend_of
+from safepoint.twins import Flow, Invoke, entry
 
 from .calls import Call
 from .methods import StoreMethods
-from .query import Driver
+from .query import AsyncDriver, Driver
 from .settings import StoreSettings
 from .twins import Blocking
 
 T = TypeVar("T")
+D = TypeVar("D", Driver, AsyncDriver)
 
 
-class Store(StoreMethods, Blocking):
-    """A checkpoint store. Open one with ``safepoint.open_store(url)``.
+class StoreFace(StoreMethods, Generic[D]):
+    """What ``Store`` and ``AsyncStore`` are, written once (``D``: the kind of driver)."""
 
-    Thread-safe; one ``Store`` per process is the usual pattern, and any
-    number of processes may open the same SQLite file or PostgreSQL database.
-    """
+    _driver: D
 
-    _driver: Driver
-
-    def __init__(self, driver: Driver, *, url: str, settings: StoreSettings | None = None) -> None:
+    def __init__(self, driver: D, *, url: str, settings: StoreSettings | None = None) -> None:
         self._driver = driver
         self.url = url
         self.settings = settings if settings is not None else StoreSettings()
@@ -41,28 +41,37 @@ class Store(StoreMethods, Blocking):
         self._backend = backend_of(url)
 
     @property
-    def driver(self) -> Driver:
+    def driver(self) -> D:
         """The backend driver (for tests and tools; not needed to use the store)."""
         return self._driver
 
-    def _transact(self, call: Call[T, Any]) -> T:
-        if call.before is not None:  # slow I/O (blob uploads), before the transaction begins
-            call.before()
+    def _transaction(self, call: Call[T, Any]) -> Any:
+        """The driver's run of the call's transaction (after its ``before``): the result on a
+        ``Store``, an awaitable of it on an ``AsyncStore``."""
         # An encrypted store's: sealed.
         op, rebuild = self.settings.sealing(call.op, call.rebuild, self._driver.capabilities)
         if rebuild is not None:  # a save: it may share a transaction with other runs' (group commit)
             return self._driver.run_joined(op, rebuild, weight=call.weight)
         return self._driver.run(op, write=call.write)
 
-    def close(self) -> None:
+    @entry
+    def close(self) -> Flow[None]:
         """Release the connection(s). Using the store afterwards raises ``StoreClosed``."""
-        self._driver.close()
+        yield Invoke(self._driver.close)
+
+    def __repr__(self) -> str:
+        return f"<safepoint.{type(self).__name__} {self.url}>"
+
+
+class Store(StoreFace[Driver], Blocking):
+    """A checkpoint store. Open one with ``safepoint.open_store(url)``.
+
+    Thread-safe; one ``Store`` per process is the usual pattern, and any
+    number of processes may open the same SQLite file or PostgreSQL database.
+    """
 
     def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-    def __repr__(self) -> str:
-        return f"<safepoint.Store {self.url}>"

@@ -6,29 +6,26 @@ store-wide ones (``read_only``, ``observer``, ``encryption``, the scrubber's
 and the settings's, through ``StoreSettings.from_options``) — and by the
 backend's opener, each refused by name (``InvalidURL``) when unknown or out
 of range, before any file or connection is opened where that can be helped.
-Opening is written once, as steps that ``open_store`` calls and
-``open_async_store`` awaits.
+Opening is written once, as a flow (``safepoint.twins``) that ``open_store``
+blocks on and ``open_async_store`` awaits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from safepoint.errors import InvalidURL
 from safepoint.observe import NO_OBSERVER, Observer, query_hook
+from safepoint.twins import Flow, Invoke, awaiting, blocking
 
 from .asyncstore import AsyncStore
 from .backends import BACKENDS
 from .calls import now_micros
 from .encryption import keyring_option, open_encryption
 from .facade import Store
-from .query import AsyncDriver, Driver, Op
 from .settings import StoreSettings
 from .urls import scheme_of
 
-T = TypeVar("T")
 DEFAULT_URL = "sqlite:///.safepoint/state.db"
 
 
@@ -116,14 +113,14 @@ def open_store(url: str = DEFAULT_URL, **options: Any) -> Store:
     Unknown schemes or options raise ``InvalidURL``; a near miss
     (``sqlite:/x.db``, ``postgres:/db``, a bare ``file.db``) says the right form.
     """
-    store: Store = _blocking(_opening(url, options, Store))
+    store: Store = blocking(_opening(url, options, Store))
     return store
 
 
-def _opening(url: object, given: dict[str, Any], face: Any) -> Generator[Twin, Any, Any]:
+def _opening(url: object, given: dict[str, Any], face: Any) -> Flow[Any]:
     """Open the store at ``url`` as ``face`` (``Store`` or ``AsyncStore``), written once for
-    both: each I/O step is yielded as a ``Twin`` that ``_blocking`` calls and ``_awaiting``
-    awaits (docs/architecture.md, "One way to be both sync and async")."""
+    both: a flow whose I/O steps are ``Invoke`` requests, which ``open_store`` blocks on and
+    ``open_async_store`` awaits (docs/architecture.md, "One way to be both sync and async")."""
     backend = BACKENDS[scheme_of(url)]
     assert isinstance(url, str)  # scheme_of refused anything else
     options = dict(given)
@@ -131,88 +128,23 @@ def _opening(url: object, given: dict[str, Any], face: Any) -> Generator[Twin, A
     observer = _observer(options)
     keyring = keyring_option(options)
     settings = StoreSettings.from_options(options, backend.default_blobs(url))
-    driver, shown = yield Twin(backend.open, backend.open_async, url, options, read_only)
+    opener = backend.open if face is Store else backend.open_async  # the backend's own, by flavour
+    driver, shown = yield Invoke(opener, (url, options, read_only))
     driver.on_query = query_hook(observer)  # the drivers' statement-level tracing, if it has one
     if keyring is not None or backend.scheme != "memory":  # a memory:// store is new: nothing to refuse
         try:
             # Before anything is written: a keyless open of an encrypted store is refused here
             # (one read of safepoint_meta), and a keyring's keys are checked against the store's.
             setup = open_encryption(keyring, writable=not read_only, now=now_micros())
-            sealer = yield Twin(_run, _arun, driver, setup, not read_only and keyring is not None)
+            sealer = yield Invoke(driver.run, (setup,), {"write": not read_only and keyring is not None})
             if sealer is not None:
                 settings = settings.encrypted(sealer)
         except BaseException:
-            yield Twin(_close, _aclose, driver)
+            yield Invoke(driver.close)
             raise
     store = face(driver, url=shown, settings=settings)
     store.observer = observer
     return store
-
-
-@dataclass(frozen=True, slots=True)
-class Twin:
-    """One I/O step of an opening: ``call(*args)`` blocking, ``acall(*args)`` awaited."""
-
-    call: Callable[..., Any]
-    acall: Callable[..., Awaitable[Any]]
-    args: tuple[Any, ...]
-
-    def __init__(self, call: Callable[..., Any], acall: Callable[..., Awaitable[Any]], *args: Any) -> None:
-        object.__setattr__(self, "call", call)
-        object.__setattr__(self, "acall", acall)
-        object.__setattr__(self, "args", args)
-
-
-def _blocking(steps: Generator[Twin, Any, T]) -> T:
-    """Serve ``steps`` by calling each I/O step; an error goes back in where it was asked."""
-    step = next(steps)
-    while True:
-        try:
-            result = step.call(*step.args)
-        except BaseException as exc:
-            try:
-                step = steps.throw(exc)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            continue
-        try:
-            step = steps.send(result)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-
-
-async def _awaiting(steps: Generator[Twin, Any, T]) -> T:
-    """``_blocking`` for asyncio: each I/O step awaited."""
-    step = next(steps)
-    while True:
-        try:
-            result = await step.acall(*step.args)
-        except BaseException as exc:
-            try:
-                step = steps.throw(exc)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            continue
-        try:
-            step = steps.send(result)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-
-
-def _run(driver: Driver, op: Op[Any], write: bool) -> Any:
-    return driver.run(op, write=write)
-
-
-async def _arun(driver: AsyncDriver, op: Op[Any], write: bool) -> Any:
-    return await driver.run(op, write=write)
-
-
-def _close(driver: Driver) -> None:
-    driver.close()
-
-
-async def _aclose(driver: AsyncDriver) -> None:
-    await driver.close()
 
 
 def _read_only(options: dict[str, Any]) -> bool:
@@ -240,5 +172,5 @@ async def open_async_store(url: str = DEFAULT_URL, **options: Any) -> AsyncStore
     awaited. SQLite work runs in a worker thread so the event loop never
     blocks on a commit.
     """
-    store: AsyncStore = await _awaiting(_opening(url, options, AsyncStore))
+    store: AsyncStore = await awaiting(_opening(url, options, AsyncStore))
     return store

@@ -2,27 +2,38 @@
 
 The call table (``methods.py``) writes each public store method once, as an
 entry: its signature and docstring, the ``Call`` it builds, and how it is
-observed (an ``observe.store_calls.Spec``). ``Blocking`` and ``Awaiting`` are
-the bases of ``Store`` and ``AsyncStore``: when either class is defined, each entry it
-inherits becomes a real method of that class — a function for ``Store``, a
-coroutine function for ``AsyncStore`` — with the entry's name, docstring and
-signature (its return annotation: the call's result), so ``help()``,
-``inspect`` and editors show what was written. For type checkers the entry
-stays a ``StoreMethod`` descriptor, whose ``__get__`` gives the same
-parameters, returning the result on a ``Store`` and a coroutine of it on an
-``AsyncStore``. The two methods differ in one word: ``await``.
+observed (an ``observe.store_calls.Spec``). ``Blocking`` and ``Awaiting`` are the bases of
+``Store`` and ``AsyncStore``, the store's kin of ``safepoint.twins``' (whose
+entries, such as ``close``, they run too): when either class is defined,
+each entry it inherits becomes a real method of that class — a function for
+``Store``, a coroutine function for ``AsyncStore`` — with the entry's name,
+docstring and signature (its return annotation: the call's result), so
+``help()``, ``inspect`` and editors show what was written. For type checkers
+the entry stays a ``StoreMethod`` descriptor, whose ``__get__`` gives the
+same parameters, returning the result on a ``Store`` and a coroutine of it
+on an ``AsyncStore``.
+
+The method is the store's loop per flavour. Unobserved — the hot path — it
+is three lines: build the call, run what must precede the transaction
+(``before``: blocking I/O, in a worker thread for ``AsyncStore``), and the
+transaction, which the store's one ``_transaction`` hands to the driver
+(its result, or an awaitable of it). Observed, it is one flow (``observed``)
+that either loop runs, inside the call's span.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import typing
 from collections.abc import Callable, Coroutine
 from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, Protocol, TypeAlias, TypeVar, overload
 
+from safepoint import twins
 from safepoint.observe import NO_OBSERVER, Observer
 from safepoint.observe.spans import AttributeDict, Operation
 from safepoint.observe.store_calls import Done, Spec, no_attributes
+from safepoint.twins import Flow, Invoke, Offload, Written
 
 from .calls import Call
 from .settings import StoreSettings
@@ -45,27 +56,26 @@ class Entries:
 
     settings: StoreSettings
     _driver: _Backend
+    _entries: ClassVar[dict[str, Written]]
 
 
-class StoreMethod(Generic[P, R]):
+class StoreMethod(Written, Generic[P, R]):
     """One entry of the call table: a public store method, written once."""
 
     def __init__(self, build: Build[P, R], spec: Spec) -> None:
-        self.build = build
         self.spec = spec
-        self.name = build.__name__
-        self.doc = build.__doc__
         hints = typing.get_type_hints(build)
         signature = inspect.signature(build)
         returns = typing.get_origin(hints.get("return"))
         if returns is not Call:
-            raise TypeError(f"store method {self.name} must be annotated -> Returns[<its result>]")
-        self.signature = signature.replace(
+            raise TypeError(f"store method {build.__name__} must be annotated -> Returns[<its result>]")
+        signature = signature.replace(
             parameters=[
                 p.replace(annotation=hints.get(p.name, p.annotation)) for p in signature.parameters.values()
             ],
             return_annotation=typing.get_args(hints["return"])[1],
         )
+        super().__init__(build, signature)
         # Where each parameter the span reports is found among a call's arguments (self aside).
         public = list(self.signature.parameters.values())[1:]
         by_name = {
@@ -86,23 +96,6 @@ class StoreMethod(Generic[P, R]):
             for name, index, default in self._where
         ]
         return self.spec.attributes(*values)
-
-    def dress(self, method: Callable[..., Any], owner: type) -> Callable[..., Any]:
-        """``method`` as the entry's method of ``owner``: its name, docstring and signature."""
-        method.__name__ = self.name
-        method.__qualname__ = f"{owner.__name__}.{self.name}"
-        method.__module__ = owner.__module__
-        method.__doc__ = self.doc
-        method.__signature__ = self.signature  # type: ignore[attr-defined]
-        method.__annotations__ = {
-            **{
-                p.name: p.annotation
-                for p in self.signature.parameters.values()
-                if p.annotation is not p.empty
-            },
-            "return": self.signature.return_annotation,
-        }
-        return method
 
     @overload
     def __get__(self, store: None, owner: type[Any]) -> StoreMethod[P, R]: ...
@@ -133,76 +126,70 @@ def method(
     return entry
 
 
-class _Runner:
-    """Turns every call-table entry a class inherits into a method of that class."""
+class Blocking(twins.Blocking):
+    """The base of ``Store``: each call-table entry becomes a method that blocks on the driver."""
 
     observer: Observer
     _backend: str  # the span's ``safepoint.backend``
-    _entries: ClassVar[dict[str, StoreMethod[Any, Any]]] = {}
 
-    @staticmethod
-    def _method(entry: StoreMethod[Any, Any], owner: type) -> Callable[..., Any]:
+    def _transaction(self, call: Call[T, Any]) -> T:
+        """Run the call's transaction on the driver (after its ``before``)."""
         raise NotImplementedError
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        entries = dict(cls._entries)
-        for klass in reversed(cls.__mro__):
-            entries.update((k, v) for k, v in vars(klass).items() if isinstance(v, StoreMethod))
-        cls._entries = entries
-        for name, entry in entries.items():
-            # Only where the entry itself is what the name finds: a subclass's own override stays.
-            if isinstance(inspect.getattr_static(cls, name), StoreMethod):
-                setattr(cls, name, cls._method(entry, cls))
-
-
-class Blocking(_Runner):
-    """The base of ``Store``: each entry becomes a method that blocks on the driver."""
-
-    def _transact(self, call: Call[T, Any]) -> T:
-        """Run the call's transaction (after its ``before``), returning the operation's result."""
-        raise NotImplementedError
-
-    @staticmethod
-    def _method(entry: StoreMethod[Any, Any], owner: type) -> Callable[..., Any]:
-        build, spec = entry.build, entry.spec
+    @classmethod
+    def _method(cls, entry: Written) -> Callable[..., Any]:
+        if not isinstance(entry, StoreMethod):
+            return super()._method(entry)
+        build = entry.build
 
         def method(self: Blocking, *args: Any, **kwargs: Any) -> Any:
-            observer = self.observer
-            if observer is NO_OBSERVER:
+            if self.observer is NO_OBSERVER:
                 call = build(self, *args, **kwargs)
-                return call.finish(self._transact(call))
-            with Operation(observer, spec.name, self._backend, entry.attributes(args, kwargs)) as op:
-                call = build(self, *args, **kwargs)
-                raw = self._transact(call)
-                result = call.finish(raw)
-                spec.report(op, call, raw, result)
-            return result
+                if call.before is not None:  # slow I/O (blob uploads), before the transaction begins
+                    call.before()
+                return call.finish(self._transaction(call))
+            return twins.blocking(observed(entry, self, args, kwargs))
 
-        return entry.dress(method, owner)
+        return entry.dress(method, cls)
 
 
-class Awaiting(_Runner):
-    """The base of ``AsyncStore``: each entry becomes a coroutine method that awaits the driver."""
+class Awaiting(twins.Awaiting):
+    """The base of ``AsyncStore``: each call-table entry becomes a coroutine method that awaits the driver."""
 
-    async def _transact(self, call: Call[T, Any]) -> T:
-        """Run the call's transaction (after its ``before``), returning the operation's result."""
+    observer: Observer
+    _backend: str
+
+    def _transaction(self, call: Call[T, Any]) -> Coroutine[Any, Any, T]:
+        """Run the call's transaction on the driver (after its ``before``)."""
         raise NotImplementedError
 
-    @staticmethod
-    def _method(entry: StoreMethod[Any, Any], owner: type) -> Callable[..., Any]:
-        build, spec = entry.build, entry.spec
+    @classmethod
+    def _method(cls, entry: Written) -> Callable[..., Any]:
+        if not isinstance(entry, StoreMethod):
+            return super()._method(entry)
+        build = entry.build
 
         async def method(self: Awaiting, *args: Any, **kwargs: Any) -> Any:
-            observer = self.observer
-            if observer is NO_OBSERVER:
+            if self.observer is NO_OBSERVER:
                 call = build(self, *args, **kwargs)
-                return call.finish(await self._transact(call))
-            with Operation(observer, spec.name, self._backend, entry.attributes(args, kwargs)) as op:
-                call = build(self, *args, **kwargs)
-                raw = await self._transact(call)
-                result = call.finish(raw)
-                spec.report(op, call, raw, result)
-            return result
+                if call.before is not None:  # blocking I/O: off the event loop, before the transaction
+                    await asyncio.to_thread(call.before)
+                return call.finish(await self._transaction(call))
+            return await twins.awaiting(observed(entry, self, args, kwargs))
 
-        return entry.dress(method, owner)
+        return entry.dress(method, cls)
+
+
+def observed(
+    entry: StoreMethod[Any, Any], store: Blocking | Awaiting, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Flow[Any]:
+    """An observed store's call, written once for both loops: the call inside its span."""
+    spec = entry.spec
+    with Operation(store.observer, spec.name, store._backend, entry.attributes(args, kwargs)) as op:
+        call = entry.build(store, *args, **kwargs)
+        if call.before is not None:
+            yield Offload(call.before)
+        raw = yield Invoke(store._transaction, (call,))
+        result = call.finish(raw)
+        spec.report(op, call, raw, result)
+    return result

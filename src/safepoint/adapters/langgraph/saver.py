@@ -108,8 +108,13 @@ class SafepointSaver(PruningMethods, OwnershipMethods, BaseCheckpointSaver[int])
         messages_channel: str = "messages",
         **options: Any,
     ) -> AsyncIterator[SafepointSaver]:
-        """``from_url`` over an ``AsyncStore`` (``options`` go to ``open_async_store``):
-        ``async with SafepointSaver.afrom_url(url) as saver:``."""
+        """A saver on a store it opens at ``url`` and closes at the end:
+        ``with SafepointSaver.from_url("sqlite:///state.db") as saver:``, or over an
+        ``AsyncStore``, ``async with SafepointSaver.afrom_url(url) as saver:``.
+
+        ``options`` go to ``safepoint.open_store`` (``open_async_store``), e.g.
+        ``schema=`` for PostgreSQL.
+        """
         store = await open_async_store(url, **options)
         try:
             yield cls(store, allowed_types=allowed_types, messages_channel=messages_channel)
