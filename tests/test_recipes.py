@@ -1,0 +1,99 @@
+"""The counted recipes of docs/architecture.md stay true.
+
+Each "Recipe:" section names how many files the change touches ("Four
+files") and lists them as numbered steps; the count and the steps must agree.
+Where the tree can say it, the count is checked against the tree itself:
+
+- add a checkpoint field: the patch that adds a ``notes`` field by the recipe
+  (``tests/seams/notes_field.patch``, applied and round-tripped by
+  tests/test_seams_fields.py) touches exactly that many files;
+- add a backend: every backend of the table (``store/backends.py``) that
+  brings a dialect of its own has the files the recipe lists — its driver,
+  its ``queries.sql`` answering every query spec that is not optional, its
+  first DDL revision, its row in ``query_specs.DIALECTS`` — and its scheme is
+  one ``urls.scheme_of`` accepts;
+- add a store method: every entry of the call table (``store/methods/``) is a
+  method of both ``Store`` and ``AsyncStore``, from that one entry.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from safepoint.store import AsyncStore, Store
+from safepoint.store.backends import BACKENDS
+from safepoint.store.methods import StoreMethods
+from safepoint.store.query_specs import DIALECTS, QUERY_SPECS, load_dialect
+from safepoint.store.twins import StoreMethod
+from safepoint.store.urls import scheme_of
+
+ROOT = Path(__file__).resolve().parent.parent
+ARCHITECTURE = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
+URLS = {"sqlite": "sqlite:///x.db", "memory": "memory://", "postgresql": "postgresql://u@h/db"}
+
+
+def _recipes() -> dict[str, str]:
+    parts = re.split(r"^### Recipe: (.+)$", ARCHITECTURE, flags=re.M)
+    return {parts[i].strip(): parts[i + 1].split("\n## ")[0] for i in range(1, len(parts), 2)}
+
+
+RECIPES = _recipes()
+
+
+def _stated(name: str) -> int:
+    match = re.search(r"\b(" + "|".join(NUMBERS) + r") files\b", RECIPES[name], flags=re.I)
+    assert match, f"recipe {name!r} does not say how many files it touches"
+    return NUMBERS[match[1].lower()]
+
+
+@pytest.mark.parametrize("name", ["add a store method", "add a backend", "add a checkpoint field"])
+def test_each_recipe_states_its_count_and_lists_as_many_steps(name: str) -> None:
+    steps = [int(n) for n in re.findall(r"^(\d+)\.", RECIPES[name], flags=re.M)]
+    steps += [int(n) for n in re.findall(r"^\d+\. and (\d+)\.", RECIPES[name], flags=re.M)]
+    assert max(steps) == _stated(name)
+
+
+def test_the_field_recipe_is_the_patch_that_adds_a_field() -> None:
+    patch = (ROOT / "tests" / "seams" / "notes_field.patch").read_text(encoding="utf-8")
+    touched = set(re.findall(r"^\+\+\+ b/(\S+)", patch, flags=re.M))
+    assert len(touched) == _stated("add a checkpoint field")
+    for path in touched:
+        assert (
+            f"`{Path(path).name}`" in RECIPES["add a checkpoint field"]
+            or path in RECIPES["add a checkpoint field"]
+        )
+
+
+def test_every_backend_has_the_files_the_backend_recipe_lists() -> None:
+    required = {name for name, spec in QUERY_SPECS.items() if not spec.optional}
+    for scheme, backend in BACKENDS.items():
+        assert backend.scheme == scheme
+        assert scheme_of(URLS[scheme]) == scheme
+        if scheme not in DIALECTS:
+            continue  # memory:// is the SQLite driver on an in-memory database
+        package, filenames, placeholder = DIALECTS[scheme]
+        folder = resources.files(package)
+        assert folder.joinpath("driver.py").is_file()
+        assert folder.joinpath("ddl", "0001_initial.sql").is_file()
+        sub = package.rpartition(".")[2]
+        queries = load_dialect("safepoint.store", [f"{sub}/{f}" for f in filenames], placeholder)
+        assert required <= set(queries), f"{scheme} lacks {sorted(required - set(queries))}"
+    assert set(DIALECTS) <= set(BACKENDS)
+
+
+def test_every_call_table_entry_is_a_method_of_both_faces() -> None:
+    entries = {
+        name
+        for klass in StoreMethods.__mro__
+        for name, value in vars(klass).items()
+        if isinstance(value, StoreMethod)
+    }
+    assert len(entries) > 20
+    for name in entries:
+        assert callable(getattr(Store, name)), name
+        assert callable(getattr(AsyncStore, name)), name
