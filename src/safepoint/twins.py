@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import re
 import threading
 import time
 import typing
@@ -218,10 +219,20 @@ class Written:
 
     def dress(self, method: Callable[..., Any], owner: type, returns: Any = None) -> Callable[..., Any]:
         """``method`` as the entry's method of ``owner``: its name, docstring and signature
-        (``returns`` in place of the signature's return annotation, when given)."""
+        (``returns`` in place of the signature's return annotation, when given), each
+        annotation written for both flavours read as ``owner``'s (``Twins._flavoured``)."""
         signature = self.signature
         if returns is not None:
             signature = signature.replace(return_annotation=returns)
+        flavoured = getattr(owner, "_flavoured", {})
+        if flavoured:
+            signature = signature.replace(
+                parameters=[
+                    p.replace(annotation=_read_as(p.annotation, flavoured))
+                    for p in signature.parameters.values()
+                ],
+                return_annotation=_read_as(signature.return_annotation, flavoured),
+            )
         method.__name__ = self.name
         method.__qualname__ = f"{owner.__name__}.{self.name}"
         method.__module__ = owner.__module__
@@ -282,26 +293,33 @@ def class_entry(build: Callable[Concatenate[Any, P], Flow[Any]]) -> ClassEntry[P
 
 
 def _signature(build: Callable[..., Any]) -> inspect.Signature:
-    """``build``'s signature with its annotations resolved, returning what its flow returns."""
+    """``build``'s signature as written, returning what its flow returns (``Flow[X]``: ``X``)."""
     signature = inspect.signature(build)
-    try:
-        hints = typing.get_type_hints(build)
-    except NameError:  # a name only a type checker imports: shown as written
-        hints = {}
-    returns = hints.get("return", signature.return_annotation)
-    args = typing.get_args(returns)
-    return signature.replace(
-        parameters=[
-            p.replace(annotation=hints.get(p.name, p.annotation)) for p in signature.parameters.values()
-        ],
-        return_annotation=args[-1] if typing.get_origin(returns) is Generator and args else returns,
-    )
+    returns = signature.return_annotation
+    if isinstance(returns, str):  # as written, under ``from __future__ import annotations``
+        flow = re.fullmatch(r"Flow\[(.*)\]", returns)
+        returns = flow.group(1) if flow else returns
+    elif typing.get_origin(returns) is Generator:
+        returns = typing.get_args(returns)[-1]
+    return signature.replace(return_annotation=returns)
+
+
+def _read_as(annotation: Any, flavoured: dict[str, str]) -> Any:
+    if isinstance(annotation, str):
+        for written, read in flavoured.items():
+            annotation = annotation.replace(written, read)
+    return annotation
 
 
 class Twins:
-    """The base of ``Blocking`` and ``Awaiting``: each entry a class inherits becomes its method."""
+    """The base of ``Blocking`` and ``Awaiting``: each entry a class inherits becomes its method.
+
+    ``_flavoured``: how an annotation the entries write for both flavours reads in this class's
+    (``{"Store | AsyncStore": "Store"}``), so its methods show their own types.
+    """
 
     _entries: ClassVar[dict[str, Written]] = {}
+    _flavoured: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def _method(cls, entry: Written) -> Callable[..., Any]:
