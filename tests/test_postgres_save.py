@@ -24,7 +24,7 @@ from psycopg import sql
 
 import safepoint
 from conftest_postgres import fresh_schema
-from safepoint import Checkpoint, Store
+from safepoint import Checkpoint, Store, records
 from safepoint.errors import Conflict, LeaseLost
 from safepoint.store import calls
 from safepoint.store.blob_targets import DatabaseBlobs
@@ -344,7 +344,7 @@ def test_the_one_statement_save_writes_what_the_general_way_writes(
         try:
             for index, store in enumerate(stores):
                 clock = iter(range(1_700_000_000_000_000, 2**62, 1000))  # the same times for both
-                monkeypatch.setattr(calls, "now_micros", clock.__next__)
+                monkeypatch.setattr(records, "now_micros", clock.__next__)
                 cp = Checkpoint(run_id="same", labels={"k": "v"})
                 store.save(cp)
                 for step in range(1, 4):

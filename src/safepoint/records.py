@@ -6,6 +6,7 @@ The checkpoint itself (what an application saves) is ``safepoint.model``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -204,6 +205,11 @@ class Page(Generic[_T]):
 
     def __len__(self) -> int:
         return len(self.items)
+
+
+def now_micros() -> int:
+    """Now, in the store's unit: microseconds since the epoch, UTC (every store call's clock)."""
+    return time.time_ns() // 1000
 
 
 def from_micros(micros: int) -> datetime:

@@ -13,7 +13,6 @@ runs without a store too (drivers under test, benchmarks).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -22,7 +21,7 @@ from typing import Any, Generic, TypeVar
 from safepoint.errors import InvalidArgument
 from safepoint.model import Checkpoint, Status
 from safepoint.model import new_run_id as make_run_id
-from safepoint.records import MAX_AGE, CheckpointInfo, Page, Retention, RunInfo
+from safepoint.records import MAX_AGE, CheckpointInfo, Page, Retention, RunInfo, now_micros
 
 from . import arguments
 from .after_load import ResolveSecrets
@@ -86,10 +85,6 @@ def reads(op: Op[T]) -> Call[T, T]:
 def writes(op: Op[T]) -> Call[T, T]:
     """A writing call whose result is the operation's own."""
     return Call(op, True, _same)
-
-
-def now_micros() -> int:
-    return time.time_ns() // 1000
 
 
 def load(

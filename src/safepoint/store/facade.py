@@ -3,7 +3,7 @@
 Their methods are the call table's (``methods.py``), each run by blocking
 on the driver (``Store``, ``twins.Blocking``) or awaiting it (``AsyncStore``,
 ``twins.Awaiting``): build the shared ``Call`` and run its transaction,
-which ``StoreFace._transaction`` hands to the driver once for both. With an
+which ``twins.hand_over`` gives the driver, once for both. With an
 observer (``open_store(url, observer=…)``) each call runs inside a span
 (``observe.store_calls``); without one, a single identity test skips all of that.
 What is left to each class is its own kind of ``with``.
@@ -17,7 +17,6 @@ from safepoint.observe import NO_OBSERVER, Observer
 from safepoint.observe.spans import backend_of
 from safepoint.twins import Flow, Invoke, entry
 
-from .calls import Call
 from .methods import StoreMethods
 from .query import AsyncDriver, Driver
 from .settings import StoreSettings
@@ -44,15 +43,6 @@ class StoreFace(StoreMethods, Generic[D]):
     def driver(self) -> D:
         """The backend driver (for tests and tools; not needed to use the store)."""
         return self._driver
-
-    def _transaction(self, call: Call[T, Any]) -> Any:
-        """The driver's run of the call's transaction (after its ``before``): the result on a
-        ``Store``, an awaitable of it on an ``AsyncStore``."""
-        # An encrypted store's: sealed.
-        op, rebuild = self.settings.sealing(call.op, call.rebuild, self._driver.capabilities)
-        if rebuild is not None:  # a save: it may share a transaction with other runs' (group commit)
-            return self._driver.run_joined(op, rebuild, weight=call.weight)
-        return self._driver.run(op, write=call.write)
 
     @entry
     def close(self) -> Flow[None]:

@@ -43,8 +43,8 @@ from safepoint.errors import (
     SafepointError,
     StoreError,
 )
+from safepoint.records import now_micros
 
-from .calls import now_micros
 from .encryption import STATE, ToEncrypt, open_sealer
 from .facade import Store
 from .ops.resealing import Resealed, key_of, reseal_blobs, reseal_run, scrub_free_pages, sealed_key_ids

@@ -16,11 +16,11 @@ from typing import Any
 
 from safepoint.errors import InvalidURL
 from safepoint.observe import NO_OBSERVER, Observer, query_hook
+from safepoint.records import now_micros
 from safepoint.twins import Flow, Invoke, awaiting, blocking
 
 from .asyncstore import AsyncStore
 from .backends import BACKENDS
-from .calls import now_micros
 from .encryption import keyring_option, open_encryption
 from .facade import Store
 from .settings import StoreSettings

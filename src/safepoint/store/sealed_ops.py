@@ -31,7 +31,7 @@ not here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from safepoint import codec
@@ -279,3 +279,13 @@ def _run_of(name: str, params: dict[str, Any], refs: dict[int, str]) -> str:
     if run_id is None:
         raise StoreError(f"internal: query {name!r} carries content but its operation never named the run")
     return str(run_id)
+
+
+def sealed_call(
+    op: Op[T], rebuild: Callable[[], Op[T]] | None, sealer: Sealer, capabilities: frozenset[str]
+) -> tuple[Op[T], Callable[[], Op[T]] | None]:
+    """A call's operation (and its rebuild, for group commit) as an encrypted store runs them
+    on a driver with ``capabilities``: their content sealed on the way to the driver and opened
+    on the way back."""
+    again = None if rebuild is None else (lambda: sealed(rebuild(), sealer, capabilities))
+    return sealed(op, sealer, capabilities), again

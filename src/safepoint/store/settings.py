@@ -37,11 +37,10 @@ from .large_values import DEFAULT_THRESHOLD, BlobPolicy, inline, inline_blobs
 from .prepare import PreparedSave, guarded, prepare_save
 from .remembered import RunMemory
 from .sealed_blobs import SealedBlobs
-from .sealed_ops import sealed
 from .sealer import Sealer
 
 if TYPE_CHECKING:
-    from .query import Loaded, Op
+    from .query import Loaded
 
 T = TypeVar("T")
 
@@ -104,21 +103,6 @@ class StoreSettings:
         """These settings sealing everything the store writes, and opening what it reads, with ``sealer``."""
         blobs = None if self.blobs is None else SealedBlobs(self.blobs, sealer)
         return self.replace(sealer=sealer, blobs=blobs)
-
-    def sealing(
-        self,
-        op: Op[T],
-        rebuild: Callable[[], Op[T]] | None = None,
-        capabilities: frozenset[str] = frozenset(),
-    ) -> tuple[Op[T], Callable[[], Op[T]] | None]:
-        """A call's operation (and its rebuild, for group commit) as this store runs them on a
-        driver with ``capabilities``: their content sealed on its way to the driver and opened on
-        its way back, when encrypted."""
-        sealer = self.sealer
-        if sealer is None:
-            return op, rebuild
-        again = None if rebuild is None else (lambda: sealed(rebuild(), sealer, capabilities))
-        return sealed(op, sealer, capabilities), again
 
     @classmethod
     def from_options(cls, options: dict[str, Any], default_blobs: BlobTarget | None = None) -> StoreSettings:

@@ -16,7 +16,7 @@ on an ``AsyncStore``.
 The method is the store's loop per flavour. Unobserved — the hot path — it
 is three lines: build the call, run what must precede the transaction
 (``before``: blocking I/O, in a worker thread for ``AsyncStore``), and the
-transaction, which the store's one ``_transaction`` hands to the driver
+transaction, which ``hand_over`` gives the driver
 (its result, or an awaitable of it). Observed, it is one flow (``observed``)
 that either loop runs, inside the call's span.
 """
@@ -36,6 +36,7 @@ from safepoint.observe.store_calls import Done, Spec, no_attributes
 from safepoint.twins import Flow, Invoke, Offload, Written
 
 from .calls import Call
+from .sealed_ops import sealed_call
 from .settings import StoreSettings
 
 P = ParamSpec("P")
@@ -126,15 +127,37 @@ def method(
     return entry
 
 
+class _Store(Protocol):
+    settings: StoreSettings
+    _driver: Any
+
+
+def hand_over(store: _Store, call: Call[Any, Any]) -> Any:
+    """The driver's run of the call's transaction (after its ``before``), written once for both
+    faces: the result on a ``Store``, an awaitable of it on an ``AsyncStore``. An encrypted
+    store's operation goes sealed (``sealed_ops``); a save may share its transaction with
+    other runs' (group commit, ``Driver.run_joined``)."""
+    driver = store._driver
+    op, rebuild = call.op, call.rebuild
+    sealer = store.settings.sealer
+    if sealer is not None:
+        op, rebuild = sealed_call(op, rebuild, sealer, driver.capabilities)
+    if rebuild is not None:
+        return driver.run_joined(op, rebuild, weight=call.weight)
+    return driver.run(op, write=call.write)
+
+
 class Blocking(twins.Blocking):
     """The base of ``Store``: each call-table entry becomes a method that blocks on the driver."""
 
     observer: Observer
+    settings: StoreSettings
+    _driver: Any
     _backend: str  # the span's ``safepoint.backend``
 
     def _transaction(self, call: Call[T, Any]) -> T:
         """Run the call's transaction on the driver (after its ``before``)."""
-        raise NotImplementedError
+        return hand_over(self, call)  # type: ignore[no-any-return]
 
     @classmethod
     def _method(cls, entry: Written) -> Callable[..., Any]:
@@ -157,11 +180,13 @@ class Awaiting(twins.Awaiting):
     """The base of ``AsyncStore``: each call-table entry becomes a coroutine method that awaits the driver."""
 
     observer: Observer
+    settings: StoreSettings
+    _driver: Any
     _backend: str
 
     def _transaction(self, call: Call[T, Any]) -> Coroutine[Any, Any, T]:
         """Run the call's transaction on the driver (after its ``before``)."""
-        raise NotImplementedError
+        return hand_over(self, call)  # type: ignore[no-any-return]
 
     @classmethod
     def _method(cls, entry: Written) -> Callable[..., Any]:

@@ -7,6 +7,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
+from safepoint import records
 from safepoint.errors import InvalidArgument
 from safepoint.model import Checkpoint, ParentRef, Status
 from safepoint.observe import store_calls
@@ -207,7 +208,7 @@ def save_call(
     )
     # Nothing to plan against: ops.save plans once, in the transaction, against the head.
     plan = None if view is None and cp.step > 0 else prepared.plan(view, cp.messages, recall.known)
-    now = calls.now_micros()  # looked up on calls: one clock for every call (tests set it)
+    now = records.now_micros()  # looked up on records: one clock for every save (tests set it)
 
     def finish(result: saving.SaveResult[MessagePlan]) -> CheckpointInfo:
         plan, ranges, carriers = result.plan, result.ranges, result.carriers

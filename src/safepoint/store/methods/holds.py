@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from safepoint.observe import store_calls
-from safepoint.records import Lease
-from safepoint.store import arguments, calls
+from safepoint.records import Lease, now_micros
+from safepoint.store import arguments
 from safepoint.store.calls import writes
 from safepoint.store.ops import holds
 from safepoint.store.twins import Entries, Returns, method
@@ -41,7 +41,7 @@ class HoldMethods(Entries):
         seconds = arguments.seconds(lease, "lease")
         holder = check_id(owner, "owner")
         before = None if take_from is None else check_id(take_from, "take_from")
-        return writes(holds.hold_run(check_id(run_id), holder, seconds, calls.now_micros(), before))
+        return writes(holds.hold_run(check_id(run_id), holder, seconds, now_micros(), before))
 
     @method("safepoint.release_hold", ("lease",), store_calls.of_lease)
     def release_hold(self, lease: Lease) -> Returns[None]:

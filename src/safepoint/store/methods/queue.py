@@ -15,9 +15,9 @@ from typing import Any
 from safepoint.errors import InvalidArgument
 from safepoint.model import Status
 from safepoint.observe import store_calls
-from safepoint.records import Lease, RunCounts, to_micros
+from safepoint.records import Lease, RunCounts, now_micros, to_micros
 from safepoint.scrub import Scrubber
-from safepoint.store import arguments, calls
+from safepoint.store import arguments
 from safepoint.store.calls import Call, reads, writes
 from safepoint.store.ops import leases, listing
 from safepoint.store.ops.leases import Attempts, Cancelled, QueueState
@@ -35,7 +35,7 @@ class QueueMethods(Entries):
     @method("safepoint.enqueue", ("run_id",), store_calls.of_run)
     def enqueue(self, run_id: str) -> Returns[None]:
         """Queue the run for workers to ``claim`` (idempotent); ``NotFound`` if absent."""
-        return writes(leases.enqueue(check_id(run_id), calls.now_micros()))
+        return writes(leases.enqueue(check_id(run_id), now_micros()))
 
     @method("safepoint.requeue")
     def requeue(self, run_id: str) -> Returns[None]:
@@ -47,7 +47,7 @@ class QueueMethods(Entries):
         as ``enqueue`` would, its attempts and ``retry_at`` cleared. A live
         lease on the run is left alone.
         """
-        return writes(leases.requeue(check_id(run_id), calls.now_micros()))
+        return writes(leases.requeue(check_id(run_id), now_micros()))
 
     @method("safepoint.cancel")
     def cancel(self, run_id: str) -> Returns[Cancelled]:
@@ -63,7 +63,7 @@ class QueueMethods(Entries):
         run changes nothing more; a ``done`` run raises ``RunStatusError``;
         ``NotFound`` if absent. Returns what was done (``leases.Cancelled``).
         """
-        return writes(leases.cancel(check_id(run_id), self.settings.prepare_save, calls.now_micros()))
+        return writes(leases.cancel(check_id(run_id), self.settings.prepare_save, now_micros()))
 
     @method("safepoint.claim", ("worker_id",), store_calls.of_claim, done=store_calls.claimed)
     def claim(self, worker_id: str, *, lease: float | timedelta = 30.0) -> Returns[Lease | None]:
@@ -80,14 +80,14 @@ class QueueMethods(Entries):
         """
         worker = check_id(worker_id, "worker_id")
         duration = arguments.seconds(lease, "lease")
-        return writes(leases.claim(worker, duration, calls.now_micros(), self.settings.schema_version))
+        return writes(leases.claim(worker, duration, now_micros(), self.settings.schema_version))
 
     @method("safepoint.heartbeat", ("lease",), store_calls.of_lease)
     def heartbeat(self, lease: Lease, *, extend: float | timedelta | None = None) -> Returns[Lease]:
         """Extend the lease (by its own duration unless ``extend``); ``LeaseLost`` if fenced off."""
         arguments.check_lease(lease)
         duration = lease.duration if extend is None else arguments.seconds(extend, "extend")
-        return writes(leases.heartbeat(lease, duration, calls.now_micros()))
+        return writes(leases.heartbeat(lease, duration, now_micros()))
 
     @method("safepoint.release", ("lease", "status", "requeue"), store_calls.of_release)
     def release(
@@ -128,7 +128,7 @@ class QueueMethods(Entries):
             lease,
             new_status,
             requeue,
-            calls.now_micros(),
+            now_micros(),
             attempts=attempts,
             retry_at=None if retry_at is None else to_micros(retry_at),
             error=None if error is None else _recorded(error, self.settings.scrubber),
@@ -144,7 +144,7 @@ class QueueMethods(Entries):
         A live lease counts until it expires, so a run its worker releases
         early is claimable sooner: ask again. ``Worker.run(stop_when_idle=True)``
         waits on it."""
-        return Call(leases.next_claimable(calls.now_micros(), self.settings.schema_version), False, _wait)
+        return Call(leases.next_claimable(now_micros(), self.settings.schema_version), False, _wait)
 
     @method("safepoint.queue_too_new")
     def queue_too_new(self) -> Returns[int]:
@@ -156,14 +156,14 @@ class QueueMethods(Entries):
     @method("safepoint.run_counts")
     def run_counts(self, *, soon: timedelta = timedelta(seconds=30)) -> Returns[RunCounts]:
         """Runs by status; how many are queued, leased, and leased with less than ``soon`` left."""
-        now = calls.now_micros()
+        now = now_micros()
         return reads(listing.run_counts(now, now + int(soon.total_seconds() * 1_000_000)))
 
     @method("safepoint.queue_depth")
     def queue_depth(self) -> Returns[int]:
         """How many queued runs a claim could take now (free or expired lease,
         ``retry_at`` come): the backlog a fleet of workers faces."""
-        return reads(leases.queue_depth(calls.now_micros()))
+        return reads(leases.queue_depth(now_micros()))
 
     @method("safepoint.queue_state")
     def queue_state(self, run_id: str) -> Returns[QueueState]:
