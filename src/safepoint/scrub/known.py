@@ -129,6 +129,8 @@ class Secrets:
 
     def automaton(self) -> Matcher[Variant] | None:
         """The Aho-Corasick automaton over every variant of every value (cached)."""
+        if not self._values:
+            return None
         with self._lock:
             if self._automaton is None:
                 self._automaton = build_automaton(self._values)
@@ -139,6 +141,8 @@ class Secrets:
         as it appears once more JSON-escaped there (the same text when the
         variant holds no quote, backslash or control character), and the
         base64 variants across line breaks too."""
+        if not self._values:  # nothing registered: nothing to build, on every save
+            return None
         with self._lock:
             if self._prefilter is None:
                 self._prefilter = build_prefilter(self._values)

@@ -83,16 +83,18 @@ class BlobPolicy:
         return best
 
 
+@dataclass(slots=True)
 class BlobSink:
-    """One save's blobs: new values to write, and every digest its row references."""
+    """One save's blobs: new values to write, and every digest its row references.
 
-    def __init__(self, digest_of: Callable[[bytes], str] = blob_digest) -> None:
-        self.pending: dict[str, bytes] = {}
-        self.digests: set[str] = set()
-        self._digest_of = digest_of  # the target's: keyed on an encrypted store
+    ``digest_of`` is the blob target's (keyed on an encrypted store)."""
+
+    digest_of: Callable[[bytes], str] = blob_digest
+    pending: dict[str, bytes] = field(default_factory=dict)
+    digests: set[str] = field(default_factory=set)
 
     def add(self, data: bytes, media_type: str = TEXT) -> BlobLink:
-        digest = self._digest_of(data)
+        digest = self.digest_of(data)
         self.pending.setdefault(digest, data)
         self.digests.add(digest)
         return BlobLink(digest, len(data), media_type)

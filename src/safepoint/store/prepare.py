@@ -39,7 +39,7 @@ from .large_values import (
 )
 from .references import KEY_MARK, may_need_stored_form, to_stored
 from .stored import StoredFields
-from .validate import check_message
+from .validate import check_message, validate_fields
 
 T = TypeVar("T")
 
@@ -160,6 +160,8 @@ class PreparedSave:
 
     def blob_digests(self) -> str | None:
         """The row's ``blobs`` column: every digest its header and new messages reference."""
+        if not self._field_sink.digests and not self._message_sink.digests:
+            return None  # the usual save: nothing by reference
         return digests_json(self._field_sink.digests | self._message_sink.digests)
 
     def pending_blobs(self) -> dict[str, bytes]:
@@ -173,10 +175,15 @@ def prepare_save(
     blobs: BlobTarget | None,
     policy: BlobPolicy,
     schema_version: int,
+    *,
+    validate: bool = False,
 ) -> PreparedSave:
     """``cp`` in the form a store with these settings writes; ``SchemaTooNew`` when it was
     written by newer code (an imported fixture, a copied checkpoint) than ``schema_version``:
-    this code would store a shape it cannot load itself."""
+    this code would store a shape it cannot load itself. ``validate``: its values are checked
+    first (``validate_fields``), as a save's must be."""
+    if validate:
+        validate_fields(cp, allow_bytes=blobs is not None)
     if type(cp.schema_version) is int and cp.schema_version > schema_version:
         raise SchemaTooNew(cp.run_id, cp.step, cp.schema_version, schema_version)
     return PreparedSave(cp, scrubber=scrubber, blobs=blobs, policy=policy)

@@ -20,6 +20,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from safepoint import codec
 from safepoint.errors import CorruptCheckpoint, EncryptedStore
 from safepoint.messagelist import MessageList, StoredView, freeze
@@ -137,7 +139,7 @@ def header_bytes(
         "created_at": created_at,
         "messages": {"count": count, "chain": chain.hex()},
     }
-    if report:
+    if report is not None and report.counts:  # kept only when the scrubber replaced something
         header["scrub"] = report.to_json()
     return codec.encode(header)
 
@@ -299,8 +301,9 @@ def checkpoint_row(
         "schema_version": cp.schema_version,
         "status": cp.status.value,
         "message_count": count,
-        "ranges": codec.encode(ranges).decode(),
-        "carriers": None if carriers is None else codec.encode(carriers).decode(),
+        # Pairs of ints: orjson's own bytes are already the canonical ones.
+        "ranges": orjson.dumps(ranges).decode(),
+        "carriers": None if carriers is None else orjson.dumps(carriers).decode(),
         "chains": chains or None,
         "header": header,
         "digest": codec.digest(header),

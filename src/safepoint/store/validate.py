@@ -92,11 +92,15 @@ def _plainly_valid(cp: Checkpoint) -> bool:
     for key, label in labels.items():
         if type(key) is not str or type(label) is not str or "\x00" in key or "\x00" in label:
             return False
+    values: list[Any] = [counters, labels]
     for name, kinds in VALUE_TYPES.items():
         value = getattr(cp, name)
-        if type(value) not in kinds or (value is not None and not codec.is_plain_json(value)):
+        if type(value) not in kinds:
             return False
-    return codec.is_plain_json(counters) and codec.is_plain_json(labels)
+        if value is not None:
+            values.append(value)
+    # One walk over them all: the list is one level above each value, so one more level of room.
+    return codec.is_plain_json(values, max_depth=codec.MAX_DEPTH + 1)
 
 
 _NUMBER_TYPES = (int, float)

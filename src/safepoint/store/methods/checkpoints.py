@@ -22,7 +22,7 @@ from safepoint.store.prepare import guarded, prepare_save
 from safepoint.store.query import Op
 from safepoint.store.settings import StoreSettings
 from safepoint.store.twins import Entries, Returns, method
-from safepoint.store.validate import check_id, validate_fields
+from safepoint.store.validate import check_id
 
 
 class CheckpointMethods(Entries):
@@ -194,7 +194,16 @@ def save_call(
     if lease is not None:
         arguments.check_lease(lease)
     scrubber = settings.scrubber
-    guarded(scrubber, partial(validate_fields, allow_bytes=settings.blobs is not None), cp)
+    # Validated, then scrubbed and encoded: a bad value is refused before anything else.
+    prepared = guarded(
+        scrubber,
+        partial(prepare_save, validate=True),
+        cp,
+        scrubber,
+        settings.blobs,
+        settings.blob_policy,
+        settings.schema_version,
+    )
     if lease is not None and lease.run_id != cp.run_id:
         raise InvalidArgument(f"the lease is for run {lease.run_id!r}, not {cp.run_id!r}")
     view = cp.stored_view
@@ -203,9 +212,6 @@ def save_call(
     # A fresh checkpoint has no view: the store's memory gives one (remembered.py).
     recall = settings.memory.recall(cp.run_id, cp.step, view, cp.messages)
     view = recall.view
-    prepared = guarded(
-        scrubber, prepare_save, cp, scrubber, settings.blobs, settings.blob_policy, settings.schema_version
-    )
     # Nothing to plan against: ops.save plans once, in the transaction, against the head.
     plan = None if view is None and cp.step > 0 else prepared.plan(view, cp.messages, recall.known)
     now = records.now_micros()  # looked up on records: one clock for every save (tests set it)
