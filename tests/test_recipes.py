@@ -13,7 +13,9 @@ Where the tree can say it, the count is checked against the tree itself:
   first DDL revision, its row in ``query_specs.DIALECTS`` — and its scheme is
   one ``urls.scheme_of`` accepts;
 - add a store method: every entry of the call table (``store/methods/``) is a
-  method of both ``Store`` and ``AsyncStore``, from that one entry.
+  method of both ``Store`` and ``AsyncStore``, from that one entry;
+- add a framework adapter: every shipped adapter has each of the eight files
+  the recipe lists.
 """
 
 from __future__ import annotations
@@ -51,7 +53,9 @@ def _stated(name: str) -> int:
     return NUMBERS[match[1].lower()]
 
 
-@pytest.mark.parametrize("name", ["add a store method", "add a backend", "add a checkpoint field"])
+@pytest.mark.parametrize(
+    "name", ["add a store method", "add a backend", "add a checkpoint field", "add a framework adapter"]
+)
 def test_each_recipe_states_its_count_and_lists_as_many_steps(name: str) -> None:
     steps = [int(n) for n in re.findall(r"^(\d+)\.", RECIPES[name], flags=re.M)]
     steps += [int(n) for n in re.findall(r"^\d+\. and (\d+)\.", RECIPES[name], flags=re.M)]
@@ -97,3 +101,34 @@ def test_every_call_table_entry_is_a_method_of_both_faces() -> None:
     for name in entries:
         assert callable(getattr(Store, name)), name
         assert callable(getattr(AsyncStore, name)), name
+
+
+# The shipped adapters: (module under safepoint.adapters, extra, the pinned distribution).
+ADAPTERS = [
+    ("langgraph", "langgraph", "langgraph"),
+    ("openai_agents", "openai-agents", "openai-agents"),
+    ("pydantic_ai", "pydantic-ai", "pydantic-ai-slim"),
+    ("google_adk", "google-adk", "google-adk"),
+    ("agent_framework", "agent-framework", "agent-framework-core"),
+]
+
+
+@pytest.mark.parametrize(("module", "extra", "distribution"), ADAPTERS)
+def test_every_adapter_has_the_files_the_adapter_recipe_lists(
+    module: str, extra: str, distribution: str
+) -> None:
+    assert _stated("add a framework adapter") == 8
+    adapters = ROOT / "src" / "safepoint" / "adapters"
+    assert (adapters / f"{module}.py").is_file() or (adapters / module / "__init__.py").is_file()  # 1
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert re.search(rf"^{re.escape(extra)} = \[", pyproject, flags=re.M)  # 2
+    assert re.search(rf"safepoint\[[^\]]*\b{re.escape(extra)}\b", pyproject)
+    extras = re.search(r"^EXTRAS\s*:=\s*(\S+)", (ROOT / "Makefile").read_text(encoding="utf-8"), flags=re.M)
+    assert extras is not None
+    assert extra in extras[1].split(",")  # 3
+    lock = (ROOT / "requirements" / "lock.txt").read_text(encoding="utf-8")
+    assert re.search(rf"^{re.escape(distribution)}==", lock, flags=re.M)  # 4
+    assert (ROOT / "tests" / f"test_adapter_{module}.py").is_file()  # 5
+    assert (ROOT / "examples" / f"{module}_example.py").is_file()  # 6
+    assert f"safepoint.adapters.{module}" in (ROOT / "docs" / "adapters.md").read_text(encoding="utf-8")  # 7
+    assert module in (ROOT / "src" / "safepoint" / "frameworks.py").read_text(encoding="utf-8")  # 8
