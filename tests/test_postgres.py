@@ -38,7 +38,7 @@ from safepoint.store.methods.checkpoints import save_call
 from safepoint.store.postgres.async_driver import PostgresAsyncDriver, open_postgres_async_driver
 from safepoint.store.postgres.driver import PostgresDriver
 from safepoint.store.postgres.schema import REVISIONS
-from safepoint.store.postgres.steps import QUERIES, SETUP
+from safepoint.store.postgres.statements import QUERIES, SETUP
 from safepoint.store.query import Op, Query
 from safepoint.store.query_specs import load_dialect
 from safepoint.store.settings import StoreSettings

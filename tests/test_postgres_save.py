@@ -32,7 +32,7 @@ from safepoint.store.methods.checkpoints import save_call
 from safepoint.store.ops import saving
 from safepoint.store.postgres.async_driver import PostgresAsyncDriver, open_postgres_async_driver
 from safepoint.store.postgres.driver import PostgresDriver
-from safepoint.store.postgres.steps import ALONE_MAX_BYTES
+from safepoint.store.postgres.statements import ALONE_MAX_BYTES
 from safepoint.store.query import Op
 from safepoint.store.settings import StoreSettings
 from safepoint.store.sqlite.driver import SQLiteDriver

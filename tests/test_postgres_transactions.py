@@ -22,7 +22,7 @@ from safepoint.errors import StoreError
 from safepoint.store.postgres.async_driver import PostgresAsyncDriver, open_postgres_async_driver
 from safepoint.store.postgres.config import PostgresConfig
 from safepoint.store.postgres.driver import PostgresDriver
-from safepoint.store.postgres.steps import raw_steps
+from safepoint.store.postgres.statements import raw_statements
 from safepoint.store.query import Op, Query
 from safepoint.twins import blocking
 
@@ -127,7 +127,7 @@ def test_reads_run_in_one_read_only_snapshot(postgres_dsn: str, schema: str) -> 
     show = "SELECT current_setting('transaction_isolation'), current_setting('transaction_read_only')"
     try:
         for write, expected in ((False, ("repeatable read", "on")), (True, ("read committed", "off"))):
-            steps = raw_steps(show, None, driver.search_path)
+            steps = raw_statements(show, None, driver.search_path)
             assert blocking(driver._running(steps, write=write)) == [expected]
     finally:
         driver.close()

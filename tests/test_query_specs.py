@@ -21,7 +21,7 @@ import pytest
 from psycopg import pq
 
 import safepoint
-from safepoint.store.postgres.steps import QUERIES, qualified_sql
+from safepoint.store.postgres.statements import QUERIES, qualified_sql
 from safepoint.store.query_specs import DIALECTS, QUERY_SPECS, NamedQuery, load_dialect
 from safepoint.store.sqlite.driver import SQLiteDriver
 

@@ -1,7 +1,7 @@
 """Statement-level tracing: a driver's named queries reported to the observer's query hook.
 
 ``traced`` wraps what a driver drives — an operation (``Op``, yielding
-``Query``) on SQLite, the statements of one (``postgres.steps``) on
+``Query``) on SQLite, the statements of one (``postgres.statements``) on
 PostgreSQL — and times each item from the moment the driver takes it until
 the driver answers with its rows: sent, run, and its rows read. A driver
 wraps only when the observer has a query hook (``observe.query_hook``), so

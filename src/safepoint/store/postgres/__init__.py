@@ -4,7 +4,7 @@
 (asyncio) are one driver written once (``entries.py``, and the transaction
 in ``transaction.py``): the same operations (``store/ops/``) with the same
 SQL (``queries.sql``), the same DDL setup and the same error translation
-(``steps.py``); one blocks on each call of its connection, the other awaits it.
+(``statements.py``); one blocks on each call of its connection, the other awaits it.
 Open a store with ``safepoint.open_store("postgresql://…")``.
 
 psycopg is the ``postgres`` extra, so a SQLite-only install has no database

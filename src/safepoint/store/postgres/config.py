@@ -155,7 +155,7 @@ class PostgresConfig:
             "connect_timeout": max(2, math.ceil(self.connect_timeout)),
             "prepare_threshold": self.prepare_threshold,
             # The drivers send BEGIN and COMMIT themselves, inside the
-            # operation's pipeline (see steps.py): psycopg must not add its own.
+            # operation's pipeline (see statements.py): psycopg must not add its own.
             "autocommit": True,
         }
 

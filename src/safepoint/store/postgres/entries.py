@@ -6,7 +6,7 @@ a coroutine method on an ``AsyncConnectionPool``. Each builds its flow from
 the transaction's (``transaction.py``); the flavours hold only their
 psycopg classes and how each finds its pool again in a forked child.
 
-Everything but waiting on the server lives in ``steps.py`` (the SQL, the
+Everything but waiting on the server lives in ``statements.py`` (the SQL, the
 DDL setup, error translation) and ``config.py`` (options). Durability
 (DESIGN invariant 1): a save returns after COMMIT, and nothing here touches
 synchronous_commit, so under the server's default (on) the commit record is
@@ -31,7 +31,7 @@ from safepoint.twins import Flow, Invoke, Within, class_entry, entry
 
 from .config import PostgresConfig
 from .errors import Transaction
-from .steps import CAPABILITIES, READ_ONLY_WRITE, Steps, op_steps, raw_steps
+from .statements import CAPABILITIES, READ_ONLY_WRITE, Statements, op_statements, raw_statements
 from .transaction import connect, set_up, transact
 
 T = TypeVar("T")
@@ -55,7 +55,7 @@ class PostgresEntries:
         self.config = config
         self.pool = pool  # for tests and tools; a store never needs it
         self.search_path = search_path
-        self.qualified = qualified  # the final statements' SQL in this store's schema (steps.qualified_sql)
+        self.qualified = qualified  # the final statements' SQL in this store's schema (qualified_sql)
         self.applied: list[int] = []  # DDL revisions this driver applied when it opened
         # The observer's query hook (safepoint.observe.QueryObserver); open_store sets it.
         self.on_query: QueryHook | None = None
@@ -94,7 +94,7 @@ class PostgresEntries:
     @entry
     def execute_raw(self, sql: str, params: dict[str, Any] | None = None) -> Flow[list[Row]]:
         """One row-returning statement outside the named queries, in the store's schema (tests, tools)."""
-        return self._running(raw_steps(sql, params, self.search_path), write=True)
+        return self._running(raw_statements(sql, params, self.search_path), write=True)
 
     @entry
     def close(self) -> Flow[None]:
@@ -103,13 +103,13 @@ class PostgresEntries:
             self._discard_inherited(reopen=False)
         yield Invoke(self.pool.close)
 
-    def _steps(self, op: Op[T]) -> Steps[T]:
-        steps = op_steps(op, self.search_path, self.qualified, self.capabilities)
+    def _steps(self, op: Op[T]) -> Statements[T]:
+        steps = op_statements(op, self.search_path, self.qualified, self.capabilities)
         if self.on_query is not None:  # each statement reported once the driver has its rows
             steps = traced(steps, self.on_query, self.dialect, UNSUPPORTED)
         return steps
 
-    def _running(self, steps: Steps[T], *, write: bool) -> Flow[T]:
+    def _running(self, steps: Statements[T], *, write: bool) -> Flow[T]:
         if write and self.config.read_only:
             raise StoreError(READ_ONLY_WRITE)
         tx = Transaction(steps)

@@ -24,7 +24,7 @@ from safepoint.errors import (
     StoreUnavailable,
 )
 
-from .steps import Steps
+from .statements import Statements
 
 T = TypeVar("T")
 
@@ -123,7 +123,7 @@ class Transaction(Generic[T]):
     violation was about.
     """
 
-    def __init__(self, steps: Steps[T]) -> None:
+    def __init__(self, steps: Statements[T]) -> None:
         self._inner = steps
         self._unconfirmed: list[str] = []  # sent since the last statement whose rows came back
         self._committing = False
@@ -131,7 +131,7 @@ class Transaction(Generic[T]):
         self._step: int | None = None
         self._digest: bytes | None = None  # of the checkpoint a save writes (errors.translate)
 
-    def steps(self) -> Steps[T]:
+    def steps(self) -> Statements[T]:
         inner = self._inner
         try:
             statement = next(inner)

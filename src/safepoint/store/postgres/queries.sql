@@ -18,7 +18,7 @@
 -- Schema: tables are named unqualified (the transaction's search_path
 -- points at the store's schema), except in the statements that end their
 -- transaction ("ends: transaction"): those go alone, with no search_path
--- statement before them (postgres/steps.py), so they write {schema}.table,
+-- statement before them (postgres/statements.py), so they write {schema}.table,
 -- which the driver fills with the store's quoted schema name once, when it
 -- opens. A query must not contain other braces.
 --

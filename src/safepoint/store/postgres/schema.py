@@ -1,5 +1,5 @@
-"""The store's schema on PostgreSQL: create or upgrade it (``setup_steps``), or look at it
-for a read-only open (``existing_steps``, ``check_existing``), as statements for a driver.
+"""The store's schema on PostgreSQL: create or upgrade it (``setup_statements``), or look at it
+for a read-only open (``existing_statements``, ``check_existing``), as statements for a driver.
 
 Each missing numbered revision of ``ddl/`` is applied in order, all of them
 on a fresh schema (forward-only; ``tests/test_ddl.py`` and
@@ -18,13 +18,13 @@ from safepoint.store.sqlfiles import load_revisions
 from safepoint.visible import visible
 
 from .config import PostgresConfig
-from .steps import SETUP, Statement, Steps, search_path_statement
+from .statements import SETUP, Statement, Statements, search_path_statement
 
 _PACKAGE = __package__ or "safepoint.store.postgres"
 REVISIONS = load_revisions(_PACKAGE)
 
 
-def setup_steps(schema: str, search_path: str) -> Steps[list[int]]:
+def setup_statements(schema: str, search_path: str) -> Statements[list[int]]:
     """Bring the schema's tables up to date; returns the revisions applied now.
 
     Runs in one transaction under an advisory lock, so processes starting
@@ -66,7 +66,7 @@ class Existing:
     revisions: frozenset[int] | None
 
 
-def existing_steps(schema: str, search_path: str) -> Steps[Existing]:
+def existing_statements(schema: str, search_path: str) -> Statements[Existing]:
     """Look at the schema without changing anything (a read-only open): no lock, no DDL."""
     if not (yield Statement("schema_exists", SETUP["schema_exists"], {"schema": schema}))[0][0]:
         return Existing(schema_exists=False, revisions=None)

@@ -1,6 +1,6 @@
 """One PostgreSQL transaction on one connection, written once for both drivers.
 
-What a driver sends for an operation (``steps.py``: BEGIN, the statements,
+What a driver sends for an operation (``statements.py``: BEGIN, the statements,
 COMMIT, a final statement alone or in one message) and how it waits for the
 answers is one flow of requests (``safepoint.twins``): each call of the
 connection, a cursor or the pipeline is an ``Invoke``, and the pipeline a
@@ -12,7 +12,7 @@ comes in as data (the client cursor class).
 The transaction: a write that opens with a final statement (a save, a lease
 call) sends it alone (``steps.fits_alone``). Otherwise, on an autocommit
 connection, BEGIN and COMMIT are statements of the pipeline (see
-``steps.py``); a final statement after others goes out with its COMMIT and
+``statements.py``); a final statement after others goes out with its COMMIT and
 its rows are read after the pipeline's Sync, so that no wait splits them. An
 error leaves the transaction open or aborted; the connection's context
 (``pool.connection()``, a connection's own ``with``) rolls it back.
@@ -31,8 +31,8 @@ from safepoint.twins import Flow, Invoke, Within
 
 from .config import PostgresConfig, search_path
 from .errors import Transaction
-from .schema import check_existing, existing_steps, setup_steps
-from .steps import BEGIN, COMMIT, DEFAULTS_REFUSED, Statement, fits_alone, one_message, qualified_sql
+from .schema import check_existing, existing_statements, setup_statements
+from .statements import BEGIN, COMMIT, DEFAULTS_REFUSED, Statement, fits_alone, one_message, qualified_sql
 
 T = TypeVar("T")
 Connection = Any  # a psycopg.Connection or an AsyncConnection: the same calls, awaited or not
@@ -150,14 +150,14 @@ def set_up(
     path = search_path(config.schema, conn)
     qualified = qualified_sql(config.schema, conn)
     if config.read_only:
-        look = Transaction(existing_steps(config.schema, path))
+        look = Transaction(existing_statements(config.schema, path))
         try:
             found = yield from transact(conn, look, write=False, client=client, pipeline=False)
         except psycopg.Error as exc:
             raise look.error(exc) from exc
         check_existing(config, found)
         return path, qualified, []
-    tx = Transaction(setup_steps(config.schema, path))
+    tx = Transaction(setup_statements(config.schema, path))
     try:
         applied = yield from transact(conn, tx, write=True, client=client, pipeline=False)
     except psycopg.Error as exc:

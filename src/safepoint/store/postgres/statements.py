@@ -1,7 +1,7 @@
 """What both PostgreSQL drivers send, written once and free of I/O.
 
 A driver opens a transaction and asks this module for its statements:
-``op_steps`` turns an operation's named queries (``store/ops/``) into SQL
+``op_statements`` turns an operation's named queries (``store/ops/``) into SQL
 after pointing search_path at the store's schema (``schema.py`` holds the
 DDL setup's). The sync driver blocks on each statement and the async driver
 awaits it; that loop is all either of them holds (the split psycopg itself
@@ -114,7 +114,7 @@ class Statement:
     spec: QuerySpec | None = None
 
 
-Steps = Generator[Statement, list[Row], T]
+Statements = Generator[Statement, list[Row], T]
 
 
 # The most parameter bytes a statement may carry to go alone. Alone, it is
@@ -190,9 +190,9 @@ def qualified_sql(schema: str, context: Any) -> dict[str, str]:
     }
 
 
-def op_steps(
+def op_statements(
     op: Op[T], search_path: str, qualified: dict[str, str], capabilities: frozenset[str] = CAPABILITIES
-) -> Steps[T]:
+) -> Statements[T]:
     """The statements of one operation's transactions, as SQL.
 
     A transaction that opens with a final statement is that statement alone
@@ -233,7 +233,7 @@ def _statement(query: Query, qualified: dict[str, str]) -> Statement:
     return Statement(query.name, text, query.params, query.many, fetch=fetch, final=final, spec=spec)
 
 
-def raw_steps(text: str, params: dict[str, Any] | None, search_path: str) -> Steps[list[Row]]:
+def raw_statements(text: str, params: dict[str, Any] | None, search_path: str) -> Statements[list[Row]]:
     """One row-returning statement outside the named queries, in the store's schema (tests, tools)."""
     yield search_path_statement(search_path)
     return (yield Statement("raw statement", text, params))
