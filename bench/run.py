@@ -60,6 +60,7 @@ from sections import concurrency as concurrency_section
 from sections import encryption as encryption_section
 from sections import frameworks as frameworks_section
 from sections import fresh as fresh_section
+from sections import house as house_section
 from sections import langgraph_sqlite, save_breakdown, sqlite_store
 from sections import otel as otel_section
 from sections import postgres as postgres_section
@@ -81,6 +82,7 @@ SECTIONS = {
     "encryption": "encryption_only",
     "ui": "ui_only",
     "frameworks": "frameworks_only",
+    "house": "house_only",
 }
 VARIANTS: tuple[dict[str, Any], ...] = ({"scrubber": False}, {"scrubber": False, "blobs": False})
 
@@ -95,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
 
     # The sections that run alone build their own workloads (some in their own processes).
     alone = {
+        # Before and after a refactor: two trees of safepoint in one run (sections/house.py).
+        "house_only": house_section.run,
         "scale_only": lambda: _scale(args),
         "otel_only": lambda: _otel(args),
         "fresh_only": lambda: _fresh(args, workdir),
@@ -352,6 +356,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-encryption", action="store_true", help="skip the encryption section")
     parser.add_argument("--encryption-reps", type=int, help="encryption processes (default 3)")
     parser.add_argument("--ui-only", action="store_true", help="run and print only the inspector section")
+    parser.add_argument(
+        "--house-only", action="store_true", help="run and print only the before/after section (house.py)"
+    )
     parser.add_argument("--no-ui", action="store_true", help="skip the inspector section")
     parser.add_argument(
         "--frameworks-only", action="store_true", help="run and print only the framework adapters' section"

@@ -153,8 +153,61 @@ def compare(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[d
     return rows
 
 
+def markdown(results: dict[str, list[dict[str, Any]]], before: str) -> str:
+    """The comparison as the Markdown table docs/benchmarks.md shows."""
+    names = {
+        "save_ir": "instructions per save (callgrind)",
+        "save_cpu_us": "CPU per save, µs",
+        "load_cpu_us": "CPU per load of the latest checkpoint, µs",
+        "claimed_cpu_us": "CPU per claimed one-step run (worker + handler), µs",
+    }
+    lines = [
+        f"| figure | before ({before}): range of {len(results['before'])} | after: median of "
+        f"{len(results['after'])} | after / before median | verdict |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for row in compare(results["before"], results["after"]):
+        low, high = row["before"]
+        middle = statistics.median(r[row["figure"]] for r in results["before"])
+        ratio = row["after"] / middle if middle else float("nan")
+        lines.append(
+            f"| {names[row['figure']]} | {low:,.0f} to {high:,.0f} | {row['after']:,.0f} | {ratio:.2f} |"
+            f" {row['verdict']} |"
+        )
+    queries = {name: ", ".join(results[name][0]["claimed_queries"]) for name in ("before", "after")}
+    lines += [
+        "",
+        f"Named queries of a claimed one-step run (SQLite), before: {queries['before']}"
+        f" ({len(results['before'][0]['claimed_queries'])}); after: {queries['after']}"
+        f" ({len(results['after'][0]['claimed_queries'])}).",
+    ]
+    return "\n".join(lines)
+
+
 def _verdict(worse: bool, better: bool) -> str:
     return "worse" if worse else "better" if better else "same"
+
+
+def run(before: str = "house2-start", runs: int = 3, ir: bool = True) -> str:
+    """Probe ``before`` and this tree ``runs`` times each, interleaved; the Markdown report.
+    Each probe's figures go to stderr as they come."""
+    tmp = Path(tempfile.mkdtemp(prefix="safepoint-house-"))
+    tree = tmp / "before"
+    try:
+        add = ["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(tree), before]
+        subprocess.run(add, check=True)
+        trees = {"before": tree / "src", "after": ROOT / "src"}
+        results: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
+        for _ in range(runs):
+            for name in ("before", "after"):
+                found = probe(trees[name], "cpu", 400)
+                found["save_ir"] = save_ir(trees[name]) if ir else 0.0
+                results[name].append(found)
+                print(name, json.dumps(found), file=sys.stderr, flush=True)
+        return markdown(results, before)
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -163,24 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-ir", action="store_true", help="skip the callgrind counts (minutes)")
     args = parser.parse_args(argv)
-    tmp = Path(tempfile.mkdtemp(prefix="safepoint-house-"))
-    tree = tmp / "before"
-    try:
-        subprocess.run(
-            ["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(tree), args.before], check=True
-        )
-        trees = {"before": tree / "src", "after": ROOT / "src"}
-        results: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
-        for _ in range(args.runs):
-            for name in ("before", "after"):
-                found = probe(trees[name], "cpu", 400)
-                found["save_ir"] = 0.0 if args.no_ir else save_ir(trees[name])
-                results[name].append(found)
-                print(name, json.dumps(found), flush=True)
-        print(json.dumps({"compare": compare(results["before"], results["after"]), **results}, indent=1))
-    finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False)
-        shutil.rmtree(tmp, ignore_errors=True)
+    print(run(args.before, args.runs, ir=not args.no_ir))
     return 0
 
 
