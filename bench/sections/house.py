@@ -17,7 +17,9 @@ Each probe reports, for a default SQLite store:
   run's batches);
 * ``claimed_queries``: the named queries (``QueryLog``) a ``Worker`` makes
   for one claimed one-step run driven by the documented handler, and
-  ``claimed_cpu_us``: native CPU per such run.
+  ``claimed_ir``/``claimed_cpu_us``: instructions (``WARMUP_CLAIMS`` runs
+  subtracted from ``WARMUP_CLAIMS + CLAIMS``, the same runs queued in both)
+  and native CPU per such run.
 
 A figure is worse when the median of the after-runs lies outside the range
 of the before-runs by more than 5 %.
@@ -39,6 +41,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 WARMUP = 50
 SAVES = 200
+WARMUP_CLAIMS = 10
+CLAIMS = 40
 TOLERANCE = 0.05
 
 _PROBE = r"""
@@ -62,11 +66,35 @@ def saves(store, run_id, n):
         store.save(agent_step(cp, step))
     return cp
 
+from safepoint import Run, Status
+from safepoint.worker import Worker, Job
+
+def handler(job):
+    # The documented handler of each tree: job.open_run() where it exists.
+    if hasattr(Job, "open_run"):
+        run = job.open_run()
+    else:
+        run = Run.open(job.store, job.run_id, lease=job.lease)
+    run.commit()  # one step; the worker's release marks the run done
+    return Status.DONE
+
+def queue(store, runs):
+    for i in range(runs):
+        store.save(Checkpoint(run_id=f"job-{i}", messages=[{"role": "user", "content": "go"}]))
+        store.enqueue(f"job-{i}")
+    return Worker(store, handler, worker_id="bench", lease=30, poll=0.01)
+
 mode, n = sys.argv[1], int(sys.argv[2])
 folder = tempfile.mkdtemp()
 store = safepoint.open_store(f"sqlite:///{folder}/s.db")
-if mode == "ir":  # callgrind counts the whole process: the caller subtracts two of them
+# callgrind counts the whole process: the caller subtracts two of them, which
+# differ only in how many saves (or claimed runs) they make.
+if mode == "ir":
     saves(store, "r", n)
+    print(json.dumps({}))
+    sys.exit(0)
+if mode == "irclaim":
+    queue(store, int(sys.argv[3])).run(max_runs=n)
     print(json.dumps({}))
     sys.exit(0)
 out = {}
@@ -84,22 +112,8 @@ for _ in range(n):
     loads.append(time.process_time() - start)
 out["load_cpu_us"] = sorted(loads)[len(loads) // 2] * 1e6
 
-from safepoint import Run, Status
-from safepoint.worker import Worker, Job
-
-def handler(job):
-    if hasattr(Job, "open_run"):
-        run = job.open_run()
-    else:
-        run = Run.open(job.store, job.run_id, lease=job.lease)
-    run.commit()  # one step; the worker's release marks the run done
-    return Status.DONE
-
 runs = 50
-for i in range(runs + 1):
-    store.save(Checkpoint(run_id=f"job-{i}", messages=[{"role": "user", "content": "go"}]))
-    store.enqueue(f"job-{i}")
-worker = Worker(store, handler, worker_id="bench", lease=30, poll=0.01)
+worker = queue(store, runs + 1)
 log = QueryLog(store)
 worker.run(max_runs=1)
 out["claimed_queries"] = [query.name for query in log.take()]
@@ -119,14 +133,15 @@ def probe(src: Path, mode: str, n: int) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def save_ir(src: Path) -> float:
-    """Instructions per save: two callgrind processes, WARMUP and WARMUP + SAVES saves."""
+def instructions(src: Path, mode: str, warmup: int, counted: int, total: int) -> float:
+    """Instructions per unit of work: two callgrind processes doing ``warmup`` and
+    ``warmup + counted`` units (``total`` set up in both), their difference over ``counted``."""
     counts = []
-    for n in (WARMUP, WARMUP + SAVES):
+    for n in (warmup, warmup + counted):
         env = {**os.environ, "PYTHONPATH": str(src)}
         command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
         done = subprocess.run(
-            [*command, sys.executable, "-c", _PROBE, "ir", str(n)],
+            [*command, sys.executable, "-c", _PROBE, mode, str(n), str(total)],
             env=env,
             capture_output=True,
             text=True,
@@ -136,12 +151,12 @@ def save_ir(src: Path) -> float:
         if done.returncode != 0 or line is None:
             raise RuntimeError(f"callgrind probe failed on {src}:\n{done.stderr[-3000:]}")
         counts.append(int(line.rsplit(":", 1)[1]))
-    return (counts[1] - counts[0]) / SAVES
+    return (counts[1] - counts[0]) / counted
 
 
 def compare(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows = []
-    for key in ("save_ir", "save_cpu_us", "load_cpu_us", "claimed_cpu_us"):
+    for key in ("save_ir", "save_cpu_us", "load_cpu_us", "claimed_ir", "claimed_cpu_us"):
         low = min(r[key] for r in before)
         high = max(r[key] for r in before)
         median = statistics.median(r[key] for r in after)
@@ -159,6 +174,7 @@ def markdown(results: dict[str, list[dict[str, Any]]], before: str) -> str:
         "save_ir": "instructions per save (callgrind)",
         "save_cpu_us": "CPU per save, µs",
         "load_cpu_us": "CPU per load of the latest checkpoint, µs",
+        "claimed_ir": "instructions per claimed one-step run (callgrind)",
         "claimed_cpu_us": "CPU per claimed one-step run (worker + handler), µs",
     }
     lines = [
@@ -201,7 +217,11 @@ def run(before: str = "house2-start", runs: int = 3, ir: bool = True) -> str:
         for _ in range(runs):
             for name in ("before", "after"):
                 found = probe(trees[name], "cpu", 400)
-                found["save_ir"] = save_ir(trees[name]) if ir else 0.0
+                found["save_ir"] = instructions(trees[name], "ir", WARMUP, SAVES, 0) if ir else 0.0
+                claims = WARMUP_CLAIMS + CLAIMS
+                found["claimed_ir"] = (
+                    instructions(trees[name], "irclaim", WARMUP_CLAIMS, CLAIMS, claims) if ir else 0.0
+                )
                 results[name].append(found)
                 print(name, json.dumps(found), file=sys.stderr, flush=True)
         return markdown(results, before)
