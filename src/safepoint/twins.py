@@ -217,6 +217,24 @@ class Written:
         self.doc = build.__doc__
         self.signature = _signature(build) if signature is None else signature
 
+    def blocking(self) -> Callable[..., Any]:
+        """The entry as a method that runs its flow with ``blocking``."""
+        build = self.build
+
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            return blocking(build(self, *args, **kwargs))
+
+        return method
+
+    def awaiting(self) -> Callable[..., Any]:
+        """The entry as a coroutine method that runs its flow with ``awaiting``."""
+        build = self.build
+
+        async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            return await awaiting(build(self, *args, **kwargs))
+
+        return method
+
     def dress(self, method: Callable[..., Any], owner: type, returns: Any = None) -> Callable[..., Any]:
         """``method`` as the entry's method of ``owner``: its name, docstring and signature
         (``returns`` in place of the signature's return annotation, when given), each
@@ -312,7 +330,8 @@ def _read_as(annotation: Any, flavoured: dict[str, str]) -> Any:
 
 
 class Twins:
-    """The base of ``Blocking`` and ``Awaiting``: each entry a class inherits becomes its method.
+    """The base of ``Blocking`` and ``Awaiting``: each entry a class inherits becomes its method,
+    the one the entry makes for the class's flavour (``Written.blocking``, ``Written.awaiting``).
 
     ``_flavoured``: how an annotation the entries write for both flavours reads in this class's
     (``{"Store | AsyncStore": "Store"}``), so its methods show their own types.
@@ -320,10 +339,13 @@ class Twins:
 
     _entries: ClassVar[dict[str, Written]] = {}
     _flavoured: ClassVar[dict[str, str]] = {}
+    _flavour: ClassVar[str] = ""  # which of the entry's makers: "blocking" or "awaiting"
 
     @classmethod
     def _method(cls, entry: Written) -> Callable[..., Any]:
-        raise NotImplementedError
+        """The method ``entry`` makes for this class."""
+        method = getattr(entry, cls._flavour)()
+        return entry.dress(method, cls, cls.__name__ if entry.of_class else None)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -341,24 +363,10 @@ class Twins:
 class Blocking(Twins):
     """A class whose entries are methods that block: each runs its flow with ``blocking``."""
 
-    @classmethod
-    def _method(cls, entry: Written) -> Callable[..., Any]:
-        build = entry.build
-
-        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-            return blocking(build(self, *args, **kwargs))
-
-        return entry.dress(method, cls, cls.__name__ if entry.of_class else None)
+    _flavour = "blocking"
 
 
 class Awaiting(Twins):
     """A class whose entries are coroutine methods: each awaits its flow with ``awaiting``."""
 
-    @classmethod
-    def _method(cls, entry: Written) -> Callable[..., Any]:
-        build = entry.build
-
-        async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-            return await awaiting(build(self, *args, **kwargs))
-
-        return entry.dress(method, cls, cls.__name__ if entry.of_class else None)
+    _flavour = "awaiting"

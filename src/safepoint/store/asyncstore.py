@@ -25,12 +25,12 @@ from functools import partial
 from typing import Any, TypeVar
 
 from safepoint.observe import QueryHook
+from safepoint.twins import Awaiting
 
 from .facade import StoreFace
 from .query import AsyncDriver, Op
 from .sqlite.driver import SQLiteDriver
 from .sqlite.transactions import Member
-from .twins import Awaiting
 
 T = TypeVar("T")
 

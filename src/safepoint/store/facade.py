@@ -15,12 +15,11 @@ from typing import Any, Generic, TypeVar
 
 from safepoint.observe import NO_OBSERVER, Observer
 from safepoint.observe.spans import backend_of
-from safepoint.twins import Flow, Invoke, entry
+from safepoint.twins import Blocking, Flow, Invoke, entry
 
 from .methods import StoreMethods
 from .query import AsyncDriver, Driver
 from .settings import StoreSettings
-from .twins import Blocking
 
 T = TypeVar("T")
 D = TypeVar("D", Driver, AsyncDriver)

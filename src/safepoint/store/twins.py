@@ -1,24 +1,24 @@
 """One call-table entry, two methods: ``Store``'s blocks on its driver, ``AsyncStore``'s awaits it.
 
 The call table (``methods.py``) writes each public store method once, as an
-entry: its signature and docstring, the ``Call`` it builds, and how it is
-observed (an ``observe.store_calls.Spec``). ``Blocking`` and ``Awaiting`` are the bases of
-``Store`` and ``AsyncStore``, the store's kin of ``safepoint.twins``' (whose
-entries, such as ``close``, they run too): when either class is defined,
-each entry it inherits becomes a real method of that class — a function for
-``Store``, a coroutine function for ``AsyncStore`` — with the entry's name,
-docstring and signature (its return annotation: the call's result), so
-``help()``, ``inspect`` and editors show what was written. For type checkers
-the entry stays a ``StoreMethod`` descriptor, whose ``__get__`` gives the
-same parameters, returning the result on a ``Store`` and a coroutine of it
-on an ``AsyncStore``.
+entry (a ``StoreMethod``, one of ``safepoint.twins``' entries): its
+signature and docstring, the ``Call`` it builds, and how it is observed (an
+``observe.store_calls.Spec``). ``Store`` is a ``twins.Blocking`` class and
+``AsyncStore`` a ``twins.Awaiting`` one: when either is defined, each entry
+it inherits becomes a real method of it — a function for ``Store``, a
+coroutine function for ``AsyncStore`` — with the entry's name, docstring and
+signature (its return annotation: the call's result), so ``help()``,
+``inspect`` and editors show what was written. For type checkers the entry
+stays a descriptor, whose ``__get__`` gives the same parameters, returning
+the result on a ``Store`` and a coroutine of it on an ``AsyncStore``.
 
-The method is the store's loop per flavour. Unobserved — the hot path — it
-is three lines: build the call, run what must precede the transaction
-(``before``: blocking I/O, in a worker thread for ``AsyncStore``), and the
-transaction, which ``hand_over`` gives the driver
-(its result, or an awaitable of it). Observed, it is one flow (``observed``)
-that either loop runs, inside the call's span.
+A store method is the store's loop per flavour (``StoreMethod.blocking``,
+``awaiting``). Unobserved — the hot path — it is three lines: build the
+call, run what must precede the transaction (``before``: blocking I/O, in a
+worker thread for ``AsyncStore``), and the transaction, which
+``hand_over`` gives the driver (its result, or an awaitable of
+it). Observed, it is one flow (``observed``) that either loop runs, inside
+the call's span.
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ from __future__ import annotations
 import asyncio
 import inspect
 import typing
-from collections.abc import Callable, Coroutine
-from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, Protocol, TypeAlias, TypeVar, overload
+from collections.abc import Callable
+from typing import Any, ClassVar, Concatenate, ParamSpec, Protocol, TypeAlias, TypeVar
 
 from safepoint import twins
-from safepoint.observe import NO_OBSERVER, Observer
+from safepoint.observe import NO_OBSERVER
 from safepoint.observe.spans import AttributeDict, Operation
 from safepoint.observe.store_calls import Done, Spec, no_attributes
-from safepoint.twins import Flow, Invoke, Offload, Written
+from safepoint.twins import Entry, Flow, Invoke, Offload, Written
 
 from .calls import Call
 from .sealed_ops import sealed_call
@@ -60,7 +60,7 @@ class Entries:
     _entries: ClassVar[dict[str, Written]]
 
 
-class StoreMethod(Written, Generic[P, R]):
+class StoreMethod(Entry[P, R]):
     """One entry of the call table: a public store method, written once."""
 
     def __init__(self, build: Build[P, R], spec: Spec) -> None:
@@ -76,7 +76,7 @@ class StoreMethod(Written, Generic[P, R]):
             ],
             return_annotation=typing.get_args(hints["return"])[1],
         )
-        super().__init__(build, signature)
+        Written.__init__(self, build, signature)
         # Where each parameter the span reports is found among a call's arguments (self aside).
         public = list(self.signature.parameters.values())[1:]
         by_name = {
@@ -98,16 +98,34 @@ class StoreMethod(Written, Generic[P, R]):
         ]
         return self.spec.attributes(*values)
 
-    @overload
-    def __get__(self, store: None, owner: type[Any]) -> StoreMethod[P, R]: ...
-    @overload
-    def __get__(self, store: Blocking, owner: type[Any]) -> Callable[P, R]: ...
-    @overload
-    def __get__(self, store: Awaiting, owner: type[Any]) -> Callable[P, Coroutine[Any, Any, R]]: ...
-    def __get__(self, store: object, owner: type[Any]) -> Any:
-        if store is None:
-            return self
-        raise TypeError(f"{self.name} is a method of a Store or an AsyncStore, not of {type(store).__name__}")
+    def blocking(self) -> Callable[..., Any]:
+        """The store's loop, blocking: the unobserved call in place (the hot path: build the call,
+        its slow I/O, its transaction), the observed one as a flow in its span."""
+        build, entry = self.build, self
+
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if self.observer is NO_OBSERVER:
+                call = build(self, *args, **kwargs)
+                if call.before is not None:  # slow I/O (blob uploads), before the transaction begins
+                    call.before()
+                return call.finish(hand_over(self, call))
+            return twins.blocking(observed(entry, self, args, kwargs))
+
+        return method
+
+    def awaiting(self) -> Callable[..., Any]:
+        """The store's loop, awaiting: as ``blocking``, with the slow I/O in a worker thread."""
+        build, entry = self.build, self
+
+        async def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if self.observer is NO_OBSERVER:
+                call = build(self, *args, **kwargs)
+                if call.before is not None:  # blocking I/O: off the event loop
+                    await asyncio.to_thread(call.before)
+                return call.finish(await hand_over(self, call))
+            return await twins.awaiting(observed(entry, self, args, kwargs))
+
+        return method
 
 
 def method(
@@ -147,66 +165,8 @@ def hand_over(store: _Store, call: Call[Any, Any]) -> Any:
     return driver.run(op, write=call.write)
 
 
-class Blocking(twins.Blocking):
-    """The base of ``Store``: each call-table entry becomes a method that blocks on the driver."""
-
-    observer: Observer
-    settings: StoreSettings
-    _driver: Any
-    _backend: str  # the span's ``safepoint.backend``
-
-    def _transaction(self, call: Call[T, Any]) -> T:
-        """Run the call's transaction on the driver (after its ``before``)."""
-        return hand_over(self, call)  # type: ignore[no-any-return]
-
-    @classmethod
-    def _method(cls, entry: Written) -> Callable[..., Any]:
-        if not isinstance(entry, StoreMethod):
-            return super()._method(entry)
-        build = entry.build
-
-        def method(self: Blocking, *args: Any, **kwargs: Any) -> Any:
-            if self.observer is NO_OBSERVER:
-                call = build(self, *args, **kwargs)
-                if call.before is not None:  # slow I/O (blob uploads), before the transaction begins
-                    call.before()
-                return call.finish(self._transaction(call))
-            return twins.blocking(observed(entry, self, args, kwargs))
-
-        return entry.dress(method, cls)
-
-
-class Awaiting(twins.Awaiting):
-    """The base of ``AsyncStore``: each call-table entry becomes a coroutine method that awaits the driver."""
-
-    observer: Observer
-    settings: StoreSettings
-    _driver: Any
-    _backend: str
-
-    def _transaction(self, call: Call[T, Any]) -> Coroutine[Any, Any, T]:
-        """Run the call's transaction on the driver (after its ``before``)."""
-        return hand_over(self, call)  # type: ignore[no-any-return]
-
-    @classmethod
-    def _method(cls, entry: Written) -> Callable[..., Any]:
-        if not isinstance(entry, StoreMethod):
-            return super()._method(entry)
-        build = entry.build
-
-        async def method(self: Awaiting, *args: Any, **kwargs: Any) -> Any:
-            if self.observer is NO_OBSERVER:
-                call = build(self, *args, **kwargs)
-                if call.before is not None:  # blocking I/O: off the event loop, before the transaction
-                    await asyncio.to_thread(call.before)
-                return call.finish(await self._transaction(call))
-            return await twins.awaiting(observed(entry, self, args, kwargs))
-
-        return entry.dress(method, cls)
-
-
 def observed(
-    entry: StoreMethod[Any, Any], store: Blocking | Awaiting, args: tuple[Any, ...], kwargs: dict[str, Any]
+    entry: StoreMethod[Any, Any], store: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Flow[Any]:
     """An observed store's call, written once for both loops: the call inside its span."""
     spec = entry.spec
@@ -214,7 +174,7 @@ def observed(
         call = entry.build(store, *args, **kwargs)
         if call.before is not None:
             yield Offload(call.before)
-        raw = yield Invoke(store._transaction, (call,))
+        raw = yield Invoke(hand_over, (store, call))
         result = call.finish(raw)
         spec.report(op, call, raw, result)
     return result
