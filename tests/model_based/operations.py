@@ -37,6 +37,15 @@ class Op:
     update: Update
 
 
+# Error texts a worker records: a registered secret inside, control characters, a huge one.
+ERROR_TEXTS = (
+    "RuntimeError: tool failed",
+    "TimeoutError: token {secret} expired",
+    "ValueError: bad\x00value\n\x1b[31mred",
+    "E" * 2000,
+)
+
+
 def _index() -> st.SearchStrategy[int]:
     return st.integers(0, 7)
 
@@ -172,11 +181,25 @@ TABLE: tuple[Op, ...] = (
     Op(
         "release",
         lambda c: st.fixed_dictionaries(
-            {"lease": _index(), "requeue": st.booleans(), "status": st.sampled_from((None, "done", "paused"))}
+            {
+                "lease": _index(),
+                "requeue": st.booleans(),
+                "status": st.sampled_from((None, "done", "paused")),
+                "attempts": st.sampled_from(("keep", "reset", "uncount")),
+                "retry": st.booleans(),
+                "error": st.one_of(st.none(), st.sampled_from(ERROR_TEXTS)),
+            }
         ),
         lambda ctx: bool(ctx.leases),
         queue.act_release,
         queue.update_release,
+    ),
+    Op(
+        "queue_reads",
+        lambda c: st.just({}),
+        lambda ctx: True,
+        queue.act_queue_reads,
+        queue.update_queue_reads,
     ),
     Op(
         "save_under_lease",

@@ -1,16 +1,20 @@
-"""Operations on the work queue: enqueue, claim (a live or a stale lease), heartbeat, release,
-a save under a lease, and a worker on the old migration chain with a claim budget."""
+"""Operations on the work queue: enqueue, claim (a live or a stale lease), heartbeat, release
+(with what a worker records: attempts, retry_at, an error text), the queue's reads
+(claimable_in, queue_too_new), a save under a lease, and a worker on the old migration chain
+with a claim budget."""
 
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from safepoint import LeaseLost, Status, Worker
+from safepoint import InvalidArgument, LeaseLost, Status, Worker
 from safepoint.worker import Job
 
 from . import model as reference
 from .context import Context, Finding, Outcome, attempt, build, content_of, expect
+from .model import SECRET_VALUE
 from .ops_checkpoints import _pick
 
 LIVE_LEASE = 3600.0  # outlives any example
@@ -90,10 +94,22 @@ def update_heartbeat(ctx: Context, args: dict[str, Any], outcome: Outcome) -> No
 
 
 def act_release(ctx: Context, args: dict[str, Any]) -> Outcome:
+    """A release as a worker makes it: what happens to the attempts, a ``retry_at`` (None, or one
+    already come, so the queue the model predicts is unchanged) and an error text that may carry
+    the registered secret (the store scrubs it)."""
     lease = ctx.leases[args["lease"] % len(ctx.leases)]
+    retry_at = None if not args["retry"] else datetime.now(UTC) - timedelta(seconds=1)
+    error = None if args["error"] is None else args["error"].replace("{secret}", SECRET_VALUE)
     outcome = attempt(
         ctx,
-        lambda: ctx.world.store.release(lease, status=args["status"], requeue=args["requeue"]),
+        lambda: ctx.world.store.release(
+            lease,
+            status=args["status"],
+            requeue=args["requeue"],
+            attempts=args["attempts"],
+            retry_at=retry_at,
+            error=error,
+        ),
         f"release({lease.run_id!r})",
     )
     outcome.extra["lease"] = lease
@@ -102,14 +118,49 @@ def act_release(ctx: Context, args: dict[str, Any]) -> Outcome:
 
 def update_release(ctx: Context, args: dict[str, Any], outcome: Outcome) -> None:
     lease = outcome.extra["lease"]
+    what = f"release({lease.run_id!r})"
+    if args["error"] is not None and args["attempts"] == "reset":
+        expect(outcome, InvalidArgument, what)  # a clean outcome carries no error
+        return
     current = _current(ctx, lease)
-    expect(outcome, None if current else LeaseLost, f"release({lease.run_id!r})")
+    expect(outcome, None if current else LeaseLost, what)
+    if current and args["error"] is not None:
+        recorded = ctx.world.store.run(lease.run_id).last_error
+        if recorded is None or SECRET_VALUE in recorded:
+            raise Finding(f"{what}: the last error is missing or holds the registered secret")
     if current:
         run = ctx.model.runs[lease.run_id]
         run.lease = None
         run.queued = args["requeue"]
         if args["status"] is not None:
             run.status = args["status"]
+
+
+def act_queue_reads(ctx: Context, args: dict[str, Any]) -> Outcome:
+    store = ctx.world.store
+    return attempt(ctx, lambda: (store.claimable_in(), store.queue_too_new()), "queue reads")
+
+
+def update_queue_reads(ctx: Context, args: dict[str, Any], outcome: Outcome) -> None:
+    """``queue_too_new`` counts the queued runs whose head is newer than the store's version,
+    exactly; ``claimable_in`` is 0 while the model has a claimable run this store may take, and
+    None when nothing is queued (a lease expiring meanwhile only makes it smaller)."""
+    expect(outcome, None, "queue reads")
+    wait, too_new = outcome.value
+    version = ctx.world.store.settings.schema_version
+    queued = [run for run in ctx.model.runs.values() if run.queued]
+    newer = sum(1 for run in queued if run.checkpoints[run.head]["schema_version"] > version)
+    if too_new != newer:
+        raise Finding(f"queue_too_new() is {too_new}, the model counts {newer}")
+    takes = [
+        run_id
+        for run_id in ctx.model.claimable(time.time())
+        if ctx.model.runs[run_id].checkpoints[ctx.model.runs[run_id].head]["schema_version"] <= version
+    ]
+    if takes and wait != timedelta(0):
+        raise Finding(f"claimable_in() is {wait} while the model has a claimable run")
+    if not queued and wait is not None:
+        raise Finding(f"claimable_in() is {wait} with nothing queued")
 
 
 def act_save_under_lease(ctx: Context, args: dict[str, Any]) -> Outcome:
