@@ -45,6 +45,7 @@ from safepoint.twins import Invoke, awaiting, blocking, translate
 __all__ = [  # Invoke too: the loops' request is a word of this vocabulary (call user code)
     "FIND_PAGE",
     "AsyncFlowStore",
+    "CallIntent",
     "Delete",
     "FindRuns",
     "Flow",
@@ -53,6 +54,8 @@ __all__ = [  # Invoke too: the loops' request is a word of this vocabulary (call
     "Invoke",
     "KeepLast",
     "Load",
+    "RecordCall",
+    "RecordedCall",
     "Request",
     "Save",
     "SchemaVersion",
@@ -121,7 +124,53 @@ class SchemaVersion:
     so a run started by code that declares version 3 is not stored as version 1."""
 
 
-Request = Load | Head | Save | Delete | FindRuns | KeepLast | SchemaVersion | Invoke
+@dataclass(frozen=True, slots=True)
+class RecordCall:
+    """``store.record_call``: the call's result, put if absent; the stored entry is sent back
+    (``Recorded``: this result when it won, an earlier writer's when one did)."""
+
+    run_id: str
+    key: str
+    result: Any
+    request: Any = None
+    usage: Any = None
+    lease: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class CallIntent:
+    """``store.call_intent``: an intent before a call's effect, put if absent; the stored entry
+    is sent back (an earlier intent or result when there was one)."""
+
+    run_id: str
+    key: str
+    request: Any = None
+    lease: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedCall:
+    """``store.recorded_call``: the journal entry under ``key``, or None."""
+
+    run_id: str
+    key: str
+    request: Any = None
+    resolve_secrets: Any = False
+
+
+Request = (
+    Load
+    | Head
+    | Save
+    | Delete
+    | FindRuns
+    | KeepLast
+    | SchemaVersion  # runs and checkpoints
+    | RecordCall
+    | CallIntent
+    | RecordedCall  # the call journal
+    | Invoke
+)
 Flow = Generator[Request, Any, T]
 
 
@@ -204,6 +253,15 @@ def _lower(store: Any, request: Any) -> Any:
         return Invoke(store.prune_run, (request.run_id, Retention(keep_last=request.count)))
     if isinstance(request, FindRuns):
         return _find_runs(store, request.labels)
+    if isinstance(request, RecordCall):
+        kwargs = {"request": request.request, "usage": request.usage, "lease": request.lease}
+        return Invoke(store.record_call, (request.run_id, request.key, request.result), kwargs)
+    if isinstance(request, CallIntent):
+        kwargs = {"request": request.request, "lease": request.lease}
+        return Invoke(store.call_intent, (request.run_id, request.key), kwargs)
+    if isinstance(request, RecordedCall):
+        kwargs = {"request": request.request, "resolve_secrets": request.resolve_secrets}
+        return Invoke(store.recorded_call, (request.run_id, request.key), kwargs)
     return request  # the loops' own (Invoke, and what a filter above asks: Sleep …)
 
 

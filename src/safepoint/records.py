@@ -194,6 +194,59 @@ class Lease:
 
 
 @dataclass(frozen=True, slots=True)
+class CallUsage:
+    """What one recorded call cost, as its caller measured it when it was made: tokens and spend.
+
+    Stored with the call's entry, so a run's counters can be told from its
+    journal (one count per recorded call), never from a replayed response."""
+
+    tokens_in: int = 0
+    tokens_out: int = 0
+    spend: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """One entry of a run's call journal (``Store.record_call``, ``call_intent``, ``recorded_call``).
+
+    ``state`` is ``"intent"`` (written before a non-idempotent effect, or a
+    model request in flight: nothing recorded yet) or ``"done"`` (``result``
+    holds what the call returned, as stored: secret references and all,
+    unless read with ``resolve_secrets``). ``step`` is the step whose
+    checkpoint covers the entry (the run's head + 1 when it was written).
+    ``same_request`` says whether the entry's request digest equals the
+    request the reader passed (None when the reader passed none, or the
+    entry has none). ``writer`` and ``epoch`` name the lease that wrote the
+    intent (None without one); ``writer_live`` whether that lease is still
+    the run's current one and unexpired when the entry was read.
+    ``written``: this call wrote the entry (``record_call``/``call_intent``
+    found none before it). ``redacted``: how many values of the result the
+    scrubber's rules replaced by markers when it was recorded (a secret
+    reference, which ``resolve_secrets`` gives back, is not counted): the
+    result replays redacted.
+    """
+
+    run_id: str
+    key: str
+    step: int
+    state: str
+    result: Any = None
+    usage: CallUsage | None = None
+    same_request: bool | None = None
+    writer: str | None = None
+    epoch: int | None = None
+    writer_live: bool = False
+    created_at: datetime | None = None
+    done_at: datetime | None = None
+    written: bool = False
+    redacted: int = 0
+
+    @property
+    def done(self) -> bool:
+        return self.state == "done"
+
+
+@dataclass(frozen=True, slots=True)
 class Page(Generic[_T]):
     """One page of a listing; pass ``next_cursor`` back to get the next page."""
 

@@ -1,0 +1,37 @@
+"""The call journal: a run's record of model responses and tool results, replayed on resume.
+
+The store keeps the entries (``Store.record_call``, ``call_intent``,
+``recorded_call``, ``recorded_calls``: put-if-absent, fenced by the run's
+lease, scrubbed, sealed and verified like checkpoints). This package holds
+what every integration does with them, written once (``replay``): replay a
+recorded call, record a new one, settle the one in flight at a crash, and
+count cost from entries. ``Run`` (``run.call``, ``run.action``), LangGraph
+(``safepoint.adapters.langgraph``) and the Agents SDK
+(``safepoint.adapters.openai_agents``) sit on it. See docs/journal.md.
+"""
+
+from safepoint.records import CallUsage, Recorded
+
+from .replay import (
+    NOT_RECORDABLE,
+    ActionWaiting,
+    Place,
+    Tally,
+    ToolPolicy,
+    diverged_key,
+    model_call,
+    tool_call,
+)
+
+__all__ = [
+    "NOT_RECORDABLE",
+    "ActionWaiting",
+    "CallUsage",
+    "Place",
+    "Recorded",
+    "Tally",
+    "ToolPolicy",
+    "diverged_key",
+    "model_call",
+    "tool_call",
+]
