@@ -10,9 +10,15 @@ idempotency key ``Run.action`` gives the tool:
   idempotency key): the first call with a key happens and its value is
   kept; later calls with the key return that value and change nothing.
 
+* ``model(key)`` is a model request reaching the provider (a paid call):
+  a framework agent's scripted model notes each request it answers, keyed
+  by what it was asked, so a request paid twice shows up.
+
 ``lookup(key)`` is what a reconcile hook asks ("did this already happen?"),
 and ``check_exactly_once()`` is what the kit asserts at the end: every key
-took effect exactly once. Each effect is durable (``synchronous=FULL``)
+took effect exactly once. ``check_calls(resent=n)`` asserts that too and
+that no model request was paid twice but the ``n`` a journal reports re-sent
+(in flight at a kill: the one honest gap). Each effect is durable (``synchronous=FULL``)
 before the call returns, like a real service's acknowledgement.
 """
 
@@ -32,7 +38,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS effects (
     seq      INTEGER PRIMARY KEY,
     key      TEXT    NOT NULL,
-    kind     TEXT    NOT NULL,   -- 'record' (non-idempotent) or 'once' (idempotent)
+    kind     TEXT    NOT NULL,   -- 'record' (non-idempotent), 'once' (idempotent), 'model' (paid call)
     value    TEXT,               -- the effect, as JSON
     applied  INTEGER NOT NULL,   -- 0: an idempotent repeat, absorbed
     pid      INTEGER NOT NULL
@@ -72,6 +78,10 @@ class Ledger:
     def record(self, key: str, effect: Any = None) -> None:
         """A non-idempotent effect under ``key``: it happens on every call."""
         self._notify(self._insert(key, "record", effect, applied=True))
+
+    def model(self, key: str, request: Any = None) -> None:
+        """A model request reached the provider (paid): noted under ``key``, what it was asked."""
+        self._notify(self._insert(key, "model", request, applied=True))
 
     def once(self, key: str, produce: Callable[[], T]) -> T:
         """An idempotent effect: the first call with ``key`` runs ``produce()`` and keeps
@@ -131,17 +141,40 @@ class Ledger:
         """What took effect, by key (the first value if a key took effect more than once)."""
         out: dict[str, Any] = {}
         for effect in self.calls():
-            if effect.applied:
+            if effect.applied and effect.kind != "model":
                 out.setdefault(effect.key, effect.value)
         return out
 
-    def counts(self) -> dict[str, int]:
-        """How many times each key took effect (1 is the only right answer)."""
+    def counts(self, kinds: tuple[str, ...] = ("record", "once")) -> dict[str, int]:
+        """How many times each key took effect (1 is the only right answer), of the ``kinds``
+        given (side effects, by default; ``("model",)``: model requests paid)."""
         out: dict[str, int] = {}
         for effect in self.calls():
-            if effect.applied:
+            if effect.applied and effect.kind in kinds:
                 out[effect.key] = out.get(effect.key, 0) + 1
         return out
+
+    def model_calls(self) -> int:
+        """How many model requests reached the provider, repeats included."""
+        return sum(self.counts(("model",)).values())
+
+    def repeated_model_calls(self) -> int:
+        """How many model requests were paid again (each repeat of a key counts once)."""
+        return sum(n - 1 for n in self.counts(("model",)).values())
+
+    def check_calls(self, *, resent: int = 0) -> tuple[int, int]:
+        """``check_exactly_once`` for effects, and no model request paid twice beyond the
+        ``resent`` ones (in flight at a kill, as the journal counted them): raises
+        ``DuplicateEffect`` naming what repeated. Returns (effects, model requests)."""
+        effects = self.check_exactly_once()
+        repeats = self.repeated_model_calls()
+        if repeats > resent:
+            twice = {key: n for key, n in self.counts(("model",)).items() if n > 1}
+            listed = ", ".join(f"{key[:24]} x{n}" for key, n in sorted(twice.items()))
+            raise DuplicateEffect(
+                f"{repeats} model request(s) paid again, {resent} of them in flight at a kill: {listed}"
+            )
+        return effects, self.model_calls()
 
     def check_exactly_once(self) -> int:
         """Raise ``DuplicateEffect`` naming each key that took effect more than once; else
