@@ -18,8 +18,9 @@ The logic lives once, as I/O-free flows (``core.py``); ``Run`` blocks on a
 from __future__ import annotations
 
 from safepoint.errors import BudgetExceeded
+from safepoint.reconcile import Reconcile
 
-from .actions import PendingAction, Reconcile, ReconcileHook, idempotency_key
+from .actions import PendingAction, ReconcileHook, idempotency_key
 from .asyncrun import AsyncRun
 from .budgets import Budget
 from .errors import ActionMismatch, RunStatusError
