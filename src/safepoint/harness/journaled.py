@@ -27,21 +27,34 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import fields
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from safepoint.errors import InvalidArgument, NotJSONCompatible
+from safepoint.errors import BudgetExceeded, InvalidArgument, NotJSONCompatible
 from safepoint.flow import Flow, RecordCall, RecordedCall
 from safepoint.journal import CallUsage, Place, Recorded, Tally, model_call
+from safepoint.model import Checkpoint
 
 from . import budgets
 from .actions import PendingAction
 
-if TYPE_CHECKING:
-    from .core import RunCore
-
 # What a re-sent call cost, kept in the run's counters apart from its usage (docs/harness.md).
 LOST_COUNTERS = ("lost_calls", "lost_tokens_in", "lost_tokens_out", "lost_spend")
 MAX_NAME = 200  # a call's name is part of its key: short, as a tool's name is
+
+
+class RunCore(Protocol):
+    """What of a ``core.RunCore`` the journaled calls use (``core.py`` imports this module)."""
+
+    cp: Checkpoint
+    place: int
+    resolve_secrets: Any
+    journal: Tally
+    unanswered: set[str]
+
+    @property
+    def run_id(self) -> str: ...
+
+    def fail(self, exceeded: BudgetExceeded) -> Flow[None]: ...
 
 
 def call_key(step: int, place: int, name: str) -> str:
