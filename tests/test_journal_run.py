@@ -314,6 +314,25 @@ def test_a_writer_that_lost_the_run_records_nothing(store: Store) -> None:
     taken.close()
 
 
+def test_under_a_workers_lease_entries_name_it_and_a_revoked_lease_writes_nothing(store: Store) -> None:
+    """A handler's ``Run`` (``lease=job.lease``) records under the worker's lease; once the lease
+    is revoked, its next call raises ``LeaseLost`` and neither the call nor an entry happens."""
+    store.save(safepoint.Checkpoint(run_id="r"))
+    store.enqueue("r")
+    lease = store.claim("w1", lease=30)
+    assert lease is not None
+    model = Model()
+    run = Run.open(store, "r", lease=lease)
+    run.call("model", {"prompt": "a"}, model)
+    run.action("pay", {}, Tool())
+    assert [(e.writer, e.epoch) for e in store.recorded_calls("r")] == [(lease.worker_id, lease.epoch)] * 2
+    store.revoke_lease("r")
+    with pytest.raises(LeaseLost):
+        run.call("model", {"prompt": "b"}, model)
+    assert len(model.requests) == 1
+    assert len(store.recorded_calls("r")) == 2
+
+
 # -- the store's sides: async, encrypted, secrets -------------------------------------------
 
 
