@@ -111,7 +111,9 @@ def _unloadable(row: Row, settings: StoreSettings, fetched: dict[str, bytes]) ->
     return None
 
 
-def _copy(run_id: str, row: Row, settings: StoreSettings, fetched: dict[str, bytes], sealed: bool) -> CallCopy:
+def _copy(
+    run_id: str, row: Row, settings: StoreSettings, fetched: dict[str, bytes], sealed: bool
+) -> CallCopy:
     value, usage, redacted = None, None, 0
     if row.result is not None:
         value, usage, redacted = loaded_result(bytes(row.result), settings, fetched, False)
