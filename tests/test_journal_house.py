@@ -2,9 +2,10 @@
 
 An entry whose result was altered or copied from another entry, or that was
 moved to another key, is named by ``safepoint verify`` (run, step and the key
-escaped; never the result) on every backend, plain and encrypted; an
-encrypted store's entry moved to another step or run does not open either
-(a plain store's digest covers key and result only: the documented limit).
+escaped; never the result) on every backend, plain and encrypted; an entry
+moved to another step or run changes the count of entries a checkpoint
+covers (or lies past the run's next step), and on an encrypted store does
+not open for its new place either.
 A read never replays a damaged entry. ``show`` prints a step's calls with
 their results, ``history`` without; a fork shows its parent's entries up to
 the fork step, marked as the parent's, and never replays them. Each command
@@ -166,28 +167,45 @@ def test_verify_names_an_altered_or_moved_entry_never_its_value(target: Target, 
         assert sorted(step for step, _ in inspected) == [1, 2]
 
 
-@pytest.mark.parametrize("config", ["sqlite", "sqlite-encrypted", "postgres-encrypted"])
-def test_an_entry_moved_to_another_step_or_run(config: str, tmp_path: Path, cwd: Path) -> None:
-    """Encrypted, a result is sealed for its run and step too: moved there it does not open. Plain,
-    the digest covers key and result only: such a move is not seen (the documented limit)."""
+def test_an_entry_moved_to_another_step_or_run(target: Target, cwd: Path) -> None:
+    """Each checkpoint counts the entries it covers and no entry is past its run's next step, so
+    an entry moved to another step or run is seen on every store; an encrypted store's result is
+    sealed for run and step too, so there the moved entry itself does not open."""
+    with target.open() as store:
+        journal_run(store)
+        store.save(Checkpoint(run_id="other"))
+    target.execute("UPDATE safepoint_calls SET step = 2 WHERE key = 'model#1'")
+    target.execute(
+        "UPDATE safepoint_calls SET run_ref = (SELECT id FROM safepoint_runs WHERE run_id = 'other')"
+        " WHERE key = 'model#3'"
+    )
+    failures = verify_json(target, cwd)["failures"]
+    found = sorted((f["run_id"], f["step"], f["error"]) for f in failures)
+    sealed = [("r", 2, "CorruptCall")] if target.encrypted else []
+    assert found == [
+        ("other", 3, "CorruptCall"),  # past other's next step; encrypted: does not open there
+        ("r", 1, "CorruptCheckpoint"),  # step 1's checkpoint covers 1 entry: none is left
+        *sealed,
+        ("r", 2, "CorruptCheckpoint"),  # step 2's covers 2: 3 are stored
+    ]
+    messages = {(f["run_id"], f["step"], f["error"]): f["message"] for f in failures}
+    assert "covers 1 recorded calls, but 0 are stored" in messages["r", 1, "CorruptCheckpoint"]
+    if target.encrypted:
+        assert "does not open" in messages["other", 3, "CorruptCall"]
+
+
+@pytest.mark.parametrize("config", ["sqlite", "postgres"])
+def test_a_deleted_entry_is_named_by_its_step(config: str, tmp_path: Path, cwd: Path) -> None:
+    """An entry deleted from a step whose checkpoint is saved: verify names the run and the step
+    (its checkpoint covers more entries than are stored); one of the open step is the in-flight
+    gap a resume makes again, so none is named for it."""
     with made(config, tmp_path) as target:
         with target.open() as store:
             journal_run(store)
-            store.save(Checkpoint(run_id="other"))
-        target.execute("UPDATE safepoint_calls SET step = 2 WHERE key = 'model#1'")
-        target.execute(
-            "UPDATE safepoint_calls SET run_ref = (SELECT id FROM safepoint_runs WHERE run_id = 'other')"
-            " WHERE key = 'model#3'"
-        )
+        target.execute("DELETE FROM safepoint_calls WHERE key IN ('tool:charge', 'model#3')")
         failures = verify_json(target, cwd)["failures"]
-        if not target.encrypted:
-            assert failures == []
-            return
-        assert sorted((f["run_id"], f["step"], f["error"]) for f in failures) == [
-            ("other", 3, "CorruptCall"),
-            ("r", 2, "CorruptCall"),
-        ]
-        assert all("does not open" in f["message"] for f in failures)
+        assert [(f["run_id"], f["step"], f["error"]) for f in failures] == [("r", 2, "CorruptCheckpoint")]
+        assert "covers 2 recorded calls, but 1 are stored" in failures[0]["message"]
 
 
 def test_the_crash_kit_and_show_see_a_damaged_journal(tmp_path: Path, cwd: Path) -> None:

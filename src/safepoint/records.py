@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-from .errors import CorruptCall, InvalidArgument
+from .errors import CorruptCheckpoint, InvalidArgument
 from .model import JSONDict, ParentRef, ScrubReport, Status
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -267,11 +267,13 @@ class CallCopy:
 
 @dataclass(frozen=True, slots=True)
 class CallsVerified:
-    """What ``Store.verify_calls`` found for one run: how many entries it checked, and
-    a ``CorruptCall`` for each damaged one (run, step and key; never its result)."""
+    """What ``Store.verify_calls`` found for one run: how many entries it checked, a
+    ``CorruptCall`` for each damaged one (run, step and key; never its result), and a
+    ``CorruptCheckpoint`` for each step whose checkpoint covers more or fewer entries
+    than are stored (one deleted, or moved between steps). Ordered by step."""
 
     checked: int
-    damaged: list[CorruptCall] = field(default_factory=list)
+    damaged: list[CorruptCheckpoint] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,16 +6,20 @@ moved to another key, no longer matches. On an encrypted store the result
 is sealed for its run, step and key: an entry moved to another key, step or
 run, or altered, does not open (a read raises; ``calls_stored``, a listing,
 gives the result back ``Unopened``), and its keyed digest is given back
-plain only when it is the opened result's (``sealed_ops``). What is wrong
-is said in words, naming no value; the caller names run, step and key.
+plain only when it is the opened result's (``sealed_ops``). And each
+checkpoint counts the entries of its step when it is saved (a step gains
+none after): an entry deleted, or moved to another step, changes a count.
+What is wrong is said in words, naming no value; the caller names run, step
+and key.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from safepoint import codec
-from safepoint.errors import CorruptCall
+from safepoint.errors import CorruptCall, CorruptCheckpoint
 
 from .call_values import entry_digest
 from .query import Row, Unopened
@@ -48,6 +52,20 @@ def check(run_id: str, row: Row) -> None:
     detail = damage(row)
     if detail is not None:
         raise CorruptCall(run_id, row.step, row.key, detail)
+
+
+def miscounted(run_id: str, rows: list[Row], covered: list[Row]) -> list[CorruptCheckpoint]:
+    """A ``CorruptCheckpoint`` for each checkpoint (``covered``: its ``step`` and ``calls``) whose
+    step holds another number of entries than it counted when saved (NULL: saved before the
+    journal, nothing to compare). A step's count never changes once its checkpoint is saved."""
+    stored = Counter(row.step for row in rows)
+    return [
+        CorruptCheckpoint(
+            run_id, row.step, f"it covers {row.calls} recorded calls, but {stored[row.step]} are stored"
+        )
+        for row in covered
+        if row.calls is not None and row.calls != stored[row.step]
+    ]
 
 
 def _stored_form(body: bytes) -> bool:

@@ -7,13 +7,14 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from safepoint.errors import CorruptCall, InvalidArgument, SafepointError
+from safepoint.errors import CorruptCall, CorruptCheckpoint, InvalidArgument, SafepointError
 from safepoint.observe import store_calls
 from safepoint.records import CallCopy, CallsVerified, Recorded, from_micros, now_micros, to_micros
 from safepoint.store import call_checks
 from safepoint.store.call_values import check_key, loaded_result, stored_result
 from safepoint.store.calls import Call
 from safepoint.store.ops import journal_stored
+from safepoint.store.ops.journal_stored import StoredJournal
 from safepoint.store.query import Row
 from safepoint.store.settings import StoreSettings
 from safepoint.store.twins import Entries, Returns, method
@@ -32,23 +33,31 @@ class StoredJournalMethods(Entries):
         Each result must match its digest (SHA-256 of key and stored result:
         an altered result, or an entry moved to another key, fails it), open
         for its run, step and key on an encrypted store, be in the stored
-        form, and load (its blobs present and whole). Returns how many
-        entries were checked and a ``CorruptCall`` for each damaged one,
-        naming run, step and key, never the result. Reads only; ``NotFound``
-        if the run does not exist.
+        form, load (its blobs present and whole), and belong to a step no
+        later than the run's next. Each checkpoint must cover as many entries
+        as it counted when it was saved (one deleted, or moved to another
+        step, is seen there). Returns how many entries were checked, a
+        ``CorruptCall`` for each damaged entry (run, step and key, never the
+        result) and a ``CorruptCheckpoint`` for each step whose count is off.
+        Reads only; ``NotFound`` if the run does not exist.
         """
         settings, name = self.settings, check_id(run_id)
 
-        def finish(found: tuple[list[Row], dict[str, bytes]]) -> CallsVerified:
-            rows, fetched = found
-            damaged = []
-            for row in rows:
-                detail = call_checks.damage(row) or _unloadable(row, settings, fetched)
+        def finish(found: StoredJournal) -> CallsVerified:
+            damaged: list[CorruptCheckpoint] = []
+            steps = [row.step for row in found.covered]
+            past = None if not steps else max(steps) + 1  # the run's next step: no entry beyond it
+            for row in found.rows:
+                detail = call_checks.damage(row) or _unloadable(row, settings, found.fetched)
+                if detail is None and past is not None and row.step > past:
+                    detail = "its step is past the run's next step"
                 if detail is not None:
                     damaged.append(CorruptCall(name, row.step, row.key, detail))
-            return CallsVerified(len(rows), damaged)
+            damaged += call_checks.miscounted(name, found.rows, found.covered)
+            damaged.sort(key=lambda exc: exc.step or 0)
+            return CallsVerified(len(found.rows), damaged)
 
-        return Call(journal_stored.stored(name, settings.blobs), False, finish)
+        return Call(journal_stored.stored(name, settings.blobs, covered=True), False, finish)
 
     @method("safepoint.export_calls", ("run_id", "step"), store_calls.of_run)
     def export_calls(self, run_id: str, *, step: int | None = None) -> Returns[list[CallCopy]]:
@@ -62,14 +71,13 @@ class StoredJournalMethods(Entries):
         settings, name, upto = self.settings, check_id(run_id), check_step(step)
         sealed = settings.sealer is not None
 
-        def finish(found: tuple[list[Row], dict[str, bytes]]) -> list[CallCopy]:
-            rows, fetched = found
+        def finish(found: StoredJournal) -> list[CallCopy]:
             copies = []
-            for row in rows:
+            for row in found.rows:
                 if upto is not None and row.step > upto + 1:
                     continue
                 call_checks.check(name, row)
-                copies.append(_copy(name, row, settings, fetched, sealed))
+                copies.append(_copy(name, row, settings, found.fetched, sealed))
             return copies
 
         return Call(journal_stored.stored(name, settings.blobs), False, finish)

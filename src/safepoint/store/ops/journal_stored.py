@@ -10,11 +10,14 @@ Writing back is one transaction: the run's row read and its lease checked
 as every journal write checks it without a lease (refused while another
 writer's lease lives), the results' new blobs written under the blob guard,
 then each entry put if absent at the step it was given — which may not be
-past the run's next step (the open one, whose checkpoint is still to come).
+past the run's next step (the open one, whose checkpoint is still to come);
+a saved checkpoint whose step gained entries counts them (``call_recount``):
+each checkpoint names the entries it covers, which verify checks.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from safepoint import codec
@@ -26,16 +29,27 @@ from safepoint.store.query import Op, Query, Row
 from .loading import read_blobs
 
 
-def stored(run_id: str, blobs: BlobTarget | None) -> Op[tuple[list[Row], dict[str, bytes]]]:
-    """The run's entries as stored, oldest first, and the database blobs they reference."""
+@dataclass(frozen=True, slots=True)
+class StoredJournal:
+    """A run's entries as stored (oldest first), the database blobs they reference, and —
+    for verify — each kept checkpoint's step and how many entries it covers."""
+
+    rows: list[Row]
+    fetched: dict[str, bytes]
+    covered: list[Row]
+
+
+def stored(run_id: str, blobs: BlobTarget | None, *, covered: bool = False) -> Op[StoredJournal]:
+    """The run's journal as stored (and, with ``covered``, its checkpoints' counts); ``NotFound``."""
     exists = yield Query("lease_state", {"run_id": run_id})  # a plain read (run_exists locks)
     if not exists:
         raise NotFound(run_id)
     rows = yield Query("calls_stored", {"run_id": run_id})
+    counts = (yield Query("calls_covered", {"run_id": run_id})) if covered else []
     if blobs is None or not blobs.in_database:
-        return rows, {}
+        return StoredJournal(rows, {}, counts)
     digests = [d for row in rows if row.blobs is not None for d in codec.decode(row.blobs)]
-    return rows, (yield from read_blobs(digests))
+    return StoredJournal(rows, (yield from read_blobs(digests)), counts)
 
 
 def imported(
@@ -64,4 +78,7 @@ def imported(
     for entry in entries:
         params = {**entry, "run_id": run_id, "run_ref": run.run_ref}  # run_id: what sealing binds
         written += bool((yield Query("call_import", params)))
+    for step in sorted({entry["step"] for entry in entries if entry["step"] < open_step}):
+        # A saved checkpoint now covers these too: its count says so, or verify would miss them.
+        yield Query("call_recount", {"run_ref": run.run_ref, "step": step})
     return written

@@ -765,3 +765,20 @@ INSERT INTO safepoint_calls (
     'epoch'::timestamptz + %(done_at)s::bigint * interval '1 microsecond')
 ON CONFLICT (run_ref, key) DO NOTHING
 RETURNING 1;
+
+-- name: calls_covered
+-- params: run_id
+-- returns: step, calls
+SELECT c.step, c.calls
+FROM safepoint_runs AS r
+JOIN safepoint_checkpoints AS c ON c.run_ref = r.id
+WHERE r.run_id = %(run_id)s AND NOT c.pruned
+ORDER BY c.step;
+
+-- name: call_recount
+-- params: run_ref, step
+-- returns: nothing
+UPDATE safepoint_checkpoints
+SET calls = (SELECT count(*) FROM safepoint_calls
+             WHERE run_ref = %(run_ref)s::bigint AND step = %(step)s::bigint)
+WHERE run_ref = %(run_ref)s::bigint AND step = %(step)s::bigint AND NOT pruned;

@@ -63,7 +63,7 @@ def load_head(store_url: str, run_id: str) -> Checkpoint | None:
 
 def verify_history(store_url: str, run_id: str, check: Callable[[Checkpoint], None] | None = None) -> int:
     """Load and verify every checkpoint of the run, and its recorded calls; steps must be
-    0..head, each once. A damaged checkpoint or call (``CorruptCall``) propagates."""
+    0..head, each once. A damaged checkpoint, call (``CorruptCall``) or count propagates."""
     with open_store(store_url) as store:
         steps = [info.step for info in store.history(run_id)]
         if steps != list(range(len(steps))):
