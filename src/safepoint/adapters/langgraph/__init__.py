@@ -63,6 +63,9 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise missing_framework(__name__, "LangGraph's checkpoint package", "langgraph") from exc
 
+from . import calls as _calls  # noqa: F401  # the journal's model hook (patches.HOOKS)
+from .journal import JournalOptions
 from .saver import SafepointSaver
+from .tools import current_call_key, journal_tools, non_idempotent
 
-__all__ = ["SafepointSaver"]
+__all__ = ["JournalOptions", "SafepointSaver", "current_call_key", "journal_tools", "non_idempotent"]

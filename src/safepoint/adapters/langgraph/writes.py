@@ -29,6 +29,7 @@ from .layout import (
 )
 from .memo import Log, Memo, Step, same_prefix
 from .ownership import fence, stamp
+from .turns import branched
 from .steps import (
     Builder,
     Built,
@@ -66,6 +67,8 @@ def put(ctx: Context, key: ThreadKey, encoded: dict[str, Any], log: Log | None) 
         kept = set_messages(cp, memo.head_log() or Log(), log)
         finish_step(cp, head, snapshot, orphans, known_covers(ctx, key), new=True)
         stamp(ctx, key, cp)
+        if ctx.outside_turn is not None and not key.ns and ctx.outside_turn(key.thread_id):
+            branched(cp, None if head is None else head.state, snapshot["parent"])
         return cp, kept
 
     # The index is appended in batches (FLUSH_AT entries) once this saver knows it: its entries
