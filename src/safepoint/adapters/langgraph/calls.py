@@ -74,7 +74,9 @@ class ModelCall:
     def __init__(self, journal: Journal, turn: Turn, key: str, request: str) -> None:
         self.journal, self.turn, self.key, self.request = journal, turn, key, request
 
-    def _flow(self, send: Callable[[], Any], encode: Any, decode: Any, tally: Tally, *, is_async: bool) -> Any:
+    def _flow(
+        self, send: Callable[[], Any], encode: Any, decode: Any, tally: Tally, *, is_async: bool
+    ) -> Any:
         flow = model_call(
             self.turn.place(),
             self.key,
@@ -91,7 +93,10 @@ class ModelCall:
     def generate(self, send: Callable[[], ChatResult]) -> ChatResult:
         tally = Tally()
         try:
-            return blocking(self._flow(send, encode_result, decode_result, tally, is_async=False))
+            result: ChatResult = blocking(
+                self._flow(send, encode_result, decode_result, tally, is_async=False)
+            )
+            return result
         finally:
             self.journal.absorb(tally)
 
@@ -102,7 +107,9 @@ class ModelCall:
         finally:
             self.journal.absorb(tally)
 
-    def stream(self, open_stream: Callable[[], Iterator[Any]], replay: Callable[[Any], Iterator[Any]]) -> Iterator[Any]:
+    def stream(
+        self, open_stream: Callable[[], Iterator[Any]], replay: Callable[[Any], Iterator[Any]]
+    ) -> Iterator[Any]:
         tally = Tally()
         flow = self._flow(_STREAMED, encode_message, decode_message, tally, is_async=False)
         value: Any = None

@@ -57,11 +57,11 @@ from safepoint.records import Recorded
 from safepoint.twins import Invoke, ask, translate
 
 from . import patches
+from .layout import ThreadKey
 from .patches import CHECKPOINTER, TASK_ID
 from .turns import Turn
 
 if TYPE_CHECKING:
-    from .saver import SafepointSaver
     from .steps import Context
 
 __all__ = ["RESENT", "Journal", "JournalOptions", "JournalRunner", "key_base"]
@@ -96,8 +96,8 @@ class JournalOptions:
 class Journal:
     """A saver's journal: its turns in progress, its options, and what this process saw."""
 
-    def __init__(self, saver: SafepointSaver, options: JournalOptions) -> None:
-        self.saver = saver
+    def __init__(self, saver: Any, options: JournalOptions) -> None:
+        self.saver = saver  # its SafepointSaver (saver.py imports this module)
         self.options = options
         self.turns: dict[str, Turn] = {}  # thread id -> its turn in progress in this process
         self._held: dict[str, Turn] = {}  # root run id -> the same turn
@@ -107,14 +107,17 @@ class Journal:
 
     @property
     def store(self) -> Store | AsyncStore:
-        return self.saver.store
+        store: Store | AsyncStore = self.saver.store
+        return store
 
     @property
     def runner(self) -> Runner:
-        return self.saver._runner
+        runner: Runner = self.saver._runner
+        return runner
 
     def context(self) -> Context:
-        return self.saver._context()
+        context: Context = self.saver._context()
+        return context
 
     # -- turns ------------------------------------------------------------------------------
 
@@ -226,7 +229,8 @@ def key_base(turn: Turn, config: Mapping[str, Any]) -> str | None:
     step, path = metadata.get("langgraph_step"), metadata.get("langgraph_path")
     if step is None or path is None:
         return None
-    ns = "|".join(part.split(":")[0] for part in str(configurable.get("checkpoint_ns") or "").split("|") if part)
+    parts = str(configurable.get("checkpoint_ns") or "").split("|")
+    ns = "|".join(part.split(":")[0] for part in parts if part)
     where = [turn.thread_id, ns, turn.lineage, step, path]
     return json.dumps(where, separators=(",", ":"), default=str)
 
@@ -283,8 +287,6 @@ def _add_costs(into: Tally, tally: Tally) -> None:
 
 
 def _root_run(thread_id: str) -> str:
-    from .layout import ThreadKey
-
     return ThreadKey(str(thread_id), "").thread_run
 
 

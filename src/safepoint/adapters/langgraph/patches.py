@@ -23,6 +23,7 @@ silently in a user's process.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -33,7 +34,15 @@ from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResu
 from langchain_core.runnables.config import var_child_runnable_config
 from langgraph.pregel import Pregel
 
-__all__ = ["CHECKPOINTER", "PRIVATE", "TASK_ID", "install", "llm_string", "request_messages", "running_config"]
+__all__ = [
+    "CHECKPOINTER",
+    "PRIVATE",
+    "TASK_ID",
+    "install",
+    "llm_string",
+    "request_messages",
+    "running_config",
+]
 
 # LangGraph's configurable keys for the task's checkpointer and its task id (langgraph._internal._constants).
 CHECKPOINTER = "__pregel_checkpointer"
@@ -58,7 +67,8 @@ HOOKS: dict[str, Callable[..., Any]] = {}
 
 def running_config(given: Any = None) -> dict[str, Any]:
     """The running task's config (the node's, as LangGraph set it), else ``given``, else {}."""
-    return var_child_runnable_config.get() or given or {}
+    found: dict[str, Any] = var_child_runnable_config.get() or given or {}  # type: ignore[assignment]
+    return found
 
 
 def request_messages(model: BaseChatModel, model_input: Any) -> list[BaseMessage]:
@@ -100,19 +110,19 @@ def as_chunk(message: Any) -> AIMessageChunk:
         {"name": c["name"], "args": _json(c["args"]), "id": c["id"], "index": i, "type": "tool_call_chunk"}
         for i, c in enumerate(message.tool_calls)
     ]
-    return AIMessageChunk(**fields, tool_call_chunks=chunks)
+    return AIMessageChunk(**fields, tool_call_chunks=chunks)  # type: ignore[arg-type]
 
 
 def _json(value: Any) -> str:
-    import json
-
     return json.dumps(value)
 
 
 # -- BaseChatModel ------------------------------------------------------------------------
 
 
-def _generate_with_cache(self: Any, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+def _generate_with_cache(
+    self: Any, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any
+) -> Any:
     original = _ORIGINAL["_generate_with_cache"]
     call = None if isinstance(self, Replay) else HOOKS["model"](self, messages, stop, kwargs, None)
     if call is None:
@@ -127,7 +137,9 @@ async def _agenerate_with_cache(
     call = None if isinstance(self, Replay) else HOOKS["model"](self, messages, stop, kwargs, None)
     if call is None:
         return await original(self, messages, stop=stop, run_manager=run_manager, **kwargs)
-    return await call.agenerate(lambda: original(self, messages, stop=stop, run_manager=run_manager, **kwargs))
+    return await call.agenerate(
+        lambda: original(self, messages, stop=stop, run_manager=run_manager, **kwargs)
+    )
 
 
 def _stream(self: Any, input: Any, config: Any = None, *, stop: Any = None, **kwargs: Any) -> Iterator[Any]:
@@ -145,7 +157,9 @@ def _stream(self: Any, input: Any, config: Any = None, *, stop: Any = None, **kw
     )
 
 
-async def _astream(self: Any, input: Any, config: Any = None, *, stop: Any = None, **kwargs: Any) -> AsyncIterator[Any]:
+async def _astream(
+    self: Any, input: Any, config: Any = None, *, stop: Any = None, **kwargs: Any
+) -> AsyncIterator[Any]:
     original = _ORIGINAL["astream"]
     call = None
     if not isinstance(self, Replay) and _streams(self, kwargs, async_api=True):

@@ -117,8 +117,11 @@ class _Call:
         options = self.journal.options if self.journal is not None else None
         self.policy = policy_of(request.tool, self.name, options.non_idempotent if options else {})
 
-    def flow(self, key: str, run: Callable[[], Any], policy: ToolPolicy, tally: Tally, *, is_async: bool) -> Any:
-        assert self.journal is not None and self.turn is not None
+    def flow(
+        self, key: str, run: Callable[[], Any], policy: ToolPolicy, tally: Tally, *, is_async: bool
+    ) -> Any:
+        assert self.journal is not None
+        assert self.turn is not None
         flow = tool_call(
             self.turn.place(),
             key,
@@ -236,7 +239,8 @@ def _answer(call: _Call, key: str, waiting: ActionWaiting) -> Any:
 
 
 def _async(call: _Call, key: str) -> Any:
-    assert call.turn is not None and call.journal is not None
+    assert call.turn is not None
+    assert call.journal is not None
     request = RecordCall(call.turn.run_id, key, dict(_PAUSED), call.args, None, call.turn.lease)
     return translate(_ask(request), call.journal.rule(call.turn, is_async=True, model=False))
 

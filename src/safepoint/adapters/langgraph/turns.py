@@ -25,9 +25,10 @@ replayed into the fork.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from safepoint import AsyncStore, Checkpoint, Conflict, InvalidArgument, NotFound
 from safepoint.flow import Flow, Save, head_or_none, load_or_none
@@ -41,9 +42,6 @@ from safepoint.twins import awaiting, blocking
 from .layout import THREAD_ROLE, ThreadKey, empty_snapshot
 from .memo import Log, Memo, is_head
 from .steps import KEEP_FINISHED_LABEL, Built, Context, append_step
-
-if TYPE_CHECKING:
-    from .journal import Journal
 
 __all__ = ["LINEAGE", "Turn", "branched", "lineage_of"]
 
@@ -66,8 +64,8 @@ def branched(cp: Checkpoint, head_state: dict[str, Any] | None, parent: str | No
 class Turn:
     """One graph turn on one thread: its hold, its lineage, its model calls' order per task."""
 
-    def __init__(self, journal: Journal, thread_id: str, checkpoint_id: str | None) -> None:
-        self.journal = journal
+    def __init__(self, journal: Any, thread_id: str, checkpoint_id: str | None) -> None:
+        self.journal = journal  # the saver's journal.Journal (which imports this module)
         self.thread_id = thread_id
         self.key = ThreadKey(thread_id, "")
         self.run_id = self.key.thread_run
@@ -139,7 +137,7 @@ class Turn:
             raise
 
     def _begin_blocking_async(self) -> None:
-        holding = Holding(self.journal.store, self._terms())  # type: ignore[arg-type]
+        holding = Holding(self.journal.store, self._terms())
         holding.attach(self)
         self.holding = holding
         try:
@@ -197,10 +195,8 @@ def ensure_run(ctx: Context, key: ThreadKey) -> Flow[None]:
     cp.labels = key.labels(THREAD_ROLE)
     if ctx.keep_finished:
         cp.labels[KEEP_FINISHED_LABEL] = "true"
-    try:
+    with contextlib.suppress(Conflict):  # another process made it first
         yield Save(cp)
-    except Conflict:  # another process made it first
-        pass
     ctx.cache.drop(key.thread_run)
 
 

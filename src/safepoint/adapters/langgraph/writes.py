@@ -29,7 +29,6 @@ from .layout import (
 )
 from .memo import Log, Memo, Step, same_prefix
 from .ownership import fence, stamp
-from .turns import branched
 from .steps import (
     Builder,
     Built,
@@ -43,6 +42,7 @@ from .steps import (
     start_step,
     step_at,
 )
+from .turns import branched
 
 __all__ = ["copy_builder", "copy_thread", "delete_thread", "encode_writes", "put", "put_writes"]
 
