@@ -42,7 +42,9 @@ from safepoint.adapters.langgraph import non_idempotent as mark_non_idempotent
 from safepoint.crashrig.ledger import Ledger
 from safepoint.harness.actions import Reconcile
 
-LEDGER: dict[str, Any] = {}  # "path": the ledger's file; "kill_after_charge": n (SIGKILL after the n-th)
+# "path": the ledger's file; "kill_after_charge": n (SIGKILL after the n-th charge in this process);
+# "crash_after_charge": n (raise Crash instead: an in-process test's crash).
+LEDGER: dict[str, Any] = {}
 PROVIDER: list[str] = []  # every request that reached the scripted provider in this process
 PRICE_PER_TOKEN = 0.001
 _local = threading.local()
@@ -56,6 +58,10 @@ def _ledger() -> Ledger | None:
     if getattr(_local, "ledger", None) is None or _local.path != path:
         _local.ledger, _local.path = Ledger(path), path
     return _local.ledger  # type: ignore[no-any-return]
+
+
+class Crash(BaseException):
+    """A crash in one process: no handler of LangGraph's or the ToolNode's catches it."""
 
 
 def reconcile_charge(key: str, name: str, args: Any) -> Reconcile:
@@ -78,6 +84,8 @@ def charge(order: str, amount: int) -> str:
             kill = LEDGER["charges"] == LEDGER.get("kill_after_charge")
         if kill:
             os.kill(os.getpid(), signal.SIGKILL)  # right after the effect, before anything records it
+        if LEDGER["charges"] == LEDGER.get("crash_after_charge"):
+            raise Crash
     return f"charged {amount} for {order}"
 
 
