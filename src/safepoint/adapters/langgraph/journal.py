@@ -68,6 +68,7 @@ __all__ = ["RESENT", "Journal", "JournalOptions", "JournalRunner", "key_base"]
 
 RESENT = "!resent:"  # an intent under <key>!resent:<writer>: <key>'s request was sent again after a crash
 _DIVERGED = re.compile(r"~[0-9a-f]{16}$")
+KEPT_KEYS = 256  # the last keys replayed that ``Journal.seen`` names (a long-lived process keeps no more)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +183,7 @@ class Journal:
             for name in ("called", "replayed", "resent", "divergences", "unrecorded", "reconciled"):
                 setattr(seen, name, getattr(seen, name) + getattr(tally, name))
             _add_costs(seen, tally)
-            seen.keys.extend(tally.keys)
+            seen.keys[:] = [*seen.keys, *tally.keys][-KEPT_KEYS:]
 
     # -- what users read --------------------------------------------------------------------
 

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import contextvars
 import json
+import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from langchain_core.messages import ToolMessage, message_to_dict, messages_from_dict
 from langchain_core.tools import BaseTool
-from langgraph.errors import GraphBubbleUp
+from langgraph.errors import GraphInterrupt
 from langgraph.types import interrupt
 
 from safepoint import codec
@@ -47,7 +48,9 @@ T = TypeVar("T")
 
 _key: contextvars.ContextVar[str | None] = contextvars.ContextVar("safepoint_call_key", default=None)
 _scope: contextvars.ContextVar[str | None] = contextvars.ContextVar("safepoint_tool_scope", default=None)
-_POLICIES: dict[int, tuple[Any, ToolPolicy]] = {}  # id(tool) -> (the tool, its policy): tools are unhashable
+# id(tool) -> (a weak reference to the tool, its policy): tools are unhashable, and one made per
+# request must not be kept alive by its mark.
+_POLICIES: dict[int, tuple[weakref.ref[Any], ToolPolicy]] = {}
 _MARK = "__safepoint_tool_policy__"
 _PAUSED = {"$safepoint": "interrupted"}  # recorded for a non-idempotent tool that interrupted the graph
 
@@ -74,7 +77,8 @@ def non_idempotent(tool: T | None = None, *, reconcile: Any = None) -> Any:
 
     def mark(target: T) -> T:
         if isinstance(target, BaseTool):
-            _POLICIES[id(target)] = (target, policy)
+            key = id(target)
+            _POLICIES[key] = (weakref.ref(target, lambda _: _POLICIES.pop(key, None)), policy)
         else:
             setattr(target, _MARK, policy)
         return target
@@ -90,7 +94,7 @@ def journal_tools() -> dict[str, Any]:
 
 def policy_of(tool: Any, name: str, configured: Any) -> ToolPolicy:
     known = _POLICIES.get(id(tool))
-    if known is not None and known[0] is tool:
+    if known is not None and known[0]() is tool:
         return known[1]
     for function in (getattr(tool, "func", None), getattr(tool, "coroutine", None)):
         marked = getattr(function, _MARK, None)
@@ -136,13 +140,12 @@ class _Call:
         )
         return translate(flow, self.journal.rule(self.turn, is_async=is_async, model=False))
 
-    def paused(self, key: str) -> Any:
+    def paused(self, key: str, *, is_async: bool) -> Any:
         """The flow recording that this call interrupted the graph (its resumed run keys anew)."""
+        assert self.journal is not None
         assert self.turn is not None
-        return translate(
-            _ask(RecordCall(self.turn.run_id, key, dict(_PAUSED), self.args, None, self.turn.lease)),
-            self.journal.rule(self.turn, is_async=False, model=False),  # type: ignore[union-attr]
-        )
+        request = RecordCall(self.turn.run_id, key, dict(_PAUSED), self.args, None, self.turn.lease)
+        return translate(_ask(request), self.journal.rule(self.turn, is_async=is_async, model=False))
 
     def message(self, result: Any) -> Any:
         if isinstance(result, ToolMessage) or not _plain(result):
@@ -155,74 +158,68 @@ def wrap_tool_call(request: Any, execute: Callable[[Any], Any]) -> Any:
     call = _Call(request)
     if call.key is None:
         return execute(request)
-    tally = Tally()
-    try:
-        attempt, policy = 0, call.policy
-        while True:
-            key = call.key if attempt == 0 else f"{call.key}/resumed#{attempt}"
-            ran: list[bool] = []
 
-            def run(key: str = key, ran: list[bool] = ran) -> Any:
-                ran.append(True)
-                keys = _key.set(key), _scope.set(call.id)
-                try:
-                    return execute(request)
-                finally:
-                    _scope.reset(keys[1])
-                    _key.reset(keys[0])
-
+    def runner(key: str, ran: list[bool]) -> Callable[[], Any]:
+        def run() -> Any:
+            ran.append(True)
+            keys = _key.set(key), _scope.set(call.id)
             try:
-                result = blocking(call.flow(key, run, policy, tally, is_async=False))
-            except ActionWaiting as waiting:
-                policy = ToolPolicy(idempotent=False, reconcile=_answer(call, key, waiting))
-                continue
-            except GraphBubbleUp:
-                if ran and not call.policy.idempotent:
-                    blocking(call.paused(key))
-                raise
-            if result == _PAUSED:
-                attempt += 1
-                continue
-            return call.message(result)
-    finally:
-        call.journal.absorb(tally)  # type: ignore[union-attr]
+                return execute(request)
+            finally:
+                _scope.reset(keys[1])
+                _key.reset(keys[0])
+
+        return run
+
+    return blocking(_journaled(call, runner, is_async=False))
 
 
 async def awrap_tool_call(request: Any, execute: Callable[[Any], Any]) -> Any:
     call = _Call(request)
     if call.key is None:
         return await execute(request)
+
+    def runner(key: str, ran: list[bool]) -> Callable[[], Any]:
+        async def run() -> Any:  # the key is set in the task that runs the tool
+            ran.append(True)
+            keys = _key.set(key), _scope.set(call.id)
+            try:
+                return await execute(request)
+            finally:
+                _scope.reset(keys[1])
+                _key.reset(keys[0])
+
+        return run
+
+    return await awaiting(_journaled(call, runner, is_async=True))
+
+
+def _journaled(call: _Call, runner: Callable[[str, list[bool]], Callable[[], Any]], *, is_async: bool) -> Any:
+    """A tool call through the journal, written once for both wrappers (a flow): replayed,
+    settled, or run and recorded; run again under a key of its own after it interrupted."""
+    assert call.key is not None
+    assert call.journal is not None
     tally = Tally()
     try:
         attempt, policy = 0, call.policy
         while True:
             key = call.key if attempt == 0 else f"{call.key}/resumed#{attempt}"
             ran: list[bool] = []
-
-            async def run(key: str = key, ran: list[bool] = ran) -> Any:
-                ran.append(True)
-                keys = _key.set(key), _scope.set(call.id)
-                try:
-                    return await execute(request)
-                finally:
-                    _scope.reset(keys[1])
-                    _key.reset(keys[0])
-
             try:
-                result = await awaiting(call.flow(key, run, policy, tally, is_async=True))
-            except ActionWaiting as waiting:
+                result = yield from call.flow(key, runner(key, ran), policy, tally, is_async=is_async)
+            except ActionWaiting as waiting:  # in flight at a crash, and its decision is wait
                 policy = ToolPolicy(idempotent=False, reconcile=_answer(call, key, waiting))
                 continue
-            except GraphBubbleUp:
+            except GraphInterrupt:  # the tool asked a human: it runs again, under a key of its own
                 if ran and not call.policy.idempotent:
-                    await awaiting(_async(call, key))
+                    yield from call.paused(key, is_async=is_async)
                 raise
             if result == _PAUSED:
                 attempt += 1
                 continue
             return call.message(result)
     finally:
-        call.journal.absorb(tally)  # type: ignore[union-attr]
+        call.journal.absorb(tally)
 
 
 def _answer(call: _Call, key: str, waiting: ActionWaiting) -> Any:
@@ -236,13 +233,6 @@ def _answer(call: _Call, key: str, waiting: ActionWaiting) -> Any:
         "question": waiting.question,
     }
     return decided(interrupt(question))
-
-
-def _async(call: _Call, key: str) -> Any:
-    assert call.turn is not None
-    assert call.journal is not None
-    request = RecordCall(call.turn.run_id, key, dict(_PAUSED), call.args, None, call.turn.lease)
-    return translate(_ask(request), call.journal.rule(call.turn, is_async=True, model=False))
 
 
 def _ask(request: Any) -> Any:
