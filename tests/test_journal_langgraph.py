@@ -518,3 +518,26 @@ def test_a_branch_made_by_update_state_starts_a_new_lineage(store: Any) -> None:
     graph.invoke(None, THREAD)
     assert saver.journal.seen.replayed == 0
     assert lineages(store) == [0, 0, 0, 1, 1]
+
+
+def test_the_example_runs(tmp_path: Path) -> None:
+    """examples/langgraph_journal.py (the diff docs/journal-langgraph.md shows) runs offline: its
+    first process is SIGKILLed right after the charge, the resumed one charges nothing again."""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run(
+        [sys.executable, str(root / "examples" / "langgraph_journal.py"), f"sqlite:///{tmp_path / 'e.db'}"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**__import__("os").environ, "PYTHONPATH": str(root / "src")},
+        timeout=300,
+        check=True,
+    )
+    lines = done.stdout.splitlines()
+    assert "first process: SIGKILLed after the charge" in lines
+    assert "answer: Done: A-7: 2 printers, 90 EUR; charged 90 EUR" in lines
+    assert "payments made: 1" in lines
+    assert lines[-1].endswith("reconciled 1")
