@@ -51,6 +51,7 @@ test: $(STAMP) system-deps
 # make test replays (docs/testing.md).
 soak: $(STAMP) system-deps
 	PYTHONPATH=src:tests $(PY) -m model_based.soak
+	SAFEPOINT_SOAK=1 PYTHONPATH=src:tests $(PY) -m pytest tests/test_journal_langgraph_crash.py -q -p no:cacheprovider
 
 # make bench SECTION=fresh (or adapter, scale, otel, concurrency, encryption, ui, frameworks, house) runs and prints that section alone.
 bench: $(STAMP) system-deps

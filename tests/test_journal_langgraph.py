@@ -541,3 +541,49 @@ def test_the_example_runs(tmp_path: Path) -> None:
     assert "answer: Done: A-7: 2 printers, 90 EUR; charged 90 EUR" in lines
     assert "payments made: 1" in lines
     assert lines[-1].endswith("reconciled 1")
+
+
+def test_a_subgraphs_calls_are_journaled_under_their_namespace(store: Any) -> None:
+    """A subgraph's model call is recorded in the thread's root run, keyed by the namespace with
+    its task ids stripped (they change when the step runs again), and replays."""
+    inner = one_call(None, "invoke")  # checkpointer None: the parent's saver, through the config
+    parent = StateGraph(State)
+    parent.add_node("child", inner)
+    parent.add_edge(START, "child")
+    parent.add_edge("child", END)
+    saver = SafepointSaver(store, journal=True)
+    crashed_then_resumed(parent.compile(checkpointer=saver), "invoke")
+    assert app.PROVIDER == ["h1:a0"]
+    [entry] = store.recorded_calls(ROOT_RUN)
+    assert entry.key.startswith('["t","child|agent",0,')
+    assert saver.journal.seen.replayed == 1
+
+
+def test_a_model_called_from_a_tool_is_keyed_under_the_tool_call(store: Any) -> None:
+    from langchain_core.tools import tool  # noqa: PLC0415
+    from langgraph.prebuilt import ToolNode  # noqa: PLC0415
+
+    from safepoint.adapters.langgraph import journal_tools  # noqa: PLC0415
+
+    @tool
+    def summarize(text: str) -> str:
+        """Summarize with a model."""
+        return str(ScriptedChat().invoke([HumanMessage(text)]).content)
+
+    call = AIMessage(content="", tool_calls=[{"name": "summarize", "args": {"text": "x"}, "id": "call_s"}])
+    graph = StateGraph(State)
+    graph.add_node("tools", ToolNode([summarize], **journal_tools()))
+    graph.add_edge(START, "tools")
+    graph.add_edge("tools", END)
+    graph.compile(checkpointer=SafepointSaver(store, journal=True)).invoke({"messages": [call]}, THREAD)
+    keys = [entry.key.split("]]/", 1)[1] for entry in store.recorded_calls(ROOT_RUN)]
+    assert keys == ["tool:call_s/model#0", "tool:call_s"]
+
+
+def test_replay_on_postgresql(postgres_dsn: str, pg_schema: str) -> None:
+    """The same journal on PostgreSQL: the step run again after the crash replays."""
+    with open_store(postgres_dsn, schema=pg_schema, max_size=2) as pg:
+        saver = SafepointSaver(pg, journal=True)
+        crashed_then_resumed(one_call(saver, "stream"), "stream")
+        assert app.PROVIDER == ["h1:a0"]
+        assert (saver.journal.seen.replayed, saver.journal.tally("t").called) == (1, 1)
