@@ -587,3 +587,28 @@ def test_replay_on_postgresql(postgres_dsn: str, pg_schema: str) -> None:
         crashed_then_resumed(one_call(saver, "stream"), "stream")
         assert app.PROVIDER == ["h1:a0"]
         assert (saver.journal.seen.replayed, saver.journal.tally("t").called) == (1, 1)
+
+
+def test_a_prebuilt_react_agent_journals_its_sent_tool_calls(store: Any, tmp_path: Path) -> None:
+    """create_react_agent sends each tool call as a task of its own (a push path); the journaled
+    ToolNode keys them by tool-call id all the same, and a crash after the charge costs nothing."""
+    import warnings  # noqa: PLC0415
+
+    from langgraph.prebuilt import ToolNode  # noqa: PLC0415
+
+    from safepoint.adapters.langgraph import journal_tools  # noqa: PLC0415
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # it has moved to langchain.agents; still LangGraph's own here
+        from langgraph.prebuilt import create_react_agent  # noqa: PLC0415
+
+        app.LEDGER.update(path=str(tmp_path / "ledger.db"), crash_after_charge=1)
+        saver = SafepointSaver(store, journal=True)
+        agent = create_react_agent(ScriptedChat(), ToolNode(app.TOOLS, **journal_tools()), checkpointer=saver)
+    with pytest.raises(app.Crash):
+        agent.invoke({"messages": [HumanMessage("turn 1")]}, THREAD)
+    out = agent.invoke(None, THREAD)
+    assert out["messages"][-1].content == "turn 1: charged 10 for order-1; found item-1; found price-1"
+    with app.Ledger(app.LEDGER["path"]) as ledger:
+        ledger.check_calls()
+    assert any('"__pregel_push"' in entry.key for entry in store.recorded_calls(ROOT_RUN))
