@@ -612,3 +612,25 @@ def test_a_prebuilt_react_agent_journals_its_sent_tool_calls(store: Any, tmp_pat
     with app.Ledger(app.LEDGER["path"]) as ledger:
         ledger.check_calls()
     assert any('"__pregel_push"' in entry.key for entry in store.recorded_calls(ROOT_RUN))
+
+
+@pytest.mark.parametrize("flavour", ["Store", "AsyncStore"])
+def test_two_tasks_resuming_one_thread_at_once_take_turns(tmp_path: Path, flavour: str) -> None:
+    """Two ainvoke(None) of the same crashed thread at once, in one process: one holds the thread
+    for the turn, the other waits for it, then finds the turn done — the charge is made once."""
+
+    async def scenario() -> list[Any]:
+        url = f"sqlite:///{tmp_path / 'state.db'}"
+        opened: Any = open_store(url) if flavour == "Store" else await open_async_store(url)
+        app.LEDGER.update(path=str(tmp_path / "ledger.db"), crash_after_charge=1)
+        graph = app.build(SafepointSaver(opened, journal=True), mode="ainvoke", delay=0.01)
+        with pytest.raises(app.Crash):
+            await graph.ainvoke({"messages": [HumanMessage("turn 1")]}, THREAD)
+        outs = await asyncio.gather(graph.ainvoke(None, THREAD), graph.ainvoke(None, THREAD))
+        await opened.close() if flavour == "AsyncStore" else opened.close()
+        return [out["messages"][-1].content for out in outs]
+
+    answers = asyncio.run(scenario())
+    assert answers == ["turn 1: charged 10 for order-1; found item-1; found price-1"] * 2
+    with app.Ledger(app.LEDGER["path"]) as ledger:
+        ledger.check_calls()

@@ -101,34 +101,25 @@ class Turn:
                 "a journaling saver on an AsyncStore runs graphs with ainvoke/astream; "
                 "give it a sync Store (safepoint.open_store) for invoke/stream"
             )
-        holding = Holding(store, self._terms())
-        holding.attach(self)
+        holding = self._holding(Holding(store, self._terms()))
         holding.enter()  # the same thread opening the thread again (a nested turn) is refused
-        self.holding = holding
-        try:
-            self._hold_blocking(holding)
-            self.journal.started(self)
-            runner = self.journal.runner
-            self.lineage = runner.run(settle_lineage(self.journal.context(), self.key, self.checkpoint_id))
-        except BaseException:
-            self.end()
-            raise
+        self._start_blocking(holding)
 
     async def abegin(self) -> None:
         store = self.journal.store
         if not isinstance(store, AsyncStore):
-            # Held from a worker thread: the heartbeat is a thread, the event loop never blocks.
-            await asyncio.to_thread(self._begin_blocking_async)
+            # Made here, so another turn of this process judges it by this task; held from a worker
+            # thread (the heartbeat is a thread of its own), so the event loop never blocks.
+            holding = self._holding(Holding(store, self._terms()))
+            await asyncio.to_thread(self._start_blocking, holding)
             return
-        holding = AsyncHolding(store, self._terms())
-        holding.attach(self)
-        self.holding = holding
+        aholding = self._holding(AsyncHolding(store, self._terms()))
         try:
             try:
-                await awaiting(exclusive.hold(holding, self.run_id))
+                await awaiting(exclusive.hold(aholding, self.run_id))
             except NotFound:
                 await self.journal.runner.arun(ensure_run(self.journal.context(), self.key), lock=self.run_id)
-                await awaiting(exclusive.hold(holding, self.run_id))
+                await awaiting(exclusive.hold(aholding, self.run_id))
             self.journal.started(self)
             ctx = self.journal.context()
             self.lineage = await self.journal.runner.arun(settle_lineage(ctx, self.key, self.checkpoint_id))
@@ -136,25 +127,25 @@ class Turn:
             await self.aend()
             raise
 
-    def _begin_blocking_async(self) -> None:
-        holding = Holding(self.journal.store, self._terms())
-        holding.attach(self)
+    def _holding(self, holding: Any) -> Any:
+        holding.attach(self)  # known to this process's other turns from now on (exclusive.judge)
         self.holding = holding
+        return holding
+
+    def _start_blocking(self, holding: Holding) -> None:
+        """Hold the thread's run (made first on a thread's first turn), then settle the lineage."""
         try:
-            self._hold_blocking(holding)
+            try:
+                blocking(exclusive.hold(holding, self.run_id))
+            except NotFound:  # a thread's first turn: its run is made first (before any entry)
+                self.journal.runner.run(ensure_run(self.journal.context(), self.key), lock=self.run_id)
+                blocking(exclusive.hold(holding, self.run_id))
             self.journal.started(self)
-            runner = self.journal.runner
-            self.lineage = runner.run(settle_lineage(self.journal.context(), self.key, self.checkpoint_id))
+            ctx = self.journal.context()
+            self.lineage = self.journal.runner.run(settle_lineage(ctx, self.key, self.checkpoint_id))
         except BaseException:
             self._let_go()
             raise
-
-    def _hold_blocking(self, holding: Holding) -> None:
-        try:
-            blocking(exclusive.hold(holding, self.run_id))
-        except NotFound:  # a thread's first turn: its run is made first (before any journal entry)
-            self.journal.runner.run(ensure_run(self.journal.context(), self.key), lock=self.run_id)
-            blocking(exclusive.hold(holding, self.run_id))
 
     def end(self) -> None:
         self._let_go()
