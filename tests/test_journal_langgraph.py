@@ -634,3 +634,20 @@ def test_two_tasks_resuming_one_thread_at_once_take_turns(tmp_path: Path, flavou
     assert answers == ["turn 1: charged 10 for order-1; found item-1; found price-1"] * 2
     with app.Ledger(app.LEDGER["path"]) as ledger:
         ledger.check_calls()
+
+
+def test_a_requests_digest_ignores_message_ids_and_chunking() -> None:
+    """What the provider reads decides: a message's id (LangGraph renews it when a step runs
+    again) and whether the answer came as a merged stream chunk do not change the digest."""
+    from langchain_core.messages import AIMessageChunk  # noqa: PLC0415
+
+    from safepoint.adapters.langgraph.calls import request_digest  # noqa: PLC0415
+
+    model = ScriptedChat()
+    call = {"name": "lookup", "args": {"q": "x"}, "id": "call_1"}
+    chunk = AIMessageChunk(content="", tool_call_chunks=[{**call, "args": '{"q": "x"}', "index": 0}], id="a")
+    streamed = [HumanMessage("hi", id="h1"), chunk]
+    loaded = [HumanMessage("hi", id="h2"), AIMessage(content="", tool_calls=[call], id="b")]
+    assert request_digest(model, streamed, None, {}) == request_digest(model, loaded, None, {})
+    changed = [HumanMessage("hi!"), loaded[1]]
+    assert request_digest(model, changed, None, {}) != request_digest(model, loaded, None, {})

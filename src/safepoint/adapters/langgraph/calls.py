@@ -58,7 +58,7 @@ def request_digest(model: Any, messages: list[BaseMessage], stop: Any, kwargs: d
     digest = hashlib.sha256(patches.llm_string(model, stop, kwargs).encode("utf-8", "surrogatepass"))
     for message in messages:
         seen = {
-            "type": message.type.removesuffix("Chunk").lower(),
+            "type": _kind(message.type),
             "content": message.content,
             "name": getattr(message, "name", None),
             "tool_calls": [[c["name"], c["args"], c["id"]] for c in getattr(message, "tool_calls", ())],
@@ -66,6 +66,13 @@ def request_digest(model: Any, messages: list[BaseMessage], stop: Any, kwargs: d
         }
         digest.update(json.dumps(seen, sort_keys=True, default=str).encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
+
+
+def _kind(message_type: str) -> str:
+    """A message's role: a chunk's ("AIMessageChunk") the same as its message's ("ai")."""
+    if message_type.endswith("MessageChunk"):
+        return message_type.removesuffix("MessageChunk").lower()
+    return message_type
 
 
 class ModelCall:
