@@ -51,8 +51,8 @@ from typing import TYPE_CHECKING, Any
 from safepoint import AsyncStore, NotFound, Store
 from safepoint.adapters.runner import Runner
 from safepoint.flow import CallIntent, Flow, RecordCall, RecordedCall, Save
-from safepoint.reconcile import Reconcile
 from safepoint.journal import Tally
+from safepoint.reconcile import Reconcile
 from safepoint.records import Recorded
 from safepoint.twins import Invoke, ask, translate
 
