@@ -26,7 +26,7 @@ key (the call's place in the run), for the same request digest.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -217,7 +217,7 @@ def _is_other(found: Recorded, place: Place) -> bool:
     return mine is None or found.writer is None or (found.writer, found.epoch) != (mine.worker_id, mine.epoch)
 
 
-def _waited(place: Place, key: str, args: Any, resolve_secrets: Any) -> Flow[Recorded]:
+def _waited(place: Place, key: str, args: Any, resolve_secrets: Any) -> Generator[Any, Any, Recorded]:
     """The entry once its writer recorded a result or lost its lease (which bounds the wait)."""
     pause = 0.01
     while True:

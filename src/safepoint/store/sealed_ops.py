@@ -20,6 +20,8 @@ counters       a sealed JSON string (run)          opened (SQLite: from the
 error          sealed text (run): last_error       -- (``last_error``: opened)
 digest         keyed, when bytes (a checkpoint's)  the plain digest again
 head_digest    keyed                               the plain digest again
+result         sealed (run, step, "call:" + key)   opened (run, row's step and key)
+request        keyed (a call's request digest)     -- (compared in SQL)
 =============  ==================================  ==========================
 
 The run a value belongs to is the query's ``run_id``; a query that names
@@ -44,7 +46,9 @@ from .sealer import RUN_WIDE, Sealer, UnknownDataKey
 T = TypeVar("T")
 
 _STEP_COLUMNS = ("header", "messages", "chains")
-_RESULT_COLUMNS = frozenset({*_STEP_COLUMNS, "labels", "counters", "last_error", "digest", "head_digest"})
+_RESULT_COLUMNS = frozenset(
+    {*_STEP_COLUMNS, "labels", "counters", "last_error", "digest", "head_digest", "result"}
+)
 
 
 def sealed(op: Op[T], sealer: Sealer, capabilities: frozenset[str] = frozenset()) -> Op[T]:
@@ -105,9 +109,12 @@ def _sealed_params(name: str, params: dict[str, Any], sealer: Sealer, refs: dict
         value = out.get(key)
         if value is None:
             continue
-        if key in ("digest", "head_digest"):
+        if key in ("digest", "head_digest", "request"):
             if isinstance(value, bytes | bytearray | memoryview):  # a checkpoint's digest (a blob's is text)
                 out[key] = sealer.keyed(bytes(value))
+        elif key == "result":  # a journal entry's: bound to its key as well as its run and step
+            place = "call:" + params["key"]
+            out[key] = sealer.seal(bytes(value), _run_of(name, params, refs), params["step"], place)
         elif key == "labels":
             run = None if name == "list_runs" else _run_of(name, params, refs)
             out[key] = sealer.wanted_labels(value) if run is None else sealer.seal_labels(value, run)
@@ -121,7 +128,9 @@ def _sealed_params(name: str, params: dict[str, Any], sealer: Sealer, refs: dict
 
 
 _CONTENT_PARAMS: dict[str, tuple[str, ...]] = {}
-_PARAM_NAMES = frozenset({*_STEP_COLUMNS, "labels", "counters", "error", "digest", "head_digest"})
+_PARAM_NAMES = frozenset(
+    {*_STEP_COLUMNS, "labels", "counters", "error", "digest", "head_digest", "result", "request"}
+)
 
 
 def _opened(query: Query, rows: list[Row], sealer: Sealer, refs: dict[int, str]) -> Op[list[Row]]:
@@ -202,6 +211,8 @@ def _opened_row(query: Query, row: Row, sealer: Sealer, refs: dict[int, str]) ->
     for key in ("digest", "head_digest"):
         if key in values and isinstance(values[key], bytes | memoryview) and values[key] is not plain_digest:
             values[key] = sealer.plain(values[key])
+    if values.get("result") is not None:
+        values["result"] = sealer.open(values["result"], run_id, values["step"], "call:" + values["key"])
     if values.get("labels") is not None:
         values["labels"] = sealer.open_labels(values["labels"], run_id)
     if values.get("counters") is not None:
@@ -268,7 +279,8 @@ def _opened_counters(values: dict[str, Any], sealer: Sealer, run_id: str) -> str
 
 def _needs_run(values: dict[str, Any]) -> bool:
     return any(
-        values.get(column) is not None for column in (*_STEP_COLUMNS, "labels", "counters", "last_error")
+        values.get(column) is not None
+        for column in (*_STEP_COLUMNS, "labels", "counters", "last_error", "result")
     )
 
 

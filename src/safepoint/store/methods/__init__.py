@@ -8,7 +8,8 @@ on its driver, ``AsyncStore`` by awaiting it (``twins.py``); neither class
 lists the methods again.
 
 The entries are grouped by subject: runs and checkpoints (``checkpoints.py``),
-the work queue (``queue.py``), holds on named runs (``holds.py``), upkeep
+the work queue (``queue.py``), holds on named runs (``holds.py``), the call
+journal (``journal.py``), upkeep
 (``upkeep.py``). Adding a store method
 is one entry in one of them, over its operation and the operation's named
 queries in each dialect's ``queries.sql``.
@@ -18,11 +19,12 @@ from __future__ import annotations
 
 from .checkpoints import CheckpointMethods
 from .holds import HoldMethods
+from .journal import JournalMethods
 from .queue import QueueMethods
 from .upkeep import UpkeepMethods
 
 
-class StoreMethods(CheckpointMethods, QueueMethods, HoldMethods, UpkeepMethods):
+class StoreMethods(CheckpointMethods, QueueMethods, HoldMethods, JournalMethods, UpkeepMethods):
     """The methods ``Store`` and ``AsyncStore`` share."""
 
     @property

@@ -98,7 +98,7 @@ def prune_run(run_id: str, store_policy: Retention | None, now: int, *, dry_run:
         result.rows_deleted = len(spans)
         result.bytes_deleted = sum(row[6] + row[7] for row in spans)
         if not dry_run:
-            for name in ("delete_checkpoints", "delete_run"):
+            for name in ("delete_calls", "delete_checkpoints", "delete_run"):
                 yield Query(name, {"run_ref": run_ref})
         return result
     keep = _kept_steps(live, head_step, policy, now)
@@ -109,6 +109,8 @@ def prune_run(run_id: str, store_policy: Retention | None, now: int, *, dry_run:
         carries_seen = added > 0 and any(first_seq < end and first_seq + added > start for start, end in seen)
         if not pruned:
             result.pruned_steps.append(step)
+            if not dry_run:  # the calls the checkpoint covered go with it (docs/journal.md)
+                yield Query("delete_calls_of_step", {"run_ref": run_ref, "step": step})
         if carries_seen:
             if not pruned:
                 result.bytes_deleted += header_size

@@ -81,13 +81,15 @@ UPDATE safepoint_runs SET status = %(status)s, status_change = NULL WHERE id = %
 -- returns: nothing
 INSERT INTO safepoint_checkpoints (
     run_ref, step, schema_version, status, created_at, message_count, ranges, header, digest,
-    first_seq, added, messages, blobs, carriers, chains
+    first_seq, added, messages, blobs, carriers, chains, calls
 ) VALUES (
     %(run_ref)s::bigint, %(step)s::bigint, %(schema_version)s::integer, %(status)s,
     'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond',
     %(message_count)s::bigint, %(ranges)s::jsonb, %(header)s, %(digest)s,
     %(first_seq)s::bigint, %(added)s::integer, %(messages)s, %(blobs)s::jsonb, %(carriers)s,
-    %(chains)s
+    %(chains)s,
+    (SELECT count(*) FROM safepoint_calls
+     WHERE run_ref = %(run_ref)s::bigint AND step = %(step)s::bigint)  -- the entries it covers
 );
 
 -- name: checkpoint_latest
@@ -507,7 +509,8 @@ DELETE FROM safepoint_checkpoints WHERE run_ref = %(run_ref)s::bigint AND step =
 -- name: referenced_blobs
 -- params: none
 -- returns: blobs
-SELECT blobs::text FROM safepoint_checkpoints WHERE blobs IS NOT NULL;
+SELECT blobs::text FROM safepoint_checkpoints WHERE blobs IS NOT NULL
+UNION ALL SELECT blobs::text FROM safepoint_calls WHERE blobs IS NOT NULL;
 
 -- name: stored_blobs
 -- params: none
@@ -663,3 +666,76 @@ ORDER BY c.step;
 -- sealed_run for rekey --status: read only, nothing locked.
 SELECT labels::text, counters::text, last_error, head_digest FROM safepoint_runs
 WHERE id = %(run_ref)s::bigint;
+
+-- The call journal (revision 9; see the SQLite queries for what each does).
+
+-- name: call_run
+-- params: run_id
+-- returns: run_ref, head_step, lease_owner, lease_epoch, lease_expires_at
+-- FOR SHARE: a claim, hold or save of the run waits until this write commits,
+-- so the lease checked here is the lease when it commits.
+SELECT id, head_step, lease_owner, lease_epoch,
+       (extract(epoch FROM lease_expires_at) * 1000000)::bigint
+FROM safepoint_runs WHERE run_id = %(run_id)s
+FOR SHARE;
+
+-- name: call_intent
+-- params: run_ref, key, step, request, writer, epoch, now
+-- returns: written
+INSERT INTO safepoint_calls (run_ref, key, step, state, request, writer, epoch, created_at)
+VALUES (%(run_ref)s::bigint, %(key)s, %(step)s::bigint, 'intent', %(request)s::bytea, %(writer)s::text,
+        %(epoch)s::bigint, 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
+ON CONFLICT (run_ref, key) DO NOTHING
+RETURNING 1;
+
+-- name: call_done
+-- params: run_ref, key, step, request, result, digest, blobs, writer, epoch, now
+-- returns: written
+INSERT INTO safepoint_calls AS c (
+    run_ref, key, step, state, request, result, digest, blobs, writer, epoch, created_at, done_at
+) VALUES (
+    %(run_ref)s::bigint, %(key)s, %(step)s::bigint, 'done', %(request)s::bytea, %(result)s::bytea,
+    %(digest)s::bytea, %(blobs)s::jsonb, %(writer)s::text, %(epoch)s::bigint,
+    'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond',
+    'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
+ON CONFLICT (run_ref, key) DO UPDATE
+SET state = 'done', result = excluded.result, digest = excluded.digest, blobs = excluded.blobs,
+    done_at = excluded.done_at
+WHERE c.state = 'intent'
+RETURNING 1;
+
+-- name: call_get
+-- params: run_id, key, request, now
+-- returns: key, step, state, result, blobs, digest, writer, epoch, writer_live, same_request,
+--          created_at, done_at
+SELECT c.key, c.step, c.state, c.result, c.blobs::text, c.digest, c.writer, c.epoch,
+       coalesce(c.writer = r.lease_owner AND c.epoch = r.lease_epoch
+                AND r.lease_expires_at > 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond',
+                false),
+       c.request = %(request)s::bytea,
+       (extract(epoch FROM c.created_at) * 1000000)::bigint,
+       (extract(epoch FROM c.done_at) * 1000000)::bigint
+FROM safepoint_runs AS r
+JOIN safepoint_calls AS c ON c.run_ref = r.id AND c.key = %(key)s
+WHERE r.run_id = %(run_id)s;
+
+-- name: calls_of_run
+-- params: run_id, step
+-- returns: key, step, state, result, blobs, digest, writer, epoch, created_at, done_at
+SELECT c.key, c.step, c.state, c.result, c.blobs::text, c.digest, c.writer, c.epoch,
+       (extract(epoch FROM c.created_at) * 1000000)::bigint,
+       (extract(epoch FROM c.done_at) * 1000000)::bigint
+FROM safepoint_runs AS r
+JOIN safepoint_calls AS c ON c.run_ref = r.id
+WHERE r.run_id = %(run_id)s AND (%(step)s::bigint IS NULL OR c.step = %(step)s::bigint)
+ORDER BY c.step, c.created_at, c.key;
+
+-- name: delete_calls
+-- params: run_ref
+-- returns: nothing
+DELETE FROM safepoint_calls WHERE run_ref = %(run_ref)s::bigint;
+
+-- name: delete_calls_of_step
+-- params: run_ref, step
+-- returns: nothing
+DELETE FROM safepoint_calls WHERE run_ref = %(run_ref)s::bigint AND step = %(step)s::bigint;

@@ -58,10 +58,11 @@ UPDATE safepoint_runs SET status = :status, status_change = NULL WHERE id = :run
 -- returns: nothing
 INSERT INTO safepoint_checkpoints (
     id, run_ref, step, schema_version, status, created_at, message_count, ranges, header, digest,
-    first_seq, added, messages, blobs, carriers, chains
+    first_seq, added, messages, blobs, carriers, chains, calls
 ) VALUES (
     :run_ref * 4294967296 + :step, :run_ref, :step, :schema_version, :status, :now,
-    :message_count, :ranges, :header, :digest, :first_seq, :added, :messages, :blobs, :carriers, :chains
+    :message_count, :ranges, :header, :digest, :first_seq, :added, :messages, :blobs, :carriers, :chains,
+    (SELECT count(*) FROM safepoint_calls WHERE run_ref = :run_ref AND step = :step)  -- entries it covers
 );
 
 -- name: checkpoint_latest
@@ -490,7 +491,8 @@ DELETE FROM safepoint_checkpoints WHERE id = :run_ref * 4294967296 + :step;
 -- params: none
 -- returns: blobs
 -- Every blob some row still references (garbage collection's mark phase).
-SELECT blobs FROM safepoint_checkpoints WHERE blobs IS NOT NULL;
+SELECT blobs FROM safepoint_checkpoints WHERE blobs IS NOT NULL
+UNION ALL SELECT blobs FROM safepoint_calls WHERE blobs IS NOT NULL;
 
 -- name: stored_blobs
 -- params: none
@@ -713,3 +715,80 @@ ORDER BY c.id;
 -- returns: labels, counters, last_error, head_digest
 -- sealed_run for rekey --status: read only.
 SELECT labels, NULL, last_error, NULL FROM safepoint_runs WHERE id = :run_ref;
+
+-- The call journal (revision 8; store/ops/journal.py, docs/journal.md).
+
+-- name: call_run
+-- params: run_id
+-- returns: run_ref, head_step, lease_owner, lease_epoch, lease_expires_at
+-- The run a journal write belongs to: its head step (NULL before its first
+-- checkpoint) and its lease, checked by the op as a save checks it. BEGIN
+-- IMMEDIATE holds the write lock: no claim or hold moves the lease meanwhile.
+SELECT r.id,
+       (SELECT max(id) FROM safepoint_checkpoints
+        WHERE id BETWEEN r.id * 4294967296 AND r.id * 4294967296 + 4294967295) - r.id * 4294967296,
+       r.lease_owner, r.lease_epoch, r.lease_expires_at
+FROM safepoint_runs AS r WHERE r.run_id = :run_id;
+
+-- name: call_intent
+-- params: run_ref, key, step, request, writer, epoch, now
+-- returns: written
+-- Put if absent: an entry already under the key (an intent, or a result)
+-- stays as it is, and no row comes back.
+INSERT INTO safepoint_calls (run_ref, key, step, state, request, writer, epoch, created_at)
+VALUES (:run_ref, :key, :step, 'intent', :request, :writer, :epoch, :now)
+ON CONFLICT (run_ref, key) DO NOTHING
+RETURNING 1;
+
+-- name: call_done
+-- params: run_ref, key, step, request, result, digest, blobs, writer, epoch, now
+-- returns: written
+-- The first result wins: an intent becomes done (keeping its step, which
+-- the op passes and the result is sealed for: the checkpoint that covers
+-- the intent covers its result); an entry already done stays as it is, and
+-- no row comes back.
+INSERT INTO safepoint_calls (
+    run_ref, key, step, state, request, result, digest, blobs, writer, epoch, created_at, done_at
+) VALUES (:run_ref, :key, :step, 'done', :request, :result, :digest, :blobs, :writer, :epoch, :now, :now)
+ON CONFLICT (run_ref, key) DO UPDATE
+SET state = 'done', result = excluded.result, digest = excluded.digest, blobs = excluded.blobs,
+    done_at = excluded.done_at
+WHERE safepoint_calls.state = 'intent'
+RETURNING 1;
+
+-- name: call_get
+-- params: run_id, key, request, now
+-- returns: key, step, state, result, blobs, digest, writer, epoch, writer_live, same_request,
+--          created_at, done_at
+-- One entry, by its key: a primary-key lookup, whatever the run's length.
+-- writer_live: the lease that wrote it is still the run's, unexpired.
+-- same_request: the entry's request digest equals :request (NULL if either is).
+SELECT c.key, c.step, c.state, c.result, c.blobs, c.digest, c.writer, c.epoch,
+       coalesce(c.writer = r.lease_owner AND c.epoch = r.lease_epoch AND r.lease_expires_at > :now, 0),
+       CASE WHEN :request IS NULL OR c.request IS NULL THEN NULL ELSE c.request = :request END,
+       c.created_at, c.done_at
+FROM safepoint_runs AS r
+JOIN safepoint_calls AS c ON c.run_ref = r.id AND c.key = :key
+WHERE r.run_id = :run_id;
+
+-- name: calls_of_run
+-- params: run_id, step
+-- returns: key, step, state, result, blobs, digest, writer, epoch, created_at, done_at
+-- A run's entries (of one step, or all with :step NULL), in the order they
+-- were written: show, history, export and verify.
+SELECT c.key, c.step, c.state, c.result, c.blobs, c.digest, c.writer, c.epoch, c.created_at, c.done_at
+FROM safepoint_runs AS r
+JOIN safepoint_calls AS c ON c.run_ref = r.id
+WHERE r.run_id = :run_id AND (:step IS NULL OR c.step = :step)
+ORDER BY c.step, c.created_at, c.key;
+
+-- name: delete_calls
+-- params: run_ref
+-- returns: nothing
+DELETE FROM safepoint_calls WHERE run_ref = :run_ref;
+
+-- name: delete_calls_of_step
+-- params: run_ref, step
+-- returns: nothing
+-- Retention: the entries a pruned checkpoint covered go with it.
+DELETE FROM safepoint_calls WHERE run_ref = :run_ref AND step = :step;

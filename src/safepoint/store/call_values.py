@@ -1,0 +1,131 @@
+"""A journal entry's values in the form the store writes, and back: the result and its request.
+
+A recorded result goes the way a checkpoint's values go — validated as
+JSON data, scrubbed (registered secrets become references, rule matches
+markers), input ``$`` keys escaped, large values and ``bytes`` out to blobs —
+by the very path a save takes (``PreparedSave``), so the journal holds
+nothing a checkpoint would not. It is stored as one canonical JSON object
+beside the call's usage and how many values the rules redacted. The
+request is never stored: only its digest, which the driver compares.
+Reading back undoes it the way a load does: references typed, large values
+put back, secrets resolved when asked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from safepoint import codec
+from safepoint.errors import InvalidArgument, NotJSONCompatible
+from safepoint.model import Checkpoint
+from safepoint.records import CallUsage
+from safepoint.scrub.resolve import lookup_for, restore
+
+from .after_load import ResolveSecrets
+from .large_values import find_stored_refs, inline
+from .prepare import PreparedSave, prepare_save
+from .references import from_stored
+from .settings import StoreSettings
+
+MAX_KEY_LENGTH = 1024  # a key names a call's place: a thread, a path, an order, a tool call id
+_PLACE = "state['result']"  # where the shared save path puts the value (errors name "result")
+
+
+@dataclass(frozen=True, slots=True)
+class StoredResult:
+    """One result in stored form: the row's ``result`` and ``digest`` columns, the blobs it
+    references (the ``blobs`` column) and the new ones to write before it commits."""
+
+    body: bytes
+    digest: bytes
+    blobs: str | None
+    pending: dict[str, bytes]
+    redacted: int
+
+
+def check_key(key: Any) -> str:
+    """Refuse a key no backend can store: a plain ``str`` of 1 to 1024 characters, no NUL."""
+    if type(key) is not str or not key or len(key) > MAX_KEY_LENGTH:
+        raise InvalidArgument(f"key must be a non-empty str of at most {MAX_KEY_LENGTH} characters")
+    if "\x00" in key or not codec.is_plain_json(key):
+        raise InvalidArgument("key must not contain NUL characters or lone surrogates")
+    return key
+
+
+def request_digest(request: Any) -> bytes | None:
+    """The digest of what a call asked (canonical JSON), None without one. ``NotJSONCompatible``
+    for a request JSON cannot hold (its path named, never a value)."""
+    if request is None:
+        return None
+    try:
+        return hashlib.sha256(b"safepoint-call-request\x1f" + codec.encode(request)).digest()
+    except (TypeError, ValueError):
+        raise NotJSONCompatible("request", "the request is not JSON data") from None
+
+
+def usage_of(usage: Any) -> dict[str, Any] | None:
+    if usage is None:
+        return None
+    if not isinstance(usage, CallUsage):
+        raise InvalidArgument(f"usage must be a safepoint.CallUsage, not {type(usage).__name__}")
+    tokens = (usage.tokens_in, usage.tokens_out)
+    if any(type(n) is not int or n < 0 for n in tokens):
+        raise InvalidArgument("usage tokens must be non-negative ints")
+    if type(usage.spend) not in (int, float) or not usage.spend >= 0 or usage.spend == float("inf"):
+        raise InvalidArgument("usage spend must be a finite non-negative number")
+    return {"tokens_in": usage.tokens_in, "tokens_out": usage.tokens_out, "spend": usage.spend}
+
+
+def stored_result(key: str, result: Any, usage: CallUsage | None, settings: StoreSettings) -> StoredResult:
+    """``result`` as the store writes it, by the save path (``StoreSettings.prepare_save``)."""
+    used = usage_of(usage)
+    carrier = Checkpoint(run_id="journal", state={"result": result})
+    try:
+        prepared = settings.guard(_prepared, settings, carrier)
+    except NotJSONCompatible as exc:
+        raise NotJSONCompatible(exc.path.replace(_PLACE, "result", 1), exc.reason) from None
+    value = prepared.fields.values["state"]["result"]
+    # A registered secret becomes a reference that resolve_secrets gives back; a rule's
+    # marker replaces the value for good: the result replays redacted.
+    redacted = sum(n for rule, n in prepared.report().by_rule().items() if not rule.startswith("secret:"))
+    body = codec.encode({"value": value, "usage": used, "redacted": redacted})
+    digest = entry_digest(key, body)
+    blobs = prepared.blob_digests() if prepared.blobs is not None else None
+    return StoredResult(body, digest, blobs, prepared.pending_blobs(), redacted)
+
+
+def _prepared(settings: StoreSettings, carrier: Checkpoint) -> PreparedSave:
+    scrubber, blobs, policy = settings.scrubber, settings.blobs, settings.blob_policy
+    return prepare_save(carrier, scrubber, blobs, policy, settings.schema_version, validate=True)
+
+
+def entry_digest(key: str, body: bytes) -> bytes:
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass") + b"\x1f" + body).digest()
+
+
+def stored_digests(body: bytes) -> list[str]:
+    """The blob digests a stored result references (to fetch them with it)."""
+    return find_stored_refs(codec.decode(body)["value"], [])
+
+
+def loaded_result(
+    body: bytes, settings: StoreSettings, fetched: dict[str, bytes], resolve: ResolveSecrets
+) -> tuple[Any, CallUsage | None, int]:
+    """A stored result read back: (the value, its usage, how many values were redacted)."""
+    data = codec.decode(body)
+    value = from_stored(data["value"])
+    digests = find_stored_refs(data["value"], [])
+    if digests and settings.blobs is not None:
+        value = inline(value, settings.blobs.fetch(sorted(set(digests)), fetched))
+    if resolve is not False:
+        if resolve is True:
+            scrubber = settings.scrubber
+            if scrubber is None or not len(scrubber.secrets):
+                raise InvalidArgument("resolve_secrets=True needs secrets registered with the store")
+            resolve = scrubber.secrets
+        value = restore(value, lookup_for(resolve))
+    used = data.get("usage")
+    usage = None if used is None else CallUsage(used["tokens_in"], used["tokens_out"], used["spend"])
+    return value, usage, int(data.get("redacted", 0))
