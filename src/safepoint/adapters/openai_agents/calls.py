@@ -77,7 +77,9 @@ class JournalModel(Model):
             return self.inner.stream_response(*args, **kwargs)
         return self._streamed(turn, args, kwargs)
 
-    async def _streamed(self, turn: Turn, args: tuple[Any, ...], kwargs: dict[str, Any]) -> AsyncIterator[Any]:
+    async def _streamed(
+        self, turn: Turn, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> AsyncIterator[Any]:
         """A stream that reaches the caller as it comes, recorded once complete; a replayed one
         is its terminal ``response.completed`` event alone (the SDK builds the turn from it)."""
         queue: asyncio.Queue[Any] = asyncio.Queue()

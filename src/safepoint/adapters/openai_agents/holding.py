@@ -19,6 +19,7 @@ turn's opening and closing around ``run_sync``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from dataclasses import dataclass
@@ -26,10 +27,10 @@ from functools import partial
 from typing import Any, TypeVar
 
 from safepoint import AsyncStore, InvalidArgument, RunHeld, Store
-from safepoint.flow import Flow, bound
+from safepoint.flow import bound
 from safepoint.harness import owner as owners
 from safepoint.records import Lease
-from safepoint.twins import Invoke, Offload, Sleep, awaiting, blocking, translate
+from safepoint.twins import Flow, Invoke, Offload, Sleep, awaiting, blocking, translate
 
 T = TypeVar("T")
 FIRST_POLL = 0.01  # seconds before looking at a held run again; doubling up to:
@@ -81,10 +82,10 @@ def acquire(store: Store | AsyncStore, run_id: str, owner: str, terms: Terms) ->
             return lease
         except RunHeld as held:
             holder = owners.parse(held.owner)
-            if holder is not None and not owners.mine(holder) and owners.gone(holder):
-                if take_from != held.owner:
-                    take_from = held.owner  # SIGKILLed or crashed: its turn is ours to resume
-                    continue
+            gone = holder is not None and not owners.mine(holder) and owners.gone(holder)
+            if gone and take_from != held.owner:
+                take_from = held.owner  # SIGKILLed or crashed: its turn is ours to resume
+                continue
             left = deadline - time.monotonic()
             if left <= 0:
                 raise
@@ -131,10 +132,8 @@ def release(store: Store | AsyncStore, lease: Lease | None) -> Flow[None]:
     """Give the turn's lease back; a lease already lost or a closed store leaves nothing to do."""
     if lease is None:
         return
-    try:
+    with contextlib.suppress(Exception):  # lost or unreachable: the lease runs out by itself
         yield Invoke(store.release_hold, (lease,))
-    except Exception:  # noqa: S110 - lost or unreachable: the lease runs out by itself
-        pass
 
 
 def new_owner() -> str:

@@ -104,7 +104,8 @@ class CallJournal:
         resolve_secrets: Any = False,
     ) -> None:
         self.policies = {
-            name: ToolPolicy(idempotent=False, reconcile=hook) for name, hook in (non_idempotent or {}).items()
+            name: ToolPolicy(idempotent=False, reconcile=hook)
+            for name, hook in (non_idempotent or {}).items()
         }
         self.spend, self.resolve_secrets = spend, resolve_secrets
         self.terms = holding.Terms(hold, hold if wait is None else wait)
@@ -171,6 +172,7 @@ class CallJournal:
                 ended.set_result(None)
 
         task = result.run_loop_task
+        assert task is not None  # the SDK starts the run's task before it returns the result
         task.add_done_callback(lambda done: asyncio.ensure_future(end(done)))
         events = result.stream_events
 
@@ -179,7 +181,7 @@ class CallJournal:
                 yield event
             await ended
 
-        result.stream_events = stream_events
+        result.stream_events = stream_events  # type: ignore[method-assign]  # the turn ends with it
         return result
 
     # -- the turn's start and end, written once for the three ways in --------------------------

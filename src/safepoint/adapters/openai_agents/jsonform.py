@@ -171,7 +171,7 @@ def _tool_output(value: BaseModel) -> bool:
 # -- requests ---------------------------------------------------------------------------------
 
 
-def model_request(
+def model_request(  # noqa: PLR0917 - the SDK's own parameters, in its order
     instructions: str | None,
     input: Any,
     tools: list[Any],

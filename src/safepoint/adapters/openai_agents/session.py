@@ -26,20 +26,19 @@ to its start in one save (``rewind``).
 
 from __future__ import annotations
 
-from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
-
 import hashlib
 import json
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
+from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
+
 from safepoint import AsyncStore, Checkpoint, Conflict, Store, StoreClosed
+from safepoint.adapters.cache import MAX_ATTEMPTS, CheckpointCache, gave_up, save_cached, thaw
+from safepoint.adapters.runner import Runner, open_given
 from safepoint.flow import Flow, Save, delete_if_present, load_or_none
 from safepoint.records import Lease
 from safepoint.twins import Invoke, translate
-
-from ..cache import MAX_ATTEMPTS, CheckpointCache, gave_up, save_cached, thaw
-from ..runner import Runner, open_given
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem

@@ -33,6 +33,7 @@ from safepoint.twins import Flow
 
 from . import holding
 from .session import TURN_STATE
+
 COUNTED = ("tokens_in", "tokens_out", "spend", "model_calls", "tool_calls")
 LOST = ("resent_calls", "lost_tokens_in_estimate", "lost_tokens_out_estimate", "lost_spend_estimate")
 
@@ -204,6 +205,8 @@ def _counted(head: Checkpoint | None) -> dict[str, int | float]:
 def close_turn(turn: Turn) -> Flow[None]:
     """The turn's end entry (its counters), then the session is given back."""
     try:
-        yield RecordCall(turn.run_id, end_key(turn.number), {"counters": turn.counters()}, None, None, turn.lease)
+        yield RecordCall(
+            turn.run_id, end_key(turn.number), {"counters": turn.counters()}, None, None, turn.lease
+        )
     finally:
         yield from holding.release(turn.store, turn.lease)
