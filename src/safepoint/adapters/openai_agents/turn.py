@@ -22,6 +22,7 @@ id — never anything a re-run changes.
 from __future__ import annotations
 
 import contextvars
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,7 @@ from safepoint.twins import Flow
 from . import holding
 from .session import TURN_STATE
 
+_SESSION_IN_KEY = 128
 COUNTED = ("tokens_in", "tokens_out", "spend", "model_calls", "tool_calls")
 LOST = ("resent_calls", "lost_tokens_in_estimate", "lost_tokens_out_estimate", "lost_spend_estimate")
 
@@ -75,7 +77,10 @@ class Turn:
         return Place(self.run_id, self.lease)
 
     def prefix(self) -> str:
-        return f"{self.session.session_id}|t{self.number}|{PATH.get()}"
+        session = self.session.session_id
+        if len(session) > _SESSION_IN_KEY:  # keys hold 1024 characters: a long id by its digest
+            session = "#" + hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()
+        return f"{session}|t{self.number}|{PATH.get()}"
 
     def next_model_key(self, agent: str) -> tuple[str, tuple[str, str], int]:
         """The key of ``agent``'s next model call on this path (and its order, to undo on error)."""
