@@ -112,7 +112,8 @@ def test_every_model_and_tool_call_of_a_turn_is_recorded(mode: str, tmp_path: Pa
             "triage|tool:charge",
             "triage|tool:lookup",
         ]
-        assert journal.last_turn is not None and journal.last_turn.models.called == 7
+        assert journal.last_turn is not None
+        assert journal.last_turn.models.called == 7
         assert store.load(session.run_id).counters == {**COUNTERS, **dict.fromkeys(LOST, 0)}
     assert ledger.model_calls() == 7
 
@@ -135,7 +136,10 @@ def test_a_turn_resumed_after_a_crash_repeats_nothing(
         journal = CallJournal()
         assert turn(resumed, journal, SafepointSession("s", store)) == app.ANSWER
         last = journal.last_turn
-        assert last is not None and last.resumed and last.number == 1 and last.rolled_back > 0
+        assert last is not None
+        assert last.resumed
+        assert last.number == 1
+        assert last.rolled_back > 0
         assert (last.models.replayed, last.models.called, last.models.resent) == (6, 1, 0)
         assert (last.tools.replayed, last.tools.reconciled, last.tools.called) == (3, 1, 0)
         assert ledger.check_calls() == (4, 7)
@@ -155,13 +159,16 @@ def test_resume_on_every_backend(kind: str, tmp_path: Path, ledger: Ledger) -> N
                 await aturn("run", CallJournal(), SafepointSession("s", store))
             journal = CallJournal()
             assert await aturn("run", journal, SafepointSession("s", store)) == app.ANSWER
-            assert journal.last_turn is not None and journal.last_turn.models.replayed == 1
+            assert journal.last_turn is not None
+            assert journal.last_turn.models.replayed == 1
 
     asyncio.run(scenario())
     assert ledger.check_calls() == (4, 7)
 
 
-def test_a_changed_request_is_called_again_and_counted_as_a_divergence(tmp_path: Path, ledger: Ledger) -> None:
+def test_a_changed_request_is_called_again_and_counted_as_a_divergence(
+    tmp_path: Path, ledger: Ledger
+) -> None:
     """A resumed turn whose requests changed (new instructions) replays none of them: each is called
     and recorded under a key of its own, and counted as a divergence."""
     with safepoint.open_store(f"sqlite:///{tmp_path / 'db'}") as store:
@@ -197,13 +204,16 @@ def test_a_result_json_cannot_hold_is_used_not_recorded(tmp_path: Path, ledger: 
         session = SafepointSession("s", store)
         journal = CallJournal()
         assert asyncio.run(journal.run(agent, "hi", session=session)).final_output == "ok"
-        assert journal.last_turn is not None and journal.last_turn.tools.unrecorded == 1
+        assert journal.last_turn is not None
+        assert journal.last_turn.tools.unrecorded == 1
         outputs = [i for i in asyncio.run(session.get_items()) if i.get("type") == "function_call_output"]
         assert outputs[0]["output"] == "opaque"
         assert not any("opaque_tool" in e.key for e in store.recorded_calls(session.run_id))
 
 
-def test_a_non_idempotent_tool_without_a_hook_stops_the_turn_as_waiting(tmp_path: Path, ledger: Ledger) -> None:
+def test_a_non_idempotent_tool_without_a_hook_stops_the_turn_as_waiting(
+    tmp_path: Path, ledger: Ledger
+) -> None:
     """A charge in flight with no reconcile hook raises ActionWaiting and keeps the turn open; the
     same call with a ``skip`` hook then settles it without charging again."""
 
@@ -236,7 +246,8 @@ def test_the_tool_gets_its_call_key(tmp_path: Path, ledger: Ledger) -> None:
         turn("run", CallJournal(), session)
         keys_of_charges = {e.key for e in store.recorded_calls(session.run_id) if "tool:charge" in e.key}
     handed = {effect.value["journal_key"] for effect in ledger.calls() if effect.kind == "record"}
-    assert handed == keys_of_charges and len(handed) == 2
+    assert handed == keys_of_charges
+    assert len(handed) == 2
 
 
 def test_a_second_caller_waits_for_the_turn_and_replays_it(tmp_path: Path, ledger: Ledger) -> None:
@@ -269,7 +280,8 @@ def test_turns_are_numbered_and_a_finished_one_is_never_resumed(tmp_path: Path, 
         journal = CallJournal()
         turn("run", journal, session)
         turn("run", journal, session)
-        assert journal.last_turn is not None and journal.last_turn.number == 2
+        assert journal.last_turn is not None
+        assert journal.last_turn.number == 2
         assert not journal.last_turn.resumed
         assert store.load(session.run_id).counters["model_calls"] == 14
     assert ledger.model_calls() == 14
@@ -299,7 +311,8 @@ def test_the_apps_default_runner_stays_in_the_chain_and_nothing_is_journaled_out
             agent, config = app.build()
             plain = SafepointSession("plain", store)
             result = asyncio.run(Runner.run(agent, "hi", session=plain, run_config=config))
-            assert result.final_output == app.ANSWER and result.last_agent.name == "specialist"
+            assert result.final_output == app.ANSWER
+            assert result.last_agent.name == "specialist"
             assert store.recorded_calls(plain.run_id) == []
             assert isinstance(agent.model, app.ScriptedModel)
     finally:

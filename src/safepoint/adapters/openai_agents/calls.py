@@ -250,7 +250,7 @@ def journaled_tool(tool: FunctionTool, agent: str, policy: ToolPolicy | None) ->
             name,
             _args(input_json),
             run,
-            policy=policy or turn.policies.get(name) or _IDEMPOTENT,
+            policy=turn.policies.get(name) or policy or _IDEMPOTENT,  # the journal's option first
             encode=jsonform.encode_tool_result,
             decode=jsonform.decode_tool_result,
             tally=turn.tools,

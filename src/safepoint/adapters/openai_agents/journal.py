@@ -38,7 +38,7 @@ from agents import Runner
 from agents.tool import FunctionTool
 
 from safepoint import InvalidArgument, Reconcile
-from safepoint.journal import ToolPolicy
+from safepoint.journal import ActionWaiting, ToolPolicy
 
 from . import holding
 from .default_runner import install
@@ -72,6 +72,23 @@ def non_idempotent(tool: FunctionTool | None = None, *, reconcile: Hook = None) 
         return marked
 
     return mark if tool is None else mark(tool)
+
+
+def _surfaced(error: BaseException) -> BaseException:
+    """The error a journaled run ends with: a reconcile hook's ``wait`` as ``ActionWaiting`` (the
+    SDK wraps what a tool raises in its own error), anything else as it was raised."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, ActionWaiting):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return error
+
+
+def _store(session: SafepointSession) -> Any:
+    if not isinstance(session, SafepointSession):
+        raise InvalidArgument("a CallJournal runs on a SafepointSession (its run holds the journal)")
+    return session.store
 
 
 class CallJournal:
@@ -113,14 +130,14 @@ class CallJournal:
 
     async def run(self, agent: Any, input: Any, *, session: SafepointSession, **kwargs: Any) -> Any:
         """``Runner.run(agent, input, session=session, **kwargs)``, journaled."""
-        turn = self._turn(session, await holding.serve(session.store, self._opening(session, input)))
+        turn = self._turn(session, await holding.serve(_store(session), self._opening(session, input)))
         beat = holding.Beat(session.store, turn, self.terms, thread=False)
         token = ACTIVE.set(turn)
         try:
             result = await Runner.run(agent, input, session=session, **kwargs)
-        except BaseException:
+        except BaseException as error:
             await self._let_go(turn, beat)
-            raise
+            raise _surfaced(error) from error
         finally:
             ACTIVE.reset(token)
         beat.stop()
@@ -129,15 +146,15 @@ class CallJournal:
 
     def run_sync(self, agent: Any, input: Any, *, session: SafepointSession, **kwargs: Any) -> Any:
         """``Runner.run_sync(…)``, journaled (the session's store must be a sync ``Store``)."""
-        turn = self._turn(session, holding.drive(session.store, self._opening(session, input)))
+        turn = self._turn(session, holding.drive(_store(session), self._opening(session, input)))
         beat = holding.Beat(session.store, turn, self.terms, thread=True)
         token = ACTIVE.set(turn)
         try:
             result = Runner.run_sync(agent, input, session=session, **kwargs)
-        except BaseException:
+        except BaseException as error:
             beat.stop()
             holding.drive(session.store, self._released(turn))
-            raise
+            raise _surfaced(error) from error
         finally:
             ACTIVE.reset(token)
         beat.stop()
@@ -147,7 +164,7 @@ class CallJournal:
     async def run_streamed(self, agent: Any, input: Any, *, session: SafepointSession, **kwargs: Any) -> Any:
         """``Runner.run_streamed(…)``, journaled — awaited, since the turn is opened first. The turn
         ends when the run does; ``stream_events()`` ends once it has."""
-        turn = self._turn(session, await holding.serve(session.store, self._opening(session, input)))
+        turn = self._turn(session, await holding.serve(_store(session), self._opening(session, input)))
         beat = holding.Beat(session.store, turn, self.terms, thread=False)
         token = ACTIVE.set(turn)
         try:
@@ -177,8 +194,11 @@ class CallJournal:
         events = result.stream_events
 
         async def stream_events() -> Any:
-            async for event in events():
-                yield event
+            try:
+                async for event in events():
+                    yield event
+            except Exception as error:
+                raise _surfaced(error) from error
             await ended
 
         result.stream_events = stream_events  # type: ignore[method-assign]  # the turn ends with it
@@ -187,8 +207,6 @@ class CallJournal:
     # -- the turn's start and end, written once for the three ways in --------------------------
 
     def _opening(self, session: SafepointSession, input: Any) -> Any:
-        if not isinstance(session, SafepointSession):
-            raise InvalidArgument("a CallJournal runs on a SafepointSession (its run holds the journal)")
         install()
         return open_turn(session, {"input": dumped(input)}, holding.new_owner(), self.terms)
 

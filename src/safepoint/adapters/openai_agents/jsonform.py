@@ -145,20 +145,25 @@ def call_usage(usage: Usage, spend: Callable[[Usage], float] | None) -> CallUsag
 
 def encode_tool_result(value: Any) -> Any:
     if plain(value):
-        return {"value": value}
+        return {"form": "value", "value": value}
     if isinstance(value, BaseModel) and _tool_output(value):
-        return {"tool_output": value.model_dump(mode="json")}
+        return {"form": "tool_output", "tool_output": value.model_dump(mode="json")}
     if type(value) is list and value and all(isinstance(v, BaseModel) and _tool_output(v) for v in value):
-        return {"tool_outputs": [v.model_dump(mode="json") for v in value]}
+        return {"form": "tool_outputs", "tool_outputs": [v.model_dump(mode="json") for v in value]}
     return NOT_RECORDABLE
 
 
 def decode_tool_result(form: Any) -> Any:
-    if "tool_output" in form:
+    """A recorded tool result back; a value recorded as it was — a reconcile hook's ``skip``
+    result, which the journal's flow records as the hook gave it — comes back as it is."""
+    kind = form.get("form") if isinstance(form, dict) and len(form) == 2 else None
+    if kind == "value" and "value" in form:
+        return form["value"]
+    if kind == "tool_output" and "tool_output" in form:
         return TOOL_OUTPUT.validate_python(form["tool_output"])
-    if "tool_outputs" in form:
+    if kind == "tool_outputs" and "tool_outputs" in form:
         return [TOOL_OUTPUT.validate_python(v) for v in form["tool_outputs"]]
-    return form["value"]
+    return form
 
 
 def _tool_output(value: BaseModel) -> bool:
