@@ -200,6 +200,8 @@ class CallJournal:
             except Exception as error:
                 raise _surfaced(error) from error
             await ended
+            if not task.cancelled() and task.exception() is not None:  # an end some SDKs keep quiet
+                raise _surfaced(task.exception())  # type: ignore[arg-type]
 
         result.stream_events = stream_events  # type: ignore[method-assign]  # the turn ends with it
         return result
