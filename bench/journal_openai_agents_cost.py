@@ -33,7 +33,7 @@ REFERENCE_CALLS, REFERENCE_IN, REFERENCE_OUT = 7, 75, 35  # one uninterrupted tu
 POINTS = ("after payment 1", "after payment 2", "random instant")
 
 
-def one(forks: Any, work: Path, journal: bool, point: str, rng: Random, span: float) -> dict[str, Any]:
+def one(forks: Any, work: Path, journal: bool, point: str, *, rng: Random, span: float) -> dict[str, Any]:
     kill_at = {"after payment 1": "charge:5", "after payment 2": "charge:7"}.get(point)
     process = forks.Process(target=child, args=(str(work), journal, "run", kill_at, None))
     process.start()
@@ -78,8 +78,10 @@ def main(episodes: int) -> None:
         reference.start()
         reference.join(60)
         ref = json.loads((clean / f"result-{reference.pid}.json").read_text())
-        print("| kill point | journal | kills | payments made again | lookups run again "
-              "| model requests paid again | tokens paid again | spend paid again | answer and counters |")
+        print(
+            "| kill point | journal | kills | payments made again | lookups run again "
+            "| model requests paid again | tokens paid again | spend paid again | answer and counters |"
+        )
         print("|---|---|---|---|---|---|---|---|---|")
         for index, point in enumerate(POINTS):
             for journal in (False, True):
@@ -87,7 +89,7 @@ def main(episodes: int) -> None:
                 for n in range(episodes):
                     work = Path(tmp) / f"{index}-{journal}-{n}"
                     work.mkdir()
-                    rows.append(one(forks, work, journal, point, rng, ref["elapsed"]))
+                    rows.append(one(forks, work, journal, point, rng=rng, span=ref["elapsed"]))
                 kills = sum(r["killed"] for r in rows) or 1
                 same = all(
                     r["answer"] == ref["answer"]

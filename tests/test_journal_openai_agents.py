@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Agent, Runner, function_tool
+from agents import Agent, ModelSettings, Runner, function_tool
+from agents.retry import ModelRetrySettings
 from agents.run import AgentRunner, get_default_agent_runner, set_default_agent_runner
 
 import safepoint
@@ -336,3 +337,31 @@ def test_wrong_uses_are_refused(tmp_path: Path) -> None:
             await store.close()
 
     asyncio.run(async_store())
+
+
+class FlakyModel(app.ScriptedModel):
+    """Fails its first request the way a dropped connection does, then answers."""
+
+    failed = False
+
+    async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+        if not FlakyModel.failed:
+            FlakyModel.failed = True
+            raise ConnectionError("connection reset")
+        return await super().get_response(*args, **kwargs)
+
+
+def test_a_call_the_sdk_retries_is_no_crash(tmp_path: Path, ledger: Ledger) -> None:
+    """A model call that failed and that the SDK retries finds its own intent: the retry takes the
+    failed call's place and is not counted as a re-sent call."""
+    retry = ModelRetrySettings(max_retries=2, policy=lambda _: True, backoff={"initial_delay": 0.0})
+    agent = Agent(name="f", model=FlakyModel("f", ["ok"]), model_settings=ModelSettings(retry=retry))
+    with safepoint.open_store(f"sqlite:///{tmp_path / 'db'}") as store:
+        session = SafepointSession("s", store)
+        journal = CallJournal()
+        assert asyncio.run(journal.run(agent, "hi", session=session)).final_output == "ok"
+        assert FlakyModel.failed
+        assert journal.last_turn is not None
+        assert (journal.last_turn.models.called, journal.last_turn.models.resent) == (1, 0)
+        assert keys(store, session) == ["s|t1||f|model#0"]
+        assert store.load(session.run_id).counters["resent_calls"] == 0
