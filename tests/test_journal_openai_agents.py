@@ -22,7 +22,7 @@ from agents.run import AgentRunner, get_default_agent_runner, set_default_agent_
 import safepoint
 from adapter_checks import BACKEND_KINDS, backend_store
 from helpers import oa_journal_agent as app
-from safepoint import InvalidArgument, Reconcile
+from safepoint import InvalidArgument, Reconcile, RunHeld
 from safepoint.adapters.openai_agents import CallJournal, SafepointSession, non_idempotent
 from safepoint.adapters.openai_agents import sdk as oa_sdk
 from safepoint.journal import ActionWaiting
@@ -365,3 +365,32 @@ def test_a_call_the_sdk_retries_is_no_crash(tmp_path: Path, ledger: Ledger) -> N
         assert (journal.last_turn.models.called, journal.last_turn.models.resent) == (1, 0)
         assert keys(store, session) == ["s|t1||f|model#0"]
         assert store.load(session.run_id).counters["resent_calls"] == 0
+
+
+def test_a_long_turn_keeps_its_session_held(tmp_path: Path, ledger: Ledger) -> None:
+    """The turn's lease is renewed while it runs: past several lease periods, a second caller that
+    will not wait is still refused (RunHeld), and the first turn ends normally."""
+    release = asyncio.Event()
+
+    @function_tool
+    async def slow() -> str:
+        """Works until the test lets it finish."""
+        await release.wait()
+        return "slow done"
+
+    def agent() -> Agent[Any]:
+        return Agent(name="w", tools=[slow], model=app.ScriptedModel("w", [[("slow", {})], "done"]))
+
+    async def scenario(store: Any) -> Any:
+        first = asyncio.create_task(
+            CallJournal(hold=0.4).run(agent(), "hi", session=SafepointSession("s", store))
+        )
+        await asyncio.sleep(1.2)  # three lease periods: without its heartbeat the lease would be gone
+        quick = Agent(name="q", model=app.ScriptedModel("q", ["quick"]))
+        with pytest.raises(RunHeld):
+            await CallJournal(wait=0).run(quick, "other", session=SafepointSession("s", store))
+        release.set()
+        return (await first).final_output
+
+    with safepoint.open_store(f"sqlite:///{tmp_path / 'db'}") as store:
+        assert asyncio.run(scenario(store)) == "done"
