@@ -134,7 +134,7 @@ def test_a_turn_resumed_after_a_crash_repeats_nothing(
         with pytest.raises(Crash):
             turn(crashed, CallJournal(), SafepointSession("s", store))
         assert ledger.check_calls() == (4, 6)
-        journal = CallJournal()
+        journal = CallJournal(wait=0)  # the stopped turn let go of its session: no wait
         assert turn(resumed, journal, SafepointSession("s", store)) == app.ANSWER
         last = journal.last_turn
         assert last is not None
@@ -158,7 +158,7 @@ def test_resume_on_every_backend(kind: str, tmp_path: Path, ledger: Ledger) -> N
             crash_after(ledger, "charge:5")
             with pytest.raises(Crash):
                 await aturn("run", CallJournal(), SafepointSession("s", store))
-            journal = CallJournal()
+            journal = CallJournal(wait=0)
             assert await aturn("run", journal, SafepointSession("s", store)) == app.ANSWER
             assert journal.last_turn is not None
             assert journal.last_turn.models.replayed == 1
@@ -251,19 +251,24 @@ def test_the_tool_gets_its_call_key(tmp_path: Path, ledger: Ledger) -> None:
     assert len(handed) == 2
 
 
-def test_a_second_caller_waits_for_the_turn_and_replays_it(tmp_path: Path, ledger: Ledger) -> None:
-    """Two callers resume one open turn at once in one process: the second waits for the first to
-    finish, then runs the turn again with every call replayed — no effect twice."""
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_second_caller_waits_for_the_turn_and_replays_it(
+    shared: bool, tmp_path: Path, ledger: Ledger
+) -> None:
+    """Two callers resume one open turn at once in one process (each with its session object, or
+    both with one): the second waits for the first to finish, then runs the turn again with every
+    call replayed — no effect twice."""
     with safepoint.open_store(f"sqlite:///{tmp_path / 'db'}") as store:
         crash_after(ledger, "charge:7")
         with pytest.raises(Crash):
             turn("run", CallJournal(), SafepointSession("s", store))
+        one = SafepointSession("s", store)
 
         async def both() -> list[Any]:
             first, second = CallJournal(), CallJournal()
             answers = await asyncio.gather(
-                aturn("run", first, SafepointSession("s", store)),
-                aturn("run", second, SafepointSession("s", store)),
+                aturn("run", first, one if shared else SafepointSession("s", store)),
+                aturn("run", second, one if shared else SafepointSession("s", store)),
             )
             turns = [first.last_turn, second.last_turn]
             assert all(t is not None and t.number == 1 for t in turns)

@@ -45,7 +45,7 @@ from .default_runner import install
 from .graph import POLICY_ATTRIBUTE
 from .jsonform import dumped
 from .session import SafepointSession
-from .turn import ACTIVE, CALL_KEY, Opened, Turn, close_turn, open_turn
+from .turn import ACTIVE, CALL_KEY, Opened, Turn, close_turn, let_go, open_turn
 
 Hook = Reconcile | Callable[[str, str, Any], Any] | None
 
@@ -141,7 +141,7 @@ class CallJournal:
         finally:
             ACTIVE.reset(token)
         beat.stop()
-        await holding.serve(session.store, self._closing(turn))
+        await holding.serve(session.store, close_turn(turn))
         return result
 
     def run_sync(self, agent: Any, input: Any, *, session: SafepointSession, **kwargs: Any) -> Any:
@@ -153,12 +153,12 @@ class CallJournal:
             result = Runner.run_sync(agent, input, session=session, **kwargs)
         except BaseException as error:
             beat.stop()
-            holding.drive(session.store, self._released(turn))
+            holding.drive(session.store, let_go(turn))
             raise _surfaced(error) from error
         finally:
             ACTIVE.reset(token)
         beat.stop()
-        holding.drive(session.store, self._closing(turn))
+        holding.drive(session.store, close_turn(turn))
         return result
 
     async def run_streamed(self, agent: Any, input: Any, *, session: SafepointSession, **kwargs: Any) -> Any:
@@ -184,7 +184,7 @@ class CallJournal:
                     await self._let_go(turn, beat)
                 else:
                     beat.stop()
-                    await holding.serve(session.store, self._closing(turn))
+                    await holding.serve(session.store, close_turn(turn))
             finally:
                 ended.set_result(None)
 
@@ -197,7 +197,10 @@ class CallJournal:
             try:
                 async for event in events():
                     yield event
-            except Exception as error:
+            except (GeneratorExit, asyncio.CancelledError):
+                raise  # the caller stopped reading: the run (and its turn) ends on its own
+            except BaseException as error:
+                await ended  # the turn let go of its session before the error reaches the caller
                 raise _surfaced(error) from error
             await ended
             if not task.cancelled() and task.exception() is not None:  # an end some SDKs keep quiet
@@ -228,16 +231,6 @@ class CallJournal:
         session.turn = self.last_turn = turn
         return turn
 
-    def _closing(self, turn: Turn) -> Any:
-        try:
-            yield from close_turn(turn)
-        finally:
-            turn.session.turn = None
-
-    def _released(self, turn: Turn) -> Any:
-        turn.session.turn = None  # the turn stays open: the same call resumes it
-        return holding.release(turn.store, turn.lease)
-
     async def _let_go(self, turn: Turn, beat: holding.Beat) -> None:
         beat.stop()
-        await holding.serve(turn.store, self._released(turn))
+        await holding.serve(turn.store, let_go(turn))  # the turn stays open: the same call resumes it

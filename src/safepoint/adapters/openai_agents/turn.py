@@ -214,4 +214,12 @@ def close_turn(turn: Turn) -> Flow[None]:
             turn.run_id, end_key(turn.number), {"counters": turn.counters()}, None, None, turn.lease
         )
     finally:
-        yield from holding.release(turn.store, turn.lease)
+        yield from let_go(turn)
+
+
+def let_go(turn: Turn) -> Flow[None]:
+    """Give the session back (a turn left open stays resumable). The session stops saving under
+    this turn first: once the lease is released, another turn may take the session."""
+    if turn.session.turn is turn:
+        turn.session.turn = None
+    yield from holding.release(turn.store, turn.lease)
