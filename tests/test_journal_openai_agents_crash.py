@@ -9,8 +9,9 @@ effect and at random instants, each resumed by a fresh process. With the
 journal: 0 effects repeated, no model request paid twice beyond those the
 journal counted as re-sent (in flight at a kill), the same final answer and
 the same counters as an uninterrupted run. With the journal off the same
-kills repeat payments, so these tests can fail. ``SAFEPOINT_SOAK=1`` runs
-the larger variant (at least 30 kills with the journal on).
+kills repeat payments, so these tests can fail. ``SAFEPOINT_SOAK=1`` (``make
+soak``) runs the long variant, ``test_soak_…``: at least 30 kills with the
+journal on.
 
 Children are forked from a forkserver that imported the SDK once (importing
 it takes seconds on a small machine); each is a separate process that has
@@ -35,7 +36,6 @@ from helpers.oa_journal_agent import ANSWER
 from helpers.oa_journal_child import child
 from safepoint.crashrig.ledger import DuplicateEffect, Ledger
 
-SOAK = os.environ.get("SAFEPOINT_SOAK") == "1"
 SEED = 32_2027
 COUNTED = ("tokens_in", "tokens_out", "spend", "model_calls", "tool_calls")
 KILL_POINTS = ("charge:5", "charge:7")
@@ -142,9 +142,10 @@ def check_clean(run: Scenario, reference: dict[str, Any]) -> int:
     return resent
 
 
-def kills_with_the_journal(forks: Any, tmp_path: Path, reference: dict[str, Any], rng: Random) -> int:
-    """Kill episodes with the journal on until ``15`` (soak: ``30``) kills landed; the kills."""
-    wanted = 30 if SOAK else 15
+def kills_with_the_journal(
+    forks: Any, tmp_path: Path, reference: dict[str, Any], rng: Random, wanted: int
+) -> int:
+    """Kill episodes with the journal on until ``wanted`` kills landed; the kills."""
     span = reference["elapsed"] * 1.2
     kills, episode = 0, 0
     while kills < wanted:
@@ -167,27 +168,37 @@ def test_killed_with_the_journal_nothing_recorded_is_repeated(
 ) -> None:
     """Killed right after each payment and at random instants, resumed in fresh processes each
     time: no payment twice, no recorded response paid again, the same answer and counters."""
-    assert kills_with_the_journal(forks, tmp_path, reference, Random(SEED)) >= (30 if SOAK else 15)
+    assert kills_with_the_journal(forks, tmp_path, reference, Random(SEED), 15) >= 15
 
 
 @pytest.mark.crash
-def test_killed_without_the_journal_payments_repeat(forks: Any, tmp_path: Path) -> None:
+@pytest.mark.skipif(not os.environ.get("SAFEPOINT_SOAK"), reason="the long run: make soak (SAFEPOINT_SOAK=1)")
+def test_soak_killed_with_the_journal_30_times_nothing_recorded_is_repeated(
+    forks: Any, tmp_path: Path, reference: dict[str, Any]
+) -> None:
+    """The same with at least 30 kills, from a fresh seed each run."""
+    assert kills_with_the_journal(forks, tmp_path, reference, Random(time.time_ns()), 30) >= 30
+
+
+@pytest.mark.crash
+def test_killed_without_the_journal_payments_repeat(
+    forks: Any, tmp_path: Path, reference: dict[str, Any]
+) -> None:
     """The same app on the same session without the journal: the kills repeat payments (what the
     journal is for — and the proof the checks above can fail)."""
-    rng, kills, repeated = Random(SEED + 1), 0, 0
-    for episode in range(3):
-        run = scenario(forks, tmp_path, f"off-{episode}", journal=False)
-        run.kill_after_effect(KILL_POINTS[episode % 2])
-        if episode < 2:
-            run.kill_at_random(rng, 0.3)
+    rng, kills, episodes, repeated = Random(SEED + 1), 0, 0, 0
+    while kills < 5:
+        run = scenario(forks, tmp_path, f"off-{episodes}", journal=False)
+        run.kill_after_effect(KILL_POINTS[episodes % 2])
+        run.kill_at_random(rng, reference["elapsed"])
         run.finish()
         kills += run.kills
+        episodes += 1
         try:
             run.ledger().check_calls()
         except DuplicateEffect:
             repeated += 1
-    assert kills >= 5
-    assert repeated >= 3
+    assert repeated == episodes  # each episode's kill right after a payment made it twice
 
 
 @pytest.mark.crash
