@@ -16,11 +16,9 @@ import inspect
 import sqlite3
 import threading
 from collections.abc import Coroutine, Iterator
-from contextlib import closing
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
-
-import pytest
 
 import safepoint
 from conftest_postgres import fresh_schema, raw, require_postgres
@@ -120,9 +118,14 @@ class Backend:
             store.close()
 
 
-def backends(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    """The ``backend`` fixture's body: ``request.param`` is one of ``VARIANTS``."""
-    variant = request.param
+@contextmanager
+def opened(variant: str, tmp_path: Path) -> Iterator[Backend]:
+    """``variant`` (one of ``VARIANTS``) on fresh data, its handles closed afterwards."""
+    yield from backends(variant, tmp_path)
+
+
+def backends(variant: str, tmp_path: Path) -> Iterator[Backend]:
+    """A ``backend`` fixture's body: ``variant`` is one of ``VARIANTS``."""
     if not variant.startswith("postgres"):
         backend = Backend(variant, tmp_path, None, None)
         try:

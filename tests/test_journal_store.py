@@ -24,7 +24,7 @@ from safepoint.journal import CallUsage, Recorded
 
 @pytest.fixture(params=VARIANTS)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    yield from backends(request, tmp_path)
+    yield from backends(request.param, tmp_path)
 
 
 def test_an_intent_then_its_result_each_put_if_absent(backend: Backend) -> None:

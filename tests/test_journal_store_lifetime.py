@@ -26,12 +26,12 @@ THRESHOLD = 64
 
 @pytest.fixture(params=VARIANTS)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    yield from backends(request, tmp_path)
+    yield from backends(request.param, tmp_path)
 
 
 @pytest.fixture(params=SYNC_VARIANTS)
 def sync_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    yield from backends(request, tmp_path)
+    yield from backends(request.param, tmp_path)
 
 
 def _step_by_step(store: Any, run_id: str, steps: int) -> Checkpoint:

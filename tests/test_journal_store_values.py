@@ -25,7 +25,7 @@ THRESHOLD = 64  # values over this many bytes go to the blob target
 
 @pytest.fixture(params=VARIANTS)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    yield from backends(request, tmp_path)
+    yield from backends(request.param, tmp_path)
 
 
 HOSTILE_KEYS = (
