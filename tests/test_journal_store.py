@@ -87,18 +87,22 @@ def test_an_entry_belongs_to_the_step_after_the_head(backend: Backend) -> None:
     store = backend.open()
     cp = started(store, "run", 2)
     assert store.record_call("run", "a", 1).step == 2
-    store.call_intent("run", "b")
+    assert store.call_intent("run", "b").step == 2
     cp = cp.next()
     cp.messages.append({"role": "assistant", "content": "step 2"})
     store.save(cp)  # the checkpoint that covers a and b: the head is 2 now
     assert store.record_call("run", "c", 3).step == 3
-    # An intent completed after the save moves to the step that will cover its result.
-    assert store.record_call("run", "b", 2).step == 3
+    # An intent completed after the save keeps its step: the checkpoint that covered the
+    # intent covers its result, and a saved step's entries never change in number.
+    assert store.record_call("run", "b", 2).step == 2
     assert store.recorded_call("run", "a").step == 2  # type: ignore[union-attr]
-    assert [e.key for e in store.recorded_calls("run", step=2)] == ["a"]
-    assert sorted(e.key for e in store.recorded_calls("run", step=3)) == ["b", "c"]
+    assert sorted(e.key for e in store.recorded_calls("run", step=2)) == ["a", "b"]
+    assert [e.key for e in store.recorded_calls("run", step=3)] == ["c"]
     assert store.recorded_calls("run", step=9) == []
-    assert [e.key for e in store.recorded_calls("run")][:1] == ["a"]  # by step, oldest first
+    assert [e.step for e in store.recorded_calls("run")] == [2, 2, 3]  # by step, oldest first
+    # The checkpoint names how many entries it covers (for verify): step 2's two.
+    rows = backend.raw("SELECT step, calls FROM safepoint_checkpoints ORDER BY step")
+    assert [tuple(row) for row in rows] == [(0, 0), (1, 0), (2, 2)]
 
 
 def test_same_request_compares_digests(backend: Backend) -> None:
