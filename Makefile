@@ -48,9 +48,11 @@ test: $(STAMP) system-deps
 
 # The model-based test with fresh seeds for SOAK_MINUTES (default 30); SOAK_BACKENDS=sqlite,postgres
 # and SOAK_ENCRYPTION=on choose the rows. Each disagreement becomes a regression script that
-# make test replays (docs/testing.md).
+# make test replays (docs/testing.md). Then the long crash runs: crash tests named test_soak_…,
+# skipped by make test, run with SAFEPOINT_SOAK=1 (e.g. Run on the call journal, 40 kills).
 soak: $(STAMP) system-deps
 	PYTHONPATH=src:tests $(PY) -m model_based.soak
+	SAFEPOINT_SOAK=1 $(PY) -m pytest -q -m crash -k soak tests
 
 # make bench SECTION=fresh (or adapter, scale, otel, concurrency, encryption, ui, frameworks, house) runs and prints that section alone.
 bench: $(STAMP) system-deps

@@ -92,8 +92,12 @@ def usage_of(usage: Any) -> dict[str, Any] | None:
     return {"tokens_in": usage.tokens_in, "tokens_out": usage.tokens_out, "spend": usage.spend}
 
 
-def stored_result(key: str, result: Any, usage: CallUsage | None, settings: StoreSettings) -> StoredResult:
-    """``result`` as the store writes it, by the save path (``StoreSettings.prepare_save``)."""
+def stored_result(
+    key: str, result: Any, usage: CallUsage | None, settings: StoreSettings, *, redacted_before: int = 0
+) -> StoredResult:
+    """``result`` as the store writes it, by the save path (``StoreSettings.prepare_save``).
+    ``redacted_before``: values rules replaced when it was first recorded (an imported
+    result carries their markers already, which the scrubber passes through uncounted)."""
     used = usage_of(usage)
     carrier = Checkpoint(run_id="journal", state={"result": result})
     try:
@@ -108,7 +112,7 @@ def stored_result(key: str, result: Any, usage: CallUsage | None, settings: Stor
     # secret under the "redact" policy: its marker is all that is stored.
     kept = settings.scrubber is not None and settings.scrubber.policy == "reference"
     counts = prepared.report().by_rule().items()
-    redacted = sum(n for rule, n in counts if not (kept and rule.startswith("secret:")))
+    redacted = redacted_before + sum(n for rule, n in counts if not (kept and rule.startswith("secret:")))
     body = codec.encode({"value": value, "usage": used, "redacted": redacted})
     digest = entry_digest(key, body)
     blobs = prepared.blob_digests() if prepared.blobs is not None else None
