@@ -680,11 +680,12 @@ FROM safepoint_runs WHERE run_id = %(run_id)s
 FOR SHARE;
 
 -- name: call_intent
--- params: run_ref, key, step, request, writer, epoch, now
+-- params: run_ref, key, step, request, digest, writer, epoch, now
 -- returns: written
-INSERT INTO safepoint_calls (run_ref, key, step, state, request, writer, epoch, created_at)
-VALUES (%(run_ref)s::bigint, %(key)s, %(step)s::bigint, 'intent', %(request)s::bytea, %(writer)s::text,
-        %(epoch)s::bigint, 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
+INSERT INTO safepoint_calls (run_ref, key, step, state, request, digest, writer, epoch, created_at)
+VALUES (%(run_ref)s::bigint, %(key)s, %(step)s::bigint, 'intent', %(request)s::bytea, %(digest)s::bytea,
+        %(writer)s::text, %(epoch)s::bigint,
+        'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
 ON CONFLICT (run_ref, key) DO NOTHING
 RETURNING 1;
 
@@ -739,6 +740,18 @@ DELETE FROM safepoint_calls WHERE run_ref = %(run_ref)s::bigint;
 -- params: run_ref, step
 -- returns: nothing
 DELETE FROM safepoint_calls WHERE run_ref = %(run_ref)s::bigint AND step = %(step)s::bigint;
+
+-- name: sealed_calls
+-- params: run_ref
+-- returns: key, step, result, request, digest
+SELECT key, step, result, request, digest FROM safepoint_calls
+WHERE run_ref = %(run_ref)s::bigint ORDER BY key;
+
+-- name: reseal_call
+-- params: run_ref, key, result, request, digest
+-- returns: nothing
+UPDATE safepoint_calls SET result = %(result)s::bytea, request = %(request)s::bytea, digest = %(digest)s::bytea
+WHERE run_ref = %(run_ref)s::bigint AND key = %(key)s;
 
 -- The call journal as stored: verify, export and import (see the SQLite queries).
 

@@ -731,12 +731,13 @@ SELECT r.id,
 FROM safepoint_runs AS r WHERE r.run_id = :run_id;
 
 -- name: call_intent
--- params: run_ref, key, step, request, writer, epoch, now
+-- params: run_ref, key, step, request, digest, writer, epoch, now
 -- returns: written
 -- Put if absent: an entry already under the key (an intent, or a result)
--- stays as it is, and no row comes back.
-INSERT INTO safepoint_calls (run_ref, key, step, state, request, writer, epoch, created_at)
-VALUES (:run_ref, :key, :step, 'intent', :request, :writer, :epoch, :now)
+-- stays as it is, and no row comes back. digest is the empty result's: keyed
+-- on an encrypted store, so encrypt_store tells an intent written before it.
+INSERT INTO safepoint_calls (run_ref, key, step, state, request, digest, writer, epoch, created_at)
+VALUES (:run_ref, :key, :step, 'intent', :request, :digest, :writer, :epoch, :now)
 ON CONFLICT (run_ref, key) DO NOTHING
 RETURNING 1;
 
@@ -792,6 +793,19 @@ DELETE FROM safepoint_calls WHERE run_ref = :run_ref;
 -- returns: nothing
 -- Retention: the entries a pruned checkpoint covered go with it.
 DELETE FROM safepoint_calls WHERE run_ref = :run_ref AND step = :step;
+
+-- name: sealed_calls
+-- params: run_ref
+-- returns: key, step, result, request, digest
+-- A run's journal entries as stored, for encrypt and rekey (ops/resealing.py).
+SELECT key, step, result, request, digest FROM safepoint_calls WHERE run_ref = :run_ref ORDER BY key;
+
+-- name: reseal_call
+-- params: run_ref, key, result, request, digest
+-- returns: nothing
+-- One entry sealed again (under a new data key, or for the first time: its digests keyed).
+UPDATE safepoint_calls SET result = :result, request = :request, digest = :digest
+WHERE run_ref = :run_ref AND key = :key;
 
 -- The call journal as stored: verify, export and import (store/ops/journal_stored.py).
 
