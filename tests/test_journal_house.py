@@ -14,23 +14,18 @@ runs as the real executable in a subprocess.
 
 from __future__ import annotations
 
-import base64
 import json
-import sqlite3
 import subprocess
-from collections.abc import Callable, Iterator
-from contextlib import closing, contextmanager
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 
-import safepoint
-import safepoint_exe
-from conftest_postgres import fresh_schema, raw, require_postgres
-from safepoint import Checkpoint, Keyring, Store
+from helpers import store_targets as targets
+from helpers.store_targets import CONFIGS, Target, made
+from safepoint import Checkpoint, Store
 from safepoint.cli.output import ExitCode
 from safepoint.errors import CorruptCall, CorruptCheckpoint
 from safepoint.records import CallUsage
@@ -39,43 +34,8 @@ from safepoint.ui import create_app
 from safepoint.ui.paths import run_path
 from safepoint.ui.verifying import verify_run
 
-INDEX = base64.b64encode(bytes(range(32))).decode()
-K1 = base64.b64encode(b"\x22" * 32).decode()
-KEYS = f"index:{INDEX} k1:{K1}"
 MARKER = "JOURNAL-VALUE-5e1d"  # in results only: verify and history never print it
 HOSTILE = "tool:\x1b[31mpay\u202e<b>|1"  # a key as a framework might make it, with terminal and bidi codes
-CONFIGS = ["sqlite", "sqlite-encrypted", "postgres", "postgres-encrypted"]
-
-
-@dataclass
-class Target:
-    """A fresh store of one configuration, and raw SQL on its tables."""
-
-    url: str
-    encrypted: bool
-    execute: Callable[[str], list[Any]]
-
-    def open(self, **options: Any) -> Store:
-        if self.encrypted:
-            options["encryption"] = Keyring.from_text(KEYS)
-        return safepoint.open_store(self.url, **options)
-
-
-@contextmanager
-def made(config: str, tmp_path: Path) -> Iterator[Target]:
-    encrypted = config.endswith("encrypted")
-    if config.startswith("sqlite"):
-        path = tmp_path / "state.db"
-
-        def execute(statement: str) -> list[Any]:
-            with closing(sqlite3.connect(path)) as conn, conn:
-                return conn.execute(statement).fetchall()
-
-        yield Target(f"sqlite:///{path}", encrypted, execute)
-        return
-    dsn = require_postgres()
-    with fresh_schema(dsn) as schema:
-        yield Target(f"{dsn}?schema={schema}", encrypted, lambda statement: raw(dsn, schema, statement))
 
 
 @pytest.fixture(params=CONFIGS)
@@ -86,13 +46,7 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Target]:
 
 def sp(target: Target, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The real executable on the target's store (the keyring in its environment when encrypted)."""
-    with pytest.MonkeyPatch.context() as env:
-        if target.encrypted:
-            env.setenv("SAFEPOINT_KEYS", KEYS)
-        else:
-            env.delenv("SAFEPOINT_KEYS", raising=False)
-        result = safepoint_exe.sp(cwd, *args, "--store", target.url, columns=300)
-    assert "Traceback" not in result.stderr, result.stderr
+    result = targets.sp(target, cwd, *args)
     for raw_code in ("\x1b", "\u202e"):  # a key's codes are shown escaped, never written raw
         assert raw_code not in result.stdout + result.stderr
     return result
