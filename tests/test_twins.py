@@ -135,13 +135,14 @@ def test_retrying_and_leased_have_no_async_twin() -> None:
 
 
 def test_the_loops_are_the_only_ones() -> None:
-    """One door for the mechanism: only safepoint.twins drives a generator by throwing into it."""
+    """One door for the mechanism: only safepoint.twins drives a generator by throwing into it,
+    and safepoint.relaying, its pair of loops for a flow whose call streams to its caller."""
     throwing = sorted(
         str(path.relative_to(SRC))
         for path in SRC.rglob("*.py")
         if ".throw(" in path.read_text(encoding="utf-8")
     )
-    assert throwing == ["safepoint/twins.py"]
+    assert throwing == ["safepoint/relaying.py", "safepoint/twins.py"]
     assert twins.blocking.__module__ == twins.awaiting.__module__ == "safepoint.twins"
 
 

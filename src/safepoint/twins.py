@@ -6,7 +6,8 @@ one's result sent back — or, whatever serving it raised (any
 too), thrown in at the ``yield`` that asked. ``blocking`` runs a flow to
 its end by blocking on each request, ``awaiting`` by awaiting it. These two
 loops are the only ones in safepoint (the store's hot path spells its own
-out in three lines, ``store/twins.py``); everything that exists both ways —
+out in three lines, ``store/twins.py``; ``safepoint.relaying`` holds their
+pair for a flow whose call streams to its caller); everything that exists both ways —
 the harness's ``Run``, the store's transaction and PostgreSQL's, the retry
 policy, a held run's heartbeat — is a flow that one loop or the other runs,
 and what is left to each flavour is only how it waits (a thread or a task,

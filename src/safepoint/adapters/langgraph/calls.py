@@ -7,10 +7,10 @@ is recorded as LangChain's own dict form of its messages
 (``message_to_dict``), plain JSON or nothing: a response holding anything
 else is used but not recorded (``Tally.unrecorded``), never pickled.
 
-A stream is pulled by its consumer, chunk by chunk, so its flow is stepped
-here by hand (``_stepped``): served like any other up to the call, paused
-while the chunks go to the consumer, then sent the whole message, which it
-records. A stream that does not reach its end records nothing — the call is
+A stream is pulled by its consumer, chunk by chunk, so its flow runs on a
+relaying loop (``safepoint.relaying``): served like any other up to the
+call, whose chunks go to the consumer as they come, then sent the whole
+message, which it records. A stream that does not reach its end records nothing — the call is
 in flight, and a resumed turn sends it again (counted as re-sent).
 """
 
@@ -27,6 +27,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from safepoint import codec
 from safepoint.journal import NOT_RECORDABLE, Tally, model_call
 from safepoint.records import CallUsage
+from safepoint.relaying import Relay, arelaying, relaying
 from safepoint.twins import Invoke, awaiting, blocking, translate
 
 from . import patches
@@ -114,70 +115,45 @@ class ModelCall:
         finally:
             self.journal.absorb(tally)
 
+    def _relayed(
+        self, open_stream: Callable[[], Any], replay: Callable[[Any], Any], tally: Tally, *, is_async: bool
+    ) -> Any:
+        """The streamed call as a relaying flow (``safepoint.relaying``): the call itself relays
+        its chunks to the consumer as they come, and the flow records their sum; a replayed
+        message is relayed whole."""
+        streamed = False
+
+        def rule(request: Any) -> Any:
+            nonlocal streamed
+            if type(request) is Invoke and request.fn is _STREAMED:
+                streamed = True
+                return Relay(open_stream)
+            return request
+
+        message = yield from translate(
+            self._flow(_STREAMED, encode_message, decode_message, tally, is_async=is_async), rule
+        )
+        if not streamed:
+            yield Relay(lambda: replay(message))
+
     def stream(
         self, open_stream: Callable[[], Iterator[Any]], replay: Callable[[Any], Iterator[Any]]
     ) -> Iterator[Any]:
         tally = Tally()
-        flow = self._flow(_STREAMED, encode_message, decode_message, tally, is_async=False)
-        value: Any = None
-        error: BaseException | None = None
-        streamed = False
         try:
-            while True:
-                request = _stepped(flow, value, error)
-                value, error = None, None
-                if isinstance(request, _Done):
-                    break
-                if request.fn is _STREAMED:  # the call itself: each chunk to the consumer as it comes
-                    whole = None
-                    for chunk in open_stream():
-                        whole = chunk if whole is None else whole + chunk
-                        yield chunk
-                    value, streamed = whole, True
-                    continue
-                try:
-                    value = request.fn(*request.args, **(request.kwargs or {}))
-                except BaseException as exc:  # thrown into the flow, as a loop would
-                    error = exc
+            yield from relaying(self._relayed(open_stream, replay, tally, is_async=False))
         finally:
-            flow.close()
             self.journal.absorb(tally)
-        if not streamed:
-            yield from replay(request.value)
 
     async def astream(
         self, open_stream: Callable[[], AsyncIterator[Any]], replay: Callable[[Any], AsyncIterator[Any]]
     ) -> AsyncIterator[Any]:
         tally = Tally()
-        flow = self._flow(_STREAMED, encode_message, decode_message, tally, is_async=True)
-        value: Any = None
-        error: BaseException | None = None
-        streamed = False
         try:
-            while True:
-                request = _stepped(flow, value, error)
-                value, error = None, None
-                if isinstance(request, _Done):
-                    break
-                if request.fn is _STREAMED:
-                    whole = None
-                    async for chunk in open_stream():
-                        whole = chunk if whole is None else whole + chunk
-                        yield chunk
-                    value, streamed = whole, True
-                    continue
-                try:
-                    value = request.fn(*request.args, **(request.kwargs or {}))
-                    if hasattr(value, "__await__"):
-                        value = await value
-                except BaseException as exc:
-                    error = exc
-        finally:
-            flow.close()
-            self.journal.absorb(tally)
-        if not streamed:
-            async for chunk in replay(request.value):
+            async for chunk in arelaying(self._relayed(open_stream, replay, tally, is_async=True)):
                 yield chunk
+        finally:
+            self.journal.absorb(tally)
 
     def _usage(self, result: Any) -> CallUsage | None:
         message = result.generations[0].message if isinstance(result, ChatResult) else result
@@ -189,30 +165,11 @@ class ModelCall:
         return CallUsage(int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)), spend)
 
 
-def _streamed() -> Any:  # pragma: no cover - a marker: the stepper streams in its place
+def _streamed() -> Any:  # pragma: no cover - a marker: the relaying loop streams in its place
     raise AssertionError("the stream marker is never called")
 
 
 _STREAMED = _streamed
-
-
-class _Done:
-    __slots__ = ("value",)
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-
-def _stepped(flow: Any, value: Any, error: BaseException | None) -> Any:
-    """The flow's next request (an ``Invoke``: every journal request is lowered to one), or
-    ``_Done`` with its result."""
-    try:
-        request = flow.throw(error) if error is not None else flow.send(value)
-    except StopIteration as stop:
-        return _Done(stop.value)
-    if type(request) is not Invoke:
-        raise TypeError(f"a model call's flow asked {request!r}, which only a loop serves")
-    return request
 
 
 # -- the recorded form -----------------------------------------------------------------------
