@@ -52,7 +52,7 @@ test: $(STAMP) system-deps
 soak: $(STAMP) system-deps
 	PYTHONPATH=src:tests $(PY) -m model_based.soak
 
-# make bench SECTION=fresh (or adapter, scale, otel, concurrency, encryption, ui, frameworks, house) runs and prints that section alone.
+# make bench SECTION=fresh (or adapter, scale, otel, concurrency, encryption, ui, frameworks, house, journal) runs and prints that section alone.
 bench: $(STAMP) system-deps
 	$(PY) bench/run.py $(if $(SECTION),--section $(SECTION),--out docs/benchmarks.md)
 
