@@ -292,6 +292,26 @@ def test_the_ledger_counts_effects_by_key(tmp_path: Path) -> None:
             ledger.check_exactly_once()
 
 
+def test_the_ledger_counts_paid_model_requests_apart_from_effects(tmp_path: Path) -> None:
+    """``model`` notes a paid request; ``check_calls`` fails on a request paid twice beyond the
+    ones a journal reports in flight, and on an effect twice, naming keys, never values."""
+    with Ledger(tmp_path / "l.db") as ledger:
+        ledger.model("turn-1/model#0", {"prompt": "hi"})
+        ledger.model("turn-1/model#1")
+        ledger.record("pay-1", {"cents": 5})
+        assert ledger.effects() == {"pay-1": {"cents": 5}}  # requests are not effects
+        assert ledger.check_exactly_once() == 1
+        assert ledger.check_calls() == (1, 2)
+        ledger.model("turn-1/model#1")  # paid again: in flight at a kill, or replay missed it
+        assert ledger.repeated_model_calls() == 1
+        with pytest.raises(DuplicateEffect, match=r"1 model request\(s\) paid again, 0 of them in flight"):
+            ledger.check_calls()
+        assert ledger.check_calls(resent=1) == (1, 3)
+        ledger.record("pay-1", {"cents": 5})
+        with pytest.raises(DuplicateEffect, match="1 side effect"):
+            ledger.check_calls(resent=1)
+
+
 # -- the copyable example ------------------------------------------------------------------------
 
 

@@ -193,6 +193,10 @@ def tool_call(
     if not policy.idempotent:
         if found is None:
             found = yield CallIntent(place.run_id, key, args, place.lease)
+            if found.done:  # another writer recorded it between the read and the intent
+                tally.replayed += 1
+                tally.keys.append(key)
+                return decode(found.result)
         if not found.written and _is_other(found, place):
             if not found.done and found.writer_live:  # its writer is at it: wait, bounded by its lease
                 found = yield from _waited(place, key, args, resolve_secrets)

@@ -58,6 +58,12 @@ def write(  # noqa: PLR0917 - one entry's parts, built by the call table
     elif owner is not None and expires is not None and expires > now:
         raise RunHeld(run_id, from_micros(expires), owner)  # record with the holder's lease
     step = 0 if run.head_step is None else run.head_step + 1
+    if stored is not None:
+        found = yield from read(run_id, key, request, now, blobs)
+        if found is not None and found.row.state == "done":
+            return found  # the first result stands
+        if found is not None:  # an intent: its result keeps its step (the checkpoint covering both)
+            step = found.row.step
     params: dict[str, Any] = {
         "run_id": run_id,
         "run_ref": run.run_ref,

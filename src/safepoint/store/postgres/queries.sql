@@ -81,13 +81,15 @@ UPDATE safepoint_runs SET status = %(status)s, status_change = NULL WHERE id = %
 -- returns: nothing
 INSERT INTO safepoint_checkpoints (
     run_ref, step, schema_version, status, created_at, message_count, ranges, header, digest,
-    first_seq, added, messages, blobs, carriers, chains
+    first_seq, added, messages, blobs, carriers, chains, calls
 ) VALUES (
     %(run_ref)s::bigint, %(step)s::bigint, %(schema_version)s::integer, %(status)s,
     'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond',
     %(message_count)s::bigint, %(ranges)s::jsonb, %(header)s, %(digest)s,
     %(first_seq)s::bigint, %(added)s::integer, %(messages)s, %(blobs)s::jsonb, %(carriers)s,
-    %(chains)s
+    %(chains)s,
+    (SELECT count(*) FROM safepoint_calls
+     WHERE run_ref = %(run_ref)s::bigint AND step = %(step)s::bigint)  -- the entries it covers
 );
 
 -- name: checkpoint_latest
@@ -697,8 +699,8 @@ INSERT INTO safepoint_calls AS c (
     'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond',
     'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
 ON CONFLICT (run_ref, key) DO UPDATE
-SET state = 'done', step = excluded.step, result = excluded.result, digest = excluded.digest,
-    blobs = excluded.blobs, done_at = excluded.done_at
+SET state = 'done', result = excluded.result, digest = excluded.digest, blobs = excluded.blobs,
+    done_at = excluded.done_at
 WHERE c.state = 'intent'
 RETURNING 1;
 

@@ -37,12 +37,14 @@ WITH head AS (
     RETURNING id)
 INSERT INTO {schema}.safepoint_checkpoints (
     run_ref, step, schema_version, status, created_at, message_count, ranges, header, digest,
-    first_seq, added, messages, blobs, carriers, chains
+    first_seq, added, messages, blobs, carriers, chains, calls
 )
 SELECT head.id, %(step)s::bigint, %(schema_version)s::integer, %(status)s,
        'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond',
        %(message_count)s::bigint, %(ranges)s::jsonb, %(header)s, %(digest)s,
        %(first_seq)s::bigint, %(added)s::integer, %(messages)s, %(blobs)s::jsonb, %(carriers)s,
-       %(chains)s
+       %(chains)s,
+       (SELECT count(*) FROM {schema}.safepoint_calls AS e
+        WHERE e.run_ref = head.id AND e.step = %(step)s::bigint)  -- the entries it covers
 FROM head
 RETURNING run_ref;

@@ -58,10 +58,11 @@ UPDATE safepoint_runs SET status = :status, status_change = NULL WHERE id = :run
 -- returns: nothing
 INSERT INTO safepoint_checkpoints (
     id, run_ref, step, schema_version, status, created_at, message_count, ranges, header, digest,
-    first_seq, added, messages, blobs, carriers, chains
+    first_seq, added, messages, blobs, carriers, chains, calls
 ) VALUES (
     :run_ref * 4294967296 + :step, :run_ref, :step, :schema_version, :status, :now,
-    :message_count, :ranges, :header, :digest, :first_seq, :added, :messages, :blobs, :carriers, :chains
+    :message_count, :ranges, :header, :digest, :first_seq, :added, :messages, :blobs, :carriers, :chains,
+    (SELECT count(*) FROM safepoint_calls WHERE run_ref = :run_ref AND step = :step)  -- entries it covers
 );
 
 -- name: checkpoint_latest
@@ -742,15 +743,16 @@ RETURNING 1;
 -- name: call_done
 -- params: run_ref, key, step, request, result, digest, blobs, writer, epoch, now
 -- returns: written
--- The first result wins: an intent becomes done (its step moves to the one
--- that will cover the result, which it is sealed for); an entry already
--- done stays as it is, and no row comes back.
+-- The first result wins: an intent becomes done (keeping its step, which
+-- the op passes and the result is sealed for: the checkpoint that covers
+-- the intent covers its result); an entry already done stays as it is, and
+-- no row comes back.
 INSERT INTO safepoint_calls (
     run_ref, key, step, state, request, result, digest, blobs, writer, epoch, created_at, done_at
 ) VALUES (:run_ref, :key, :step, 'done', :request, :result, :digest, :blobs, :writer, :epoch, :now, :now)
 ON CONFLICT (run_ref, key) DO UPDATE
-SET state = 'done', step = excluded.step, result = excluded.result, digest = excluded.digest,
-    blobs = excluded.blobs, done_at = excluded.done_at
+SET state = 'done', result = excluded.result, digest = excluded.digest, blobs = excluded.blobs,
+    done_at = excluded.done_at
 WHERE safepoint_calls.state = 'intent'
 RETURNING 1;
 

@@ -19,3 +19,6 @@ CREATE TABLE safepoint_calls (
 );
 
 CREATE INDEX safepoint_calls_step ON safepoint_calls (run_ref, step);
+
+-- Each checkpoint names the entries it covers (see the SQLite revision 8).
+ALTER TABLE safepoint_checkpoints ADD COLUMN calls integer;

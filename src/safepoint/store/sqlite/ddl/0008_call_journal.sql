@@ -28,3 +28,10 @@ CREATE TABLE safepoint_calls (
 ) WITHOUT ROWID;
 
 CREATE INDEX safepoint_calls_step ON safepoint_calls (run_ref, step);
+
+-- Each checkpoint names the entries it covers: how many the step had when
+-- it was saved (NULL for rows saved before this revision). Entries of a
+-- step are never added once its checkpoint is saved (new ones belong to the
+-- next step), and a result keeps its intent's step, so verify can tell an
+-- entry missing. ADD COLUMN without a default rewrites nothing.
+ALTER TABLE safepoint_checkpoints ADD COLUMN calls INTEGER;
