@@ -309,7 +309,11 @@ def _journal(args: argparse.Namespace, workdir: Path) -> str:
 def _command() -> str:
     """How this report was made, as a reader would type it."""
     given = sys.argv[1:]
-    return "make bench" if given == ["--out", "docs/benchmarks.md"] else " ".join(["bench/run.py", *given])
+    if given == ["--out", "docs/benchmarks.md"]:
+        return "make bench"
+    if len(given) == 2 and given[0] == "--section":  # what make bench SECTION=name runs
+        return f"make bench SECTION={given[1]}"
+    return " ".join(["bench/run.py", *given])
 
 
 def _adapter_only(args: argparse.Namespace, workload: Any, workdir: Path, probes: tuple[int, ...]) -> int:

@@ -174,16 +174,40 @@ def _why(lite: Backend) -> list[str]:
             f"{c['model'].get('written', 0):,.0f} B, "
             f"the floor's 2 KB row {floor_written:,.0f} B. `safepoint_calls` is a `WITHOUT ROWID` table: "
             "its rows live in an index b-tree, which keeps at most ~1 KB of a row on its leaf page on "
-            "4 KiB pages and chains the rest into overflow pages (see the bytes table below), and the "
-            "record rewrites the intent's row and its chain."
+            "4 KiB pages and puts the rest of a 2 KB result in an overflow page of its own (the bytes "
+            "table below), and the record rewrites the row the intent wrote."
         )
+    read = lite.ir.get("read_model") if isinstance(lite.ir, dict) else None
     lines += [
         f"- **CPU.** A 4 KB record alone uses {model.ms('cpu'):.3f} ms of CPU "
         f"({bare.ms('cpu'):.3f} ms with `scrubber=False`: scrubbing the result is "
         f"{model.ms('cpu') - bare.ms('cpu'):.3f} ms of it); a 2 KB intent + record "
-        f"{tool.ms('cpu'):.3f} ms, against {floor.ms('cpu'):.3f} ms for the floor's commit. Each write "
-        "reads its entry back in its transaction and decodes the stored result, as a replay read does "
-        "(the read rows), even when the caller's own result won.",
+        f"{tool.ms('cpu'):.3f} ms, against {floor.ms('cpu'):.3f} ms for the floor's commit. A record "
+        "reads its entry twice inside its transaction (`call_get` before the write, to find an intent "
+        "or an earlier result, and after it) and decodes the stored result, as a replay read does"
+        + ("" if read is None else f" ({read:,.0f} instructions for a 4 KB one, transaction included)")
+        + ", even when the caller's own result is the one stored.",
+        "",
+        "What would close the gap, from these counts: (1) CPU — "
+        + (
+            f"at {tool.ms('cpu'):.2f} ms (intent + record) and {model.ms('cpu'):.2f} ms (a 4 KB record) "
+            "a recorded call is over the 1 ms target before it waits for any fsync; "
+            if min(tool.ms("cpu"), model.ms("cpu")) > TARGET_MS
+            else f"{tool.ms('cpu'):.2f} ms (intent + record) and {model.ms('cpu'):.2f} ms (a 4 KB record); "
+        )
+        + f"scrubbing is {model.ms('cpu') - bare.ms('cpu'):.2f} ms of a 4 KB record (the rules' regular "
+        "expressions and the automaton over the result's text); the rest is the statements' own work "
+        "(the fsyncs' and writes' system time among it: the floor's commit alone is "
+        f"{floor.ms('cpu'):.2f} ms), the entry read twice inside each write, the result encoded, digested "
+        "and decoded again: a write that has just stored its "
+        + "entry need not read and decode it back; (2) one durable commit per recorded call where the flow "
+        "allows it — a non-idempotent tool's intent must be durable before its effect, so two fsyncs are "
+        "its floor, but a model call's intent only lets a crash count the request as re-sent, and could "
+        "ride in the transaction of the record before it, or commit without its own fsync (durable with "
+        "the next commit; a crash in between leaves one re-sent request uncounted); (3) journal writes "
+        "joining the group commit saves already share, so that a ToolNode's parallel tool calls share "
+        "fsyncs; (4) fewer pages per commit: the result's overflow page and the intent's row rewritten "
+        "by the record.",
         "",
     ]
     return lines
