@@ -280,7 +280,8 @@ def _turn(result: Result) -> list[str]:
     ]
     out += [
         f"One turn: a user message, the model asking for two tools (a ~500 B reply), both tools run by "
-        f"the ToolNode (~2 KB each), the model's ~4 KB answer; one `invoke` at LangGraph's default "
+        f"the ToolNode (~2 KB results each; `lookup` idempotent, `charge` marked `non_idempotent`), the "
+        f"model's ~4 KB answer; one `invoke` at LangGraph's default "
         f"durability, the two graphs taking turns on files of their own, {turn.turns} turns each after "
         f"{WARM_TURNS} (`bench/sections/journal_turn.py`). Medians per turn; CPU counts every thread.",
         "",

@@ -6,11 +6,13 @@ chat model, LangChain's ``GenericFakeChatModel``) → ``tools`` (a
 answers. Each turn is one ``graph.invoke`` with a ~200-byte user message on
 one thread, at LangGraph's default durability: two model calls (a ~500-byte
 reply carrying two tool calls, then a ~4 KB answer) and two tool calls
-(each returning ~2 KB). Two graphs take turns, one turn each, on files of
-their own, so a change in the machine's load falls on both: the same graph
-on ``SafepointSaver(store)`` (no journal), and on
-``SafepointSaver(store, journal=True)`` with the adapter's journaled
-``ToolNode`` — the lines a user changes to turn the journal on.
+(each returning ~2 KB): ``lookup``, idempotent, and ``charge``, marked
+``non_idempotent`` (an intent before its effect). Two graphs take turns,
+one turn each, on files of their own, so a change in the machine's load
+falls on both: the same graph on ``SafepointSaver(store)`` (no journal),
+and on ``SafepointSaver(store, journal=True)`` with
+``ToolNode(tools, **journal_tools())`` — the lines a user changes to turn
+the journal on.
 
 The journal is offered by ``safepoint.adapters.langgraph`` once a
 ``SafepointSaver`` takes ``journal=``; until then ``run`` returns why it
@@ -41,6 +43,7 @@ from workloads.agent import random_text, random_word
 
 import safepoint
 from safepoint.adapters.langgraph import SafepointSaver
+from safepoint.harness.actions import Reconcile
 
 TURNS = 100
 WARM_TURNS = 5  # not counted: the first turns open files and fill caches
@@ -75,18 +78,25 @@ def journal_support() -> tuple[Callable[[Any], Any], Callable[[list[Any]], Any],
             "this tree's safepoint.adapters.langgraph has no journal yet (SafepointSaver takes no "
             "`journal=`): the row is measured once the LangGraph journal is merged"
         )
-    on: dict[str, Any] = {
-        "journal": True
-    }  # a keyword this tree's SafepointSaver may not declare yet (checked above)
+    on: dict[str, Any] = {"journal": True}  # a keyword this tree's SafepointSaver may not declare yet
     saver = lambda store: adapter.SafepointSaver(store, **on)  # noqa: E731
-    journaled = getattr(adapter, "ToolNode", None)
-    if journaled is not None:
-        return saver, journaled, "`safepoint.adapters.langgraph.ToolNode`"
+    wrappers = getattr(adapter, "journal_tools", None)
+    if wrappers is not None:
+        return saver, lambda tools: ToolNode(tools, **wrappers()), "`ToolNode(tools, **journal_tools())`"
     return (
         saver,
         ToolNode,
-        "LangGraph's own `ToolNode` (the adapter offers no journaled one: tools not recorded)",
+        "LangGraph's own `ToolNode` (this tree has no `journal_tools`: tools not recorded)",
     )
+
+
+def _mark(tool_: Any) -> Any:
+    """``charge`` as a non-idempotent tool (an intent before its effect) where the adapter can say so;
+    the mark does nothing on a graph whose saver does not journal."""
+    from safepoint.adapters import langgraph as adapter  # noqa: PLC0415
+
+    mark = getattr(adapter, "non_idempotent", None)
+    return tool_ if mark is None else mark(tool_, reconcile=Reconcile.rerun())
 
 
 def _texts() -> dict[str, str]:
@@ -101,7 +111,7 @@ def _graph(checkpointer: Any, tool_node: Callable[[list[Any]], Any], texts: dict
         for turn in itertools.count():
             calls = [
                 {"name": "lookup", "args": {"query": f"order {turn}"}, "id": f"call_{turn}_a"},
-                {"name": "fetch", "args": {"url": f"https://example.com/{turn}"}, "id": f"call_{turn}_b"},
+                {"name": "charge", "args": {"amount": turn}, "id": f"call_{turn}_b"},
             ]
             yield AIMessage(content=texts["first"], tool_calls=calls)
             yield AIMessage(content=texts["answer"])
@@ -114,8 +124,8 @@ def _graph(checkpointer: Any, tool_node: Callable[[list[Any]], Any], texts: dict
         return texts["tool"]
 
     @tool
-    def fetch(url: str) -> str:
-        """Fetch a page."""
+    def charge(amount: int) -> str:
+        """Charge the customer's card."""
         return texts["tool"]
 
     def agent(state: State) -> dict[str, Any]:
@@ -126,7 +136,7 @@ def _graph(checkpointer: Any, tool_node: Callable[[list[Any]], Any], texts: dict
 
     builder = StateGraph(State)
     builder.add_node("agent", agent)
-    builder.add_node("tools", tool_node([lookup, fetch]))
+    builder.add_node("tools", tool_node([lookup, _mark(charge)]))
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", route, ["tools", END])
     builder.add_edge("tools", "agent")
