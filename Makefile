@@ -48,9 +48,12 @@ test: $(STAMP) system-deps
 
 # The model-based test with fresh seeds for SOAK_MINUTES (default 30); SOAK_BACKENDS=sqlite,postgres
 # and SOAK_ENCRYPTION=on choose the rows. Each disagreement becomes a regression script that
-# make test replays (docs/testing.md).
+# make test replays (docs/testing.md). Then the long crash runs, with SAFEPOINT_SOAK=1: crash tests
+# named test_soak_… (skipped by make test) and the call journal's crash tests at their soak sizes
+# (>= 30 kills per integration: Run, LangGraph, the Agents SDK).
 soak: $(STAMP) system-deps
 	PYTHONPATH=src:tests $(PY) -m model_based.soak
+	SAFEPOINT_SOAK=1 PYTHONPATH=src:tests $(PY) -m pytest -q -p no:cacheprovider -m crash -k "soak or journal" tests
 
 # make bench SECTION=fresh (or adapter, scale, otel, concurrency, encryption, ui, frameworks, house, journal) runs and prints that section alone.
 bench: $(STAMP) system-deps

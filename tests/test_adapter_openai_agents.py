@@ -287,9 +287,11 @@ def test_protocol_names_and_closing(tmp_path: Path) -> None:
 def test_the_example_runs(tmp_path: Path) -> None:
     """examples/openai_agents_example.py (the code docs/adapters.md shows) runs offline as documented."""
     lines = run_example("openai_agents", tmp_path)
-    assert lines[:4] == [
-        "turn 1: Hi Ada!",
+    assert lines[:6] == [
+        "turn 1: Hi Ada! I sent you a welcome email.",
         "turn 2: You are Ada.",
-        "items in the session: 4",
-        "steps saved: [1, 2, 3, 4]",
+        "items in the session: 6",
+        "emails sent: 1",
+        "calls recorded: 8",
+        "counters: {'model_calls': 3, 'tool_calls': 1, 'tokens_in': 36, 'tokens_out': 12}",
     ]

@@ -57,7 +57,16 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     ("blobs and scrubber", ("safepoint.blobs", "safepoint.scrub")),
-    ("store", ("safepoint.store", "safepoint.retrying", "safepoint.fixtures", "safepoint.migration_check")),
+    (
+        "store",
+        (
+            "safepoint.store",
+            "safepoint.retrying",
+            "safepoint.fixtures",
+            "safepoint.fixture_values",
+            "safepoint.migration_check",
+        ),
+    ),
     (
         "built on the store",
         (
@@ -77,6 +86,7 @@ PUBLIC_API_ONLY = (
     "safepoint.cli",
     "safepoint.ui",
     "safepoint.readable",
+    "safepoint.step_calls",
     "safepoint.handover",
     "safepoint.harness",
     "safepoint.worker",

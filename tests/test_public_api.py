@@ -24,6 +24,7 @@ def test_all_is_exactly_the_public_surface() -> None:
         "CheckpointInfo",
         "Conflict",
         "CorruptCheckpoint",
+        "CorruptCall",
         "DEFAULT_URL",
         "InvalidArgument",
         "InvalidCheckpoint",

@@ -2,7 +2,10 @@
 
 A fixture file is ``{"safepoint_fixture": 2, "checkpoint": {...}}`` written
 with sorted keys and two-space indents, newline-terminated, so that it diffs
-well in code review and the same checkpoint always gives the same bytes.
+well in code review and the same checkpoint always gives the same bytes. A
+run's recorded calls travel with its checkpoint under ``"calls"`` (only when
+it has some: ``fixture_values`` says how, and at which step an import puts
+them); a reader that knows no ``"calls"`` reads the checkpoint as before.
 
 Format 2 writes the checkpoint's values the way the store keeps them
 (``safepoint.refs``): what the store wrote — a secret reference, scrubbed
@@ -24,10 +27,9 @@ checks) are in ``safepoint.testing.migrations``; see docs/migrations.md.
 
 from __future__ import annotations
 
-import base64
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +47,9 @@ from safepoint.model import (
     Status,
     value_default,
 )
-from safepoint.store.references import from_stored, to_stored
+from safepoint.records import CallCopy
+
+from .fixture_values import calls_in, calls_out, value_in, value_out
 
 if TYPE_CHECKING:
     from safepoint.crypto.keyring import Keyring
@@ -55,12 +59,12 @@ __all__ = [
     "fixture_checkpoint",
     "fixture_text",
     "read_fixture",
+    "read_fixture_run",
     "unwrap_fixture",
     "write_fixture",
 ]
 
 FIXTURE_FORMAT = 2
-_BYTES_KEY = "$bytes"  # bytes in a fixture (JSON has none): written only by fixture_text
 _VALUE_FIELDS = ("messages", *VALUE_FIELDS)
 # What an import requires, with the types ``to_dict`` gives them: every field
 # but those the store sets (a fresh import gets its own) and the parent (checked apart).
@@ -78,8 +82,14 @@ MAX_FIXTURE_BYTES = 2**30
 JSONDict = dict[str, Any]
 
 
-def fixture_text(checkpoint: Checkpoint | Mapping[str, Any], *, encryption: Keyring | None = None) -> str:
-    """The fixture file's text for ``checkpoint`` (a Checkpoint or its ``to_dict()``).
+def fixture_text(
+    checkpoint: Checkpoint | Mapping[str, Any],
+    *,
+    calls: Sequence[CallCopy] = (),
+    encryption: Keyring | None = None,
+) -> str:
+    """The fixture file's text for ``checkpoint`` (a Checkpoint or its ``to_dict()``), with the
+    run's recorded ``calls`` that travel with it (``Store.export_calls``; ``fixture_values``).
 
     What ``write_fixture`` writes and ``safepoint export`` prints; sealed
     under ``encryption``'s writing key when a keyring is given. Raises
@@ -94,8 +104,10 @@ def fixture_text(checkpoint: Checkpoint | Mapping[str, Any], *, encryption: Keyr
     )  # the fields sit one level down
     for name in _VALUE_FIELDS:
         if name in data:
-            data[name] = _bytes_out(to_stored(data[name]))
-    envelope = {"safepoint_fixture": FIXTURE_FORMAT, "checkpoint": data}
+            data[name] = value_out(data[name])
+    envelope: JSONDict = {"safepoint_fixture": FIXTURE_FORMAT, "checkpoint": data}
+    if calls:  # a fixture without entries keeps the bytes it always had
+        envelope["calls"] = calls_out(calls)
     encoded = orjson.dumps(envelope, option=_FIXTURE_OPTIONS)
     if encryption is None:
         return _bounded(encoded, len(encoded))
@@ -109,29 +121,6 @@ def _bounded(text: bytes | str, size: int) -> str:
     if size > MAX_FIXTURE_BYTES:
         raise InvalidArgument(f"the fixture would be larger than {MAX_FIXTURE_BYTES} bytes, the most allowed")
     return text.decode("utf-8") if isinstance(text, bytes) else text
-
-
-def _bytes_out(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return {_BYTES_KEY: base64.b64encode(value).decode("ascii")}
-    if isinstance(value, dict):
-        return {k: _bytes_out(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_bytes_out(v) for v in value]
-    return value
-
-
-def _bytes_in(value: Any) -> Any:
-    if isinstance(value, dict):
-        if len(value) == 1 and isinstance(value.get(_BYTES_KEY), str):
-            try:
-                return base64.b64decode(value[_BYTES_KEY], validate=True)
-            except ValueError:
-                raise InvalidArgument("a fixture's bytes value is not valid base64") from None
-        return {k: _bytes_in(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_bytes_in(v) for v in value]
-    return value
 
 
 def write_fixture(
@@ -153,6 +142,29 @@ def read_fixture(path: str | Path, *, encryption: Keyring | None = None) -> JSON
     not a safepoint fixture of a format this version reads; a sealed
     fixture needs ``encryption`` (``MissingKey`` names the key id).
     """
+    return unwrap_fixture(_document(path, encryption), str(path))
+
+
+def read_fixture_run(
+    path: str | Path, run_id: str | None = None, *, encryption: Keyring | None = None
+) -> tuple[Checkpoint, list[CallCopy]]:
+    """What ``safepoint import`` starts a run from: the new run's step 0 (``fixture_checkpoint``)
+    and the recorded calls that travel with it, their steps counted from the checkpoint's
+    (``fixture_values.calls_in``), for ``Store.import_calls`` once the checkpoint is saved."""
+    where = str(path)
+    document = _document(path, encryption)
+    data = unwrap_fixture(document, where)
+    cp = fixture_checkpoint(data, run_id)
+    calls = document.get("calls", [])
+    if not calls:
+        return cp, []
+    step = data.get("step")
+    if type(step) is not int:
+        raise InvalidArgument(f"{where}: the fixture's checkpoint has no int step for its calls")
+    return cp, calls_in(calls, step, cp.run_id, where)
+
+
+def _document(path: str | Path, encryption: Keyring | None) -> Any:
     where = str(path)
     data = _fixture_bytes(path, where)
     try:
@@ -167,7 +179,7 @@ def read_fixture(path: str | Path, *, encryption: Keyring | None = None) -> JSON
             document = codec.decode(content)
         except ValueError as exc:
             raise InvalidArgument(f"{where}: the sealed fixture holds no valid JSON") from exc
-    return unwrap_fixture(document, where)
+    return document
 
 
 def _fixture_bytes(path: str | Path, where: str) -> bytes:
@@ -207,7 +219,7 @@ def unwrap_fixture(document: Any, where: str) -> JSONDict:
         checkpoint = dict(checkpoint)
         for name in _VALUE_FIELDS:
             if name in checkpoint:
-                checkpoint[name] = from_stored(_bytes_in(checkpoint[name]))
+                checkpoint[name] = value_in(checkpoint[name])
     return checkpoint
 
 

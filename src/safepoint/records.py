@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
 
-from .errors import InvalidArgument
+from .errors import CorruptCheckpoint, InvalidArgument
 from .model import JSONDict, ParentRef, ScrubReport, Status
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -244,6 +244,36 @@ class Recorded:
     @property
     def done(self) -> bool:
         return self.state == "done"
+
+
+@dataclass(frozen=True, slots=True)
+class CallCopy:
+    """One journal entry as ``export`` carries it and ``import`` writes it back
+    (``Store.export_calls``, ``Store.import_calls``).
+
+    ``entry``: the entry, its result as stored (secret references as
+    references, large values put back inline). ``request_digest``: the plain
+    digest of the request it was recorded for (None: recorded without one).
+    ``request_known`` is False when the store could not give the digest back:
+    an encrypted store holds only a digest keyed under its index key. Import
+    then writes a digest no request matches, so the copy is shown but never
+    replayed for a request it cannot be compared with.
+    """
+
+    entry: Recorded
+    request_digest: bytes | None = None
+    request_known: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class CallsVerified:
+    """What ``Store.verify_calls`` found for one run: how many entries it checked, a
+    ``CorruptCall`` for each damaged one (run, step and key; never its result), and a
+    ``CorruptCheckpoint`` for each step whose checkpoint covers more or fewer entries
+    than are stored (one deleted, or moved between steps). Ordered by step."""
+
+    checked: int
+    damaged: list[CorruptCheckpoint] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,7 +65,11 @@ EXTRA_LOWER_BOUND_TESTS = (
     "tests/test_adapter_langgraph.py",
     "tests/test_adapter_langgraph_memo.py",
     "tests/test_adapter_langgraph_conformance.py",
+    "tests/test_journal_langgraph.py",  # the private names its patch relies on, at the lower bounds
+    "tests/test_journal_langgraph_crash.py",
     "tests/test_adapter_openai_agents.py",
+    "tests/test_journal_openai_agents.py",
+    "tests/test_journal_openai_agents_crash.py",
     "tests/test_adapters_missing_extra.py",
     "tests/test_observe_otel.py",
     "tests/test_ui_guard.py",

@@ -1,11 +1,13 @@
-"""The writer the machine SIGKILLs: saves a run's steps and records each acknowledged one in a ledger.
+"""The writer the machine SIGKILLs: saves a run's steps, records a call after each (the call
+journal), and notes each acknowledged step in a ledger.
 
 Forked by ``ops_store.act_sigkill_writer`` (or run as ``python -m model_based.child
 SPEC_JSON`` with tests/ and src/ on the path). The spec holds the store's opening
 spec (``World.spec``), the run id, the checkpoints to save in order and the
 ledger's path. A line goes to the ledger (flushed and fsynced, outside the
-database) only after ``save`` returned, so every line is an acknowledged save;
-the save after the last line may or may not have committed when the kill lands.
+database) only after ``save`` and the step's ``record_call`` returned, so every
+line is an acknowledged save and entry; the save (and entry) after the last
+line may or may not have committed when the kill lands.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ def main(path: str) -> None:
     with open(spec["ledger"], "a") as ledger:
         for step, content in enumerate(spec["steps"]):
             store.save(build(spec["run_id"], step, content))
+            # The call the next step makes, recorded before the step's line: an acknowledged
+            # step's entry is there; the one in flight may be without it.
+            store.record_call(spec["run_id"], f"child#{step}", spec["results"][step])
             ledger.write(f"{step}\n")
             ledger.flush()
             os.fsync(ledger.fileno())

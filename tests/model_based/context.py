@@ -48,6 +48,8 @@ class Context:
     steps: int = 0
     # The (run, step)s the last step added or changed in the model (None: every one).
     dirty: set[tuple[str, int]] | None = None
+    # The runs whose call journal the last step changed in the model (None: every run's).
+    calls_dirty: set[str] | None = None
     in_flight: bool = False  # a step or a check began and has not finished (it failed)
 
     def free_ids(self) -> list[str]:

@@ -2,11 +2,13 @@
 
 After every step: the listing stands and holds exactly the model's runs; each
 run's history is the model's steps; every acknowledged checkpoint loads equal
-to the model's (secrets per policy); ``verify``'s checks pass (every step
+to the model's (secrets per policy); each run's call journal is the model's,
+entry by entry; ``verify``'s checks pass (every step
 loaded as stored, its row's listed columns, the run row against the head);
 no registered secret, and while encrypted no canary, in the SQLite files or
 the blob folder. At the end of the example: the same search over every
-column of every safepoint table in the PostgreSQL schema and every S3 object.
+column of every safepoint table in the PostgreSQL schema (``safepoint_calls``
+included: its results are sealed like checkpoints) and every S3 object.
 """
 
 from __future__ import annotations
@@ -81,17 +83,61 @@ def check_step(ctx: Context, *, every_run: bool = False) -> None:
             raise Finding(
                 f"verify: run row of {run_id!r}: {mismatches} (status {row.value.status}, model {run.status})"
             )
+    check_calls(ctx, every_run=every_run)
     for path in ctx.world.files():
         data = path.read_bytes()
         _search(ctx, data, str(path.name))
+
+
+def check_calls(ctx: Context, *, every_run: bool = False) -> None:
+    """Each run's call journal is the model's, exactly: every entry's key, state, step, result
+    (secrets resolved as the policy allows), usage and writer — for the runs whose journal the
+    last step changed, and every run after a step on the whole store and at the end."""
+    store, model = ctx.world.store, ctx.model
+    resolve = model.policy == "reference"
+    wanted = sorted(model.runs) if every_run or ctx.calls_dirty is None else sorted(ctx.calls_dirty)
+    for run_id in wanted:
+        run = model.runs.get(run_id)
+        if run is None:
+            continue  # deleted: the listing says it is gone
+        listed = attempt(
+            ctx,
+            lambda rid=run_id: store.recorded_calls(rid, resolve_secrets=resolve),
+            f"recorded_calls({run_id!r})",
+        )
+        if listed.error is not None:
+            raise Finding(f"recorded_calls({run_id!r}) raised {type(listed.error).__name__}: {listed.error}")
+        got = {entry.key: entry for entry in listed.value}
+        if sorted(got) != sorted(run.calls):
+            extra, missing = sorted(set(got) - set(run.calls)), sorted(set(run.calls) - set(got))
+            raise Finding(
+                f"recorded_calls({run_id!r}): {len(extra)} entries the model lacks, {len(missing)} missing"
+                f" (keys of length {[len(k) for k in extra]} / {[len(k) for k in missing]})"
+            )
+        for key, call in run.calls.items():
+            entry = got[key]
+            used = entry.usage
+            usage = None if used is None else (used.tokens_in, used.tokens_out, used.spend)
+            have = (entry.state, entry.step, entry.writer, entry.epoch, usage)
+            want = (call.state, call.step, call.writer, call.epoch, call.usage)
+            if have != want or entry.result != model.expected_result(call.result):
+                raise Finding(
+                    f"recorded_calls({run_id!r}): an entry (key of length {len(key)}) differs from the"
+                    f" model: (state, step, writer, epoch, usage) {have}, the model {want}"
+                    + ("" if entry.result == model.expected_result(call.result) else "; its result differs")
+                )
 
 
 def check_end(ctx: Context) -> None:
     """At the end of an example: PostgreSQL's rows and the S3 objects, searched like the files."""
     world = ctx.world
     if world.schema is not None:
-        for table, data in _postgres_rows(world.url, world.schema):
+        rows = _postgres_rows(world.url, world.schema)
+        for table, data in rows:
             _search(ctx, data, f"PostgreSQL table {table}")
+        recorded = sum(len(run.calls) for run in ctx.model.runs.values())
+        if recorded and "safepoint_calls" not in {table for table, _ in rows}:
+            raise Finding("the search read no row of safepoint_calls, where the model has entries")
     if world.config.blobs == "s3":
         from .world import s3_client  # noqa: PLC0415
 

@@ -53,9 +53,10 @@ class ModelMachine(RuleBasedStateMachine):
         outcome = op.act(ctx, args)
         op.update(ctx, args, outcome)
         changed = _steps(ctx.model.runs).items() - _steps(before).items()
-        ctx.dirty = (
-            None if name in STORE_WIDE or chain != ctx.model.chain_version else {key for key, _ in changed}
-        )
+        wide = name in STORE_WIDE or chain != ctx.model.chain_version
+        ctx.dirty = None if wide else {key for key, _ in changed}
+        entries = _entries(ctx.model.runs).items() ^ _entries(before).items()
+        ctx.calls_dirty = None if wide else {run_id for (run_id, _), _ in entries}
         ctx.in_flight = False
 
     @invariant()
@@ -85,6 +86,11 @@ def _steps(runs: dict[str, Any]) -> dict[tuple[str, int], str]:
     return {
         (rid, step): repr(content) for rid, run in runs.items() for step, content in run.checkpoints.items()
     }
+
+
+def _entries(runs: dict[str, Any]) -> dict[tuple[str, str], str]:
+    """Each call journal entry the model holds, by (run, key), as comparable text."""
+    return {(rid, key): repr(call) for rid, run in runs.items() for key, call in run.calls.items()}
 
 
 def _rule_for(op: Op, config: Config) -> Any:

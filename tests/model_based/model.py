@@ -33,11 +33,25 @@ class Lease:
 
 
 @dataclass
+class Call:
+    """A call journal entry the model knows of: as its first writer left it (the first result wins)."""
+
+    state: str  # "intent" | "done"
+    step: int  # the step whose checkpoint covers it: the head + 1 when it was first written
+    result: Any = None  # as the caller gave it (before scrubbing)
+    request: Any = None  # the request the entry was first written with (compared by digest)
+    usage: tuple[int, int, float] | None = None
+    writer: str | None = None  # the lease the entry was first written under
+    epoch: int | None = None
+
+
+@dataclass
 class Run:
     checkpoints: dict[int, dict[str, Any]] = field(default_factory=dict)  # step -> content as given
     status: str = "running"  # the run row's status (a release may set it apart from the head's)
     queued: bool = False
     lease: Lease | None = None
+    calls: dict[str, Call] = field(default_factory=dict)  # the run's call journal, by key
 
     @property
     def head(self) -> int:
@@ -66,6 +80,13 @@ class Model:
         run.checkpoints[step] = copy.deepcopy(content)
         run.status = content["status"]
 
+    def pruned(self, run_id: str, steps: list[int]) -> None:
+        """Retention deleted ``steps``' checkpoints, and with them the entries they covered."""
+        run = self.runs[run_id]
+        for step in steps:
+            del run.checkpoints[step]
+        run.calls = {key: call for key, call in run.calls.items() if call.step not in steps}
+
     def deleted(self, run_id: str) -> None:
         del self.runs[run_id]
         self.maybe = {key: value for key, value in self.maybe.items() if key[0] != run_id}
@@ -83,6 +104,12 @@ class Model:
     def live_lease(self, run_id: str, now: float) -> bool:
         run = self.runs.get(run_id)
         return run is not None and run.lease is not None and run.lease.expires_at > now
+
+    def expected_result(self, result: Any) -> Any:
+        """What a read of a recorded result returns with secrets resolved as the policy allows."""
+        if self.policy == "redact":
+            return _replaced(result, SECRET_VALUE, f"[REDACTED:{SECRET_NAME}]")
+        return copy.deepcopy(result)
 
     def expected(self, content: dict[str, Any], *, resolved: bool = True) -> dict[str, Any]:
         """What a migrating load returns for ``content``: lifted to the chain, secrets per policy."""

@@ -4,8 +4,9 @@ An entry names the operation, what it draws (``args``: a hypothesis strategy
 of plain data, so a printed step can be replayed), when it applies (``pre``:
 on the model and the row's settings), what it does to the store (``act``) and
 the model's update (``update``: the outcome the model predicts, checked, then
-applied). A later feature (the call journal, redaction, backups, tenants)
-adds one entry here and, if it keeps new state, a field in ``model.py``.
+applied). A later feature (redaction, backups, tenants) adds one entry here
+and, if it keeps new state, a field in ``model.py`` — as the call journal did
+(``ops_journal.py``; ``model.Run.calls``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from . import ops_checkpoints as cps
+from . import ops_journal as journal
 from . import ops_queue as queue
 from . import ops_store as whole
 from .configurations import Config
@@ -214,6 +216,15 @@ TABLE: tuple[Op, ...] = (
         lambda ctx: _durable("old_worker")(ctx) and any(run.queued for run in ctx.model.runs.values()),
         queue.act_old_worker,
         queue.update_old_worker,
+    ),
+    Op("record_call", journal.args_of, _has_runs, journal.act_record_call, journal.update_record_call),
+    Op("call_intent", journal.args_of, _has_runs, journal.act_call_intent, journal.update_call_intent),
+    Op(
+        "recorded_call",
+        journal.read_args,
+        _has_runs,
+        journal.act_recorded_call,
+        journal.update_recorded_call,
     ),
     Op(
         "schema_bump",

@@ -224,8 +224,7 @@ def update_retention(ctx: Context, args: dict[str, Any], outcome: Outcome) -> No
     run_id = outcome.extra["run_id"]
     expect(outcome, None, f"prune({run_id!r}) and gc")
     run = ctx.model.runs[run_id]
-    for step in sorted(run.checkpoints)[: -args["keep"]]:
-        del run.checkpoints[step]
+    ctx.model.pruned(run_id, sorted(run.checkpoints)[: -args["keep"]])  # their entries go too
 
 
 def act_delete(ctx: Context, args: dict[str, Any]) -> Outcome:

@@ -16,6 +16,7 @@ from safepoint.store.keys import encrypt_store, rekey_store
 
 from . import child
 from .context import Context, Finding, Outcome, attempt, build, content_of, expect
+from .model import Call
 from .ops_checkpoints import _pick
 from .world import new_key
 
@@ -81,10 +82,15 @@ def act_sigkill_writer(ctx: Context, args: dict[str, Any]) -> Outcome:
         ctx.remember(base)
     folder = ctx.world.folder
     ledger = folder / f"ledger-{ctx.steps}.txt"
+    # The child records a call after each save: its result is the step's message (hostile text).
+    results = [
+        {"step": step, "said": content["messages"][-1]["content"]} for step, content in enumerate(contents)
+    ]
     spec = {
         "store": ctx.world.spec(ctx.model.chain_version),
         "run_id": run_id,
         "steps": contents,
+        "results": results,
         "ledger": str(ledger),
     }
     spec_path = folder / f"child-{ctx.steps}.json"
@@ -121,7 +127,12 @@ def act_sigkill_writer(ctx: Context, args: dict[str, Any]) -> Outcome:
             ctx, lambda: [i.step for i in ctx.world.store.history(run_id)], f"history({run_id!r})"
         )
         outcome.extra["found"] = found
-    outcome.extra.update(run_id=run_id, contents=contents, acked=acked)
+        if found.error is None:
+            keys = attempt(
+                ctx, lambda: [e.key for e in ctx.world.store.recorded_calls(run_id)], "recorded_calls"
+            )
+            outcome.extra["entries"] = keys
+    outcome.extra.update(run_id=run_id, contents=contents, acked=acked, results=results)
     return outcome
 
 
@@ -145,6 +156,18 @@ def update_sigkill_writer(ctx: Context, args: dict[str, Any], outcome: Outcome) 
         raise Finding(f"after SIGKILL {run_id!r} holds steps {steps}; {acked} were acknowledged")
     for step in steps:
         ctx.model.saved(run_id, step, contents[step])
+    # Each acknowledged step's entry is there; the step in flight's may be (only if it saved).
+    entries = outcome.extra["entries"]
+    expect(entries, None, f"recorded_calls({run_id!r}) after SIGKILL")
+    found_keys = sorted(entries.value)
+    sure = [f"child#{step}" for step in range(acked)]
+    maybe = [f"child#{acked}"] if len(steps) > acked else []
+    if not set(sure) <= set(found_keys) or not set(found_keys) <= set(sure + maybe):
+        raise Finding(f"after SIGKILL {run_id!r} holds entries {found_keys}; {acked} steps were acknowledged")
+    run = ctx.model.runs[run_id]
+    for key in found_keys:
+        step = int(key.split("#")[1])
+        run.calls[key] = Call("done", step + 1, outcome.extra["results"][step])
 
 
 # -- other processes: without the keyring, with a wrong key -----------------------------------

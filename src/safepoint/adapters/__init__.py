@@ -3,9 +3,10 @@
 * ``safepoint.adapters.langgraph.SafepointSaver`` — a LangGraph checkpointer
   (``pip install safepoint[langgraph]``).
 * ``safepoint.adapters.openai_agents.SafepointSession`` — an OpenAI Agents SDK
-  session (``pip install safepoint[openai-agents]``).
+  session, and ``CallJournal``, which replays a turn's recorded model and tool
+  calls after a crash (``pip install safepoint[openai-agents]``).
 
-Each lives in its own module (LangGraph's in a package) and imports its
+Each lives in its own module or package and imports its
 framework only when imported itself: ``import safepoint`` (and this package)
 never loads a framework. Their logic is written once as flows
 (``safepoint.flow``); ``runner.py`` runs them on a sync or async store, and

@@ -101,7 +101,7 @@ class S3BlobStore(BundledStore):
         key = self.key_for(digest)
         try:
             if replace or not self._head(key):
-                self._upload(key, make())
+                self._upload(key, make(), replace=replace)
         except self._errors as exc:
             raise BlobError(f"{self._name}: cannot write blob {digest}: {_describe(exc)}") from exc
 
@@ -161,24 +161,27 @@ class S3BlobStore(BundledStore):
             raise
         return True
 
-    def _upload(self, key: str, stored: bytes) -> None:
+    def _upload(self, key: str, stored: bytes, *, replace: bool = False) -> None:
+        # A replace (rekey, encrypt: the same content sealed anew) must overwrite: a conditional
+        # put would meet the object already there and leave it as it was.
+        conditional = self._conditional_puts and not replace
         for attempt in range(_CONFLICT_RETRIES):
             try:
-                self._put_object(key, stored)
+                self._put_object(key, stored, conditional=conditional)
                 return
             except self._errors as exc:
                 codes = _codes(exc)
                 if codes & _ALREADY_WRITTEN:
                     return  # another writer created it first: the same bytes are there
-                if codes & _CONDITIONAL_UNSUPPORTED and self._conditional_puts:
-                    self._conditional_puts = False
+                if codes & _CONDITIONAL_UNSUPPORTED and conditional:
+                    self._conditional_puts = conditional = False
                     continue
                 if not codes & _CONFLICT or attempt == _CONFLICT_RETRIES - 1:
                     raise
             time.sleep(0.05 * (attempt + 1))
 
-    def _put_object(self, key: str, stored: bytes) -> None:
-        extra = {"IfNoneMatch": "*"} if self._conditional_puts else {}
+    def _put_object(self, key: str, stored: bytes, *, conditional: bool) -> None:
+        extra = {"IfNoneMatch": "*"} if conditional else {}
         self.client.put_object(
             Bucket=self.bucket, Key=key, Body=stored, ContentType="application/octet-stream", **extra
         )

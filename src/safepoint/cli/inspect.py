@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 from rich.table import Table
@@ -28,8 +29,11 @@ from safepoint.errors import NotFound, SafepointError
 from safepoint.frameworks import framework_view
 from safepoint.model import VALUE_FIELDS, Checkpoint
 from safepoint.readable import checkpoint_diff, describe, pending
+from safepoint.step_calls import PARENT, ShownCall, history_calls, step_calls
 from safepoint.store import Store
 from safepoint.visible import visible
+
+T = TypeVar("T")
 
 # How much of a changed value or an added message one line shows.
 _VALUE_LEN = 60
@@ -45,19 +49,65 @@ _MESSAGE_LEN = 90
 )
 @handle_errors
 def show(*, store_url: str, as_json: bool, run_id: str, step: int | None, show_messages: int) -> None:
-    """Show one checkpoint of a run (the latest unless --step)."""
+    """Show one checkpoint of a run (the latest unless --step), with the calls it recorded."""
     with open_store_at(store_url, read_only=True) as store:
         cp = store.load(run_id, step, migrate=False)  # as stored: a checkpoint of any version shows
         steps = len(store.history(run_id))
+        calls = _calls(lambda: step_calls(store, run_id, cp.step, **_lineage(store, run_id)))
 
     def render() -> None:
         _render_checkpoint(cp, steps, show_messages)
+        _render_calls(f"recorded calls of step {cp.step}", calls, with_result=True)
 
     data = cp.to_dict()
     data["scrub_report"] = [
         {"rule": rule, "path": path, "count": count} for rule, path, count in cp.scrub_report.counts
     ]
+    data["calls"] = _calls_json(calls, with_result=True)
     emit(data, as_json, render)
+
+
+def _lineage(store: Store, run_id: str) -> dict[str, Any]:
+    info = store.run(run_id)
+    return {"head_step": info.head_step, "parent": info.parent}
+
+
+def _calls(read: Callable[[], T]) -> T | str:
+    """What ``read`` returns, or the class of the error that made the run's journal unreadable."""
+    try:
+        return read()
+    except NotFound:
+        raise
+    except SafepointError as exc:  # a damaged entry: safepoint verify names it
+        return type(exc).__name__
+
+
+def _calls_json(calls: list[ShownCall] | str, *, with_result: bool) -> Any:
+    if isinstance(calls, str):
+        return {"unreadable": calls}
+    return [call.as_json(with_result=with_result) for call in calls]
+
+
+def _render_calls(title: str, calls: list[ShownCall] | str, *, with_result: bool) -> None:
+    if isinstance(calls, str):
+        say(f"{title}: unreadable ({calls}; safepoint verify names the entry)")
+        return
+    if not calls:
+        return
+    table = Table(title=Text(title))
+    for column in ("step", "key", "state", "recorded", "usage", *(("result",) if with_result else ()), "of"):
+        table.add_column(column)
+    for call in calls:
+        entry = call.entry
+        whose = call.whose_text
+        if call.whose == PARENT:
+            whose = f"parent {visible(entry.run_id, max_len=ID_LEN)}"
+        result = (cell(entry.result, max_len=_VALUE_LEN),) if with_result else ()
+        table.add_row(
+            str(entry.step), cell(entry.key, max_len=_VALUE_LEN), cell(entry.state),
+            call.recorded_text, cell(call.usage_text), *result, Text(whose),
+        )  # fmt: skip
+    console.print(table)
 
 
 def _render_checkpoint(cp: Checkpoint, steps: int, show_messages: int) -> None:
@@ -113,10 +163,13 @@ def _scrubbed(cp: Checkpoint) -> str:
 @click.argument("run_id")
 @handle_errors
 def history(*, store_url: str, as_json: bool, run_id: str) -> None:
-    """List every checkpoint of a run, oldest first, with the action each one had pending."""
+    """List every checkpoint of a run, oldest first, with the action each one had pending
+    and the calls each one recorded (a fork: its parent's up to the fork step)."""
     with open_store_at(store_url, read_only=True) as store:
         infos = store.history(run_id)
         actions = {i.step: _pending_at(store, run_id, i.step) for i in infos}
+        steps = [i.step for i in infos]
+        calls = _calls(lambda: history_calls(store, run_id, steps, **_lineage(store, run_id)))
     data = [
         {
             "step": i.step,
@@ -126,6 +179,7 @@ def history(*, store_url: str, as_json: bool, run_id: str) -> None:
             "created_at": i.created_at.isoformat(),
             "digest": i.digest,
             "pending_action": actions[i.step],
+            "calls": _calls_json(calls if isinstance(calls, str) else calls[i.step], with_result=False),
         }
         for i in infos
     ]
@@ -140,6 +194,8 @@ def history(*, store_url: str, as_json: bool, run_id: str) -> None:
                 when(i.created_at), cell(i.digest[:16]), cell(pending(actions[i.step]), max_len=_MESSAGE_LEN),
             )  # fmt: skip
         console.print(table)
+        listed = calls if isinstance(calls, str) else [call for step in steps for call in calls[step]]
+        _render_calls("recorded calls", listed, with_result=False)
 
     emit(data, as_json, render)
 

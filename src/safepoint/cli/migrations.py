@@ -30,7 +30,7 @@ from safepoint.cli.output import (
     store_options,
 )
 from safepoint.errors import Conflict, InvalidArgument, NotEncrypted, NotFound, SafepointError
-from safepoint.fixtures import fixture_checkpoint, fixture_text, read_fixture
+from safepoint.fixtures import fixture_text, read_fixture_run
 from safepoint.migration_check import CheckReport, check_one, stored_keys
 from safepoint.migrations import MigrationChain
 from safepoint.store.admin import migrate_store
@@ -192,7 +192,8 @@ def _render_check(report: CheckReport) -> None:
 def export(
     *, store_url: str, as_json: bool, run_id: str, step: int | None, output: Path | None, encrypt: bool
 ) -> None:
-    """Write one stored checkpoint as a fixture file (as stored: not migrated, secrets as references).
+    """Write one stored checkpoint as a fixture file (as stored: not migrated, secrets as references),
+    with the run's recorded calls up to the step after it.
 
     Capture one before changing your schema; test the migration against it
     with ``safepoint.testing.assert_migrates``. With ``--encrypt`` the file
@@ -208,7 +209,9 @@ def export(
     except NotEncrypted:  # a plaintext store, its fixture sealed under the keyring given
         store = open_store_at(store_url, read_only=True, encryption=None)
     with store:
-        text = fixture_text(store.load(run_id, step, migrate=False), encryption=keyring if encrypt else None)
+        cp = store.load(run_id, step, migrate=False)
+        calls = store.export_calls(run_id, step=cp.step)  # the recorded calls that travel with it
+        text = fixture_text(cp, calls=calls, encryption=keyring if encrypt else None)
     if output is None:
         # Equal JSON with no control character raw: stdout is often a terminal.
         click.echo(visible_json(text), nl=False)
@@ -238,13 +241,14 @@ def import_(
     chain_spec: str | None,
     schema_version: int | None,
 ) -> None:
-    """Start a new run from an exported checkpoint (``safepoint export``), as its step 0.
+    """Start a new run from an exported checkpoint (``safepoint export``), as its step 0, with
+    the recorded calls that travel with it (those after the checkpoint as its step 1's).
 
     Reproduce a production run locally: export it there, import it here, resume it.
     A fixture newer than schema_version 1 needs the chain it was written for
     (``--migrations``) or ``--schema-version``.
     """
-    cp = fixture_checkpoint(read_fixture(fixture, encryption=given_keyring()), run_id)
+    cp, calls = read_fixture_run(fixture, run_id, encryption=given_keyring())
     options: dict[str, Any] = {"schema_version": schema_version}
     if chain_spec:
         options["migrations"] = load_chain(chain_spec)
@@ -265,8 +269,18 @@ def import_(
                 detail=f"run {cp.run_id!r} already exists (at step {exc.head}); "
                 "import the fixture as a new run with --run-id NEW_ID",
             ) from None
+        imported = store.import_calls(cp.run_id, calls) if calls else 0
     emit(
-        {"run_id": info.run_id, "step": info.step, "messages": info.message_count, "digest": info.digest},
+        {
+            "run_id": info.run_id,
+            "step": info.step,
+            "messages": info.message_count,
+            "digest": info.digest,
+            "calls": imported,
+        },
         as_json,
-        lambda: say(f"imported {visible(str(fixture))} as run {visible(info.run_id, max_len=ID_LEN)} step 0"),
+        lambda: say(
+            f"imported {visible(str(fixture))} as run {visible(info.run_id, max_len=ID_LEN)} step 0"
+            + (f" with {imported} recorded calls" if imported else "")
+        ),
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -11,6 +12,7 @@ from rich.progress import Progress
 from safepoint.cli.output import console, emit, handle_errors, open_store_at, say, store_options
 from safepoint.errors import CorruptCheckpoint, NotFound, SafepointError
 from safepoint.model import Checkpoint
+from safepoint.store import Store
 from safepoint.store.admin import all_runs
 from safepoint.tamper import checkpoint_mismatches, run_mismatches
 from safepoint.visible import visible
@@ -22,12 +24,12 @@ from safepoint.visible import visible
 @handle_errors
 def verify(*, store_url: str, as_json: bool, run_id: str | None) -> None:
     """Load and verify every checkpoint (of one run, or all): digests, messages, blobs,
-    the listed columns outside the digest, and each run's head.
+    the listed columns outside the digest, each run's head, and its recorded calls.
 
     Exits non-zero if any fails, naming run, step and what is wrong.
     """
     failures: list[dict[str, Any]] = []
-    checked = 0
+    checked = calls = 0
 
     def failed(rid: str, step: int | None, exc: SafepointError) -> None:
         failure = {"run_id": rid, "step": step, "error": type(exc).__name__, "message": str(exc)}
@@ -58,29 +60,48 @@ def verify(*, store_url: str, as_json: bool, run_id: str | None) -> None:
                 except SafepointError as exc:
                     failed(rid, info.step, exc)
                 checked += 1
-        for rid in runs:  # the head as a load finds it, and the run row against it
-            try:
-                for step in store.hidden_steps(rid):  # a live checkpoint flagged pruned by hand
-                    hidden = CorruptCheckpoint(rid, step, "marked pruned but still holds a checkpoint")
-                    failed(rid, step, hidden)
-                head = store.load(rid, migrate=False, fetch_blobs=False)
-                origin = store.status_origin(rid)
-                mismatched = run_mismatches(store.run(rid), head, firsts.get(rid), origin)
-                _agree(rid, head.step, mismatched, "run row")
-            except NotFound:
-                continue
-            except SafepointError as exc:
-                failed(rid, getattr(exc, "step", None), exc)
-    data = {"checked": checked, "failures": failures}
+        for rid in runs:  # the head as a load finds it, the run row against it, the journal
+            calls += _verify_run(store, rid, firsts.get(rid), failed)
+    data = {"checked": checked, "calls": calls, "failures": failures}
 
     def render() -> None:
-        say(f"verified {checked} checkpoints: {len(failures)} failed")
+        say(f"verified {checked} checkpoints and {calls} recorded calls: {len(failures)} failed")
         for failure in failures:
             say(f"  {failure['error']}: {visible(failure['message'])}")
 
     emit(data, as_json, render)
     if failures:
         sys.exit(1)
+
+
+Failed = Callable[[str, int | None, SafepointError], None]  # where, at which step, what
+
+
+def _verify_run(store: Store, run_id: str, first: Checkpoint | None, failed: Failed) -> int:
+    """Check the run's head and row, then its call journal (each entry's result against its
+    digest, or its seal): how many entries were checked; what is wrong goes to ``failed``."""
+    try:
+        for step in store.hidden_steps(run_id):  # a live checkpoint flagged pruned by hand
+            hidden = CorruptCheckpoint(run_id, step, "marked pruned but still holds a checkpoint")
+            failed(run_id, step, hidden)
+        head = store.load(run_id, migrate=False, fetch_blobs=False)
+        origin = store.status_origin(run_id)
+        mismatched = run_mismatches(store.run(run_id), head, first, origin)
+        _agree(run_id, head.step, mismatched, "run row")
+    except NotFound:
+        return 0  # deleted meanwhile
+    except SafepointError as exc:
+        failed(run_id, getattr(exc, "step", None), exc)
+    try:
+        journal = store.verify_calls(run_id)
+    except NotFound:
+        return 0
+    except SafepointError as exc:
+        failed(run_id, None, exc)
+        return 0
+    for damaged in journal.damaged:
+        failed(run_id, damaged.step, damaged)
+    return journal.checked
 
 
 def _agree(run_id: str, step: int, mismatched: list[str], row: str) -> None:

@@ -26,6 +26,9 @@ def statement_label(sql: str) -> str:
 # A write transaction that opens with one of these only moves a lease (an open Run's
 # hold, its heartbeat, its release): it is not a save, and is not counted as one.
 _LEASE_ONLY = "UPDATE safepoint_runs SET lease_"
+# Nor is a call journal's write (an intent, a result: the query ``call_run`` opens it):
+# the steps a kill aims at are checkpoints.
+_JOURNAL = "SELECT r.id, (SELECT max(id) FROM safepoint_checkpoints"
 
 
 class StatementKiller:
@@ -37,10 +40,10 @@ class StatementKiller:
     agent child installs one for ``--kill-in-save SAVE:STATEMENT``.
 
     Saves are the write transactions but those that only move a lease
-    (``_LEASE_ONLY``). Which kind a transaction is shows at its first
-    statement, so the kill aimed at a ``BEGIN IMMEDIATE`` lands just after
-    it, before that first statement runs: the save has written nothing
-    either way.
+    (``_LEASE_ONLY``) or write to the call journal (``_JOURNAL``). Which
+    kind a transaction is shows at its first statement, so the kill aimed
+    at a ``BEGIN IMMEDIATE`` lands just after it, before that first
+    statement runs: the save has written nothing either way.
     """
 
     def __init__(self, save: int, statement: int) -> None:
@@ -57,7 +60,7 @@ class StatementKiller:
             return
         if self._begun:
             self._begun = False
-            if statement_label(sql).startswith("UPDATE") and _body(sql).startswith(_LEASE_ONLY):
+            if _body(sql).startswith((_LEASE_ONLY, _JOURNAL)):
                 self._index = -1
                 return
             self._saves += 1

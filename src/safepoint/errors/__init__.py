@@ -20,7 +20,9 @@
  │                                          worker): names the run and until when, not the holder
      ├── LeaseLost                             a worker's lease is no longer current (fenced off)
      ├── CorruptCheckpoint                     a stored checkpoint fails its digest: names run and step
-     │    └── BlobCorrupt                       a blob's bytes don't match its SHA-256: names the digest
+     │    ├── BlobCorrupt                       a blob's bytes don't match its SHA-256: names the digest
+     │    └── CorruptCall                       a recorded call fails its digest or does not open for
+     │                                          its place: names run, step and the key (escaped)
      ├── SchemaTooNew                          a stored checkpoint's schema_version is newer than the code
      ├── MigrationError                        a migration function raised: names run, step, versions
      ├── BudgetExceeded                        a run hit its token, spend or step limit
@@ -75,6 +77,7 @@ from .input import (
 )
 from .loading import (
     BlobCorrupt,
+    CorruptCall,
     CorruptCheckpoint,
     EncryptedStore,
     MigrationError,
@@ -103,6 +106,7 @@ __all__ = [
     "BlobNotFound",
     "BudgetExceeded",
     "Conflict",
+    "CorruptCall",
     "CorruptCheckpoint",
     "EncryptedStore",
     "InvalidArgument",

@@ -33,17 +33,20 @@ class ActionMismatch(SafepointError):
     """A resumed run's next action is not the one its crash interrupted.
 
     A run resumed with an action pending must take that action again, as its
-    next ``action`` call (the harness then reruns or skips it as its
-    reconcile hook decided), before any other action or commit. Anything else
-    means the agent does not continue from its checkpoint, and the
-    interrupted action would be lost or taken under another key.
+    next ``action`` call (the harness then returns the result the journal
+    recorded, or reruns or skips it as its reconcile hook decided), before any
+    other action, ``run.call`` or commit. Anything else means the agent does
+    not continue from its checkpoint, and the interrupted action would be
+    lost or taken under another key.
     """
 
-    def __init__(self, run_id: str, expected: str, step: int, call: int, got: str | None) -> None:
+    def __init__(
+        self, run_id: str, expected: str, step: int, call: int, got: str | None, *, doing: str = "took action"
+    ) -> None:
         self.run_id = run_id
         self.expected = expected
         self.got = got
-        doing = "committed" if got is None else f"took action {got!r}"
+        doing = "committed" if got is None else f"{doing} {got!r}"
         super().__init__(
             f"run {run_id!r} resumed with action {expected!r} (step {step}, call {call}) pending, "
             f"but {doing} instead of taking it again"

@@ -40,6 +40,25 @@ class BlobCorrupt(CorruptCheckpoint):
         SafepointError.__init__(self, f"{where}blob {digest} is corrupt: {detail}")
 
 
+class CorruptCall(CorruptCheckpoint):
+    """A recorded call of a run's journal is damaged: its result does not match
+    its digest (altered, or moved to another key), does not open for its run,
+    step and key on an encrypted store (moved or altered), or is not in the
+    stored form. ``key`` is the entry's key; the message shows it escaped and
+    cut short (keys come from frameworks: thread ids, tool call ids), never
+    the result. ``step`` is the step the entry belongs to."""
+
+    def __init__(self, run_id: str, step: int | None, key: str, detail: str) -> None:
+        self.key = key
+        shown = key if len(key) <= _KEY_SHOWN else key[: _KEY_SHOWN - 1] + "\u2026"
+        # repr escapes control, format and other unprintable characters (a bidi override too).
+        CorruptCheckpoint.__init__(self, run_id, step, f"call {shown!r}: {detail}")
+        self.detail = detail
+
+
+_KEY_SHOWN = 80  # characters of a key a message shows
+
+
 class SchemaTooNew(SafepointError):
     """A stored checkpoint was written by newer code than this (its schema_version is ahead).
 

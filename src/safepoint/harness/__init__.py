@@ -9,7 +9,9 @@ bookkeeping a resumed run must not forget:
 * budgets on tokens, spend and steps, stored with the run (``budgets.py``);
 * human input: a run stops as ``waiting`` and any process answers it;
 * one live writer: an open ``Run`` holds its run's lease until it is closed
-  (``exclusive.py``, ``holders.py``); a second opener waits, then ``RunHeld``.
+  (``exclusive.py``, ``holders.py``); a second opener waits, then ``RunHeld``;
+* the call journal: ``run.call`` and ``run.action`` record their results, which a
+  resumed run gets back instead of calling again (``journaled.py``).
 
 The logic lives once, as I/O-free flows (``core.py``); ``Run`` blocks on a
 ``Store``, ``AsyncRun`` awaits an ``AsyncStore``. See docs/harness.md.
@@ -18,8 +20,10 @@ The logic lives once, as I/O-free flows (``core.py``); ``Run`` blocks on a
 from __future__ import annotations
 
 from safepoint.errors import BudgetExceeded
+from safepoint.reconcile import Reconcile
+from safepoint.records import CallUsage
 
-from .actions import PendingAction, Reconcile, ReconcileHook, idempotency_key
+from .actions import PendingAction, ReconcileHook, idempotency_key
 from .asyncrun import AsyncRun
 from .budgets import Budget
 from .errors import ActionMismatch, RunStatusError
@@ -30,6 +34,7 @@ __all__ = [
     "AsyncRun",
     "Budget",
     "BudgetExceeded",
+    "CallUsage",
     "PendingAction",
     "Reconcile",
     "ReconcileHook",

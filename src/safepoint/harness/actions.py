@@ -27,15 +27,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Any, Literal, TypeAlias
+from typing import Any, TypeAlias
 
 from safepoint.errors import InvalidArgument, RunStatusError
+from safepoint.reconcile import Reconcile  # below the harness: the journal decides with it too
 
 ACTION, INPUT = "action", "input"
 # What a pending action the harness saved always holds, and as which type.
 _ACTION_FIELDS = (("tool", str), ("key", str), ("step", int), ("call", int))
-Decision = Literal["rerun", "skip", "wait"]
-_DECISIONS = ("rerun", "skip", "wait")
 
 
 def idempotency_key(run_id: str, step: int, call: int) -> str:
@@ -45,45 +44,6 @@ def idempotency_key(run_id: str, step: int, call: int) -> str:
     again gets the key the crashed run used, in any process.
     """
     return hashlib.sha256(f"safepoint-action\x1f{run_id}\x1f{step}\x1f{call}".encode()).hexdigest()
-
-
-@dataclass(frozen=True, slots=True)
-class Reconcile:
-    """A reconcile hook's decision about an action left pending by a crash."""
-
-    decision: Decision
-    result: Any = None  # for ``skip``: what the action returned
-    question: str | None = None  # for ``wait``: what to ask the human
-
-    def __post_init__(self) -> None:
-        if self.decision not in _DECISIONS:
-            raise InvalidArgument(f"decision must be one of {_DECISIONS}, not {self.decision!r}")
-
-    @classmethod
-    def rerun(cls) -> Reconcile:
-        """Call the tool again, with the same idempotency key."""
-        return cls("rerun")
-
-    @classmethod
-    def skip(cls, result: Any = None) -> Reconcile:
-        """The effect happened: don't call the tool; the action returns ``result``."""
-        return cls("skip", result)
-
-    @classmethod
-    def wait(cls, question: str | None = None) -> Reconcile:
-        """Stop the run as ``waiting``; a human answers with ``resume_with``."""
-        return cls("wait", question=question)
-
-    def to_json(self) -> dict[str, Any]:
-        if self.decision == "skip":
-            return {"decision": "skip", "result": self.result}
-        return {"decision": self.decision}
-
-    @classmethod
-    def from_json(cls, data: Any) -> Reconcile:
-        if not isinstance(data, dict) or data.get("decision") not in _DECISIONS:
-            raise InvalidArgument("resolution: not a decision the harness saves")
-        return cls(data["decision"], data.get("result"))
 
 
 @dataclass(frozen=True, slots=True)

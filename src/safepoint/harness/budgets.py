@@ -117,13 +117,18 @@ def starting_counters(budget: Budget | None) -> dict[str, int | float]:
     return counters
 
 
-def add_usage(counters: dict[str, int | float], tokens_in: int, tokens_out: int, spend: float) -> None:
-    """Add one model call's usage to the counters (in place), refusing negative amounts."""
+def check_usage(tokens_in: Any, tokens_out: Any, spend: Any) -> None:
+    """Refuse usage that no call can have: negative, fractional tokens, an infinite spend."""
     for name, value in (("tokens_in", tokens_in), ("tokens_out", tokens_out)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise InvalidArgument(f"{name} must be a non-negative int, not {value!r}")
     if not isinstance(spend, int | float) or isinstance(spend, bool) or not math.isfinite(spend) or spend < 0:
         raise InvalidArgument(f"spend must be a non-negative number, not {spend!r}")
+
+
+def add_usage(counters: dict[str, int | float], tokens_in: int, tokens_out: int, spend: float) -> None:
+    """Add one model call's usage to the counters (in place), refusing negative amounts."""
+    check_usage(tokens_in, tokens_out, spend)
     counters["tokens_in"] = int(counters.get("tokens_in", 0)) + tokens_in
     counters["tokens_out"] = int(counters.get("tokens_out", 0)) + tokens_out
     # Rounded to 9 places: sums of prices print cleanly (no 1.8873000000000002), and

@@ -21,15 +21,16 @@ from typing import Any
 
 from safepoint.errors import BudgetExceeded, InvalidArgument
 from safepoint.flow import Flow, Invoke, Save
+from safepoint.journal import Tally
 from safepoint.model import Checkpoint, Status
+from safepoint.reconcile import Reconcile
 from safepoint.records import CheckpointInfo
 
-from . import budgets
+from . import budgets, journaled
 from .actions import (
     ACTION,
     INPUT,
     PendingAction,
-    Reconcile,
     ReconcileHook,
     idempotency_key,
     pending_kind,
@@ -44,8 +45,12 @@ class RunCore:
         self.hooks: dict[str, ReconcileHook] = dict(reconcile or {})
         self.cp = Checkpoint()  # replaced by the first flow: started or loaded
         self.head = -1  # step of the last checkpoint saved or loaded
-        self.call = 0  # index of the next action within the current step
+        self.place = 0  # place of the step's next journaled call: actions and run.call alike
         self.replay: tuple[PendingAction, Reconcile] | None = None
+        self.recorded = False  # the replay's result is the journal's: not recorded again
+        self.resolve_secrets: Any = False  # as the run was loaded: how replayed results come back
+        self.journal = Tally()  # what this Run's journal did in this process (run.journal)
+        self.unanswered: set[str] = set()  # keys of this process's calls that raised (journaled.py)
 
     # -- helpers --------------------------------------------------------------
 
@@ -104,33 +109,54 @@ class RunCore:
                 self.run_id, "running", "take the human input (run.take_input()) before taking an action"
             )
         self._refuse_if_interrupted(f"take action {tool!r}")
+        recorded = False
         if self.replay is not None:
             action, decision = self.replay
             if tool != action.tool:
                 raise ActionMismatch(self.run_id, action.tool, action.step, action.call, tool)
-            self.replay = None
+            self.replay, recorded = None, self.recorded
         else:
             step = int(self.cp.counters.get("steps", 0))
-            key = idempotency_key(self.run_id, step, self.call)
-            action, decision = PendingAction(tool, args, key, step, self.call), Reconcile.rerun()
+            key = idempotency_key(self.run_id, step, self.place)
+            action, decision = PendingAction(tool, args, key, step, self.place), Reconcile.rerun()
             self.cp.pending_action = action.to_json()
             try:
                 yield from self.save()  # durable before the side effect
             except BaseException:
                 self.cp.pending_action = None
                 raise
-        self.call += 1
+        self.place += 1
         try:
-            result = decision.result if decision.decision == "skip" else (yield Invoke(fn, (action.key,)))
+            if decision.decision == "skip":
+                result = decision.result
+            else:
+                result = yield Invoke(fn, (action.key,))
+                self.journal.called += 1
         except Exception:
             # Failed in plain sight: the tool reported back, so the caller decides.
             # (An interrupt — KeyboardInterrupt, GeneratorExit — leaves it pending:
             # nobody knows whether the effect happened.)
             self.cp.pending_action = None
             raise
+        if recorded:
+            self.journal.replayed += 1
+            self.journal.keys.append(action.key)
+        else:  # until it is recorded, a crash leaves the action pending, for its hook to settle
+            yield from journaled.record_action(self, action, result)
         self.cp.pending_action = None
         self.cp.counters["actions"] = int(self.cp.counters.get("actions", 0)) + 1
         return result
+
+    def call(
+        self, name: str, request: Any, fn: Callable[[Any], Any], usage: Callable[[Any], Any] | None
+    ) -> Flow[Any]:
+        """A call whose result the journal keeps for a resumed run (see ``Run.call``)."""
+        self.require_active(f"make call {name!r}")
+        self._refuse_if_interrupted(f"make call {name!r}")
+        if self.replay is not None:  # the interrupted action comes first: it was the step's next call
+            action = self.replay[0]
+            raise ActionMismatch(self.run_id, action.tool, action.step, action.call, name, doing="called")
+        return (yield from journaled.call(self, name, request, fn, usage))
 
     def add_usage(self, tokens_in: int, tokens_out: int, spend: float) -> Flow[None]:
         """Add a model call's usage; over a limit, save the run as failed and raise."""
@@ -159,7 +185,7 @@ class RunCore:
             cp.counters["steps"] = int(cp.counters["steps"]) - 1
             cp.status = Status.RUNNING
             raise
-        self.call = 0
+        self.place = 0
         if exceeded is not None:
             raise exceeded
         return info

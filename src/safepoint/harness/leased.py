@@ -13,16 +13,19 @@ checked against the stored digest instead of being written twice. (A
 ``FindRuns`` is retried whole; a ``Run``'s flows ask none.) Without a lease
 the flows of an exclusive ``Run`` are served by ``held``: each save is made
 under the hold's lease (``holders.py``), so a writer that lost it gets
-``LeaseLost`` and writes nothing; an outage is the caller's.
+``LeaseLost`` and writes nothing; an outage is the caller's. Either way
+the call journal's writes (``RecordCall``, ``CallIntent``) go under the
+same lease as the saves.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from typing import Any, TypeVar
 
 from safepoint import retrying
-from safepoint.flow import Delete, FindRuns, Head, KeepLast, Load, Save
+from safepoint.flow import CallIntent, Delete, FindRuns, Head, KeepLast, Load, RecordCall, RecordedCall, Save
 from safepoint.records import Lease
 from safepoint.store import AsyncStore, Store
 from safepoint.twins import Flow, Invoke, ask, translate
@@ -33,7 +36,18 @@ T = TypeVar("T")
 AnyStore = Store | AsyncStore
 
 # The store requests retried under a lease, by the store method each one is (the retries' name).
-_RETRIED = {Load: "load", Head: "run", Delete: "delete_run", KeepLast: "prune_run", FindRuns: "runs"}
+# The journal's writes are put-if-absent: one retried after its commit was in doubt finds its entry.
+_RETRIED = {
+    Load: "load",
+    Head: "run",
+    Delete: "delete_run",
+    KeepLast: "prune_run",
+    FindRuns: "runs",
+    RecordCall: "record_call",
+    CallIntent: "call_intent",
+    RecordedCall: "recorded_call",
+}
+_FENCED = (RecordCall, CallIntent)  # journal writes: fenced by the run's lease, as saves are
 
 
 def leased(store: AnyStore, lease: Lease, flow: Flow[T]) -> Flow[T]:
@@ -50,6 +64,8 @@ def held(store: AnyStore, holding: Holding, flow: Flow[T]) -> Flow[T]:
 def _under_lease(store: AnyStore, lease: Lease, request: Any) -> Any:
     if isinstance(request, Save):
         return retrying.saving(store, request.checkpoint, lease)
+    if isinstance(request, _FENCED):
+        request = replace(request, lease=lease)
     operation = _RETRIED.get(type(request))
     if operation is None:  # user code (Invoke), the store's schema version: as asked
         return request
@@ -59,4 +75,6 @@ def _under_lease(store: AnyStore, lease: Lease, request: Any) -> Any:
 def _under_hold(store: AnyStore, holding: Holding, request: Any) -> Any:
     if isinstance(request, Save):
         return Invoke(store.save, (request.checkpoint,), {"lease": holding.lease})
+    if isinstance(request, _FENCED):
+        return replace(request, lease=holding.lease)
     return request

@@ -16,14 +16,14 @@ from typing import Any
 from safepoint.errors import Conflict, InvalidArgument, NotFound
 from safepoint.flow import Flow, Head, Invoke, Load, SchemaVersion
 from safepoint.model import Checkpoint, JSONDict, Status, new_run_id
+from safepoint.reconcile import Reconcile
 from safepoint.records import RunInfo
 
-from . import budgets
+from . import budgets, journaled
 from .actions import (
     ACTION,
     INPUT,
     PendingAction,
-    Reconcile,
     check_decision,
     default_question,
     pending_kind,
@@ -98,6 +98,7 @@ def resume_loaded(core: RunCore, run_id: str, cp: Checkpoint | None, row_status:
 
 def resume(core: RunCore, run_id: str, resolve_secrets: Any, holding: Holding | None = None) -> Flow[None]:
     """Hold the run, load its latest checkpoint and settle what it left pending."""
+    core.resolve_secrets = resolve_secrets
     yield from hold(holding, run_id)
     cp: Checkpoint = yield Load(run_id, resolve_secrets=resolve_secrets)
     yield from _continue(core, cp)
@@ -119,6 +120,7 @@ def resume_or_start(
 ) -> Flow[None]:
     """Resume the run if it exists, else start it (``new.run_id`` is required)."""
     assert new.run_id is not None
+    core.resolve_secrets = resolve_secrets
     try:
         yield from hold(holding, new.run_id)  # NotFound: there is no run to hold yet
         cp: Checkpoint = yield Load(new.run_id, resolve_secrets=resolve_secrets)
@@ -138,6 +140,7 @@ def resume_with(
     core: RunCore, run_id: str, answer: Any, resolve_secrets: Any, holding: Holding | None = None
 ) -> Flow[None]:
     """Record a human's answer to a waiting run, save it, and resume the run."""
+    core.resolve_secrets = resolve_secrets
     yield from hold(holding, run_id)
     cp: Checkpoint = yield Load(run_id, resolve_secrets=resolve_secrets)
     if cp.status is not Status.WAITING:
@@ -190,7 +193,8 @@ def set_budget(
 
 
 def _settle(core: RunCore) -> Flow[None]:
-    """After a load: enforce the budgets, and decide about an interrupted action."""
+    """After a load: enforce the budgets, and settle an interrupted action — with the result the
+    journal recorded for it if there is one, else as its reconcile hook (or a human) decides."""
     cp = core.cp
     if cp.status is not Status.RUNNING:
         return
@@ -201,9 +205,15 @@ def _settle(core: RunCore) -> Flow[None]:
         return
     assert cp.pending_action is not None
     action = PendingAction.from_json(cp.pending_action, run_id=core.run_id, status=cp.status.value)
-    core.call = action.call
+    core.place = action.call
+    # Its result recorded, the action happened and returned: no hook is asked (nor a human's answer used).
+    found = yield from journaled.recorded_action(core, action)
+    if found is not None:
+        core.replay, core.recorded = (action, Reconcile.skip(found.result)), True
+        return
     decision = action.resolution
     if decision is None:
+        core.journal.reconciled += 1
         hook = core.hooks.get(action.tool)
         if hook is None:
             decision = Reconcile.wait(default_question(action))
@@ -216,4 +226,4 @@ def _settle(core: RunCore) -> Flow[None]:
         cp.status = Status.WAITING
         yield from core.save()
         return
-    core.replay = (action, decision)
+    core.replay, core.recorded = (action, decision), False

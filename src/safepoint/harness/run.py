@@ -26,7 +26,7 @@ from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, TypeVar, over
 from safepoint.errors import LeaseLost
 from safepoint.flow import bound
 from safepoint.model import Checkpoint, JSONDict, Status
-from safepoint.records import CheckpointInfo, Lease
+from safepoint.records import CallUsage, CheckpointInfo, Lease
 from safepoint.store import AsyncStore, Store
 from safepoint.twins import A, B, Blocking, Flow, Written, entry
 
@@ -300,8 +300,37 @@ class Runs(RunView, Generic[S]):
         action), the reconcile decision applies: ``rerun`` calls ``fn`` with the
         same key, ``skip`` returns the recorded result without calling it.
         On ``AsyncRun``, ``fn`` may be async (its result is awaited).
+
+        The result is recorded in the run's call journal: resumed with this
+        action pending, the run returns the recorded result without calling
+        ``fn`` or asking the hook, which is asked only when no result was
+        recorded (a result that is not JSON is not recorded: ``run.journal.unrecorded``).
         """
         return self._call(self._core.action(tool, args, fn))
+
+    @entry
+    def call(
+        self,
+        name: str,
+        request: Any,
+        fn: Callable[[Any], R | Awaitable[R]],
+        *,
+        usage: Callable[[R], CallUsage | None] | None = None,
+    ) -> Flow[R]:
+        """Make a call whose result a resumed run reuses — a model request above all: return
+        ``fn(request)``, recorded in the run's call journal at this place of the step.
+
+        A run that makes the step again gets the recorded result back without
+        calling ``fn``, as long as ``request`` (any JSON; only its digest is
+        kept) is the same; a changed request is called and recorded anew, and
+        counted as a divergence. ``usage(result)`` says what the call cost
+        (a ``CallUsage``): it is stored with the result and added to the
+        run's counters once per recorded call, made or replayed (tokens and
+        spend budgets apply, as in ``add_usage``). The result must be JSON
+        (``NotJSONCompatible`` otherwise, its usage still counted). On
+        ``AsyncRun``, ``fn`` may be async. See docs/harness.md, "The call journal".
+        """
+        return self._call(self._core.call(name, request, fn, usage))
 
     @entry
     def add_usage(self, *, tokens_in: int = 0, tokens_out: int = 0, spend: float = 0.0) -> Flow[None]:

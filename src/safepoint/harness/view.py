@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from safepoint.errors import InvalidArgument
+from safepoint.journal import Tally
 from safepoint.model import Checkpoint, JSONDict, Status
 
 from . import budgets
@@ -96,6 +97,13 @@ class RunView:
             return None
         assert pending is not None
         return PendingAction.from_json(pending, run_id=self.run_id, status=self.status.value)
+
+    @property
+    def journal(self) -> Tally:
+        """What the call journal did for this ``Run`` in this process: calls made, replayed,
+        re-sent (``resent``, with their ``lost_*`` usage), divergences, results not recorded,
+        interrupted actions its reconcile hooks settled. The run's counters keep what lasts."""
+        return self._core.journal
 
     @property
     def question(self) -> str | None:

@@ -33,7 +33,7 @@ from typing import Any
 from safepoint import codec
 from safepoint.errors import InvalidArgument, RunStatusError
 from safepoint.flow import CallIntent, Flow, Invoke, RecordCall, RecordedCall
-from safepoint.harness.actions import Reconcile
+from safepoint.reconcile import Reconcile
 from safepoint.records import CallUsage, Lease, Recorded
 from safepoint.twins import Sleep
 

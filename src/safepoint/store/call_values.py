@@ -14,11 +14,12 @@ put back, secrets resolved when asked.
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from safepoint import codec
-from safepoint.errors import InvalidArgument, NotJSONCompatible
+from safepoint.errors import InvalidArgument, NotJSONCompatible, SecretLeak
 from safepoint.model import Checkpoint
 from safepoint.records import CallUsage
 from safepoint.scrub.resolve import lookup_for, restore
@@ -30,7 +31,7 @@ from .references import from_stored
 from .settings import StoreSettings
 
 MAX_KEY_LENGTH = 1024  # a key names a call's place: a thread, a path, an order, a tool call id
-_PLACE = "state['result']"  # where the shared save path puts the value (errors name "result")
+_PLACE = "state.result"  # where the shared save path puts the value (errors name "result")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,9 +61,22 @@ def request_digest(request: Any) -> bytes | None:
     if request is None:
         return None
     try:
-        return hashlib.sha256(b"safepoint-call-request\x1f" + codec.encode(request)).digest()
+        encoded = codec.encode(request)
     except (TypeError, ValueError):
         raise NotJSONCompatible("request", "the request is not JSON data") from None
+    if _not_finite(request):  # encoded as null: {"t": nan} and {"t": None} would share a digest
+        raise NotJSONCompatible("request", "the request holds NaN or infinity, which JSON lacks")
+    return hashlib.sha256(b"safepoint-call-request\x1f" + encoded).digest()
+
+
+def _not_finite(value: Any) -> bool:
+    if type(value) is float:
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_not_finite(item) for item in value.values())
+    if isinstance(value, list | tuple):
+        return any(_not_finite(item) for item in value)
+    return False
 
 
 def usage_of(usage: Any) -> dict[str, Any] | None:
@@ -78,18 +92,27 @@ def usage_of(usage: Any) -> dict[str, Any] | None:
     return {"tokens_in": usage.tokens_in, "tokens_out": usage.tokens_out, "spend": usage.spend}
 
 
-def stored_result(key: str, result: Any, usage: CallUsage | None, settings: StoreSettings) -> StoredResult:
-    """``result`` as the store writes it, by the save path (``StoreSettings.prepare_save``)."""
+def stored_result(
+    key: str, result: Any, usage: CallUsage | None, settings: StoreSettings, *, redacted_before: int = 0
+) -> StoredResult:
+    """``result`` as the store writes it, by the save path (``StoreSettings.prepare_save``).
+    ``redacted_before``: values rules replaced when it was first recorded (an imported
+    result carries their markers already, which the scrubber passes through uncounted)."""
     used = usage_of(usage)
     carrier = Checkpoint(run_id="journal", state={"result": result})
     try:
         prepared = settings.guard(_prepared, settings, carrier)
     except NotJSONCompatible as exc:
         raise NotJSONCompatible(exc.path.replace(_PLACE, "result", 1), exc.reason) from None
+    except SecretLeak as exc:  # the "raise" policy: named like the result, never quoted
+        raise SecretLeak(exc.path.replace(_PLACE, "result", 1), exc.rule) from None
     value = prepared.fields.values["state"]["result"]
     # A registered secret becomes a reference that resolve_secrets gives back; a rule's
-    # marker replaces the value for good: the result replays redacted.
-    redacted = sum(n for rule, n in prepared.report().by_rule().items() if not rule.startswith("secret:"))
+    # marker replaces the value for good: the result replays redacted. So does a registered
+    # secret under the "redact" policy: its marker is all that is stored.
+    kept = settings.scrubber is not None and settings.scrubber.policy == "reference"
+    counts = prepared.report().by_rule().items()
+    redacted = redacted_before + sum(n for rule, n in counts if not (kept and rule.startswith("secret:")))
     body = codec.encode({"value": value, "usage": used, "redacted": redacted})
     digest = entry_digest(key, body)
     blobs = prepared.blob_digests() if prepared.blobs is not None else None

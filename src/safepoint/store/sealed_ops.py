@@ -20,7 +20,8 @@ counters       a sealed JSON string (run)          opened (SQLite: from the
 error          sealed text (run): last_error       -- (``last_error``: opened)
 digest         keyed, when bytes (a checkpoint's)  the plain digest again
 head_digest    keyed                               the plain digest again
-result         sealed (run, step, "call:" + key)   opened (run, row's step and key)
+result         sealed (run, step, "call:" + key)   opened (run, row's step and key); its
+                                                   keyed digest given back plain
 request        keyed (a call's request digest)     -- (compared in SQL)
 =============  ==================================  ==========================
 
@@ -39,6 +40,7 @@ from typing import Any, TypeVar
 from safepoint import codec
 from safepoint.errors import CorruptCheckpoint, MissingKey, StoreError
 
+from .call_values import entry_digest
 from .query import UNSUPPORTED, Op, Query, Row, Unopened
 from .query_specs import QUERY_SPECS
 from .sealer import RUN_WIDE, Sealer, UnknownDataKey
@@ -172,8 +174,9 @@ def _opened(query: Query, rows: list[Row], sealer: Sealer, refs: dict[int, str])
 
 
 # Listing is not loading: a row of these that does not open comes back with its content
-# columns as ``Unopened`` (the operation lists its run as unreadable); the others still open.
-_LISTINGS = frozenset({"list_runs"})
+# columns as ``Unopened`` (the operation lists its run as unreadable, or verify names the
+# journal entry that does not open); the others still open.
+_LISTINGS = frozenset({"list_runs", "calls_stored"})
 
 
 def _listed_row(query: Query, row: Row, sealer: Sealer, refs: dict[int, str]) -> Row:
@@ -208,11 +211,15 @@ def _opened_row(query: Query, row: Row, sealer: Sealer, refs: dict[int, str]) ->
             values["digest"] = plain_digest
             if values.get("head_digest") is not None and bytes(values["head_digest"]) == stored:
                 values["head_digest"] = plain_digest
+    if values.get("result") is not None:
+        values["result"] = sealer.open(values["result"], run_id, values["step"], "call:" + values["key"])
+        if values.get("digest") is not None:  # keyed when written; the operation checks the plain one
+            plain_digest = entry_digest(values["key"], values["result"])
+            if sealer.keyed(plain_digest) == bytes(values["digest"]):
+                values["digest"] = plain_digest
     for key in ("digest", "head_digest"):
         if key in values and isinstance(values[key], bytes | memoryview) and values[key] is not plain_digest:
             values[key] = sealer.plain(values[key])
-    if values.get("result") is not None:
-        values["result"] = sealer.open(values["result"], run_id, values["step"], "call:" + values["key"])
     if values.get("labels") is not None:
         values["labels"] = sealer.open_labels(values["labels"], run_id)
     if values.get("counters") is not None:

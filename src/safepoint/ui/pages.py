@@ -13,10 +13,12 @@ from functools import partial
 from typing import Any
 
 from safepoint.blobs.base import BlobRef
+from safepoint.errors import SafepointError
 from safepoint.frameworks import framework_view, user_runs
 from safepoint.harness import budgets
 from safepoint.model import VALUE_FIELDS, Checkpoint, Status
 from safepoint.readable import checkpoint_diff, describe, pending, question
+from safepoint.step_calls import ShownCall, step_calls
 from safepoint.store import Store
 
 from . import chart
@@ -123,6 +125,14 @@ def run_page(store: Store, run_id: str, steps_page: int = 1) -> dict[str, Any]:
 
 def step_page(store: Store, run_id: str, step: int, page: int) -> dict[str, Any]:
     cp = store.load(run_id, step, migrate=False, fetch_blobs=False)
+    info = store.run(run_id)
+    try:  # its own, the open step's at the head, a fork's parent's at its fork step
+        calls: list[tuple[ShownCall, str]] | str = [
+            (call, shown_json(call.entry.result))
+            for call in step_calls(store, run_id, step, head_step=info.head_step, parent=info.parent)
+        ]
+    except SafepointError as exc:  # a damaged entry: verify names it
+        calls = type(exc).__name__
     pages = max(1, -(-len(cp.messages) // MESSAGES))
     page = max(1, min(page, pages))
     start = (page - 1) * MESSAGES
@@ -136,6 +146,7 @@ def step_page(store: Store, run_id: str, step: int, page: int) -> dict[str, Any]
         "scrubbed": cp.scrub_report.counts,
         "blobs": _blob_refs([list(cp.messages), *(getattr(cp, name) for name in VALUE_FIELDS)]),
         "framework": framework_view(cp.labels, cp.state),
+        "calls": calls,
     }
 
 

@@ -1,8 +1,9 @@
 """Verify from the page: one run at once, or the whole store as a background task with progress.
 
 Verifying loads every checkpoint as stored (``migrate=False``: any schema
-version), which checks its digests, its messages' chain and its blobs, and
-then the run row against its head (``safepoint.tamper``). The
+version), which checks its digests, its messages' chain and its blobs, then
+the run row against its head (``safepoint.tamper``), then the run's recorded
+calls (``Store.verify_calls``). The
 whole store is walked by one thread at a time; the page polls
 ``progress()``.
 """
@@ -43,6 +44,10 @@ def verify_run(store: Store, run_id: str) -> tuple[int, list[tuple[int | None, s
     except SafepointError as exc:
         if (getattr(exc, "step", None), str(exc)) not in failures:  # a damaged head: said above
             failures.append((getattr(exc, "step", None), str(exc)))
+    try:  # the call journal, as safepoint verify checks it
+        failures += [(damaged.step, str(damaged)) for damaged in store.verify_calls(run_id).damaged]
+    except SafepointError as exc:
+        failures.append((None, str(exc)))
     return checked, failures
 
 

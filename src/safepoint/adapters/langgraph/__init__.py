@@ -45,12 +45,22 @@ thread when the config has no ``checkpoint_ns``; all threads for ``None``),
 async. Not supported: ``prune`` and ``delete_for_runs``, which would delete
 steps from the middle of a run, and safepoint runs only grow.
 
+**The call journal** (``SafepointSaver(store, journal=True)``, tools through
+``ToolNode(tools, **journal_tools())``) records every chat-model response and
+tool result of a graph turn and replays them when a crashed turn is resumed:
+no recorded response is paid again, no tool effect is repeated
+(``journal.py``; docs/journal-langgraph.md).
+
 The package, by concern: ``saver.py`` is the checkpointer API (each method
 runs one flow, blocking or awaited); ``reads.py`` and ``writes.py`` are those
 flows; ``steps.py`` builds, saves and indexes one step of a thread run;
 ``layout.py`` is where a thread lives in the store and the shape of a step;
 ``memo.py`` what a saver remembers between turns; ``codec.py`` and
 ``msgpack.py`` translate LangGraph's values to checkpoint JSON and back.
+The journal: ``journal.py`` (the saver's journal, keys, counters),
+``turns.py`` (a turn's hold and lineage), ``calls.py`` (model calls),
+``tools.py`` (tool calls), ``patches.py`` (the framework methods patched, and
+every private name touched).
 """
 
 from __future__ import annotations
@@ -63,6 +73,9 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise missing_framework(__name__, "LangGraph's checkpoint package", "langgraph") from exc
 
+from . import calls as _calls  # noqa: F401  # the journal's model hook (patches.HOOKS)
+from .journal import JournalOptions
 from .saver import SafepointSaver
+from .tools import current_call_key, journal_tools, non_idempotent
 
-__all__ = ["SafepointSaver"]
+__all__ = ["JournalOptions", "SafepointSaver", "current_call_key", "journal_tools", "non_idempotent"]

@@ -32,6 +32,8 @@ Step state (all JSON):
     floor             the first step reads look at (0 unless ``prune`` or ``delete_for_runs``
                       rebuilt the thread: see ``pruning.py``)
     owner             the thread's write owner, once one claimed it (``ownership.py``)
+    journal           {"lineage": n}: the call journal's lineage, once a fork started a new one
+                      (``turns.py``)
 """
 
 from __future__ import annotations
@@ -183,7 +185,8 @@ def bookkeeping(
             entry["metadata"] = snapshot["metadata"]
         unindexed.append(entry)
     carried = {"latest": latest, "recent": recent, "unindexed": unindexed}
-    for name in ("floor", "owner"):  # a rebuilt thread's floor (pruning.py), an owner (ownership.py)
+    # A rebuilt thread's floor (pruning.py), an owner (ownership.py), the journal's lineage (turns.py).
+    for name in ("floor", "owner", "journal"):
         if state.get(name):
             carried[name] = state[name]
     return carried

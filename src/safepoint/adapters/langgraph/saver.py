@@ -31,6 +31,7 @@ from . import reads as read_flows
 from . import steps
 from . import writes as write_flows
 from .codec import ValueCodec, make_serde
+from .journal import Journal, JournalOptions, JournalRunner
 from .layout import ThreadKey
 from .ownership import OwnershipMethods
 from .pruning import PruningMethods
@@ -56,6 +57,14 @@ class SafepointSaver(PruningMethods, OwnershipMethods, BaseCheckpointSaver[int])
     With a ``Store`` every method works, the async ones in a worker thread.
     With an ``AsyncStore`` use the async methods (``graph.ainvoke`` …); the
     sync ones work only from threads other than the event loop's.
+
+    ``journal``: ``True`` (or ``JournalOptions``) records every chat-model
+    response and tool result of a graph turn and replays them when the turn
+    is resumed after a crash, so no recorded call is made again and no tool
+    effect is repeated (``journal.py``; tools need ``ToolNode(tools,
+    **journal_tools())``). Each turn then holds the thread's run, one live
+    writer at a time. Off by default. ``saver.journal`` is the journal
+    (``saver.journal.tally(thread_id)``: the thread's counters), or None.
     """
 
     def __init__(
@@ -66,14 +75,21 @@ class SafepointSaver(PruningMethods, OwnershipMethods, BaseCheckpointSaver[int])
         messages_channel: str = "messages",
         cache_size: int = 256,
         expire_finished_threads: bool = False,
+        journal: bool | JournalOptions = False,
     ) -> None:
         super().__init__(serde=make_serde(allowed_types))
         self.expire_finished_threads = expire_finished_threads
         self._owners: dict[str, int] = {}  # the threads this saver claimed (ownership.py)
         self.store = store
         self.messages_channel = messages_channel
-        self._runner = Runner(store)
         self._cache = CheckpointCache(cache_size)
+        self.journal: Journal | None = None
+        if journal is False:
+            self._runner = Runner(store)
+        else:
+            options = journal if isinstance(journal, JournalOptions) else JournalOptions()
+            self._runner = JournalRunner(store, lambda: self.journal)  # type: ignore[arg-type,return-value]
+            self.journal = Journal(self, options)
 
     @classmethod
     @contextmanager
@@ -83,6 +99,7 @@ class SafepointSaver(PruningMethods, OwnershipMethods, BaseCheckpointSaver[int])
         *,
         allowed_types: Iterable[type | tuple[str, ...]] = (),
         messages_channel: str = "messages",
+        journal: bool | JournalOptions = False,
         **options: Any,
     ) -> Iterator[SafepointSaver]:
         """A saver on a store it opens at ``url`` and closes at the end:
@@ -94,7 +111,7 @@ class SafepointSaver(PruningMethods, OwnershipMethods, BaseCheckpointSaver[int])
         """
         store = open_store(url, **options)
         try:
-            yield cls(store, allowed_types=allowed_types, messages_channel=messages_channel)
+            yield cls(store, allowed_types=allowed_types, messages_channel=messages_channel, journal=journal)
         finally:
             store.close()
 
@@ -106,6 +123,7 @@ class SafepointSaver(PruningMethods, OwnershipMethods, BaseCheckpointSaver[int])
         *,
         allowed_types: Iterable[type | tuple[str, ...]] = (),
         messages_channel: str = "messages",
+        journal: bool | JournalOptions = False,
         **options: Any,
     ) -> AsyncIterator[SafepointSaver]:
         """A saver on a store it opens at ``url`` and closes at the end:
@@ -117,7 +135,7 @@ class SafepointSaver(PruningMethods, OwnershipMethods, BaseCheckpointSaver[int])
         """
         store = await open_async_store(url, **options)
         try:
-            yield cls(store, allowed_types=allowed_types, messages_channel=messages_channel)
+            yield cls(store, allowed_types=allowed_types, messages_channel=messages_channel, journal=journal)
         finally:
             await store.close()
 
@@ -131,6 +149,7 @@ class SafepointSaver(PruningMethods, OwnershipMethods, BaseCheckpointSaver[int])
             self.messages_channel,
             not self.expire_finished_threads,
             self._owners,
+            None if self.journal is None else self.journal.outside_turn,
         )
 
     def _get_tuple_flow(self, config: RunnableConfig) -> Flow[CheckpointTuple | None]:

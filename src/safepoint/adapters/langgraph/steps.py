@@ -49,6 +49,9 @@ class Context:
     messages_channel: str
     keep_finished: bool = True  # label thread runs so store-wide retention never expires them as done
     owners: dict[str, int] = field(default_factory=dict)  # thread id -> the epoch this saver owns it at
+    # With the call journal: whether a write to a thread is outside any turn (then a write that
+    # branches the thread starts a new journal lineage: turns.branched). None: no journal.
+    outside_turn: Callable[[str], bool] | None = None
 
     def memo(self, key: ThreadKey) -> tuple[Checkpoint, Memo] | None:
         """The thread run's cached head and what is remembered of it, if this saver has them."""

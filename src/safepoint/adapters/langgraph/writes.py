@@ -42,6 +42,7 @@ from .steps import (
     start_step,
     step_at,
 )
+from .turns import branched
 
 __all__ = ["copy_builder", "copy_thread", "delete_thread", "encode_writes", "put", "put_writes"]
 
@@ -66,6 +67,8 @@ def put(ctx: Context, key: ThreadKey, encoded: dict[str, Any], log: Log | None) 
         kept = set_messages(cp, memo.head_log() or Log(), log)
         finish_step(cp, head, snapshot, orphans, known_covers(ctx, key), new=True)
         stamp(ctx, key, cp)
+        if ctx.outside_turn is not None and not key.ns and ctx.outside_turn(key.thread_id):
+            branched(cp, None if head is None else head.state, snapshot["parent"])
         return cp, kept
 
     # The index is appended in batches (FLUSH_AT entries) once this saver knows it: its entries

@@ -9,7 +9,7 @@ lists the methods again.
 
 The entries are grouped by subject: runs and checkpoints (``checkpoints.py``),
 the work queue (``queue.py``), holds on named runs (``holds.py``), the call
-journal (``journal.py``), upkeep
+journal (``journal.py``) and its verify, export and import (``journal_stored.py``), upkeep
 (``upkeep.py``). Adding a store method
 is one entry in one of them, over its operation and the operation's named
 queries in each dialect's ``queries.sql``.
@@ -20,11 +20,14 @@ from __future__ import annotations
 from .checkpoints import CheckpointMethods
 from .holds import HoldMethods
 from .journal import JournalMethods
+from .journal_stored import StoredJournalMethods
 from .queue import QueueMethods
 from .upkeep import UpkeepMethods
 
 
-class StoreMethods(CheckpointMethods, QueueMethods, HoldMethods, JournalMethods, UpkeepMethods):
+class StoreMethods(
+    CheckpointMethods, QueueMethods, HoldMethods, JournalMethods, StoredJournalMethods, UpkeepMethods
+):
     """The methods ``Store`` and ``AsyncStore`` share."""
 
     @property

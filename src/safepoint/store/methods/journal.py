@@ -8,7 +8,7 @@ from typing import Any
 from safepoint.errors import InvalidArgument
 from safepoint.observe import store_calls
 from safepoint.records import CallUsage, Lease, Recorded, from_micros, now_micros
-from safepoint.store import arguments
+from safepoint.store import arguments, call_checks
 from safepoint.store.after_load import ResolveSecrets
 from safepoint.store.call_values import check_key, loaded_result, request_digest, stored_result
 from safepoint.store.calls import Call
@@ -134,6 +134,7 @@ def _recorded(
     run_id: str, entry: journal.Entry, settings: StoreSettings, resolve: ResolveSecrets
 ) -> Recorded:
     row = entry.row
+    call_checks.check(run_id, row)  # verified like a checkpoint: never replay an altered result
     value, usage, redacted = None, None, 0
     if row.result is not None:
         value, usage, redacted = loaded_result(bytes(row.result), settings, entry.fetched, resolve)

@@ -20,7 +20,7 @@ from safepoint import codec
 from safepoint.errors import LeaseLost, NotFound, RunHeld
 from safepoint.records import Lease, from_micros
 from safepoint.store.blob_targets import BlobTarget
-from safepoint.store.call_values import StoredResult
+from safepoint.store.call_values import StoredResult, entry_digest
 from safepoint.store.query import Op, Query, Row
 
 from .loading import read_blobs
@@ -75,6 +75,9 @@ def write(  # noqa: PLR0917 - one entry's parts, built by the call table
         "now": now,
     }
     if stored is None:
+        # The empty result's digest: plain here, keyed when sealed, so that encrypt_store can
+        # tell an intent written before the store was encrypted (its request to key).
+        params["digest"] = entry_digest(key, b"")
         written = bool((yield Query("call_intent", params)))
     else:
         if stored.blobs is not None and blobs is not None:

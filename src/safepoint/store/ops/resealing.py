@@ -1,5 +1,6 @@
-"""Sealing stored values again: a run's rows under the writing data key (``rekey``), or for the first
-time (``encrypt``), one run per transaction; and the database blob table, a page at a time.
+"""Sealing stored values again: a run's rows and call journal entries under the writing data key
+(``rekey``), or for the first time (``encrypt``), one run per transaction; and the database blob
+table, a page at a time.
 
 These operations see values as stored — they are run on the driver directly,
 not through ``sealed_ops`` — and use the store's ``Sealer`` themselves: each
@@ -21,6 +22,7 @@ from safepoint import codec
 from safepoint.blobs.base import decode_stored
 from safepoint.crypto.sealing import SealBroken, is_sealed, key_id_of
 from safepoint.errors import BlobCorrupt, InvalidKey, MissingKey, SafepointError
+from safepoint.store.call_values import entry_digest
 from safepoint.store.query import UNSUPPORTED, Op, Query
 from safepoint.store.sealer import TEXT_PREFIX, Sealer
 
@@ -63,6 +65,7 @@ def reseal_run(run_ref: int, run_id: str, sealer: Sealer) -> Op[Resealed]:
         params["digest"] = digest
         yield Query("reseal_row", params)
         changed += 1
+    changed += yield from _reseal_calls(run_ref, run_id, sealer)
     labels, counters, error, head = run.labels, run.counters, run.last_error, run.head_digest
     if (
         _under_text(labels, writing, labels=True)
@@ -85,6 +88,36 @@ def reseal_run(run_ref: int, run_id: str, sealer: Sealer) -> Op[Resealed]:
         },
     )
     return Resealed(changed, True)
+
+
+def _reseal_calls(run_ref: int, run_id: str, sealer: Sealer) -> Op[int]:
+    """A run's call journal entries under the writing data key (how many changed).
+
+    An entry written before the store was encrypted has a plaintext result, or (an intent)
+    the plain digest of an empty result: its digests are keyed now too, so that a request
+    recorded before still compares equal (``same_request``) and its intent is still found
+    in flight. A sealed result was written with the digests keyed already.
+    """
+    writing, changed = sealer.writing.key_id, 0
+    for call in (yield Query("sealed_calls", {"run_ref": run_ref})):
+        place = "call:" + call.key
+        result, digest, request = call.result, call.digest, call.request
+        if result is None:
+            plain = digest is not None and bytes(digest) == entry_digest(call.key, b"")
+            if not plain:
+                continue
+        elif _under(result, writing):
+            continue
+        else:
+            plain = not is_sealed(bytes(result))
+            result = sealer.seal(sealer.open(result, run_id, call.step, place), run_id, call.step, place)
+        if plain:
+            digest = None if digest is None else sealer.keyed(bytes(digest))
+            request = None if request is None else sealer.keyed(bytes(request))
+        params = {"run_ref": run_ref, "key": call.key, "result": result, "request": request, "digest": digest}
+        yield Query("reseal_call", params)
+        changed += 1
+    return changed
 
 
 BlobFailures = list[tuple[str, SafepointError]]  # (digest, why it could not be sealed)
@@ -118,6 +151,7 @@ def sealed_key_ids(run_ref: int) -> Op[tuple[Counter[str], int]]:
     ids: Counter[str] = Counter()
     plain = 0
     values: list[Any] = [getattr(row, column) for row in rows for column in _ROW_COLUMNS]
+    values += [call.result for call in (yield Query("sealed_calls", {"run_ref": run_ref}))]
     for run in found:
         values += [
             _sealed_bytes(run.labels, labels=True),

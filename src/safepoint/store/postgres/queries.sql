@@ -680,11 +680,12 @@ FROM safepoint_runs WHERE run_id = %(run_id)s
 FOR SHARE;
 
 -- name: call_intent
--- params: run_ref, key, step, request, writer, epoch, now
+-- params: run_ref, key, step, request, digest, writer, epoch, now
 -- returns: written
-INSERT INTO safepoint_calls (run_ref, key, step, state, request, writer, epoch, created_at)
-VALUES (%(run_ref)s::bigint, %(key)s, %(step)s::bigint, 'intent', %(request)s::bytea, %(writer)s::text,
-        %(epoch)s::bigint, 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
+INSERT INTO safepoint_calls (run_ref, key, step, state, request, digest, writer, epoch, created_at)
+VALUES (%(run_ref)s::bigint, %(key)s, %(step)s::bigint, 'intent', %(request)s::bytea, %(digest)s::bytea,
+        %(writer)s::text, %(epoch)s::bigint,
+        'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
 ON CONFLICT (run_ref, key) DO NOTHING
 RETURNING 1;
 
@@ -739,3 +740,58 @@ DELETE FROM safepoint_calls WHERE run_ref = %(run_ref)s::bigint;
 -- params: run_ref, step
 -- returns: nothing
 DELETE FROM safepoint_calls WHERE run_ref = %(run_ref)s::bigint AND step = %(step)s::bigint;
+
+-- name: sealed_calls
+-- params: run_ref
+-- returns: key, step, result, request, digest
+SELECT key, step, result, request, digest FROM safepoint_calls
+WHERE run_ref = %(run_ref)s::bigint ORDER BY key;
+
+-- name: reseal_call
+-- params: run_ref, key, result, request, digest
+-- returns: nothing
+UPDATE safepoint_calls SET result = %(result)s::bytea, request = %(request)s::bytea, digest = %(digest)s::bytea
+WHERE run_ref = %(run_ref)s::bigint AND key = %(key)s;
+
+-- The call journal as stored: verify, export and import (see the SQLite queries).
+
+-- name: calls_stored
+-- params: run_id
+-- returns: key, step, state, request, result, blobs, digest, created_at, done_at
+SELECT c.key, c.step, c.state, c.request, c.result, c.blobs::text, c.digest,
+       (extract(epoch FROM c.created_at) * 1000000)::bigint,
+       (extract(epoch FROM c.done_at) * 1000000)::bigint
+FROM safepoint_runs AS r
+JOIN safepoint_calls AS c ON c.run_ref = r.id
+WHERE r.run_id = %(run_id)s
+ORDER BY c.step, c.created_at, c.key;
+
+-- name: call_import
+-- params: run_ref, key, step, state, request, result, digest, blobs, created_at, done_at
+-- returns: written
+INSERT INTO safepoint_calls (
+    run_ref, key, step, state, request, result, digest, blobs, created_at, done_at
+) VALUES (
+    %(run_ref)s::bigint, %(key)s, %(step)s::bigint, %(state)s, %(request)s::bytea, %(result)s::bytea,
+    %(digest)s::bytea, %(blobs)s::jsonb,
+    'epoch'::timestamptz + %(created_at)s::bigint * interval '1 microsecond',
+    'epoch'::timestamptz + %(done_at)s::bigint * interval '1 microsecond')
+ON CONFLICT (run_ref, key) DO NOTHING
+RETURNING 1;
+
+-- name: calls_covered
+-- params: run_id
+-- returns: step, calls
+SELECT c.step, c.calls
+FROM safepoint_runs AS r
+JOIN safepoint_checkpoints AS c ON c.run_ref = r.id
+WHERE r.run_id = %(run_id)s AND NOT c.pruned
+ORDER BY c.step;
+
+-- name: call_recount
+-- params: run_ref, step
+-- returns: nothing
+UPDATE safepoint_checkpoints
+SET calls = (SELECT count(*) FROM safepoint_calls
+             WHERE run_ref = %(run_ref)s::bigint AND step = %(step)s::bigint)
+WHERE run_ref = %(run_ref)s::bigint AND step = %(step)s::bigint AND NOT pruned;

@@ -731,12 +731,13 @@ SELECT r.id,
 FROM safepoint_runs AS r WHERE r.run_id = :run_id;
 
 -- name: call_intent
--- params: run_ref, key, step, request, writer, epoch, now
+-- params: run_ref, key, step, request, digest, writer, epoch, now
 -- returns: written
 -- Put if absent: an entry already under the key (an intent, or a result)
--- stays as it is, and no row comes back.
-INSERT INTO safepoint_calls (run_ref, key, step, state, request, writer, epoch, created_at)
-VALUES (:run_ref, :key, :step, 'intent', :request, :writer, :epoch, :now)
+-- stays as it is, and no row comes back. digest is the empty result's: keyed
+-- on an encrypted store, so encrypt_store tells an intent written before it.
+INSERT INTO safepoint_calls (run_ref, key, step, state, request, digest, writer, epoch, created_at)
+VALUES (:run_ref, :key, :step, 'intent', :request, :digest, :writer, :epoch, :now)
 ON CONFLICT (run_ref, key) DO NOTHING
 RETURNING 1;
 
@@ -792,3 +793,65 @@ DELETE FROM safepoint_calls WHERE run_ref = :run_ref;
 -- returns: nothing
 -- Retention: the entries a pruned checkpoint covered go with it.
 DELETE FROM safepoint_calls WHERE run_ref = :run_ref AND step = :step;
+
+-- name: sealed_calls
+-- params: run_ref
+-- returns: key, step, result, request, digest
+-- A run's journal entries as stored, for encrypt and rekey (ops/resealing.py).
+SELECT key, step, result, request, digest FROM safepoint_calls WHERE run_ref = :run_ref ORDER BY key;
+
+-- name: reseal_call
+-- params: run_ref, key, result, request, digest
+-- returns: nothing
+-- One entry sealed again (under a new data key, or for the first time: its digests keyed).
+UPDATE safepoint_calls SET result = :result, request = :request, digest = :digest
+WHERE run_ref = :run_ref AND key = :key;
+
+-- The call journal as stored: verify, export and import (store/ops/journal_stored.py).
+
+-- name: calls_stored
+-- params: run_id
+-- returns: key, step, state, request, result, blobs, digest, created_at, done_at
+-- A run's entries as stored, oldest first: the result and its digest, which
+-- verify checks (an encrypted store's entry that does not open for its place
+-- comes back unopened, so verify names it and goes on: sealed_ops), and the
+-- request digest, which export carries.
+SELECT c.key, c.step, c.state, c.request, c.result, c.blobs, c.digest, c.created_at, c.done_at
+FROM safepoint_runs AS r
+JOIN safepoint_calls AS c ON c.run_ref = r.id
+WHERE r.run_id = :run_id
+ORDER BY c.step, c.created_at, c.key;
+
+-- name: call_import
+-- params: run_ref, key, step, state, request, result, digest, blobs, created_at, done_at
+-- returns: written
+-- An entry an import carries in, at the step and times it was given: put if
+-- absent, as every journal write is (an entry already under the key stays).
+INSERT INTO safepoint_calls (
+    run_ref, key, step, state, request, result, digest, blobs, created_at, done_at
+) VALUES (:run_ref, :key, :step, :state, :request, :result, :digest, :blobs, :created_at, :done_at)
+ON CONFLICT (run_ref, key) DO NOTHING
+RETURNING 1;
+
+-- name: calls_covered
+-- params: run_id
+-- returns: step, calls
+-- Each kept checkpoint of a run and how many journal entries it covers (NULL:
+-- saved before the journal's revision): verify tells an entry missing, or
+-- one added to a step after its checkpoint, and one past the run's next step.
+SELECT c.step, c.calls
+FROM safepoint_runs AS r
+JOIN safepoint_checkpoints AS c
+  ON c.id BETWEEN r.id * 4294967296 AND r.id * 4294967296 + 4294967295
+WHERE r.run_id = :run_id AND c.pruned = 0
+ORDER BY c.id;
+
+-- name: call_recount
+-- params: run_ref, step
+-- returns: nothing
+-- An import writes entries of a step whose checkpoint it saved first (the
+-- run's step 0 stands for the history up to the exported checkpoint): that
+-- checkpoint then covers them, as if they had been recorded before it.
+UPDATE safepoint_checkpoints
+SET calls = (SELECT count(*) FROM safepoint_calls WHERE run_ref = :run_ref AND step = :step)
+WHERE id = :run_ref * 4294967296 + :step AND pruned = 0;

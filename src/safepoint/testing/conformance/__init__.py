@@ -2,9 +2,9 @@
 for every store — subclass ``StoreConformance`` and give it ``store``, ``reopen`` and
 ``tamper`` fixtures (see ``invariants.py``).
 
-``invariants.py`` holds the invariants, ``leases.py`` claims and fencing, ``api.py`` the
-rest of the API; ``runs.py`` and ``query_log.py`` are what they build runs and count
-queries with, for your own tests too.
+``invariants.py`` holds the invariants, ``leases.py`` claims and fencing, ``journal.py``
+the call journal, ``api.py`` the rest of the API; ``runs.py`` and ``query_log.py`` are what
+they build runs and count queries with, for your own tests too.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ Subclass ``StoreConformance`` in a test module and provide three fixtures:
 
 Every test's docstring says what it proves. The suite needs pytest and
 hypothesis (the ``test`` extra). The invariants are here; the lease tests
-(``leases.py``) and the rest of the API (``api.py``) are mixed in.
+(``leases.py``), the call journal (``journal.py``) and the rest of the API
+(``api.py``) are mixed in.
 """
 
 from __future__ import annotations
@@ -31,12 +32,13 @@ from safepoint.model import Checkpoint, Status
 from safepoint.store import Store
 
 from .api import ApiConformance
+from .journal import JournalConformance
 from .leases import LeaseConformance
 from .query_log import QueryLog, messages_written
 from .runs import Tamper, declaring, grow, snapshot
 
 
-class StoreConformance(LeaseConformance, ApiConformance):
+class StoreConformance(LeaseConformance, ApiConformance, JournalConformance):
     """DESIGN's invariants and the store API contract, for one backend."""
 
     # -- invariant 1: atomic -------------------------------------------------

@@ -62,7 +62,8 @@ def load_head(store_url: str, run_id: str) -> Checkpoint | None:
 
 
 def verify_history(store_url: str, run_id: str, check: Callable[[Checkpoint], None] | None = None) -> int:
-    """Load and verify every checkpoint of the run; steps must be 0..head, each once."""
+    """Load and verify every checkpoint of the run, and its recorded calls; steps must be
+    0..head, each once. A damaged checkpoint, call (``CorruptCall``) or count propagates."""
     with open_store(store_url) as store:
         steps = [info.step for info in store.history(run_id)]
         if steps != list(range(len(steps))):
@@ -71,6 +72,8 @@ def verify_history(store_url: str, run_id: str, check: Callable[[Checkpoint], No
             cp = store.load(run_id, step)  # CorruptCheckpoint propagates: never acceptable
             if check is not None:
                 check(cp)
+        for damaged in store.verify_calls(run_id).damaged if steps else []:
+            raise damaged  # the first: a crash never leaves a torn entry
         return len(steps)
 
 

@@ -1,9 +1,4 @@
-"""An OpenAI Agents SDK session backed by a safepoint store: ``SafepointSession``.
-
-Switch a runner over in one line::
-
-    store = safepoint.open_store("sqlite:///state.db")           # or postgresql://…
-    result = await Runner.run(agent, "hi", session=SafepointSession("user-42", store))
+"""``SafepointSession``: an Agents SDK session whose items live in a safepoint run.
 
 One session is one safepoint run, ``openai-agents/<session_id>`` (percent-
 encoded; a SHA-256 form when too long), labelled ``safepoint.adapter=openai-
@@ -22,36 +17,36 @@ one retry on the new head, not overwrite it), scrubbing, and the CLI
 (``safepoint history openai-agents/user-42``). Items go through JSON as with
 ``SQLiteSession``; an item must be a JSON object (a dict), as every
 ``TResponseInputItem`` is.
+
+During a journaled turn (``CallJournal``) the session's run is held by the
+turn: each save goes under the turn's lease and carries the turn's number and
+counters (``turn.Turn.stamp``), and the journal can roll a resumed turn back
+to its start in one save (``rewind``).
 """
 
 from __future__ import annotations
 
-from safepoint.adapters import missing_framework
-
-try:
-    from agents.memory.session_settings import (
-        SessionSettings,
-        coerce_session_settings,
-        resolve_session_limit,
-    )
-except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise missing_framework(__name__, "the OpenAI Agents SDK", "openai-agents") from exc
-
 import hashlib
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote
 
-from safepoint import AsyncStore, Checkpoint, Store, StoreClosed
-from safepoint.flow import Flow, delete_if_present, load_or_none
+from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
 
-from .cache import MAX_ATTEMPTS, CheckpointCache, gave_up, save_cached, thaw
-from .runner import Runner, open_given
+from safepoint import AsyncStore, Checkpoint, Conflict, Store, StoreClosed
+from safepoint.adapters.cache import MAX_ATTEMPTS, CheckpointCache, gave_up, save_cached, thaw
+from safepoint.adapters.runner import Runner, open_given
+from safepoint.flow import Flow, Save, delete_if_present, load_or_none
+from safepoint.records import Lease
+from safepoint.twins import Invoke, translate
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
 
 __all__ = ["SafepointSession"]
+
+T = TypeVar("T")
+TURN_STATE = "openai_agents.turn"  # checkpoint state: the number of the journaled turn that saved it
 
 ADAPTER_LABEL = "safepoint.adapter"
 ADAPTER = "openai-agents"
@@ -99,6 +94,7 @@ class SafepointSession:
         self._runner = Runner(self.store)
         self._cache = CheckpointCache(size=1)
         self._closed = False
+        self.turn: Any = None  # the journaled turn holding the session (turn.Turn), or None
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The session's items, oldest first; with ``limit``, the latest ``limit`` of them."""
@@ -117,12 +113,12 @@ class SafepointSession:
         # Through JSON, as SQLiteSession stores them: tuples become lists, and
         # the caller's objects are never shared with the stored copy.
         fresh = [json.loads(json.dumps(item)) for item in items]
-        await self._runner.arun(self._append(fresh), lock=self.run_id)
+        await self._runner.arun(self._held(self._append(fresh)), lock=self.run_id)
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the latest item (None when the session is empty)."""
         self._check_open()
-        return await self._runner.arun(self._pop(), lock=self.run_id)
+        return await self._runner.arun(self._held(self._pop()), lock=self.run_id)
 
     async def clear_session(self) -> None:
         """Delete every item: the session's run is deleted."""
@@ -153,7 +149,56 @@ class SafepointSession:
     def _next_step(self, head: Checkpoint | None) -> Checkpoint:
         cp = head.next() if head is not None else Checkpoint(run_id=self.run_id, step=0)
         cp.labels = dict(self._labels)
+        if self.turn is not None:
+            self.turn.stamp(cp)
         return cp
+
+    def _held(self, flow: Flow[T]) -> Flow[T]:
+        """``flow`` with each save made under the lease of the turn holding the session (if any)."""
+        return translate(flow, self._under_turn)
+
+    def _under_turn(self, request: Any) -> Any:
+        turn = self.turn
+        if isinstance(request, Save) and turn is not None:
+            return Invoke(self.store.save, (request.checkpoint,), {"lease": turn.lease})
+        return request
+
+    # --- the journal's flows (``turn.py``): the head, created if absent; the turn rolled back
+
+    def head_or_create(self) -> Flow[Checkpoint]:
+        """The session's head, saving an empty first step when it has none (a run to hold)."""
+        while True:
+            head: Checkpoint | None = yield from load_or_none(self.run_id)
+            if head is not None:
+                self._cache.put(head)
+                return head
+            cp = self._next_step(None)
+            try:
+                yield Save(cp)
+            except Conflict:
+                continue  # another writer created it first
+            self._cache.put(cp)
+            return cp
+
+    def fresh_head(self) -> Flow[Checkpoint]:
+        """The head as stored now (held: nobody else moves it until the turn lets go)."""
+        self._cache.drop(self.run_id)
+        return (yield from self.head_or_create())
+
+    def rewind(self, items: int, lease: Lease, number: int, counters: dict[str, Any]) -> Flow[int]:
+        """Take the session back to its first ``items`` items in one save under ``lease``, stamped
+        as turn ``number`` with ``counters``; how many items were taken back."""
+        head = yield from self.fresh_head()
+        taken = len(head.messages) - items
+        if taken <= 0:
+            return 0
+        cp = self._next_step(head)
+        del cp.messages[items:]
+        cp.state[TURN_STATE] = number
+        cp.counters.update(counters)
+        yield Invoke(self.store.save, (cp,), {"lease": lease})
+        self._cache.put(cp)
+        return taken
 
     def _read(self) -> Flow[list[Any]]:
         head: Checkpoint | None = yield from load_or_none(self.run_id)

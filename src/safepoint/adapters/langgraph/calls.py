@@ -1,0 +1,250 @@
+"""Chat-model calls under the journal: replayed when recorded, else made and recorded.
+
+``model_hook`` answers ``patches.py``'s patched methods: for a call in a
+journaled turn, a ``ModelCall`` that runs ``safepoint.journal.model_call``
+(the flow every integration shares) around the original method. A response
+is recorded as LangChain's own dict form of its messages
+(``message_to_dict``), plain JSON or nothing: a response holding anything
+else is used but not recorded (``Tally.unrecorded``), never pickled.
+
+A stream is pulled by its consumer, chunk by chunk, so its flow is stepped
+here by hand (``_stepped``): served like any other up to the call, paused
+while the chunks go to the consumer, then sent the whole message, which it
+records. A stream that does not reach its end records nothing — the call is
+in flight, and a resumed turn sends it again (counted as re-sent).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
+from langchain_core.outputs import ChatGeneration, ChatResult
+
+from safepoint import codec
+from safepoint.journal import NOT_RECORDABLE, Tally, model_call
+from safepoint.records import CallUsage
+from safepoint.twins import Invoke, awaiting, blocking, translate
+
+from . import patches
+from .journal import Journal, call_scope, journal_of, key_base
+from .tools import tool_scope
+from .turns import Turn
+
+__all__ = ["ModelCall", "model_hook", "request_digest"]
+
+
+def model_hook(model: Any, messages: list[BaseMessage], stop: Any, kwargs: dict[str, Any], given: Any) -> Any:
+    """The journaled call for a model request, or None when the request is not journaled."""
+    config = patches.running_config(given)
+    journal = journal_of(config)
+    turn = None if journal is None else journal.turn_of(config)
+    base = None if turn is None else key_base(turn, config)
+    if journal is None or turn is None or base is None:
+        return None
+    scope = tool_scope()
+    number = turn.next_call(call_scope(config, scope))
+    key = base + ("" if scope is None else f"/tool:{scope}") + f"/model#{number}"
+    return ModelCall(journal, turn, key, request_digest(model, messages, stop, kwargs))
+
+
+def request_digest(model: Any, messages: list[BaseMessage], stop: Any, kwargs: dict[str, Any]) -> str:
+    """What guards a replay: the messages as the provider reads them (no message ids, which
+    LangGraph renews when it re-runs a step; a chunk the same as the message it merges to),
+    the model's parameters and its bound tools."""
+    digest = hashlib.sha256(patches.llm_string(model, stop, kwargs).encode("utf-8", "surrogatepass"))
+    for message in messages:
+        seen = {
+            "type": _kind(message.type),
+            "content": message.content,
+            "name": getattr(message, "name", None),
+            "tool_calls": [[c["name"], c["args"], c["id"]] for c in getattr(message, "tool_calls", ())],
+            "tool_call_id": getattr(message, "tool_call_id", None),
+        }
+        digest.update(json.dumps(seen, sort_keys=True, default=str).encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+def _kind(message_type: str) -> str:
+    """A message's role: a chunk's ("AIMessageChunk") the same as its message's ("ai")."""
+    if message_type.endswith("MessageChunk"):
+        return message_type.removesuffix("MessageChunk").lower()
+    return message_type
+
+
+class ModelCall:
+    """One model request of a journaled turn, under its key."""
+
+    def __init__(self, journal: Journal, turn: Turn, key: str, request: str) -> None:
+        self.journal, self.turn, self.key, self.request = journal, turn, key, request
+
+    def _flow(
+        self, send: Callable[[], Any], encode: Any, decode: Any, tally: Tally, *, is_async: bool
+    ) -> Any:
+        flow = model_call(
+            self.turn.place(),
+            self.key,
+            self.request,
+            send,
+            encode=encode,
+            decode=decode,
+            usage_of=self._usage,
+            tally=tally,
+            resolve_secrets=self.journal.options.resolve_secrets,
+        )
+        return translate(flow, self.journal.rule(self.turn, is_async=is_async, model=True))
+
+    def generate(self, send: Callable[[], ChatResult]) -> ChatResult:
+        tally = Tally()
+        try:
+            result: ChatResult = blocking(
+                self._flow(send, encode_result, decode_result, tally, is_async=False)
+            )
+            return result
+        finally:
+            self.journal.absorb(tally)
+
+    async def agenerate(self, send: Callable[[], Any]) -> ChatResult:
+        tally = Tally()
+        try:
+            return await awaiting(self._flow(send, encode_result, decode_result, tally, is_async=True))
+        finally:
+            self.journal.absorb(tally)
+
+    def stream(
+        self, open_stream: Callable[[], Iterator[Any]], replay: Callable[[Any], Iterator[Any]]
+    ) -> Iterator[Any]:
+        tally = Tally()
+        flow = self._flow(_STREAMED, encode_message, decode_message, tally, is_async=False)
+        value: Any = None
+        error: BaseException | None = None
+        streamed = False
+        try:
+            while True:
+                request = _stepped(flow, value, error)
+                value, error = None, None
+                if isinstance(request, _Done):
+                    break
+                if request.fn is _STREAMED:  # the call itself: each chunk to the consumer as it comes
+                    whole = None
+                    for chunk in open_stream():
+                        whole = chunk if whole is None else whole + chunk
+                        yield chunk
+                    value, streamed = whole, True
+                    continue
+                try:
+                    value = request.fn(*request.args, **(request.kwargs or {}))
+                except BaseException as exc:  # thrown into the flow, as a loop would
+                    error = exc
+        finally:
+            flow.close()
+            self.journal.absorb(tally)
+        if not streamed:
+            yield from replay(request.value)
+
+    async def astream(
+        self, open_stream: Callable[[], AsyncIterator[Any]], replay: Callable[[Any], AsyncIterator[Any]]
+    ) -> AsyncIterator[Any]:
+        tally = Tally()
+        flow = self._flow(_STREAMED, encode_message, decode_message, tally, is_async=True)
+        value: Any = None
+        error: BaseException | None = None
+        streamed = False
+        try:
+            while True:
+                request = _stepped(flow, value, error)
+                value, error = None, None
+                if isinstance(request, _Done):
+                    break
+                if request.fn is _STREAMED:
+                    whole = None
+                    async for chunk in open_stream():
+                        whole = chunk if whole is None else whole + chunk
+                        yield chunk
+                    value, streamed = whole, True
+                    continue
+                try:
+                    value = request.fn(*request.args, **(request.kwargs or {}))
+                    if hasattr(value, "__await__"):
+                        value = await value
+                except BaseException as exc:
+                    error = exc
+        finally:
+            flow.close()
+            self.journal.absorb(tally)
+        if not streamed:
+            async for chunk in replay(request.value):
+                yield chunk
+
+    def _usage(self, result: Any) -> CallUsage | None:
+        message = result.generations[0].message if isinstance(result, ChatResult) else result
+        usage = getattr(message, "usage_metadata", None)
+        if not usage:
+            return None
+        price = self.journal.options.price
+        spend = float(price(usage)) if price is not None else 0.0
+        return CallUsage(int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)), spend)
+
+
+def _streamed() -> Any:  # pragma: no cover - a marker: the stepper streams in its place
+    raise AssertionError("the stream marker is never called")
+
+
+_STREAMED = _streamed
+
+
+class _Done:
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _stepped(flow: Any, value: Any, error: BaseException | None) -> Any:
+    """The flow's next request (an ``Invoke``: every journal request is lowered to one), or
+    ``_Done`` with its result."""
+    try:
+        request = flow.throw(error) if error is not None else flow.send(value)
+    except StopIteration as stop:
+        return _Done(stop.value)
+    if type(request) is not Invoke:
+        raise TypeError(f"a model call's flow asked {request!r}, which only a loop serves")
+    return request
+
+
+# -- the recorded form -----------------------------------------------------------------------
+
+
+def encode_result(result: ChatResult) -> Any:
+    data = {
+        "generations": [
+            {"message": message_to_dict(g.message), "info": g.generation_info} for g in result.generations
+        ],
+        "llm_output": result.llm_output,
+    }
+    return data if codec.is_plain_json(data) else NOT_RECORDABLE
+
+
+def decode_result(data: Any) -> ChatResult:
+    generations = [
+        ChatGeneration(message=messages_from_dict([g["message"]])[0], generation_info=g.get("info"))
+        for g in data["generations"]
+    ]
+    return ChatResult(generations=generations, llm_output=data.get("llm_output"))
+
+
+def encode_message(message: Any) -> Any:
+    if message is None:
+        return NOT_RECORDABLE
+    data = {"message": message_to_dict(message)}
+    return data if codec.is_plain_json(data) else NOT_RECORDABLE
+
+
+def decode_message(data: Any) -> Any:
+    return messages_from_dict([data["message"]])[0]
+
+
+patches.HOOKS["model"] = model_hook

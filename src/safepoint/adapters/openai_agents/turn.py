@@ -1,0 +1,225 @@
+"""One turn of a journaled session: which turn it is, its keys, its counters, its start and end.
+
+A *turn* is one ``journal.run(agent, input, session=…)``. Its number lives in
+the session's checkpoints (state ``openai_agents.turn``, stamped on every save
+the turn makes) and in two journal entries: ``turn:<n>`` (written first: the
+session's item count and counters at the turn's start, its request the
+turn's input) and ``turn:<n>:end`` (written when the run returned). A call
+with the input of a turn that has a start and no end *resumes* it: the
+session is rolled back to the turn's start (one save; the SDK had saved the
+partial turn step by step) and the turn runs again, its recorded calls
+replayed. A turn found finished once this call held the session, though open
+when it looked first (another process resumed it meanwhile), is run again
+the same way — every call replays, nothing is repeated.
+
+Keys (``session|t<n>|<path>|<agent>|model#<k>`` and
+``…|<agent>|tool:<name>|<tool call id>``): the session, the turn, the
+agent-as-tool path (``/<tool>:<call id>`` per nesting), the agent, and the
+call's order among that agent's model calls on that path, or the tool call's
+id — never anything a re-run changes.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from safepoint import AsyncStore, Checkpoint, Store
+from safepoint.flow import RecordCall, RecordedCall
+from safepoint.journal import Place, Tally, ToolPolicy
+from safepoint.records import Lease, Recorded
+from safepoint.twins import Flow
+
+from . import holding
+from .session import TURN_STATE
+
+_SESSION_IN_KEY = 128
+COUNTED = ("tokens_in", "tokens_out", "spend", "model_calls", "tool_calls")
+LOST = ("resent_calls", "lost_tokens_in_estimate", "lost_tokens_out_estimate", "lost_spend_estimate")
+
+ACTIVE: contextvars.ContextVar[Turn | None] = contextvars.ContextVar("safepoint_oa_turn", default=None)
+PATH: contextvars.ContextVar[str] = contextvars.ContextVar("safepoint_oa_path", default="")
+AGENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("safepoint_oa_agent", default=None)
+CALL_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar("safepoint_oa_key", default=None)
+
+
+@dataclass(eq=False)
+class Turn:
+    """What one turn's wrappers share (``ACTIVE``): where entries go, what was counted."""
+
+    session: Any  # SafepointSession
+    number: int
+    lease: Lease | None
+    base: dict[str, Any]  # "items" and "counters" at the turn's start (from its start entry)
+    lost_before: dict[str, int | float]  # lost-spend counters as the session held them
+    policies: dict[str, ToolPolicy]  # non-idempotent tools by name (the journal's option)
+    spend: Any = None  # Usage -> spend, or None
+    resolve_secrets: Any = False
+    resumed: bool = False
+    rolled_back: int = 0  # session items the resume took back
+    models: Tally = field(default_factory=Tally)
+    tools: Tally = field(default_factory=Tally)
+    order: dict[tuple[str, str], int] = field(default_factory=dict)
+    own_intents: set[str] = field(default_factory=set)
+    clones: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # id(original) -> (original, clone)
+
+    @property
+    def store(self) -> Store | AsyncStore:
+        return self.session.store  # type: ignore[no-any-return]
+
+    @property
+    def run_id(self) -> str:
+        return self.session.run_id  # type: ignore[no-any-return]
+
+    def place(self) -> Place:
+        return Place(self.run_id, self.lease)
+
+    def prefix(self) -> str:
+        session = self.session.session_id
+        if len(session) > _SESSION_IN_KEY:  # keys hold 1024 characters: a long id by its digest
+            session = "#" + hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()
+        return f"{session}|t{self.number}|{PATH.get()}"
+
+    def next_model_key(self, agent: str) -> tuple[str, tuple[str, str], int]:
+        """The key of ``agent``'s next model call on this path (and its order, to undo on error)."""
+        slot = (PATH.get(), agent)
+        n = self.order.get(slot, 0)
+        self.order[slot] = n + 1
+        return f"{self.prefix()}|{agent}|model#{n}", slot, n
+
+    def tool_key(self, agent: str, tool: str, call_id: str | None) -> str:
+        if not call_id:  # a model that gave no call id: the tool's order on this path instead
+            slot = (PATH.get(), f"{agent}|tool:{tool}")
+            n = self.order.get(slot, 0)
+            self.order[slot] = n + 1
+            call_id = f"#{n}"
+        return f"{self.prefix()}|{agent}|tool:{tool}|{call_id}"
+
+    def counters(self) -> dict[str, int | float]:
+        """The session's counters now: the turn's start plus one count per call recorded in this
+        turn (made or replayed — never a replayed response's usage), lost spend apart."""
+        start = self.base.get("counters", {})
+        models, tools = self.models, self.tools
+        counted = {
+            "tokens_in": models.tokens_in,
+            "tokens_out": models.tokens_out,
+            "spend": models.spend,
+            "model_calls": models.called + models.replayed,
+            "tool_calls": tools.called + tools.replayed + tools.reconciled,
+        }
+        lost = {
+            "resent_calls": models.resent,
+            "lost_tokens_in_estimate": models.lost_tokens_in,
+            "lost_tokens_out_estimate": models.lost_tokens_out,
+            "lost_spend_estimate": models.lost_spend,
+        }
+        out: dict[str, int | float] = {}
+        for name, value in counted.items():
+            out[name] = _add(start.get(name, 0), value)
+        for name, value in lost.items():
+            out[name] = _add(self.lost_before.get(name, 0), value)
+        return out
+
+    def stamp(self, cp: Checkpoint) -> None:
+        """Mark a session save as this turn's, with the counters so far."""
+        cp.state[TURN_STATE] = self.number
+        cp.counters.update(self.counters())
+
+
+def _add(a: int | float, b: int | float) -> int | float:
+    return round(a + b, 9) if isinstance(a, float) or isinstance(b, float) else a + b
+
+
+def start_key(number: int) -> str:
+    return f"turn:{number}"
+
+
+def end_key(number: int) -> str:
+    return f"turn:{number}:end"
+
+
+def turn_of(head: Checkpoint | None) -> int:
+    value = None if head is None else head.state.get(TURN_STATE)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    number: int
+    lease: Lease
+    base: dict[str, Any]
+    lost_before: dict[str, int | float]
+    resumed: bool
+    rolled_back: int
+
+
+def open_turn(session: Any, request: Any, owner: str, terms: holding.Terms) -> Flow[Opened]:
+    """Hold the session, find which turn this call is, write its start, roll a resumed turn back."""
+    run_id, store = session.run_id, session.store
+    head = yield from session.head_or_create()
+    looked = yield from _open_turn(run_id, head, request)  # before waiting: the turn we came for
+    lease = yield from holding.acquire(store, run_id, owner, terms)
+    try:
+        head = yield from session.fresh_head()
+        number = turn_of(head)
+        found = yield from _open_turn(run_id, head, request)
+        if found is None and looked is not None and looked[0] == number:
+            found = looked  # finished by the writer we waited for: run it again, all replayed
+        if found is None:
+            number += 1
+            while True:  # a start entry with no session save: the crash came before one
+                start = {"items": len(head.messages), "counters": dict(_counted(head))}
+                entry: Recorded = yield RecordCall(run_id, start_key(number), start, request, None, lease)
+                if entry.written or entry.same_request is not False:
+                    break
+                number += 1
+            resumed = not entry.written
+            base = entry.result
+        else:
+            number, base = found
+            resumed = True
+        rolled = (yield from session.rewind(base["items"], lease, number, base["counters"])) if resumed else 0
+        lost_before = {name: head.counters.get(name, 0) for name in LOST}
+        return Opened(number, lease, base, lost_before, resumed, rolled)
+    except BaseException:
+        yield from holding.release(store, lease)
+        raise
+
+
+def _open_turn(run_id: str, head: Checkpoint | None, request: Any) -> Flow[tuple[int, Any] | None]:
+    """The session's last turn, when it has a start with this input and no end: (number, start)."""
+    number = turn_of(head)
+    if not number:
+        return None
+    end: Recorded | None = yield RecordedCall(run_id, end_key(number))
+    if end is not None:
+        return None
+    start: Recorded | None = yield RecordedCall(run_id, start_key(number), request)
+    if start is None or start.same_request is False:
+        return None
+    return number, start.result
+
+
+def _counted(head: Checkpoint | None) -> dict[str, int | float]:
+    counters = {} if head is None else head.counters
+    return {name: counters[name] for name in COUNTED if name in counters}
+
+
+def close_turn(turn: Turn) -> Flow[None]:
+    """The turn's end entry (its counters), then the session is given back."""
+    try:
+        yield RecordCall(
+            turn.run_id, end_key(turn.number), {"counters": turn.counters()}, None, None, turn.lease
+        )
+    finally:
+        yield from let_go(turn)
+
+
+def let_go(turn: Turn) -> Flow[None]:
+    """Give the session back (a turn left open stays resumable). The session stops saving under
+    this turn first: once the lease is released, another turn may take the session."""
+    if turn.session.turn is turn:
+        turn.session.turn = None
+    yield from holding.release(turn.store, turn.lease)

@@ -1,0 +1,122 @@
+"""One process of the offline Agents SDK app (``oa_journal_agent``), for the journal's crash tests.
+
+``child`` runs (or resumes) one turn of session ``user-1`` on the SQLite file
+and ledger in ``workdir`` — through ``CallJournal`` or, with the journal off,
+through ``Runner.run`` as an app without it would — and writes what it saw to
+``result-<pid>.json``. It touches ``ready-<pid>`` first, so a test that kills
+it at a random instant measures from there; with ``kill_at`` it SIGKILLs
+itself right after that ledger effect (a payment made, its result not yet
+recorded). Every model call the journal re-sends is noted in ``resent.log``
+(fsynced, from the journal's own log record, which comes before the call),
+so the count survives a kill of the process that re-sent it.
+
+The tests fork these processes from a forkserver that imported this module
+once (``multiprocessing``'s ``set_forkserver_preload``): importing the SDK
+takes seconds, and a forked child is still a fresh process that has run
+nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from agents import Runner
+
+from helpers import oa_journal_agent as app
+from safepoint import NotFound, open_store
+from safepoint.adapters.openai_agents import CallJournal, SafepointSession
+from safepoint.testing.crash import Effect, Ledger
+
+SESSION = "user-1"
+
+
+class _Resent(logging.Handler):
+    """Appends a line to ``resent.log`` for each model call the journal sends again."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "safepoint_event", None) == "resent":
+            with open(self.path, "a") as log:
+                log.write(f"{os.getpid()}\n")
+                log.flush()
+                os.fsync(log.fileno())
+
+
+def child(workdir: str, journal: bool, mode: str, kill_at: str | None = None, go: str | None = None) -> None:
+    work = Path(workdir)
+    logging.getLogger("safepoint.adapters.openai_agents").addHandler(_Resent(work / "resent.log"))
+
+    def on_effect(effect: Effect) -> None:
+        if effect.kind == "record" and effect.key == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)  # right after the payment, before its result is kept
+
+    app.LEDGER["ledger"] = Ledger(work / "ledger.db", on_effect=on_effect)
+    (work / f"ready-{os.getpid()}").touch()
+    while go is not None and not Path(go).exists():  # started together with another child
+        time.sleep(0.001)
+    started = time.monotonic()
+    store = open_store(f"sqlite:///{work / 'state.db'}")
+    session = SafepointSession(SESSION, store)
+    answer = _answered(store, session, journal)
+    turn = None
+    if answer is None:  # the program's one turn, run or resumed
+        answer, turn = asyncio.run(_turn(session, journal, mode))
+    head = store.load(session.run_id)
+    result: dict[str, Any] = {
+        "answer": answer,
+        "counters": dict(head.counters),
+        "elapsed": time.monotonic() - started,
+        "items": len(head.messages),
+    }
+    if turn is not None:
+        result.update(
+            number=turn.number,
+            resumed=turn.resumed,
+            called=turn.models.called,
+            replayed=turn.models.replayed,
+            resent=turn.models.resent,
+            reconciled=turn.tools.reconciled,
+        )
+    store.close()
+    out = work / f"result-{os.getpid()}.json"
+    out.with_suffix(".tmp").write_text(json.dumps(result))
+    out.with_suffix(".tmp").replace(out)
+
+
+def _answered(store: Any, session: SafepointSession, journal: bool) -> str | None:
+    """The turn's answer if an earlier process finished it (killed after that): an app runs each
+    message once. With the journal, the turn's end entry says so; without, the session's last item."""
+    try:
+        head = store.load(session.run_id)
+    except NotFound:
+        return None
+    if journal and store.recorded_call(session.run_id, "turn:1:end") is None:
+        return None
+    last = head.messages[-1] if head.messages else {}
+    if last.get("type") != "message" or last.get("role") != "assistant":
+        return None
+    text: str = last["content"][0]["text"]
+    return text
+
+
+async def _turn(session: SafepointSession, journal: bool, mode: str) -> tuple[Any, Any]:
+    agent, config = app.build()
+    if not journal:
+        return (await Runner.run(agent, "hi", session=session, run_config=config)).final_output, None
+    calls = CallJournal()
+    if mode == "streamed":
+        streamed = await calls.run_streamed(agent, "hi", session=session, run_config=config)
+        async for _ in streamed.stream_events():
+            pass
+        return streamed.final_output, calls.last_turn
+    return (await calls.run(agent, "hi", session=session, run_config=config)).final_output, calls.last_turn

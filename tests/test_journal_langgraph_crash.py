@@ -1,0 +1,282 @@
+"""The LangGraph call journal under real SIGKILLs: no effect twice, no recorded response paid again.
+
+A realistic offline agent (``helpers/langgraph_journal_app.py``: a real
+``StateGraph``, a scripted chat model making several tool calls per turn,
+a non-idempotent ``charge`` writing to a ``Ledger`` outside the database and
+an idempotent ``lookup``) runs a two-turn conversation in child processes
+that are SIGKILLed right after ``charge``'s effect and at random instants,
+each resumed by a fresh process (forked from a zygote that imported
+LangGraph once: ``helpers/langgraph_journal_child.py``). With the journal:
+0 effects repeated, no model request paid twice beyond the ones the
+journal counts as re-sent (in flight at a kill), the same final answer and
+the same counters as an uninterrupted run — under LangGraph's default
+durability and under ``durability="sync"``. With the journal off the same
+kills repeat effects (so these tests can fail). ``SAFEPOINT_SOAK=1`` (``make
+soak``) runs the larger variant: at least 30 kills with the journal on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from random import Random
+from typing import Any
+
+import pytest
+
+from safepoint.crashrig.ledger import Ledger
+
+SOAK = os.environ.get("SAFEPOINT_SOAK") == "1"
+SEED = 32_2026
+MODES = ("invoke", "ainvoke", "stream", "astream")
+CACHES = ("none", "global", "true", "false", "instance")
+COUNTERS = ("called", "tokens_in", "tokens_out", "spend")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Zygote:
+    """The process children are forked from (see the helper's docstring)."""
+
+    def __init__(self) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(ROOT / "src"), str(ROOT / "tests"), env.get("PYTHONPATH", "")]
+        )
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "helpers.langgraph_journal_child"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=ROOT / "tests",
+        )
+
+    def _ask(self, command: dict[str, Any]) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(command) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        assert line, "the zygote died"
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+    def spawn(self, out: Path, args: dict[str, Any]) -> Child:
+        return Child(self, self._ask({"op": "spawn", "out": str(out), "args": args})["pid"], out)
+
+    def reap(self, pid: int) -> int:
+        return int(self._ask({"op": "wait", "pid": pid})["status"])
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"op": "quit"}) + "\n")
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+@dataclass
+class Child:
+    zygote: Zygote
+    pid: int
+    out: Path
+
+    def text(self) -> str:
+        return self.out.read_text() if self.out.exists() else ""
+
+    def wait_for(self, word: str, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(line.startswith(word) for line in self.text().splitlines()):
+            assert time.monotonic() < deadline, f"no {word!r} from child {self.pid}:\n{self.text()}"
+            time.sleep(0.002)
+
+    def kill(self) -> None:
+        os.kill(self.pid, signal.SIGKILL)
+
+    def end(self) -> int:
+        status = self.zygote.reap(self.pid)
+        assert status in (0, -signal.SIGKILL), f"child {self.pid} failed ({status}):\n{self.text()}"
+        return status
+
+    def result(self) -> dict[str, Any]:
+        for line in self.text().splitlines():
+            if line.startswith("result "):
+                found: dict[str, Any] = json.loads(line.removeprefix("result "))
+                return found
+        raise AssertionError(f"no result from child {self.pid}:\n{self.text()}")
+
+
+@pytest.fixture(scope="module")
+def zygote() -> Any:
+    made = Zygote()
+    yield made
+    made.close()
+
+
+@dataclass
+class Episode:
+    """One conversation on a fresh database, killed as told, then resumed to its end."""
+
+    zygote: Zygote
+    folder: Path
+    args: dict[str, Any]
+    killed: int = 0
+    children: int = 0
+    result: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def start(cls, zygote: Zygote, root: Path, name: str, **args: Any) -> Episode:
+        folder = root / name
+        folder.mkdir()
+        base = {"db": str(folder / "state.db"), "ledger": str(folder / "ledger.db"), "turns": 2, **args}
+        return cls(zygote, folder, base)
+
+    def _child(self, **extra: Any) -> Child:
+        self.children += 1
+        return self.zygote.spawn(self.folder / f"child{self.children}.out", {**self.args, **extra})
+
+    def kill_after_charge(self) -> bool:
+        """A child SIGKILLed right after its first charge's effect (before anything records it)."""
+        status = self._child(kill_after_charge=1).end()
+        self.killed += status == -signal.SIGKILL
+        return status == -signal.SIGKILL
+
+    def kill_at(self, delay: float) -> bool:
+        """A child SIGKILLed ``delay`` seconds into its run (False: it finished first)."""
+        child = self._child()
+        child.wait_for("ready")
+        time.sleep(delay)
+        child.kill()
+        status = child.end()
+        self.killed += status == -signal.SIGKILL
+        return status == -signal.SIGKILL
+
+    def finish(self) -> dict[str, Any]:
+        child = self._child()
+        assert child.end() == 0
+        self.result = child.result()
+        return self.result
+
+    def ledger(self) -> Ledger:
+        return Ledger(self.args["ledger"])
+
+
+REFERENCES: dict[str, dict[str, Any]] = {}  # an uninterrupted run's result, by durability
+
+
+def reference(zygote: Zygote, root: Path, durability: str) -> dict[str, Any]:
+    """An uninterrupted run's result (once per durability in a session)."""
+    if durability in REFERENCES:
+        return REFERENCES[durability]
+    run = Episode.start(zygote, root, f"reference-{durability}", durability=durability, journal=True)
+    found = run.finish()
+    with run.ledger() as ledger:
+        assert ledger.repeated_model_calls() == 0
+        assert ledger.check_exactly_once() == 6  # 2 charges, 4 distinct lookups
+    REFERENCES[durability] = found
+    return found
+
+
+def check_clean(run: Episode, ref: dict[str, Any]) -> None:
+    """0 effects repeated, no recorded response paid again, same answer and counters."""
+    result = run.result
+    with run.ledger() as ledger:
+        ledger.check_calls(resent=result["resent"])  # DuplicateEffect names what repeated
+    assert result["answer"] == ref["answer"]
+    assert {k: result[k] for k in COUNTERS} == {k: ref[k] for k in COUNTERS}
+
+
+def journal_on(zygote: Zygote, root: Path, durability: str, charge_episodes: int, random_kills: int) -> int:
+    """Kills with the journal on: right after effects, then at random instants; every episode
+    checked clean. Returns the kills that landed."""
+    rng = Random(f"{SEED}-{durability}")
+    ref = reference(zygote, root, durability)
+    kills, n = 0, 0
+    for _ in range(charge_episodes):  # killed right after turn 1's charge, then turn 2's
+        n += 1
+        run = Episode.start(
+            zygote,
+            root,
+            f"charge{n}",
+            durability=durability,
+            journal=True,
+            mode=rng.choice(MODES),
+            cache=rng.choice(CACHES),
+        )
+        assert run.kill_after_charge()
+        assert run.kill_after_charge()
+        run.finish()
+        check_clean(run, ref)
+        assert run.result["reconciled"] >= 1  # turn 2's charge was found in flight by the last process
+        kills += run.killed
+    horizon = ref["elapsed"] * 1.3
+    landed = 0
+    while landed < random_kills:
+        n += 1
+        run = Episode.start(
+            zygote,
+            root,
+            f"random{n}",
+            durability=durability,
+            journal=True,
+            mode=rng.choice(MODES),
+            cache=rng.choice(CACHES),
+        )
+        for _ in range(4):
+            if landed >= random_kills or not run.kill_at(rng.uniform(0, horizon)):
+                break
+            landed += 1
+        run.finish()
+        check_clean(run, ref)
+        kills += run.killed
+    return kills
+
+
+@pytest.mark.crash
+@pytest.mark.parametrize("durability", ["default", "sync"])
+def test_killed_with_the_journal_nothing_repeats(zygote: Zygote, tmp_path: Path, durability: str) -> None:
+    """SIGKILLed right after the non-idempotent tool's effect and at random instants, resumed in
+    fresh processes: 0 effects repeated, 0 recorded responses paid again, same answer and counters."""
+    charge_episodes, random_kills = (3, 12) if SOAK else (1, 6 if durability == "default" else 5)
+    kills = journal_on(zygote, tmp_path, durability, charge_episodes, random_kills)
+    assert kills >= 2 * charge_episodes + random_kills
+
+
+@pytest.mark.crash
+def test_killed_without_the_journal_effects_repeat(zygote: Zygote, tmp_path: Path) -> None:
+    """The same kills with the journal off repeat the charge: the clean runs above can fail."""
+    repeated_effects = kills = 0
+    for durability in ("default", "sync"):
+        run = Episode.start(zygote, tmp_path, f"off-{durability}", durability=durability, journal=False)
+        for _ in range(2 if durability == "default" else 3):
+            assert run.kill_after_charge()
+        run.finish()
+        kills += run.killed
+        with run.ledger() as ledger:
+            repeated_effects += sum(n - 1 for n in ledger.counts(("record",)).values())
+    assert kills == 5
+    assert repeated_effects >= 2  # each kill right after the charge repeats it on resume
+
+
+@pytest.mark.crash
+def test_two_processes_resuming_one_thread_at_once_repeat_nothing(zygote: Zygote, tmp_path: Path) -> None:
+    """Killed right after the charge, the thread is resumed by two processes started together:
+    one holds the thread for the turn, the other waits, then finds the turn done."""
+    ref = reference(zygote, tmp_path, "sync")
+    run = Episode.start(zygote, tmp_path, "pair", durability="sync", journal=True, turns=2, delay=0.02)
+    assert run.kill_after_charge()
+    go = run.folder / "go"
+    pair = [run._child(resume_only=True, go=str(go)) for _ in range(2)]
+    for child in pair:
+        child.wait_for("ready")
+    go.touch()
+    assert [child.end() for child in pair] == [0, 0]
+    with run.ledger() as ledger:  # one of the two ran the rest of the turn; the other found it done
+        assert len({call.pid for call in ledger.calls()} & {child.pid for child in pair}) == 1
+    run.finish()
+    check_clean(run, ref)
