@@ -38,6 +38,7 @@ def render(result: Result, *, command: str) -> str:
     for backend in result.backends:
         parts += _backend(backend, result.labels)
     parts += _why(lite)
+    parts += _why_postgres(result.backends[1] if len(result.backends) > 1 else None)
     parts += _bytes(result.backends)
     parts += _turn(result)
     return "\n".join(parts) + "\n"
@@ -211,6 +212,28 @@ def _why(lite: Backend) -> list[str]:
         "",
     ]
     return lines
+
+
+def _why_postgres(pg: Backend | None) -> list[str]:
+    """Round trips: what decides a journal write's wall time on PostgreSQL."""
+    if pg is None or pg.skipped or not {"tool", "save", "floor"} <= pg.series.keys():
+        return []
+    s, c = pg.series, pg.counts
+    queries = c.get("tool", {}).get("queries")
+    if queries is None:
+        return []
+    return [
+        "On PostgreSQL a journal write is a transaction whose statements go in one pipeline, and the "
+        "write waits for every named query whose rows it reads (`call_run`, `call_get` before and after, "
+        "the put's `RETURNING`) and for its COMMIT: "
+        f"intent + record of a 2 KB tool result makes {queries:g} named queries in two transactions, "
+        f"{s['tool'].ms():.3f} ms wall and {s['tool'].ms('cpu'):.3f} ms of client CPU, where a `store.save` "
+        f"is one statement (`save_next`, one round trip: {s['save'].ms():.3f} ms) and the floor's INSERT "
+        f"{s['floor'].ms():.3f} ms. A journal write as one statement per dialect (the lease check, the "
+        "put and the entry back in one `INSERT … ON CONFLICT … RETURNING`), as the save already is, "
+        "would make a recorded call one round trip per write.",
+        "",
+    ]
 
 
 def _bytes(backends: list[Backend]) -> list[str]:
