@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from sections.journal import BYTES_AT, CALLS, Backend, Result
 from sections.journal_calls import COUNT_CALLS, IR_CALLS, TOOL_BYTES
-from sections.journal_turn import WARM_TURNS
+from sections.journal_turn import EARLY, LATE, WARM_TURNS
 
 from report.fmt import TIMES, table, verdict
 
@@ -57,7 +57,9 @@ def _method() -> str:
         "4,096 B (an AIMessage-shaped dict with a tool call, usage and metadata) whose request is "
         "~2 KB of messages (the journal keeps a request only as its digest). Instructions: callgrind, "
         f"collection switched on just before {IR_CALLS} calls of a way (after 10) and off after them, "
-        "less an empty loop's, in a process of their own (on PostgreSQL: the client's only). "
+        "less an empty loop's, in a process of their own (on PostgreSQL: the client's only; SHA-256 "
+        "counts at OpenSSL's portable speed there, ~28 instructions a byte, as valgrind hides the CPU's "
+        "SHA extensions). "
         f"Queries, statements, transactions, fsyncs and bytes written: {COUNT_CALLS} calls of each way "
         "in another process, statements by SQLite's trace callback, fsyncs (`fsync` + `fdatasync`) and "
         "bytes written (`pwrite64`: WAL frames, and the WAL checkpoints' copies into the database file) "
@@ -292,25 +294,53 @@ def _turn(result: Result) -> list[str]:
     if turn.skipped:
         return [*out, f"Not measured in this run: {turn.skipped}.", ""]
     without, with_ = turn.median_ms("without"), turn.median_ms("with")
+    names = {
+        "without": "`SafepointSaver(store)`",
+        "with": "`SafepointSaver(store, journal=True)`, tools through " + turn.tools,
+    }
     rows = [
-        ["`SafepointSaver(store)`", f"{without:.3f} ms", f"{turn.median_ms('without', 'cpu'):.3f} ms", "—"],
         [
-            "`SafepointSaver(store, journal=True)`, tools through " + turn.tools,
-            f"{with_:.3f} ms",
-            f"{turn.median_ms('with', 'cpu'):.3f} ms",
-            f"{turn.entries_per_turn:.1f}",
-        ],
+            label,
+            f"{turn.median_ms(name):.3f} ms",
+            f"{turn.median_ms(name, 'cpu'):.3f} ms",
+            f"{turn.median_ms(name, 'cpu', EARLY):.3f} ms",
+            f"{turn.median_ms(name, 'cpu', LATE):.3f} ms",
+            "—" if name == "without" else f"{turn.entries_per_turn:.1f}",
+        ]
+        for name, label in names.items()
+    ]
+    early, late = (
+        turn.median_ms("with", "cpu", part) - turn.median_ms("without", "cpu", part) for part in (EARLY, LATE)
+    )
+    head = [
+        "Graph",
+        "wall per turn",
+        "CPU per turn",
+        "CPU, first 10 turns",
+        "CPU, last 10 turns",
+        "entries per turn",
     ]
     out += [
         f"One turn: a user message, the model asking for two tools (a ~500 B reply), both tools run by "
         f"the ToolNode (~2 KB results each; `lookup` idempotent, `charge` marked `non_idempotent`), the "
-        f"model's ~4 KB answer; one `invoke` at LangGraph's default "
-        f"durability, the two graphs taking turns on files of their own, {turn.turns} turns each after "
-        f"{WARM_TURNS} (`bench/sections/journal_turn.py`). Medians per turn; CPU counts every thread.",
+        f"model's ~4 KB answer; one `invoke` at LangGraph's default durability, the two graphs taking "
+        f"turns on files of their own, one thread each, {turn.turns} turns each after {WARM_TURNS} "
+        "(`bench/sections/journal_turn.py`). Medians per turn (of all turns, and of the first and last "
+        "ten); CPU counts every thread.",
         "",
-        table(["Graph", "wall per turn", "CPU per turn", "journal entries per turn"], rows),
+        table(head, rows),
         "",
-        f"The journal adds {with_ - without:.3f} ms wall a turn ({with_ / without:.2f}{TIMES}).",
+        f"The journal adds {with_ - without:.3f} ms wall a turn ({with_ / without:.2f}{TIMES}) and "
+        f"{turn.median_ms('with', 'cpu') - turn.median_ms('without', 'cpu'):.3f} ms of CPU; its CPU "
+        f"a turn is {early:.3f} ms over the first ten counted turns (the thread's turns "
+        f"{WARM_TURNS + 1} to {WARM_TURNS + 10}) and {late:.3f} ms over the last ten (turns "
+        f"{WARM_TURNS + turn.turns - 9} to {WARM_TURNS + turn.turns})"
+        + (
+            " (each model call's request digest reads the whole conversation so far: "
+            "`adapters/langgraph/calls.request_digest`)."
+            if late > 1.5 * early
+            else "."
+        ),
         "",
     ]
     return out

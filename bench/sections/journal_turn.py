@@ -46,6 +46,7 @@ from safepoint.adapters.langgraph import SafepointSaver
 from safepoint.harness.actions import Reconcile
 
 TURNS = 100
+EARLY, LATE = slice(0, 10), slice(-10, None)  # the first and the last ten counted turns
 WARM_TURNS = 5  # not counted: the first turns open files and fill caches
 USER_BYTES, FIRST_REPLY_BYTES, ANSWER_BYTES, TOOL_BYTES = 200, 500, 4096, 2048
 
@@ -65,8 +66,9 @@ class TurnResult:
     tools: str = ""  # which ToolNode the journaled graph used
     skipped: str | None = None
 
-    def median_ms(self, name: str, kind: str = "wall") -> float:
-        return statistics.median((self.wall if kind == "wall" else self.cpu)[name]) * 1e3
+    def median_ms(self, name: str, kind: str = "wall", part: slice = slice(None)) -> float:
+        """The median of ``name``'s turns (``part`` of them: ``EARLY``, ``LATE``), in ms."""
+        return statistics.median((self.wall if kind == "wall" else self.cpu)[name][part]) * 1e3
 
 
 def journal_support() -> tuple[Callable[[Any], Any], Callable[[list[Any]], Any], str] | str:
