@@ -55,7 +55,7 @@ soak: $(STAMP) system-deps
 	PYTHONPATH=src:tests $(PY) -m model_based.soak
 	SAFEPOINT_SOAK=1 PYTHONPATH=src:tests $(PY) -m pytest -q -p no:cacheprovider -m crash -k "soak or journal" tests
 
-# make bench SECTION=fresh (or adapter, scale, otel, concurrency, encryption, ui, frameworks, house) runs and prints that section alone.
+# make bench SECTION=fresh (or adapter, scale, otel, concurrency, encryption, ui, frameworks, house, journal) runs and prints that section alone.
 bench: $(STAMP) system-deps
 	$(PY) bench/run.py $(if $(SECTION),--section $(SECTION),--out docs/benchmarks.md)
 

@@ -9,6 +9,7 @@
     .venv/bin/python bench/run.py --section fresh            # fresh checkpoints, rewrites, loads alone
     .venv/bin/python bench/run.py --section encryption       # encrypted against plain, and rekey, alone
     .venv/bin/python bench/run.py --section frameworks       # bytes per turn on the framework adapters, alone
+    .venv/bin/python bench/run.py --section journal          # what a recorded call costs (the journal), alone
 
 Three packages: ``workloads`` (what is saved: the simulated agent, and the
 one with large tool outputs), ``contenders`` (what saves it besides the
@@ -29,8 +30,10 @@ observer on and off), the fresh-checkpoint, concurrency and encryption
 sections (``sections.encryption``: CPU per save and load, encrypted against
 plain, and rekey's pace), the inspector section and the framework adapters'
 (``sections.frameworks``: bytes stored per turn on Pydantic AI, Google ADK and
-the Agent Framework, next to their own stores), rendered by their ``report``
-modules, are appended last in that order.
+the Agent Framework, next to their own stores) and the call journal's
+(``sections.journal``: a recorded call's time, instructions, fsyncs and
+bytes on SQLite and PostgreSQL, and a LangGraph turn with and without it),
+rendered by their ``report`` modules, are appended last in that order.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from report import document as report
 from report import encryption as encryption_report
 from report import frameworks as frameworks_report
 from report import fresh as fresh_report
+from report import journal as journal_report
 from report import otel as otel_report
 from report import scale as scale_report
 from report import ui as ui_report
@@ -61,6 +65,7 @@ from sections import encryption as encryption_section
 from sections import frameworks as frameworks_section
 from sections import fresh as fresh_section
 from sections import house as house_section
+from sections import journal as journal_section
 from sections import langgraph_sqlite, save_breakdown, sqlite_store
 from sections import otel as otel_section
 from sections import postgres as postgres_section
@@ -83,6 +88,7 @@ SECTIONS = {
     "ui": "ui_only",
     "frameworks": "frameworks_only",
     "house": "house_only",
+    "journal": "journal_only",
 }
 VARIANTS: tuple[dict[str, Any], ...] = ({"scrubber": False}, {"scrubber": False, "blobs": False})
 
@@ -106,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         "encryption_only": lambda: _encryption(args),
         "ui_only": lambda: _ui(args),
         "frameworks_only": _frameworks,
+        "journal_only": lambda: _journal(args, workdir),
     }
     for flag, section in alone.items():
         if getattr(args, flag):
@@ -201,7 +208,18 @@ def main(argv: list[str] | None = None) -> int:
     encryption = "" if args.no_encryption else "\n" + _encryption(args)
     inspector = "" if args.no_ui else "\n" + _ui(args)
     frameworks = "" if args.no_frameworks else "\n" + _frameworks()
-    body = report.render(results) + scale + otel + fresh + concurrency + encryption + inspector + frameworks
+    journal = "" if args.no_journal else "\n" + _journal(args, workdir)
+    body = (
+        report.render(results)
+        + scale
+        + otel
+        + fresh
+        + concurrency
+        + encryption
+        + inspector
+        + frameworks
+        + journal
+    )
     return _finish(body, args, workdir)
 
 
@@ -282,10 +300,20 @@ def _frameworks() -> str:
     return frameworks_report.render(results, command=_command())
 
 
+def _journal(args: argparse.Namespace, workdir: Path) -> str:
+    """The call journal: per recorded call on SQLite and PostgreSQL, bytes per call, a LangGraph turn."""
+    result = journal_section.run(workdir, None if args.no_postgres else args.pg_url, log=_log)
+    return journal_report.render(result, command=_command())
+
+
 def _command() -> str:
     """How this report was made, as a reader would type it."""
     given = sys.argv[1:]
-    return "make bench" if given == ["--out", "docs/benchmarks.md"] else " ".join(["bench/run.py", *given])
+    if given == ["--out", "docs/benchmarks.md"]:
+        return "make bench"
+    if len(given) == 2 and given[0] == "--section":  # what make bench SECTION=name runs
+        return f"make bench SECTION={given[1]}"
+    return " ".join(["bench/run.py", *given])
 
 
 def _adapter_only(args: argparse.Namespace, workload: Any, workdir: Path, probes: tuple[int, ...]) -> int:
@@ -364,6 +392,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--frameworks-only", action="store_true", help="run and print only the framework adapters' section"
     )
     parser.add_argument("--no-frameworks", action="store_true", help="skip the framework adapters' section")
+    parser.add_argument(
+        "--journal-only", action="store_true", help="run and print only the call journal's section"
+    )
+    parser.add_argument("--no-journal", action="store_true", help="skip the call journal's section")
     parser.add_argument(
         "--section",
         choices=sorted(SECTIONS),
