@@ -222,12 +222,18 @@ def saver_for(store: Any, journal: bool) -> SafepointSaver:
     )
 
 
-def next_input(values: dict[str, Any], turn: int) -> tuple[bool, Any]:
-    """Whether turn ``turn`` still needs running, and with what input (None: resume it).
+def next_input(state: Any, turn: int) -> tuple[bool, Any]:
+    """Whether turn ``turn`` still needs running, and with what input (None: resume it) — as a
+    careful application tells it after a crash.
 
-    Told from the messages, not from the snapshot's ``next``: a step whose tasks all wrote
-    before a kill, its checkpoint lost, shows no ``next`` though the graph has not ended."""
-    messages = values.get("messages", [])
+    A step still to run (``next``) is resumed, never given the input again: new input makes
+    LangGraph discard an accepted input not yet applied, so the turn's steps would move and the
+    calls recorded for them would be made again. With nothing next, the messages tell: a step
+    whose tasks all wrote before a kill, its checkpoint lost, shows no ``next`` though the graph
+    has not ended (the last message is then a tool result or a tool call)."""
+    if state.next:
+        return True, None
+    messages = state.values.get("messages", [])
     if sum(isinstance(m, HumanMessage) for m in messages) < turn:
         return True, {"messages": [HumanMessage(f"turn {turn}")]}
     last = messages[-1]
@@ -239,7 +245,7 @@ def converse(app: Any, config: Any, turns: int, durability: str | None) -> str:
     for turn in range(1, turns + 1):
         while True:
             state = app.get_state(config)
-            needed, given = next_input(state.values, turn)
+            needed, given = next_input(state, turn)
             if not needed:
                 break
             app.invoke(given, config, durability=durability)
@@ -250,7 +256,7 @@ async def aconverse(app: Any, config: Any, turns: int, durability: str | None) -
     for turn in range(1, turns + 1):
         while True:
             state = await app.aget_state(config)
-            needed, given = next_input(state.values, turn)
+            needed, given = next_input(state, turn)
             if not needed:
                 break
             await app.ainvoke(given, config, durability=durability)

@@ -48,6 +48,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from langgraph.types import Command
+
 from safepoint import AsyncStore, NotFound, Store
 from safepoint.adapters.runner import Runner
 from safepoint.flow import CallIntent, Flow, RecordCall, RecordedCall, Save
@@ -59,7 +61,7 @@ from safepoint.twins import Invoke, ask, translate
 from . import patches
 from .layout import ThreadKey
 from .patches import CHECKPOINTER, TASK_ID
-from .turns import Turn
+from .turns import FinishedStep, Turn
 
 if TYPE_CHECKING:
     from .steps import Context
@@ -248,7 +250,7 @@ def journal_of(config: Mapping[str, Any]) -> Journal | None:
     return found if isinstance(found, Journal) else None
 
 
-def turn_hook(graph: Any, config: Any) -> Turn | None:
+def turn_hook(graph: Any, given_input: Any, config: Any) -> Turn | None:
     """A root graph's turn on a journaling saver (None: a subgraph, another saver, no thread)."""
     given = (config or {}).get("configurable") or {}
     configurable = {**(patches.running_config().get("configurable") or {}), **given}
@@ -260,7 +262,10 @@ def turn_hook(graph: Any, config: Any) -> Turn | None:
     thread = configurable.get("thread_id")
     if journal is None or thread is None:
         return None
-    return Turn(journal, str(thread), configurable.get("checkpoint_id"))
+    turn = Turn(journal, str(thread), configurable.get("checkpoint_id"))
+    if given_input is not None and not isinstance(given_input, Command):  # new input, not a resume
+        turn.finishing = FinishedStep(graph, {**(config or {}), "configurable": configurable})
+    return turn
 
 
 def tally_flow(store: Store | AsyncStore, run_id: str) -> Flow[Tally]:

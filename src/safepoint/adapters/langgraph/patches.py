@@ -180,7 +180,7 @@ async def _astream(
 
 def _graph_stream(self: Any, input: Any, config: Any = None, **kwargs: Any) -> Iterator[Any]:
     original = _ORIGINAL["Pregel.stream"]
-    turn = HOOKS["turn"](self, config)
+    turn = HOOKS["turn"](self, input, config)
     if turn is None:
         yield from original(self, input, config, **kwargs)
         return
@@ -193,7 +193,7 @@ def _graph_stream(self: Any, input: Any, config: Any = None, **kwargs: Any) -> I
 
 async def _graph_astream(self: Any, input: Any, config: Any = None, **kwargs: Any) -> AsyncIterator[Any]:
     original = _ORIGINAL["Pregel.astream"]
-    turn = HOOKS["turn"](self, config)
+    turn = HOOKS["turn"](self, input, config)
     if turn is None:
         async for chunk in original(self, input, config, **kwargs):
             yield chunk

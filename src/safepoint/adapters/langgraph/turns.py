@@ -20,6 +20,16 @@ from a checkpoint other than the thread's latest, and a write outside any
 turn whose parent is not the latest (``branched``), start a new lineage
 (a step of the root run), and nothing recorded under an older one is ever
 replayed into the fork.
+
+A turn given new input first keeps the **finished step** a crash left
+unapplied (``FinishedStep``): when every task of the thread's latest step
+wrote its result but the checkpoint after it was lost (a SIGKILL between
+the two, under any durability), LangGraph's ``get_state`` shows the step as
+done — values with its results, ``next`` empty — yet new input discards
+those results, so a model response already paid for (and recorded) would
+vanish from the conversation. The turn applies them first, as LangGraph's
+own ``update_state(config, None, as_node=END)`` does (finished tasks' writes
+kept, nothing run), so the new input lands on the state ``get_state`` showed.
 """
 
 from __future__ import annotations
@@ -29,6 +39,8 @@ import contextlib
 import threading
 from collections.abc import Generator
 from typing import Any
+
+from langgraph.constants import END
 
 from safepoint import AsyncStore, Checkpoint, Conflict, InvalidArgument, NotFound
 from safepoint.flow import Flow, Save, head_or_none, load_or_none
@@ -43,7 +55,7 @@ from .layout import THREAD_ROLE, ThreadKey, empty_snapshot
 from .memo import Log, Memo, is_head
 from .steps import KEEP_FINISHED_LABEL, Built, Context, append_step
 
-__all__ = ["LINEAGE", "Turn", "branched", "lineage_of"]
+__all__ = ["LINEAGE", "FinishedStep", "Turn", "branched", "lineage_of"]
 
 LINEAGE = "journal"  # the step-state field: {"lineage": int}; carried by every step (layout.bookkeeping)
 
@@ -72,6 +84,7 @@ class Turn:
         self.checkpoint_id = checkpoint_id
         self.lineage = 0
         self.holding: Holding | AsyncHolding | None = None
+        self.finishing: FinishedStep | None = None  # set for a turn given new input (journal.turn_hook)
         self._calls: dict[Any, int] = {}
         self._lock = threading.Lock()
 
@@ -123,6 +136,8 @@ class Turn:
             self.journal.started(self)
             ctx = self.journal.context()
             self.lineage = await self.journal.runner.arun(settle_lineage(ctx, self.key, self.checkpoint_id))
+            if self.finishing is not None and self.checkpoint_id is None:
+                await self.finishing.aapply()
         except BaseException:
             await self.aend()
             raise
@@ -143,6 +158,8 @@ class Turn:
             self.journal.started(self)
             ctx = self.journal.context()
             self.lineage = self.journal.runner.run(settle_lineage(ctx, self.key, self.checkpoint_id))
+            if self.finishing is not None and self.checkpoint_id is None:
+                self.finishing.apply()
         except BaseException:
             self._let_go()
             raise
@@ -169,6 +186,31 @@ class Turn:
     def _terms(self) -> Terms:
         options = self.journal.options
         return Terms.of(options.hold, options.wait)
+
+
+class FinishedStep:
+    """The thread's latest step, if a crash left it finished but unapplied, applied before a
+    turn's new input (see the module's docstring). Served by the graph's public state API, in
+    the turn, under its lease: one ``get_state`` per turn given input, and an ``update_state``
+    only after such a crash."""
+
+    def __init__(self, graph: Any, config: dict[str, Any]) -> None:
+        self.graph, self.config = graph, config
+
+    @staticmethod
+    def unapplied(snapshot: Any) -> bool:
+        """Every task of the step has written (``next`` is empty) and none is paused or failed:
+        only the checkpoint after it is missing."""
+        tasks = snapshot.tasks
+        return bool(tasks) and not snapshot.next and not any(t.interrupts or t.error for t in tasks)
+
+    def apply(self) -> None:
+        if self.unapplied(self.graph.get_state(self.config)):
+            self.graph.update_state(self.config, None, as_node=END)
+
+    async def aapply(self) -> None:
+        if self.unapplied(await self.graph.aget_state(self.config)):
+            await self.graph.aupdate_state(self.config, None, as_node=END)
 
 
 # -- flows on the thread's root run --------------------------------------------------------
