@@ -5,7 +5,7 @@ A realistic offline agent (``helpers/langgraph_journal_app.py``: a real
 a non-idempotent ``charge`` writing to a ``Ledger`` outside the database and
 an idempotent ``lookup``) runs a two-turn conversation in child processes
 that are SIGKILLed right after ``charge``'s effect and at random instants,
-each resumed by a fresh process (forked from a zygote that imported
+each resumed by a fresh process (forked from a forkserver that imported
 LangGraph once: ``helpers/langgraph_journal_child.py``). With the journal:
 0 effects repeated, no model request paid twice beyond the ones the
 journal counts as re-sent (in flight at a kill), the same final answer and
@@ -18,10 +18,9 @@ soak``) runs the larger variant: at least 30 kills with the journal on.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import signal
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from helpers.langgraph_journal_child import run as run_child
 from safepoint.crashrig.ledger import Ledger
 
 SOAK = os.environ.get("SAFEPOINT_SOAK") == "1"
@@ -37,54 +37,16 @@ SEED = 32_2026
 MODES = ("invoke", "ainvoke", "stream", "astream")
 CACHES = ("none", "global", "true", "false", "instance")
 COUNTERS = ("called", "tokens_in", "tokens_out", "spend")
-ROOT = Path(__file__).resolve().parent.parent
-
-
-class Zygote:
-    """The process children are forked from (see the helper's docstring)."""
-
-    def __init__(self) -> None:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(ROOT / "src"), str(ROOT / "tests"), env.get("PYTHONPATH", "")]
-        )
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "helpers.langgraph_journal_child"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=ROOT / "tests",
-        )
-
-    def _ask(self, command: dict[str, Any]) -> dict[str, Any]:
-        assert self.proc.stdin is not None
-        assert self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps(command) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        assert line, "the zygote died"
-        reply: dict[str, Any] = json.loads(line)
-        return reply
-
-    def spawn(self, out: Path, args: dict[str, Any]) -> Child:
-        return Child(self, self._ask({"op": "spawn", "out": str(out), "args": args})["pid"], out)
-
-    def reap(self, pid: int) -> int:
-        return int(self._ask({"op": "wait", "pid": pid})["status"])
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps({"op": "quit"}) + "\n")
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
 
 
 @dataclass
 class Child:
-    zygote: Zygote
-    pid: int
+    process: Any  # a multiprocessing Process, forked from the forkserver
     out: Path
+
+    @property
+    def pid(self) -> int:
+        return int(self.process.pid)
 
     def text(self) -> str:
         return self.out.read_text() if self.out.exists() else ""
@@ -93,15 +55,17 @@ class Child:
         deadline = time.monotonic() + timeout
         while not any(line.startswith(word) for line in self.text().splitlines()):
             assert time.monotonic() < deadline, f"no {word!r} from child {self.pid}:\n{self.text()}"
+            assert self.process.exitcode is None, f"child {self.pid} ended:\n{self.text()}"
             time.sleep(0.002)
 
     def kill(self) -> None:
-        os.kill(self.pid, signal.SIGKILL)
+        self.process.kill()
 
     def end(self) -> int:
-        status = self.zygote.reap(self.pid)
+        self.process.join(120)
+        status = self.process.exitcode
         assert status in (0, -signal.SIGKILL), f"child {self.pid} failed ({status}):\n{self.text()}"
-        return status
+        return int(status)
 
     def result(self) -> dict[str, Any]:
         for line in self.text().splitlines():
@@ -112,17 +76,23 @@ class Child:
 
 
 @pytest.fixture(scope="module")
-def zygote() -> Any:
-    made = Zygote()
-    yield made
-    made.close()
+def forks() -> Any:
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["helpers.langgraph_journal_child"])
+    return context
+
+
+def spawn(forks: Any, out: Path, args: dict[str, Any]) -> Child:
+    process = forks.Process(target=run_child, args=(str(out), args))
+    process.start()
+    return Child(process, out)
 
 
 @dataclass
 class Episode:
     """One conversation on a fresh database, killed as told, then resumed to its end."""
 
-    zygote: Zygote
+    forks: Any
     folder: Path
     args: dict[str, Any]
     killed: int = 0
@@ -130,15 +100,15 @@ class Episode:
     result: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def start(cls, zygote: Zygote, root: Path, name: str, **args: Any) -> Episode:
+    def start(cls, forks: Any, root: Path, name: str, **args: Any) -> Episode:
         folder = root / name
         folder.mkdir()
         base = {"db": str(folder / "state.db"), "ledger": str(folder / "ledger.db"), "turns": 2, **args}
-        return cls(zygote, folder, base)
+        return cls(forks, folder, base)
 
     def _child(self, **extra: Any) -> Child:
         self.children += 1
-        return self.zygote.spawn(self.folder / f"child{self.children}.out", {**self.args, **extra})
+        return spawn(self.forks, self.folder / f"child{self.children}.out", {**self.args, **extra})
 
     def kill_after_charge(self) -> bool:
         """A child SIGKILLed right after its first charge's effect (before anything records it)."""
@@ -169,11 +139,11 @@ class Episode:
 REFERENCES: dict[str, dict[str, Any]] = {}  # an uninterrupted run's result, by durability
 
 
-def reference(zygote: Zygote, root: Path, durability: str) -> dict[str, Any]:
+def reference(forks: Any, root: Path, durability: str) -> dict[str, Any]:
     """An uninterrupted run's result (once per durability in a session)."""
     if durability in REFERENCES:
         return REFERENCES[durability]
-    run = Episode.start(zygote, root, f"reference-{durability}", durability=durability, journal=True)
+    run = Episode.start(forks, root, f"reference-{durability}", durability=durability, journal=True)
     found = run.finish()
     with run.ledger() as ledger:
         assert ledger.repeated_model_calls() == 0
@@ -191,16 +161,16 @@ def check_clean(run: Episode, ref: dict[str, Any]) -> None:
     assert {k: result[k] for k in COUNTERS} == {k: ref[k] for k in COUNTERS}, (run, result)
 
 
-def journal_on(zygote: Zygote, root: Path, durability: str, charge_episodes: int, random_kills: int) -> int:
+def journal_on(forks: Any, root: Path, durability: str, charge_episodes: int, random_kills: int) -> int:
     """Kills with the journal on: right after effects, then at random instants; every episode
     checked clean. Returns the kills that landed."""
     rng = Random(f"{SEED}-{durability}")
-    ref = reference(zygote, root, durability)
+    ref = reference(forks, root, durability)
     kills, n = 0, 0
     for _ in range(charge_episodes):  # killed right after turn 1's charge, then turn 2's
         n += 1
         run = Episode.start(
-            zygote,
+            forks,
             root,
             f"charge{n}",
             durability=durability,
@@ -219,7 +189,7 @@ def journal_on(zygote: Zygote, root: Path, durability: str, charge_episodes: int
     while landed < random_kills:
         n += 1
         run = Episode.start(
-            zygote,
+            forks,
             root,
             f"random{n}",
             durability=durability,
@@ -239,22 +209,22 @@ def journal_on(zygote: Zygote, root: Path, durability: str, charge_episodes: int
 
 @pytest.mark.crash
 @pytest.mark.parametrize("durability", ["default", "sync"])
-def test_killed_with_the_journal_nothing_repeats(zygote: Zygote, tmp_path: Path, durability: str) -> None:
+def test_killed_with_the_journal_nothing_repeats(forks: Any, tmp_path: Path, durability: str) -> None:
     """SIGKILLed right after the non-idempotent tool's effect and at random instants, resumed in
     fresh processes: 0 effects repeated, 0 recorded responses paid again, same answer and counters."""
     # make test: 8 kills per durability, 16 in all (one episode of 2 kills right after the charge,
     # 6 at random instants); make soak: 38 per durability (8 after the charge, 30 at random).
     charge_episodes, random_kills = (4, 30) if SOAK else (1, 6)
-    kills = journal_on(zygote, tmp_path, durability, charge_episodes, random_kills)
+    kills = journal_on(forks, tmp_path, durability, charge_episodes, random_kills)
     assert kills >= 2 * charge_episodes + random_kills
 
 
 @pytest.mark.crash
-def test_killed_without_the_journal_effects_repeat(zygote: Zygote, tmp_path: Path) -> None:
+def test_killed_without_the_journal_effects_repeat(forks: Any, tmp_path: Path) -> None:
     """The same kills with the journal off repeat the charge: the clean runs above can fail."""
     repeated_effects = kills = 0
     for durability in ("default", "sync"):
-        run = Episode.start(zygote, tmp_path, f"off-{durability}", durability=durability, journal=False)
+        run = Episode.start(forks, tmp_path, f"off-{durability}", durability=durability, journal=False)
         for _ in range(2 if durability == "default" else 3):
             assert run.kill_after_charge()
         run.finish()
@@ -266,11 +236,11 @@ def test_killed_without_the_journal_effects_repeat(zygote: Zygote, tmp_path: Pat
 
 
 @pytest.mark.crash
-def test_two_processes_resuming_one_thread_at_once_repeat_nothing(zygote: Zygote, tmp_path: Path) -> None:
+def test_two_processes_resuming_one_thread_at_once_repeat_nothing(forks: Any, tmp_path: Path) -> None:
     """Killed right after the charge, the thread is resumed by two processes started together:
     one holds the thread for the turn, the other waits, then finds the turn done."""
-    ref = reference(zygote, tmp_path, "sync")
-    run = Episode.start(zygote, tmp_path, "pair", durability="sync", journal=True, turns=2, delay=0.02)
+    ref = reference(forks, tmp_path, "sync")
+    run = Episode.start(forks, tmp_path, "pair", durability="sync", journal=True, turns=2, delay=0.02)
     assert run.kill_after_charge()
     go = run.folder / "go"
     pair = [run._child(resume_only=True, go=str(go)) for _ in range(2)]

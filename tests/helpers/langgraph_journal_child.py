@@ -1,17 +1,13 @@
-"""Child processes for the LangGraph call journal's crash tests, forked from one that imported once.
+"""One process of the LangGraph journal's crash tests: runs (or resumes) the conversation.
 
-Importing LangGraph takes seconds; the crash tests start dozens of
-processes. So one *zygote* (``python -m helpers.langgraph_journal_child``)
-imports everything and then, on each command read from its stdin, forks a
-child: a real, separate process that has run nothing yet — no store, no
-saver, no graph, no patch installed — which opens the store and runs (or
-resumes) the conversation, printing ``ready``, then ``result <json>`` and
-``done`` to its own output file. The test SIGKILLs children by pid and asks
-the zygote to reap them (``wait``), which answers with the exit status.
-
-Commands (one JSON object a line): ``{"op": "spawn", "out": path, "args": {...}}``
-→ ``{"pid": n}``; ``{"op": "wait", "pid": n}`` → ``{"status": code}`` (negative:
-the signal that ended it); ``{"op": "quit"}``.
+``run`` opens the store and runs (or resumes) the conversation of
+``langgraph_journal_app``, printing ``ready``, then ``result <json>`` and
+``done`` to its output file (its stdout and stderr go there too). The tests
+fork these processes from a forkserver that imported this module once
+(``multiprocessing``'s ``set_forkserver_preload``, as the Agents SDK's crash
+tests do): importing LangGraph takes seconds, and a forked child is still a
+real, separate process that has run nothing — no store, no saver, no graph,
+no patch installed. The tests SIGKILL children and read their exit codes.
 """
 
 from __future__ import annotations
@@ -19,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sys
 import time
 import traceback
 from pathlib import Path
@@ -83,39 +78,15 @@ def child(args: dict[str, Any], out: Any) -> None:
     print("done", file=out, flush=True)
 
 
-def _spawn(command: dict[str, Any]) -> int:
-    pid = os.fork()
-    if pid:
-        return pid
-    status = 0
-    try:
-        with open(command["out"], "w", buffering=1) as out:
-            fd = out.fileno()
-            os.dup2(fd, 1)
-            os.dup2(fd, 2)
-            try:
-                child(command["args"], out)
-            except BaseException:
-                traceback.print_exc(file=out)
-                out.flush()
-                status = 1
-    finally:
-        os._exit(status)
-
-
-def serve() -> None:
-    for line in sys.stdin:
-        command = json.loads(line)
-        if command["op"] == "spawn":
-            reply: dict[str, Any] = {"pid": _spawn(command)}
-        elif command["op"] == "wait":
-            _, status = os.waitpid(command["pid"], 0)
-            code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-            reply = {"status": code}
-        else:
-            return
-        print(json.dumps(reply), flush=True)
-
-
-if __name__ == "__main__":
-    serve()
+def run(out_path: str, args: dict[str, Any]) -> None:
+    """A child's whole life: its output to ``out_path``; exit code 1 on any error (traceback there)."""
+    with open(out_path, "w", buffering=1) as out:
+        fd = out.fileno()
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        try:
+            child(args, out)
+        except BaseException:
+            traceback.print_exc(file=out)
+            out.flush()
+            os._exit(1)
