@@ -17,20 +17,14 @@ soak``) runs the larger variant: at least 30 kills with the journal on.
 
 from __future__ import annotations
 
-import json
-import multiprocessing
 import os
-import signal
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from random import Random
 from typing import Any
 
 import pytest
 
-from helpers.langgraph_journal_child import run as run_child
-from safepoint.crashrig.ledger import Ledger
+from helpers.langgraph_journal_child import Episode, forkserver
 
 SOAK = os.environ.get("SAFEPOINT_SOAK") == "1"
 SEED = 32_2026
@@ -39,101 +33,9 @@ CACHES = ("none", "global", "true", "false", "instance")
 COUNTERS = ("called", "tokens_in", "tokens_out", "spend")
 
 
-@dataclass
-class Child:
-    process: Any  # a multiprocessing Process, forked from the forkserver
-    out: Path
-
-    @property
-    def pid(self) -> int:
-        return int(self.process.pid)
-
-    def text(self) -> str:
-        return self.out.read_text() if self.out.exists() else ""
-
-    def wait_for(self, word: str, timeout: float = 120.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not any(line.startswith(word) for line in self.text().splitlines()):
-            assert time.monotonic() < deadline, f"no {word!r} from child {self.pid}:\n{self.text()}"
-            assert self.process.exitcode is None, f"child {self.pid} ended:\n{self.text()}"
-            time.sleep(0.002)
-
-    def kill(self) -> None:
-        self.process.kill()
-
-    def end(self) -> int:
-        self.process.join(120)
-        status = self.process.exitcode
-        assert status in (0, -signal.SIGKILL), f"child {self.pid} failed ({status}):\n{self.text()}"
-        return int(status)
-
-    def result(self) -> dict[str, Any]:
-        for line in self.text().splitlines():
-            if line.startswith("result "):
-                found: dict[str, Any] = json.loads(line.removeprefix("result "))
-                return found
-        raise AssertionError(f"no result from child {self.pid}:\n{self.text()}")
-
-
 @pytest.fixture(scope="module")
 def forks() -> Any:
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["helpers.langgraph_journal_child"])
-    return context
-
-
-def spawn(forks: Any, out: Path, args: dict[str, Any]) -> Child:
-    process = forks.Process(target=run_child, args=(str(out), args))
-    process.start()
-    return Child(process, out)
-
-
-@dataclass
-class Episode:
-    """One conversation on a fresh database, killed as told, then resumed to its end."""
-
-    forks: Any
-    folder: Path
-    args: dict[str, Any]
-    killed: int = 0
-    children: int = 0
-    result: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def start(cls, forks: Any, root: Path, name: str, **args: Any) -> Episode:
-        folder = root / name
-        folder.mkdir()
-        base = {"db": str(folder / "state.db"), "ledger": str(folder / "ledger.db"), "turns": 2, **args}
-        return cls(forks, folder, base)
-
-    def _child(self, **extra: Any) -> Child:
-        self.children += 1
-        return spawn(self.forks, self.folder / f"child{self.children}.out", {**self.args, **extra})
-
-    def kill_after_charge(self) -> bool:
-        """A child SIGKILLed right after its first charge's effect (before anything records it)."""
-        status = self._child(kill_after_charge=1).end()
-        self.killed += status == -signal.SIGKILL
-        return status == -signal.SIGKILL
-
-    def kill_at(self, delay: float) -> bool:
-        """A child SIGKILLed ``delay`` seconds into its run (False: it finished first)."""
-        child = self._child()
-        child.wait_for("ready")
-        time.sleep(delay)
-        child.kill()
-        status = child.end()
-        self.killed += status == -signal.SIGKILL
-        return status == -signal.SIGKILL
-
-    def finish(self) -> dict[str, Any]:
-        child = self._child()
-        assert child.end() == 0
-        self.result = child.result()
-        return self.result
-
-    def ledger(self) -> Ledger:
-        return Ledger(self.args["ledger"])
+    return forkserver()
 
 
 REFERENCES: dict[str, dict[str, Any]] = {}  # an uninterrupted run's result, by durability
