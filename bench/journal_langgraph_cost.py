@@ -32,7 +32,9 @@ CACHES = ("none", "global", "true", "false", "instance")
 COUNTERS = ("called", "tokens_in", "tokens_out", "spend")
 
 
-def episode(forks: Any, root: Path, name: str, *, point: str, rng: Random, horizon: float, **args: Any) -> Any:
+def episode(
+    forks: Any, root: Path, name: str, *, point: str, rng: Random, horizon: float, **args: Any
+) -> Any:
     run = Episode.start(forks, root, name, mode=rng.choice(MODES), cache=rng.choice(CACHES), **args)
     for _ in range(2):
         if point == "after the charge":
@@ -63,7 +65,8 @@ def main(episodes: int) -> None:
                     for n in range(episodes):
                         name = f"{durability}-{point[:5]}-{journal}-{n}"
                         args = {"durability": durability, "journal": journal}
-                        run = episode(forks, root, name, point=point, rng=rng, horizon=ref["elapsed"] * 1.3, **args)
+                        horizon = ref["elapsed"] * 1.3
+                        run = episode(forks, root, name, point=point, rng=rng, horizon=horizon, **args)
                         kills += run.killed
                         with run.ledger() as ledger:
                             charges += sum(n - 1 for n in ledger.counts(("record",)).values())
