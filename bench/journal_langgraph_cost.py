@@ -13,8 +13,9 @@ default durability and ``durability="sync"``; the model's path and cache
 setting drawn at random. Per row it prints the kills that landed, the charges
 made again, the model requests paid again (requests that reached the
 scripted provider twice at the same place in the conversation) and the input
-tokens they cost, and, with the journal on, whether every episode ended with
-the uninterrupted run's answer and counters.
+tokens they cost, and, with the journal on, how many of them the journal
+counted as re-sent (in flight at a kill: the one honest gap) and whether every
+episode ended with the uninterrupted run's answer and counters.
 """
 
 from __future__ import annotations
@@ -50,9 +51,9 @@ def main(episodes: int) -> None:
     rng = Random(32)
     print(
         "| durability | kill point | journal | kills | charges made again "
-        "| model requests paid again (input tokens) | answer and counters |"
+        "| model requests paid again (input tokens) | of them counted as re-sent | answer and counters |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         for durability in ("default", "sync"):
@@ -60,7 +61,7 @@ def main(episodes: int) -> None:
             ref = clean.finish()
             for point in ("after the charge", "random instants"):
                 for journal in (False, True):
-                    kills = charges = paid = tokens = 0
+                    kills = charges = paid = tokens = resent = 0
                     same = True
                     for n in range(episodes):
                         name = f"{durability}-{point[:5]}-{journal}-{n}"
@@ -77,12 +78,13 @@ def main(episodes: int) -> None:
                                     tokens += 7 * call.value["messages"] if call.key in seen else 0
                                     seen.add(call.key)
                         if journal:
+                            resent += run.result["resent"]
                             same &= run.result["answer"] == ref["answer"]
                             same &= all(run.result[k] == ref[k] for k in COUNTERS)
                     verdict = ("all the same" if same else "DIFFERENT") if journal else "-"
                     print(
                         f"| {durability} | {point} | {'on' if journal else 'off'} | {kills} | {charges} "
-                        f"| {paid} ({tokens}) | {verdict} |",
+                        f"| {paid} ({tokens}) | {resent if journal else '-'} | {verdict} |",
                         flush=True,
                     )
 
