@@ -54,7 +54,8 @@ def graph_on(store: Any, *, crash: bool) -> Any:
         return {"messages": [reply]}
 
     graph = StateGraph(State)
-    graph.add_node("agent", agent, retry_policy=RetryPolicy(max_attempts=3, initial_interval=0.01, jitter=False))
+    retry = RetryPolicy(max_attempts=3, initial_interval=0.01, jitter=False)
+    graph.add_node("agent", agent, retry_policy=retry)
     graph.add_edge(START, "agent")
     graph.add_edge("agent", END)
     return graph.compile(checkpointer=app.saver_for(store, journal=True))
@@ -62,9 +63,8 @@ def graph_on(store: Any, *, crash: bool) -> Any:
 
 def test_a_retry_asks_again_and_a_resume_replays_every_attempt(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'state.db'}"
-    with open_store(url) as store:
-        with pytest.raises(Crash):
-            graph_on(store, crash=True).invoke({"messages": [HumanMessage("hello")]}, THREAD)
+    with open_store(url) as store, pytest.raises(Crash):
+        graph_on(store, crash=True).invoke({"messages": [HumanMessage("hello")]}, THREAD)
     assert len(app.PROVIDER) == 2  # each attempt asked the provider
     with open_store(url) as store:
         graph = graph_on(store, crash=False)
