@@ -63,7 +63,9 @@ def request_digest(request: Any) -> bytes | None:
         encoded = codec.encode(request)
     except (TypeError, ValueError):
         raise NotJSONCompatible("request", "the request is not JSON data") from None
-    if _not_finite(request):  # encoded as null: {"t": nan} and {"t": None} would share a digest
+    # NaN and infinity encode as null: {"t": nan} and {"t": None} would share a digest (a
+    # request whose JSON holds no null holds neither, and is not walked for them).
+    if b"null" in encoded and _not_finite(request):
         raise NotJSONCompatible("request", "the request holds NaN or infinity, which JSON lacks")
     return hashlib.sha256(b"safepoint-call-request\x1f" + encoded).digest()
 
@@ -135,9 +137,12 @@ def _stored_value(result: Any, settings: StoreSettings) -> tuple[Any, Found | No
     found = None
     if scrubber is not None:
         found = Found(scrubber.policy, "state")
-        scrubbed, _ = scrubber.scrub(state, "state", found)
-        if scrubbed is not state:
-            state, encoded = scrubbed, None
+        # The scrubber's look (``needs_walk``), with the stored shapes looked for as bytes:
+        # a few byte searches where its pattern costs some forty instructions a character.
+        if encoded is None or may_need_stored_form(encoded) or scrubber.might_match(encoded.decode()):
+            scrubbed, _ = scrubber.scrub(state, "state", found, checked=True)
+            if scrubbed is not state:
+                state, encoded = scrubbed, None
     elif encoded is None or may_need_stored_form(encoded):
         state, encoded = to_stored(state), None
     sink = None
