@@ -26,7 +26,7 @@ from safepoint.scrub.resolve import lookup_for, restore
 
 from .after_load import ResolveSecrets
 from .large_values import BlobSink, digests_json, find_stored_refs, inline, might_hold_blobs, offload
-from .references import from_stored, may_need_stored_form, to_stored
+from .references import KEY_MARK, from_stored, may_need_stored_form, to_stored
 from .settings import StoreSettings
 
 MAX_KEY_LENGTH = 1024  # a key names a call's place: a thread, a path, an order, a tool call id
@@ -167,10 +167,12 @@ def loaded_result(
 ) -> tuple[Any, CallUsage | None, int]:
     """A stored result read back: (the value, its usage, how many values were redacted)."""
     data = codec.decode(body)
-    value = from_stored(data["value"])
-    digests = find_stored_refs(data["value"], [])
-    if digests and settings.blobs is not None:
-        value = inline(value, settings.blobs.fetch(sorted(set(digests)), fetched))
+    value = data["value"]
+    if KEY_MARK in body:  # a $ key somewhere: an escaped input key, or a reference the store wrote
+        digests = find_stored_refs(value, [])
+        value = from_stored(value)
+        if digests and settings.blobs is not None:
+            value = inline(value, settings.blobs.fetch(sorted(set(digests)), fetched))
     if resolve is not False:
         if resolve is True:
             scrubber = settings.scrubber
@@ -185,7 +187,8 @@ def written_result(stored: StoredResult) -> tuple[Any, CallUsage | None]:
     """A result this process just stored, as ``loaded_result`` would read it back without
     resolving secrets: only for one that references no blob (nothing to fetch)."""
     data = codec.decode(stored.body)
-    return from_stored(data["value"]), _usage(data)
+    value = data["value"]
+    return (from_stored(value) if KEY_MARK in stored.body else value), _usage(data)
 
 
 def _usage(data: dict[str, Any]) -> CallUsage | None:
