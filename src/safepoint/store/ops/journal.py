@@ -101,15 +101,17 @@ def write(  # noqa: PLR0917 - one entry's parts, built by the call table
         found = yield from read(run_id, key, request, now, blobs)
         assert found is not None  # the key is taken, in this transaction
         return found
-    if stored.blobs is not None and blobs is not None:
+    referencing = stored.blobs is not None and blobs is not None
+    if referencing:
         yield Query("blob_guard_shared")  # held until commit, as a save holds it
-        if stored.pending:
-            yield from blobs.write(stored.pending, now)
     params.update(result=stored.body, digest=stored.digest, blobs=stored.blobs)
     while True:
         rows = yield Query("call_done", params)
         if rows:
-            if stored.blobs is not None:  # references to put back: read as a replay reads it
+            if referencing:  # its blobs commit with it; read back as a replay reads it (put back)
+                assert blobs is not None
+                if stored.pending:
+                    yield from blobs.write(stored.pending, now)
                 entry = yield from read(run_id, key, request, now, blobs)
                 assert entry is not None  # written, in this transaction
                 return Entry(entry.row, True, entry.fetched)
