@@ -200,15 +200,15 @@ def _why(lite: Backend) -> list[str]:
         f"({bare.ms('cpu'):.3f} ms with `scrubber=False`: scrubbing the result is "
         f"{model.ms('cpu') - bare.ms('cpu'):.3f} ms of it; the model response's `*_tokens` keys wake the "
         "token rule's prefilter, so its strings are walked); a 2 KB intent + record "
-        f"{tool.ms('cpu'):.3f} ms, against {floor.ms('cpu'):.3f} ms for the floor's commit (the fsync's "
-        "and the writes' system time is most of that). "
+        f"{tool.ms('cpu'):.3f} ms, against {floor.ms('cpu'):.3f} ms for the floor's commit (most of "
+        "which is the kernel's: the fsync and the writes). "
         + (
             ""
             if "model" not in ir or "floor" not in ir
             else f"In instructions a 4 KB record is {ir['model']:,.0f} and the floor's commit "
             f"{ir['floor']:,.0f}; SHA-256 over the stored result and the request counts ~28 instructions "
-            "a byte under valgrind, which hides the CPU's SHA extensions (a few hundred nanoseconds a "
-            "call on the CPU itself). "
+            "a byte under valgrind, which hides the CPU's SHA extensions (a few microseconds a call on "
+            "the CPU itself). "
         )
         + "What is left on the client is the scrubber (its look and, for the model response, its walk), "
         "the result encoded and digested once, and each statement's binding and stepping.",
