@@ -8,6 +8,7 @@ from sections.journal import BYTES_AT, CALLS, Backend, Result
 from sections.journal_calls import COUNT_CALLS, IR_CALLS, TOOL_BYTES
 from sections.journal_turn import EARLY, LATE, WARM_TURNS
 
+from report import journal_before
 from report.fmt import TIMES, table, verdict
 
 LOAD = "Load average (1, 5, 15 min) at the start"
@@ -37,6 +38,7 @@ def render(result: Result, *, command: str) -> str:
     ]
     for backend in result.backends:
         parts += _backend(backend, result.labels)
+    parts += journal_before.render(lite, result.labels)
     parts += _why(lite)
     parts += _why_postgres(result.backends[1] if len(result.backends) > 1 else None)
     parts += _bytes(result.backends)
@@ -158,19 +160,31 @@ def _why(lite: Backend) -> list[str]:
     if not {"tool", "model", "floor", "model_unscrubbed"} <= s.keys() or "tool" not in c:
         return []
     floor, tool, model, bare = s["floor"], s["tool"], s["model"], s["model_unscrubbed"]
-    fsyncs, written = c["tool"].get("fsyncs"), c["tool"].get("written")
+    written = c["tool"].get("written")
     floor_written = c.get("floor", {}).get("written")
     lines = [
         "### Where a recorded call's time goes (SQLite)",
         "",
+        "- **Statements.** A journal write is `BEGIN IMMEDIATE`, `call_run` (the run's row: its head "
+        "step and its lease, checked as a save checks it), the put (`call_intent`, or `call_done`, which "
+        "gives back the entry as it now stands: an intent's step, writer and times) and `COMMIT`. A write "
+        "that stored its entry builds what it returns from what it wrote; it reads the entry "
+        "(`call_get`) only when the put finds the key taken, so a second writer still learns the first "
+        "result, and a record whose intent was written at an earlier step puts again at that step.",
         f"- **Durable commits.** Intent + record is two transactions, each its own durable commit "
         f"({_count(c['tool'], 'fsyncs')} fsyncs per call, WAL checkpoints included, against the floor's "
         f"{_count(c.get('floor', {}), 'fsyncs')}): its floor is two bare commits, {2 * floor.ms():.3f} ms "
-        f"in this run, {2 * floor.ms() / TARGET_MS:.0%} of the 1 ms target before any work. Group commit "
-        "does not help one writer, and journal writes do not join it (only saves do: "
-        "`Driver.run_joined`), so parallel tool calls commit one by one.",
+        "in this run. That is inherent for a non-idempotent tool: its intent must be durable before its "
+        "effect. A model response recorded alone, and an idempotent tool's result, is one commit. The "
+        "`model_call` flow writes an intent before it sends the request, so that a crash mid-request "
+        "counts the request as re-sent (`Tally.resent`, the lost-spend estimate): two commits. That "
+        "intent needs no fsync of its own (nothing but the count depends on it; the record's commit "
+        "makes it durable with it, and a SIGKILL loses no WAL frame already written), but a commit "
+        "without an fsync is the driver's to offer (SQLite: `synchronous=NORMAL` around that one "
+        "transaction, which SQLite refuses to change inside it; PostgreSQL: `SET LOCAL "
+        "synchronous_commit = off`), not yet done.",
     ]
-    if fsyncs is not None and written is not None and floor_written:
+    if written is not None and floor_written:
         lines.append(
             f"- **Pages written.** A 2 KB tool result's intent + record writes {written:,.0f} B to disk "
             f"(WAL frames and their checkpoint copies), a 4 KB record alone "
@@ -180,37 +194,24 @@ def _why(lite: Backend) -> list[str]:
             "4 KiB pages and puts the rest of a 2 KB result in an overflow page of its own (the bytes "
             "table below), and the record rewrites the row the intent wrote."
         )
-    read = lite.ir.get("read_model") if isinstance(lite.ir, dict) else None
+    ir = lite.ir if isinstance(lite.ir, dict) else {}
     lines += [
         f"- **CPU.** A 4 KB record alone uses {model.ms('cpu'):.3f} ms of CPU "
         f"({bare.ms('cpu'):.3f} ms with `scrubber=False`: scrubbing the result is "
-        f"{model.ms('cpu') - bare.ms('cpu'):.3f} ms of it); a 2 KB intent + record "
-        f"{tool.ms('cpu'):.3f} ms, against {floor.ms('cpu'):.3f} ms for the floor's commit. A record "
-        "reads its entry twice inside its transaction (`call_get` before the write, to find an intent "
-        "or an earlier result, and after it) and decodes the stored result, as a replay read does"
-        + ("" if read is None else f" ({read:,.0f} instructions for a 4 KB one, transaction included)")
-        + ", even when the caller's own result is the one stored.",
-        "",
-        "What would close the gap, from these counts: (1) CPU — "
+        f"{model.ms('cpu') - bare.ms('cpu'):.3f} ms of it; the model response's `*_tokens` keys wake the "
+        "token rule's prefilter, so its strings are walked); a 2 KB intent + record "
+        f"{tool.ms('cpu'):.3f} ms, against {floor.ms('cpu'):.3f} ms for the floor's commit (most of "
+        "which is the kernel's: the fsync and the writes). "
         + (
-            f"at {tool.ms('cpu'):.2f} ms (intent + record) and {model.ms('cpu'):.2f} ms (a 4 KB record) "
-            "a recorded call is over the 1 ms target before it waits for any fsync; "
-            if min(tool.ms("cpu"), model.ms("cpu")) > TARGET_MS
-            else f"{tool.ms('cpu'):.2f} ms (intent + record) and {model.ms('cpu'):.2f} ms (a 4 KB record); "
+            ""
+            if "model" not in ir or "floor" not in ir
+            else f"In instructions a 4 KB record is {ir['model']:,.0f} and the floor's commit "
+            f"{ir['floor']:,.0f}; SHA-256 over the stored result and the request counts ~28 instructions "
+            "a byte under valgrind, which hides the CPU's SHA extensions (a few microseconds a call on "
+            "the CPU itself). "
         )
-        + f"scrubbing is {model.ms('cpu') - bare.ms('cpu'):.2f} ms of a 4 KB record (the rules' regular "
-        "expressions and the automaton over the result's text); the rest is the statements' own work "
-        "(the fsyncs' and writes' system time among it: the floor's commit alone is "
-        f"{floor.ms('cpu'):.2f} ms), the entry read twice inside each write, the result encoded, digested "
-        "and decoded again: a write that has just stored its "
-        + "entry need not read and decode it back; (2) one durable commit per recorded call where the flow "
-        "allows it — a non-idempotent tool's intent must be durable before its effect, so two fsyncs are "
-        "its floor, but a model call's intent only lets a crash count the request as re-sent, and could "
-        "ride in the transaction of the record before it, or commit without its own fsync (durable with "
-        "the next commit; a crash in between leaves one re-sent request uncounted); (3) journal writes "
-        "joining the group commit saves already share, so that a ToolNode's parallel tool calls share "
-        "fsyncs; (4) fewer pages per commit: the result's overflow page and the intent's row rewritten "
-        "by the record.",
+        + "What is left on the client is the scrubber (its look and, for the model response, its walk), "
+        "the result encoded and digested once, and each statement's binding and stepping.",
         "",
     ]
     return lines
@@ -226,14 +227,13 @@ def _why_postgres(pg: Backend | None) -> list[str]:
         return []
     return [
         "On PostgreSQL a journal write is a transaction whose statements go in one pipeline, and the "
-        "write waits for every named query whose rows it reads (`call_run`, `call_get` before and after, "
-        "the put's `RETURNING`) and for its COMMIT: "
+        "write waits for each named query whose rows it reads — `call_run` (`FOR SHARE`: no claim or "
+        "save moves the lease before it commits) and the put's `RETURNING` — and for its COMMIT: "
         f"intent + record of a 2 KB tool result makes {queries:g} named queries in two transactions, "
         f"{s['tool'].ms():.3f} ms wall and {s['tool'].ms('cpu'):.3f} ms of client CPU, where a `store.save` "
         f"is one statement (`save_next`, one round trip: {s['save'].ms():.3f} ms) and the floor's INSERT "
-        f"{s['floor'].ms():.3f} ms. A journal write as one statement per dialect (the lease check, the "
-        "put and the entry back in one `INSERT … ON CONFLICT … RETURNING`), as the save already is, "
-        "would make a recorded call one round trip per write.",
+        f"{s['floor'].ms():.3f} ms. The lease check and the put stay two statements: on an encrypted "
+        "store the result is sealed for its step, which the op learns from `call_run` before the put.",
         "",
     ]
 

@@ -1,15 +1,15 @@
 """A journal entry's values in the form the store writes, and back: the result and its request.
 
-A recorded result goes the way a checkpoint's values go — validated as
+A recorded result goes the way a checkpoint's ``state`` goes — validated as
 JSON data, scrubbed (registered secrets become references, rule matches
 markers), input ``$`` keys escaped, large values and ``bytes`` out to blobs —
-by the very path a save takes (``PreparedSave``), so the journal holds
-nothing a checkpoint would not. It is stored as one canonical JSON object
-beside the call's usage and how many values the rules redacted. The
-request is never stored: only its digest, which the driver compares.
-Reading back undoes it the way a load does: references typed, large values
-put back, secrets resolved when asked.
-"""
+by the steps and the paths a save takes for it (``state.result``, as
+``prepare_save`` would see it), so the journal holds nothing a checkpoint
+would not; only the checkpoint around it is not built. It is stored as one
+canonical JSON object beside the call's usage and how many values the rules
+redacted. The request is never stored: only its digest, which the driver
+compares. Reading back undoes it the way a load does: references typed,
+large values put back, secrets resolved when asked."""
 
 from __future__ import annotations
 
@@ -20,14 +20,13 @@ from typing import Any
 
 from safepoint import codec
 from safepoint.errors import InvalidArgument, NotJSONCompatible, SecretLeak
-from safepoint.model import Checkpoint
 from safepoint.records import CallUsage
+from safepoint.scrub import Found
 from safepoint.scrub.resolve import lookup_for, restore
 
 from .after_load import ResolveSecrets
-from .large_values import find_stored_refs, inline
-from .prepare import PreparedSave, prepare_save
-from .references import from_stored
+from .large_values import BlobSink, digests_json, find_stored_refs, inline, might_hold_blobs, offload
+from .references import KEY_MARK, from_stored, may_need_stored_form, to_stored
 from .settings import StoreSettings
 
 MAX_KEY_LENGTH = 1024  # a key names a call's place: a thread, a path, an order, a tool call id
@@ -64,7 +63,9 @@ def request_digest(request: Any) -> bytes | None:
         encoded = codec.encode(request)
     except (TypeError, ValueError):
         raise NotJSONCompatible("request", "the request is not JSON data") from None
-    if _not_finite(request):  # encoded as null: {"t": nan} and {"t": None} would share a digest
+    # NaN and infinity encode as null: {"t": nan} and {"t": None} would share a digest (a
+    # request whose JSON holds no null holds neither, and is not walked for them).
+    if b"null" in encoded and _not_finite(request):
         raise NotJSONCompatible("request", "the request holds NaN or infinity, which JSON lacks")
     return hashlib.sha256(b"safepoint-call-request\x1f" + encoded).digest()
 
@@ -95,33 +96,61 @@ def usage_of(usage: Any) -> dict[str, Any] | None:
 def stored_result(
     key: str, result: Any, usage: CallUsage | None, settings: StoreSettings, *, redacted_before: int = 0
 ) -> StoredResult:
-    """``result`` as the store writes it, by the save path (``StoreSettings.prepare_save``).
+    """``result`` as the store writes it, by the steps a save takes for a value field
+    (validated, scrubbed, ``$`` keys escaped, large values and ``bytes`` out to blobs).
     ``redacted_before``: values rules replaced when it was first recorded (an imported
     result carries their markers already, which the scrubber passes through uncounted)."""
     used = usage_of(usage)
-    carrier = Checkpoint(run_id="journal", state={"result": result})
     try:
-        prepared = settings.guard(_prepared, settings, carrier)
+        value, found, sink = settings.guard(_stored_value, result, settings)
     except NotJSONCompatible as exc:
         raise NotJSONCompatible(exc.path.replace(_PLACE, "result", 1), exc.reason) from None
     except SecretLeak as exc:  # the "raise" policy: named like the result, never quoted
         raise SecretLeak(exc.path.replace(_PLACE, "result", 1), exc.rule) from None
-    value = prepared.fields.values["state"]["result"]
     # A registered secret becomes a reference that resolve_secrets gives back; a rule's
     # marker replaces the value for good: the result replays redacted. So does a registered
     # secret under the "redact" policy: its marker is all that is stored.
-    kept = settings.scrubber is not None and settings.scrubber.policy == "reference"
-    counts = prepared.report().by_rule().items()
-    redacted = redacted_before + sum(n for rule, n in counts if not (kept and rule.startswith("secret:")))
+    redacted = redacted_before
+    if found is not None and found.counts:
+        kept = found.policy == "reference"
+        counts = found.counts.items()
+        redacted += sum(n for (rule, _), n in counts if not (kept and rule.startswith("secret:")))
     body = codec.encode({"value": value, "usage": used, "redacted": redacted})
     digest = entry_digest(key, body)
-    blobs = prepared.blob_digests() if prepared.blobs is not None else None
-    return StoredResult(body, digest, blobs, prepared.pending_blobs(), redacted)
+    blobs = None if sink is None or not sink.digests else digests_json(sink.digests)
+    pending = {} if sink is None else sink.pending
+    return StoredResult(body, digest, blobs, pending, redacted)
 
 
-def _prepared(settings: StoreSettings, carrier: Checkpoint) -> PreparedSave:
-    scrubber, blobs, policy = settings.scrubber, settings.blobs, settings.blob_policy
-    return prepare_save(carrier, scrubber, blobs, policy, settings.schema_version, validate=True)
+def _stored_value(result: Any, settings: StoreSettings) -> tuple[Any, Found | None, BlobSink | None]:
+    """The result in stored form, the scrubber's findings and the blobs it references: the
+    steps ``prepare_save`` takes for a checkpoint's ``state``, on ``{"result": result}`` —
+    the same paths (``state.result``: blob rules and error paths), the same scrubber calls."""
+    scrubber, blobs = settings.scrubber, settings.blobs
+    # Nested as deep as a value of ``state`` may be: ``state`` itself is one level.
+    codec.check_json(result, _PLACE, allow_bytes=blobs is not None, max_depth=codec.MAX_DEPTH - 1)
+    state: dict[str, Any] = {"result": result}
+    try:
+        encoded: bytes | None = codec.encode(state)
+    except TypeError:  # bytes inside (JSON has none): walked, then offloaded
+        encoded = None
+    found = None
+    if scrubber is not None:
+        found = Found(scrubber.policy, "state")
+        # The scrubber's look (``needs_walk``), with the stored shapes looked for as bytes:
+        # a few byte searches where its pattern costs some forty instructions a character.
+        if encoded is None or may_need_stored_form(encoded) or scrubber.might_match(encoded.decode()):
+            scrubbed, _ = scrubber.scrub(state, "state", found, checked=True)
+            if scrubbed is not state:
+                state, encoded = scrubbed, None
+    elif encoded is None or may_need_stored_form(encoded):
+        state, encoded = to_stored(state), None
+    sink = None
+    if blobs is not None:
+        sink = BlobSink(blobs.digest_of)
+        if encoded is None or might_hold_blobs(encoded, settings.blob_policy):
+            state = offload(state, "state", settings.blob_policy, sink)
+    return state["result"], found, sink
 
 
 def entry_digest(key: str, body: bytes) -> bytes:
@@ -138,10 +167,12 @@ def loaded_result(
 ) -> tuple[Any, CallUsage | None, int]:
     """A stored result read back: (the value, its usage, how many values were redacted)."""
     data = codec.decode(body)
-    value = from_stored(data["value"])
-    digests = find_stored_refs(data["value"], [])
-    if digests and settings.blobs is not None:
-        value = inline(value, settings.blobs.fetch(sorted(set(digests)), fetched))
+    value = data["value"]
+    if KEY_MARK in body:  # a $ key somewhere: an escaped input key, or a reference the store wrote
+        digests = find_stored_refs(value, [])
+        value = from_stored(value)
+        if digests and settings.blobs is not None:
+            value = inline(value, settings.blobs.fetch(sorted(set(digests)), fetched))
     if resolve is not False:
         if resolve is True:
             scrubber = settings.scrubber
@@ -149,6 +180,17 @@ def loaded_result(
                 raise InvalidArgument("resolve_secrets=True needs secrets registered with the store")
             resolve = scrubber.secrets
         value = restore(value, lookup_for(resolve))
+    return value, _usage(data), int(data.get("redacted", 0))
+
+
+def written_result(stored: StoredResult) -> tuple[Any, CallUsage | None]:
+    """A result this process just stored, as ``loaded_result`` would read it back without
+    resolving secrets: only for one that references no blob (nothing to fetch)."""
+    data = codec.decode(stored.body)
+    value = data["value"]
+    return (from_stored(value) if KEY_MARK in stored.body else value), _usage(data)
+
+
+def _usage(data: dict[str, Any]) -> CallUsage | None:
     used = data.get("usage")
-    usage = None if used is None else CallUsage(used["tokens_in"], used["tokens_out"], used["spend"])
-    return value, usage, int(data.get("redacted", 0))
+    return None if used is None else CallUsage(used["tokens_in"], used["tokens_out"], used["spend"])

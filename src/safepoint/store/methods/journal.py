@@ -10,7 +10,14 @@ from safepoint.observe import store_calls
 from safepoint.records import CallUsage, Lease, Recorded, from_micros, now_micros
 from safepoint.store import arguments, call_checks
 from safepoint.store.after_load import ResolveSecrets
-from safepoint.store.call_values import check_key, loaded_result, request_digest, stored_result
+from safepoint.store.call_values import (
+    StoredResult,
+    check_key,
+    loaded_result,
+    request_digest,
+    stored_result,
+    written_result,
+)
 from safepoint.store.calls import Call
 from safepoint.store.ops import journal
 from safepoint.store.query import Row
@@ -109,7 +116,7 @@ def _write(  # noqa: PLR0917 - the entries' arguments, passed on as they came
     lease: Lease | None,
     *,
     intent: bool,
-) -> Call[journal.Entry, Recorded]:
+) -> Call[journal.Entry | journal.Stored, Recorded]:
     name, checked = check_id(run_id), check_key(key)
     if lease is not None:
         arguments.check_lease(lease)
@@ -124,10 +131,36 @@ def _write(  # noqa: PLR0917 - the entries' arguments, passed on as they came
         # Uploaded before the transaction, as a save's are; the op re-checks them under the guard.
         before = partial(blobs.put_all, stored.pending)
 
-    def finish(entry: journal.Entry) -> Recorded:
+    def finish(entry: journal.Entry | journal.Stored) -> Recorded:
+        if isinstance(entry, journal.Stored):  # this write's own entry: nothing to read or check
+            return _written(name, checked, entry, stored)
         return _recorded(name, entry, settings, False)
 
     return Call(op, True, finish, before)
+
+
+def _written(run_id: str, key: str, entry: journal.Stored, stored: StoredResult | None) -> Recorded:
+    """The entry a write stored, as ``recorded_call`` would give it back: its result in stored
+    form (secret references typed, as a read without ``resolve_secrets`` gives them)."""
+    value, usage, redacted = None, None, 0
+    if stored is not None:
+        (value, usage), redacted = written_result(stored), stored.redacted
+    return Recorded(
+        run_id=run_id,
+        key=key,
+        step=entry.step,
+        state="intent" if stored is None else "done",
+        result=value,
+        usage=usage,
+        same_request=entry.same_request,
+        writer=entry.writer,
+        epoch=entry.epoch,
+        writer_live=entry.writer_live,
+        created_at=from_micros(entry.created_at),
+        done_at=None if entry.done_at is None else from_micros(entry.done_at),
+        written=True,
+        redacted=redacted,
+    )
 
 
 def _recorded(

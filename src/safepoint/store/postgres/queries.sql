@@ -691,7 +691,7 @@ RETURNING 1;
 
 -- name: call_done
 -- params: run_ref, key, step, request, result, digest, blobs, writer, epoch, now
--- returns: written
+-- returns: step, writer, epoch, created_at, same_request
 INSERT INTO safepoint_calls AS c (
     run_ref, key, step, state, request, result, digest, blobs, writer, epoch, created_at, done_at
 ) VALUES (
@@ -702,8 +702,9 @@ INSERT INTO safepoint_calls AS c (
 ON CONFLICT (run_ref, key) DO UPDATE
 SET state = 'done', result = excluded.result, digest = excluded.digest, blobs = excluded.blobs,
     done_at = excluded.done_at
-WHERE c.state = 'intent'
-RETURNING 1;
+WHERE c.state = 'intent' AND c.step = excluded.step
+RETURNING c.step, c.writer, c.epoch, (extract(epoch FROM c.created_at) * 1000000)::bigint,
+          c.request = %(request)s::bytea;
 
 -- name: call_get
 -- params: run_id, key, request, now

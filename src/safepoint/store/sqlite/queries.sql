@@ -743,19 +743,23 @@ RETURNING 1;
 
 -- name: call_done
 -- params: run_ref, key, step, request, result, digest, blobs, writer, epoch, now
--- returns: written
--- The first result wins: an intent becomes done (keeping its step, which
--- the op passes and the result is sealed for: the checkpoint that covers
--- the intent covers its result); an entry already done stays as it is, and
--- no row comes back.
+-- returns: step, writer, epoch, created_at, same_request
+-- The first result wins: an intent of :step becomes done (the op passes the
+-- step the result is sealed for: the checkpoint that covers the intent covers
+-- its result), keeping its writer, epoch and request; an entry already done,
+-- or an intent of another step (the op reads it and puts again at its step),
+-- stays as it is, and no row comes back. What comes back is the entry as it
+-- now stands, compared with :request as call_get compares it: the writer
+-- need not read it back.
 INSERT INTO safepoint_calls (
     run_ref, key, step, state, request, result, digest, blobs, writer, epoch, created_at, done_at
 ) VALUES (:run_ref, :key, :step, 'done', :request, :result, :digest, :blobs, :writer, :epoch, :now, :now)
 ON CONFLICT (run_ref, key) DO UPDATE
 SET state = 'done', result = excluded.result, digest = excluded.digest, blobs = excluded.blobs,
     done_at = excluded.done_at
-WHERE safepoint_calls.state = 'intent'
-RETURNING 1;
+WHERE safepoint_calls.state = 'intent' AND safepoint_calls.step = excluded.step
+RETURNING step, writer, epoch, created_at,
+          CASE WHEN :request IS NULL OR request IS NULL THEN NULL ELSE request = :request END;
 
 -- name: call_get
 -- params: run_id, key, request, now
