@@ -148,7 +148,14 @@ TABLE: tuple[Op, ...] = (
     ),
     Op(
         "retention_gc",
-        lambda c: st.fixed_dictionaries({"run": _index(), "keep": st.integers(1, 2)}),
+        lambda c: st.fixed_dictionaries(
+            {
+                "run": _index(),
+                "keep": st.none() | st.integers(1, 2),
+                "keep_for": st.sampled_from((None, "none", "all")),  # the ages: nothing is so young, or all
+                "finished_after": st.sampled_from((None, "now", "never")),
+            }
+        ),
         _has_runs,
         cps.act_retention,
         cps.update_retention,
