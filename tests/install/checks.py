@@ -65,9 +65,8 @@ EXTRA_LOWER_BOUND_TESTS = (
     "tests/test_adapter_langgraph.py",
     "tests/test_adapter_langgraph_memo.py",
     "tests/test_adapter_langgraph_conformance.py",
-    # Not yet: tests/test_journal_langgraph*.py. At langgraph 1.1.0 pip takes the newest
-    # langgraph-prebuilt, whose ToolNode imports a name langgraph 1.1.0 lacks (ExecutionInfo);
-    # the journal's ToolNode needs the prebuilt bound pinned first (issue 32, open).
+    "tests/test_journal_langgraph.py",
+    "tests/test_journal_langgraph_crash.py",
     "tests/test_adapter_openai_agents.py",
     "tests/test_journal_openai_agents.py",
     "tests/test_journal_openai_agents_crash.py",

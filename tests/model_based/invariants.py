@@ -20,6 +20,7 @@ from safepoint.tamper import checkpoint_mismatches, run_mismatches
 
 from .context import Context, Finding, attempt, difference, observed
 from .model import CANARY, SECRET_VALUE
+from .world import World
 
 
 def check_step(ctx: Context, *, every_run: bool = False) -> None:
@@ -130,14 +131,28 @@ def check_calls(ctx: Context, *, every_run: bool = False) -> None:
 
 def check_end(ctx: Context) -> None:
     """At the end of an example: PostgreSQL's rows and the S3 objects, searched like the files."""
-    world = ctx.world
+    recorded = sum(len(run.calls) for run in ctx.model.runs.values())
+    tables = _search_outside_files(ctx, ctx.world, encrypted=ctx.model.encrypted)
+    if ctx.world.schema is not None and recorded and "safepoint_calls" not in tables:
+        raise Finding("the search read no row of safepoint_calls, where the model has entries")
+
+
+def search_world(ctx: Context, world: World) -> None:
+    """Another store of the example (an import's): its files, PostgreSQL rows and S3 objects,
+    searched as the main store's are (a canary only where that store is encrypted)."""
+    encrypted = world.keyring_text is not None
+    for path in world.files():
+        _search(ctx, path.read_bytes(), f"{path.name} of the other store", encrypted=encrypted)
+    _search_outside_files(ctx, world, encrypted=encrypted)
+
+
+def _search_outside_files(ctx: Context, world: World, *, encrypted: bool) -> set[str]:
+    """The world's PostgreSQL rows and S3 objects, searched; the tables that held rows."""
+    tables: set[str] = set()
     if world.schema is not None:
-        rows = _postgres_rows(world.url, world.schema)
-        for table, data in rows:
-            _search(ctx, data, f"PostgreSQL table {table}")
-        recorded = sum(len(run.calls) for run in ctx.model.runs.values())
-        if recorded and "safepoint_calls" not in {table for table, _ in rows}:
-            raise Finding("the search read no row of safepoint_calls, where the model has entries")
+        for table, data in _postgres_rows(world.url, world.schema):
+            tables.add(table)
+            _search(ctx, data, f"PostgreSQL table {table}", encrypted=encrypted)
     if world.config.blobs == "s3":
         from .world import s3_client  # noqa: PLC0415
 
@@ -145,13 +160,15 @@ def check_end(ctx: Context) -> None:
         listed = client.list_objects_v2(Bucket="safepoint-model", Prefix=world.s3_prefix)
         for item in listed.get("Contents", []):
             body = client.get_object(Bucket="safepoint-model", Key=item["Key"])["Body"].read()
-            _search(ctx, body, f"S3 object {item['Key']}")
+            _search(ctx, body, f"S3 object {item['Key']}", encrypted=encrypted)
+    return tables
 
 
-def _search(ctx: Context, data: bytes, where: str) -> None:
+def _search(ctx: Context, data: bytes, where: str, *, encrypted: bool | None = None) -> None:
     if SECRET_VALUE.encode() in data:
         raise Finding(f"the registered secret is stored in plain text in {where}")
-    if ctx.model.encrypted and CANARY.encode() in data:
+    sealed = ctx.model.encrypted if encrypted is None else encrypted
+    if sealed and CANARY.encode() in data:
         raise Finding(f"the store is encrypted, yet a canary is in plain text in {where}")
 
 

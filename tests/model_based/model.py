@@ -101,6 +101,16 @@ class Model:
             if run.queued and (run.lease is None or run.lease.expires_at <= now)
         }
 
+    def entries(self, run_id: str, step: int | None = None) -> list[tuple[str, Call]]:
+        """The run's entries (of ``step``, or all) in the store's order: by step, then in the
+        order they were first written (a dict keeps insertion order; a result completing an
+        intent keeps the intent's place)."""
+        calls = self.runs[run_id].calls.items()
+        return sorted(
+            [(key, call) for key, call in calls if step is None or call.step == step],
+            key=lambda item: item[1].step,
+        )
+
     def live_lease(self, run_id: str, now: float) -> bool:
         run = self.runs.get(run_id)
         return run is not None and run.lease is not None and run.lease.expires_at > now

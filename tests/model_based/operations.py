@@ -6,7 +6,7 @@ on the model and the row's settings), what it does to the store (``act``) and
 the model's update (``update``: the outcome the model predicts, checked, then
 applied). A later feature (redaction, backups, tenants) adds one entry here
 and, if it keeps new state, a field in ``model.py`` — as the call journal did
-(``ops_journal.py``; ``model.Run.calls``).
+(``ops_journal.py``, ``ops_journal_stored.py``; ``model.Run.calls``).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from . import ops_checkpoints as cps
 from . import ops_journal as journal
+from . import ops_journal_stored as stored
 from . import ops_queue as queue
 from . import ops_store as whole
 from .configurations import Config
@@ -147,7 +148,14 @@ TABLE: tuple[Op, ...] = (
     ),
     Op(
         "retention_gc",
-        lambda c: st.fixed_dictionaries({"run": _index(), "keep": st.integers(1, 2)}),
+        lambda c: st.fixed_dictionaries(
+            {
+                "run": _index(),
+                "keep": st.none() | st.integers(1, 2),
+                "keep_for": st.sampled_from((None, "none", "all")),  # the ages: nothing is so young, or all
+                "finished_after": st.sampled_from((None, "now", "never")),
+            }
+        ),
         _has_runs,
         cps.act_retention,
         cps.update_retention,
@@ -226,6 +234,15 @@ TABLE: tuple[Op, ...] = (
         journal.act_recorded_call,
         journal.update_recorded_call,
     ),
+    Op(
+        "recorded_calls",
+        journal.list_args,
+        _has_runs,
+        journal.act_recorded_calls,
+        journal.update_recorded_calls,
+    ),
+    Op("verify_calls", stored.verify_args, _has_runs, stored.act_verify_calls, stored.update_verify_calls),
+    Op("export_import", stored.export_args, _has_runs, stored.act_export_import, stored.update_export_import),
     Op(
         "schema_bump",
         lambda c: st.just({}),

@@ -1,16 +1,18 @@
 """Operations on runs and checkpoints: saves (fresh, in place, rewritten, together), fork, load,
-history, listing, retention with gc, delete. Each is an ``act`` (the store) and an ``update``
-(what the model predicts, checked, then applied); ``operations.TABLE`` joins them to their
-preconditions and arguments."""
+history, listing, retention with gc (expiry included), delete. Each is an ``act`` (the store)
+and an ``update`` (what the model predicts, checked, then applied); ``operations.TABLE`` joins
+them to their preconditions and arguments."""
 
 from __future__ import annotations
 
 import copy
 import threading
 import time
+from datetime import timedelta
 from typing import Any
 
 from safepoint import Conflict, Retention
+from safepoint.records import MAX_AGE
 
 from .context import Context, Finding, Outcome, attempt, build, content_of, difference, expect, observed
 
@@ -207,11 +209,22 @@ def update_runs(ctx: Context, args: dict[str, Any], outcome: Outcome) -> None:
 # -- retention and gc, delete -------------------------------------------------------------
 
 
+# Durations whose outcome needs no clock: every checkpoint and run is older than zero, and
+# none is older than the longest duration a policy takes.
+_AGES = {"none": timedelta(0), "now": timedelta(0), "all": MAX_AGE, "never": MAX_AGE, None: None}
+_FINISHED = frozenset({"done", "failed", "cancelled"})
+
+
 def act_retention(ctx: Context, args: dict[str, Any]) -> Outcome:
     run_id = _pick(ctx.run_ids(), args["run"])
+    policy = Retention(
+        keep_last=args.get("keep"),
+        keep_for=_AGES[args.get("keep_for")],
+        delete_finished_after=_AGES[args.get("finished_after")],
+    )
 
     def prune_and_collect() -> None:
-        ctx.world.store.prune_run(run_id, Retention(keep_last=args["keep"]))
+        ctx.world.store.prune_run(run_id, policy)
         if ctx.world.config.blobs != "inline":  # with blobs=False there is nothing to collect
             ctx.world.store.collect_garbage()
 
@@ -221,10 +234,24 @@ def act_retention(ctx: Context, args: dict[str, Any]) -> Outcome:
 
 
 def update_retention(ctx: Context, args: dict[str, Any], outcome: Outcome) -> None:
+    """Retention as the store's rules say: a finished run (its row's status) whose head is older
+    than ``delete_finished_after`` is deleted whole, its entries with it (the store-wide label
+    that keeps a finished run aside, which no drawn label is); else the head, the newest
+    ``keep_last`` and those younger than ``keep_for`` are kept (all without either), and the
+    pruned checkpoints' entries go with them."""
     run_id = outcome.extra["run_id"]
     expect(outcome, None, f"prune({run_id!r}) and gc")
     run = ctx.model.runs[run_id]
-    ctx.model.pruned(run_id, sorted(run.checkpoints)[: -args["keep"]])  # their entries go too
+    if args.get("finished_after") == "now" and run.status in _FINISHED:
+        ctx.model.deleted(run_id)
+        ctx.objects.pop(run_id, None)
+        return
+    steps = sorted(run.checkpoints)
+    keep_last, keep_for = args.get("keep"), args.get("keep_for")
+    if (keep_last is None and keep_for is None) or keep_for == "all":
+        return
+    kept = {run.head, *(steps[-keep_last:] if keep_last else ())}
+    ctx.model.pruned(run_id, [step for step in steps if step not in kept])  # their entries go too
 
 
 def act_delete(ctx: Context, args: dict[str, Any]) -> Outcome:

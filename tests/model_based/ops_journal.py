@@ -244,3 +244,62 @@ def update_recorded_call(ctx: Context, args: dict[str, Any], outcome: Outcome) -
     same = None if request is None or call.request is None else request == call.request
     if outcome.value.same_request is not same:
         raise Finding(f"{what}: same_request is {outcome.value.same_request}; the model says {same}")
+
+
+# -- recorded_calls ---------------------------------------------------------------------------
+
+
+def list_args(config: Config) -> st.SearchStrategy[dict[str, Any]]:
+    del config
+    return st.fixed_dictionaries(
+        {
+            "run": st.integers(0, 9),  # 8 and 9: a free id now and then (NotFound)
+            "step": st.none() | st.integers(-1, 9),  # -1: refused; past the candidates: a bare step
+            "resolve": st.booleans(),
+        }
+    )
+
+
+def run_or_free(ctx: Context, index: int) -> str:
+    """A run the model holds — or, for an index of 8 or 9, a free id when there is one."""
+    free = ctx.free_ids()
+    return free[index % len(free)] if index >= 8 and free else _pick(ctx.run_ids(), index)
+
+
+def act_recorded_calls(ctx: Context, args: dict[str, Any]) -> Outcome:
+    run_id = run_or_free(ctx, args["run"])
+    step, run = args["step"], ctx.model.runs.get(run_id)
+    if step is not None and step >= 0 and run is not None and step < 8:
+        # A step that holds entries, a checkpoint's, or the open one (head + 1) — or a bare one.
+        steps = {call.step for call in run.calls.values()} | set(run.checkpoints) | {run.head + 1}
+        step = sorted(steps)[step % len(steps)]
+    resolve = args["resolve"] and ctx.model.policy == "reference"
+    what = f"recorded_calls({run_id!r}, step={step})"
+    store = ctx.world.store
+    outcome = attempt(ctx, lambda: store.recorded_calls(run_id, step=step, resolve_secrets=resolve), what)
+    outcome.extra.update(run_id=run_id, step=step, resolve=resolve, what=what)
+    return outcome
+
+
+def update_recorded_calls(ctx: Context, args: dict[str, Any], outcome: Outcome) -> None:
+    """The listing is the model's entries of that step (or all), exactly and in the store's order."""
+    extra = outcome.extra
+    run_id, step, what = extra["run_id"], extra["step"], extra["what"]
+    if step is not None and step < 0:
+        expect(outcome, InvalidArgument, what)
+        return
+    if run_id not in ctx.model.runs:
+        expect(outcome, NotFound, what)
+        return
+    expect(outcome, None, what)
+    want = ctx.model.entries(run_id, step)
+    got = outcome.value
+    if [entry.key for entry in got] != [key for key, _ in want]:
+        keys = sorted(entry.key for entry in got)
+        if keys == sorted(key for key, _ in want):
+            raise Finding(f"{what}: the model's entries, in another order")
+        raise Finding(f"{what}: {len(got)} entries; the model has {len(want)} (or other keys)")
+    for entry, (_, call) in zip(got, want, strict=True):
+        if entry.run_id != run_id:
+            raise Finding(f"{what}: an entry names run {entry.run_id!r}")
+        _check_entry(ctx, entry, call, what, resolved=extra["resolve"])
