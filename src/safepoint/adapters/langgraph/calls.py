@@ -16,8 +16,6 @@ in flight, and a resumed turn sends it again (counted as re-sent).
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -31,6 +29,7 @@ from safepoint.relaying import Relay, arelaying, relaying
 from safepoint.twins import Invoke, awaiting, blocking, translate
 
 from . import patches
+from .digests import MessageDigests
 from .journal import Journal, call_scope, journal_of, key_base
 from .tools import tool_scope
 from .turns import Turn
@@ -49,31 +48,22 @@ def model_hook(model: Any, messages: list[BaseMessage], stop: Any, kwargs: dict[
     scope = tool_scope()
     number = turn.next_call(call_scope(config, scope))
     key = base + ("" if scope is None else f"/tool:{scope}") + f"/model#{number}"
-    return ModelCall(journal, turn, key, request_digest(model, messages, stop, kwargs))
+    return ModelCall(journal, turn, key, request_digest(model, messages, stop, kwargs, journal.digests))
 
 
-def request_digest(model: Any, messages: list[BaseMessage], stop: Any, kwargs: dict[str, Any]) -> str:
+def request_digest(
+    model: Any,
+    messages: list[BaseMessage],
+    stop: Any,
+    kwargs: dict[str, Any],
+    digests: MessageDigests | None = None,
+) -> str:
     """What guards a replay: the messages as the provider reads them (no message ids, which
     LangGraph renews when it re-runs a step; a chunk the same as the message it merges to),
-    the model's parameters and its bound tools."""
-    digest = hashlib.sha256(patches.llm_string(model, stop, kwargs).encode("utf-8", "surrogatepass"))
-    for message in messages:
-        seen = {
-            "type": _kind(message.type),
-            "content": message.content,
-            "name": getattr(message, "name", None),
-            "tool_calls": [[c["name"], c["args"], c["id"]] for c in getattr(message, "tool_calls", ())],
-            "tool_call_id": getattr(message, "tool_call_id", None),
-        }
-        digest.update(json.dumps(seen, sort_keys=True, default=str).encode("utf-8", "surrogatepass"))
-    return digest.hexdigest()
-
-
-def _kind(message_type: str) -> str:
-    """A message's role: a chunk's ("AIMessageChunk") the same as its message's ("ai")."""
-    if message_type.endswith("MessageChunk"):
-        return message_type.removesuffix("MessageChunk").lower()
-    return message_type
+    the model's parameters and its bound tools. ``digests``: the journal's memory of the
+    messages it digested before (``digests.py``), so a call hashes only what it adds."""
+    found = MessageDigests() if digests is None else digests
+    return found.request(patches.llm_string(model, stop, kwargs), messages)
 
 
 class ModelCall:

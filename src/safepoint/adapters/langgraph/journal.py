@@ -59,6 +59,7 @@ from safepoint.records import Recorded
 from safepoint.twins import Invoke, ask, translate
 
 from . import patches
+from .digests import MessageDigests
 from .layout import ThreadKey
 from .patches import CHECKPOINTER, TASK_ID
 from .turns import FinishedStep, Turn
@@ -106,6 +107,7 @@ class Journal:
         self._held: dict[str, Turn] = {}  # root run id -> the same turn
         self._seen = Tally()
         self._lock = threading.Lock()
+        self.digests = MessageDigests()  # the model requests' messages digested so far (digests.py)
         patches.install()
 
     @property
