@@ -104,7 +104,9 @@ class AgentProcess:
         return line.strip()
 
     def wait_for(self, prefix: str, count: int = 1) -> bool:
-        """Read until the ``count``-th line starting with ``prefix``; False if the child ended."""
+        """Read until the ``count``-th line starting with ``prefix``; False if the child ended or
+        paused first (a paused child prints nothing more until it is killed: waiting on would
+        never end)."""
         assert self.proc.stdout is not None
         seen = 0
         while seen < count:
@@ -112,6 +114,8 @@ class AgentProcess:
             if line is None:
                 return False
             seen += line.startswith(prefix)
+            if seen < count and line.startswith("paused"):
+                return False
         return True
 
     def kill(self) -> Outcome:
