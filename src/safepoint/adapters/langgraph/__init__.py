@@ -58,7 +58,8 @@ flows; ``steps.py`` builds, saves and indexes one step of a thread run;
 ``memo.py`` what a saver remembers between turns; ``codec.py`` and
 ``msgpack.py`` translate LangGraph's values to checkpoint JSON and back.
 The journal: ``journal.py`` (the saver's journal, keys, counters),
-``turns.py`` (a turn's hold and lineage), ``calls.py`` (model calls),
+``turns.py`` (a turn's hold, lineage and finished step), ``calls.py`` (model
+calls), ``digests.py`` (a request's digest, each message digested once),
 ``tools.py`` (tool calls), ``patches.py`` (the framework methods patched, and
 every private name touched).
 """
