@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import warnings
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,8 +27,16 @@ from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMes
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from pydantic_ai import Agent, BinaryContent, ImageUrl, ModelRetry
+from pydantic_ai import messages as pm
 from pydantic_ai.conversation import Conversation
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ThinkingPart, ToolCallPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelMessagesTypeAdapter,
+    ModelResponse,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+)
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from typing_extensions import TypedDict
 
@@ -339,3 +348,44 @@ def test_history_of_an_adapter_run(written: tuple[str, dict[str, str]], tmp_path
     url, runs = written
     output = sp(tmp_path, "history", runs["google-adk"], "--store", url)
     assert "history of google-adk/app/u/s (6 checkpoints)" in output
+
+
+def _pydantic_ai_json(message: Any) -> dict[str, Any]:
+    """A message as the Pydantic AI adapter stores it: Pydantic AI's own JSON, in an entry."""
+    return {"kind": "message", "message": ModelMessagesTypeAdapter.dump_python([message], mode="json")[0]}
+
+
+def test_pydantic_ai_parts_no_fake_agent_produces() -> None:
+    """System prompts, instructions, retry prompts, files, native tools: words, no JSON."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # RetryPromptPart is deprecated, and still stored by older runs
+        request = pm.ModelRequest(
+            parts=[
+                pm.SystemPromptPart("be brief"),
+                pm.InstructionPart("use tools"),
+                pm.RetryPromptPart(content="bad args", tool_name="get_weather", tool_call_id="c2"),
+                pm.UserPromptPart(["hi", pm.DocumentUrl("https://e.x/d.pdf")]),
+            ]
+        )
+    response = pm.ModelResponse(
+        parts=[
+            pm.FilePart(content=pm.BinaryContent(b"abc", media_type="image/png")),
+            pm.NativeToolCallPart("web_search", {"query": "x"}, tool_call_id="b1"),
+            pm.NativeToolReturnPart("web_search", {"hits": 1}, tool_call_id="b1"),
+        ]
+    )
+    read = decoder("pydantic-ai")
+    assert read is not None
+    asked, answered = read(_pydantic_ai_json(request)), read(_pydantic_ai_json(response))
+    assert asked.parts == (
+        "(system) be brief",
+        "(instructions) use tools",
+        "retry [c2]: bad args",
+        "hi · (document application/pdf at https://e.x/d.pdf)",
+    )
+    assert answered.role == "assistant"
+    assert answered.parts == (
+        "(file image/png, 3 bytes)",
+        'call web_search(query="x") [b1]',
+        "result of web_search [b1]: hits=1",
+    )

@@ -52,6 +52,9 @@ def langchain_message(message: Any) -> Turn:
         return Turn(
             "-", (unknown(type(message).__name__) if not isinstance(message, str) else text_of(message),)
         )
+    typed = message.get("$typed")  # a message LangGraph's serializer stored: shown by its kind, never revived
+    if isinstance(typed, list) and typed:
+        return Turn("-", (unknown(typed[0]),))
     data = message.get("data")
     if isinstance(data, Mapping) and len(message) == 2:  # messages_to_dict's envelope
         message = {**data, "type": message.get("type")}

@@ -44,6 +44,10 @@ def _pydantic_part(part: Any) -> str:
         content = " · ".join(_pydantic_content(part.get("content")))
         shown = result(part.get("tool_call_id"), content, part.get("tool_name"), error=failed)
         return shown + (f" ({text_of(part['outcome'])})" if failed else "")
+    if kind in ("instruction", "instruction-delta", "instruction-baseline"):
+        return "(instructions) " + text_of(part.get("content", part.get("instructions")))
+    if kind == "retry-feedback":
+        return "retry: " + " · ".join(_pydantic_content(part.get("content")))
     if kind == "retry-prompt":
         return (
             "retry"
