@@ -1,10 +1,11 @@
 """Adapter-written runs read like conversations in ``safepoint show`` and ``diff``.
 
-Each of the five adapters writes a run with its real storage on an offline
-agent (Pydantic AI's ``FunctionModel`` with a tool that retries once, a real
-LangGraph graph, a real Agent Framework workflow) or with the items and events
-its framework hands it (Agents SDK items, ADK events): every part type they
-produce — text, tool calls, tool results, retries, thinking, files and blobs.
+Each of the five adapters writes a run with its real storage: Pydantic AI's
+``Agent`` on a ``FunctionModel`` whose tool retries once, an ADK ``Runner``
+on an offline model that calls a tool and runs code, a LangGraph graph, an
+Agent Framework workflow, and the items an Agents SDK session is handed —
+every part type they produce: text, tool calls, tool results, retries,
+thinking, files and blobs.
 The real executable shows them with roles, tool names and arguments, and the
 results' call ids, never as JSON; an unknown part shows its type name; hostile
 text shows escaped; ``--json`` stays the stored data.
@@ -16,12 +17,17 @@ import asyncio
 import json
 import re
 import warnings
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
 from agent_framework import Content, Executor, Message, WorkflowBuilder, WorkflowContext, handler
-from google.adk.events.event import Event
+from google.adk.agents import LlmAgent
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.adk.runners import Runner
 from google.genai import types
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
@@ -86,32 +92,52 @@ def _pydantic_ai(store: safepoint.Store) -> str:
     return "pydantic-ai/chat"
 
 
-def _google_adk(store: safepoint.Store) -> str:
-    def event(author: str, role: str, *parts: types.Part) -> Event:
-        return Event(author=author, content=types.Content(role=role, parts=list(parts)))
+class _ScriptedModel(BaseLlm):
+    """An offline ADK model: thinks and calls the tool, then runs code and answers."""
 
-    call = types.FunctionCall(id="fc_1", name="get_weather", args={"city": "Paris", "note": HOSTILE})
-    events = [
-        event(
-            "user", "user", types.Part(text="weather in Paris?"),
+    model: str = "scripted"
+    calls: int = 0
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        self.calls += 1
+        if self.calls == 1:
+            call = types.FunctionCall(id="fc_1", name="get_weather", args={"city": "Paris", "note": HOSTILE})
+            parts = [types.Part(text="look it up", thought=True), types.Part(function_call=call)]
+        else:
+            parts = [
+                types.Part(executable_code=types.ExecutableCode(code="print(21)", language="PYTHON")),
+                types.Part(
+                    code_execution_result=types.CodeExecutionResult(outcome="OUTCOME_OK", output="21")
+                ),
+                types.Part(text="It is sunny in Paris."),
+            ]
+        yield LlmResponse(content=types.Content(role="model", parts=parts))
+
+
+def get_weather(city: str, note: str) -> dict[str, Any]:
+    """The weather in a city (the ADK agent's tool)."""
+    return {"sky": "sunny"}
+
+
+def _google_adk(store: safepoint.Store) -> str:
+    service = SafepointSessionService(store)
+    agent = LlmAgent(name="weather_agent", model=_ScriptedModel(), tools=[get_weather])
+    runner = Runner(agent=agent, app_name="app", session_service=service)
+    question = types.Content(
+        role="user",
+        parts=[
+            types.Part(text="weather in Paris?"),
             types.Part(inline_data=types.Blob(mime_type="image/png", data=b"\x89PNG")),
             types.Part(file_data=types.FileData(file_uri="gs://b/f.pdf", mime_type="application/pdf")),
-        ),
-        event("weather_agent", "model",
-              types.Part(text="look it up", thought=True), types.Part(function_call=call)),
-        event("weather_agent", "user", types.Part(function_response=types.FunctionResponse(
-            id="fc_1", name="get_weather", response={"sky": "sunny"}))),
-        event("weather_agent", "model",
-              types.Part(executable_code=types.ExecutableCode(code="print(21)", language="PYTHON")),
-              types.Part(code_execution_result=types.CodeExecutionResult(outcome="OUTCOME_OK", output="21"))),
-        event("weather_agent", "model", types.Part(text="It is sunny in Paris.")),
-    ]  # fmt: skip
+        ],
+    )
 
     async def chat() -> None:
-        service = SafepointSessionService(store)
-        session = await service.create_session(app_name="app", user_id="u", session_id="s")
-        for one in events:
-            await service.append_event(session, one)
+        await service.create_session(app_name="app", user_id="u", session_id="s")
+        async for _ in runner.run_async(user_id="u", session_id="s", new_message=question):
+            pass
 
     asyncio.run(chat())
     return "google-adk/app/u/s"
@@ -230,8 +256,10 @@ EXPECTED: dict[str, list[tuple[str, str]]] = {
         ("user", "weather in Paris? · (blob image/png, 4 bytes) · (file application/pdf at gs://b/f.pdf)"),
         ("assistant (weather_agent)", THOUGHT_CALL),
         ("tool (weather_agent)", 'result of get_weather [fc_1]: sky="sunny"'),
-        ("assistant (weather_agent)", "(code) print(21) · code result OUTCOME_OK: 21"),
-        ("assistant (weather_agent)", "It is sunny in Paris."),
+        (
+            "assistant (weather_agent)",
+            "(code) print(21) · code result OUTCOME_OK: 21 · It is sunny in Paris.",
+        ),
     ],
     "openai-agents": [
         ("user", "weather in Paris?"),
@@ -347,7 +375,7 @@ def test_an_unknown_part_shows_its_type_name(framework: str) -> None:
 def test_history_of_an_adapter_run(written: tuple[str, dict[str, str]], tmp_path: Path) -> None:
     url, runs = written
     output = sp(tmp_path, "history", runs["google-adk"], "--store", url)
-    assert "history of google-adk/app/u/s (6 checkpoints)" in output
+    assert "history of google-adk/app/u/s (5 checkpoints)" in output
 
 
 def _pydantic_ai_json(message: Any) -> dict[str, Any]:
