@@ -21,6 +21,7 @@ from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Annotated, Any
 
+import agents
 import pytest
 from agent_framework import Content, Executor, Message, WorkflowBuilder, WorkflowContext, handler
 from google.adk.agents import LlmAgent
@@ -48,6 +49,7 @@ from typing_extensions import TypedDict
 
 import safepoint
 import safepoint_exe
+from helpers import oa_journal_agent
 from safepoint.adapters.agent_framework import SafepointCheckpointStorage
 from safepoint.adapters.google_adk import SafepointSessionService
 from safepoint.adapters.langgraph import SafepointSaver
@@ -417,3 +419,30 @@ def test_pydantic_ai_parts_no_fake_agent_produces() -> None:
         'call web_search(query="x") [b1]',
         "result of web_search [b1]: hits=1",
     )
+
+
+def test_an_agents_sdk_run_with_parallel_tools_an_agent_tool_and_a_handoff(tmp_path: Path) -> None:
+    """The Agents SDK's own items from a real ``Runner`` (the journal tests' scripted app)."""
+    url = f"sqlite:///{tmp_path / 'agents.db'}"
+    agent, config = oa_journal_agent.build()
+    with safepoint.open_store(url) as store:
+        session = SafepointSession("support", store)
+        asyncio.run(agents.Runner.run(agent, "charge me please", session=session, run_config=config))
+    output = sp(tmp_path, "show", session.run_id, "--store", url, "--messages", "50")
+    rows = _rows(output)
+    assert [role for role, _ in rows] == [
+        "user",
+        *["assistant", "assistant", "tool", "tool"],
+        *["assistant", "tool"] * 3,
+        "assistant",
+    ]
+    texts = [text for _, text in rows]
+    assert texts[1].startswith('call lookup(q="a") [triage-0-0-')
+    assert texts[2].startswith("call charge(amount=5) [triage-0-1-")
+    assert texts[3].startswith("result [triage-0-0-")
+    assert texts[3].endswith("]: found:a")
+    assert texts[7].startswith("call transfer_to_specialist() [")
+    assert texts[8].endswith(']: assistant="specialist"')  # the handoff's JSON answer, as words
+    assert texts[-1] == oa_journal_agent.ANSWER
+    for text in texts:
+        assert '{"' not in text, text

@@ -59,6 +59,11 @@ def call(name: Any, arguments: Any, call_id: Any = None) -> str:
 
 def result(call_id: Any, output: Any, name: Any = None, *, error: bool = False) -> str:
     """A tool result and the call it answers."""
+    if isinstance(output, str) and output[:1] in ("{", "[") and len(output) <= _PART * 10:
+        with contextlib.suppress(
+            ValueError
+        ):  # a tool's JSON text (a handoff's answer) read as the JSON it is
+            output = json.loads(output)
     head = ("error " if error else "") + "result" + (f" of {name_of(name)}" if name else "") + tag(call_id)
     return f"{head}: {value(output) if output not in (None, '') else '(empty)'}"
 
