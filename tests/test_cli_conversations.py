@@ -446,3 +446,31 @@ def test_an_agents_sdk_run_with_parallel_tools_an_agent_tool_and_a_handoff(tmp_p
     assert texts[-1] == oa_journal_agent.ANSWER
     for text in texts:
         assert '{"' not in text, text
+
+
+def test_huge_and_deep_values_are_cut_before_they_are_built() -> None:
+    """A megabyte argument or a value nested 50 deep makes a few thousand characters, not its size."""
+    read = decoder("openai-agents")
+    assert read is not None
+    wide = {f"k{i}": {f"j{j}": ["x" * 5_000] * 50 for j in range(50)} for i in range(50)}
+    deep: dict[str, Any] = {}
+    cur = deep
+    for _ in range(50):
+        cur["n"] = {}
+        cur = cur["n"]
+    for arguments in (wide, deep, "y" * 1_000_000):
+        text = read({"type": "function_call", "name": "f", "call_id": "c", "arguments": arguments}).text
+        assert len(text) < 6_000
+        assert text.startswith("call f(")
+
+
+def test_a_langgraph_message_channel_of_plain_json() -> None:
+    """LangGraph's JSON message format holds the user's dicts: chat messages or Responses API items."""
+    read = decoder("langgraph")
+    assert read is not None
+    item = {"type": "function_call", "name": "f", "arguments": '{"a": 1}', "call_id": "c"}
+    assert read(item) == read({"type": "function_call", "name": "f", "arguments": {"a": 1}, "call_id": "c"})
+    assert read(item).text == "call f(a=1) [c]"
+    assert read({"role": "user", "content": "hi"}).text == "hi"
+    assert read({"$typed": ["pickle", "..."]}).text == "<pickle>"
+    assert read(5).text == "5"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .words import Turn, call, content_parts, items, result, text_of, unknown
+from .words import Turn, call, content_parts, items, result, text_of, unknown, value
 
 # -- OpenAI Agents SDK: Responses API items ------------------------------------------------------
 
@@ -49,9 +49,7 @@ _LANGCHAIN_ROLES = {
 
 def langchain_message(message: Any) -> Turn:
     if not isinstance(message, Mapping):
-        return Turn(
-            "-", (unknown(type(message).__name__) if not isinstance(message, str) else text_of(message),)
-        )
+        return Turn("-", (value(message),))
     typed = message.get("$typed")  # a message LangGraph's serializer stored: shown by its kind, never revived
     if isinstance(typed, list) and typed:
         return Turn("-", (unknown(typed[0]),))
@@ -60,8 +58,8 @@ def langchain_message(message: Any) -> Turn:
         message = {**data, "type": message.get("type")}
     kind = message.get("type")
     role = message.get("role") or _LANGCHAIN_ROLES.get(str(kind).removesuffix("MessageChunk").lower())
-    if not isinstance(role, str) or not role:
-        return Turn("-", (unknown(kind),))
+    if not isinstance(role, str) or not role:  # a message channel of plain JSON: Responses API items too
+        return openai_item(message)
     if role == "tool":
         content = " ".join(content_parts(message.get("content")))
         error = message.get("status") == "error"

@@ -16,6 +16,7 @@ from typing import Any
 
 _PART = 2_000  # characters of one part looked at
 _MANY = 50  # parts or items of one message looked at
+_DEEP = 8  # levels of a nested value shown
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,20 +34,35 @@ class Turn:
 # -- shared pieces ---------------------------------------------------------------------------
 
 
-def value(data: Any, depth: int = 0) -> str:
-    """A JSON value in words: strings as they are at the top, mappings as ``key=value``, never JSON."""
+def value(data: Any) -> str:
+    """A JSON value in words: strings as they are at the top, mappings as ``key=value``, never JSON.
+
+    At most about ``2 * _PART`` characters are made, however big or deep the value (the CLI cuts it
+    shorter anyway).
+    """
+    return _words(data, 0, [_PART * 2])
+
+
+def _words(data: Any, depth: int, budget: list[int]) -> str:
+    if budget[0] <= 0 or depth > _DEEP:
+        return "…"
     if isinstance(data, str):
-        return data[:_PART] if depth == 0 else json.dumps(data[:_PART], ensure_ascii=False)
+        shown = data[: min(_PART, budget[0])]
+        budget[0] -= len(shown)
+        return shown if depth == 0 else json.dumps(shown, ensure_ascii=False)
     if isinstance(data, Mapping):
-        inner = ", ".join(f"{str(k)[:100]}={value(v, depth + 1)}" for k, v in list(data.items())[:_MANY])
+        inner = ", ".join(
+            f"{str(k)[:100]}={_words(v, depth + 1, budget)}" for k, v in list(data.items())[:_MANY]
+        )
         return inner if depth == 0 else f"({inner})"
     if isinstance(data, list):
-        return "[" + ", ".join(value(v, depth + 1) for v in data[:_MANY]) + "]"
+        return "[" + ", ".join(_words(v, depth + 1, budget) for v in data[:_MANY]) + "]"
+    budget[0] -= 8
     if data is None:
         return "null"
     if isinstance(data, bool):
         return "true" if data else "false"
-    return str(data)[:_PART]
+    return str(data)[:100]
 
 
 def call(name: Any, arguments: Any, call_id: Any = None) -> str:
