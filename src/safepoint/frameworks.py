@@ -4,10 +4,10 @@
 adapter wrote in its framework's terms: a LangGraph thread run
 (``safepoint.adapters.langgraph``) by its thread id, namespace, checkpoint
 id and channel values; an OpenAI Agents SDK session
-(``safepoint.adapters.openai_agents``) by its session id, its items being
-the run's messages (``readable.describe`` reads those); a Pydantic AI
+(``safepoint.adapters.openai_agents``) by its session id; a Pydantic AI
 conversation, a Google ADK session or an Agent Framework workflow by the ids
-its labels carry. Nothing here
+its labels carry. The messages of each are read by its framework's decoder
+in ``safepoint.conversation`` (role, text, tool calls and results). Nothing here
 imports LangGraph, LangChain or the SDK, and nothing is revived: a value
 stored through LangGraph's serializer (``{"$typed": [kind, body]}``) is
 shown as a typed placeholder, with what it holds as data where that is

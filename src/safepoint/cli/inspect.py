@@ -10,6 +10,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
+from safepoint.cli.messages import reader
 from safepoint.cli.output import (
     ID_LEN,
     NARROW,
@@ -28,7 +29,7 @@ from safepoint.cli.output import (
 from safepoint.errors import NotFound, SafepointError
 from safepoint.frameworks import framework_view
 from safepoint.model import VALUE_FIELDS, Checkpoint
-from safepoint.readable import checkpoint_diff, describe, pending
+from safepoint.readable import checkpoint_diff, pending
 from safepoint.step_calls import PARENT, ShownCall, history_calls, step_calls
 from safepoint.store import Store
 from safepoint.visible import visible
@@ -145,6 +146,7 @@ def _render_checkpoint(cp: Checkpoint, steps: int, show_messages: int) -> None:
         table.add_column("#", justify="right")
         table.add_column("role")
         table.add_column("content")
+        describe = reader(cp.labels)
         for index, message in recent:
             # One row per message, tool calls and results included: a line break shows as \n.
             role, text = describe(message)
@@ -241,6 +243,7 @@ def diff(*, store_url: str, as_json: bool, run_id: str, step_a: int, step_b: int
                 Text(visible(_json(change["after"]), max_len=_VALUE_LEN)),
             )
         console.print(table)
+        describe = reader(b.labels)  # an adapter's run in its framework's terms
         for message in moved["added"][-10:]:
             role, text = describe(message)  # tool calls and results too
             say(f"  + {shown(role, max_len=_VALUE_LEN)}: {shown(text, max_len=_MESSAGE_LEN)}")
