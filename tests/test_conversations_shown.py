@@ -1,5 +1,8 @@
 """Adapter-written runs read like conversations in ``safepoint show`` and ``diff``.
 
+(Not named ``test_cli_*``: install-checks runs those at the core's lower bounds, in a venv
+without the five frameworks this file drives.)
+
 Each of the five adapters writes a run with its real storage: Pydantic AI's
 ``Agent`` on a ``FunctionModel`` whose tool retries once, an ADK ``Runner``
 on an offline model that calls a tool and runs code, a LangGraph graph, an
