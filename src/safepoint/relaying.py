@@ -7,20 +7,19 @@ out as it comes while the flow waits at its request. That is the one thing
 these two loops add, through one request of their own, ``Relay``: the items
 of ``open()`` are yielded to the loop's caller, and their sum (``a + b``, the
 whole message a stream adds up to) is sent back to the flow. Everything else
-is served as ``twins.blocking`` / ``twins.awaiting`` serve it, errors thrown
-into the flow by the same rule. A relaying flow says everything by relaying:
-its return value is dropped (an async generator has none to give).
+is served by ``twins.served`` / ``twins.aserved``, as ``twins.blocking`` /
+``twins.awaiting`` serve it, errors thrown into the flow by the same rule. A
+relaying flow says everything by relaying: its return value is dropped (an
+async generator has none to give).
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from types import GeneratorType
 from typing import Any
 
-from safepoint.twins import Flow, Invoke, _await, _block, _refuse
+from safepoint.twins import Flow, aserved, served
 
 __all__ = ["Relay", "arelaying", "relaying"]
 
@@ -49,14 +48,8 @@ def relaying(flow: Flow[Any]) -> Iterator[Any]:
                     whole = item if whole is None else whole + item
                     yield item
                 value = whole
-            elif type(request) is Invoke:
-                value = request.fn(*request.args, **(request.kwargs or {}))
-                if hasattr(value, "__await__") or (
-                    type(value) is GeneratorType and inspect.isawaitable(value)
-                ):
-                    _refuse(request.fn, value)
             else:
-                value = _block(request)
+                value = served(request)
         except GeneratorExit:
             flow.close()
             raise
@@ -81,14 +74,8 @@ async def arelaying(flow: Flow[Any]) -> AsyncIterator[Any]:
                     whole = item if whole is None else whole + item
                     yield item
                 value = whole
-            elif type(request) is Invoke:
-                value = request.fn(*request.args, **(request.kwargs or {}))
-                if hasattr(value, "__await__") or (
-                    type(value) is GeneratorType and inspect.isawaitable(value)
-                ):
-                    value = await value
             else:
-                value = await _await(request)
+                value = await aserved(request)
         except GeneratorExit:
             flow.close()
             raise

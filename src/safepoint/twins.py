@@ -98,7 +98,7 @@ class Within:
 
 
 # Whether a result is awaitable, asked of each: ``inspect.isawaitable`` without a call but for
-# a generator (one of ``types.coroutine``'s may be). The loops spell it out in place.
+# a generator (one of ``types.coroutine``'s may be): ``served`` and ``aserved`` spell it out.
 
 
 def blocking(flow: Flow[T]) -> T:
@@ -112,14 +112,7 @@ def blocking(flow: Flow[T]) -> T:
             return stop.value  # type: ignore[no-any-return]
         value, error = None, None
         try:
-            if type(request) is Invoke:
-                value = request.fn(*request.args, **(request.kwargs or {}))
-                if hasattr(value, "__await__") or (
-                    type(value) is GeneratorType and inspect.isawaitable(value)
-                ):
-                    _refuse(request.fn, value)
-            else:
-                value = _block(request)
+            value = served(request)
         except BaseException as exc:  # thrown into the flow: the one rule for errors
             error = exc
 
@@ -135,19 +128,19 @@ async def awaiting(flow: Flow[T]) -> T:
             return stop.value  # type: ignore[no-any-return]
         value, error = None, None
         try:
-            if type(request) is Invoke:
-                value = request.fn(*request.args, **(request.kwargs or {}))
-                if hasattr(value, "__await__") or (
-                    type(value) is GeneratorType and inspect.isawaitable(value)
-                ):
-                    value = await value
-            else:
-                value = await _await(request)
+            value = await aserved(request)
         except BaseException as exc:  # thrown into the flow: the one rule for errors
             error = exc
 
 
-def _block(request: Any) -> Any:
+def served(request: Any) -> Any:
+    """One request, served blocking: what every blocking loop (``blocking``, ``relaying``) does
+    with a request that is not its own."""
+    if type(request) is Invoke:
+        value = request.fn(*request.args, **(request.kwargs or {}))
+        if hasattr(value, "__await__") or (type(value) is GeneratorType and inspect.isawaitable(value)):
+            _refuse(request.fn, value)
+        return value
     if isinstance(request, Within):
         with request.manager as entered:
             return blocking(request.body(entered))
@@ -161,7 +154,14 @@ def _block(request: Any) -> Any:
     raise TypeError(f"no loop serves {request!r}: lower it first (translate)")
 
 
-async def _await(request: Any) -> Any:
+async def aserved(request: Any) -> Any:
+    """One request, awaited: what every awaiting loop (``awaiting``, ``arelaying``) does with a
+    request that is not its own."""
+    if type(request) is Invoke:
+        value = request.fn(*request.args, **(request.kwargs or {}))
+        if hasattr(value, "__await__") or (type(value) is GeneratorType and inspect.isawaitable(value)):
+            value = await value
+        return value
     if isinstance(request, Within):
         async with request.manager as entered:
             return await awaiting(request.body(entered))
