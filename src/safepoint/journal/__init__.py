@@ -5,9 +5,11 @@ The store keeps the entries (``Store.record_call``, ``call_intent``,
 lease, scrubbed, sealed and verified like checkpoints). This package holds
 what every integration does with them, written once (``replay``): replay a
 recorded call, record a new one, settle the one in flight at a crash, and
-count cost from entries. ``Run`` (``run.call``, ``run.action``), LangGraph
-(``safepoint.adapters.langgraph``) and the Agents SDK
-(``safepoint.adapters.openai_agents``) sit on it. See docs/journal.md.
+count cost from entries; ``holding`` (a turn's lease on its run, and how a
+turn's flows reach the store from a framework's event loop) and ``counters``
+(the counter names every integration writes) serve the framework adapters.
+``Run`` (``run.call``, ``run.action``), LangGraph (``safepoint.adapters.langgraph``)
+and the Agents SDK (``safepoint.adapters.openai_agents``) sit on it. See docs/journal.md.
 """
 
 from safepoint.records import CallUsage, Recorded

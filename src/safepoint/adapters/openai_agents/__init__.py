@@ -12,8 +12,9 @@ and make a crash cost nothing with one more (docs/journal-openai-agents.md)::
 The package, by concern: ``session.py`` is the session (one safepoint run per
 conversation); ``journal.py`` the journal's public face (``CallJournal``,
 ``non_idempotent``, ``current_call_key``); ``turn.py`` a turn's number, keys,
-counters, start and end; ``holding.py`` its lease and how its flows reach the
-store; ``default_runner.py``, ``graph.py`` and ``calls.py`` where every model
+counters, start and end (its lease and the counters' names are the
+journal's, ``safepoint.journal.holding`` and ``.counters``, shared with the
+other session-style integrations); ``default_runner.py``, ``graph.py`` and ``calls.py`` where every model
 and tool call of a turn is seen (the SDK's default runner, the cloned agent
 graph, the wrappers); ``jsonform.py`` what is recorded, as JSON;
 ``sdk.py`` the SDK's non-public names, in one room.

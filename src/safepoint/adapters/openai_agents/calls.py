@@ -29,10 +29,10 @@ from openai.types.responses import ResponseCompletedEvent, ResponseOutputItemDon
 
 from safepoint.flow import CallIntent, RecordedCall
 from safepoint.journal import NOT_RECORDABLE, ToolPolicy, model_call, tool_call
+from safepoint.journal.holding import serve
 from safepoint.twins import Flow, translate
 
 from . import jsonform
-from .holding import serve
 from .sdk import is_agent_tool
 from .turn import ACTIVE, AGENT, CALL_KEY, PATH, Turn
 

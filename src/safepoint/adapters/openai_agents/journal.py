@@ -38,9 +38,8 @@ from agents import Runner
 from agents.tool import FunctionTool
 
 from safepoint import InvalidArgument, Reconcile
-from safepoint.journal import ActionWaiting, ToolPolicy
+from safepoint.journal import ActionWaiting, ToolPolicy, holding
 
-from . import holding
 from .default_runner import install
 from .graph import POLICY_ATTRIBUTE
 from .jsonform import dumped

@@ -28,16 +28,14 @@ from typing import Any
 
 from safepoint import AsyncStore, Checkpoint, Store
 from safepoint.flow import RecordCall, RecordedCall
-from safepoint.journal import Place, Tally, ToolPolicy
+from safepoint.journal import Place, Tally, ToolPolicy, holding
+from safepoint.journal import counters as journal_counters
 from safepoint.records import Lease, Recorded
 from safepoint.twins import Flow
 
-from . import holding
 from .session import TURN_STATE
 
 _SESSION_IN_KEY = 128
-COUNTED = ("tokens_in", "tokens_out", "spend", "model_calls", "tool_calls")
-LOST = ("resent_calls", "lost_tokens_in_estimate", "lost_tokens_out_estimate", "lost_spend_estimate")
 
 ACTIVE: contextvars.ContextVar[Turn | None] = contextvars.ContextVar("safepoint_oa_turn", default=None)
 PATH: contextvars.ContextVar[str] = contextvars.ContextVar("safepoint_oa_path", default="")
@@ -101,35 +99,12 @@ class Turn:
         """The session's counters now: the turn's start plus one count per call recorded in this
         turn (made or replayed — never a replayed response's usage), lost spend apart."""
         start = self.base.get("counters", {})
-        models, tools = self.models, self.tools
-        counted = {
-            "tokens_in": models.tokens_in,
-            "tokens_out": models.tokens_out,
-            "spend": models.spend,
-            "model_calls": models.called + models.replayed,
-            "tool_calls": tools.called + tools.replayed + tools.reconciled,
-        }
-        lost = {
-            "resent_calls": models.resent,
-            "lost_tokens_in_estimate": models.lost_tokens_in,
-            "lost_tokens_out_estimate": models.lost_tokens_out,
-            "lost_spend_estimate": models.lost_spend,
-        }
-        out: dict[str, int | float] = {}
-        for name, value in counted.items():
-            out[name] = _add(start.get(name, 0), value)
-        for name, value in lost.items():
-            out[name] = _add(self.lost_before.get(name, 0), value)
-        return out
+        return journal_counters.counters(self.models, self.tools, start, self.lost_before)
 
     def stamp(self, cp: Checkpoint) -> None:
         """Mark a session save as this turn's, with the counters so far."""
         cp.state[TURN_STATE] = self.number
         cp.counters.update(self.counters())
-
-
-def _add(a: int | float, b: int | float) -> int | float:
-    return round(a + b, 9) if isinstance(a, float) or isinstance(b, float) else a + b
 
 
 def start_key(number: int) -> str:
@@ -170,7 +145,8 @@ def open_turn(session: Any, request: Any, owner: str, terms: holding.Terms) -> F
         if found is None:
             number += 1
             while True:  # a start entry with no session save: the crash came before one
-                start = {"items": len(head.messages), "counters": dict(_counted(head))}
+                counted = journal_counters.counted(None if head is None else head.counters)
+                start = {"items": len(head.messages), "counters": counted}
                 entry: Recorded = yield RecordCall(run_id, start_key(number), start, request, None, lease)
                 if entry.written or entry.same_request is not False:
                     break
@@ -181,7 +157,7 @@ def open_turn(session: Any, request: Any, owner: str, terms: holding.Terms) -> F
             number, base = found
             resumed = True
         rolled = (yield from session.rewind(base["items"], lease, number, base["counters"])) if resumed else 0
-        lost_before = {name: head.counters.get(name, 0) for name in LOST}
+        lost_before = {name: head.counters.get(name, 0) for name in journal_counters.LOST}
         return Opened(number, lease, base, lost_before, resumed, rolled)
     except BaseException:
         yield from holding.release(store, lease)
@@ -200,11 +176,6 @@ def _open_turn(run_id: str, head: Checkpoint | None, request: Any) -> Flow[tuple
     if start is None or start.same_request is False:
         return None
     return number, start.result
-
-
-def _counted(head: Checkpoint | None) -> dict[str, int | float]:
-    counters = {} if head is None else head.counters
-    return {name: counters[name] for name in COUNTED if name in counters}
 
 
 def close_turn(turn: Turn) -> Flow[None]:
