@@ -77,15 +77,7 @@ def check_usage(run: Episode, ref: dict[str, Any]) -> None:
     assert stored["tokens_in"] == run.result["tokens_in"]  # the entries' sum, once each
     assert stored["resent_calls"] == run.result["resent"]
     with run.ledger() as ledger:
-        paid = [e for e in ledger.calls() if e.kind == "model"]
-    # A request in flight at a kill was paid, or killed before it reached the provider: the
-    # estimate counts every one sent again, the provider saw those that reached it.
-    seen: set[str] = set()
-    again = [e.value for e in paid if e.key in seen or seen.add(e.key)]
-    assert len(again) <= stored["resent_calls"]
-    for name in ("tokens_in", "tokens_out"):
-        assert sum(e.value[name] for e in paid) == stored[name] + sum(v[name] for v in again), name
-        assert sum(v[name] for v in again) <= stored[f"lost_{name}_estimate"], name
+        ledger.check_usage(stored)  # paid = the counters + the requests in flight at kills
 
 
 def journal_on(forks: Any, root: Path, durability: str, charge_episodes: int, random_kills: int) -> int:
