@@ -76,6 +76,7 @@ __all__ = ["RESENT", "Journal", "JournalOptions", "JournalRunner", "key_base"]
 RESENT = "!resent:"  # an intent under <key>!resent:<writer>: <key>'s request was sent again after a crash
 _DIVERGED = re.compile(r"~[0-9a-f]{16}$")
 _MODEL = re.compile(r"/model#\d+(~[0-9a-f]{16})?$")  # a model call's key (calls.model_hook); else a tool's
+_COUNTS = ("called", "replayed", "resent", "divergences", "unrecorded", "reconciled", "skipped")
 KEPT_KEYS = 256  # the last keys replayed that ``Journal.seen`` names (a long-lived process keeps no more)
 
 
@@ -199,7 +200,7 @@ class Journal:
             turn.recorded(tally, model=model)
         with self._lock:
             seen = self._seen
-            for name in ("called", "replayed", "resent", "divergences", "unrecorded", "reconciled"):
+            for name in _COUNTS:
                 setattr(seen, name, getattr(seen, name) + getattr(tally, name))
             _add_costs(seen, tally)
             seen.keys[:] = [*seen.keys, *tally.keys][-KEPT_KEYS:]
