@@ -55,7 +55,7 @@ from langgraph.types import Command
 
 from safepoint import AsyncStore, NotFound, Store
 from safepoint.adapters.runner import Runner
-from safepoint.flow import CallIntent, Flow, RecordCall, RecordedCall, Save
+from safepoint.flow import CallIntent, Flow, RecordCall, RecordedCall, Save, head_or_none
 from safepoint.journal import Tally
 from safepoint.journal import counters as journal_counters
 from safepoint.reconcile import Reconcile
@@ -112,6 +112,8 @@ class Journal:
         self.turns: dict[str, Turn] = {}  # thread id -> its turn in progress in this process
         self._held: dict[str, Turn] = {}  # root run id -> the same turn
         self._seen = Tally()
+        # thread run -> (lease epoch, step, counters) of this process's last turn there (counted)
+        self._bases: dict[str, tuple[int, int, dict[str, int | float]]] = {}
         self._lock = threading.Lock()
         self.digests = MessageDigests()  # the model requests' messages digested so far (digests.py)
         patches.install()
@@ -138,6 +140,8 @@ class Journal:
             self._held[turn.run_id] = turn
 
     def ended(self, turn: Turn) -> None:
+        if self.turns.get(turn.thread_id) is turn:
+            self.remember(turn)
         with self._lock:
             if self.turns.get(turn.thread_id) is turn:
                 del self.turns[turn.thread_id]
@@ -156,16 +160,37 @@ class Journal:
         with the thread's counters (``safepoint runs`` and the inspector read them there)."""
         if type(request) is Save:
             turn = self._held.get(request.checkpoint.run_id)
-            if turn is not None:
-                request.checkpoint.counters.update(turn.counters())
+            if turn is not None and turn.base is not None:  # None: not yet known (begin's saves)
+                counters = turn.counters()
+                request.checkpoint.counters.update(counters)
+                turn.stamped = (request.checkpoint.step, counters)
             lease = None if turn is None else turn.lease
             if lease is not None:
                 return Invoke(self.store.save, (request.checkpoint,), {"lease": lease})
         return request
 
-    def counted(self, run_id: str) -> Flow[dict[str, int | float]]:
-        """The thread's counters from its entries: where a turn's counting starts."""
-        return counters_flow(self.store, run_id)
+    def counted(self, turn: Turn) -> Flow[dict[str, int | float]]:
+        """Where a turn's counting starts: the thread's counters from its entries. Read from
+        every entry, unless this process's last turn of the thread ended with all it recorded
+        saved, the thread's run is still at that turn's last save and no one held it since
+        (this turn's lease is the next claim): then that save's counters are the entries'."""
+        lease = turn.lease
+        with self._lock:
+            known = self._bases.get(turn.run_id)
+        if known is not None and lease is not None and lease.epoch == known[0] + 1:
+            info = yield from head_or_none(turn.run_id)
+            if info is not None and info.head_step == known[1]:
+                return dict(known[2])
+        return (yield from counters_flow(self.store, turn.run_id))
+
+    def remember(self, turn: Turn) -> None:
+        """Keep where a turn ended, for the thread's next turn in this process (``counted``):
+        only when its last save holds every call it recorded."""
+        lease, stamped = turn.lease, turn.stamped
+        with self._lock:
+            self._bases.pop(turn.run_id, None)
+            if lease is not None and stamped is not None and stamped[1] == turn.counters():
+                self._bases[turn.run_id] = (lease.epoch, stamped[0], stamped[1])
 
     # -- journal requests, for the call flows (calls.py, tools.py) --------------------------
 

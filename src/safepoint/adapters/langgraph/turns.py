@@ -80,6 +80,7 @@ _ADDED = (
     "called",
     "resent",
     "reconciled",
+    "skipped",
     "tokens_in",
     "tokens_out",
     "spend",
@@ -105,7 +106,8 @@ class Turn:
         self._lock = threading.Lock()
         # The thread's counters from its entries when the turn began, and the calls it recorded
         # anew since (a replayed call is among the entries already: counted once).
-        self.base: dict[str, int | float] = {}
+        self.base: dict[str, int | float] | None = None  # known once the turn holds the thread
+        self.stamped: tuple[int, dict[str, int | float]] | None = None  # the last save's step, counters
         self.models = Tally()
         self.tools = Tally()
 
@@ -138,7 +140,8 @@ class Turn:
     def counters(self) -> dict[str, int | float]:
         """The thread's counters now: its entries' when the turn began, plus this turn's."""
         with self._lock:
-            return journal_counters.counters(self.models, self.tools, self.base, self.base)
+            base = self.base or {}
+            return journal_counters.counters(self.models, self.tools, base, base)
 
     # -- begin and end ---------------------------------------------------------------------
 
@@ -168,7 +171,7 @@ class Turn:
             except NotFound:
                 await self.journal.runner.arun(ensure_run(self.journal.context(), self.key), lock=self.run_id)
                 await awaiting(exclusive.hold(aholding, self.run_id))
-            self.base = await self.journal.runner.arun(self.journal.counted(self.run_id))
+            self.base = await self.journal.runner.arun(self.journal.counted(self))
             self.journal.started(self)
             ctx = self.journal.context()
             self.lineage = await self.journal.runner.arun(settle_lineage(ctx, self.key, self.checkpoint_id))
@@ -191,7 +194,7 @@ class Turn:
             except NotFound:  # a thread's first turn: its run is made first (before any entry)
                 self.journal.runner.run(ensure_run(self.journal.context(), self.key), lock=self.run_id)
                 blocking(exclusive.hold(holding, self.run_id))
-            self.base = self.journal.runner.run(self.journal.counted(self.run_id))
+            self.base = self.journal.runner.run(self.journal.counted(self))
             self.journal.started(self)
             ctx = self.journal.context()
             self.lineage = self.journal.runner.run(settle_lineage(ctx, self.key, self.checkpoint_id))
