@@ -21,8 +21,9 @@ def render(result: Result, *, command: str) -> str:
             "`synchronous=FULL`), without the journal and with its one line. The two apps take "
             f"turns in one process; medians over {TURNS} turns after {WARM} untimed ones. CPU is "
             "`time.process_time` (every thread); instructions are callgrind's, every thread's, "
-            f"counted over {result.ir_turns} turns each way (dumps around them). *Entries* are the journal rows a turn "
-            "wrote (a turn's start and end markers count, where the integration writes them).",
+            f"counted over {result.ir_turns} turns each way (dumps around them). *Entries* are "
+            "the journal rows a turn wrote (a turn's start and end markers count, where the "
+            "integration writes them).",
             "",
             table(
                 [
