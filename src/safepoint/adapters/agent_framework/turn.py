@@ -1,0 +1,160 @@
+"""One journaled workflow run (a *turn*): its hold on the workflow's run, its keys, its counters.
+
+A turn is one ``CallJournal.run(workflow, …)`` — a fresh message, a resume
+from a checkpoint, or responses to pending requests. It holds the workflow's
+safepoint run (``agent-framework/<name>``, the run ``SafepointCheckpointStorage``
+writes) with the run's lease from before the workflow starts until it
+returns, so a second process resuming the same workflow waits; the storage's
+saves and every journal entry of the turn go under that lease, and each save
+carries the turn's counters.
+
+Keys name a call's place, never anything a re-run changes. A superstep that
+a crash cut short runs again from the checkpoint before it (the framework's
+``run(checkpoint_id=…)``): that checkpoint's id (the *anchor*: the last
+checkpoint the workflow saved or restored), the superstep's number, the
+executor's id, then the call's order among that executor's model calls in
+the superstep, or a tool's function-call id::
+
+    ["<anchor>",<superstep>,"<executor>"]|model#<n>
+    ["<anchor>",<superstep>,"<executor>"]|tool:<name>|<call id>
+
+A resume from a checkpoint other than the workflow's latest is a new branch,
+not a crash: the first superstep after it records under a key of its own
+(``<anchor>~branch:<owner>``), so nothing recorded on the old branch replays
+into the new one.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from agent_framework import Workflow
+
+from safepoint import AsyncStore, Store
+from safepoint.flow import Flow, load_or_none
+from safepoint.journal import Place, Tally, ToolPolicy, holding
+from safepoint.journal import counters as journal_counters
+from safepoint.records import CallUsage, Lease
+
+from . import framework, layout
+
+_IN_KEY = 128  # longer ids go into a key as their digest (keys hold 1024 characters)
+
+ACTIVE: contextvars.ContextVar[Turn | None] = contextvars.ContextVar("safepoint_af_turn", default=None)
+EXECUTOR: contextvars.ContextVar[str | None] = contextvars.ContextVar("safepoint_af_executor", default=None)
+CALL_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar("safepoint_af_key", default=None)
+
+
+def _short(text: str) -> str:
+    if len(text) <= _IN_KEY:
+        return text
+    return "#" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(eq=False)
+class Turn:
+    """What one journaled workflow run's middleware share (``ACTIVE``)."""
+
+    store: Store | AsyncStore
+    workflow: Workflow
+    run_id: str
+    owner: str
+    lease: Lease | None
+    start: dict[str, int | float]  # the run's counters when the turn began
+    lost_before: dict[str, int | float]
+    branch: str | None  # the checkpoint a new branch starts from (see the module's docstring)
+    policies: dict[str, ToolPolicy]
+    spend: Callable[[Any], float] | None = None
+    resolve_secrets: Any = False
+    models: Tally = field(default_factory=Tally)
+    tools: Tally = field(default_factory=Tally)
+    order: dict[str, int] = field(default_factory=dict)
+
+    def place(self) -> Place:
+        return Place(self.run_id, self.lease)
+
+    def executor_of(self, agent: Any, session: Any) -> str:
+        """The id of the workflow's executor running ``agent`` with ``session``."""
+        found = [e for e in framework.agent_executors(self.workflow) if e.agent is agent]
+        if len(found) > 1:
+            found = [e for e in found if framework.session_of(e) is session] or found
+        if found:
+            return found[0].id
+        return f"agent:{getattr(agent, 'name', None) or getattr(agent, 'id', '')}"
+
+    def stem(self, executor: str) -> str:
+        anchor = self.workflow.get_last_checkpoint_id() or ""
+        if self.branch is not None and anchor == self.branch:
+            anchor = f"{anchor}~branch:{self.owner}"
+        where = [_short(anchor), framework.superstep(self.workflow), _short(executor)]
+        return json.dumps(where, separators=(",", ":"), ensure_ascii=False)
+
+    def next_model_key(self, executor: str) -> tuple[str, str, int]:
+        stem = self.stem(executor)
+        n = self.order.get(stem, 0)
+        self.order[stem] = n + 1
+        return f"{stem}|model#{n}", stem, n
+
+    def tool_key(self, executor: str, tool: str, call_id: str | None) -> str:
+        stem = self.stem(executor)
+        if call_id is None:  # a model that gave no call id: the tool's order in the superstep
+            slot = f"{stem}|tool:{tool}"
+            n = self.order.get(slot, 0)
+            self.order[slot] = n + 1
+            call_id = f"#{n}"
+        return f"{stem}|tool:{_short(tool)}|{_short(call_id)}"
+
+    def usage_of(self, response: Any) -> CallUsage | None:
+        details = getattr(response, "usage_details", None) or {}
+        tokens_in = details.get("input_token_count") or 0
+        tokens_out = details.get("output_token_count") or 0
+        spend = float(self.spend(response)) if self.spend is not None else 0.0
+        return CallUsage(tokens_in=int(tokens_in), tokens_out=int(tokens_out), spend=spend)
+
+    def counters(self) -> dict[str, int | float]:
+        """The run's counters now: the turn's start plus one count per call recorded in this turn
+        (made or replayed), what crashes cost apart."""
+        return journal_counters.counters(self.models, self.tools, self.start, self.lost_before)
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    lease: Lease
+    start: dict[str, int | float]
+    lost_before: dict[str, int | float]
+    branch: str | None
+
+
+def open_turn(
+    storage: Any, run_id: str, name: str, checkpoint_id: str | None, *, owner: str, terms: holding.Terms
+) -> Flow[Opened]:
+    """Hold the workflow's run (made first if the workflow never saved), read its counters, and
+    tell a resume from the latest checkpoint (a crash: replay) from one from an older (a branch)."""
+    yield from storage._opened(run_id, name)
+    lease = yield from holding.acquire(storage.store, run_id, owner, terms)
+    try:
+        head = yield from load_or_none(run_id)
+        stored = {} if head is None else dict(head.counters)
+        lost_before = {n: stored[n] for n in journal_counters.LOST if isinstance(stored.get(n), int | float)}
+        branch = None
+        if checkpoint_id is not None and head is not None:
+            latest = _latest(layout.live_in(head))
+            if latest is not None and latest != checkpoint_id:
+                branch = checkpoint_id
+        return Opened(lease, journal_counters.counted(stored), lost_before, branch)
+    except BaseException:
+        yield from holding.release(storage.store, lease)
+        raise
+
+
+def _latest(live: dict[str, layout.Live]) -> str | None:
+    try:
+        return max(live, key=lambda cid: datetime.fromisoformat(live[cid].timestamp)) if live else None
+    except TypeError:  # aware and naive timestamps: no latest to tell a branch by
+        return None
