@@ -35,10 +35,12 @@ from agent_framework import (
     tool,
 )
 
+from safepoint import Reconcile
 from safepoint.adapters.agent_framework import current_call_key, non_idempotent
 from safepoint.testing.crash import Ledger
 
 NAME = "orders"
+RUN_ID = "agent-framework/orders"
 LEDGER: dict[str, Any] = {"ledger": None, "turn": 0}
 CLERK = [
     [("lookup", {"order": 7})],
@@ -102,7 +104,15 @@ async def lookup(order: int) -> str:
     return ledger.once(current_call_key() or f"lookup:{order}:{LEDGER['turn']}", lambda: text)
 
 
-@non_idempotent
+def charge_outcome(key: str, tool: str, args: Any) -> Reconcile:
+    """Asked only for a charge a crash interrupted mid-call: did the payment go through?"""
+    ledger = _ledger()
+    if ledger is not None and ledger.happened(key):
+        return Reconcile.skip(f"charged {args['amount']}")
+    return Reconcile.rerun()
+
+
+@non_idempotent(reconcile=charge_outcome)
 @tool
 async def charge(amount: int) -> str:
     """Charge the customer (non-idempotent: every call is a payment)."""

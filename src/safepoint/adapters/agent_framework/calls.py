@@ -19,6 +19,7 @@ checked to be JSON; what is not is used but not recorded (``NOT_RECORDABLE``).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -31,15 +32,20 @@ from agent_framework import (
     Content,
     FunctionInvocationContext,
     FunctionMiddleware,
+    MiddlewareFailure,
 )
 from pydantic import BaseModel
 
-from safepoint.journal import NOT_RECORDABLE, ToolPolicy, model_call, tool_call
+from safepoint import Reconcile
+from safepoint.flow import RecordedCall
+from safepoint.journal import NOT_RECORDABLE, ActionWaiting, ToolPolicy, model_call, tool_call
 from safepoint.journal.holding import serve
+from safepoint.twins import Flow, translate
 
 from . import framework
 from .turn import ACTIVE, CALL_KEY, EXECUTOR
 
+log = logging.getLogger("safepoint.adapters.agent_framework")
 POLICY_ATTRIBUTE = "_safepoint_tool_policy"
 _IDEMPOTENT = ToolPolicy()
 _CONTENTS, _VALUE = "contents", "value"
@@ -68,9 +74,18 @@ class ModelMiddleware(ChatMiddleware):
         if turn is None or context.stream:  # a streamed request is not journaled (docs: limits)
             await call_next()
             return
-        key, stem, n = turn.next_model_key(EXECUTOR.get() or "")
+        executor = EXECUTOR.get() or ""
+        key, stem, n = turn.next_model_key(executor)
+        seen: dict[str, Any] = {}
 
         async def send() -> Any:
+            found = seen.get("found")
+            if found is not None and not found.done:  # logged first: the paid repeat is known if we die too
+                log.warning(
+                    "a model call of executor %r was in flight at a crash: sent again",
+                    executor,
+                    extra={"safepoint_event": "resent"},
+                )
             await call_next()
             return context.result
 
@@ -86,7 +101,7 @@ class ModelMiddleware(ChatMiddleware):
             resolve_secrets=turn.resolve_secrets,
         )
         try:
-            context.result = await serve(turn.store, flow)
+            context.result = await serve(turn.store, translate(flow, lambda r: _watched(seen, r)))
         except BaseException:
             turn.order[stem] = n  # a failed call leaves its place to a retry
             raise
@@ -114,6 +129,8 @@ class ToolMiddleware(FunctionMiddleware):
             return context.result
 
         policy = turn.policies.get(name) or getattr(context.function, POLICY_ATTRIBUTE, None) or _IDEMPOTENT
+        if not policy.idempotent:
+            policy = ToolPolicy(idempotent=False, reconcile=_noting_reruns(turn, policy.reconcile))
         flow = tool_call(
             turn.place(),
             key,
@@ -126,15 +143,67 @@ class ToolMiddleware(FunctionMiddleware):
             tally=turn.tools,
             resolve_secrets=turn.resolve_secrets,
         )
-        context.result = await serve(turn.store, flow)
+        try:
+            context.result = await serve(turn.store, flow)
+        except ActionWaiting as waiting:
+            # The loop's fail-closed escape: any other error would become a tool result the model
+            # reads, and the run would go on past a call a human must settle.
+            raise MiddlewareFailure("a tool interrupted mid-call waits for a decision") from waiting
+
+
+def _noting_reruns(turn: Any, hook: Any) -> Any:
+    """``hook``, each ``rerun`` it decides noted: the engine's tally counts a rerun call both as
+    reconciled and as called, and the run's ``tool_calls`` must count it once."""
+    if hook is None:
+        return None
+
+    def decided(key: str, name: str, args: Any) -> Any:
+        decision = hook if isinstance(hook, Reconcile) else hook(key, name, args)
+        if isinstance(decision, Reconcile) and decision.decision == "rerun":
+            turn.reruns += 1
+        return decision
+
+    return decided
+
+
+def _watched(seen: dict[str, Any], request: Any) -> Flow[Any]:
+    """A request of the flow, served as it is; what the journal found at the key is noted."""
+    value = yield request
+    if isinstance(request, RecordedCall):
+        seen["found"] = value
+    return value
 
 
 def model_request(context: ChatContext) -> Any:
     """What a chat request's digest covers: its messages and the names of its tools."""
     options = context.options or {}
     tools = sorted(str(getattr(t, "name", type(t).__name__)) for t in options.get("tools") or [])
-    messages = [_digestible(m.to_dict()) for m in context.messages]
+    messages = [_message_digest(m) for m in context.messages]
     return {"messages": messages, "tools": tools, "instructions": _digestible(options.get("instructions"))}
+
+
+_DIGESTED = ("type", "text", "call_id", "name", "arguments", "result")
+
+
+def _message_digest(message: Any) -> Any:
+    """What of a message a request's digest covers: its role and each content's meaning — never
+    the framework's bookkeeping (raw representations, annotations), which a replayed tool result
+    or response does not carry the same way as the call that made it."""
+    contents = [
+        {
+            name: _digestible(_plain(getattr(c, name, None)))
+            for name in _DIGESTED
+            if getattr(c, name, None) is not None
+        }
+        for c in message.contents
+    ]
+    return {"role": str(message.role), "contents": contents}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, list) and all(isinstance(c, Content) for c in value):
+        return [c.text if c.type == "text" else c.type for c in value]
+    return value if isinstance(value, str | int | float | bool | dict | list) else str(value)
 
 
 def encode_response(response: Any) -> Any:

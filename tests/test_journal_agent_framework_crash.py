@@ -1,0 +1,193 @@
+"""The Agent Framework call journal under real SIGKILLs: nothing recorded is paid or done twice.
+
+A real workflow (``helpers/maf_journal_app.py``: two ``AgentExecutor``s, scripted
+offline models, an idempotent ``lookup`` and a non-idempotent ``charge`` writing
+to a ledger outside the database) runs one workflow run per turn of one
+workflow; each turn is killed right after a payment and at random instants,
+then resumed in fresh processes from the latest checkpoint. With the journal:
+0 payments repeated, no model request paid twice beyond those logged as
+re-sent, the uninterrupted run's answers; and the run's token counters equal
+the usage of the responses the journal recorded, each once, while the fake
+model's own ledger is the counters plus the re-sent calls (shown apart in
+``lost_*``). Without the journal the kills repeat payments, so these tests can
+fail. ``SAFEPOINT_SOAK=1`` (``make soak``) adds the >= 30-kill run.
+
+Children are forked from a forkserver that imported the framework once.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from random import Random
+from typing import Any
+
+import pytest
+
+import safepoint
+from helpers import maf_journal_app as app
+from helpers.maf_journal_child import child
+from safepoint.testing.crash import DuplicateEffect, Ledger
+
+COUNTED = ("tokens_in", "tokens_out", "model_calls", "tool_calls")
+
+
+@pytest.fixture(scope="module")
+def forks() -> Any:
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["helpers.maf_journal_child"])
+    return context
+
+
+@dataclass
+class Workflow:
+    """Turns of one workflow, each killed and resumed in fresh processes until it ends."""
+
+    forks: Any
+    work: Path
+    journal: bool
+    kills: int = 0
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+    def start(self, turn: int, kill_at: str | None = None) -> Any:
+        process = self.forks.Process(target=child, args=(str(self.work), self.journal, turn, kill_at))
+        process.start()
+        return process
+
+    def ended(self, process: Any) -> None:
+        process.join(60)
+        assert process.exitcode in (0, -9), f"child {process.pid} failed ({process.exitcode})"
+        if process.exitcode == -9:
+            self.kills += 1
+        else:
+            self.results.append(json.loads((self.work / f"result-{process.pid}.json").read_text()))
+
+    def kill_at_random(self, turn: int, rng: Random, span: float) -> None:
+        process = self.start(turn)
+        ready = self.work / f"ready-{process.pid}"
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert time.monotonic() < deadline, "the child never started"
+            time.sleep(0.001)
+        time.sleep(rng.uniform(0.0, span))
+        process.kill()
+        self.ended(process)
+
+    def finish(self, turn: int) -> dict[str, Any]:
+        self.ended(self.start(turn))
+        return self.results[-1]
+
+    def ledger(self) -> Ledger:
+        return Ledger(self.work / "ledger.db")
+
+    def resent(self) -> int:
+        log = self.work / "resent.log"
+        return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def workflow(forks: Any, tmp_path: Path, name: str, *, journal: bool) -> Workflow:
+    work = tmp_path / name
+    work.mkdir()
+    return Workflow(forks, work, journal)
+
+
+@pytest.fixture(scope="module")
+def reference(forks: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Two uninterrupted turns: the answer, the counters per turn, how long a turn runs."""
+    clean = workflow(forks, tmp_path_factory.mktemp("reference"), "clean", journal=True)
+    first, second = clean.finish(1), clean.finish(2)
+    assert first["answer"] == second["answer"] == app.AUDITOR[-1]
+    per_turn = {k: second["counters"][k] - first["counters"][k] for k in COUNTED}
+    assert per_turn["model_calls"] == 5
+    assert per_turn["tool_calls"] == 4
+    assert clean.ledger().check_calls() == (8, 10)
+    return {"answer": first["answer"], "per_turn": per_turn, "elapsed": first["elapsed"]}
+
+
+def recorded_usage(work: Path) -> tuple[int, int, int]:
+    """Tokens in and out over the responses the journal recorded (each once), and their count."""
+    store = safepoint.open_store(f"sqlite:///{work / 'state.db'}")
+    try:
+        entries = [e for e in store.recorded_calls(app.RUN_ID) if e.done and "|model#" in e.key]
+        return (
+            sum(e.usage.tokens_in for e in entries if e.usage),
+            sum(e.usage.tokens_out for e in entries if e.usage),
+            len(entries),
+        )
+    finally:
+        store.close()
+
+
+def kill_turns(forks: Any, tmp_path: Path, reference: dict[str, Any], rng: Random, wanted: int) -> Workflow:
+    """Turns of one journaled workflow, each killed right after a payment, then at random instants,
+    until ``wanted`` kills landed; each turn ends with the uninterrupted run's answer."""
+    run = workflow(forks, tmp_path, "on", journal=True)
+    span = reference["elapsed"] * 1.2
+    turn = 0
+    while run.kills < wanted:
+        turn += 1
+        run.ended(run.start(turn, kill_at='["'))  # the first payment's key: right after its effect
+        for _ in range(rng.randint(0, 2)):
+            run.kill_at_random(turn, rng, span)
+        assert run.finish(turn)["answer"] == reference["answer"]
+    final = run.results[-1]["counters"]
+    turns = turn
+    # Counters: one count per recorded call, whatever was replayed; the crash cost apart.
+    assert final["model_calls"] == 5 * turns
+    assert final["tool_calls"] == 4 * turns
+    tokens_in, tokens_out, responses = recorded_usage(run.work)
+    assert (final["tokens_in"], final["tokens_out"], final["model_calls"]) == (
+        tokens_in,
+        tokens_out,
+        responses,
+    )
+    resent = run.resent()
+    ledger = run.ledger()
+    effects, paid = ledger.check_calls(resent=resent)  # DuplicateEffect if a payment repeated
+    assert effects == 4 * turns
+    assert paid == 5 * turns + ledger.repeated_model_calls()
+    assert ledger.repeated_model_calls() <= resent
+    assert final["resent_calls"] <= resent
+    return run
+
+
+@pytest.mark.crash
+def test_killed_with_the_journal_nothing_recorded_is_repeated(
+    forks: Any, tmp_path: Path, reference: dict[str, Any]
+) -> None:
+    """15 kills over turns of one workflow (right after a payment, at random): 0 effects repeated,
+    0 recorded responses paid again, the same answers, counters from the journal's entries."""
+    seed = int(os.environ.get("SAFEPOINT_SEED", "33"))
+    run = kill_turns(forks, tmp_path, reference, Random(seed), 15)
+    print(f"\nagent framework journal: {run.kills} kills, {run.resent()} re-sent")
+
+
+if os.environ.get("SAFEPOINT_SOAK"):
+
+    @pytest.mark.crash
+    def test_soak_killed_with_the_journal_30_times_nothing_recorded_is_repeated(
+        forks: Any, tmp_path: Path, reference: dict[str, Any]
+    ) -> None:
+        """The same at >= 30 kills from a fresh seed."""
+        seed = int(os.environ.get("SAFEPOINT_SEED", str(time.time_ns() % 10_000)))
+        run = kill_turns(forks, tmp_path, reference, Random(seed), 30)
+        print(f"\nagent framework journal soak (seed {seed}): {run.kills} kills, {run.resent()} re-sent")
+
+
+@pytest.mark.crash
+def test_killed_without_the_journal_payments_repeat(forks: Any, tmp_path: Path) -> None:
+    """Without the journal, kills right after a payment repeat it on resume (so the test above can fail)."""
+    run = workflow(forks, tmp_path, "off", journal=False)
+    turn = 0
+    while run.kills < 5:
+        turn += 1
+        run.ended(run.start(turn, kill_at="charge:5"))
+        run.finish(turn)
+    with pytest.raises(DuplicateEffect):
+        run.ledger().check_exactly_once()
+    repeated = sum(n - 1 for n in run.ledger().counts(("record",)).values() if n > 1)
+    assert repeated >= 5
