@@ -11,8 +11,9 @@ makes 5 model calls and 4 tool calls over 2 supersteps.
 of its own tool-call turns follow the conversation's first user message, so
 a fresh process asked the same request gives the same answer. It notes every
 request it answers in the ledger (``Ledger.model``), keyed by what it was
-asked, so a request paid twice shows up. ``LEDGER`` is set by whoever runs
-the workflow (a test, or a child process the crash test SIGKILLs).
+asked and with the tokens it reports, so a request paid twice shows up and
+``Ledger.check_usage`` can hold a run's counters to what was paid.
+``LEDGER`` is set by whoever runs the workflow (a test, or a child process the crash test SIGKILLs).
 """
 
 from __future__ import annotations
@@ -75,10 +76,11 @@ class Scripted(FunctionInvocationLayer, ChatMiddlewareLayer, BaseChatClient):  #
             )
         ]
         k = len(mine)
-        ledger = _ledger()
-        if ledger is not None:
-            ledger.model(f"{self.name}#{k}|{asked}")
         usage = {"input_token_count": 10 + k + len(messages), "output_token_count": 5 + k}
+        ledger = _ledger()
+        if ledger is not None:  # what the provider is paid for this request
+            paid = {"tokens_in": usage["input_token_count"], "tokens_out": usage["output_token_count"]}
+            ledger.model(f"{self.name}#{k}|{asked}", paid)
         step = self.script[k]
         if isinstance(step, str):
             reply = Message(role="assistant", contents=[step])

@@ -36,7 +36,6 @@ from agent_framework import (
 )
 from pydantic import BaseModel
 
-from safepoint import Reconcile
 from safepoint.flow import RecordedCall
 from safepoint.journal import NOT_RECORDABLE, ActionWaiting, ToolPolicy, model_call, tool_call
 from safepoint.journal.holding import serve
@@ -129,8 +128,6 @@ class ToolMiddleware(FunctionMiddleware):
             return context.result
 
         policy = turn.policies.get(name) or getattr(context.function, POLICY_ATTRIBUTE, None) or _IDEMPOTENT
-        if not policy.idempotent:
-            policy = ToolPolicy(idempotent=False, reconcile=_noting_reruns(turn, policy.reconcile))
         flow = tool_call(
             turn.place(),
             key,
@@ -149,21 +146,6 @@ class ToolMiddleware(FunctionMiddleware):
             # The loop's fail-closed escape: any other error would become a tool result the model
             # reads, and the run would go on past a call a human must settle.
             raise MiddlewareFailure("a tool interrupted mid-call waits for a decision") from waiting
-
-
-def _noting_reruns(turn: Any, hook: Any) -> Any:
-    """``hook``, each ``rerun`` it decides noted: the engine's tally counts a rerun call both as
-    reconciled and as called, and the run's ``tool_calls`` must count it once."""
-    if hook is None:
-        return None
-
-    def decided(key: str, name: str, args: Any) -> Any:
-        decision = hook if isinstance(hook, Reconcile) else hook(key, name, args)
-        if isinstance(decision, Reconcile) and decision.decision == "rerun":
-            turn.reruns += 1
-        return decision
-
-    return decided
 
 
 def _watched(seen: dict[str, Any], request: Any) -> Flow[Any]:

@@ -75,7 +75,6 @@ class Turn:
     models: Tally = field(default_factory=Tally)
     tools: Tally = field(default_factory=Tally)
     order: dict[str, int] = field(default_factory=dict)
-    reruns: int = 0  # reconcile decisions to run a tool again (counted once: calls.py)
 
     def place(self) -> Place:
         return Place(self.run_id, self.lease)
@@ -121,9 +120,7 @@ class Turn:
     def counters(self) -> dict[str, int | float]:
         """The run's counters now: the turn's start plus one count per call recorded in this turn
         (made or replayed), what crashes cost apart."""
-        out = journal_counters.counters(self.models, self.tools, self.start, self.lost_before)
-        out["tool_calls"] -= self.reruns
-        return out
+        return journal_counters.counters(self.models, self.tools, self.start, self.lost_before)
 
 
 @dataclass(frozen=True, slots=True)
