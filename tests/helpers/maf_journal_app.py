@@ -124,13 +124,20 @@ async def charge(amount: int) -> str:
     return f"charged {amount}"
 
 
-def build(storage: Any = None) -> Workflow:
-    """A fresh workflow (new agents, new executors), as a fresh process builds it."""
-    clerk = Agent(Scripted("clerk", CLERK), name="clerk", tools=[lookup, charge])
+def build(
+    storage: Any = None,
+    *,
+    name: str = NAME,
+    ids: tuple[str, str] = ("clerk", "auditor"),
+    instructions: str | None = None,
+) -> Workflow:
+    """A fresh workflow (new agents, new executors), as a fresh process builds it; ``name``,
+    the executors' ``ids`` and the clerk's ``instructions`` changeable for the unit tests."""
+    clerk = Agent(Scripted("clerk", CLERK), name="clerk", instructions=instructions, tools=[lookup, charge])
     auditor = Agent(Scripted("auditor", AUDITOR), name="auditor", tools=[lookup])
-    first, second = AgentExecutor(clerk, id="clerk"), AgentExecutor(auditor, id="auditor")
+    first, second = AgentExecutor(clerk, id=ids[0]), AgentExecutor(auditor, id=ids[1])
     builder = WorkflowBuilder(
-        name=NAME, start_executor=first, checkpoint_storage=storage, output_from=[second]
+        name=name, start_executor=first, checkpoint_storage=storage, output_from=[second]
     )
     return builder.add_edge(first, second).build()
 

@@ -36,8 +36,9 @@ from agent_framework import (
 )
 from pydantic import BaseModel
 
+from safepoint import SafepointError
 from safepoint.flow import RecordedCall
-from safepoint.journal import NOT_RECORDABLE, ActionWaiting, ToolPolicy, model_call, tool_call
+from safepoint.journal import NOT_RECORDABLE, ToolPolicy, model_call, tool_call
 from safepoint.journal.holding import serve
 from safepoint.twins import Flow, translate
 
@@ -119,10 +120,15 @@ class ToolMiddleware(FunctionMiddleware):
         name = context.function.name
         key = turn.tool_key(EXECUTOR.get() or "", name, framework.call_id(context.metadata))
 
+        failed: list[BaseException] = []
+
         async def run() -> Any:
             token = CALL_KEY.set(key)
             try:
                 await call_next()
+            except BaseException as error:
+                failed.append(error)  # the tool's own failure: the framework's to handle
+                raise
             finally:
                 CALL_KEY.reset(token)
             return context.result
@@ -142,10 +148,13 @@ class ToolMiddleware(FunctionMiddleware):
         )
         try:
             context.result = await serve(turn.store, flow)
-        except ActionWaiting as waiting:
-            # The loop's fail-closed escape: any other error would become a tool result the model
-            # reads, and the run would go on past a call a human must settle.
-            raise MiddlewareFailure("a tool interrupted mid-call waits for a decision") from waiting
+        except SafepointError as error:
+            if error in failed:
+                raise
+            # The journal's own stop (a reconcile wait, a bad hook, a lost lease) leaves by the
+            # loop's fail-closed escape: any other error would become a tool result the model
+            # reads, and the run would go on past a call the journal could not settle.
+            raise MiddlewareFailure(f"the call journal stopped tool {name!r}") from error
 
 
 def _watched(seen: dict[str, Any], request: Any) -> Flow[Any]:

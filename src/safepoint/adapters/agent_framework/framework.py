@@ -7,14 +7,24 @@ Where a release moves one of these, this module carries the difference:
 * an ``AgentExecutor``'s own session (to tell apart two executors that wrap
   one agent object);
 * a function call's id, which the function-invocation loop puts in the
-  middleware context's ``metadata`` under ``call_id``.
+  middleware context's ``metadata`` under ``call_id``;
+* the name ``WorkflowBuilder`` gives a workflow built without one
+  (``WorkflowBuilder-<uuid4>``: new in every process).
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from agent_framework import AgentExecutor, Workflow
+
+_BUILDER_NAME = re.compile(r"WorkflowBuilder-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}")
+
+
+def named_by_builder(name: str) -> bool:
+    """Whether ``name`` is the one the builder made up for a workflow built without a name."""
+    return _BUILDER_NAME.fullmatch(name) is not None
 
 
 def superstep(workflow: Workflow) -> int:

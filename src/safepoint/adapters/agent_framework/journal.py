@@ -28,8 +28,8 @@ from typing import Any
 
 from agent_framework import FunctionTool, Workflow
 
-from safepoint import InvalidArgument, Reconcile
-from safepoint.journal import ActionWaiting, ToolPolicy, holding
+from safepoint import InvalidArgument, Reconcile, SafepointError
+from safepoint.journal import ToolPolicy, holding
 
 from . import framework, layout
 from .calls import POLICY_ATTRIBUTE, ExecutorMiddleware, ModelMiddleware, ToolMiddleware
@@ -64,10 +64,13 @@ def non_idempotent(tool: FunctionTool | None = None, *, reconcile: Hook = None) 
 
 
 def _surfaced(error: BaseException) -> BaseException:
-    """A reconcile hook's ``wait`` as ``ActionWaiting``, however the framework wrapped it."""
+    """The journal's own stop (a reconcile hook's ``wait`` as ``ActionWaiting``, a lost lease, a
+    bad hook) as the ``SafepointError`` it is, however the framework wrapped it."""
+    if not isinstance(error, Exception):  # a cancellation, an interrupt: left as it is
+        return error
     seen: BaseException | None = error
     while seen is not None:
-        if isinstance(seen, ActionWaiting):
+        if isinstance(seen, SafepointError):
             return seen
         seen = seen.__cause__ or seen.__context__
     return error
@@ -132,8 +135,10 @@ class CallJournal:
         if kwargs.get("checkpoint_storage") not in (None, self.storage):
             raise InvalidArgument("a journaled workflow checkpoints to the journal's storage")
         name = workflow.name
-        if not isinstance(name, str) or not name:
-            raise InvalidArgument("a journaled workflow needs a name (WorkflowBuilder(name=...))")
+        if not isinstance(name, str) or not name or framework.named_by_builder(name):
+            # The builder's made-up name is new in every process: a resume elsewhere would find
+            # neither the run nor its entries.
+            raise InvalidArgument("a journaled workflow needs a name of its own (WorkflowBuilder(name=...))")
         self.install(workflow)
         run_id, owner = layout.workflow_run_id(name), holding.new_owner()
         checkpoint_id = kwargs.get("checkpoint_id")
