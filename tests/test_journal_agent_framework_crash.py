@@ -158,7 +158,7 @@ def conversation(
     forks: Any, tmp_path: Path, reference: dict[str, Any], rng: Random, *, turns: int, kills: int
 ) -> Workflow:
     """``turns`` turns of one workflow (one safepoint run), a kill in every other turn until
-    ``kills`` landed: alternately right after a payment and at a random instant."""
+    ``kills`` landed: right after the first or the second payment, or at a random instant."""
     run = workflow(forks, tmp_path, "conversation", journal=True)
     span = reference["elapsed"] * 0.9
     for turn in range(1, turns + 1):
@@ -168,8 +168,8 @@ def conversation(
             before = run.kills
             if turn % 4 == 3 and wanted - run.kills == 1:
                 run.kill_at_random(turn, rng, span)
-            else:  # in a fresh turn this always lands: every turn pays
-                run.ended(run.start(turn, kill_at='["'))
+            else:  # in a fresh turn this always lands: every turn pays twice
+                run.ended(run.start(turn, kill_at=f"payment#{1 + turn % 2}"))
             finished = run.kills == before  # the child ended the turn instead
         assert run.finish(turn)["answer"] == reference["answer"]
     assert run.kills == kills

@@ -7,7 +7,8 @@ cut short), starts the run when the store holds no sign of it, and otherwise
 only reads the answer — through ``CallJournal`` or, with the journal off,
 through ``workflow.run`` as an app without it would. It writes what it saw
 to ``result-<pid>.json`` and touches ``ready-<pid>`` first, so a test that
-kills it at a random instant measures from there; with ``kill_at`` it
+kills it at a random instant measures from there; with ``kill_at`` (a
+payment's key prefix, or ``payment#<n>``: this process's n-th payment) it
 SIGKILLs itself right after that ledger effect (a payment made, its result
 not yet recorded). Each model call the journal re-sends is noted in
 ``resent.log`` (fsynced, from the journal's log record, which comes before
@@ -57,8 +58,14 @@ def child(workdir: str, journal: bool, turn: int, kill_at: str | None = None) ->
     logging.getLogger("safepoint.adapters.agent_framework").addHandler(_Resent(work / "resent.log"))
     logging.getLogger("agent_framework").setLevel(logging.ERROR)
 
+    payments = 0
+
     def on_effect(effect: Effect) -> None:
-        if effect.kind == "record" and kill_at is not None and effect.key.startswith(kill_at):
+        nonlocal payments
+        if effect.kind != "record" or kill_at is None:
+            return
+        payments += 1
+        if effect.key.startswith(kill_at) or kill_at == f"payment#{payments}":
             os.kill(os.getpid(), signal.SIGKILL)  # right after the payment, before its result is kept
 
     app.LEDGER["ledger"] = Ledger(work / "ledger.db", on_effect=on_effect)
