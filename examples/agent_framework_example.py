@@ -150,7 +150,8 @@ async def journaled(url: str) -> None:
     storage = SafepointCheckpointStorage(url)
     journal = CallJournal(storage)
     latest = await storage.get_latest(workflow_name="refund")
-    assert latest is not None and latest.messages  # the cut superstep's input, still to deliver
+    assert latest is not None
+    assert latest.messages  # the cut superstep's input, still to deliver
     result = await journal.run(build_agent_flow(storage), checkpoint_id=latest.checkpoint_id)
     turn = journal.last_turn
     assert turn is not None

@@ -37,7 +37,7 @@ from typing import Any
 from agent_framework import Workflow
 
 from safepoint import AsyncStore, Store
-from safepoint.flow import Flow, load_or_none
+from safepoint.flow import Flow, head_or_none, load_or_none
 from safepoint.journal import Place, Tally, ToolPolicy, holding
 from safepoint.journal import counters as journal_counters
 from safepoint.records import CallUsage, Lease
@@ -139,11 +139,14 @@ def open_turn(
     yield from storage._opened(run_id, name)
     lease = yield from holding.acquire(storage.store, run_id, owner, terms)
     try:
-        head = yield from load_or_none(run_id)
-        stored = {} if head is None else dict(head.counters)
+        # The run's summary carries the head's counters; loading the head costs as much as the
+        # run's history (its message log), so only a resume, which must tell a branch, pays it.
+        info = yield from head_or_none(run_id)
+        stored = {} if info is None else dict(info.counters)
         lost_before = {n: stored[n] for n in journal_counters.LOST if isinstance(stored.get(n), int | float)}
         branch = None
-        if checkpoint_id is not None and head is not None:
+        head = None if checkpoint_id is None else (yield from load_or_none(run_id))
+        if head is not None:
             latest = _latest(layout.live_in(head))
             if latest is not None and latest != checkpoint_id:
                 branch = checkpoint_id
