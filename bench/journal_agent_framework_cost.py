@@ -7,8 +7,9 @@ The crash test's workflow (``tests/helpers/maf_journal_app.py``: two
 ``AgentExecutor``s, 5 model requests, 2 parallel payments and 2 lookups per
 workflow run) checkpoints to SQLite through ``SafepointCheckpointStorage``. Each
 episode runs one workflow run in a child process that is SIGKILLed once —
-right after the first payment, right after the second, or at a random
-instant — then resumed from the latest checkpoint in a fresh process, with
+right after the first payment, right after the second, at a random
+instant, or right after the model was paid for the run's 4th request (its
+answer lost) — then resumed from the latest checkpoint in a fresh process, with
 the journal off (``workflow.run(checkpoint_id=…)``, the framework's own
 resume) and on (the same through ``CallJournal.run``). Per kill point it
 prints the mean, per kill, of payments made again, lookups run again, model
@@ -40,7 +41,12 @@ from safepoint import open_store
 from safepoint.adapters.agent_framework import CallJournal, SafepointCheckpointStorage
 from safepoint.crashrig.ledger import Ledger
 
-POINTS = {"after payment 1": "payment#1", "after payment 2": "payment#2", "random instant": None}
+POINTS = {
+    "after payment 1": "payment#1",
+    "after payment 2": "payment#2",
+    "request 4 paid, answer lost": "request#4",
+    "random instant": None,
+}
 REFERENCE_CALLS = 5  # model requests of one uninterrupted workflow run
 
 

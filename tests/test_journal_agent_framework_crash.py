@@ -38,6 +38,8 @@ from helpers.maf_journal_child import child
 from safepoint.testing.crash import DuplicateEffect, Ledger
 
 SEED = 33_2026
+# The conversation's kill points in turn (see ``maf_journal_child``): None is a random instant.
+KILLS = ("payment#1", "request#4", None, "payment#2")
 COUNTED = ("tokens_in", "tokens_out", "model_calls", "tool_calls")
 
 
@@ -158,7 +160,8 @@ def conversation(
     forks: Any, tmp_path: Path, reference: dict[str, Any], rng: Random, *, turns: int, kills: int
 ) -> Workflow:
     """``turns`` turns of one workflow (one safepoint run), a kill in every other turn until
-    ``kills`` landed: right after the first or the second payment, or at a random instant."""
+    ``kills`` landed: right after the first or the second payment, right after the auditor's
+    first request was paid (its response lost: re-sent on resume), or at a random instant."""
     run = workflow(forks, tmp_path, "conversation", journal=True)
     span = reference["elapsed"] * 0.9
     for turn in range(1, turns + 1):
@@ -166,10 +169,11 @@ def conversation(
         finished = False
         while run.kills < wanted and not finished:
             before = run.kills
-            if turn % 4 == 3 and wanted - run.kills == 1:
+            kind = KILLS[(turn // 2) % len(KILLS)] if wanted - run.kills == 1 else "payment#1"
+            if kind is None:
                 run.kill_at_random(turn, rng, span)
-            else:  # in a fresh turn this always lands: every turn pays twice
-                run.ended(run.start(turn, kill_at=f"payment#{1 + turn % 2}"))
+            else:  # in a fresh turn this always lands: every turn pays twice and asks 5 times
+                run.ended(run.start(turn, kill_at=kind))
             finished = run.kills == before  # the child ended the turn instead
         assert run.finish(turn)["answer"] == reference["answer"]
     assert run.kills == kills
@@ -203,6 +207,9 @@ def test_a_20_turn_run_killed_10_times_counts_each_response_once(
     0 recorded responses paid again, the same answers; the token counters are the recorded
     responses' usage, each once, and the fake model was paid that plus the re-sent calls."""
     run = conversation(forks, tmp_path, reference, Random(SEED), turns=20, kills=10)
+    # 3 kills landed right after a paid request: re-sent, paid twice, kept out of the counters.
+    assert run.resent() >= 3
+    assert run.paid_again["tokens_in"] > 0
     print(f"\nagent framework journal, 20 turns: {run.summary()}")
 
 

@@ -10,7 +10,8 @@ to ``result-<pid>.json`` and touches ``ready-<pid>`` first, so a test that
 kills it at a random instant measures from there; with ``kill_at`` (a
 payment's key prefix, or ``payment#<n>``: this process's n-th payment) it
 SIGKILLs itself right after that ledger effect (a payment made, its result
-not yet recorded). Each model call the journal re-sends is noted in
+not yet recorded); with ``request#<n>``, right after the model was paid for
+this process's n-th request (its response lost: in flight). Each model call the journal re-sends is noted in
 ``resent.log`` (fsynced, from the journal's log record, which comes before
 the call), so the count survives a kill of the process that re-sent it.
 
@@ -58,14 +59,16 @@ def child(workdir: str, journal: bool, turn: int, kill_at: str | None = None) ->
     logging.getLogger("safepoint.adapters.agent_framework").addHandler(_Resent(work / "resent.log"))
     logging.getLogger("agent_framework").setLevel(logging.ERROR)
 
-    payments = 0
+    seen = {"record": 0, "model": 0}
 
     def on_effect(effect: Effect) -> None:
-        nonlocal payments
-        if effect.kind != "record" or kill_at is None:
+        if kill_at is None or effect.kind not in seen:
             return
-        payments += 1
-        if effect.key.startswith(kill_at) or kill_at == f"payment#{payments}":
+        seen[effect.kind] += 1
+        if effect.kind == "model":  # paid, its response not yet recorded: in flight
+            if kill_at == f"request#{seen['model']}":
+                os.kill(os.getpid(), signal.SIGKILL)
+        elif effect.key.startswith(kill_at) or kill_at == f"payment#{seen['record']}":
             os.kill(os.getpid(), signal.SIGKILL)  # right after the payment, before its result is kept
 
     app.LEDGER["ledger"] = Ledger(work / "ledger.db", on_effect=on_effect)
