@@ -266,17 +266,24 @@ def test_a_payment_in_flight_with_wait_stops_the_run_until_decided(
     assert ledger.check_calls() == (4, 5)
 
 
-def test_a_reconcile_hook_answering_no_decision_stops_the_run_fail_closed(
+def test_a_reconcile_hook_deciding_nothing_stops_the_run_fail_closed(
     storage: SafepointCheckpointStorage, ledger: Ledger
 ) -> None:
-    """A hook that returns no ``Reconcile`` is the journal's error, raised from the run — never a
-    tool error the model would read and go on past — and the payment is not made again."""
+    """A hook that returns no ``Reconcile`` (or fails) stops the run with the journal's error —
+    never a tool error the model would read and go on past — and the payment is not made again."""
     cut_run(storage, ledger)
     paid = ledger.model_calls()
     journal = CallJournal(storage, non_idempotent={"charge": lambda key, name, args: "yes"})
     with pytest.raises(InvalidArgument, match="reconcile hook of tool 'charge'"):
         resume(journal, app.build(storage), storage)
-    assert ledger.model_calls() == paid
+
+    def broken(key: str, name: str, args: Any) -> Reconcile:
+        raise LookupError("the payment service is down")
+
+    with pytest.raises(Exception, match="call journal stopped tool 'charge'") as stopped:
+        resume(CallJournal(storage, non_idempotent={"charge": broken}), app.build(storage), storage)
+    assert not isinstance(stopped.value, Crash)
+    assert ledger.model_calls() == paid  # the model never read an error and went on
     ledger.check_exactly_once()
 
 

@@ -36,7 +36,6 @@ from agent_framework import (
 )
 from pydantic import BaseModel
 
-from safepoint import SafepointError
 from safepoint.flow import RecordedCall
 from safepoint.journal import NOT_RECORDABLE, ToolPolicy, model_call, tool_call
 from safepoint.journal.holding import serve
@@ -148,12 +147,13 @@ class ToolMiddleware(FunctionMiddleware):
         )
         try:
             context.result = await serve(turn.store, flow)
-        except SafepointError as error:
+        except Exception as error:
             if error in failed:
                 raise
-            # The journal's own stop (a reconcile wait, a bad hook, a lost lease) leaves by the
-            # loop's fail-closed escape: any other error would become a tool result the model
-            # reads, and the run would go on past a call the journal could not settle.
+            # The journal's own stop (a reconcile wait, a hook that failed or decided nothing, a
+            # lost lease) leaves by the loop's fail-closed escape: any other error would become a
+            # tool result the model reads, and it could go on past — or call again — a tool the
+            # journal could not settle.
             raise MiddlewareFailure(f"the call journal stopped tool {name!r}") from error
 
 
