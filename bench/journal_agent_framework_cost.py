@@ -8,7 +8,8 @@ The crash test's workflow (``tests/helpers/maf_journal_app.py``: two
 workflow run) checkpoints to SQLite through ``SafepointCheckpointStorage``. Each
 episode runs one workflow run in a child process that is SIGKILLed once —
 right after the first payment, right after the second, at a random
-instant, or right after the model was paid for the run's 4th request (its
+instant of the workflow run (from its first model request to its process's
+exit), or right after the model was paid for the run's 4th request (its
 answer lost) — then resumed from the latest checkpoint in a fresh process, with
 the journal off (``workflow.run(checkpoint_id=…)``, the framework's own
 resume) and on (the same through ``CallJournal.run``). Per kill point it
@@ -50,14 +51,24 @@ POINTS = {
 REFERENCE_CALLS = 5  # model requests of one uninterrupted workflow run
 
 
+def working(work: Path, process: Any) -> float:
+    """Wait until ``process`` asked the model its first request (the workflow run is under way:
+    a random kill before it would cut nothing); the time since it started."""
+    started = time.monotonic()
+    with Ledger(work / "ledger.db") as seen:  # made before the child: see one()
+        while process.is_alive() and not any(call.kind == "model" for call in seen.calls()):
+            time.sleep(0.001)
+    return time.monotonic() - started
+
+
 def one(
     forks: Any, work: Path, journal: bool, kill_at: str | None, *, rng: Random, span: float
 ) -> dict[str, Any]:
+    Ledger(work / "ledger.db").close()  # made (WAL) before the child, so the parent can watch it
     process = forks.Process(target=child, args=(str(work), journal, 1, kill_at))
     process.start()
     if kill_at is None:
-        while not (work / f"ready-{process.pid}").exists():
-            time.sleep(0.001)
+        working(work, process)
         time.sleep(rng.uniform(0.0, span))
         process.kill()
     process.join(60)
@@ -87,9 +98,13 @@ def crashes(episodes: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         clean = Path(tmp) / "clean"
         clean.mkdir()
+        Ledger(clean / "ledger.db").close()
         reference = forks.Process(target=child, args=(str(clean), True, 1, None))
         reference.start()
+        working(clean, reference)
+        under_way = time.monotonic()
         reference.join(60)
+        span = time.monotonic() - under_way  # the workflow run, from its first request to exit
         ref = json.loads((clean / f"result-{reference.pid}.json").read_text())
         with Ledger(clean / "ledger.db") as ledger:
             ref_tokens = sum(
@@ -106,7 +121,7 @@ def crashes(episodes: int) -> None:
                 for n in range(episodes):
                     work = Path(tmp) / f"{index}-{journal}-{n}"
                     work.mkdir()
-                    rows.append(one(forks, work, journal, kill_at, rng=rng, span=ref["elapsed"] * 0.8))
+                    rows.append(one(forks, work, journal, kill_at, rng=rng, span=span))
                 kills = sum(r["killed"] for r in rows) or 1
                 same = all(r["answer"] == ref["answer"] for r in rows)
 

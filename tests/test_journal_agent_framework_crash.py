@@ -74,13 +74,22 @@ class Workflow:
         else:
             self.results.append(json.loads((self.work / f"result-{process.pid}.json").read_text()))
 
+    def under_way(self, process: Any) -> float:
+        """Wait until ``process`` made its first call the ledger sees (a request paid, a tool run):
+        a random kill before it would cut nothing. The time it was seen (or the process ended)."""
+        with self.ledger() as ledger:
+            before = len(ledger.calls())
+            deadline = time.monotonic() + 60
+            while process.is_alive() and len(ledger.calls()) == before:
+                assert time.monotonic() < deadline, "the child never got under way"
+                time.sleep(0.001)
+        return time.monotonic()
+
     def kill_at_random(self, turn: int, rng: Random, span: float) -> None:
+        """Start turn ``turn``'s process and kill it at a random instant of the ``span`` seconds
+        after its first call (a resume with nothing left to call ends untouched)."""
         process = self.start(turn)
-        ready = self.work / f"ready-{process.pid}"
-        deadline = time.monotonic() + 60
-        while not ready.exists():
-            assert time.monotonic() < deadline, "the child never started"
-            time.sleep(0.001)
+        self.under_way(process)
         time.sleep(rng.uniform(0.0, span))
         process.kill()
         self.ended(process)
@@ -103,21 +112,26 @@ class Workflow:
 def workflow(forks: Any, tmp_path: Path, name: str, *, journal: bool) -> Workflow:
     work = tmp_path / name
     work.mkdir()
+    Ledger(work / "ledger.db").close()  # made (WAL) before any child, so the test can watch it
     return Workflow(forks, work, journal)
 
 
 @pytest.fixture(scope="module")
 def reference(forks: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Two uninterrupted turns: the answer, the counters per turn, how long a turn runs."""
+    """Two uninterrupted turns: the answer, the counters per turn, how long a run is under way."""
     clean = workflow(forks, tmp_path_factory.mktemp("reference"), "clean", journal=True)
-    first, second = clean.finish(1), clean.finish(2)
+    process = clean.start(1)
+    under_way = clean.under_way(process)
+    clean.ended(process)
+    span = time.monotonic() - under_way  # a workflow run, from its first call to its exit
+    first, second = clean.results[-1], clean.finish(2)
     assert first["answer"] == second["answer"] == app.AUDITOR[-1]
     per_turn = {k: second["counters"][k] - first["counters"][k] for k in COUNTED}
     assert per_turn["model_calls"] == 5
     assert per_turn["tool_calls"] == 4
     assert clean.ledger().check_calls() == (8, 10)
     assert clean.ledger().check_usage(second["counters"]) == {"tokens_in": 0, "tokens_out": 0}
-    return {"answer": first["answer"], "per_turn": per_turn, "elapsed": first["elapsed"]}
+    return {"answer": first["answer"], "per_turn": per_turn, "span": span}
 
 
 def recorded_usage(work: Path) -> tuple[int, int, int]:
@@ -163,7 +177,7 @@ def conversation(
     ``kills`` landed: right after the first or the second payment, right after the auditor's
     first request was paid (its response lost: re-sent on resume), or at a random instant."""
     run = workflow(forks, tmp_path, "conversation", journal=True)
-    span = reference["elapsed"] * 0.9
+    span = reference["span"]
     for turn in range(1, turns + 1):
         wanted = min(kills, (turn + 1) // 2)
         finished = False
@@ -187,7 +201,7 @@ def kill_again_and_again(
     """Turns of one workflow each killed right after a payment, then its resumes killed at random
     instants, until ``wanted`` kills landed; each turn ends with the uninterrupted run's answer."""
     run = workflow(forks, tmp_path, "again", journal=True)
-    span = reference["elapsed"] * 1.2
+    span = reference["span"]
     turn = 0
     while run.kills < wanted:
         turn += 1
