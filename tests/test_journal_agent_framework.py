@@ -28,6 +28,7 @@ from safepoint.adapters.agent_framework import (
     CallJournal,
     SafepointCheckpointStorage,
     current_call_key,
+    layout,
     non_idempotent,
 )
 from safepoint.adapters.agent_framework import framework as af_framework
@@ -94,7 +95,8 @@ def cut_run(storage: SafepointCheckpointStorage, ledger: Ledger, kind: str = "re
 
 
 def entries(storage: SafepointCheckpointStorage, run_id: str = app.RUN_ID) -> dict[str, Any]:
-    return {e.key: e for e in storage.store.recorded_calls(run_id)}
+    """The run's recorded calls by key (not the ``resumed:<checkpoint>`` notes of resumes)."""
+    return {e.key: e for e in storage.store.recorded_calls(run_id) if e.key.startswith('["')}
 
 
 def test_the_framework_names_the_journal_relies_on_are_there(storage: SafepointCheckpointStorage) -> None:
@@ -174,6 +176,30 @@ def test_a_run_cut_mid_superstep_resumes_without_requesting_or_doing_anything_ag
     counters = storage.store.load(app.RUN_ID).counters
     assert (counters["model_calls"], counters["tool_calls"], counters["resent_calls"]) == (5, 4, 0)
     assert ledger.check_usage(dict(counters)) == {"tokens_in": 0, "tokens_out": 0}
+
+
+def test_a_second_resume_of_the_same_checkpoint_replays_the_first_and_pays_nothing(
+    storage: SafepointCheckpointStorage, ledger: Ledger
+) -> None:
+    """A process that waited for the first resume's lease (or a retry) resumes the same cut
+    checkpoint after it, no longer the latest: it replays all the first resume recorded — not a
+    new branch — pays nothing, answers the same, and the counters count each call once."""
+    cut_run(storage, ledger)
+    cut = latest(storage)
+    assert (
+        app.answer(run(CallJournal(storage), app.build(storage), checkpoint_id=cut.checkpoint_id)) == ANSWER
+    )
+    first = dict(storage.store.load(app.RUN_ID).counters)
+    paid, before = ledger.model_calls(), entries(storage)
+    journal = CallJournal(storage)
+    assert app.answer(run(journal, app.build(storage), checkpoint_id=cut.checkpoint_id)) == ANSWER
+    turn = journal.last_turn
+    assert turn is not None
+    assert (turn.models.called, turn.models.replayed, turn.tools.called) == (0, 5, 0)
+    assert ledger.model_calls() == paid
+    assert ledger.check_calls() == (4, 5)
+    assert entries(storage).keys() == before.keys()
+    assert dict(storage.store.load(app.RUN_ID).counters) == first
 
 
 def test_a_model_request_in_flight_is_sent_again_and_counted_apart(
@@ -330,8 +356,11 @@ def test_a_resume_from_an_older_checkpoint_is_a_branch_and_replays_nothing_into_
     turn = journal.last_turn
     assert turn is not None
     assert (turn.models.replayed, turn.models.called, turn.tools.replayed, turn.tools.called) == (0, 2, 0, 1)
-    # The old branch recorded the auditor's calls at this very place (anchor, superstep, executor).
-    assert sum(json.loads(key.split("|", 1)[0])[0] == older.checkpoint_id for key in before) == 3
+    # The old branch recorded the auditor's calls at this very place: the root the checkpoint was
+    # saved with, the superstep, the executor — a resume of it that was not a branch would replay.
+    root = layout.live_in(storage.store.load(app.RUN_ID))[older.checkpoint_id].root
+    old = [(json.loads(key.split("|", 1)[0])[0], *place(key)[:2]) for key in before]
+    assert old.count((root, 2, "auditor")) == 3
     added = set(entries(storage)) - set(before)
     assert len(added) == 3
     assert all(

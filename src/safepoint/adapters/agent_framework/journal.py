@@ -154,7 +154,7 @@ class CallJournal:
             lease=opened.lease,
             start=opened.start,
             lost_before=opened.lost_before,
-            branch=opened.branch,
+            root=opened.root,
             policies=self.policies,
             spend=self.spend,
             resolve_secrets=self.resolve_secrets,

@@ -204,11 +204,12 @@ class SafepointCheckpointStorage:
                 head = head.next()
                 packed, appended, lists = layout.pack(tree, lists, head.step)
                 entry = {"op": "save", "id": checkpoint_id, "step": head.step, "ts": tree["timestamp"]}
+                turn = self.holds.get(run_id)
+                if turn is not None:  # a journaled turn's save carries its keys' root and counters
+                    entry["root"] = turn.rooted(checkpoint_id)
+                    head.counters.update(turn.counters())
                 head.messages.extend([*appended, entry])
                 head.labels, head.state = labels, {"op": "save", "checkpoint": packed}
-                turn = self.holds.get(run_id)
-                if turn is not None:  # a journaled turn's save carries its counters
-                    head.counters.update(turn.counters())
             if not (yield from save_cached(self._cache, head, lists, replace=True)):
                 continue  # another writer moved the run: build again on its head
             if _op(head) == "save":

@@ -8,20 +8,29 @@ returns, so a second process resuming the same workflow waits; the storage's
 saves and every journal entry of the turn go under that lease, and each save
 carries the turn's counters.
 
-Keys name a call's place, never anything a re-run changes. A superstep that
-a crash cut short runs again from the checkpoint before it (the framework's
-``run(checkpoint_id=…)``): that checkpoint's id (the *anchor*: the last
-checkpoint the workflow saved or restored), the superstep's number, the
-executor's id, then the call's order among that executor's model calls in
-the superstep, or a tool's function-call id::
+Keys name a call's place, never anything a re-run changes: the turn's
+*root*, the superstep's number (the framework's, carried in each checkpoint,
+so it goes on counting after a resume), the executor's id, then the call's
+order among that executor's model calls in the superstep, or a tool's
+function-call id::
 
-    ["<anchor>",<superstep>,"<executor>"]|model#<n>
-    ["<anchor>",<superstep>,"<executor>"]|tool:<name>|<call id>
+    ["<root>",<superstep>,"<executor>"]|model#<n>
+    ["<root>",<superstep>,"<executor>"]|tool:<name>|<call id>
 
-A resume from a checkpoint other than the workflow's latest is a new branch,
-not a crash: the first superstep after it records under a key of its own
-(``<anchor>~branch:<owner>``), so nothing recorded on the old branch replays
-into the new one.
+The root is the first checkpoint a fresh run saved (its entry); every
+checkpoint saved during a journaled run carries its root (``layout.Live``),
+and a resume from a checkpoint takes that checkpoint's root. So a superstep
+that a crash cut short, run again from the checkpoint before it (the
+framework's ``run(checkpoint_id=…)``), has the keys it had; and so does a
+second resume of the same checkpoint (a process that waited for the first
+one's lease, or a retry), which replays what the first resume recorded —
+each resume of the latest checkpoint leaves a ``resumed:<id>`` entry saying
+so.
+
+A resume from a checkpoint other than the workflow's latest that no turn
+resumed before is a new branch, not a crash: its root is a key of its own
+(``<checkpoint>~branch:<owner>``), so nothing recorded on the old branch
+replays into the new one.
 """
 
 from __future__ import annotations
@@ -37,7 +46,7 @@ from typing import Any
 from agent_framework import Workflow
 
 from safepoint import AsyncStore, Store
-from safepoint.flow import Flow, head_or_none, load_or_none
+from safepoint.flow import Flow, RecordCall, RecordedCall, head_or_none, load_or_none
 from safepoint.journal import Place, Tally, ToolPolicy, holding
 from safepoint.journal import counters as journal_counters
 from safepoint.records import CallUsage, Lease
@@ -68,7 +77,7 @@ class Turn:
     lease: Lease | None
     start: dict[str, int | float]  # the run's counters when the turn began
     lost_before: dict[str, int | float]
-    branch: str | None  # the checkpoint a new branch starts from (see the module's docstring)
+    root: str | None  # the root of the turn's keys (the module's docstring); None: its first save
     policies: dict[str, ToolPolicy]
     spend: Callable[[Any], float] | None = None
     resolve_secrets: Any = False
@@ -88,11 +97,16 @@ class Turn:
             return found[0].id
         return f"agent:{getattr(agent, 'name', None) or getattr(agent, 'id', '')}"
 
+    def rooted(self, checkpoint_id: str) -> str:
+        """The root of the turn's keys, which ``checkpoint_id`` is saved with: the turn's first
+        save is a fresh run's root."""
+        if self.root is None:
+            self.root = checkpoint_id
+        return self.root
+
     def stem(self, executor: str) -> str:
-        anchor = self.workflow.get_last_checkpoint_id() or ""
-        if self.branch is not None and anchor == self.branch:
-            anchor = f"{anchor}~branch:{self.owner}"
-        where = [_short(anchor), framework.superstep(self.workflow), _short(executor)]
+        root = self.root or self.workflow.get_last_checkpoint_id() or ""
+        where = [_short(root), framework.superstep(self.workflow), _short(executor)]
         return json.dumps(where, separators=(",", ":"), ensure_ascii=False)
 
     def next_model_key(self, executor: str) -> tuple[str, str, int]:
@@ -128,32 +142,53 @@ class Opened:
     lease: Lease
     start: dict[str, int | float]
     lost_before: dict[str, int | float]
-    branch: str | None
+    root: str | None
 
 
 def open_turn(
     storage: Any, run_id: str, name: str, checkpoint_id: str | None, *, owner: str, terms: holding.Terms
 ) -> Flow[Opened]:
     """Hold the workflow's run (made first if the workflow never saved), read its counters, and
-    tell a resume from the latest checkpoint (a crash: replay) from one from an older (a branch)."""
+    find the root of the turn's keys: a resume's from its checkpoint, a new branch's its own."""
     yield from storage._opened(run_id, name)
     lease = yield from holding.acquire(storage.store, run_id, owner, terms)
     try:
         # The run's summary carries the head's counters; loading the head costs as much as the
-        # run's history (its message log), so only a resume, which must tell a branch, pays it.
+        # run's history (its message log), so only a resume, which needs its checkpoints, pays it.
         info = yield from head_or_none(run_id)
         stored = {} if info is None else dict(info.counters)
         lost_before = {n: stored[n] for n in journal_counters.LOST if isinstance(stored.get(n), int | float)}
-        branch = None
-        head = None if checkpoint_id is None else (yield from load_or_none(run_id))
-        if head is not None:
-            latest = _latest(layout.live_in(head))
-            if latest is not None and latest != checkpoint_id:
-                branch = checkpoint_id
-        return Opened(lease, journal_counters.counted(stored), lost_before, branch)
+        root = None
+        if checkpoint_id is not None:
+            root, again = yield from _resumed_root(run_id, checkpoint_id, owner, lease)
+            if again is not None:  # the turn replays what was counted after its checkpoint
+                stored = again
+        return Opened(lease, journal_counters.counted(stored), lost_before, root)
     except BaseException:
         yield from holding.release(storage.store, lease)
         raise
+
+
+def _resumed_root(
+    run_id: str, checkpoint_id: str, owner: str, lease: Lease
+) -> Flow[tuple[str, dict[str, Any] | None]]:
+    """The root of a resume's keys; and for a second resume of one checkpoint, the counters saved
+    with it: its turn replays what the first resume recorded, which the head already counts."""
+    head = yield from load_or_none(run_id)
+    live = {} if head is None else layout.live_in(head)
+    found = live.get(checkpoint_id)
+    root = found.root if found is not None and found.root else checkpoint_id
+    marker = f"resumed:{_short(checkpoint_id)}"
+    latest = _latest(live)
+    if latest is None or latest == checkpoint_id:  # a crash's resume: noted for a second one
+        yield RecordCall(run_id, marker, {"root": root}, lease=lease)
+        return root, None
+    resumed = yield RecordedCall(run_id, marker)
+    if resumed is None:  # a new branch: nothing of the old one replays, its cost adds up
+        return f"{checkpoint_id}~branch:{owner}", None
+    # Resumed before (a process that waited for the first one, a retry): the same keys, replayed.
+    saved = None if found is None else (yield from load_or_none(run_id, found.step))
+    return root, None if saved is None else dict(saved.counters)
 
 
 def _latest(live: dict[str, layout.Live]) -> str | None:
