@@ -61,8 +61,8 @@ class Workflow:
     results: list[dict[str, Any]] = field(default_factory=list)
     paid_again: dict[str, int] = field(default_factory=dict)  # tokens of requests paid twice
 
-    def start(self, turn: int, kill_at: str | None = None) -> Any:
-        process = self.forks.Process(target=child, args=(str(self.work), self.journal, turn, kill_at))
+    def start(self, turn: int, kill_at: str | None = None, go: str | None = None) -> Any:
+        process = self.forks.Process(target=child, args=(str(self.work), self.journal, turn, kill_at, go))
         process.start()
         return process
 
@@ -249,6 +249,27 @@ if os.environ.get("SAFEPOINT_SOAK"):
         seed = int(os.environ.get("SAFEPOINT_SEED", str(time.time_ns() % 10_000)))
         run = kill_again_and_again(forks, tmp_path, reference, Random(seed), 30)
         print(f"\nagent framework journal soak (seed {seed}): {run.summary()}")
+
+
+@pytest.mark.crash
+def test_two_processes_resuming_one_cut_run_at_once_pay_once(
+    forks: Any, tmp_path: Path, reference: dict[str, Any]
+) -> None:
+    """Killed after a payment, the run is resumed by two processes let go together, both from the
+    cut checkpoint: one holds the workflow's run, the other waits, then replays all the first
+    recorded — no payment and no request twice, the same answer, each call counted once."""
+    run = workflow(forks, tmp_path, "both", journal=True)
+    run.ended(run.start(1, kill_at="payment#2"))
+    go = run.work / "go"
+    first, second = run.start(1, go=str(go)), run.start(1, go=str(go))
+    for process in (first, second):
+        while not (run.work / f"ready-{process.pid}").exists():
+            time.sleep(0.001)
+    go.touch()
+    run.ended(first)
+    run.ended(second)
+    assert [r["answer"] for r in run.results] == [reference["answer"]] * 2
+    check_run(run, reference, 1)
 
 
 @pytest.mark.crash

@@ -14,6 +14,7 @@ not yet recorded); with ``request#<n>``, right after the model was paid for
 this process's n-th request (its response lost: in flight). Each model call the journal re-sends is noted in
 ``resent.log`` (fsynced, from the journal's log record, which comes before
 the call), so the count survives a kill of the process that re-sent it.
+With ``go`` it waits for that file first (two processes started together).
 
 The tests fork these processes from a forkserver that imported this module
 once: importing the framework takes seconds, and a forked child is still a
@@ -54,7 +55,7 @@ def message(turn: int) -> str:
     return f"refund order {turn}"
 
 
-def child(workdir: str, journal: bool, turn: int, kill_at: str | None = None) -> None:
+def child(workdir: str, journal: bool, turn: int, kill_at: str | None = None, go: str | None = None) -> None:
     work = Path(workdir)
     logging.getLogger("safepoint.adapters.agent_framework").addHandler(_Resent(work / "resent.log"))
     logging.getLogger("agent_framework").setLevel(logging.ERROR)
@@ -74,6 +75,8 @@ def child(workdir: str, journal: bool, turn: int, kill_at: str | None = None) ->
     app.LEDGER["ledger"] = Ledger(work / "ledger.db", on_effect=on_effect)
     app.LEDGER["turn"] = turn
     (work / f"ready-{os.getpid()}").touch()
+    while go is not None and not Path(go).exists():  # two processes let go together
+        time.sleep(0.001)
     started = time.monotonic()
     store = open_store(f"sqlite:///{work / 'state.db'}")
     answer, counters = asyncio.run(_to_end(store, journal, turn))
