@@ -184,6 +184,8 @@ def conversation(
         while run.kills < wanted and not finished:
             before = run.kills
             kind = KILLS[(turn // 2) % len(KILLS)] if wanted - run.kills == 1 else "payment#1"
+            if kind is None and turn == turns:  # the last chance: a kill that always lands
+                kind = "payment#1"
             if kind is None:
                 run.kill_at_random(turn, rng, span)
             else:  # in a fresh turn this always lands: every turn pays twice and asks 5 times
