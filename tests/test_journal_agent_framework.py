@@ -22,6 +22,7 @@ import pytest
 from agent_framework import Agent, AgentExecutor, InMemoryCheckpointStorage, WorkflowBuilder, tool
 
 import safepoint
+from adapter_checks import BACKEND_KINDS, backend_store
 from helpers import maf_journal_app as app
 from safepoint import InvalidArgument, Reconcile, RunHeld, SafepointError
 from safepoint.adapters.agent_framework import (
@@ -176,6 +177,28 @@ def test_a_run_cut_mid_superstep_resumes_without_requesting_or_doing_anything_ag
     counters = storage.store.load(app.RUN_ID).counters
     assert (counters["model_calls"], counters["tool_calls"], counters["resent_calls"]) == (5, 4, 0)
     assert ledger.check_usage(dict(counters)) == {"tokens_in": 0, "tokens_out": 0}
+
+
+@pytest.mark.parametrize("kind", BACKEND_KINDS)
+def test_resume_on_every_backend(kind: str, tmp_path: Path, ledger: Ledger) -> None:
+    """The cut-and-resume run on SQLite and PostgreSQL, through a Store and an AsyncStore."""
+
+    async def scenario() -> None:
+        async with backend_store(kind, tmp_path) as store:
+            storage = SafepointCheckpointStorage(store)
+            crash_after(ledger, "record")
+            with pytest.raises(Crash):
+                await CallJournal(storage).run(app.build(storage), ASKED)
+            cut = await storage.get_latest(workflow_name=app.NAME)
+            assert cut is not None
+            journal = CallJournal(storage, wait=0)
+            result = await journal.run(app.build(storage), checkpoint_id=cut.checkpoint_id)
+            assert app.answer(result) == ANSWER
+            assert journal.last_turn is not None
+            assert journal.last_turn.models.replayed == 2
+
+    asyncio.run(scenario())
+    assert ledger.check_calls() == (4, 5)
 
 
 def test_a_second_resume_of_the_same_checkpoint_replays_the_first_and_pays_nothing(
