@@ -144,7 +144,7 @@ def test_every_call_is_recorded_and_the_checkpoints_carry_the_counters(
 
 
 def place(key: str) -> tuple[int, str, str]:
-    """A key's superstep, executor and call (its anchor, a checkpoint id, left out)."""
+    """A key's superstep, executor and call (its root, a checkpoint id, left out)."""
     stem, call = key.split("|", 1)
     _, superstep, executor = json.loads(stem)
     return superstep, executor, call
