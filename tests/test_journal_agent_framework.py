@@ -483,6 +483,29 @@ def test_wrong_uses_are_refused_naming_what_is_wrong(
     assert ledger.model_calls() == 0
 
 
+def test_a_fresh_journal_on_a_reused_workflow_records_each_call_once(
+    storage: SafepointCheckpointStorage, ledger: Ledger
+) -> None:
+    """``CallJournal(storage).run(workflow, …)`` on a long-lived workflow, a new journal each time:
+    the middleware are installed once, so each request is recorded and counted once."""
+    workflow = app.build(storage)
+    for text in (ASKED, "refund order 2"):
+        journal = CallJournal(storage)
+        paid = ledger.model_calls()
+        run(journal, workflow, text)
+        turn = journal.last_turn
+        assert turn is not None
+        assert turn.models.called == ledger.model_calls() - paid
+    agents = [e.agent for e in af_framework.agent_executors(workflow)]
+    assert [len(a.middleware) for a in agents] == [3, 3]
+    counters = storage.store.load(app.RUN_ID).counters
+    assert (
+        counters["model_calls"]
+        == ledger.model_calls()
+        == len([key for key in entries(storage) if "|model#" in key])
+    )
+
+
 def test_outside_a_journaled_run_the_middleware_change_nothing(
     storage: SafepointCheckpointStorage, ledger: Ledger
 ) -> None:

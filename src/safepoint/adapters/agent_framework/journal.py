@@ -115,7 +115,8 @@ class CallJournal:
         self.last_turn: Turn | None = None
 
     def install(self, workflow: Workflow) -> None:
-        """Add the journal's middleware to the agent of each ``AgentExecutor`` (once)."""
+        """Add the journal's middleware to the agent of each ``AgentExecutor`` (once: the
+        middleware read everything from the running turn, so one set serves every journal)."""
         for executor in framework.agent_executors(workflow):
             agent = executor.agent
             if not hasattr(agent, "middleware"):
@@ -123,7 +124,7 @@ class CallJournal:
                     f"executor {executor.id!r} runs an agent without middleware: the journal needs an Agent"
                 )
             present = list(agent.middleware or [])
-            if not any(m is self.middleware[0] for m in present):
+            if not any(isinstance(m, ExecutorMiddleware) for m in present):
                 agent.middleware = [*present, *self.middleware]
 
     async def run(self, workflow: Workflow, message: Any = None, **kwargs: Any) -> Any:
