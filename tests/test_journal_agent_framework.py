@@ -27,6 +27,7 @@ from helpers import maf_journal_app as app
 from safepoint import InvalidArgument, Reconcile, RunHeld, SafepointError
 from safepoint.adapters.agent_framework import (
     CallJournal,
+    CheckpointNotFound,
     SafepointCheckpointStorage,
     current_call_key,
     layout,
@@ -480,7 +481,10 @@ def test_wrong_uses_are_refused_naming_what_is_wrong(
             wrong()
         assert isinstance(refused.value, InvalidArgument)
         assert secret not in str(refused.value)
+    with pytest.raises(CheckpointNotFound):  # a NotFound and the framework's own error alike
+        run(CallJournal(storage), app.build(storage), checkpoint_id="no-such-checkpoint")
     assert ledger.model_calls() == 0
+    assert storage.store.recorded_calls(app.RUN_ID) == []
 
 
 def test_a_fresh_journal_on_a_reused_workflow_records_each_call_once(

@@ -177,7 +177,9 @@ def _resumed_root(
     head = yield from load_or_none(run_id)
     live = {} if head is None else layout.live_in(head)
     found = live.get(checkpoint_id)
-    root = found.root if found is not None and found.root else checkpoint_id
+    if found is None:  # not one of this workflow's checkpoints: the framework's load says so
+        return checkpoint_id, None
+    root = found.root or checkpoint_id
     marker = f"resumed:{_short(checkpoint_id)}"
     latest = _latest(live)
     if latest is None or latest == checkpoint_id:  # a crash's resume: noted for a second one
@@ -187,7 +189,7 @@ def _resumed_root(
     if resumed is None:  # a new branch: nothing of the old one replays, its cost adds up
         return f"{checkpoint_id}~branch:{owner}", None
     # Resumed before (a process that waited for the first one, a retry): the same keys, replayed.
-    saved = None if found is None else (yield from load_or_none(run_id, found.step))
+    saved = yield from load_or_none(run_id, found.step)
     return root, None if saved is None else dict(saved.counters)
 
 
