@@ -137,7 +137,9 @@ class CallJournal(BasePlugin):
         ids = (session.app_name, session.user_id, session.id)
         run_id = service.run_id_of(*ids)
         request = {"new_message": user_message.model_dump(mode="json", exclude_none=True)}
-        opening = open_turn(run_id, session.id, request, holding.new_owner(), self.terms, service.store)
+        opening = open_turn(
+            run_id, session.id, request, owner=holding.new_owner(), terms=self.terms, store=service.store
+        )
         opened = await holding.serve(service.store, opening)
         turn = Turn(
             store=service.store,
@@ -213,7 +215,7 @@ class CallJournal(BasePlugin):
             getattr(tool, "func", None), POLICY_ATTRIBUTE, None
         )
         return await calls.before_tool(
-            turn, slot, tool.name, tool_args, call_id, policy, tool_context.actions
+            turn, slot, tool.name, tool_args, call_id=call_id, policy=policy, actions=tool_context.actions
         )
 
     async def after_tool_callback(

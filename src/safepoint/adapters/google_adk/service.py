@@ -8,6 +8,7 @@ The methods are ADK's (all async); each runs one flow (``flows.py``,
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from google.adk.errors import StaleSessionError
@@ -127,7 +128,7 @@ class SafepointSessionService(BaseSessionService):
         flow = self._append(run_id, session, data, (app, user, own))
         turn = self._held.get(run_id)
         if turn is not None:  # a journaled turn holds the session: its saves go under its lease
-            flow = translate(flow, lambda request: _under(turn, request))
+            flow = translate(flow, partial(_under, turn))
         await self._runner.arun(flow, lock=run_id)
         session.last_update_time = event.timestamp
         return self._commit_event_to_session(session, event)
