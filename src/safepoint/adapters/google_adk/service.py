@@ -158,8 +158,9 @@ class SafepointSessionService(BaseSessionService):
 
     def let_go(self, turn: Any) -> None:
         """Stop saving under ``turn`` (its lease is about to be given back)."""
-        if self._held.get(turn.run_id) is turn:
-            del self._held[turn.run_id]
+        run_id = turn.run_id
+        if self._held.get(run_id) is turn:
+            del self._held[run_id]
 
     def close(self) -> None:
         """Stop using the service; closes the store if the service opened it from a URL."""

@@ -123,7 +123,7 @@ class Opened:
 
 
 def open_turn(
-    run_id: str, session_id: str, request: Any, owner: str, terms: holding.Terms, store: Any
+    run_id: str, session_id: str, request: Any, *, owner: str, terms: holding.Terms, store: Any
 ) -> Flow[Opened]:
     """Hold the session, find which turn this call is, write its start, roll a cut turn back."""
     head = yield from load_or_none(run_id)
@@ -141,7 +141,9 @@ def open_turn(
         lost_before = {name: head.counters.get(name, 0) for name in journal_counters.LOST}
         rolled = 0
         if found is not None and not found[2]:  # a cut turn, another message now: it is dropped
-            head, rolled = yield from _rolled_back(store, lease, head, found[0], found[1], lost_before)
+            head, rolled = yield from _rolled_back(
+                store, lease, head, number=found[0], base=found[1], lost=lost_before
+            )
             yield RecordCall(run_id, end_key(found[0]), {"dropped": True}, None, None, lease)
             found = None
         if found is None:
@@ -157,7 +159,9 @@ def open_turn(
             number, base, _ = found
             resumed = True
         if resumed:
-            head, rolled = yield from _rolled_back(store, lease, head, number, base, lost_before)
+            head, rolled = yield from _rolled_back(
+                store, lease, head, number=number, base=base, lost=lost_before
+            )
         return Opened(number, lease, base, lost_before, resumed, rolled, head)
     except BaseException:
         yield from holding.release(store, lease)
@@ -165,7 +169,7 @@ def open_turn(
 
 
 def _rolled_back(
-    store: Any, lease: Lease, head: Checkpoint, number: int, base: Any, lost: dict[str, Any]
+    store: Any, lease: Lease, head: Checkpoint, *, number: int, base: Any, lost: dict[str, Any]
 ) -> Flow[tuple[Checkpoint, int]]:
     """The session taken back to turn ``number``'s start (one step), and the events taken back."""
     if head.step == base["step"]:
