@@ -23,9 +23,13 @@ import asyncio
 import contextlib
 import contextvars
 import inspect
+import logging
+from functools import partial
 from typing import Any
 
 from safepoint import Reconcile
+from safepoint.flow import RecordedCall
+from safepoint.twins import translate
 from safepoint.journal import ToolPolicy, model_call, tool_call
 from safepoint.journal.holding import serve
 
@@ -34,6 +38,7 @@ from .turn import Turn
 
 CALL_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar("safepoint_adk_call_key", default=None)
 _IDEMPOTENT = ToolPolicy()
+log = logging.getLogger("safepoint.adapters.google_adk")
 
 
 class Pending:
@@ -103,7 +108,7 @@ async def before_model(turn: Turn, slot: tuple[str, str], request: Any) -> Any:
         resolve_secrets=turn.resolve_secrets,
     )
     try:
-        answered, response = await pending.start(turn, flow)
+        answered, response = await pending.start(turn, translate(flow, partial(_watched, slot)))
     except BaseException:
         turn.order[slot] = n  # a failed call leaves its place to a retry
         raise
@@ -111,6 +116,19 @@ async def before_model(turn: Turn, slot: tuple[str, str], request: Any) -> Any:
         return response
     turn.models_open[slot] = (pending, key, n)
     return None
+
+
+def _watched(slot: tuple[str, str], request: Any) -> Any:
+    """A request of the model flow, served as it is; an entry found in flight is logged before
+    the call is sent again, so the paid repeat is known even if this process dies too."""
+    value = yield request
+    if isinstance(request, RecordedCall) and value is not None and not value.done and value.same_request:
+        log.warning(
+            "a model call of agent %r was in flight at a crash: sent again",
+            slot[1],
+            extra={"safepoint_event": "resent"},
+        )
+    return value
 
 
 async def after_model(turn: Turn, slot: tuple[str, str], response: Any) -> Any:
