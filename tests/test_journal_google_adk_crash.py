@@ -60,7 +60,9 @@ class Scenario:
     results: list[dict[str, Any]] = field(default_factory=list)
 
     def start(self, kill_at: str | None = None, go: str | None = None) -> Any:
-        process = self.forks.Process(target=child, args=(str(self.work), self.journal, self.turns, kill_at, go))
+        process = self.forks.Process(
+            target=child, args=(str(self.work), self.journal, self.turns, kill_at, go)
+        )
         process.start()
         return process
 
@@ -142,18 +144,34 @@ def check_clean(run: Scenario, reference: dict[str, Any]) -> int:
     return resent
 
 
-def kills_with_the_journal(forks: Any, tmp_path: Path, reference: dict[str, Any], rng: Random, wanted: int) -> int:
-    """Kill one 20-turn session with the journal on until ``wanted`` kills landed; the kills."""
-    span = reference["elapsed"] * 1.2
-    run = Scenario(forks, tmp_path / "on", journal=True)
-    run.work.mkdir()
-    for n in range(1, 11):  # right after a payment in ten turns (the first turn's two, then one each)
-        run.kill_after_effect(f"charge:{7 * n}" if n > 1 else "charge:5")
-    while run.kills < wanted:  # then at random instants, resumed each time
-        run.kill_at_random(rng, span)
-    run.finish()
-    check_clean(run, reference)
-    return run.kills
+def next_payment(ledger: Ledger) -> int | None:
+    """The turn whose specialist payment (``charge:7n``) has not happened yet, None after the last."""
+    paid = {e.key for e in ledger.calls() if e.kind == "record"}
+    return next((n for n in range(1, TURNS + 1) if f"charge:{7 * n}" not in paid), None)
+
+
+def kills_with_the_journal(
+    forks: Any, tmp_path: Path, reference: dict[str, Any], rng: Random, wanted: int
+) -> int:
+    """Kill 20-turn sessions with the journal on until ``wanted`` kills landed; the kills.
+
+    Each kill right after the next payment not made yet is followed by one at a random
+    instant of the next process's first turns, until the session's turns run out.
+    """
+    span = 0.2 + 2 * reference["elapsed"] / TURNS  # the start of a process and a turn or two
+    kills, episode = 0, 0
+    while kills < wanted:
+        run = Scenario(forks, tmp_path / f"on-{episode}", journal=True)
+        run.work.mkdir()
+        while kills + run.kills < wanted and (turn := next_payment(run.ledger())) is not None:
+            run.kill_after_effect(f"charge:{7 * turn}")
+            if kills + run.kills < wanted:
+                run.kill_at_random(rng, span)
+        run.finish()
+        check_clean(run, reference)
+        kills += run.kills
+        episode += 1
+    return kills
 
 
 @pytest.mark.crash

@@ -89,10 +89,14 @@ async def _turns(store: Any, journal: bool, turns: int, *, stream: bool) -> dict
         if _answered(store, run_id, n, journal):
             continue
         message = types.Content(role="user", parts=[types.Part(text=f"ask:{n}")])
-        async for _ in runner.run_async(user_id=USER, session_id=SESSION, new_message=message, run_config=config):
+        async for _ in runner.run_async(
+            user_id=USER, session_id=SESSION, new_message=message, run_config=config
+        ):
             pass
         called += calls.last_turn.models.called if calls and calls.last_turn else 0
-    session = await SafepointSessionService(store).get_session(app_name=app.APP, user_id=USER, session_id=SESSION)
+    session = await SafepointSessionService(store).get_session(
+        app_name=app.APP, user_id=USER, session_id=SESSION
+    )
     assert session is not None
     events = [
         [event.author, event.model_dump(mode="json", exclude_none=True, include={"content"}).get("content")]
