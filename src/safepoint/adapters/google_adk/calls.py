@@ -29,9 +29,9 @@ from typing import Any
 
 from safepoint import Reconcile
 from safepoint.flow import RecordedCall
-from safepoint.twins import translate
 from safepoint.journal import ToolPolicy, model_call, tool_call
 from safepoint.journal.holding import serve
+from safepoint.twins import translate
 
 from . import jsonform
 from .turn import Turn
