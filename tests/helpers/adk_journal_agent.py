@@ -13,7 +13,7 @@ answered last: later turns are the specialist's 2 model calls and 2 tools.
 many of its own function-call turns follow the conversation's last ``ask:``
 message, so a fresh process asked the same request gives the same answer.
 It notes every request it answers in the ledger (``Ledger.model``), keyed by
-what it was asked, so a request paid twice shows up. In SSE streaming it
+what it was asked, with the tokens it reports, so a request paid twice shows up. In SSE streaming it
 sends a partial chunk before each complete response. ``LEDGER`` is set by
 whoever runs the app.
 """
@@ -67,8 +67,9 @@ class ScriptedModel(BaseLlm):
     ) -> AsyncGenerator[LlmResponse, None]:
         turn, text, k = _asked(llm_request)
         ledger = LEDGER["ledger"]
+        tokens_in, tokens_out = 10 + k, 5
         if ledger is not None:
-            ledger.model(f"{self.model}#{k}|{text}")
+            ledger.model(f"{self.model}#{k}|{text}", {"tokens_in": tokens_in, "tokens_out": tokens_out})
         step = self.script[k]
         if isinstance(step, str):
             parts = [types.Part(text=step.format(n=turn))]
@@ -82,7 +83,9 @@ class ScriptedModel(BaseLlm):
                 for tool, args in step
             ]
         usage = types.GenerateContentResponseUsageMetadata(
-            prompt_token_count=10 + k, candidates_token_count=5, total_token_count=15 + k
+            prompt_token_count=tokens_in,
+            candidates_token_count=tokens_out,
+            total_token_count=tokens_in + tokens_out,
         )
         if stream:
             yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text="…")]), partial=True)

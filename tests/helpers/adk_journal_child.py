@@ -66,7 +66,7 @@ def child(workdir: str, journal: bool, turns: int, kill_at: str | None = None, g
         time.sleep(0.001)
     started = time.monotonic()
     store = open_store(f"sqlite:///{work / 'state.db'}")
-    result = asyncio.run(_turns(store, journal, turns, stream=os.getpid() % 2 == 1))
+    result = asyncio.run(run_turns(store, journal, turns, stream=os.getpid() % 2 == 1))
     result["elapsed"] = time.monotonic() - started
     store.close()
     out = work / f"result-{os.getpid()}.json"
@@ -74,7 +74,7 @@ def child(workdir: str, journal: bool, turns: int, kill_at: str | None = None, g
     out.with_suffix(".tmp").replace(out)
 
 
-async def _turns(store: Any, journal: bool, turns: int, *, stream: bool) -> dict[str, Any]:
+async def run_turns(store: Any, journal: bool, turns: int, *, stream: bool) -> dict[str, Any]:
     service = SafepointSessionService(store)
     run_id = service.run_id_of(app.APP, USER, SESSION)
     if await service.get_session(app_name=app.APP, user_id=USER, session_id=SESSION) is None:

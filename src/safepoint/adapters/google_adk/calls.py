@@ -15,6 +15,11 @@ flow with the error: nothing recorded, its intent left in flight.
 In SSE streaming, ADK calls the after-model-callback for each partial
 chunk and for the complete response; only the complete (non-partial) one is
 handed over. A stream cut by a crash never hands one over: in flight.
+
+A model call found in flight (an intent, no result) is counted as re-sent
+only when it was cut by a crash: a call this journal saw fail and that is
+made again (the same key, the same request) is a retry, counted once as
+called.
 """
 
 from __future__ import annotations
@@ -108,7 +113,7 @@ async def before_model(turn: Turn, slot: tuple[str, str], request: Any) -> Any:
         resolve_secrets=turn.resolve_secrets,
     )
     try:
-        answered, response = await pending.start(turn, translate(flow, partial(_watched, slot)))
+        answered, response = await pending.start(turn, translate(flow, partial(_watched, turn, slot)))
     except BaseException:
         turn.order[slot] = n  # a failed call leaves its place to a retry
         raise
@@ -118,11 +123,20 @@ async def before_model(turn: Turn, slot: tuple[str, str], request: Any) -> Any:
     return None
 
 
-def _watched(slot: tuple[str, str], request: Any) -> Any:
-    """A request of the model flow, served as it is; an entry found in flight is logged before
-    the call is sent again, so the paid repeat is known even if this process dies too."""
+def _watched(turn: Turn, slot: tuple[str, str], request: Any) -> Any:
+    """A request of the model flow, served as it is — but for an entry found in flight.
+
+    An intent left by a call whose failure this journal saw (ADK's error
+    callback: the call ended, nothing was lost) is that call retried — by ADK
+    within the turn, or by the app sending the turn's message again — and is
+    handed to the flow as no entry: a call like any other, not a re-sent one.
+    Any other intent was in flight at a crash: logged before it is sent
+    again, so the paid repeat is known even if this process dies too.
+    """
     value = yield request
     if isinstance(request, RecordedCall) and value is not None and not value.done and value.same_request:
+        if request.key in turn.failed:
+            return None
         log.warning(
             "a model call of agent %r was in flight at a crash: sent again",
             slot[1],
@@ -141,14 +155,16 @@ async def after_model(turn: Turn, slot: tuple[str, str], response: Any) -> Any:
     pending, key, _ = opened
     jsonform.name_calls(response, key)
     kept = await pending.finish(response)
+    turn.failed.discard(key)
     return None if kept is response else kept  # another writer's record came first: use it
 
 
 async def model_failed(turn: Turn, slot: tuple[str, str], error: BaseException) -> None:
     opened = turn.models_open.pop(slot, None)
     if opened is not None:
-        pending, _, n = opened
+        pending, key, n = opened
         turn.order[slot] = n  # ADK or a plugin may retry the call: the same place, the same key
+        turn.failed.add(key)  # ended, not in flight: its retry is no re-sent call
         await pending.fail(error)
 
 

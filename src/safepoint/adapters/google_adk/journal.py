@@ -120,6 +120,7 @@ class CallJournal(BasePlugin):
         self.terms = holding.Terms(hold, hold if wait is None else wait)
         self.last_turn: Turn | None = None
         self._turns: dict[str, Turn] = {}  # by invocation id: an agent's sub-contexts share it
+        self._failed: set[str] = set()  # model calls seen failing: retried, they are no crash
 
     # -- the turn: opened before the user's message is saved, ended with the run ---------------
 
@@ -154,6 +155,7 @@ class CallJournal(BasePlugin):
             resolve_secrets=self.resolve_secrets,
             resumed=opened.resumed,
             rolled_back=opened.rolled_back,
+            failed=self._failed,
         )
         try:
             await service.hold_for(turn, session, opened.head)

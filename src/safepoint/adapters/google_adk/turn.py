@@ -65,6 +65,7 @@ class Turn:
     order: dict[tuple[str, str], int] = field(default_factory=dict)
     models_open: dict[tuple[str, str], Any] = field(default_factory=dict)  # slot -> calls.Pending
     tools_open: dict[str, Any] = field(default_factory=dict)  # function call id -> calls.Pending
+    failed: set[str] = field(default_factory=set)  # model keys whose call failed here (the journal's)
     beat: Any = None  # holding.Beat
 
     def place(self) -> Place:
