@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from google.adk.agents.run_config import RunConfig, StreamingMode
+from google.adk.apps import App
 from google.adk.runners import Runner
 from google.genai import types
 
@@ -80,9 +81,8 @@ async def run_turns(store: Any, journal: bool, turns: int, *, stream: bool) -> d
     if await service.get_session(app_name=app.APP, user_id=USER, session_id=SESSION) is None:
         await service.create_session(app_name=app.APP, user_id=USER, session_id=SESSION)
     calls = CallJournal() if journal else None
-    runner = Runner(
-        agent=app.build(), app_name=app.APP, session_service=service, plugins=[calls] if calls else []
-    )
+    plugins = [calls] if calls else []
+    runner = Runner(app=App(name=app.APP, root_agent=app.build(), plugins=plugins), session_service=service)
     config = RunConfig(streaming_mode=StreamingMode.SSE if stream else StreamingMode.NONE)
     called = 0
     for n in range(1, turns + 1):

@@ -23,6 +23,7 @@ Non-idempotent tools write an intent before they run: mark them
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -83,6 +84,15 @@ def waiting_in(error: BaseException) -> ActionWaiting | None:
     return None
 
 
+def _seconds(name: str, value: Any, *, positive: bool) -> float:
+    """``value`` as a finite number of seconds (above 0 when ``positive``), else InvalidArgument."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidArgument(f"{name} is a finite number of seconds")
+    if value < 0 or (positive and value == 0):
+        raise InvalidArgument(f"{name} is a number of seconds above {'0' if positive else 'or at 0'}")
+    return float(value)
+
+
 class CallJournal(BasePlugin):
     """An ADK plugin recording each call of a turn and replaying it when the turn resumes.
 
@@ -112,6 +122,12 @@ class CallJournal(BasePlugin):
         name: str = "safepoint_call_journal",
     ) -> None:
         super().__init__(name)
+        if spend is not None and not callable(spend):
+            raise InvalidArgument("spend is a callable: the price of a call from its usage_metadata")
+        if non_idempotent is not None and not all(isinstance(tool, str) for tool in non_idempotent):
+            raise InvalidArgument("non_idempotent maps tool names (str) to their reconcile hooks")
+        hold = _seconds("hold", hold, positive=True)
+        wait = None if wait is None else _seconds("wait", wait, positive=False)
         self.policies = {
             tool: ToolPolicy(idempotent=False, reconcile=hook)
             for tool, hook in (non_idempotent or {}).items()
