@@ -24,6 +24,7 @@ import json
 import multiprocessing
 import os
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,8 +118,8 @@ def reference(forks: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
     return result
 
 
-def check_clean(run: Scenario, reference: dict[str, Any]) -> int:
-    """What every journaled scenario must end with; the model calls it re-sent."""
+def check_clean(run: Scenario, reference: dict[str, Any]) -> dict[str, int]:
+    """What every journaled scenario must end with; what its kills cost (requests re-sent…)."""
     final = run.results[-1]
     assert final["events"] == reference["events"]  # the answers, and each event exactly once
     counters = final["counters"]
@@ -130,8 +131,16 @@ def check_clean(run: Scenario, reference: dict[str, Any]) -> int:
     assert paid == 4 + 2 * 19 + ledger.repeated_model_calls()
     assert ledger.repeated_model_calls() <= resent
     assert counters["resent_calls"] <= resent
-    ledger.check_usage(counters)  # paid = the counters + the requests in flight at kills, shown apart
-    return resent
+    again = ledger.check_usage(counters)  # paid = the counters + the requests in flight at kills, apart
+    return {
+        "kills": run.kills,
+        "effects repeated": 0,  # check_calls raised otherwise
+        "requests re-sent (logged)": resent,
+        "requests re-sent (counted)": int(counters["resent_calls"]),
+        "requests paid again": ledger.repeated_model_calls(),
+        "tokens in paid again": again["tokens_in"],
+        "tokens out paid again": again["tokens_out"],
+    }
 
 
 def next_payment(ledger: Ledger) -> int | None:
@@ -142,49 +151,64 @@ def next_payment(ledger: Ledger) -> int | None:
 
 def kills_with_the_journal(
     forks: Any, tmp_path: Path, reference: dict[str, Any], rng: Random, wanted: int
-) -> int:
-    """Kill 20-turn sessions with the journal on until ``wanted`` kills landed; the kills.
+) -> dict[str, int]:
+    """Kill 20-turn sessions with the journal on until ``wanted`` kills landed; the totals of
+    ``check_clean`` over the sessions (``kills`` those that landed).
 
-    Each kill right after the next payment not made yet is followed by one at a random
-    instant of the next process's first turns, until the session's turns run out.
+    For the next turn not paid yet: a kill right after its specialist's first model request
+    reached the provider (in flight: re-sent, counted), one right after its payment, one at a
+    random instant of the next process's first turns — until the session's turns run out.
     """
     span = 0.2 + 2 * reference["elapsed"] / TURNS  # the start of a process and a turn or two
-    kills, episode = 0, 0
+    kills, episode, totals = 0, 0, Counter[str]()
     while kills < wanted:
         run = Scenario(forks, tmp_path / f"on-{episode}", journal=True)
         run.work.mkdir()
         while kills + run.kills < wanted and (turn := next_payment(run.ledger())) is not None:
-            run.kill_after_effect(f"charge:{7 * turn}")
-            if kills + run.kills < wanted:
-                run.kill_at_random(rng, span)
+            for kill_at in (f"specialist#0|ask:{turn}", f"charge:{7 * turn}", None):
+                if kills + run.kills >= wanted:
+                    break
+                run.kill_after_effect(kill_at) if kill_at else run.kill_at_random(rng, span)
         run.finish()
-        check_clean(run, reference)
+        totals.update(check_clean(run, reference))
         kills += run.kills
         episode += 1
-    return kills
+    return {"sessions": episode, **totals}
+
+
+def report(record_property: Any, name: str, totals: dict[str, int]) -> None:
+    """The numbers a run measured: in the JUnit XML (``record_property``) and, with ``-s``, printed."""
+    for key, value in totals.items():
+        record_property(key, value)
+    print(f"\n{name}: {totals}")
 
 
 @pytest.mark.crash
 def test_killed_with_the_journal_nothing_recorded_is_repeated(
-    forks: Any, tmp_path: Path, reference: dict[str, Any]
+    forks: Any, tmp_path: Path, reference: dict[str, Any], record_property: Any
 ) -> None:
     """Killed right after payments and at random instants, resumed in fresh processes each time:
     no payment twice, no recorded response paid again, the same events, answers and counters."""
-    assert kills_with_the_journal(forks, tmp_path, reference, Random(SEED), 15) >= 15
+    totals = kills_with_the_journal(forks, tmp_path, reference, Random(SEED), 15)
+    report(record_property, "ADK journal on", totals)
+    assert totals["kills"] >= 15
 
 
 if os.environ.get("SAFEPOINT_SOAK"):
 
     @pytest.mark.crash
     def test_soak_killed_with_the_journal_30_times_nothing_recorded_is_repeated(
-        forks: Any, tmp_path: Path, reference: dict[str, Any]
+        forks: Any, tmp_path: Path, reference: dict[str, Any], record_property: Any
     ) -> None:
         """The same with at least 30 kills, from a fresh seed each run."""
-        assert kills_with_the_journal(forks, tmp_path, reference, Random(time.time_ns()), 30) >= 30
+        seed = time.time_ns()
+        totals = kills_with_the_journal(forks, tmp_path, reference, Random(seed), 30)
+        report(record_property, f"ADK journal on, soak (seed {seed})", totals)
+        assert totals["kills"] >= 30
 
 
 @pytest.mark.crash
-def test_killed_without_the_journal_payments_repeat(forks: Any, tmp_path: Path) -> None:
+def test_killed_without_the_journal_payments_repeat(forks: Any, tmp_path: Path, record_property: Any) -> None:
     """The same app on the same session service without the journal: the kills repeat payments
     (what the journal is for — and the proof the checks above can fail)."""
     run = Scenario(forks, tmp_path / "off", journal=False, turns=5)
@@ -196,6 +220,15 @@ def test_killed_without_the_journal_payments_repeat(forks: Any, tmp_path: Path) 
     with pytest.raises(DuplicateEffect):
         run.ledger().check_calls()
     repeated = {key for key, count in run.ledger().counts(("record",)).items() if count > 1}
+    report(
+        record_property,
+        "ADK journal off",
+        {
+            "kills": run.kills,
+            "effects repeated": len(repeated),
+            "requests paid again": run.ledger().repeated_model_calls(),
+        },
+    )
     assert len(repeated) >= 5  # each kill right after a payment made it twice
 
 

@@ -6,7 +6,8 @@ SQLite file and ledger in ``workdir`` — through a ``Runner`` with
 writes what it saw to ``result-<pid>.json``. It touches ``ready-<pid>``
 first, so a test that kills it at a random instant measures from there; with
 ``kill_at`` it SIGKILLs itself right after that ledger effect (a payment
-made, its result not yet recorded). Each model call the journal re-sends is
+made, its result not yet recorded; or a model request paid, its response
+not yet recorded). Each model call the journal re-sends is
 noted in ``resent.log`` (fsynced, from the journal's log record, which comes
 before the call). Odd processes stream (SSE), even ones do not.
 
@@ -58,8 +59,10 @@ def child(workdir: str, journal: bool, turns: int, kill_at: str | None = None, g
     logging.getLogger("google_adk").setLevel(logging.CRITICAL)  # the app's warnings, not ours
 
     def on_effect(effect: Effect) -> None:
-        if effect.kind == "record" and effect.key == kill_at:
-            os.kill(os.getpid(), signal.SIGKILL)  # right after the payment, before its result is kept
+        if effect.kind in ("record", "model") and effect.key == kill_at:
+            # Right after a payment (its result not kept yet), or a model request the provider
+            # was paid for (its response never recorded: in flight, to be re-sent and counted).
+            os.kill(os.getpid(), signal.SIGKILL)
 
     app.LEDGER["ledger"] = Ledger(work / "ledger.db", on_effect=on_effect)
     (work / f"ready-{os.getpid()}").touch()
