@@ -30,7 +30,7 @@ from typing import Any
 
 from google.adk.errors.session_not_found_error import SessionNotFoundError
 
-from safepoint import AsyncStore, Checkpoint, Store
+from safepoint import AsyncStore, Checkpoint, NotFound, RunHeld, Store
 from safepoint.flow import Flow, Invoke, RecordCall, RecordedCall, load_or_none
 from safepoint.journal import Place, Tally, ToolPolicy, holding
 from safepoint.journal import counters as journal_counters
@@ -127,14 +127,21 @@ def open_turn(
     run_id: str, session_id: str, request: Any, *, owner: str, terms: holding.Terms, store: Any
 ) -> Flow[Opened]:
     """Hold the session, find which turn this call is, write its start, roll a cut turn back."""
-    head = yield from load_or_none(run_id)
-    if head is None:
-        raise SessionNotFoundError(f"Session {session_id} not found.")
-    looked = yield from last_open(run_id, head, request)  # before waiting: the turn we came for
-    lease = yield from holding.acquire(store, run_id, owner, terms)
+    looked = None
+    try:  # at once when free (or its holder is gone): nobody can have finished a turn meanwhile
+        lease = yield from holding.acquire(store, run_id, owner, holding.Terms(terms.hold, 0.0))
+    except NotFound:
+        raise SessionNotFoundError(f"Session {session_id} not found.") from None
+    except RunHeld:  # a live holder: note the turn we came for before waiting for it
+        head = yield from load_or_none(run_id)
+        if head is None:
+            raise SessionNotFoundError(f"Session {session_id} not found.") from None
+        looked = yield from last_open(run_id, head, request)
+        lease = yield from holding.acquire(store, run_id, owner, terms)
     try:
         head = yield from load_or_none(run_id)  # held: nobody else moves it until the turn lets go
-        assert head is not None  # a held run is not deleted under its holder
+        if head is None:  # deleted while we waited
+            raise SessionNotFoundError(f"Session {session_id} not found.")
         number = turn_of(head)
         found = yield from last_open(run_id, head, request)
         if found is None and looked is not None and looked[0] == number and looked[2]:
