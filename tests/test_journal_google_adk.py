@@ -328,6 +328,32 @@ def test_a_cut_stream_is_in_flight_and_a_retried_call_is_not(fresh: bool, store:
     }
 
 
+def test_a_re_sent_call_cut_again_counts_each_send(store: Any, ledger: Ledger) -> None:
+    """Re-sent after a cut and cut again before anything was saved, then finished by a third run:
+    both re-sends are counted (the second run's from the marker it wrote before sending), so the
+    counters plus the lost estimate are what the provider was paid."""
+    agent = LlmAgent(
+        name="solo",
+        instruction="solo",
+        tools=[app.lookup],
+        model=CutStream(model="solo", cuts=2, script=[[("lookup", {"q": "x{n}"})], "final answer {n}"]),
+    )
+    chat = Chat(store, CallJournal(), agent=agent)
+    asyncio.run(chat.create())
+    for _ in range(2):
+        with pytest.raises(Crash):
+            asyncio.run(chat.again(CallJournal(), agent=agent).send("ask:1", stream=True))
+    last = chat.again(CallJournal(), agent=agent)
+    asyncio.run(last.send("ask:1", stream=True))
+    turn = last.journal.last_turn if last.journal else None
+    assert turn is not None
+    assert (turn.models.resent, turn.lost_before["resent_calls"]) == (1, 1)
+    counters = chat.counters()
+    assert (counters["resent_calls"], counters["lost_tokens_in_estimate"]) == (2, 20)
+    assert ledger.repeated_model_calls() == 2
+    assert ledger.check_usage(counters) == {"tokens_in": 20, "tokens_out": 10}
+
+
 def test_a_changed_request_is_called_again_under_a_key_of_its_own(store: Any, ledger: Ledger) -> None:
     """A turn resumed with the agent's instruction changed: the recorded responses were answers to
     another request — called again, recorded under keys of their own, counted as divergences."""

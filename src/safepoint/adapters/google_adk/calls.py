@@ -33,13 +33,13 @@ from functools import partial
 from typing import Any
 
 from safepoint import Reconcile
-from safepoint.flow import RecordedCall
+from safepoint.flow import CallIntent, RecordCall, RecordedCall
 from safepoint.journal import ToolPolicy, model_call, tool_call
 from safepoint.journal.holding import serve
 from safepoint.twins import translate
 
 from . import jsonform
-from .turn import Turn
+from .turn import RESENT, Turn, add_lost
 
 CALL_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar("safepoint_adk_call_key", default=None)
 _IDEMPOTENT = ToolPolicy()
@@ -130,8 +130,10 @@ def _watched(turn: Turn, slot: tuple[str, str], request: Any) -> Any:
     callback: the call ended, nothing was lost) is that call retried — by ADK
     within the turn, or by the app sending the turn's message again — and is
     handed to the flow as no entry: a call like any other, not a re-sent one.
-    Any other intent was in flight at a crash: logged before it is sent
-    again, so the paid repeat is known even if this process dies too.
+    Any other intent was in flight at a crash: logged, then marked (an entry
+    ``<key>!resent:<writer>``, which a later run of the turn counts even if
+    this one dies before its next save) before it is sent again. A call an
+    earlier run re-sent and never recorded adds its estimate once recorded.
     """
     value = yield request
     if isinstance(request, RecordedCall) and value is not None and not value.done and value.same_request:
@@ -142,6 +144,11 @@ def _watched(turn: Turn, slot: tuple[str, str], request: Any) -> Any:
             slot[1],
             extra={"safepoint_event": "resent"},
         )
+        lease = turn.lease
+        writer = lease.worker_id if lease is not None else "-"
+        yield CallIntent(turn.run_id, f"{request.key}{RESENT}{writer}", None, lease)
+    elif isinstance(request, RecordCall) and request.key in turn.lost_pending:
+        add_lost(turn.lost_before, value.usage, turn.lost_pending.pop(request.key))
     return value
 
 

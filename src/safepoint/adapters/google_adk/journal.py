@@ -172,6 +172,7 @@ class CallJournal(BasePlugin):
             resumed=opened.resumed,
             rolled_back=opened.rolled_back,
             failed=self._failed,
+            lost_pending=opened.lost_pending,
         )
         try:
             await service.hold_for(turn, session, opened.head)

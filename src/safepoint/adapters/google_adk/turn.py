@@ -39,6 +39,7 @@ from safepoint.records import Lease, Recorded
 from . import flows
 from .naming import encoded
 
+RESENT = "!resent:"  # an intent under <model key>!resent:<writer>: re-sent after a crash by <writer>
 TURN_STATE = "google_adk.turn"  # session step state: the number of the journaled turn that saved it
 _PREFIX_IN_KEY = 256
 
@@ -66,6 +67,7 @@ class Turn:
     models_open: dict[tuple[str, str], Any] = field(default_factory=dict)  # slot -> calls.Pending
     tools_open: dict[str, Any] = field(default_factory=dict)  # function call id -> calls.Pending
     failed: set[str] = field(default_factory=set)  # model keys whose call failed here (the journal's)
+    lost_pending: dict[str, int] = field(default_factory=dict)  # see ``lost_in``
     beat: Any = None  # holding.Beat
 
     def place(self) -> Place:
@@ -121,6 +123,7 @@ class Opened:
     resumed: bool
     rolled_back: int
     head: Checkpoint  # the session's step once the turn is open (after a rollback: the rollback)
+    lost_pending: dict[str, int]  # model keys re-sent by an earlier run, not recorded yet
 
 
 def open_turn(
@@ -147,8 +150,10 @@ def open_turn(
         if found is None and looked is not None and looked[0] == number and looked[2]:
             found = looked  # finished by the writer we waited for: run it again, all replayed
         lost_before = {name: head.counters.get(name, 0) for name in journal_counters.LOST}
+        pending: dict[str, int] = {}
         rolled = 0
         if found is not None and not found[2]:  # a cut turn, another message now: it is dropped
+            lost_before, _ = yield from lost_in(store, run_id, found[0], found[1], lost_before)
             head, rolled = yield from _rolled_back(
                 store, lease, head, number=found[0], base=found[1], lost=lost_before
             )
@@ -157,7 +162,11 @@ def open_turn(
         if found is None:
             number += 1
             while True:  # a start entry with no session step: the crash came before one
-                start = {"step": head.step, "counters": journal_counters.counted(head.counters)}
+                start = {
+                    "step": head.step,
+                    "counters": journal_counters.counted(head.counters),
+                    "lost": lost_before,
+                }
                 entry: Recorded = yield RecordCall(run_id, start_key(number), start, request, None, lease)
                 if entry.written or entry.same_request is not False:
                     break
@@ -167,13 +176,53 @@ def open_turn(
             number, base, _ = found
             resumed = True
         if resumed:
+            lost_before, pending = yield from lost_in(store, run_id, number, base, lost_before)
             head, rolled = yield from _rolled_back(
                 store, lease, head, number=number, base=base, lost=lost_before
             )
-        return Opened(number, lease, base, lost_before, resumed, rolled, head)
+        return Opened(number, lease, base, lost_before, resumed, rolled, head, pending)
     except BaseException:
         yield from holding.release(store, lease)
         raise
+
+
+def lost_in(
+    store: Any, run_id: str, number: int, base: Any, fallback: dict[str, int | float]
+) -> Flow[tuple[dict[str, int | float], dict[str, int]]]:
+    """What crashes cost a cut turn ``number`` so far: the ``LOST`` counters at its start plus one
+    re-sent call per marker its earlier runs wrote (``RESENT``), each estimated by the usage its
+    call was recorded with; and the calls re-sent but not recorded yet (key -> markers), whose
+    estimate the call adds once this run records it. Read from entries, not the session's last
+    save: a run killed between a re-sent call and its next save still counts it."""
+    lost = dict(base.get("lost") or fallback)
+    entries: list[Recorded] = yield Invoke(store.recorded_calls, (run_id,))
+    by_key = {entry.key: entry for entry in entries}
+    pending: dict[str, int] = {}
+    marked = f"|t{number}|"
+    for entry in entries:
+        if RESENT not in entry.key or marked not in entry.key:
+            continue
+        lost["resent_calls"] = lost.get("resent_calls", 0) + 1
+        sent = entry.key.split(RESENT)[0]
+        found = by_key.get(sent)
+        if found is not None and found.done:
+            add_lost(lost, found.usage)
+        else:
+            pending[sent] = pending.get(sent, 0) + 1
+    return lost, pending
+
+
+def add_lost(lost: dict[str, int | float], usage: Any, times: int = 1) -> None:
+    """Add a re-sent call's usage (``times`` over) to the ``LOST`` estimates."""
+    if usage is None:
+        return
+    for name, value in (
+        ("lost_tokens_in_estimate", usage.tokens_in),
+        ("lost_tokens_out_estimate", usage.tokens_out),
+        ("lost_spend_estimate", usage.spend),
+    ):
+        total = lost.get(name, 0) + value * times
+        lost[name] = round(total, 9) if isinstance(total, float) else total
 
 
 def _rolled_back(
