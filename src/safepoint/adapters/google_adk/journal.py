@@ -155,7 +155,13 @@ class CallJournal(BasePlugin):
         run_id = service.run_id_of(*ids)
         request = {"new_message": user_message.model_dump(mode="json", exclude_none=True)}
         opening = open_turn(
-            run_id, session.id, request, owner=holding.new_owner(), terms=self.terms, store=service.store
+            run_id,
+            session.id,
+            request,
+            owner=holding.new_owner(),
+            terms=self.terms,
+            store=service.store,
+            cached=service.cached_head(run_id),
         )
         opened = await holding.serve(service.store, opening)
         turn = Turn(

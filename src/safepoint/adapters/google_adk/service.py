@@ -156,6 +156,11 @@ class SafepointSessionService(BaseSessionService):
         session.state.update(fresh.state)
         session.last_update_time = fresh.last_update_time
 
+    def cached_head(self, run_id: str) -> Checkpoint | None:
+        """The session's step this service last read or wrote (None: none kept)."""
+        cached = self._appender.cache.get(run_id)
+        return None if cached is None else cached[0]
+
     def let_go(self, turn: Any) -> None:
         """Stop saving under ``turn`` (its lease is about to be given back)."""
         run_id = turn.run_id

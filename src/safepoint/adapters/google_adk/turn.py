@@ -31,7 +31,8 @@ from typing import Any
 from google.adk.errors.session_not_found_error import SessionNotFoundError
 
 from safepoint import AsyncStore, Checkpoint, NotFound, RunHeld, Store
-from safepoint.flow import Flow, Invoke, RecordCall, RecordedCall, load_or_none
+from safepoint.adapters.cache import is_head
+from safepoint.flow import Flow, Invoke, RecordCall, RecordedCall, head_or_none, load_or_none
 from safepoint.journal import Place, Tally, ToolPolicy, holding
 from safepoint.journal import counters as journal_counters
 from safepoint.records import Lease, Recorded
@@ -127,9 +128,20 @@ class Opened:
 
 
 def open_turn(
-    run_id: str, session_id: str, request: Any, *, owner: str, terms: holding.Terms, store: Any
+    run_id: str,
+    session_id: str,
+    request: Any,
+    *,
+    owner: str,
+    terms: holding.Terms,
+    store: Any,
+    cached: Checkpoint | None = None,
 ) -> Flow[Opened]:
-    """Hold the session, find which turn this call is, write its start, roll a cut turn back."""
+    """Hold the session, find which turn this call is, write its start, roll a cut turn back.
+
+    ``cached``: the session's step as the service last read it (ADK reads the session just
+    before a turn), used when it is still the run's head — a row read instead of the step's
+    events decoded again."""
     looked = None
     try:  # at once when free (or its holder is gone): nobody can have finished a turn meanwhile
         lease = yield from holding.acquire(store, run_id, owner, holding.Terms(terms.hold, 0.0))
@@ -142,7 +154,7 @@ def open_turn(
         looked = yield from last_open(run_id, head, request)
         lease = yield from holding.acquire(store, run_id, owner, terms)
     try:
-        head = yield from load_or_none(run_id)  # held: nobody else moves it until the turn lets go
+        head = yield from _head(run_id, cached)  # held: nobody else moves it until the turn lets go
         if head is None:  # deleted while we waited
             raise SessionNotFoundError(f"Session {session_id} not found.")
         number = turn_of(head)
@@ -184,6 +196,14 @@ def open_turn(
     except BaseException:
         yield from holding.release(store, lease)
         raise
+
+
+def _head(run_id: str, cached: Checkpoint | None) -> Flow[Checkpoint | None]:
+    if cached is not None:
+        info = yield from head_or_none(run_id)
+        if is_head(info, cached):
+            return cached
+    return (yield from load_or_none(run_id))
 
 
 def lost_in(
