@@ -192,6 +192,8 @@ class CallJournal(BasePlugin):
     async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
         turn = self._turns.pop(invocation_context.invocation_id, None)
         if turn is not None:
+            ended = turn.prefix() + "|"  # an ended turn's calls are never made again: forget them
+            self._failed.difference_update([key for key in self._failed if key.startswith(ended)])
             await self._end(invocation_context, turn, close_turn(turn))
 
     async def on_run_error_callback(self, *, invocation_context: InvocationContext, error: Exception) -> None:
