@@ -451,6 +451,47 @@ def test_a_second_holder_of_the_session_waits_then_refuses(store: Any, ledger: L
     asyncio.run(scenario())
 
 
+def test_a_caller_waiting_with_the_same_message_replays_the_turn_it_waited_for(
+    tmp_path: Path, store: Any, ledger: Ledger
+) -> None:
+    """The same message sent by a second runner while the first runs it (a client's retry): it
+    waits, then runs the turn again with every call replayed — no call made, no effect again, the
+    session holding each event once."""
+
+    async def scenario() -> None:
+        chat = Chat(store, CallJournal())
+        await chat.create()
+        entered, release = asyncio.Event(), asyncio.Event()
+
+        async def charge(amount: int) -> str:
+            """Charge money (non-idempotent: every call is a payment)."""
+            entered.set()
+            await release.wait()
+            ledger.record(f"charge:{amount}")
+            return f"charged:{amount}"
+
+        slow = app.build()  # the same request as app.charge's: its name, arguments and description
+        slow.tools = [app.lookup, non_idempotent(FunctionTool(charge))]
+        running = asyncio.ensure_future(chat.again(CallJournal(), agent=slow).send("ask:1"))
+        await entered.wait()
+        second = chat.again(CallJournal())
+        waiting = asyncio.ensure_future(second.send("ask:1"))
+        await asyncio.sleep(0)
+        release.set()
+        await running
+        events = await waiting
+        assert events[-1].content is not None
+        assert events[-1].content.parts[0].text == app.answer(1)
+        turn = second.journal.last_turn if second.journal else None
+        assert turn is not None
+        assert (turn.number, turn.resumed, turn.models.called, turn.tools.called) == (1, True, 0, 0)
+        assert (turn.models.replayed, turn.tools.replayed, turn.models.divergences) == (4, 5, 0)
+
+    asyncio.run(scenario())
+    assert ledger.check_calls() == (4, 4)
+    assert asyncio.run(Chat(store, None).events()) == asyncio.run(reference_events(tmp_path, ["ask:1"]))
+
+
 def held_in(error: BaseException) -> bool:
     seen: BaseException | None = error
     while seen is not None:
