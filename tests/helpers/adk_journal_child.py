@@ -105,7 +105,13 @@ async def run_turns(store: Any, journal: bool, turns: int, *, stream: bool) -> d
         [event.author, event.model_dump(mode="json", exclude_none=True, include={"content"}).get("content")]
         for event in session.events
     ]
-    return {"events": events, "counters": dict(store.load(run_id).counters), "called": called}
+    recorded = [e for e in store.recorded_calls(run_id) if e.done and e.usage is not None]
+    entries = {  # the usage of every response the journal recorded, each once
+        "tokens_in": sum(e.usage.tokens_in for e in recorded),
+        "tokens_out": sum(e.usage.tokens_out for e in recorded),
+    }
+    counters = dict(store.load(run_id).counters)
+    return {"events": events, "counters": counters, "entries": entries, "called": called}
 
 
 def _answered(store: Any, run_id: str, n: int, journal: bool) -> bool:
