@@ -184,7 +184,9 @@ def test_the_adk_names_the_journal_relies_on_are_there() -> None:
     assert adk_framework.invocation_of(context) == "invocation"
 
 
-@pytest.mark.parametrize(("mode", "fresh"), [("run_async", True), ("run_async", False), ("run", True)])
+@pytest.mark.parametrize(
+    ("mode", "fresh"), [("run_async", True), ("run_async", False), ("run", True), ("run", False)]
+)
 def test_a_turn_cut_mid_way_resumes_with_every_recorded_call_replayed(
     mode: str, fresh: bool, tmp_path: Path, store: Any, ledger: Ledger
 ) -> None:
