@@ -8,7 +8,7 @@
   ``state_delta``, ``escalate`` …: a replay sets them again, or a replayed
   transfer would not transfer); anything else is handed to ADK but not
   recorded (``NOT_RECORDABLE``).
-- A request's digest (SHA-256 of its canonical JSON) covers what the model is asked — the model name, the
+- A request's digest (SHA-256 of its JSON) covers what the model is asked — the model name, the
   contents, the config (instructions, tools, generation settings) — and none
   of the bookkeeping ADK adds or changes between two runs of the same call
   (cache metadata, token estimates, live settings).
@@ -39,18 +39,21 @@ _IDS = uuid.UUID("5f0e6c1e-8a52-4c55-9a57-0d4c1f6a4b11")  # the namespace of the
 
 
 def request_form(request: LlmRequest) -> Any:
-    """What a model call's digest is taken over: the SHA-256 of its canonical JSON (its type's
-    name when not JSON).
+    """What a model call's digest is taken over: the SHA-256 of its JSON (its type's name when
+    not JSON).
 
     A request carries the whole conversation so far; the store digests what it is given at each
     of the call's three journal requests (read, intent, record), so it is given this one digest
     instead — the same test of "the same request", taken once.
     """
-    try:
-        dumped = request.model_dump(mode="json", exclude_none=True, exclude=_NOT_ASKED)
-    except PydanticSerializationError:
-        return {"unserializable": type(request).__name__}
-    text = json.dumps(dumped, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    try:  # pydantic's own JSON, in field order: the same request gives the same text
+        text = request.model_dump_json(exclude_none=True, exclude=_NOT_ASKED)
+    except PydanticSerializationError:  # e.g. a lone surrogate: through Python's JSON
+        try:
+            dumped = request.model_dump(mode="json", exclude_none=True, exclude=_NOT_ASKED)
+        except PydanticSerializationError:
+            return {"unserializable": type(request).__name__}
+        text = json.dumps(dumped, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return {"sha256": hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()}
 
 
