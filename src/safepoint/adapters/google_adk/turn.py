@@ -199,6 +199,7 @@ def open_turn(
 
 
 def _head(run_id: str, cached: Checkpoint | None) -> Flow[Checkpoint | None]:
+    """The run's head: ``cached`` when it still is (one row read), else loaded."""
     if cached is not None:
         info = yield from head_or_none(run_id)
         if is_head(info, cached):
