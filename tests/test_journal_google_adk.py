@@ -494,6 +494,40 @@ def test_a_caller_waiting_with_the_same_message_replays_the_turn_it_waited_for(
     assert asyncio.run(Chat(store, None).events()) == asyncio.run(reference_events(tmp_path, ["ask:1"]))
 
 
+def test_a_long_turn_keeps_its_session_held(store: Any, ledger: Ledger) -> None:
+    """The turn's lease is renewed while it runs: past several lease periods a second caller that
+    will not wait is still refused (``RunHeld``), and the first turn ends normally, its writes
+    still under its lease."""
+
+    async def scenario() -> None:
+        chat = Chat(store, CallJournal())
+        await chat.create()
+        entered, release = asyncio.Event(), asyncio.Event()
+
+        async def charge(amount: int) -> str:
+            """Charge money (non-idempotent: every call is a payment)."""
+            entered.set()
+            await release.wait()
+            return f"charged:{amount}"
+
+        slow = app.build()
+        slow.tools = [app.lookup, non_idempotent(FunctionTool(charge))]
+        first = chat.again(CallJournal(hold=0.2), agent=slow)
+        running = asyncio.ensure_future(first.send("ask:1"))
+        await entered.wait()
+        await asyncio.sleep(1.0)  # five lease periods
+        with pytest.raises(Exception) as refused:  # noqa: PT011 - ADK may wrap it
+            await chat.again(CallJournal(wait=0)).send("ask:2")
+        assert held_in(refused.value)
+        release.set()
+        events = await running
+        assert events[-1].content is not None
+        assert events[-1].content.parts[0].text == app.answer(1)
+        assert store.recorded_call(chat.run_id, "turn:1:end") is not None
+
+    asyncio.run(scenario())
+
+
 def held_in(error: BaseException) -> bool:
     seen: BaseException | None = error
     while seen is not None:
