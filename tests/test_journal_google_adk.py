@@ -28,6 +28,7 @@ from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
+from google.adk.tools.agent_tool import AgentTool
 from google.adk.tools.function_tool import FunctionTool
 from google.genai import types
 
@@ -560,6 +561,41 @@ def without_call_ids(events: list[Any]) -> list[Any]:
     for call_id in {m for m in text.split('"') if m.startswith(adk_framework.CLIENT_ID_PREFIX)}:
         text = text.replace(call_id, "id")
     return json.loads(text)  # type: ignore[no-any-return]
+
+
+def test_an_agent_used_as_a_tool_is_one_tool_call(store: Any, ledger: Ledger) -> None:
+    """``AgentTool`` runs its agent on a runner of its own (in memory, the journal among its
+    plugins): the journal records the whole call as one tool result and, cut after it, replays
+    it — the inner agent's model is not asked again."""
+    helper = LlmAgent(
+        name="helper",
+        instruction="help",
+        model=app.ScriptedModel(model="helper", script=["helped {n}"]),
+    )
+    agent = LlmAgent(
+        name="solo",
+        instruction="solo",
+        tools=[AgentTool(helper), app.CHARGE],
+        model=app.ScriptedModel(
+            model="solo",
+            script=[[("helper", {"request": "ask:{n}"})], [("charge", {"amount": 3})], "final answer {n}"],
+        ),
+    )
+    chat = Chat(store, CallJournal(), agent=agent)
+    asyncio.run(chat.create())
+    crash_after(ledger, "charge:3")
+    with pytest.raises(Crash):
+        asyncio.run(chat.send("ask:1"))
+    paid = ledger.model_calls()
+    again = chat.again(CallJournal(), agent=agent)
+    events = asyncio.run(again.send("ask:1"))
+    assert events[-1].content is not None
+    assert events[-1].content.parts[0].text == app.answer(1)
+    turn = again.journal.last_turn if again.journal else None
+    assert turn is not None
+    assert turn.tools.keys[0].split("|")[-2] == "tool:helper"  # replayed: the helper not run
+    assert ledger.model_calls() == paid + 1  # only the outer agent's last request
+    assert ledger.check_calls() == (1, 4)
 
 
 HOSTILE = [
