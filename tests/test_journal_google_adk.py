@@ -33,6 +33,7 @@ from google.adk.tools.function_tool import FunctionTool
 from google.genai import types
 
 import safepoint
+from adapter_checks import BACKEND_KINDS, backend_store
 from helpers import adk_journal_agent as app
 from safepoint import InvalidArgument, Reconcile, RunHeld
 from safepoint.adapters.google_adk import CallJournal, SafepointSessionService, non_idempotent, waiting_in
@@ -221,6 +222,34 @@ def test_a_turn_cut_mid_way_resumes_with_every_recorded_call_replayed(
     ledger.check_usage(chat.counters())
     authors = ["triage"] * 4 + ["specialist"] * 3  # the turn's events, given to the caller as the first time
     assert [event.author for event in events] == authors
+
+
+@pytest.mark.parametrize("kind", BACKEND_KINDS)
+def test_resume_on_every_backend(kind: str, tmp_path: Path, ledger: Ledger) -> None:
+    """The cut-and-resumed turn on SQLite and PostgreSQL, through a Store and an AsyncStore."""
+
+    async def scenario() -> None:
+        async with backend_store(kind, tmp_path) as store:
+            chat = Chat(store, CallJournal())
+            await chat.create()
+            crash_after(ledger, "charge:7")
+            with pytest.raises(Crash):
+                await chat.send("ask:1")
+            again = chat.again(CallJournal(wait=0))
+            events = await again.send("ask:1", stream=True)
+            assert events[-1].content is not None
+            assert events[-1].content.parts[0].text == app.answer(1)
+            turn = again.journal.last_turn if again.journal else None
+            assert turn is not None
+            assert (turn.resumed, turn.models.replayed, turn.tools.replayed, turn.tools.skipped) == (
+                True,
+                3,
+                4,
+                1,
+            )
+
+    asyncio.run(scenario())
+    assert ledger.check_calls() == (4, 4)
 
 
 def test_every_session_step_carries_the_counters_and_spend_is_the_users_price(
