@@ -525,7 +525,7 @@ def test_a_caller_waiting_with_the_same_message_replays_the_turn_it_waited_for(
 
 
 def test_a_long_turn_keeps_its_session_held(store: Any, ledger: Ledger) -> None:
-    """The turn's lease is renewed while it runs: past several lease periods a second caller that
+    """The turn's lease is renewed while it runs: past three lease periods a second caller that
     will not wait is still refused (``RunHeld``), and the first turn ends normally, its writes
     still under its lease."""
 
@@ -542,10 +542,10 @@ def test_a_long_turn_keeps_its_session_held(store: Any, ledger: Ledger) -> None:
 
         slow = app.build()
         slow.tools = [app.lookup, non_idempotent(FunctionTool(charge))]
-        first = chat.again(CallJournal(hold=0.2), agent=slow)
+        first = chat.again(CallJournal(hold=0.6), agent=slow)
         running = asyncio.ensure_future(first.send("ask:1"))
         await entered.wait()
-        await asyncio.sleep(1.0)  # five lease periods
+        await asyncio.sleep(1.8)  # three lease periods: without its renewals the lease would be gone
         with pytest.raises(Exception) as refused:  # noqa: PT011 - ADK may wrap it
             await chat.again(CallJournal(wait=0)).send("ask:2")
         assert held_in(refused.value)
