@@ -508,7 +508,7 @@ def test_a_caller_waiting_with_the_same_message_replays_the_turn_it_waited_for(
         await entered.wait()
         second = chat.again(CallJournal())
         waiting = asyncio.ensure_future(second.send("ask:1"))
-        await asyncio.sleep(0)
+        await asyncio.sleep(0.5)  # time to read the open turn and start waiting (a few reads)
         release.set()
         await running
         events = await waiting
