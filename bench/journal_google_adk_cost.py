@@ -127,7 +127,7 @@ def main(episodes: int) -> None:
                 print(
                     f"| {point} | {'on' if journal else 'off'} | {len(landed)} | {mean('payments'):.2f} "
                     f"| {mean('lookups'):.2f} | {mean('models'):.2f} | {mean('tokens'):.1f} "
-                    f"| ${mean('spend') * 1e6:.0f} per million turns | "
+                    f"| ${mean('spend') * 1e6:.0f} per million kills | "
                     f"{'same' if same else 'different'} |"
                 )
 
