@@ -211,12 +211,17 @@ def test_values_that_are_not_json_are_refused_by_path(tmp_path: Path) -> None:
 
 
 def test_the_example_runs(tmp_path: Path) -> None:
-    """examples/google_adk_example.py (the code docs/adapters.md shows) runs offline as documented."""
+    """examples/google_adk_example.py (the code docs/adapters.md shows) runs offline as documented:
+    a turn cut right after its email, finished by sending the message again, sends it once."""
     lines = run_example("google_adk", tmp_path)
-    assert lines[:5] == [
-        "turn 1: Hi Ada!",
+    assert lines[:9] == [
+        "turn 1: cut right after the email was sent",
+        "turn 1: Hi Ada! I sent you a welcome email.",  # the same message again: the turn finished
+        "emails sent: 1",
+        "calls recorded: 3",
+        "counters: {'model_calls': 2, 'tool_calls': 1, 'tokens_in': 24, 'tokens_out': 8}",
         "turn 2: You are Ada.",
-        "events in the session: 4",
+        "events in the session: 6",
         "user state: {'last_reply': 'You are Ada.', 'name': 'Ada'}",
-        "events per step: [0, 1, 2, 3, 4]",
+        "events per step: [0, 1, 2, 3, 0, 1, 2, 3, 4, 5, 6]",  # the cut turn's 3 taken back once
     ]

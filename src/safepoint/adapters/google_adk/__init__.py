@@ -15,6 +15,11 @@ segments of the history it needs (``flows``). ``app:`` and ``user:`` state
 live in one run per app and one per user, updated under the store's
 ``Conflict`` (``shared``); ``temp:`` keys are never stored. Events are stored
 in pydantic's JSON form.
+
+``CallJournal`` (``journal``) is the call journal as an ADK plugin:
+``Runner(..., session_service=SafepointSessionService(store), plugins=[CallJournal()])``
+records each model response and tool result of a turn and replays them when
+the same message resumes a turn a crash cut short.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise missing_framework(__name__, "Google's Agent Development Kit", "google-adk") from exc
 
+from .journal import CallJournal, current_call_key, non_idempotent, waiting_in
 from .service import SafepointSessionService
 
-__all__ = ["SafepointSessionService"]
+__all__ = ["CallJournal", "SafepointSessionService", "current_call_key", "non_idempotent", "waiting_in"]

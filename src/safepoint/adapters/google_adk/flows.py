@@ -12,6 +12,13 @@ segment ending at event ``e`` is step ``e + 1`` — which lets ``get_session``
 read only the tail it needs (``num_recent_events``, ``after_timestamp``),
 segment by segment from the newest, never the whole history.
 
+A journaled turn cut by a crash is rolled back (``rewind``: one step that
+copies the session as it was at the turn's start), after which steps no longer
+follow events one to one. So every step written since holds
+``state["segment_step"]``: the step whose messages are the whole segment
+before its own. A step without it (written before any rollback) follows the
+rule above.
+
 The step's ``state`` holds the session's own state (``state``), its ids,
 ``created``/``updated`` (ADK's ``last_update_time``) and the id of the last
 event; ``counters["events"]`` counts the events. ``app:`` and ``user:`` state
@@ -32,6 +39,19 @@ from safepoint.flow import Flow, Save, head_or_none, load_or_none
 from .naming import session_labels
 
 EVENTS = "events"  # the counter holding how many events a session has
+SEGMENT_STEP = "segment_step"  # state: the step holding the complete previous segment
+
+
+def _segment_start(count: int, size: int) -> int:
+    """The index of the first event of the segment holding a session's last event."""
+    return (count - 1) // size * size if count else 0
+
+
+def _previous_segment(cp: Checkpoint, start: int) -> int:
+    """The step whose messages are the whole segment before the one ``cp``'s messages start at
+    index ``start`` (the pointer a rollback left, else the one-step-per-event rule)."""
+    step = cp.state.get(SEGMENT_STEP)
+    return step if isinstance(step, int) and not isinstance(step, bool) else start
 
 
 def create(
@@ -72,15 +92,13 @@ def tail(head: Checkpoint, recent: int | None, after: float | None) -> Flow[list
     """
     events: list[Any] = list(head.messages)
     count, size = int(head.counters[EVENTS]), int(head.state["segment"])
-    start = (count - 1) // size * size if count else 0  # index of the head segment's first event
+    start = _segment_start(count, size)  # index of the head segment's first event
+    newest = head
     while start > 0 and (recent is None or len(events) < recent):
         if after is not None and any(e["timestamp"] < after for e in events):
             break
-        older = yield from load_or_none(head.run_id, start)  # the step that completed the previous segment
-        if older is None or len(older.messages) != size:
-            detail = f"segment ending at step {start} is missing (pruned by retention?)"
-            raise CorruptCheckpoint(head.run_id, start, detail)
-        events = [*older.messages, *events]
+        newest = yield from _segment_before(newest, start, size)
+        events = [*newest.messages, *events]
         start -= size
     if recent is not None:
         events = events[max(0, len(events) - recent) :] if recent else []
@@ -91,6 +109,37 @@ def tail(head: Checkpoint, recent: int | None, after: float | None) -> Flow[list
                 events = events[i + 1 :]
                 break
     return events
+
+
+def _segment_before(cp: Checkpoint, start: int, size: int) -> Flow[Checkpoint]:
+    """The step holding the whole segment before the one ``cp``'s messages start at ``start``."""
+    step = _previous_segment(cp, start)
+    older = yield from load_or_none(cp.run_id, step)
+    if older is None or len(older.messages) != size:
+        detail = f"segment ending at step {step} is missing (pruned by retention?)"
+        raise CorruptCheckpoint(cp.run_id, step, detail)
+    return older
+
+
+def rewind(head: Checkpoint, step: int) -> Flow[Checkpoint]:
+    """The step after ``head`` holding the session exactly as step ``step`` held it (its events,
+    its own state, its last update), for the journal to take a cut turn back to its start.
+
+    The events after it are no longer the session's; the earlier steps keep them (a history
+    rewrite, no row changed). The copy names the step of its previous segment, since steps no
+    longer follow events one to one after it.
+    """
+    then = yield from load_or_none(head.run_id, step)
+    if then is None:
+        raise CorruptCheckpoint(head.run_id, step, "the step a journaled turn started at is missing")
+    cp = head.next()
+    cp.messages = list(then.messages)
+    count, size = int(then.counters[EVENTS]), int(then.state["segment"])
+    state = thaw(then.state)
+    state[SEGMENT_STEP] = _previous_segment(then, _segment_start(count, size))
+    cp.state = state
+    cp.counters[EVENTS] = count
+    return cp
 
 
 class Appender:
@@ -144,6 +193,8 @@ class Appender:
         count = int(head.counters[EVENTS])
         if count and count % int(head.state["segment"]) == 0:
             cp.messages = [event]  # a new segment: a new range, the old one stays with the steps before
+            if SEGMENT_STEP in head.state:  # after a rollback: say where the segment before is
+                cp.state[SEGMENT_STEP] = head.step
         else:
             cp.messages.append(event)
         cp.counters[EVENTS] = count + 1

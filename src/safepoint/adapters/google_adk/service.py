@@ -8,6 +8,7 @@ The methods are ADK's (all async); each runs one flow (``flows.py``,
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from google.adk.errors import StaleSessionError
@@ -26,11 +27,13 @@ from typing_extensions import override
 from safepoint import AsyncStore, Checkpoint, InvalidArgument, Store, StoreClosed
 from safepoint.adapters.cache import CheckpointCache, thaw
 from safepoint.adapters.runner import Runner, open_given
-from safepoint.flow import FindRuns, Flow, delete_if_present, load_or_none
+from safepoint.flow import FindRuns, Flow, Save, delete_if_present, load_or_none
+from safepoint.twins import Invoke, translate
 
 from . import flows, shared
 from .codec import event_from_json, event_to_json, merged, split_scopes, state_to_json
 from .naming import session_run_id, sessions_filter
+from .turn import TURN_STATE, shown
 
 SEGMENT = 256  # events per stored segment: the most a tail read loads beyond what it returns
 _STALE = (
@@ -67,6 +70,7 @@ class SafepointSessionService(BaseSessionService):
         self._appender = flows.Appender(CheckpointCache())
         self._scopes = CheckpointCache()
         self._closed = False
+        self._held: dict[str, Any] = {}  # run id -> the journaled turn holding it (turn.Turn)
 
     @override
     async def create_session(
@@ -121,9 +125,47 @@ class SafepointSessionService(BaseSessionService):
         data = event_to_json(event)
         app, user, own = split_scopes(data.get("actions", {}).get("state_delta") or {})
         run_id = self._run_id(session.app_name, session.user_id, session.id)
-        await self._runner.arun(self._append(run_id, session, data, (app, user, own)), lock=run_id)
+        flow = self._append(run_id, session, data, (app, user, own))
+        turn = self._held.get(run_id)
+        if turn is not None:  # a journaled turn holds the session: its saves go under its lease
+            flow = translate(flow, partial(_under, turn))
+        await self._runner.arun(flow, lock=run_id)
         session.last_update_time = event.timestamp
         return self._commit_event_to_session(session, event)
+
+    def run_id_of(self, app_name: str, user_id: str, session_id: str) -> str:
+        """The run holding a session (what ``safepoint show`` and ``history`` take)."""
+        return self._run_id(app_name, user_id, session_id)
+
+    async def hold_for(self, turn: Any, session: Session, head: Checkpoint) -> None:
+        """Save the session's events under ``turn``'s lease, stamped with its counters, until
+        ``let_go``; ``session`` (the runner's) is brought to ``head`` when it is not there — after a
+        rollback, or another process's turn while this one waited for the session."""
+        self._held[turn.run_id] = turn
+        self._appender.cache.put(head, replace=True)
+        last = session.events[-1].id if session.events else None
+        stored = head.state.get("last_event")
+        if session.last_update_time == head.state["updated"] and last == (stored or None):
+            return
+        app_name, user_id = session.app_name, session.user_id
+        fresh = await self._runner.arun(self._get(turn.run_id, app_name, user_id, None))
+        if fresh is None:
+            raise StaleSessionError(_STALE)
+        session.events[:] = fresh.events
+        session.state.clear()
+        session.state.update(fresh.state)
+        session.last_update_time = fresh.last_update_time
+
+    def cached_head(self, run_id: str) -> Checkpoint | None:
+        """The session's step this service last read or wrote (None: none kept)."""
+        cached = self._appender.cache.get(run_id)
+        return None if cached is None else cached[0]
+
+    def let_go(self, turn: Any) -> None:
+        """Stop saving under ``turn`` (its lease is about to be given back)."""
+        run_id = turn.run_id
+        if self._held.get(run_id) is turn:
+            del self._held[run_id]
 
     def close(self) -> None:
         """Stop using the service; closes the store if the service opened it from a URL."""
@@ -153,6 +195,10 @@ class SafepointSessionService(BaseSessionService):
         head = yield from load_or_none(run_id)
         if head is None or head.state.get("app_name") != app_name or head.state.get("user_id") != user_id:
             return None
+        if TURN_STATE in head.state and run_id not in self._held:
+            start = yield from shown(head)
+            if start is not None:  # a journaled turn is open: the session as it was at its start
+                head = (yield from load_or_none(run_id, start)) or head
         self._appender.cache.put(head, replace=True)
         recent = config.num_recent_events if config is not None else None
         after = config.after_timestamp if config is not None else None
@@ -211,3 +257,11 @@ class SafepointSessionService(BaseSessionService):
 
     def __repr__(self) -> str:
         return f"<SafepointSessionService in {self.store!r}>"
+
+
+def _under(turn: Any, request: Any) -> Any:
+    """A save of the turn's session, stamped as the turn's and made under its lease."""
+    if isinstance(request, Save) and request.checkpoint.run_id == turn.run_id:
+        turn.stamp(request.checkpoint)
+        return Invoke(turn.store.save, (request.checkpoint,), {"lease": turn.lease})
+    return request
