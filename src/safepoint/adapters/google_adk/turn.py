@@ -32,8 +32,8 @@ from google.adk.errors.session_not_found_error import SessionNotFoundError
 
 from safepoint import AsyncStore, Checkpoint, NotFound, RunHeld, Store
 from safepoint.adapters.cache import is_head
-from safepoint.flow import Flow, Invoke, RecordCall, RecordedCall, head_or_none, load_or_none
-from safepoint.journal import Place, Tally, ToolPolicy, holding
+from safepoint.flow import Flow, Invoke, RecordCall, head_or_none, load_or_none
+from safepoint.journal import Place, Tally, ToolPolicy, holding, session_turns
 from safepoint.journal import counters as journal_counters
 from safepoint.records import Lease, Recorded
 
@@ -102,17 +102,8 @@ class Turn:
         cp.counters.update(self.counters())
 
 
-def start_key(number: int) -> str:
-    return f"turn:{number}"
-
-
-def end_key(number: int) -> str:
-    return f"turn:{number}:end"
-
-
 def turn_of(head: Checkpoint | None) -> int:
-    value = None if head is None else head.state.get(TURN_STATE)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    return session_turns.number_of(head, TURN_STATE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +160,7 @@ def open_turn(
             head, rolled = yield from _rolled_back(
                 store, lease, head, number=found[0], base=found[1], lost=lost_before
             )
-            yield RecordCall(run_id, end_key(found[0]), {"dropped": True}, None, None, lease)
+            yield RecordCall(run_id, session_turns.end_key(found[0]), {"dropped": True}, None, None, lease)
             found = None
         if found is None:
             number += 1
@@ -179,7 +170,9 @@ def open_turn(
                     "counters": journal_counters.counted(head.counters),
                     "lost": lost_before,
                 }
-                entry: Recorded = yield RecordCall(run_id, start_key(number), start, request, None, lease)
+                entry: Recorded = yield RecordCall(
+                    run_id, session_turns.start_key(number), start, request, None, lease
+                )
                 if entry.written or entry.same_request is not False:
                     break
                 number += 1
@@ -262,16 +255,7 @@ def _rolled_back(
 def last_open(run_id: str, head: Checkpoint, request: Any = None) -> Flow[tuple[int, Any, bool] | None]:
     """The session's last turn when it has a start and no end (cut by a crash, or running):
     (its number, its start, whether its message is ``request``)."""
-    number = turn_of(head)
-    if not number:
-        return None
-    end: Recorded | None = yield RecordedCall(run_id, end_key(number))
-    if end is not None:
-        return None
-    start: Recorded | None = yield RecordedCall(run_id, start_key(number), request)
-    if start is None:
-        return None
-    return number, start.result, request is not None and start.same_request is not False
+    return (yield from session_turns.last_open(run_id, turn_of(head), request))
 
 
 def shown(head: Checkpoint) -> Flow[int | None]:
@@ -287,8 +271,6 @@ def shown(head: Checkpoint) -> Flow[int | None]:
 def close_turn(turn: Turn) -> Flow[None]:
     """The turn's end entry (its counters), then the session is given back."""
     try:
-        yield RecordCall(
-            turn.run_id, end_key(turn.number), {"counters": turn.counters()}, None, None, turn.lease
-        )
+        yield session_turns.end_entry(turn.run_id, turn.number, turn.counters(), turn.lease)
     finally:
         yield from holding.release(turn.store, turn.lease)

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from safepoint import AsyncStore, Checkpoint, Store
-from safepoint.flow import RecordCall, RecordedCall
-from safepoint.journal import Place, Tally, ToolPolicy, holding
+from safepoint.flow import RecordCall
+from safepoint.journal import Place, Tally, ToolPolicy, holding, session_turns
 from safepoint.journal import counters as journal_counters
 from safepoint.records import Lease, Recorded
 from safepoint.twins import Flow
@@ -107,17 +107,8 @@ class Turn:
         cp.counters.update(self.counters())
 
 
-def start_key(number: int) -> str:
-    return f"turn:{number}"
-
-
-def end_key(number: int) -> str:
-    return f"turn:{number}:end"
-
-
 def turn_of(head: Checkpoint | None) -> int:
-    value = None if head is None else head.state.get(TURN_STATE)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    return session_turns.number_of(head, TURN_STATE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +138,9 @@ def open_turn(session: Any, request: Any, owner: str, terms: holding.Terms) -> F
             while True:  # a start entry with no session save: the crash came before one
                 counted = journal_counters.counted(None if head is None else head.counters)
                 start = {"items": len(head.messages), "counters": counted}
-                entry: Recorded = yield RecordCall(run_id, start_key(number), start, request, None, lease)
+                entry: Recorded = yield RecordCall(
+                    run_id, session_turns.start_key(number), start, request, None, lease
+                )
                 if entry.written or entry.same_request is not False:
                     break
                 number += 1
@@ -166,24 +159,14 @@ def open_turn(session: Any, request: Any, owner: str, terms: holding.Terms) -> F
 
 def _open_turn(run_id: str, head: Checkpoint | None, request: Any) -> Flow[tuple[int, Any] | None]:
     """The session's last turn, when it has a start with this input and no end: (number, start)."""
-    number = turn_of(head)
-    if not number:
-        return None
-    end: Recorded | None = yield RecordedCall(run_id, end_key(number))
-    if end is not None:
-        return None
-    start: Recorded | None = yield RecordedCall(run_id, start_key(number), request)
-    if start is None or start.same_request is False:
-        return None
-    return number, start.result
+    found = yield from session_turns.last_open(run_id, turn_of(head), request)
+    return None if found is None or not found[2] else (found[0], found[1])
 
 
 def close_turn(turn: Turn) -> Flow[None]:
     """The turn's end entry (its counters), then the session is given back."""
     try:
-        yield RecordCall(
-            turn.run_id, end_key(turn.number), {"counters": turn.counters()}, None, None, turn.lease
-        )
+        yield session_turns.end_entry(turn.run_id, turn.number, turn.counters(), turn.lease)
     finally:
         yield from let_go(turn)
 
