@@ -22,6 +22,7 @@ from .replay import (
     ToolPolicy,
     diverged_key,
     model_call,
+    raised_within,
     tool_call,
 )
 
@@ -35,5 +36,6 @@ __all__ = [
     "ToolPolicy",
     "diverged_key",
     "model_call",
+    "raised_within",
     "tool_call",
 ]

@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from safepoint import codec
 from safepoint.errors import InvalidArgument, RunStatusError
@@ -45,8 +45,11 @@ __all__ = [
     "ToolPolicy",
     "diverged_key",
     "model_call",
+    "raised_within",
     "tool_call",
 ]
+
+E = TypeVar("E", bound=BaseException)
 
 # What an ``encode`` returns for a result the framework's own serializer cannot turn into
 # JSON: the call's result is used, never recorded (counted in ``Tally.unrecorded``), never pickled.
@@ -218,6 +221,17 @@ def tool_call(
     result = yield Invoke(run)
     tally.called += 1
     return (yield from _recorded(place, key, args, result, None, encode, decode, tally))
+
+
+def raised_within(error: BaseException, kind: type[E]) -> E | None:
+    """The ``kind`` error (the journal's own stop: ``ActionWaiting``, a lost lease …) in the chain
+    of errors a framework wrapped it in — its tool errors, its plugin errors — or None."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, kind):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _is_other(found: Recorded, place: Place) -> bool:

@@ -29,7 +29,7 @@ from typing import Any
 from agent_framework import FunctionTool, Workflow
 
 from safepoint import InvalidArgument, Reconcile, SafepointError
-from safepoint.journal import ToolPolicy, holding
+from safepoint.journal import ToolPolicy, holding, raised_within
 
 from . import framework, layout
 from .calls import POLICY_ATTRIBUTE, ExecutorMiddleware, ModelMiddleware, ToolMiddleware
@@ -68,12 +68,7 @@ def _surfaced(error: BaseException) -> BaseException:
     bad hook) as the ``SafepointError`` it is, however the framework wrapped it."""
     if not isinstance(error, Exception):  # a cancellation, an interrupt: left as it is
         return error
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, SafepointError):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return error
+    return raised_within(error, SafepointError) or error
 
 
 class CallJournal:

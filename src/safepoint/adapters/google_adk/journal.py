@@ -31,7 +31,7 @@ from google.adk.agents.invocation_context import InvocationContext
 from google.adk.tools.base_tool import BaseTool
 
 from safepoint import InvalidArgument, Reconcile
-from safepoint.journal import ActionWaiting, ToolPolicy, holding
+from safepoint.journal import ActionWaiting, ToolPolicy, holding, raised_within
 
 from . import calls
 from .framework import BasePlugin, invocation_of
@@ -76,12 +76,7 @@ def non_idempotent(tool: Any = None, *, reconcile: Hook = None) -> Any:
 def waiting_in(error: BaseException) -> ActionWaiting | None:
     """The ``ActionWaiting`` behind an error a run ended with (ADK wraps what a plugin raises in a
     ``RuntimeError``), or None."""
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, ActionWaiting):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None
+    return raised_within(error, ActionWaiting)
 
 
 def _seconds(name: str, value: Any, *, positive: bool) -> float:

@@ -38,7 +38,7 @@ from agents import Runner
 from agents.tool import FunctionTool
 
 from safepoint import InvalidArgument, Reconcile
-from safepoint.journal import ActionWaiting, ToolPolicy, holding
+from safepoint.journal import ActionWaiting, ToolPolicy, holding, raised_within
 
 from .default_runner import install
 from .graph import POLICY_ATTRIBUTE
@@ -76,12 +76,7 @@ def non_idempotent(tool: FunctionTool | None = None, *, reconcile: Hook = None) 
 def _surfaced(error: BaseException) -> BaseException:
     """The error a journaled run ends with: a reconcile hook's ``wait`` as ``ActionWaiting`` (the
     SDK wraps what a tool raises in its own error), anything else as it was raised."""
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, ActionWaiting):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return error
+    return raised_within(error, ActionWaiting) or error
 
 
 def _store(session: SafepointSession) -> Any:
