@@ -12,8 +12,9 @@ answer ``turn t: charged 10t+1 and 10t+2``.
 ``script`` is stateless, like a provider: its step is how many requests
 follow the conversation's last user prompt, so a fresh process asked the same
 request gives the same answer, with the same tool-call ids. It notes every
-request it answers in the ledger (it and the tools are ``async``: a sync one would run in a
-worker thread, and the ledger's SQLite connection belongs to the thread that opened it) (``Ledger.model``, keyed by turn and step,
+request it answers in the ledger (it and the tools are ``async``: a sync one
+would run in a worker thread, and the ledger's SQLite connection belongs to
+the thread that opened it) (``Ledger.model``, keyed by turn and step,
 with the usage it reports), so a request paid twice shows up, and what it
 cost. ``LEDGER`` is set by whoever runs the shop.
 """
@@ -86,7 +87,9 @@ def charge_outcome(key: str, tool: str, args: Any) -> Reconcile:
     """Asked only for a charge a crash cut mid-call: did the payment go through?"""
     del key, tool
     amount = args["amount"]
-    return Reconcile.skip(f"charged {amount}") if _ledger().happened(f"charge:{amount}") else Reconcile.rerun()
+    return (
+        Reconcile.skip(f"charged {amount}") if _ledger().happened(f"charge:{amount}") else Reconcile.rerun()
+    )
 
 
 def toolset() -> FunctionToolset[Any]:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic_ai.conversation import Conversation
+from pydantic_ai.conversation_store import ConversationConflict
 from pydantic_ai.usage import UsageLimits
 
 from helpers import pai_journal_agent as app
@@ -84,7 +85,10 @@ async def _chat(conversations: SafepointConversationStore, calls: Any, turns: in
             break
         # The conversation's usage carries over: the default request budget (50) would end it.
         result = await agent.run(f"order {done}", conversation=conversation, usage_limits=NO_LIMIT)
-        await conversations.save(result)
+        try:
+            await conversations.save(result)
+        except ConversationConflict:
+            continue  # another process saved this turn first (it ran it too): load it again
         if calls is not None and calls.last_turn is not None:
             called += calls.last_turn.models.called
     answers = [

@@ -140,8 +140,10 @@ class SafepointJournal(BaseDurabilityCapability[AgentDepsT]):
         super().__init__(models=models, event_stream_handler=event_stream_handler, name=name)
         if isinstance(conversations, SafepointConversationStore):
             self.store, self._run_id_for = conversations.store, conversations.run_id
+            self._loaded_at: Callable[[Any], int | None] | None = conversations.loaded_at
         elif isinstance(conversations, Store | AsyncStore):
             self.store, self._run_id_for = conversations, conversation_run_id
+            self._loaded_at = None
         else:
             raise InvalidArgument(
                 "SafepointJournal takes a SafepointConversationStore, a Store or an AsyncStore"
@@ -186,7 +188,9 @@ class SafepointJournal(BaseDurabilityCapability[AgentDepsT]):
         if ACTIVE.get() is not None or framework.in_durable_unit() or conversation is None:
             return await handler()  # an agent run inside a journaled call is part of that call
         run_id = self._run_id_for(conversation)
-        opened = await holding.serve(self.store, open_turn(self.store, run_id, conversation, self.terms))
+        loaded_at = self._loaded_at(ctx.messages[-1]) if ctx.messages and self._loaded_at else None
+        opening = open_turn(self.store, run_id, conversation, self.terms, loaded_at)
+        opened = await holding.serve(self.store, opening)
         turn = Turn(
             store=self.store,
             run_id=run_id,

@@ -44,7 +44,7 @@ from safepoint.adapters.runner import Runner, open_given
 from safepoint.flow import FindRuns, Flow, Invoke, delete_if_present, head_or_none
 from safepoint.twins import Sleep
 
-from .entries import EntryReader, Location, View
+from .entries import EntryReader, Loaded, LoadedMessages, Location, View
 from .layout import (
     ADAPTER,
     ADAPTER_LABEL,
@@ -93,6 +93,8 @@ class SafepointConversationStore(ConversationStore):
         self._run_id_for = run_id_for or conversation_run_id
         self._heads = CheckpointCache()
         self._reader = EntryReader(self._heads)
+        self._head_steps: Loaded[str] = Loaded()
+        self._loaded: LoadedMessages = LoadedMessages()
         self._closed = False
 
     def run_id(self, conversation_id: str) -> str:
@@ -144,7 +146,15 @@ class SafepointConversationStore(ConversationStore):
 
     async def read_history(self, head_id: str | None, *, limit: int | None = None) -> list[ConversationEntry]:
         entries: list[ConversationEntry] = await self._drive(self._reader.history(head_id, limit))
+        step = self._head_steps.get(head_id) if head_id is not None else None
+        if entries and step is not None:
+            self._loaded.remember(entries[-1].message, step)
         return entries
+
+    def loaded_at(self, message: Any) -> int | None:
+        """The step of the conversation run that was its head when this store loaded a history
+        ending in ``message`` (None for a message it did not load): where a turn on it begins."""
+        return self._loaded.step_of(message)
 
     # --- flows
 
@@ -155,6 +165,8 @@ class SafepointConversationStore(ConversationStore):
         record = _record_of(found[0])
         if record is not None:  # where its history starts, for the read_history that follows
             self._reader.remember([record.head_id, *record.branches], (found[0].run_id, found[0].step))
+            if record.head_id is not None:
+                self._head_steps.put(record.head_id, found[0].step)
         return record
 
     def _records_flow(self, scope: str | None) -> Flow[list[ConversationRecord]]:

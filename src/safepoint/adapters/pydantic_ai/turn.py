@@ -4,10 +4,10 @@ A *turn* is one agent run on a conversation (``agent.run(prompt,
 conversation=…)``). Its entries go to the conversation's safepoint run (the
 run ``SafepointConversationStore`` saves it in), so the conversation save
 that follows the turn is the checkpoint that covers them. A turn is named by
-where the conversation stood when it began — the run's head step (the last
-save) and the number of messages the run was given — never by anything a
-re-run changes: a process that runs the same turn again after a crash (the
-conversation loaded again, unchanged, since the cut turn was never saved)
+where the conversation stood when it began — the run's head step when the
+conversation store loaded the history the run was given (the last save) and
+the number of messages in it — never by anything a re-run changes: a
+process that runs the same turn again after a crash (the conversation loaded again, unchanged, since the cut turn was never saved)
 lands on the same keys and replays every recorded call.
 
 Keys: ``pai|s<step>|m<messages>|model#<n>`` for the turn's ``n``-th model
@@ -102,19 +102,19 @@ class Opened:
 
 
 def open_turn(
-    store: Store | AsyncStore, run_id: str, conversation_id: str, terms: holding.Terms
+    store: Store | AsyncStore, run_id: str, conversation_id: str, terms: holding.Terms, loaded_at: int | None
 ) -> Flow[Opened]:
-    """Hold the conversation's run (made first when the conversation has none yet) and read the
-    step the turn begins at — after the lease: a turn another process finished meanwhile moved it."""
+    """Hold the conversation's run (made first when the conversation has none yet); the turn
+    begins at ``loaded_at``, the step its history was loaded at, else at the run's head as read
+    *before* waiting for the lease: a turn another process finished meanwhile moved the head, and
+    this run, given the history from before it, is that same turn."""
     yield from _run_exists(run_id, conversation_id)
-    lease = yield from holding.acquire(store, run_id, holding.new_owner(), terms)
-    try:
+    step = loaded_at
+    if step is None:
         info = yield from head_or_none(run_id)
         step = 0 if info is None else info.head_step
-        return Opened(lease, step)
-    except BaseException:
-        yield from holding.release(store, lease)
-        raise
+    lease = yield from holding.acquire(store, run_id, holding.new_owner(), terms)
+    return Opened(lease, step)
 
 
 def _run_exists(run_id: str, conversation_id: str) -> Flow[None]:
