@@ -8,7 +8,8 @@ where the conversation stood when it began — the run's head step when the
 conversation store loaded the history the run was given (the last save) and
 the number of messages in it — never by anything a re-run changes: a
 process that runs the same turn again after a crash (the conversation
-loaded again, unchanged, since the cut turn was never saved) lands on the same keys and replays every recorded call.
+loaded again, unchanged, since the cut turn was never saved) lands on the same
+keys and replays every recorded call.
 
 Keys: ``pai|s<step>|m<messages>|model#<n>`` for the turn's ``n``-th model
 request (``compact#<n>`` for a compaction), ``…|tool:<toolset>:<tool>|<call
