@@ -144,6 +144,19 @@ def test_counters_count_each_recorded_call_once(store: Any) -> None:
     tally = saver.journal.tally("t")
     assert (tally.called, tally.tokens_in, tally.tokens_out, tally.spend) == (1, 7, 3, 0.5)
     assert (tally.resent, tally.lost_tokens_in) == (0, 0)
+    # The thread's run carries them (safepoint runs, the inspector): the replay added nothing.
+    counters = store.load(ROOT_RUN).counters
+    assert {k: counters[k] for k in ("tokens_in", "tokens_out", "spend", "model_calls", "resent_calls")} == {
+        "tokens_in": 7,
+        "tokens_out": 3,
+        "spend": 0.5,
+        "model_calls": 1,
+        "resent_calls": 0,
+    }
+    second = one_call(SafepointSaver(store, journal=True), "invoke", fail=0)
+    run(second, "invoke", {"messages": [HumanMessage("2")]})
+    again = store.load(ROOT_RUN).counters  # a second turn, by a fresh saver: counted on top
+    assert (again["model_calls"], again["tokens_in"]) == (2, 7 + 7 * 3)
 
 
 def test_a_changed_request_is_called_recorded_and_counted(store: Any) -> None:
@@ -231,6 +244,8 @@ def test_a_stream_cut_short_is_a_call_in_flight(store: Any, mode: str) -> None:
     assert app.PROVIDER == ["h1:a0", "h1:a0"]
     tally = saver.journal.tally("t")
     assert (tally.called, tally.resent, tally.lost_tokens_in) == (1, 1, 7)
+    counters = store.load(ROOT_RUN).counters  # the cut stream's cost apart from the counters
+    assert (counters["tokens_in"], counters["resent_calls"], counters["lost_tokens_in_estimate"]) == (7, 1, 7)
 
 
 def test_an_async_store_journals_too(tmp_path: Path) -> None:

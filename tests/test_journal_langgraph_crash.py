@@ -50,6 +50,9 @@ def reference(forks: Any, root: Path, durability: str) -> dict[str, Any]:
     with run.ledger() as ledger:
         assert ledger.repeated_model_calls() == 0
         assert ledger.check_exactly_once() == 6  # 2 charges, 4 distinct lookups
+    check_usage(run, found)
+    assert found["stored"]["model_calls"] == 6
+    assert found["stored"]["resent_calls"] == 0
     REFERENCES[durability] = found
     return found
 
@@ -61,6 +64,20 @@ def check_clean(run: Episode, ref: dict[str, Any]) -> None:
         ledger.check_calls(resent=result["resent"])  # DuplicateEffect names what repeated
     assert result["answer"] == ref["answer"], run
     assert {k: result[k] for k in COUNTERS} == {k: ref[k] for k in COUNTERS}, (run, result)
+    check_usage(run, ref)
+
+
+def check_usage(run: Episode, ref: dict[str, Any]) -> None:
+    """The thread run's counters (what ``safepoint runs`` shows) count each recorded response
+    once, as the uninterrupted run's do; the provider was paid those plus the re-sent calls'
+    usage, which the counters keep apart."""
+    stored, expected = run.result["stored"], ref["stored"]
+    for name in ("tokens_in", "tokens_out", "spend", "model_calls", "tool_calls"):
+        assert stored[name] == expected[name], (run, name, stored, expected)
+    assert stored["tokens_in"] == run.result["tokens_in"]  # the entries' sum, once each
+    assert stored["resent_calls"] == run.result["resent"]
+    with run.ledger() as ledger:
+        ledger.check_usage(stored)  # paid = the counters + the requests in flight at kills
 
 
 def journal_on(forks: Any, root: Path, durability: str, charge_episodes: int, random_kills: int) -> int:

@@ -124,6 +124,7 @@ def reference(forks: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str,
         "tool_calls": 4,
     }
     assert clean.ledger().check_calls() == (4, 7)
+    assert clean.ledger().check_usage(result["counters"]) == {"tokens_in": 0, "tokens_out": 0}
     return result
 
 
@@ -139,6 +140,7 @@ def check_clean(run: Scenario, reference: dict[str, Any]) -> int:
     assert effects == 4
     assert paid == 7 + ledger.repeated_model_calls()
     assert final["counters"]["resent_calls"] <= resent
+    ledger.check_usage(final["counters"])  # paid = the counters + the requests in flight at kills
     return resent
 
 

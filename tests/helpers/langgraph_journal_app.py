@@ -108,10 +108,15 @@ def script(messages: list[Any]) -> AIMessage:
     turn, since = len(humans), messages[humans[-1] + 1 :] if humans else []
     answered = sum(isinstance(m, AIMessage) for m in since)
     PROVIDER.append(f"h{turn}:a{answered}")
-    ledger = _ledger()
-    if ledger is not None:
-        ledger.model(f"h{turn}:a{answered}", {"messages": len(messages)})
     usage = {"input_tokens": 7 * len(messages), "output_tokens": 3 + answered, "total_tokens": 0}
+    ledger = _ledger()
+    if ledger is not None:  # what the provider was paid, to check the run's counters against
+        paid = {
+            "messages": len(messages),
+            "tokens_in": usage["input_tokens"],
+            "tokens_out": usage["output_tokens"],
+        }
+        ledger.model(f"h{turn}:a{answered}", paid)
     usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
     calls: list[tuple[str, dict[str, Any]]] = []
     if answered == 0:

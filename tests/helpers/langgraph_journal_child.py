@@ -27,6 +27,7 @@ from typing import Any
 
 from helpers import langgraph_journal_app as app_module
 from safepoint import open_store
+from safepoint.adapters.langgraph.layout import ThreadKey
 from safepoint.crashrig.ledger import Ledger
 
 THREAD = "crash-thread"
@@ -78,6 +79,7 @@ def child(args: dict[str, Any], out: Any) -> None:
             divergences=tally.divergences,
             replayed=seen.replayed,
             reconciled=seen.reconciled,
+            stored=store.load(ThreadKey(THREAD, "").thread_run).counters,  # what safepoint runs shows
         )
     print("result " + json.dumps(result), file=out, flush=True)
     store.close()

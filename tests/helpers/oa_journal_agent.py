@@ -91,7 +91,8 @@ class ScriptedModel(Model):
         k, asked = self._step(input)
         ledger = _ledger()
         if ledger is not None:
-            ledger.model(f"{self.name}#{k}|{asked}")
+            paid = {"tokens_in": 10 + k, "tokens_out": 5}  # the usage get_response reports
+            ledger.model(f"{self.name}#{k}|{asked}", paid)
         step = self.script[k]
         if isinstance(step, str):
             text = ResponseOutputText(type="output_text", text=step, annotations=[])

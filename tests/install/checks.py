@@ -16,6 +16,11 @@
   the CLI and SQLite tests (``LOWER_BOUND_TESTS``), the adapter and
   OpenTelemetry tests (``EXTRA_LOWER_BOUND_TESTS``) and the blob tests (S3 on
   moto: ``S3_SUBSET``) against it: the wheel installed, not the source tree.
+- ``newest-frameworks``: the Pydantic AI, ADK and Agent Framework extras
+  unpinned (the registry's newest release; everything else at the lock), then
+  their adapter and journal tests and the conversation view
+  (``NEWEST_FRAMEWORK_TESTS``). The lock follows a newer release that passes
+  (``make lock UPGRADE="pkg"``).
 
 The wheel is built once; the venvs install side by side (pip mostly waits on
 the registry; nothing is byte-compiled ahead, only what the tests import),
@@ -92,6 +97,19 @@ USER_EXTRAS = "postgres,s3,langgraph,openai-agents,otel,encryption,ui"
 # Left out of the lower-bounds venv: google-adk needs an OpenTelemetry newer than the
 # otel extra's lower bound, and each framework's bound is the lock's version (make test).
 FRAMEWORK_EXTRAS = ("pydantic-ai", "google-adk", "agent-framework")
+
+
+# The newest release of each of FRAMEWORK_EXTRAS runs its adapter's and its journal's tests, and
+# the conversation view over all five frameworks' stored shapes.
+NEWEST_FRAMEWORK_TESTS = (
+    "tests/test_adapter_pydantic_ai*.py",
+    "tests/test_adapter_google_adk*.py",
+    "tests/test_adapter_agent_framework*.py",
+    "tests/test_journal_pydantic_ai*.py",
+    "tests/test_journal_google_adk*.py",
+    "tests/test_journal_agent_framework*.py",
+    "tests/test_conversations_shown.py",
+)
 
 
 class CheckFailed(Exception):
@@ -255,6 +273,36 @@ class LowerBounds(Check):
         return ", ".join(f"{n}=={bounds[n]}" for n in core) + ", …"
 
 
+class NewestFrameworks(Check):
+    """The newest release of each framework extra (unpinned; everything else at the lock) running
+    the adapters' and journals' tests: a release that changed an interface shows up here first."""
+
+    name = "newest-frameworks"
+
+    def install(self, venv: Venv, wheel: Path) -> None:
+        unpinned = framework_packages()
+        lines = LOCK.read_text(encoding="utf-8").splitlines()
+        kept = [line for line in lines if _pinned_name(line) not in unpinned]
+        constraints = venv.path.parent / f"{self.name}-constraints.txt"
+        constraints.write_text("\n".join(kept) + "\n", encoding="utf-8")
+        tools = _tools(TEST_TOOLS)
+        # langgraph and openai-agents too: the conversation view's test drives all five frameworks;
+        # postgres: the suite's conftest imports psycopg.
+        extras = ",".join((*FRAMEWORK_EXTRAS, "langgraph", "openai-agents", "postgres"))
+        venv.pip_install("-c", str(constraints), f"{wheel}[{extras}]", *tools)
+
+    def verify(self, venv: Venv) -> str:
+        lock = pins(LOCK)
+        got = {name: venv.version(name) for name in sorted(framework_packages())}
+        venv.pytest(NEWEST_FRAMEWORK_TESTS)
+        return ", ".join(f"{n} {v} (lock {lock[n]})" for n, v in got.items())
+
+
+def _pinned_name(line: str) -> str | None:
+    name = line.split("#", 1)[0].strip().partition("==")[0]
+    return canonicalize_name(name) if name else None
+
+
 def framework_packages() -> set[str]:
     """The packages of FRAMEWORK_EXTRAS, which the lower-bounds venv does not install."""
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
@@ -268,7 +316,7 @@ def _tools(names: tuple[str, ...]) -> list[str]:
     return [f"{name}=={lock[canonicalize_name(name)]}" for name in names]
 
 
-CHECKS = {check.name: check for check in (BesideOlder(), CoreOnly(), LowerBounds())}
+CHECKS = {check.name: check for check in (BesideOlder(), CoreOnly(), LowerBounds(), NewestFrameworks())}
 
 
 def _build_wheel(folder: Path) -> Path:

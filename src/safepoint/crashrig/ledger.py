@@ -12,7 +12,9 @@ idempotency key ``Run.action`` gives the tool:
 
 * ``model(key)`` is a model request reaching the provider (a paid call):
   a framework agent's scripted model notes each request it answers, keyed
-  by what it was asked, so a request paid twice shows up.
+  by what it was asked, so a request paid twice shows up. A model that
+  notes ``{"tokens_in": …, "tokens_out": …}`` with it lets
+  ``check_usage(counters)`` hold a run's counters to what was paid.
 
 ``lookup(key)`` is what a reconcile hook asks ("did this already happen?"),
 and ``check_exactly_once()`` is what the kit asserts at the end: every key
@@ -175,6 +177,37 @@ class Ledger:
                 f"{repeats} model request(s) paid again, {resent} of them in flight at a kill: {listed}"
             )
         return effects, self.model_calls()
+
+    def check_usage(self, counters: dict[str, Any]) -> dict[str, int]:
+        """A journaled run's counters against what the provider was paid: the paid tokens are
+        the counters' (each recorded response once) plus those of the requests paid again —
+        in flight at a kill, which the counters keep apart as an estimate that also counts the
+        re-sent requests a kill stopped before they reached the provider. Returns the tokens
+        paid again. Each model request must have been noted with its ``tokens_in``/``tokens_out``."""
+        seen: set[str] = set()
+        paid = {"tokens_in": 0, "tokens_out": 0}
+        again = {"tokens_in": 0, "tokens_out": 0}
+        repeats = 0
+        for effect in self.calls():
+            if effect.kind != "model":
+                continue
+            first = effect.key not in seen
+            seen.add(effect.key)
+            repeats += not first
+            for name in paid:
+                paid[name] += int(effect.value[name])
+                again[name] += 0 if first else int(effect.value[name])
+        resent = counters.get("resent_calls", 0)
+        if repeats > resent:
+            raise AssertionError(f"{repeats} requests paid again, {resent} counted re-sent")
+        for name, total in paid.items():
+            if total != counters[name] + again[name]:
+                raise AssertionError(
+                    f"{name}: {total} paid, the counters say {counters[name]} + {again[name]} paid again"
+                )
+            if again[name] > counters.get(f"lost_{name}_estimate", 0):
+                raise AssertionError(f"{name}: {again[name]} paid again, beyond the lost estimate")
+        return again
 
     def check_exactly_once(self) -> int:
         """Raise ``DuplicateEffect`` naming each key that took effect more than once; else

@@ -37,7 +37,7 @@ def counters(
         "tokens_out": models.tokens_out,
         "spend": models.spend,
         "model_calls": models.called + models.replayed,
-        "tool_calls": tools.called + tools.replayed + tools.reconciled,
+        "tool_calls": tools.called + tools.replayed + tools.skipped,  # a rerun is called
     }
     lost = {
         "resent_calls": models.resent,

@@ -71,7 +71,11 @@ class Tally:
     from them survive any number of resumes. ``resent`` counts model calls
     found in flight (an intent, no result) and sent again; ``lost_*`` is
     their cost as the re-sent call reported it — an estimate of what the
-    crash cost, shown apart from the counters.
+    crash cost, shown apart from the counters. ``reconciled`` counts tool
+    calls found in flight and handed to their reconcile hook, whatever it
+    decided; of those, a ``rerun`` is also ``called`` and a ``skip`` is
+    ``skipped`` (recorded without a call), so each recorded call is counted
+    once as ``called + replayed + skipped``.
     """
 
     called: int = 0
@@ -80,6 +84,7 @@ class Tally:
     divergences: int = 0
     unrecorded: int = 0
     reconciled: int = 0
+    skipped: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
     spend: float = 0.0
@@ -208,6 +213,7 @@ def tool_call(
             if decision.decision == "wait":
                 raise ActionWaiting(place.run_id, key, name, decision.question)
             if decision.decision == "skip":
+                tally.skipped += 1
                 return (yield from _recorded(place, key, args, decision.result, None, _same, decode, tally))
     result = yield Invoke(run)
     tally.called += 1

@@ -96,14 +96,14 @@ class ModelCall:
             )
             return result
         finally:
-            self.journal.absorb(tally)
+            self.journal.absorb(tally, self.turn, model=True)
 
     async def agenerate(self, send: Callable[[], Any]) -> ChatResult:
         tally = Tally()
         try:
             return await awaiting(self._flow(send, encode_result, decode_result, tally, is_async=True))
         finally:
-            self.journal.absorb(tally)
+            self.journal.absorb(tally, self.turn, model=True)
 
     def _relayed(
         self, open_stream: Callable[[], Any], replay: Callable[[Any], Any], tally: Tally, *, is_async: bool
@@ -133,7 +133,7 @@ class ModelCall:
         try:
             yield from relaying(self._relayed(open_stream, replay, tally, is_async=False))
         finally:
-            self.journal.absorb(tally)
+            self.journal.absorb(tally, self.turn, model=True)
 
     async def astream(
         self, open_stream: Callable[[], AsyncIterator[Any]], replay: Callable[[Any], AsyncIterator[Any]]
@@ -143,7 +143,7 @@ class ModelCall:
             async for chunk in arelaying(self._relayed(open_stream, replay, tally, is_async=True)):
                 yield chunk
         finally:
-            self.journal.absorb(tally)
+            self.journal.absorb(tally, self.turn, model=True)
 
     def _usage(self, result: Any) -> CallUsage | None:
         message = result.generations[0].message if isinstance(result, ChatResult) else result

@@ -31,7 +31,10 @@ Nothing else changes: no node, tool or model body. What it covers, and how:
 * **One live writer per turn** (``turns.py``): the thread's root run is held
   for the turn; its saves and every entry go under that lease.
 * **Counters** come from the entries (``Journal.tally``), never from a
-  replayed message's ``usage_metadata``.
+  replayed message's ``usage_metadata``. A turn reads the thread's entries
+  once when it starts (``counters_flow``), adds each call it records anew,
+  and stamps the sum on every save of the thread's run it makes
+  (``safepoint.journal.counters``' names), so ``safepoint runs`` shows them.
 
 Entries belong to the thread's root-namespace run (``langgraph/<thread>``),
 so retention, export, ``verify`` and ``safepoint show`` treat them as that
@@ -52,8 +55,9 @@ from langgraph.types import Command
 
 from safepoint import AsyncStore, NotFound, Store
 from safepoint.adapters.runner import Runner
-from safepoint.flow import CallIntent, Flow, RecordCall, RecordedCall, Save
+from safepoint.flow import CallIntent, Flow, RecordCall, RecordedCall, Save, head_or_none
 from safepoint.journal import Tally
+from safepoint.journal import counters as journal_counters
 from safepoint.reconcile import Reconcile
 from safepoint.records import Recorded
 from safepoint.twins import Invoke, ask, translate
@@ -71,6 +75,8 @@ __all__ = ["RESENT", "Journal", "JournalOptions", "JournalRunner", "key_base"]
 
 RESENT = "!resent:"  # an intent under <key>!resent:<writer>: <key>'s request was sent again after a crash
 _DIVERGED = re.compile(r"~[0-9a-f]{16}$")
+_MODEL = re.compile(r"/model#\d+(~[0-9a-f]{16})?$")  # a model call's key (calls.model_hook); else a tool's
+_COUNTS = ("called", "replayed", "resent", "divergences", "unrecorded", "reconciled", "skipped")
 KEPT_KEYS = 256  # the last keys replayed that ``Journal.seen`` names (a long-lived process keeps no more)
 
 
@@ -106,6 +112,8 @@ class Journal:
         self.turns: dict[str, Turn] = {}  # thread id -> its turn in progress in this process
         self._held: dict[str, Turn] = {}  # root run id -> the same turn
         self._seen = Tally()
+        # thread run -> (lease epoch, step, counters) of this process's last turn there (counted)
+        self._bases: dict[str, tuple[int, int, dict[str, int | float]]] = {}
         self._lock = threading.Lock()
         self.digests = MessageDigests()  # the model requests' messages digested so far (digests.py)
         patches.install()
@@ -132,6 +140,8 @@ class Journal:
             self._held[turn.run_id] = turn
 
     def ended(self, turn: Turn) -> None:
+        if self.turns.get(turn.thread_id) is turn:
+            self.remember(turn)
         with self._lock:
             if self.turns.get(turn.thread_id) is turn:
                 del self.turns[turn.thread_id]
@@ -146,13 +156,41 @@ class Journal:
         return thread_id not in self.turns
 
     def fence(self, request: Any) -> Any:
-        """A save to a run this saver holds for a turn, made under the turn's lease."""
+        """A save to a run this saver holds for a turn, made under the turn's lease and stamped
+        with the thread's counters (``safepoint runs`` and the inspector read them there)."""
         if type(request) is Save:
             turn = self._held.get(request.checkpoint.run_id)
+            if turn is not None and turn.base is not None:  # None: not yet known (begin's saves)
+                counters = turn.counters()
+                request.checkpoint.counters.update(counters)
+                turn.stamped = (request.checkpoint.step, counters)
             lease = None if turn is None else turn.lease
             if lease is not None:
                 return Invoke(self.store.save, (request.checkpoint,), {"lease": lease})
         return request
+
+    def counted(self, turn: Turn) -> Flow[dict[str, int | float]]:
+        """Where a turn's counting starts: the thread's counters from its entries. Read from
+        every entry, unless this process's last turn of the thread ended with all it recorded
+        saved, the thread's run is still at that turn's last save and no one held it since
+        (this turn's lease is the next claim): then that save's counters are the entries'."""
+        lease = turn.lease
+        with self._lock:
+            known = self._bases.get(turn.run_id)
+        if known is not None and lease is not None and lease.epoch == known[0] + 1:
+            info = yield from head_or_none(turn.run_id)
+            if info is not None and info.head_step == known[1]:
+                return dict(known[2])
+        return (yield from counters_flow(self.store, turn.run_id))
+
+    def remember(self, turn: Turn) -> None:
+        """Keep where a turn ended, for the thread's next turn in this process (``counted``):
+        only when its last save holds every call it recorded."""
+        lease, stamped = turn.lease, turn.stamped
+        with self._lock:
+            self._bases.pop(turn.run_id, None)
+            if lease is not None and stamped is not None and stamped[1] == turn.counters():
+                self._bases[turn.run_id] = (lease.epoch, stamped[0], stamped[1])
 
     # -- journal requests, for the call flows (calls.py, tools.py) --------------------------
 
@@ -181,10 +219,13 @@ class Journal:
             yield Invoke(run, (ask(note),))
         return found
 
-    def absorb(self, tally: Tally) -> None:
+    def absorb(self, tally: Tally, turn: Turn | None = None, *, model: bool = False) -> None:
+        """Add one call's tally to what this process saw, and to its turn's counters."""
+        if turn is not None:
+            turn.recorded(tally, model=model)
         with self._lock:
             seen = self._seen
-            for name in ("called", "replayed", "resent", "divergences", "unrecorded", "reconciled"):
+            for name in _COUNTS:
                 setattr(seen, name, getattr(seen, name) + getattr(tally, name))
             _add_costs(seen, tally)
             seen.keys[:] = [*seen.keys, *tally.keys][-KEPT_KEYS:]
@@ -271,22 +312,42 @@ def turn_hook(graph: Any, given_input: Any, config: Any) -> Turn | None:
 
 
 def tally_flow(store: Store | AsyncStore, run_id: str) -> Flow[Tally]:
+    models, tools = yield from _entries_tallied(store, run_id)
     tally = Tally()
+    for part in (models, tools):
+        for name in ("called", "resent", "divergences"):
+            setattr(tally, name, getattr(tally, name) + getattr(part, name))
+        _add_costs(tally, part)
+    return tally
+
+
+def counters_flow(store: Store | AsyncStore, run_id: str) -> Flow[dict[str, int | float]]:
+    """The thread's counters from its journal (``safepoint.journal.counters``' names): what a
+    turn starts from, before adding the calls it records anew."""
+    models, tools = yield from _entries_tallied(store, run_id)
+    return journal_counters.counters(models, tools, {}, {})
+
+
+def _entries_tallied(store: Store | AsyncStore, run_id: str) -> Flow[tuple[Tally, Tally]]:
+    """The thread's entries counted: model calls (their usage, once each; re-sent ones apart)
+    and tool calls."""
+    models, tools = Tally(), Tally()
     try:
         entries: list[Recorded] = yield Invoke(store.recorded_calls, (run_id,))
     except NotFound:
-        return tally
+        return models, tools
     by_key = {entry.key: entry for entry in entries}
     for entry in entries:
         if RESENT in entry.key:
-            tally.resent += 1
+            models.resent += 1
             sent = by_key.get(entry.key.split(RESENT)[0])
-            tally.lost(None if sent is None else sent.usage)
+            models.lost(None if sent is None else sent.usage)
         elif entry.done:
+            tally = models if _MODEL.search(entry.key) else tools
             tally.called += 1
             tally.count(entry.usage)
             tally.divergences += bool(_DIVERGED.search(entry.key))
-    return tally
+    return models, tools
 
 
 def _add_costs(into: Tally, tally: Tally) -> None:

@@ -219,7 +219,7 @@ def _journaled(call: _Call, runner: Callable[[str, list[bool]], Callable[[], Any
                 continue
             return call.message(result)
     finally:
-        call.journal.absorb(tally)
+        call.journal.absorb(tally, call.turn)
 
 
 def _answer(call: _Call, key: str, waiting: ActionWaiting) -> Any:

@@ -47,7 +47,8 @@ from safepoint.flow import Flow, Save, head_or_none, load_or_none
 from safepoint.harness import exclusive
 from safepoint.harness.exclusive import Terms
 from safepoint.harness.holders import AsyncHolding, Holding
-from safepoint.journal import Place
+from safepoint.journal import Place, Tally
+from safepoint.journal import counters as journal_counters
 from safepoint.records import Lease
 from safepoint.twins import awaiting, blocking
 
@@ -73,6 +74,22 @@ def branched(cp: Checkpoint, head_state: dict[str, Any] | None, parent: str | No
         cp.state[LINEAGE] = {"lineage": lineage_of(head_state) + 1}
 
 
+# What a call's tally adds to its turn's counters (never ``replayed``: a replayed call's entry
+# was counted when the turn began).
+_ADDED = (
+    "called",
+    "resent",
+    "reconciled",
+    "skipped",
+    "tokens_in",
+    "tokens_out",
+    "spend",
+    "lost_tokens_in",
+    "lost_tokens_out",
+    "lost_spend",
+)
+
+
 class Turn:
     """One graph turn on one thread: its hold, its lineage, its model calls' order per task."""
 
@@ -87,6 +104,12 @@ class Turn:
         self.finishing: FinishedStep | None = None  # set for a turn given new input (journal.turn_hook)
         self._calls: dict[Any, int] = {}
         self._lock = threading.Lock()
+        # The thread's counters from its entries when the turn began, and the calls it recorded
+        # anew since (a replayed call is among the entries already: counted once).
+        self.base: dict[str, int | float] | None = None  # known once the turn holds the thread
+        self.stamped: tuple[int, dict[str, int | float]] | None = None  # the last save's step, counters
+        self.models = Tally()
+        self.tools = Tally()
 
     # -- what calls read -------------------------------------------------------------------
 
@@ -104,6 +127,21 @@ class Turn:
             number = self._calls.get(scope, 0)
             self._calls[scope] = number + 1
             return number
+
+    def recorded(self, tally: Tally, *, model: bool) -> None:
+        """Count one call's tally (a model call's, or a tool call's) into the turn's counters."""
+        if model and tally.replayed:
+            return  # a replayed response: its entry was counted when the turn began
+        into = self.models if model else self.tools
+        with self._lock:
+            for name in _ADDED:
+                setattr(into, name, getattr(into, name) + getattr(tally, name))
+
+    def counters(self) -> dict[str, int | float]:
+        """The thread's counters now: its entries' when the turn began, plus this turn's."""
+        with self._lock:
+            base = self.base or {}
+            return journal_counters.counters(self.models, self.tools, base, base)
 
     # -- begin and end ---------------------------------------------------------------------
 
@@ -133,6 +171,7 @@ class Turn:
             except NotFound:
                 await self.journal.runner.arun(ensure_run(self.journal.context(), self.key), lock=self.run_id)
                 await awaiting(exclusive.hold(aholding, self.run_id))
+            self.base = await self.journal.runner.arun(self.journal.counted(self))
             self.journal.started(self)
             ctx = self.journal.context()
             self.lineage = await self.journal.runner.arun(settle_lineage(ctx, self.key, self.checkpoint_id))
@@ -155,6 +194,7 @@ class Turn:
             except NotFound:  # a thread's first turn: its run is made first (before any entry)
                 self.journal.runner.run(ensure_run(self.journal.context(), self.key), lock=self.run_id)
                 blocking(exclusive.hold(holding, self.run_id))
+            self.base = self.journal.runner.run(self.journal.counted(self))
             self.journal.started(self)
             ctx = self.journal.context()
             self.lineage = self.journal.runner.run(settle_lineage(ctx, self.key, self.checkpoint_id))
