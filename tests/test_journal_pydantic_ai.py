@@ -83,9 +83,9 @@ def test_counters_count_each_recorded_call_once(conversations: Any, shop_ledger:
     paid = [e.value for e in shop_ledger.calls() if e.kind == "model"]
     assert counters["model_calls"] == 6
     assert counters["tool_calls"] == 6
-    assert counters["tokens_in"] == sum(v["in"] for v in paid)
-    assert counters["tokens_out"] == sum(v["out"] for v in paid)
-    assert counters["spend"] == pytest.approx(sum(v["in"] for v in paid) / 1000)
+    assert counters["tokens_in"] == sum(v["tokens_in"] for v in paid)
+    assert counters["tokens_out"] == sum(v["tokens_out"] for v in paid)
+    assert counters["spend"] == pytest.approx(sum(v["tokens_in"] for v in paid) / 1000)
     assert counters["resent_calls"] == 0
 
 

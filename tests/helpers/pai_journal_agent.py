@@ -70,7 +70,7 @@ async def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse
     del info
     turn, step = _where(messages)
     usage = RequestUsage(input_tokens=10 + 3 * turn + step, output_tokens=4 + step)
-    _ledger().model(f"t{turn}:s{step}", {"in": usage.input_tokens, "out": usage.output_tokens})
+    _ledger().model(f"t{turn}:s{step}", {"tokens_in": usage.input_tokens, "tokens_out": usage.output_tokens})
     if step == 0:
         parts: list[Any] = [
             ToolCallPart("lookup", {"item": f"item-{turn}"}, tool_call_id=f"t{turn}-lookup"),

@@ -8,7 +8,8 @@ started after a kill goes on from the turns the store holds; the turn the
 kill cut, never saved, is run again (with the journal: every recorded call
 replayed). It touches ``ready-<pid>`` first, so a test that kills it at a
 random instant measures from there; with ``kill_at`` it SIGKILLs itself right
-after that ledger effect (a payment made, its result not yet recorded). It
+after that ledger effect: a payment made (``charge:<amount>``) or a model
+request paid (``t<turn>:s<step>``), its result not yet recorded. It
 writes what it saw to ``result-<pid>.json``.
 
 The tests fork these processes from a forkserver that imported this module
@@ -43,8 +44,8 @@ def child(workdir: str, journal: bool, turns: int, kill_at: str | None = None, g
     work = Path(workdir)
 
     def on_effect(effect: Effect) -> None:
-        if effect.kind == "record" and effect.key == kill_at:
-            os.kill(os.getpid(), signal.SIGKILL)  # right after the payment, before its result is kept
+        if effect.kind in ("record", "model") and effect.key == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)  # right after the payment (or the paid request), unrecorded
 
     app.LEDGER["ledger"] = Ledger(work / "ledger.db", on_effect=on_effect)
     (work / f"ready-{os.getpid()}").touch()
@@ -57,14 +58,19 @@ def child(workdir: str, journal: bool, turns: int, kill_at: str | None = None, g
     made = asyncio.run(_chat(conversations, calls, turns))
     run_id = conversations.run_id(CONVERSATION)
     head = store.load(run_id)
-    entries = store.recorded_calls(run_id)
+    # the responses the journal recorded (not the marks of requests re-sent, their usage kept apart)
+    responses = [
+        e
+        for e in store.recorded_calls(run_id)
+        if "|model#" in e.key and e.done and e.usage and "|resent" not in e.key
+    ]
     result: dict[str, Any] = {
         "answers": made["answers"],
         "messages": made["messages"],
         "counters": dict(head.counters),
         "recorded_tokens": [
-            sum(e.usage.tokens_in for e in entries if "|model#" in e.key and e.usage and e.done),
-            sum(e.usage.tokens_out for e in entries if "|model#" in e.key and e.usage and e.done),
+            sum(e.usage.tokens_in for e in responses),
+            sum(e.usage.tokens_out for e in responses),
         ],
         "elapsed": time.monotonic() - started,
         "called": made["called"],
