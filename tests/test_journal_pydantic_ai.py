@@ -73,7 +73,7 @@ def test_counters_count_each_recorded_call_once(conversations: Any, shop_ledger:
     nothing twice; spend is the user's price."""
 
     async def go() -> dict[str, Any]:
-        journal = SafepointJournal(conversations, spend=lambda usage: usage.input_tokens / 1000)
+        journal = SafepointJournal(conversations, price=lambda usage: usage.input_tokens / 1000)
         await turn(conversations, journal, "c", save=False)
         await turn(conversations, journal, "c")
         await turn(conversations, journal, "c")

@@ -26,7 +26,7 @@ from typing import Any
 
 from safepoint import codec
 from safepoint.flow import RecordCall
-from safepoint.journal import ToolPolicy, model_call, tool_call
+from safepoint.journal import Tally, ToolPolicy, model_call, tool_call
 from safepoint.journal.holding import serve
 from safepoint.reconcile import Reconcile
 from safepoint.records import CallUsage
@@ -81,11 +81,11 @@ class JournalBackend(JournalCallableOperationBackend[Any]):
             key = turn.tool_key(operation_id.toolset_id, call.name, call.call_id)
             policy = _policy(turn, call.name, config)
             request = {"tool": call.name, "args": framework.jsonable(call.args)}
-            return await _tool(turn, key, call.name, request, body, policy)
+            return await _tool(turn, key, call.name, request, body, policy, turn.tools)
         if isinstance(operation_id, CapabilityOperationId):
             kind = f"cap:{key_part(operation_id.capability_id)}.{key_part(operation_id.operation)}"
             request = {"arguments": framework.jsonable(cache_key[1:-1])}
-            return await _tool(turn, turn.next_key(kind), kind, request, body, IDEMPOTENT)
+            return await _tool(turn, turn.next_key(kind), kind, request, body, IDEMPOTENT, turn.operations)
         result = await body()  # bookkeeping: validation, events, a suspended response's cancel
         record_durable_unit(executed=True)
         return result
@@ -150,6 +150,7 @@ async def _tool(  # noqa: PLR0917 - private, called with the call's whole contex
     request: Any,
     body: Callable[[], Awaitable[object]],
     policy: ToolPolicy,
+    tally: Tally,
 ) -> object:
     async def run() -> object:
         token = CALL_KEY.set(key)
@@ -158,7 +159,6 @@ async def _tool(  # noqa: PLR0917 - private, called with the call's whole contex
         finally:
             CALL_KEY.reset(token)
 
-    tally = turn.tools
     replayed = tally.replayed
     if not policy.idempotent:
         policy = ToolPolicy(idempotent=False, reconcile=_recorded_as_tool_return(policy.reconcile))

@@ -70,7 +70,35 @@ def non_idempotent(reconcile: Hook = None) -> dict[str, Any]:
     into other metadata with ``{**other, **non_idempotent(...)}``; for tools you
     do not define, such as an MCP server's, use ``SafepointJournal(non_idempotent=…)``.)
     """
-    return {TOOL_CONFIG_KEY: {"idempotent": False, "reconcile": reconcile}}
+    return {TOOL_CONFIG_KEY: {"idempotent": False, "reconcile": _hook(reconcile)}}
+
+
+def _hook(hook: Any) -> Hook:
+    """A reconcile hook as given, checked: a ``Reconcile``, a callable, or None (wait)."""
+    if hook is None or isinstance(hook, Reconcile) or callable(hook):
+        return hook  # type: ignore[no-any-return]
+    raise InvalidArgument("a non-idempotent tool's reconcile must be a Reconcile, a callable or None")
+
+
+def _named(tools: Any) -> Mapping[str, Any]:
+    if tools is None:
+        return {}
+    if not isinstance(tools, Mapping):
+        raise InvalidArgument("SafepointJournal's non_idempotent maps tool names to reconcile hooks")
+    return tools
+
+
+def _tool_name(name: Any) -> str:
+    if not isinstance(name, str) or not name:
+        raise InvalidArgument("SafepointJournal's non_idempotent is keyed by tool names (non-empty strings)")
+    return name
+
+
+def _seconds(what: str, value: Any) -> float:
+    """A lease period or a wait: a positive, finite number of seconds."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+        raise InvalidArgument(f"SafepointJournal's {what} must be a positive number of seconds")
+    return float(value)
 
 
 @dataclass
@@ -82,6 +110,7 @@ class LastTurn:
     messages: int
     models: Tally
     tools: Tally
+    operations: Tally  # capabilities' durable operations (not counted as tool calls)
 
 
 class _Shared:
@@ -99,9 +128,10 @@ class SafepointJournal(BaseDurabilityCapability[AgentDepsT]):
     conversations with (the journal records in the same runs), or a
     ``Store``/``AsyncStore`` (runs named as that store names them).
     ``non_idempotent``: tools by name, each with its reconcile (as the
-    ``non_idempotent()`` metadata; this option wins). ``spend``: the price of
-    one model response from its ``pydantic_ai.usage.RequestUsage`` (spend
-    counts 0 without it). ``hold``: the lease a turn holds its conversation's
+    ``non_idempotent()`` metadata; this option wins). ``price``: the spend of
+    one model response from its ``pydantic_ai.usage.RequestUsage`` (without
+    it: the ``cost`` Pydantic AI reports in that usage, else 0 — never a
+    price table of safepoint's). ``hold``: the lease a turn holds its conversation's
     run with, renewed every third of it; ``wait``: how long a second process
     waits for a turn another one is running (default ``hold``), then
     ``RunHeld``. ``name``, ``models``, ``event_stream_handler``: as every
@@ -129,7 +159,7 @@ class SafepointJournal(BaseDurabilityCapability[AgentDepsT]):
         conversations: SafepointConversationStore | Store | AsyncStore,
         *,
         non_idempotent: Mapping[str, Hook] | None = None,
-        spend: Callable[[Any], float] | None = None,
+        price: Callable[[Any], float] | None = None,
         hold: float = 30.0,
         wait: float | None = None,
         resolve_secrets: Any = False,
@@ -149,11 +179,13 @@ class SafepointJournal(BaseDurabilityCapability[AgentDepsT]):
                 "SafepointJournal takes a SafepointConversationStore, a Store or an AsyncStore"
             )
         self.policies = {
-            tool: ToolPolicy(idempotent=False, reconcile=hook)
-            for tool, hook in (non_idempotent or {}).items()
+            _tool_name(tool): ToolPolicy(idempotent=False, reconcile=_hook(hook))
+            for tool, hook in _named(non_idempotent).items()
         }
-        self.spend, self.resolve_secrets = spend, resolve_secrets
-        self.terms = holding.Terms(hold, hold if wait is None else wait)
+        if price is not None and not callable(price):
+            raise InvalidArgument("SafepointJournal's price must be a callable of a response's usage")
+        self.price, self.resolve_secrets = price, resolve_secrets
+        self.terms = holding.Terms(_seconds("hold", hold), _seconds("wait", hold if wait is None else wait))
         self._shared = _Shared()
         self._backend: JournalBackend | None = None
 
@@ -167,6 +199,12 @@ class SafepointJournal(BaseDurabilityCapability[AgentDepsT]):
     @property
     def in_durable_context(self) -> bool:
         return ACTIVE.get() is not None
+
+    def _toolset_in_durable_context(self) -> bool:
+        # A dynamic or MCP toolset is resolved when the run is set up, before ``wrap_run`` opens
+        # the turn: asked then, "no" would leave its calls outside the journal for the whole run.
+        # Always routed instead; the backend runs a unit outside a turn as a plain call.
+        return True
 
     def _bind_to_agent(self, agent: AbstractAgent[AgentDepsT, Any]) -> None:
         super()._bind_to_agent(agent)
@@ -199,7 +237,7 @@ class SafepointJournal(BaseDurabilityCapability[AgentDepsT]):
             messages=len(ctx.messages),
             history_digest=digest(framework.messages_projection(ctx.messages)),
             policies=self.policies,
-            spend=self.spend,
+            price=self.price,
             resolve_secrets=self.resolve_secrets,
         )
         beat = holding.Beat(self.store, turn, self.terms, thread=False)
@@ -215,7 +253,9 @@ class SafepointJournal(BaseDurabilityCapability[AgentDepsT]):
         finally:
             ACTIVE.reset(token)
             beat.stop()
-            self._shared.last_turn = LastTurn(run_id, turn.step, turn.messages, turn.models, turn.tools)
+            self._shared.last_turn = LastTurn(
+                run_id, turn.step, turn.messages, turn.models, turn.tools, turn.operations
+            )
             with anyio.CancelScope(shield=True):  # a cancelled run still lets go of its conversation
                 await holding.serve(self.store, close_turn(turn))
 

@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import contextvars
 import hashlib
+import math
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
-from safepoint import AsyncStore, Checkpoint, Conflict, Store
+from safepoint import AsyncStore, Checkpoint, Conflict, InvalidArgument, Store
 from safepoint.flow import Flow, Save, head_or_none
 from safepoint.journal import Place, Tally, ToolPolicy, holding
 from safepoint.journal import counters as journal_counters
@@ -62,19 +64,30 @@ class Turn:
     messages: int  # how many messages the run was given (its history)
     history_digest: str  # the history's stable projection, hashed once: part of each request's digest
     policies: dict[str, ToolPolicy]
-    spend: Any = None
+    price: Any = None  # the user's: a response's spend from its usage
     resolve_secrets: Any = False
     models: Tally = field(default_factory=Tally)
     tools: Tally = field(default_factory=Tally)
+    operations: Tally = field(default_factory=Tally)  # capabilities' durable operations
     order: dict[str, int] = field(default_factory=dict)
 
     def usage_of(self, payload: Any) -> CallUsage | None:
-        """A recorded response's usage, as the framework reported it; spend from the user's price."""
+        """A recorded response's usage, as the framework reported it. Its spend: the user's price
+        of it, else the cost the framework reported in it (a provider's or gateway's), else 0."""
         usage = usage_in(payload)
         if usage is None:
             return None
-        spend = float(self.spend(usage)) if self.spend is not None else 0.0
-        return CallUsage(usage.input_tokens, usage.output_tokens, spend)
+        if self.price is not None:
+            spend = self.price(usage)
+            if (
+                isinstance(spend, bool)
+                or not isinstance(spend, int | float | Decimal)
+                or not math.isfinite(float(spend))
+            ):
+                raise InvalidArgument("SafepointJournal's price returned something other than a number")
+        else:
+            spend = usage.cost or 0
+        return CallUsage(usage.input_tokens, usage.output_tokens, float(spend))
 
     def place(self) -> Place:
         return Place(self.run_id, self.lease)
