@@ -7,16 +7,24 @@ real SQLite store; a cut turn is the same turn run again without a save.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.capabilities import AbstractCapability, durable_operation
 from pydantic_ai.conversation import Conversation
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.models.function import FunctionModel
+from pydantic_ai.toolsets import DynamicToolset
+from pydantic_ai.usage import RequestUsage
 
 import safepoint
 from helpers import pai_journal_agent as shop
 from safepoint import Reconcile, RunHeld
-from safepoint.adapters.pydantic_ai import SafepointConversationStore, SafepointJournal
+from safepoint.adapters.pydantic_ai import SafepointConversationStore, SafepointJournal, non_idempotent
 from safepoint.journal import ActionWaiting
 from safepoint.testing.crash import Ledger
 
@@ -185,3 +193,199 @@ def test_without_a_conversation_store_the_journal_records_in_the_store(
     assert journal.last_turn.models.replayed == 3
     with pytest.raises(safepoint.InvalidArgument):
         SafepointJournal("sqlite:///nope.db")  # type: ignore[arg-type]
+
+
+def _counters(conversations: SafepointConversationStore, cid: str) -> dict[str, Any]:
+    head = conversations.store.load(conversations.run_id(cid))
+    assert head is not None
+    return dict(head.counters)
+
+
+def test_a_streamed_turn_is_recorded_whole_and_a_cut_stream_is_sent_again(
+    conversations: Any, shop_ledger: Ledger
+) -> None:
+    """``run_stream``: each complete streamed response is recorded; a stream broken midway is in
+    flight — the turn run again replays the two complete ones and sends the broken one again
+    (counted as re-sent, its usage apart). ``iter`` then replays the whole turn, each response
+    arriving as one; the save counts each response once."""
+
+    async def go() -> None:
+        journal = SafepointJournal(conversations)
+        agent = shop.build(journal)
+        shop.CUT_STREAM["next"] = True
+        with pytest.raises(ConnectionError):
+            async with agent.run_stream("order 0", conversation=Conversation(conversation_id="c")) as cut:
+                await cut.get_output()
+        assert journal.last_turn is not None
+        assert (journal.last_turn.models.called, journal.last_turn.tools.called) == (2, 3)
+        async with agent.run_stream("order 0", conversation=Conversation(conversation_id="c")) as streamed:
+            assert await streamed.get_output() == shop.answer(0)
+        models = journal.last_turn.models
+        assert (models.replayed, models.resent, models.called) == (2, 1, 1)
+        assert journal.last_turn.tools.replayed == 3
+        async with agent.iter("order 0", conversation=Conversation(conversation_id="c")) as run:
+            async for _ in run:
+                pass
+        assert run.result is not None
+        assert run.result.output == shop.answer(0)
+        assert (journal.last_turn.models.replayed, journal.last_turn.models.called) == (3, 0)
+        await conversations.save(run.result)
+
+    asyncio.run(go())
+    assert shop_ledger.counts(("model",)) == {"t0:s0": 1, "t0:s1": 1, "t0:s2": 2}  # the broken one twice
+    assert shop_ledger.check_calls(resent=1) == (3, 4)
+    counters = _counters(conversations, "c")
+    assert (counters["model_calls"], counters["tool_calls"], counters["resent_calls"]) == (3, 3, 1)
+    assert counters["lost_tokens_out_estimate"] > 0  # the re-sent stream's own usage, kept apart
+
+
+def test_a_dynamic_toolset_and_a_capability_operation_are_journaled(
+    conversations: Any, shop_ledger: Ledger
+) -> None:
+    """Tools from a ``DynamicToolset`` (resolved per run step) and a capability's
+    ``@durable_operation`` are recorded and replayed like the shop's own tools: the cut turn run
+    again calls nothing; the operations are tallied apart from tool calls."""
+
+    @dataclass
+    class Audit(AbstractCapability[Any]):
+        id: str | None = "audit"
+
+        @durable_operation(name="note")
+        async def note(self, ctx: RunContext[Any], what: str) -> str:
+            shop_ledger.record(f"audit:{what}:{ctx.run_step}", what)
+            return f"noted {what}"
+
+        async def before_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
+            assert await self.note(ctx, "request") == "noted request"
+            return request_context
+
+    def tools(ctx: RunContext[Any]) -> Any:
+        del ctx
+        return shop.toolset()
+
+    async def go() -> SafepointJournal[Any]:
+        journal = SafepointJournal(conversations)
+        for _ in range(2):  # cut, then run again
+            agent = shop.build(
+                journal, toolsets=[DynamicToolset(tools, id="counter")], capabilities=[Audit()]
+            )
+            result = await agent.run("order 0", conversation=Conversation(conversation_id="c"))
+            assert result.output == shop.answer(0)
+        return journal
+
+    last = asyncio.run(go()).last_turn
+    assert last is not None
+    assert (last.models.called, last.tools.called, last.operations.called) == (0, 0, 0)
+    assert [key.split("|")[-2] for key in last.tools.keys] == [
+        "tool:counter:lookup",
+        *["tool:counter:charge"] * 2,
+    ]
+    assert last.operations.replayed == 3
+    assert shop_ledger.check_calls() == (6, 3)  # 3 tool effects and 3 notes, each once
+
+
+def test_an_async_reconcile_hook_decides(conversations: Any, shop_ledger: Ledger) -> None:
+    """A reconcile hook may be a coroutine function: it is awaited, given the journal key and the
+    tool's own arguments; its skip's result is the tool's answer."""
+    asked: list[tuple[str, str, Any]] = []
+
+    async def settled(key: str, tool: str, args: Any) -> Reconcile:
+        asked.append((key, tool, args))
+        await asyncio.sleep(0)
+        return Reconcile.skip(f"charged {args['amount']}")
+
+    store, run_id = conversations.store, conversations.run_id("c")
+    store.save(_first_step(run_id))
+    key = "pai|s0|m0|tool:shop:charge|t0-charge-2"
+    store.call_intent(run_id, key, request={"tool": "charge", "args": {"amount": 2}})
+    journal = SafepointJournal(conversations, non_idempotent={"charge": settled})
+    result = asyncio.run(turn(conversations, journal, "c"))
+    assert result.output == shop.answer(0)
+    assert asked == [(key, "charge", {"amount": 2})]
+    assert shop_ledger.counts().get("charge:2") is None
+    assert journal.last_turn is not None
+    assert (journal.last_turn.tools.reconciled, journal.last_turn.tools.skipped) == (1, 1)
+    assert _counters(conversations, "c")["tool_calls"] == 3  # the skipped call counted once
+
+
+def test_fresh_and_reused_journals_record_the_same(conversations: Any, shop_ledger: Ledger) -> None:
+    """Three turns with one journal and agent reused across them, and three with a fresh journal
+    and agent each turn: the same answers, history, keys and counters."""
+
+    async def go() -> None:
+        reused = SafepointJournal(conversations)
+        for _ in range(3):
+            await turn(conversations, reused, "reused")
+            await turn(conversations, SafepointJournal(conversations), "fresh")
+
+    asyncio.run(go())
+    runs = {cid: conversations.run_id(cid) for cid in ("reused", "fresh")}
+    # sorted: two tools the model asked for at once finish in either order
+    keys = {cid: sorted(e.key for e in conversations.store.recorded_calls(run)) for cid, run in runs.items()}
+    assert keys["reused"] == keys["fresh"]
+    assert len(keys["fresh"]) == 18
+    assert _counters(conversations, "reused") == _counters(conversations, "fresh")
+    loaded = [asyncio.run(conversations.load(cid)) for cid in runs]
+    assert [[part.part_kind for m in c.messages for part in m.parts] for c in loaded if c] == [
+        [part.part_kind for m in loaded[1].messages for part in m.parts]  # type: ignore[union-attr]
+    ] * 2
+
+
+def test_spend_is_the_users_price_or_the_cost_the_framework_reports(tmp_path: Path) -> None:
+    """Tokens come from each response's own usage; spend from ``price`` when given, else from the
+    ``cost`` Pydantic AI reports in that usage, else 0 — never from a price table."""
+
+    def billed(messages: list[Any], info: Any) -> ModelResponse:
+        del messages, info
+        usage = RequestUsage(input_tokens=120, output_tokens=30, cost=Decimal("0.0042"))
+        return ModelResponse(parts=[TextPart("ok")], usage=usage, model_name="billed")
+
+    def unpriced(messages: list[Any], info: Any) -> ModelResponse:
+        del messages, info
+        return ModelResponse(parts=[TextPart("ok")], usage=RequestUsage(input_tokens=7, output_tokens=3))
+
+    store = safepoint.open_store(f"sqlite:///{tmp_path / 'spend.db'}")
+    conversations = SafepointConversationStore(store)
+    cases = {
+        "price": (billed, lambda usage: usage.input_tokens * 1e-5 + usage.output_tokens * 3e-5, 0.0021),
+        "reported": (billed, None, 0.0042),
+        "none": (unpriced, None, 0.0),
+    }
+
+    async def go() -> None:
+        for cid, (model, price, _) in cases.items():
+            journal = SafepointJournal(conversations, price=price)
+            agent = Agent(FunctionModel(model), name="billing", capabilities=[journal])
+            await conversations.save(await agent.run("hi", conversation=Conversation(conversation_id=cid)))
+
+    asyncio.run(go())
+    for cid, (model, _, spend) in cases.items():
+        counters = _counters(conversations, cid)
+        assert counters["spend"] == pytest.approx(spend)
+        assert (counters["tokens_in"], counters["tokens_out"]) == ((120, 30) if model is billed else (7, 3))
+
+
+def test_bad_input_is_a_typed_error_that_does_not_quote_it(conversations: Any, shop_ledger: Ledger) -> None:
+    """Options that cannot work raise InvalidArgument when the journal is made, naming the option,
+    never quoting the value; a price that returns no number stops the turn the same way."""
+    secret = "sk-do-not-echo"
+    bad: list[dict[str, Any]] = [
+        {"non_idempotent": {"charge": secret}},
+        {"non_idempotent": [secret]},
+        {"non_idempotent": {"": Reconcile.rerun()}},
+        {"hold": 0},
+        {"wait": float("nan")},
+        {"hold": secret},
+        {"price": secret},
+    ]
+    for options in bad:
+        with pytest.raises(safepoint.InvalidArgument) as raised:
+            SafepointJournal(conversations, **options)
+        assert secret not in str(raised.value)
+        assert isinstance(raised.value, safepoint.SafepointError)
+    with pytest.raises(safepoint.InvalidArgument):
+        non_idempotent(reconcile=secret)  # type: ignore[arg-type]
+    journal = SafepointJournal(conversations, price=lambda usage: secret)
+    with pytest.raises(safepoint.InvalidArgument) as raised:
+        asyncio.run(turn(conversations, journal, "c"))
+    assert secret not in str(raised.value)

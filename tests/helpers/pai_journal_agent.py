@@ -7,7 +7,7 @@
 reconcile hook asks the ledger whether the payment went through). Turn ``t``
 (the prompt ``order <t>``) makes 3 model requests and 3 tool calls:
 ``lookup`` and ``charge(10t+1)`` in parallel, then ``charge(10t+2)``, then the
-answer ``turn t: charged 10t+1 and 10t+2``.
+answer ``turn t: charged 10t+1 and 10t+2`` — streamed as well (``stream_script``).
 
 ``script`` is stateless, like a provider: its step is how many requests
 follow the conversation's last user prompt, so a fresh process asked the same
@@ -21,6 +21,7 @@ cost. ``LEDGER`` is set by whoever runs the shop.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 from pydantic_ai import Agent, FunctionToolset
@@ -32,7 +33,7 @@ from pydantic_ai.messages import (
     ToolCallPart,
     UserPromptPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from safepoint import Reconcile
@@ -83,6 +84,26 @@ async def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse
     return ModelResponse(parts=parts, usage=usage, model_name="scripted")
 
 
+CUT_STREAM: dict[str, bool] = {"next": False}  # the next streamed text answer fails midway
+
+
+async def stream_script(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+    """``script``'s answers, streamed: each tool call as one delta, a text in two chunks. With
+    ``CUT_STREAM["next"]`` the next text answer breaks after its first chunk (a dropped
+    connection), once."""
+    response = await script(messages, info)
+    for n, part in enumerate(response.parts):
+        if isinstance(part, ToolCallPart):
+            yield {n: DeltaToolCall(part.tool_name, part.args_as_json_str(), tool_call_id=part.tool_call_id)}
+        elif isinstance(part, TextPart):
+            half = len(part.content) // 2
+            yield part.content[:half]
+            if CUT_STREAM["next"]:
+                CUT_STREAM["next"] = False
+                raise ConnectionError("the stream broke")
+            yield part.content[half:]
+
+
 def charge_outcome(key: str, tool: str, args: Any) -> Reconcile:
     """Asked only for a charge a crash cut mid-call: did the payment go through?"""
     del key, tool
@@ -107,6 +128,11 @@ def toolset() -> FunctionToolset[Any]:
     return tools
 
 
-def build(journal: SafepointJournal[Any] | None) -> Agent[None, str]:
-    capabilities = [journal] if journal is not None else []
-    return Agent(FunctionModel(script), name="shop", toolsets=[toolset()], capabilities=capabilities)
+def build(
+    journal: SafepointJournal[Any] | None, *, toolsets: Any = None, capabilities: Any = ()
+) -> Agent[None, str]:
+    """The shop's agent (``toolsets``: in place of the shop's own; ``capabilities``: more, before
+    the journal). It streams too (``run_stream``, ``iter``): ``stream_script``."""
+    model = FunctionModel(script, stream_function=stream_script)
+    journaled = [*capabilities, journal] if journal is not None else list(capabilities)
+    return Agent(model, name="shop", toolsets=toolsets or [toolset()], capabilities=journaled)
