@@ -235,7 +235,7 @@ class SafepointJournal(BaseDurabilityCapability[AgentDepsT]):
             lease=opened.lease,
             step=opened.step,
             messages=len(ctx.messages),
-            history_digest=digest(framework.messages_projection(ctx.messages)),
+            history_digest=digest(_history(ctx.messages, loaded_at)),
             policies=self.policies,
             price=self.price,
             resolve_secrets=self.resolve_secrets,
@@ -258,6 +258,20 @@ class SafepointJournal(BaseDurabilityCapability[AgentDepsT]):
             )
             with anyio.CancelScope(shield=True):  # a cancelled run still lets go of its conversation
                 await holding.serve(self.store, close_turn(turn))
+
+
+def _history(messages: list[Any], loaded_at: int | None) -> Any:
+    """What names the history a turn was given, in each request's digest. A history the
+    conversation store loaded is the conversation as its run stood at ``loaded_at``: named by
+    that step, its length and its last message (projecting every message each turn would cost
+    a turn time in proportion to the conversation). Any other history: all of it."""
+    if loaded_at is None:
+        return framework.messages_projection(messages)
+    return {
+        "loaded_at": loaded_at,
+        "length": len(messages),
+        "last": framework.messages_projection(messages[-1:]),
+    }
 
 
 def _tool_config(operation_id: Any, tool: Any, tool_name: str) -> dict[str, Any] | Literal[False]:
