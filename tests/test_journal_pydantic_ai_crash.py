@@ -92,7 +92,9 @@ class Scenario:
             time.sleep(0.001)
 
     def kill_after_effect(self, key: str) -> None:
+        before = self.kills
         self.ended(self.start(kill_at=key))
+        assert self.kills == before + 1, f"no kill at {key}"
 
     def kill_at_random(self, rng: Random, span: float, kills_left: int) -> bool:
         """Kill a fresh process at a random instant of what is left of the conversation (``span``:
@@ -175,8 +177,9 @@ def kills_with_the_journal(
     seen = {"kills": 0, "at_random": 0, "resent": 0, "paid_again": 0, "conversations": 0}
     while seen["kills"] < wanted:
         run = scenario(forks, tmp_path, f"on-{seen['conversations']}", journal=True)
-        at_a_charge = set(rng.sample(range(TURNS), AT_A_CHARGE))
-        at_a_request = set(rng.sample(range(TURNS), AT_A_REQUEST))
+        # distinct turns: a request's kill in a turn resumed past that request would not land
+        turns = rng.sample(range(TURNS), AT_A_CHARGE + AT_A_REQUEST)
+        at_a_charge, at_a_request = set(turns[:AT_A_CHARGE]), set(turns[AT_A_CHARGE:])
         for turn in range(TURNS):  # the effect made (the request paid), its result not recorded
             if turn in at_a_charge:
                 run.kill_after_effect(f"charge:{10 * turn + 1 + turn % 2}")
