@@ -40,18 +40,31 @@ def remembering_model(messages: list[ModelMessage], info: AgentInfo) -> ModelRes
     return ModelResponse(parts=[TextPart(reply)])
 
 
-async def chat(conversations: SafepointConversationStore, conversation_id: str, prompt: str) -> str:
+ASKED = {"model": 0}  # how many requests reached the stand-in model (a real one bills each)
+
+
+def counted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    ASKED["model"] += 1
+    return remembering_model(messages, info)
+
+
+async def chat(
+    conversations: SafepointConversationStore, conversation_id: str, prompt: str, *, crash: bool = False
+) -> str:
     """One turn: load the conversation (or start it), run the agent on it, save what it added.
-    After a crash, call it again with the same prompt: the cut turn finishes, nothing twice."""
+    After a crash, call it again with the same prompt: the cut turn finishes, nothing twice.
+    (``crash``: stop before the save, as a process killed there would.)"""
     journal = SafepointJournal(conversations)  # the one line: every call recorded, replayed on resume
     agent = Agent(
-        FunctionModel(remembering_model),
+        FunctionModel(counted),
         name="support",
         instructions="Answer briefly.",
         capabilities=[journal],
     )
     conversation = await conversations.load(conversation_id) or Conversation(conversation_id=conversation_id)
     result = await agent.run(prompt, conversation=conversation)
+    if crash:
+        return "(the process died before saving)"
     await conversations.save(result, scope="user-42")
     return str(result.output)
 
@@ -74,6 +87,12 @@ async def main(url: str) -> None:
     # 3. A fork shares the first turn by reference: its run stores only what it adds.
     await conversations.fork("support-7", at=2, new_conversation_id="support-7-retry")
     print("fork:", await chat(conversations, "support-7-retry", "Who am I?"))
+    # 4. A crash after the model answered, before the save: the same call finishes the turn, its
+    #    response replayed from the journal (not asked again), each message stored once.
+    print("turn 3:", await chat(conversations, "support-7", "Thanks!", crash=True))
+    asked = ASKED["model"]
+    print("turn 3 again:", await chat(conversations, "support-7", "Thanks!"))
+    print("model requests made for it:", ASKED["model"] - asked)
     listed = await conversations.list_conversations(scope="user-42")
     print("conversations:", sorted(record.conversation_id for record in listed))
     print("messages stored per step:", [h.message_count for h in store.history("pydantic-ai/support-7")])
