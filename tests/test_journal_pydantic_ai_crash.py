@@ -30,6 +30,7 @@ import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from multiprocessing import forkserver
 from pathlib import Path
 from random import Random
 from typing import Any
@@ -53,8 +54,16 @@ PRELOAD = ["pydantic_ai", "safepoint.adapters.pydantic_ai", "helpers.pai_journal
 
 @pytest.fixture(scope="module")
 def forks() -> Any:
+    """The forkserver context, its server having imported ``PRELOAD``. There is one server per
+    process, and it imports what was asked when it started: one another test module started
+    without these (its own framework's) is stopped here, and the next child of any module starts
+    one importing both lists — else every child here would import Pydantic AI again (~2 s)."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(PRELOAD)
+    server = forkserver._forkserver  # the one per process (private; stable since 3.4)
+    asked = [name for name in getattr(server, "_preload_modules", []) if name != "__main__"]
+    if getattr(server, "_forkserver_pid", None) is not None and not set(PRELOAD) <= set(asked):
+        server._stop()  # its children ended with their tests
+    context.set_forkserver_preload([*asked, *(name for name in PRELOAD if name not in asked)])
     return context
 
 
