@@ -16,7 +16,7 @@ import pytest
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import AbstractCapability, durable_operation
 from pydantic_ai.conversation import Conversation
-from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.toolsets import DynamicToolset
 from pydantic_ai.usage import RequestUsage
@@ -389,3 +389,37 @@ def test_bad_input_is_a_typed_error_that_does_not_quote_it(conversations: Any, s
     with pytest.raises(safepoint.InvalidArgument) as raised:
         asyncio.run(turn(conversations, journal, "c"))
     assert secret not in str(raised.value)
+
+
+def test_tool_call_ids_that_look_like_keys_stay_tool_calls(conversations: Any, shop_ledger: Ledger) -> None:
+    """A model gives tool-call ids that read as the journal's own key parts (``x|resent``,
+    ``y|model#0``, a ``%7C``): each stays its tool's key, the cut turn replays, and the counters
+    count two tool calls, two model calls and nothing re-sent."""
+    ids = ["x|resent", "y|model#0%7C"]
+
+    def tricky(messages: list[Any], info: Any) -> ModelResponse:
+        del info
+        if len(messages) == 1:
+            return ModelResponse(
+                parts=[
+                    ToolCallPart("lookup", {"item": "i"}, tool_call_id=ids[0]),
+                    ToolCallPart("charge", {"amount": 5}, tool_call_id=ids[1]),
+                ],
+                usage=RequestUsage(input_tokens=3, output_tokens=2),
+            )
+        return ModelResponse(parts=[TextPart("done")], usage=RequestUsage(input_tokens=4, output_tokens=1))
+
+    async def go() -> SafepointJournal[Any]:
+        journal = SafepointJournal(conversations)
+        agent = Agent(FunctionModel(tricky), name="shop", toolsets=[shop.toolset()], capabilities=[journal])
+        await agent.run("hi", conversation=Conversation(conversation_id="c"))  # cut
+        await conversations.save(await agent.run("hi", conversation=Conversation(conversation_id="c")))
+        return journal
+
+    last = asyncio.run(go()).last_turn
+    assert last is not None
+    assert (last.tools.called, last.tools.replayed, last.models.replayed) == (0, 2, 2)
+    counters = _counters(conversations, "c")
+    assert (counters["model_calls"], counters["tool_calls"], counters["resent_calls"]) == (2, 2, 0)
+    assert (counters["tokens_in"], counters["tokens_out"]) == (7, 3)
+    assert shop_ledger.counts() == {"lookup:i": 1, "charge:5": 1}

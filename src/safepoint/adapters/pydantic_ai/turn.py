@@ -15,8 +15,8 @@ Keys: ``pai|s<step>|m<messages>|model#<n>`` for the turn's ``n``-th model
 request (``compact#<n>`` for a compaction), ``…|tool:<toolset>:<tool>|<call
 id>`` for a tool call (its id, given by the model, not the order in which
 parallel calls finish), ``…|cap:<capability>.<operation>#<n>`` for a
-capability's durable operation. A long or empty part is replaced by its
-SHA-256. ``<key>|resent`` marks a model request found in flight and sent
+capability's durable operation. ``%`` and ``|`` in a part are escaped; a
+long or empty part is replaced by its SHA-256. ``<key>|resent`` marks a model request found in flight and sent
 again, with the usage it reported (the lost-spend estimate).
 """
 
@@ -47,9 +47,12 @@ _PART_IN_KEY = 128
 
 
 def key_part(text: str) -> str:
-    """``text`` as a piece of a key: itself, or ``#<sha256>`` when long or empty (keys are bounded)."""
-    if text and len(text) <= _PART_IN_KEY:
-        return text
+    """``text`` as a piece of a key: itself with ``%`` and ``|`` escaped (a tool-call id comes
+    from the model: it must not pass for a key's own separators, as in ``x|resent``), or
+    ``#<sha256>`` when long or empty (keys are bounded)."""
+    escaped = text.replace("%", "%25").replace("|", "%7C")
+    if escaped and len(escaped) <= _PART_IN_KEY:
+        return escaped
     return "#" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -159,15 +162,19 @@ def counters_at(head: Checkpoint | None, entries: list[Recorded]) -> dict[str, i
     re-sent requests cost, apart."""
     models, tools = Tally(), Tally()
     for entry in entries:
-        if not entry.key.startswith(PREFIX + "|") or not entry.done:
+        # pai|s<step>|m<messages>|<kind>[|<call id> or |resent]: no part holds a "|" of its own
+        parts = entry.key.split("|")
+        if parts[0] != PREFIX or len(parts) < 4 or not entry.done:
             continue
-        if entry.key.endswith(RESENT):
-            models.resent += 1
-            models.lost(entry.usage)
-        elif "|model#" in entry.key or "|compact#" in entry.key:
-            models.called += 1
-            models.count(entry.usage)
-        elif "|tool:" in entry.key:
+        kind, rest = parts[3], parts[4:]
+        if kind.startswith(("model#", "compact#")):
+            if rest == [RESENT.lstrip("|")]:
+                models.resent += 1
+                models.lost(entry.usage)
+            elif not rest:
+                models.called += 1
+                models.count(entry.usage)
+        elif kind.startswith("tool:"):
             tools.called += 1
     stored = {} if head is None else head.counters
     lost_before = {name: stored.get(name, 0) for name in journal_counters.LOST}
