@@ -2,15 +2,18 @@
 
 The journal is built on ``pydantic_ai.durable_exec``'s public surface
 (``BaseDurabilityCapability``, ``JournalCallableOperationBackend``, the
-operation ids, ``record_durable_unit``, ``replay_scope``). Two things it needs
-are not promised there, and live here so a release that moves them changes
-this file alone:
+operation ids, ``record_durable_unit``, ``replay_scope``). What it needs beyond that
+is not promised there, and lives here so a release that moves it changes
+this file (and that one override) alone:
 
 - the layout of the ``cache_key`` tuple a backend's ``execute`` receives:
   the projection each operation's ``CacheIdentity`` makes of its parameters
   (``_ModelRequestCacheIdentity``, ``_FunctionCallToolCacheIdentity``,
   ``_DynamicCallToolCacheIdentity``, ``CapabilityCacheIdentity``, ``_CompactMessagesCacheIdentity``);
 - ``in_durable_unit`` (an agent run inside a unit: a sub-agent a tool runs);
+- the capability's ``_toolset_in_durable_context`` hook, which ``SafepointJournal``
+  overrides (as the DBOS engine does) so dynamic and MCP toolsets, resolved
+  before the turn opens, still route their calls through the backend;
 - which fields of a message change when the same request is made again
   (timestamps, the run's ids, provider-assigned ids): left out of a request's
   digest, so the request a resumed run makes matches the one it recorded.
