@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai import Agent, RunContext
+from pydantic_ai import Agent, FunctionToolset, RunContext
 from pydantic_ai.capabilities import AbstractCapability, durable_operation
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
@@ -423,3 +423,52 @@ def test_tool_call_ids_that_look_like_keys_stay_tool_calls(conversations: Any, s
     assert (counters["model_calls"], counters["tool_calls"], counters["resent_calls"]) == (2, 2, 0)
     assert (counters["tokens_in"], counters["tokens_out"]) == (7, 3)
     assert shop_ledger.counts() == {"lookup:i": 1, "charge:5": 1}
+
+
+def test_an_agent_a_tool_runs_is_part_of_that_call(conversations: Any, shop_ledger: Ledger) -> None:
+    """A tool that runs another agent (with the journal too, on a conversation of its own): the
+    inner run opens no turn of its own — it is part of the tool's call, recorded with it, and
+    replayed with it: the cut turn run again asks neither model anything."""
+
+    async def inner_model(
+        messages: list[Any], info: Any
+    ) -> ModelResponse:  # async: the ledger is this thread's
+        del messages, info
+        shop_ledger.model("inner", {"tokens_in": 1, "tokens_out": 1})
+        return ModelResponse(
+            parts=[TextPart("in stock")], usage=RequestUsage(input_tokens=1, output_tokens=1)
+        )
+
+    async def go() -> SafepointJournal[Any]:
+        journal = SafepointJournal(conversations)
+        inner = Agent(
+            FunctionModel(inner_model), name="clerk", capabilities=[SafepointJournal(conversations)]
+        )
+        tools = FunctionToolset[Any](id="desk")
+
+        @tools.tool_plain
+        async def ask_clerk(item: str) -> str:
+            run = await inner.run(f"is {item} in stock?", conversation=Conversation(conversation_id="clerk"))
+            return run.output
+
+        async def outer_model(messages: list[Any], info: Any) -> ModelResponse:
+            del info
+            shop_ledger.model(f"outer:{len(messages)}", {"tokens_in": 2, "tokens_out": 2})
+            if len(messages) == 1:
+                parts: list[Any] = [ToolCallPart("ask_clerk", {"item": "tea"}, tool_call_id="c1")]
+            else:
+                parts = [TextPart("tea is in stock")]
+            return ModelResponse(parts=parts, usage=RequestUsage(input_tokens=2, output_tokens=2))
+
+        agent = Agent(FunctionModel(outer_model), name="desk", toolsets=[tools], capabilities=[journal])
+        for _ in range(2):  # cut, then run again
+            result = await agent.run("tea?", conversation=Conversation(conversation_id="c"))
+            assert result.output == "tea is in stock"
+        return journal
+
+    last = asyncio.run(go()).last_turn
+    assert last is not None
+    assert (last.models.called, last.tools.replayed) == (0, 1)
+    assert shop_ledger.counts(("model",)) == {"outer:1": 1, "inner": 1, "outer:3": 1}
+    with pytest.raises(safepoint.NotFound):  # the inner run recorded nothing of its own
+        conversations.store.load(conversations.run_id("clerk"))

@@ -6,7 +6,8 @@ compaction, a function, MCP or dynamic tool call, a capability's
 ``@durable_operation``, and the run's bookkeeping units (argument
 validation, event handling, cancelling a suspended response). Inside a
 journaled turn (``turn.ACTIVE``) the first four run one of
-``safepoint.journal``'s flows; the bookkeeping units, which pay for nothing
+``safepoint.journal``'s flows — unless called inside another unit's body,
+which they are part of; the bookkeeping units, which pay for nothing
 and change nothing outside the run, simply run. Outside a turn every unit runs.
 
 ``body()`` is the framework's own: it makes the call and encodes its result
@@ -69,6 +70,12 @@ class JournalBackend(JournalCallableOperationBackend[Any]):
         turn = ACTIVE.get()
         if turn is None:
             return await body()
+        if framework.in_durable_unit():
+            # A unit inside another (an agent a tool runs, an operation a tool calls): part of that
+            # call, recorded and replayed with it — a key of its own would shift the turn's order.
+            result = await body()
+            record_durable_unit(executed=True)
+            return result
         if isinstance(operation_id, ModelRequestId):
             messages, settings, parameters = framework.model_request(cache_key)
             request = _model_request(turn, operation_id.model_name, messages, settings, parameters)
