@@ -2,6 +2,10 @@
 
 A real ``Agent`` on the offline shop (``helpers/pai_journal_agent.py``), a
 real SQLite store; a cut turn is the same turn run again without a save.
+Covered: ``run``, ``run_sync``, ``run_stream`` and ``iter``; function and
+dynamic toolsets, a capability's ``@durable_operation``, an agent a tool
+runs; reconcile rerun/skip/wait and an async hook; a second holder; fresh
+and reused journals; counters and spend; hostile ids; typed errors.
 """
 
 from __future__ import annotations
