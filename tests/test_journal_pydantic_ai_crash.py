@@ -76,6 +76,7 @@ class Scenario:
     journal: bool
     turns: int = TURNS
     kills: int = 0
+    at_random: int = 0
     results: list[dict[str, Any]] = field(default_factory=list)
 
     def start(self, kill_at: str | None = None, go: str | None = None) -> Any:
@@ -105,17 +106,26 @@ class Scenario:
         self.ended(self.start(kill_at=key))
         assert self.kills == before + 1, f"no kill at {key}"
 
-    def kill_at_random(self, rng: Random, span: float, kills_left: int) -> bool:
-        """Kill a fresh process at a random instant of what is left of the conversation (``span``:
-        how long the whole of it runs), early enough that ``kills_left`` kills still fit in it.
-        False when the process finished first (the conversation is done)."""
-        left = 1 - len(self.ledger().counts(("model",))) / (3 * self.turns)
-        process = self.start()
-        self.wait_ready(process)
-        time.sleep(rng.uniform(0.0, 2 * span * max(left, 0.02) / (kills_left + 1)))
+    def kill_at_random(self, rng: Random, window: float) -> bool:
+        """Kill a fresh process at a random instant up to ``window`` seconds after its first call
+        (a kill while it starts up, or replays, would cut nothing). False when the process
+        finished first."""
+        with self.ledger() as ledger:
+            process = self.start()
+            self.wait_ready(process)
+            while process.is_alive() and not any(e.pid == process.pid for e in ledger.calls()):
+                time.sleep(0.001)
+        time.sleep(rng.uniform(0.0, window))
         process.kill()
         self.ended(process)
+        self.at_random += process.exitcode == -9
         return process.exitcode == -9
+
+    def fresh_turn(self) -> int:
+        """The first turn no process has started yet (every effect of it still to come)."""
+        with self.ledger() as ledger:
+            turns = [int(e.key[1:].split(":")[0]) for e in ledger.calls() if e.kind == "model"]
+        return max(turns, default=-1) + 1
 
     def finish_with_two(self) -> None:
         """Two processes resume the conversation at once: each turn, one holds it and the other
@@ -178,29 +188,31 @@ def check_clean(run: Scenario, reference: dict[str, Any]) -> tuple[int, int]:
 def kills_with_the_journal(
     forks: Any, tmp_path: Path, reference: dict[str, Any], rng: Random, wanted: int
 ) -> dict[str, int]:
-    """Kill 20-turn conversations with the journal on until ``wanted`` kills landed: right after a
-    charge at five turns and after a paid model request at three, then at random instants (up to
-    18 kills a conversation), each finished by two processes at once. The kills, the requests
-    re-sent and those paid again."""
-    span = reference["elapsed"] * 1.1
+    """Kill 20-turn conversations with the journal on until ``wanted`` kills landed, in a shuffled
+    order: five right after a charge's effect and three right after a paid model request (each
+    in a turn no process has started yet), ten at random instants (within about two turns of a
+    process's first call); each conversation is finished by two processes at once. The kills,
+    the requests re-sent and those paid again."""
+    window = 2 * reference["elapsed"] / TURNS
     seen = {"kills": 0, "at_random": 0, "resent": 0, "paid_again": 0, "conversations": 0}
     while seen["kills"] < wanted:
         run = scenario(forks, tmp_path, f"on-{seen['conversations']}", journal=True)
-        # distinct turns: a request's kill in a turn resumed past that request would not land
-        turns = rng.sample(range(TURNS), AT_A_CHARGE + AT_A_REQUEST)
-        at_a_charge, at_a_request = set(turns[:AT_A_CHARGE]), set(turns[AT_A_CHARGE:])
-        for turn in range(TURNS):  # the effect made (the request paid), its result not recorded
-            if turn in at_a_charge:
-                run.kill_after_effect(f"charge:{10 * turn + 1 + turn % 2}")
-            if turn in at_a_request:
+        kinds = ["charge"] * AT_A_CHARGE + ["request"] * AT_A_REQUEST + ["random"] * AT_RANDOM
+        rng.shuffle(kinds)
+        for kind in kinds[: wanted - seen["kills"]]:
+            turn = run.fresh_turn()
+            if turn >= TURNS - 1:  # a turn kept for the two processes that finish it
+                break
+            if kind == "charge":  # the payment made, its result not recorded
+                run.kill_after_effect(f"charge:{10 * turn + rng.choice((1, 2))}")
+            elif kind == "request":  # the provider paid, its answer not recorded
                 run.kill_after_effect(f"t{turn}:s{rng.randrange(3)}")
-        goal = min(wanted - seen["kills"], AT_A_CHARGE + AT_A_REQUEST + AT_RANDOM)
-        while run.kills < goal and run.kill_at_random(rng, span, goal - run.kills):
-            pass
+            elif not run.kill_at_random(rng, window):
+                break
         run.finish_with_two()
         resent, repeated = check_clean(run, reference)
         seen["kills"] += run.kills
-        seen["at_random"] += run.kills - AT_A_CHARGE - AT_A_REQUEST
+        seen["at_random"] += run.at_random
         seen["resent"] += resent
         seen["paid_again"] += repeated
         seen["conversations"] += 1

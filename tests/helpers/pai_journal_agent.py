@@ -21,6 +21,7 @@ cost. ``LEDGER`` is set by whoever runs the shop.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -41,6 +42,7 @@ from safepoint.adapters.pydantic_ai import SafepointJournal, non_idempotent
 from safepoint.testing.crash import Ledger
 
 LEDGER: dict[str, Ledger | None] = {"ledger": None}
+ANSWER_TIME = 0.005  # seconds between a request being paid and its answer
 
 
 def answer(turn: int) -> str:
@@ -72,6 +74,8 @@ async def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse
     turn, step = _where(messages)
     usage = RequestUsage(input_tokens=10 + 3 * turn + step, output_tokens=4 + step)
     _ledger().model(f"t{turn}:s{step}", {"tokens_in": usage.input_tokens, "tokens_out": usage.output_tokens})
+    # A provider takes a moment to answer a paid request: a kill at a random instant can land here.
+    await asyncio.sleep(ANSWER_TIME)
     if step == 0:
         parts: list[Any] = [
             ToolCallPart("lookup", {"item": f"item-{turn}"}, tool_call_id=f"t{turn}-lookup"),

@@ -23,14 +23,16 @@ from __future__ import annotations
 import hashlib
 import inspect
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from safepoint import codec
-from safepoint.flow import RecordCall
+from safepoint.flow import CallIntent, Flow, RecordedCall
 from safepoint.journal import Tally, ToolPolicy, model_call, tool_call
 from safepoint.journal.holding import serve
 from safepoint.reconcile import Reconcile
-from safepoint.records import CallUsage
+from safepoint.records import Recorded
+from safepoint.twins import translate
 
 from . import framework
 from .framework import (
@@ -126,8 +128,7 @@ def _policy(turn: Turn, tool: str, config: Any) -> ToolPolicy:
 
 async def _model(turn: Turn, key: str, request: Any, body: Callable[[], Awaitable[object]]) -> object:
     tally = turn.models
-    replayed, resent = tally.replayed, tally.resent
-    lost = (tally.lost_tokens_in, tally.lost_tokens_out, tally.lost_spend)
+    replayed = tally.replayed
     flow = model_call(
         turn.place(),
         key,
@@ -139,15 +140,31 @@ async def _model(turn: Turn, key: str, request: Any, body: Callable[[], Awaitabl
         tally=tally,
         resolve_secrets=turn.resolve_secrets,
     )
-    result = await serve(turn.store, flow)
-    if tally.resent > resent:  # found in flight and sent again: what the crash cost, kept apart
-        usage = CallUsage(
-            tally.lost_tokens_in - lost[0], tally.lost_tokens_out - lost[1], tally.lost_spend - lost[2]
-        )
-        mark = RecordCall(turn.run_id, key + RESENT, {"resent": 1}, None, usage, turn.lease)
-        await serve(turn.store, _one(mark))
+    result = await serve(turn.store, translate(flow, partial(_noting_resends, turn)))
     record_durable_unit(executed=tally.replayed == replayed)
     return result
+
+
+def _noting_resends(turn: Turn, request: Any) -> Any:
+    """The flow's requests as they are, but a model request found in flight (an intent another
+    writer left: a crash) is noted before it is sent again — ``<key>|resent|<writer>``, an intent
+    of its own — so the paid repeat is counted even if this process dies too before the answer
+    is recorded (a note written after it would be lost with the process)."""
+    if not isinstance(request, RecordedCall):
+        return request
+    return _looked_up(turn, request)
+
+
+def _looked_up(turn: Turn, request: RecordedCall) -> Flow[Recorded | None]:
+    found: Recorded | None = yield request
+    lease = turn.lease
+    if found is None or found.done or found.same_request is False:
+        return found
+    if lease is not None and (found.writer, found.epoch) == (lease.worker_id, lease.epoch):
+        return found  # this turn's own intent (a request it retries): no crash
+    writer = key_part("none" if lease is None else lease.worker_id)
+    yield CallIntent(turn.run_id, f"{found.key}{RESENT}|{writer}", None, lease)
+    return found
 
 
 async def _tool(  # noqa: PLR0917 - private, called with the call's whole context
@@ -212,7 +229,3 @@ def _recorded_as_tool_return(hook: Any) -> Any:
         return settle(decision)
 
     return wrapped
-
-
-def _one(request: Any) -> Any:
-    yield request

@@ -16,8 +16,10 @@ request (``compact#<n>`` for a compaction), ``…|tool:<toolset>:<tool>|<call
 id>`` for a tool call (its id, given by the model, not the order in which
 parallel calls finish), ``…|cap:<capability>.<operation>#<n>`` for a
 capability's durable operation. ``%`` and ``|`` in a part are escaped; a
-long or empty part is replaced by its SHA-256. ``<key>|resent`` marks a model request found in flight and sent
-again, with the usage it reported (the lost-spend estimate).
+long or empty part is replaced by its SHA-256. ``<key>|resent|<writer>``, an
+intent, notes a model request found in flight and sent again by that writer,
+written before it is sent: a save counts it, with the usage of the response
+the request got (the lost estimate).
 """
 
 from __future__ import annotations
@@ -159,22 +161,25 @@ def close_turn(turn: Turn) -> Flow[None]:
 def counters_at(head: Checkpoint | None, entries: list[Recorded]) -> dict[str, int | float]:
     """A conversation save's counters: the head's, plus one count per call the journal recorded
     since (the entries the save covers, however many runs made or replayed them), and what
-    re-sent requests cost, apart."""
+    re-sent requests cost, apart: one per resend note, estimated by the usage of the response
+    the request finally got."""
     models, tools = Tally(), Tally()
+    responses = {entry.key: entry for entry in entries if entry.done}
     for entry in entries:
-        # pai|s<step>|m<messages>|<kind>[|<call id> or |resent]: no part holds a "|" of its own
+        # pai|s<step>|m<messages>|<kind>[|<call id>, or |resent|<writer>]: no part holds a "|"
         parts = entry.key.split("|")
-        if parts[0] != PREFIX or len(parts) < 4 or not entry.done:
+        if parts[0] != PREFIX or len(parts) < 4:
             continue
         kind, rest = parts[3], parts[4:]
         if kind.startswith(("model#", "compact#")):
-            if rest == [RESENT.lstrip("|")]:
+            if rest[:1] == [RESENT.lstrip("|")]:
                 models.resent += 1
-                models.lost(entry.usage)
-            elif not rest:
+                answered = responses.get("|".join(parts[:4]))
+                models.lost(None if answered is None else answered.usage)
+            elif not rest and entry.done:
                 models.called += 1
                 models.count(entry.usage)
-        elif kind.startswith("tool:"):
+        elif kind.startswith("tool:") and entry.done:
             tools.called += 1
     stored = {} if head is None else head.counters
     lost_before = {name: stored.get(name, 0) for name in journal_counters.LOST}
