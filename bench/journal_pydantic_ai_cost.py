@@ -7,14 +7,15 @@ model requests, a ``lookup`` and two ``charge`` payments, two calls in
 parallel) runs a 3-turn conversation — each turn the app's load, run, save —
 in a child process that is SIGKILLed once: right after the middle turn's
 first payment, right after its second, right after its last model request
-was paid (before the response is recorded), or at a random instant of the
-conversation (drawn again when the conversation ended first, so each episode
-has its kill). A fresh process then finishes the conversation as the app
-always does, with the journal off (before) and on (after). Per kill point,
-the mean per episode of payments made again, lookups run again, model
-requests paid again and the tokens they cost (and that at an illustrative
-$2 per million input tokens and $8 per million output), and whether every
-episode ended with the uninterrupted answers and — journal on — counters.
+was paid (before the response is recorded; the scripted model takes 5 ms to
+answer), or at a random instant from the process's first call on (drawn
+again when the conversation ended first, so each episode has its kill). A
+fresh process then finishes the conversation as the app always does, with
+the journal off (before) and on (after). Per kill point, the mean per
+episode of payments made again, lookups run again, model requests paid
+again and the tokens they cost (and that at an illustrative $2 per million
+input tokens and $8 per million output), and whether every episode ended
+with the uninterrupted answers and — journal on — counters.
 """
 
 from __future__ import annotations
@@ -56,9 +57,12 @@ def _run(forks: Any, work: Path, journal: bool, kill_at: str | None = None) -> A
 
 def episode(forks: Any, work: Path, journal: bool, point: str, *, rng: Random, span: float) -> dict[str, Any]:
     process = _run(forks, work, journal, POINTS[point])
-    if POINTS[point] is None:
+    if POINTS[point] is None:  # an instant from the process's first call on (before it, nothing is cut)
         while not (work / f"ready-{process.pid}").exists():
             time.sleep(0.001)
+        with Ledger(work / "ledger.db") as ledger:
+            while process.is_alive() and not any(e.pid == process.pid for e in ledger.calls()):
+                time.sleep(0.001)
         time.sleep(rng.uniform(0.0, span))
         process.kill()
     process.join(60)
