@@ -222,8 +222,22 @@ def test_a_streamed_turn_is_recorded_whole_and_a_cut_stream_is_sent_again(
                 await cut.get_output()
         assert journal.last_turn is not None
         assert (journal.last_turn.models.called, journal.last_turn.tools.called) == (2, 3)
-        async with agent.run_stream("order 0", conversation=Conversation(conversation_id="c")) as streamed:
-            assert await streamed.get_output() == shop.answer(0)
+        run_id = conversations.run_id("c")
+        notes: list[list[str]] = []  # the re-send is noted before it is sent: a kill now still counts
+        shop.ON_REQUEST.append(
+            lambda turn, step: notes.append(
+                [e.key for e in conversations.store.recorded_calls(run_id) if "|resent|" in e.key]
+            )
+        )
+        try:
+            async with agent.run_stream(
+                "order 0", conversation=Conversation(conversation_id="c")
+            ) as streamed:
+                assert await streamed.get_output() == shop.answer(0)
+        finally:
+            shop.ON_REQUEST.clear()
+        assert [len(keys) for keys in notes] == [1]
+        assert notes[0][0].startswith("pai|s0|m0|model#2|resent|")
         models = journal.last_turn.models
         assert (models.replayed, models.resent, models.called) == (2, 1, 1)
         assert journal.last_turn.tools.replayed == 3

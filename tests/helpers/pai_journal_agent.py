@@ -22,7 +22,7 @@ cost. ``LEDGER`` is set by whoever runs the shop.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from pydantic_ai import Agent, FunctionToolset
@@ -43,6 +43,7 @@ from safepoint.testing.crash import Ledger
 
 LEDGER: dict[str, Ledger | None] = {"ledger": None}
 ANSWER_TIME = 0.005  # seconds between a request being paid and its answer
+ON_REQUEST: list[Callable[[int, int], None]] = []  # called with (turn, step) as each request is paid
 
 
 def answer(turn: int) -> str:
@@ -74,6 +75,8 @@ async def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse
     turn, step = _where(messages)
     usage = RequestUsage(input_tokens=10 + 3 * turn + step, output_tokens=4 + step)
     _ledger().model(f"t{turn}:s{step}", {"tokens_in": usage.input_tokens, "tokens_out": usage.output_tokens})
+    for seen in ON_REQUEST:  # a test looking at the store while a request is being answered
+        seen(turn, step)
     # A provider takes a moment to answer a paid request: a kill at a random instant can land here.
     await asyncio.sleep(ANSWER_TIME)
     if step == 0:
