@@ -50,7 +50,7 @@ test: $(STAMP) system-deps
 # and SOAK_ENCRYPTION=on choose the rows. Each disagreement becomes a regression script that
 # make test replays (docs/testing.md). Then the long crash runs, with SAFEPOINT_SOAK=1: crash tests
 # named test_soak_… (skipped by make test) and the call journal's crash tests at their soak sizes
-# (>= 30 kills per integration: Run, LangGraph, the Agents SDK).
+# (>= 30 kills per integration: Run and the five frameworks).
 soak: $(STAMP) system-deps
 	PYTHONPATH=src:tests $(PY) -m model_based.soak
 	SAFEPOINT_SOAK=1 PYTHONPATH=src:tests $(PY) -m pytest -q -p no:cacheprovider -m crash -k "soak or journal" tests

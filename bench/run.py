@@ -30,7 +30,8 @@ observer on and off), the fresh-checkpoint, concurrency and encryption
 sections (``sections.encryption``: CPU per save and load, encrypted against
 plain, and rekey's pace), the inspector section and the framework adapters'
 (``sections.frameworks``: bytes stored per turn on Pydantic AI, Google ADK and
-the Agent Framework, next to their own stores) and the call journal's
+the Agent Framework, next to their own stores; ``sections.journal_frameworks``:
+the call journal's cost per turn in each of the five frameworks) and the call journal's
 (``sections.journal``: a recorded call's time, instructions, fsyncs and
 bytes on SQLite and PostgreSQL, and a LangGraph turn with and without it),
 rendered by their ``report`` modules, are appended last in that order.
@@ -56,6 +57,7 @@ from report import encryption as encryption_report
 from report import frameworks as frameworks_report
 from report import fresh as fresh_report
 from report import journal as journal_report
+from report import journal_frameworks as journal_frameworks_report
 from report import otel as otel_report
 from report import scale as scale_report
 from report import ui as ui_report
@@ -66,6 +68,7 @@ from sections import frameworks as frameworks_section
 from sections import fresh as fresh_section
 from sections import house as house_section
 from sections import journal as journal_section
+from sections import journal_frameworks as journal_frameworks_section
 from sections import langgraph_sqlite, save_breakdown, sqlite_store
 from sections import otel as otel_section
 from sections import postgres as postgres_section
@@ -293,11 +296,17 @@ def _ui(args: argparse.Namespace) -> str:
 
 
 def _frameworks() -> str:
-    """Bytes per turn on the Pydantic AI, Google ADK and Agent Framework adapters, and their own stores."""
+    """Bytes per turn on the Pydantic AI, Google ADK and Agent Framework adapters, and their own
+    stores; then the call journal's cost per turn in each of the five frameworks."""
     results = frameworks_section.run()
     for r in results:
         _log(f"{r.framework}: safepoint growth {r.ours.growth:.2f} ({r.seconds:.0f} s)")
-    return frameworks_report.render(results, command=_command())
+    journal = journal_frameworks_section.run(log=_log)
+    return (
+        frameworks_report.render(results, command=_command())
+        + "\n"
+        + journal_frameworks_report.render(journal, command=_command())
+    )
 
 
 def _journal(args: argparse.Namespace, workdir: Path) -> str:

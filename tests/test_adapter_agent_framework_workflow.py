@@ -193,3 +193,8 @@ def test_the_example_runs(tmp_path: Path) -> None:
         "checkpoints in the store: 6",
         "resumed from superstep 3: order total 42",
     ]
+    assert lines[3:6] == [
+        "journaled run cut short right after the payment",
+        "resumed: done: charged 42 | payments: 1 | model requests: 2 | replayed: 1",
+        "counters: {'tokens_in': 80, 'tokens_out': 16, 'model_calls': 2, 'tool_calls': 1}",
+    ]

@@ -38,22 +38,23 @@ def forks() -> Any:
     return forkserver()
 
 
-REFERENCES: dict[str, dict[str, Any]] = {}  # an uninterrupted run's result, by durability
+REFERENCES: dict[str, dict[str, Any]] = {}  # an uninterrupted run's result, by durability and length
 
 
-def reference(forks: Any, root: Path, durability: str) -> dict[str, Any]:
-    """An uninterrupted run's result (once per durability in a session)."""
-    if durability in REFERENCES:
-        return REFERENCES[durability]
-    run = Episode.start(forks, root, f"reference-{durability}", durability=durability, journal=True)
+def reference(forks: Any, root: Path, durability: str, turns: int = 2) -> dict[str, Any]:
+    """An uninterrupted run's result (once per durability and length in a session)."""
+    name = f"reference-{durability}-{turns}"
+    if name in REFERENCES:
+        return REFERENCES[name]
+    run = Episode.start(forks, root, name, durability=durability, journal=True, turns=turns)
     found = run.finish()
     with run.ledger() as ledger:
         assert ledger.repeated_model_calls() == 0
-        assert ledger.check_exactly_once() == 6  # 2 charges, 4 distinct lookups
+        assert ledger.check_exactly_once() == 3 * turns  # a charge and 2 distinct lookups a turn
     check_usage(run, found)
-    assert found["stored"]["model_calls"] == 6
+    assert found["stored"]["model_calls"] == 3 * turns
     assert found["stored"]["resent_calls"] == 0
-    REFERENCES[durability] = found
+    REFERENCES[name] = found
     return found
 
 
@@ -131,11 +132,29 @@ def journal_on(forks: Any, root: Path, durability: str, charge_episodes: int, ra
 def test_killed_with_the_journal_nothing_repeats(forks: Any, tmp_path: Path, durability: str) -> None:
     """SIGKILLed right after the non-idempotent tool's effect and at random instants, resumed in
     fresh processes: 0 effects repeated, 0 recorded responses paid again, same answer and counters."""
-    # make test: 8 kills per durability, 16 in all (one episode of 2 kills right after the charge,
-    # 6 at random instants); make soak: 38 per durability (8 after the charge, 30 at random).
-    charge_episodes, random_kills = (4, 30) if SOAK else (1, 6)
+    # make test: 4 kills per durability (one episode of 2 kills right after the charge, 2 at random
+    # instants) beside the 10 of the long conversation below, 18 in all; make soak: 38 per
+    # durability (8 after the charge, 30 at random).
+    charge_episodes, random_kills = (4, 30) if SOAK else (1, 2)
     kills = journal_on(forks, tmp_path, durability, charge_episodes, random_kills)
     assert kills >= 2 * charge_episodes + random_kills
+
+
+@pytest.mark.crash
+def test_a_long_conversation_killed_ten_times_counts_each_response_once(forks: Any, tmp_path: Path) -> None:
+    """20 turns, SIGKILLed 10 times at random instants (each resumed in a fresh process): nothing
+    repeated, and the thread's counters — what ``safepoint runs`` shows — count each recorded
+    response once; the provider was paid those plus the requests in flight at the kills."""
+    ref = reference(forks, tmp_path, "default", turns=20)
+    rng = Random(f"{SEED}-long")
+    run = Episode.start(forks, tmp_path, "long", durability="default", journal=True, turns=20)
+    landed = attempts = 0
+    while landed < 10:  # short delays: each process gets a little further before its kill
+        attempts += 1
+        assert attempts < 40, "the kills stopped landing: the conversation ended first"
+        landed += run.kill_at(rng.uniform(0, ref["elapsed"] / 12))
+    run.finish()
+    check_clean(run, ref)  # check_usage included: the counters against the ledger's payments
 
 
 @pytest.mark.crash

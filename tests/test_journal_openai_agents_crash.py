@@ -56,13 +56,16 @@ class Scenario:
     work: Path
     journal: bool
     mode: str = "run"
+    turns: int = 1
     kills: int = 0
     killed_mid_turn: int = 0
     results: list[dict[str, Any]] = field(default_factory=list)
 
     def start(self, kill_at: str | None = None, go: str | None = None) -> Any:
         process = self.forks.Process(
-            target=child, args=(str(self.work), self.journal, self.mode, kill_at, go)
+            target=child,
+            args=(str(self.work), self.journal, self.mode, kill_at, go),
+            kwargs={"turns": self.turns},
         )
         process.start()
         return process
@@ -104,10 +107,12 @@ class Scenario:
         return len(log.read_text().splitlines()) if log.exists() else 0
 
 
-def scenario(forks: Any, tmp_path: Path, name: str, *, journal: bool, mode: str = "run") -> Scenario:
+def scenario(
+    forks: Any, tmp_path: Path, name: str, *, journal: bool, mode: str = "run", turns: int = 1
+) -> Scenario:
     work = tmp_path / name
     work.mkdir()
-    return Scenario(forks, work, journal, mode)
+    return Scenario(forks, work, journal, mode, turns)
 
 
 @pytest.fixture(scope="module")
@@ -137,8 +142,8 @@ def check_clean(run: Scenario, reference: dict[str, Any]) -> int:
     resent = run.resent()
     ledger = run.ledger()
     effects, paid = ledger.check_calls(resent=resent)  # DuplicateEffect if anything repeated
-    assert effects == 4
-    assert paid == 7 + ledger.repeated_model_calls()
+    assert effects == 2 * run.turns + 2  # two payments a turn; the lookups are the same every turn
+    assert paid == 7 * run.turns + ledger.repeated_model_calls()
     assert final["counters"]["resent_calls"] <= resent
     ledger.check_usage(final["counters"])  # paid = the counters + the requests in flight at kills
     return resent
@@ -169,8 +174,29 @@ def test_killed_with_the_journal_nothing_recorded_is_repeated(
     forks: Any, tmp_path: Path, reference: dict[str, Any]
 ) -> None:
     """Killed right after each payment and at random instants, resumed in fresh processes each
-    time: no payment twice, no recorded response paid again, the same answer and counters."""
-    assert kills_with_the_journal(forks, tmp_path, reference, Random(SEED), 15) >= 15
+    time: no payment twice, no recorded response paid again, the same answer and counters.
+    (5 kills here and 10 in the long conversation below: 15 in make test.)"""
+    assert kills_with_the_journal(forks, tmp_path, reference, Random(SEED), 5) >= 5
+
+
+@pytest.mark.crash
+def test_a_long_conversation_killed_ten_times_counts_each_response_once(forks: Any, tmp_path: Path) -> None:
+    """20 turns, SIGKILLed 10 times at random instants (each resumed in a fresh process): nothing
+    repeated, the same session items, and the counters — what ``safepoint runs`` shows — count
+    each recorded response once; the provider was paid those plus the requests in flight."""
+    clean = scenario(forks, tmp_path, "long-reference", journal=True, turns=20)
+    reference = clean.finish()
+    assert reference["counters"]["model_calls"] == 7 * 20
+    assert clean.ledger().check_usage(reference["counters"]) == {"tokens_in": 0, "tokens_out": 0}
+    rng = Random(SEED + 20)
+    run = scenario(forks, tmp_path, "long", journal=True, turns=20)
+    attempts = 0
+    while run.kills < 10:  # short delays: each process gets a little further before its kill
+        attempts += 1
+        assert attempts < 40, "the kills stopped landing: the conversation ended first"
+        run.kill_at_random(rng, reference["elapsed"] / 12)
+    run.finish()
+    check_clean(run, reference)
 
 
 # The long run, for make soak only (SAFEPOINT_SOAK=1): defined only then, so that make test

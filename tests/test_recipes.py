@@ -132,3 +132,35 @@ def test_every_adapter_has_the_files_the_adapter_recipe_lists(
     assert (ROOT / "examples" / f"{module}_example.py").is_file()  # 6
     assert f"safepoint.adapters.{module}" in (ROOT / "docs" / "adapters.md").read_text(encoding="utf-8")  # 7
     assert module in (ROOT / "src" / "safepoint" / "frameworks.py").read_text(encoding="utf-8")  # 8
+
+
+@pytest.mark.parametrize("module", [module for module, _, _ in ADAPTERS])
+def test_every_adapter_has_the_files_the_journal_recipe_lists(module: str) -> None:
+    """Every adapter is journaled, with each of the seven files the recipe lists."""
+    assert _stated("journal a framework") == 7
+    adapter = ROOT / "src" / "safepoint" / "adapters" / module
+    journal = (adapter / "journal.py").read_text(encoding="utf-8")  # 1
+    assert "safepoint.journal" in journal or "from safepoint.journal" in (adapter / "__init__.py").read_text(
+        encoding="utf-8"
+    )
+    assert (ROOT / "tests" / f"test_journal_{module}.py").is_file()  # 2
+    crash = (ROOT / "tests" / f"test_journal_{module}_crash.py").read_text(encoding="utf-8")  # 3
+    assert "pytest.mark.crash" in crash
+    assert "check_usage" in crash or "check_usage" in _helpers_of(crash)
+    page = f"journal-{module.replace('_', '-')}.md"
+    assert (ROOT / "docs" / page).is_file()  # 4
+    assert f"({page})" in (ROOT / "docs" / "journal.md").read_text(encoding="utf-8")  # 5
+    assert (ROOT / "bench" / "workloads" / f"journal_{module}.py").is_file()  # 6
+    frameworks = (ROOT / "bench" / "sections" / "journal_frameworks.py").read_text(encoding="utf-8")
+    assert f'"workloads.journal_{module}"' in frameworks  # 7
+
+
+def _helpers_of(test: str) -> str:
+    """The text of the helper modules a test imports (``from helpers import x`` / ``helpers.x``)."""
+    names = re.findall(r"from helpers(?:\.(\w+))? import (\w+)", test)
+    found = []
+    for package_module, name in names:
+        path = ROOT / "tests" / "helpers" / f"{package_module or name}.py"
+        if path.is_file():
+            found.append(path.read_text(encoding="utf-8"))
+    return "\n".join(found)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -111,7 +112,9 @@ class ScriptedModel(Model):
                 id=f"fc-{self.name}-{k}-{j}-{turn}",
                 call_id=f"{self.name}-{k}-{j}-{turn}",
                 name=tool,
-                arguments=json.dumps(args),
+                # "{users}" in an argument: how many user messages were asked (the helper's
+                # question differs from turn to turn, as the provider's ledger keys must).
+                arguments=json.dumps(args).replace("{users}", asked.split(":", 1)[0]),
             )
             for j, (tool, args) in enumerate(step)
         ]
@@ -164,10 +167,19 @@ async def lookup(q: str) -> str:
     return ledger.once(f"lookup:{q}", lambda: f"found:{q}")
 
 
+def payment(amount: int, call_key: str | None) -> str:
+    """A charge's ledger key: ``charge:<amount>`` in the session's first turn (and without the
+    journal), ``charge:<amount>@t<n>`` in turn n — a conversation pays again every turn, never
+    twice in one. The turn is read from the journal's call key (``<session>|t<n>|…``)."""
+    found = re.search(r"\|t(\d+)\|", call_key or "")
+    turn = int(found[1]) if found else 1
+    return f"charge:{amount}" if turn == 1 else f"charge:{amount}@t{turn}"
+
+
 def reconcile_charge(key: str, name: str, args: Any) -> Reconcile:
     """A charge found in flight after a crash: ask the outside world whether it happened."""
     ledger = _ledger()
-    if ledger is not None and ledger.happened(f"charge:{args['amount']}"):
+    if ledger is not None and ledger.happened(payment(args["amount"], key)):
         return Reconcile.skip(f"charged:{args['amount']}")
     return Reconcile.rerun()
 
@@ -178,7 +190,8 @@ async def charge(amount: int) -> str:
     """Charge money (non-idempotent: every call is a payment)."""
     ledger = _ledger()
     if ledger is not None:
-        ledger.record(f"charge:{amount}", {"journal_key": current_call_key()})
+        key = current_call_key()
+        ledger.record(payment(amount, key), {"journal_key": key})
     return f"charged:{amount}"
 
 
@@ -200,7 +213,7 @@ def build() -> tuple[Agent[Any], RunConfig]:
             "triage",
             [
                 [("lookup", {"q": "a"}), ("charge", {"amount": 5})],
-                [("ask_helper", {"input": "x"})],
+                [("ask_helper", {"input": "x{users}"})],
                 [("transfer_to_specialist", {})],
             ],
         ),

@@ -52,7 +52,15 @@ class _Resent(logging.Handler):
                 os.fsync(log.fileno())
 
 
-def child(workdir: str, journal: bool, mode: str, kill_at: str | None = None, go: str | None = None) -> None:
+def child(
+    workdir: str,
+    journal: bool,
+    mode: str,
+    kill_at: str | None = None,
+    go: str | None = None,
+    *,
+    turns: int = 1,
+) -> None:
     work = Path(workdir)
     logging.getLogger("safepoint.adapters.openai_agents").addHandler(_Resent(work / "resent.log"))
 
@@ -67,10 +75,11 @@ def child(workdir: str, journal: bool, mode: str, kill_at: str | None = None, go
     started = time.monotonic()
     store = open_store(f"sqlite:///{work / 'state.db'}")
     session = SafepointSession(SESSION, store)
-    answer = _answered(store, session, journal)
     turn = None
-    if answer is None:  # the program's one turn, run or resumed
-        answer, turn = asyncio.run(_turn(session, journal, mode))
+    for number in range(1, turns + 1):  # the program's turns, each run once (or resumed)
+        answer = _answered(store, session, journal, number)
+        if answer is None:
+            answer, turn = asyncio.run(_turn(session, journal, mode, "hi" if number == 1 else f"hi {number}"))
     head = store.load(session.run_id)
     result: dict[str, Any] = {
         "answer": answer,
@@ -93,30 +102,32 @@ def child(workdir: str, journal: bool, mode: str, kill_at: str | None = None, go
     out.with_suffix(".tmp").replace(out)
 
 
-def _answered(store: Any, session: SafepointSession, journal: bool) -> str | None:
-    """The turn's answer if an earlier process finished it (killed after that): an app runs each
-    message once. With the journal, the turn's end entry says so; without, the session's last item."""
+def _answered(store: Any, session: SafepointSession, journal: bool, number: int) -> str | None:
+    """Turn ``number``'s answer if an earlier process finished it (killed after that): an app runs
+    each message once. With the journal, the turn's end entry says so; without (one turn), the
+    session's last item."""
     try:
         head = store.load(session.run_id)
     except NotFound:
         return None
-    if journal and store.recorded_call(session.run_id, "turn:1:end") is None:
+    if journal and store.recorded_call(session.run_id, f"turn:{number}:end") is None:
         return None
+    answers = [m for m in head.messages if m.get("type") == "message" and m.get("role") == "assistant"]
     last = head.messages[-1] if head.messages else {}
-    if last.get("type") != "message" or last.get("role") != "assistant":
+    if not answers or (not journal and last is not answers[-1]):
         return None
-    text: str = last["content"][0]["text"]
+    text: str = answers[-1]["content"][0]["text"]  # the latest answer (every turn's is the same)
     return text
 
 
-async def _turn(session: SafepointSession, journal: bool, mode: str) -> tuple[Any, Any]:
+async def _turn(session: SafepointSession, journal: bool, mode: str, said: str) -> tuple[Any, Any]:
     agent, config = app.build()
     if not journal:
-        return (await Runner.run(agent, "hi", session=session, run_config=config)).final_output, None
+        return (await Runner.run(agent, said, session=session, run_config=config)).final_output, None
     calls = CallJournal()
     if mode == "streamed":
-        streamed = await calls.run_streamed(agent, "hi", session=session, run_config=config)
+        streamed = await calls.run_streamed(agent, said, session=session, run_config=config)
         async for _ in streamed.stream_events():
             pass
         return streamed.final_output, calls.last_turn
-    return (await calls.run(agent, "hi", session=session, run_config=config)).final_output, calls.last_turn
+    return (await calls.run(agent, said, session=session, run_config=config)).final_output, calls.last_turn

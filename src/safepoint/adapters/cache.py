@@ -14,6 +14,7 @@ from typing import Any
 
 from safepoint import Checkpoint, Conflict
 from safepoint.flow import Flow, Save
+from safepoint.records import RunInfo
 
 MAX_ATTEMPTS = 50  # saves rebuilt after a Conflict before a flow gives up
 
@@ -74,6 +75,15 @@ def save_cached(
         return False
     cache.put(cp, extra, replace=replace)
     return True
+
+
+def is_head(info: RunInfo | None, cp: Checkpoint) -> bool:
+    """Whether the run's head (``store.run``) is the very step ``cp`` was saved or loaded as.
+
+    The step number alone would be fooled by a thread deleted and written
+    again up to the same step; its commit time as well is not.
+    """
+    return info is not None and info.head_step == cp.step and info.updated_at == cp.created_at
 
 
 def thaw(value: Any) -> Any:

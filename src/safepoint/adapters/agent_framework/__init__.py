@@ -1,4 +1,5 @@
-"""A Microsoft Agent Framework ``CheckpointStorage`` backed by a safepoint store.
+"""The Microsoft Agent Framework adapter: a ``CheckpointStorage`` backed by a safepoint store, and
+the call journal for the agents a checkpointed workflow runs.
 
 Switch a workflow over in one line::
 
@@ -11,6 +12,11 @@ Checkpoint values go through JSON — the framework's own serialization of its
 types, never pickle — and lists that grow from one checkpoint to the next are
 stored incrementally. See ``layout.py`` for the storage layout and
 docs/adapters.md for the whole story.
+
+The call journal (``CallJournal``, docs/journal-agent-framework.md) runs the
+workflow so a crash repeats no recorded model response or tool effect::
+
+    result = await CallJournal(storage).run(workflow, message)
 """
 
 from __future__ import annotations
@@ -22,6 +28,13 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise missing_framework(__name__, "the Microsoft Agent Framework", "agent-framework") from exc
 
+from .journal import CallJournal, current_call_key, non_idempotent
 from .storage import CheckpointNotFound, SafepointCheckpointStorage
 
-__all__ = ["CheckpointNotFound", "SafepointCheckpointStorage"]
+__all__ = [
+    "CallJournal",
+    "CheckpointNotFound",
+    "SafepointCheckpointStorage",
+    "current_call_key",
+    "non_idempotent",
+]

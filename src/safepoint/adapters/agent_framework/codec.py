@@ -14,6 +14,9 @@ serialization instead of pickle:
 * an Agent Framework object (``Message``, ``Content``, ``AgentResponse`` …,
   any ``SerializationMixin`` of the ``agent_framework`` package) through its
   ``to_dict`` / ``from_dict``, revived only from modules already imported;
+* a dataclass of the ``agent_framework`` package (what one ``AgentExecutor``
+  sends the next: ``AgentExecutorRequest``/``AgentExecutorResponse``) as its
+  constructor's fields, revived only from modules already imported;
 * a pydantic model whose class is in ``allowed_types``, through
   ``model_dump(mode="json")`` / ``model_validate``.
 
@@ -29,6 +32,7 @@ has a key ``$af`` or ``$log`` (the markers this adapter reads) is wrapped as
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from collections.abc import Callable, Iterable, Mapping
@@ -92,6 +96,10 @@ class Codec:
             return {TYPED: "event", "v": self.encode(value.to_dict(), path)}
         if isinstance(value, SerializationMixin) and kind.__module__.startswith(_FRAMEWORK):
             return {TYPED: "object", "type": type_key(kind), "v": self.encode(value.to_dict(), path)}
+        if dataclasses.is_dataclass(value) and kind.__module__.startswith(_FRAMEWORK):
+            # What one AgentExecutor sends the next (AgentExecutorRequest/Response): its fields.
+            fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
+            return {TYPED: "record", "type": type_key(kind), "v": self.encode(fields, path)}
         if isinstance(value, BaseModel) and type_key(kind) in self.models:
             return {
                 TYPED: "model",
@@ -143,6 +151,13 @@ class Codec:
                     *where, detail=f"stored type {tree.get('type')!r} is not an Agent Framework type"
                 )
             return revive(lambda: cls.from_dict(self.decode(body, where)), where)
+        if kind == "record" and isinstance(body, Mapping):
+            record = _imported_class(str(tree.get("type")), where)
+            if not dataclasses.is_dataclass(record) or not record.__module__.startswith(_FRAMEWORK):
+                raise CorruptCheckpoint(
+                    *where, detail=f"stored type {tree.get('type')!r} is not an Agent Framework record"
+                )
+            return revive(lambda: record(**self.decode(body, where)), where)
         if kind == "model" and isinstance(body, Mapping):
             model = self.models.get(str(tree.get("type")))
             if model is None:

@@ -11,7 +11,8 @@ opens it; every later step is one operation on the workflow's checkpoints:
   verify`` sees an ordinary run.
 
 The run's message log is its **journal**, append-only: one entry per save
-(``{"op": "save", "id", "step", "ts"}``), per delete (``{"op": "delete",
+(``{"op": "save", "id", "step", "ts"}``, and ``"root"`` when a journaled run
+saved it: the root of its call keys, ``turn.py``), per delete (``{"op": "delete",
 "id"}``) and per list item stored incrementally (``{"op": "item", "v"}``).
 Replaying the journal gives the live checkpoints in the framework's order
 (``live``). A list of four items or more inside a checkpoint is not inlined:
@@ -86,10 +87,12 @@ def index_labels(checkpoint_id: str) -> dict[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class Live:
-    """A live checkpoint as the journal knows it: the step holding it and its timestamp."""
+    """A live checkpoint as the journal knows it: the step holding it, its timestamp, and the
+    root of the call journal's keys when a journaled run saved it (``turn.py``)."""
 
     step: int
     timestamp: str
+    root: str | None = None
 
 
 def live(journal: Sequence[Mapping[str, Any]]) -> dict[str, Live]:
@@ -99,7 +102,10 @@ def live(journal: Sequence[Mapping[str, Any]]) -> dict[str, Live]:
     for entry in journal:
         op = entry.get("op")
         if op == "save":
-            found[str(entry["id"])] = Live(int(entry["step"]), str(entry["ts"]))
+            root = entry.get("root")
+            found[str(entry["id"])] = Live(
+                int(entry["step"]), str(entry["ts"]), root if isinstance(root, str) else None
+            )
         elif op == "delete":
             found.pop(str(entry["id"]), None)
     return found

@@ -28,6 +28,7 @@ from safepoint import AsyncStore, Checkpoint, Conflict, InvalidArgument, NotFoun
 from safepoint.adapters.cache import MAX_ATTEMPTS, CheckpointCache, gave_up, save_cached
 from safepoint.adapters.runner import Runner, open_given
 from safepoint.flow import FindRuns, Flow, Load, Save, delete_if_present, load_or_none
+from safepoint.twins import Invoke, translate
 
 from . import layout
 from .codec import Codec, revive
@@ -72,6 +73,9 @@ class SafepointCheckpointStorage:
         self._codec = Codec(allowed_types)
         self._runner = Runner(self.store)
         self._cache = CheckpointCache(size=64)
+        # Workflow runs a journaled turn holds (run id -> its Turn, turn.py): their saves go under
+        # the turn's lease and carry its counters.
+        self.holds: dict[str, Any] = {}
 
     # -- the framework's interface ------------------------------------------------------
 
@@ -79,7 +83,7 @@ class SafepointCheckpointStorage:
         """Store a copy of ``checkpoint`` (one step of its workflow's run); returns its id."""
         tree = self._encode(checkpoint)
         run_id = layout.workflow_run_id(checkpoint.workflow_name)
-        await self._runner.arun(self._save(tree, run_id, checkpoint.workflow_name), lock=run_id)
+        await self._runner.arun(self._fenced(self._save(tree, run_id, checkpoint.workflow_name)), lock=run_id)
         return checkpoint.checkpoint_id
 
     async def load(self, checkpoint_id: str) -> WorkflowCheckpoint:
@@ -95,7 +99,7 @@ class SafepointCheckpointStorage:
         run_id = await self._runner.arun(self._locate(_text(checkpoint_id, "checkpoint_id")))
         if run_id is None:
             return False
-        return await self._runner.arun(self._delete(checkpoint_id, run_id), lock=run_id)
+        return await self._runner.arun(self._fenced(self._delete(checkpoint_id, run_id)), lock=run_id)
 
     async def get_latest(self, *, workflow_name: str) -> WorkflowCheckpoint | None:
         """A fresh copy of the workflow's checkpoint with the latest timestamp, or None."""
@@ -130,6 +134,37 @@ class SafepointCheckpointStorage:
         where = (cp.run_id, cp.step)
         decoded = self._codec.decode(layout.unpack_in(cp)[0], where)
         return revive(lambda: WorkflowCheckpoint.from_dict(decoded), where)
+
+    # -- a journaled turn's hold (turn.py) -------------------------------------------------
+
+    def _fenced(self, flow: Flow[Any]) -> Flow[Any]:
+        """``flow`` with each save to a run a journaled turn holds made under the turn's lease."""
+        return translate(flow, self._fence)
+
+    def _fence(self, request: Any) -> Any:
+        if type(request) is Save:
+            turn = self.holds.get(request.checkpoint.run_id)
+            if turn is not None and turn.lease is not None:
+                return Invoke(self.store.save, (request.checkpoint,), {"lease": turn.lease})
+        return request
+
+    def _opened(self, run_id: str, workflow_name: str) -> Flow[None]:
+        """The workflow's run, its step 0 made if it has none yet (a turn holds it before the
+        workflow's first save)."""
+        head, _ = yield from self._head(run_id)
+        if head is not None:
+            return
+        cp = Checkpoint(
+            run_id=run_id,
+            step=0,
+            labels=layout.workflow_labels(workflow_name),
+            state={"op": "open", "name": workflow_name},
+        )
+        try:
+            yield Save(cp)
+        except Conflict:  # another process opened it first
+            return
+        self._cache.put(cp, Lists(), replace=True)
 
     # -- flows ----------------------------------------------------------------------------
 
@@ -169,6 +204,10 @@ class SafepointCheckpointStorage:
                 head = head.next()
                 packed, appended, lists = layout.pack(tree, lists, head.step)
                 entry = {"op": "save", "id": checkpoint_id, "step": head.step, "ts": tree["timestamp"]}
+                turn = self.holds.get(run_id)
+                if turn is not None:  # a journaled turn's save carries its keys' root and counters
+                    entry["root"] = turn.rooted(checkpoint_id)
+                    head.counters.update(turn.counters())
                 head.messages.extend([*appended, entry])
                 head.labels, head.state = labels, {"op": "save", "checkpoint": packed}
             if not (yield from save_cached(self._cache, head, lists, replace=True)):

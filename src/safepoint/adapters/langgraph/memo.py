@@ -41,7 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from safepoint import Checkpoint, RunInfo
+from safepoint import Checkpoint
 
 KEEP_STEPS = 4  # steps remembered per thread: the head, the latest checkpoint's, those late writes target
 
@@ -145,12 +145,3 @@ class Memo:
         kept.append(step)
         kept.sort(key=lambda s: s.cp.step)
         return Memo(tuple(kept[-KEEP_STEPS:]))
-
-
-def is_head(info: RunInfo | None, cp: Checkpoint) -> bool:
-    """Whether the run's head (``store.run``) is the very step ``cp`` was saved or loaded as.
-
-    The step number alone would be fooled by a thread deleted and written
-    again up to the same step; its commit time as well is not.
-    """
-    return info is not None and info.head_step == cp.step and info.updated_at == cp.created_at

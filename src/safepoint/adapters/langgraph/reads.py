@@ -14,6 +14,7 @@ from typing import Any
 from langgraph.checkpoint.base import CheckpointTuple
 
 from safepoint import Checkpoint
+from safepoint.adapters.cache import is_head
 from safepoint.flow import FindRuns, Flow, head_or_none, load_or_none
 
 from .layout import (
@@ -27,7 +28,7 @@ from .layout import (
     decode_tuple,
     log_length,
 )
-from .memo import Memo, Step, is_head
+from .memo import Memo, Step
 from .steps import Context, read_index
 
 __all__ = ["get_tuple", "list_tuples"]

@@ -43,6 +43,7 @@ from typing import Any
 from langgraph.constants import END
 
 from safepoint import AsyncStore, Checkpoint, Conflict, InvalidArgument, NotFound
+from safepoint.adapters.cache import is_head
 from safepoint.flow import Flow, Save, head_or_none, load_or_none
 from safepoint.harness import exclusive
 from safepoint.harness.exclusive import Terms
@@ -53,7 +54,7 @@ from safepoint.records import Lease
 from safepoint.twins import awaiting, blocking
 
 from .layout import THREAD_ROLE, ThreadKey, empty_snapshot
-from .memo import Log, Memo, is_head
+from .memo import Log, Memo
 from .steps import KEEP_FINISHED_LABEL, Built, Context, append_step
 
 __all__ = ["LINEAGE", "FinishedStep", "Turn", "branched", "lineage_of"]

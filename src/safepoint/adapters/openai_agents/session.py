@@ -34,9 +34,9 @@ from urllib.parse import quote
 from agents.memory.session_settings import SessionSettings, coerce_session_settings, resolve_session_limit
 
 from safepoint import AsyncStore, Checkpoint, Conflict, Store, StoreClosed
-from safepoint.adapters.cache import MAX_ATTEMPTS, CheckpointCache, gave_up, save_cached, thaw
+from safepoint.adapters.cache import MAX_ATTEMPTS, CheckpointCache, gave_up, is_head, save_cached, thaw
 from safepoint.adapters.runner import Runner, open_given
-from safepoint.flow import Flow, Save, delete_if_present, load_or_none
+from safepoint.flow import Flow, Save, delete_if_present, head_or_none, load_or_none
 from safepoint.records import Lease
 from safepoint.twins import Invoke, translate
 
@@ -168,9 +168,8 @@ class SafepointSession:
     def head_or_create(self) -> Flow[Checkpoint]:
         """The session's head, saving an empty first step when it has none (a run to hold)."""
         while True:
-            head: Checkpoint | None = yield from load_or_none(self.run_id)
+            head = yield from self._stored_head()
             if head is not None:
-                self._cache.put(head)
                 return head
             cp = self._next_step(None)
             try:
@@ -182,8 +181,21 @@ class SafepointSession:
 
     def fresh_head(self) -> Flow[Checkpoint]:
         """The head as stored now (held: nobody else moves it until the turn lets go)."""
-        self._cache.drop(self.run_id)
         return (yield from self.head_or_create())
+
+    def _stored_head(self) -> Flow[Checkpoint | None]:
+        """The head as stored now: the cached step when the run's row says it is still the head
+        (a small read), else loaded — the whole conversation — and cached."""
+        cached = self._cache.get(self.run_id)
+        if cached is not None:
+            info = yield from head_or_none(self.run_id)
+            if is_head(info, cached[0]):
+                return cached[0]
+            self._cache.drop(self.run_id, only=cached[0])
+        head: Checkpoint | None = yield from load_or_none(self.run_id)
+        if head is not None:
+            self._cache.put(head)
+        return head
 
     def rewind(self, items: int, lease: Lease, number: int, counters: dict[str, Any]) -> Flow[int]:
         """Take the session back to its first ``items`` items in one save under ``lease``, stamped
@@ -201,11 +213,8 @@ class SafepointSession:
         return taken
 
     def _read(self) -> Flow[list[Any]]:
-        head: Checkpoint | None = yield from load_or_none(self.run_id)
-        if head is None:
-            return []
-        self._cache.put(head)
-        return [thaw(item) for item in head.messages]
+        head = yield from self._stored_head()
+        return [] if head is None else [thaw(item) for item in head.messages]
 
     def _append(self, items: list[Any]) -> Flow[None]:
         for _ in range(MAX_ATTEMPTS):
