@@ -20,6 +20,7 @@ import pytest
 from pydantic_ai import Agent, FunctionToolset, RunContext
 from pydantic_ai.capabilities import AbstractCapability, durable_operation
 from pydantic_ai.conversation import Conversation
+from pydantic_ai.exceptions import RetryModelRequest
 from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.toolsets import DynamicToolset
@@ -490,3 +491,42 @@ def test_an_agent_a_tool_runs_is_part_of_that_call(conversations: Any, shop_ledg
     assert shop_ledger.counts(("model",)) == {"outer:1": 1, "inner": 1, "outer:3": 1}
     with pytest.raises(safepoint.NotFound):  # the inner run recorded nothing of its own
         conversations.store.load(conversations.run_id("clerk"))
+
+
+def test_an_attempt_made_again_takes_the_failed_attempts_key(conversations: Any, shop_ledger: Ledger) -> None:
+    """A request that failed and that a capability attempts again (``RetryModelRequest``) is
+    recorded under the failed attempt's key, counted as no re-send: the turn run again replays
+    every call — nothing sent again, no divergence."""
+    failures = {"left": 1}
+
+    async def flaky(messages: list[Any], info: Any) -> ModelResponse:
+        if failures["left"]:
+            failures["left"] -= 1
+            raise ConnectionError("dropped")
+        return await shop.script(messages, info)
+
+    @dataclass
+    class TryAgain(AbstractCapability[Any]):
+        async def on_model_request_error(self, ctx: Any, *, request_context: Any, error: Exception) -> Any:
+            raise RetryModelRequest()
+
+    async def go() -> list[Any]:
+        journal = SafepointJournal(conversations)
+        turns = []
+        for _ in range(2):  # cut, then run again
+            agent = Agent(
+                FunctionModel(flaky),
+                name="shop",
+                toolsets=[shop.toolset()],
+                capabilities=[TryAgain(), journal],
+            )
+            result = await agent.run("order 0", conversation=Conversation(conversation_id="c"))
+            assert result.output == shop.answer(0)
+            turns.append(journal.last_turn)
+        return turns
+
+    first, again = asyncio.run(go())
+    assert (first.models.called, first.models.resent) == (3, 0)
+    models = again.models
+    assert (models.called, models.replayed, models.resent, models.divergences) == (0, 3, 0, 0)
+    assert shop_ledger.check_calls() == (3, 3)

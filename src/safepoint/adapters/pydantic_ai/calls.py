@@ -81,10 +81,10 @@ class JournalBackend(JournalCallableOperationBackend[Any]):
         if isinstance(operation_id, ModelRequestId):
             messages, settings, parameters = framework.model_request(cache_key)
             request = _model_request(turn, operation_id.model_name, messages, settings, parameters)
-            return await _model(turn, turn.next_key("model"), request, body)
+            return await _model(turn, "model", request, body)
         if isinstance(operation_id, ModelCompactMessagesId):
             request = {"compact": framework.jsonable(cache_key[1:-1]), "history": turn.history_digest}
-            return await _model(turn, turn.next_key("compact"), request, body)
+            return await _model(turn, "compact", request, body)
         if isinstance(operation_id, ToolsetCallToolId):
             call = framework.tool_call(cache_key)
             key = turn.tool_key(operation_id.toolset_id, call.name, call.call_id)
@@ -126,9 +126,11 @@ def _policy(turn: Turn, tool: str, config: Any) -> ToolPolicy:
     return IDEMPOTENT
 
 
-async def _model(turn: Turn, key: str, request: Any, body: Callable[[], Awaitable[object]]) -> object:
+async def _model(turn: Turn, kind: str, request: Any, body: Callable[[], Awaitable[object]]) -> object:
     tally = turn.models
-    replayed = tally.replayed
+    replayed, place = tally.replayed, turn.order.get(kind, 0)
+    key = turn.next_key(kind)
+    seen: dict[str, bool] = {}
     flow = model_call(
         turn.place(),
         key,
@@ -140,28 +142,42 @@ async def _model(turn: Turn, key: str, request: Any, body: Callable[[], Awaitabl
         tally=tally,
         resolve_secrets=turn.resolve_secrets,
     )
-    result = await serve(turn.store, translate(flow, partial(_noting_resends, turn)))
+    try:
+        result = await serve(turn.store, translate(flow, partial(_noting_resends, turn, seen)))
+    except BaseException:
+        # A failed request leaves its place to the framework's next attempt at it (a capability's
+        # RetryModelRequest): that attempt takes the same key, so a resumed turn's keys line up.
+        turn.order[kind] = place
+        raise
+    if seen.get("own"):  # that next attempt found this turn's own intent: no crash, not re-sent
+        tally.resent -= 1
+        usage = turn.usage_of(result)
+        if usage is not None:
+            tally.lost_tokens_in -= usage.tokens_in
+            tally.lost_tokens_out -= usage.tokens_out
+            tally.lost_spend -= usage.spend
     record_durable_unit(executed=tally.replayed == replayed)
     return result
 
 
-def _noting_resends(turn: Turn, request: Any) -> Any:
+def _noting_resends(turn: Turn, seen: dict[str, bool], request: Any) -> Any:
     """The flow's requests as they are, but a model request found in flight (an intent another
     writer left: a crash) is noted before it is sent again — ``<key>|resent|<writer>``, an intent
     of its own — so the paid repeat is counted even if this process dies too before the answer
     is recorded (a note written after it would be lost with the process)."""
     if not isinstance(request, RecordedCall):
         return request
-    return _looked_up(turn, request)
+    return _looked_up(turn, seen, request)
 
 
-def _looked_up(turn: Turn, request: RecordedCall) -> Flow[Recorded | None]:
+def _looked_up(turn: Turn, seen: dict[str, bool], request: RecordedCall) -> Flow[Recorded | None]:
     found: Recorded | None = yield request
     lease = turn.lease
     if found is None or found.done or found.same_request is False:
         return found
     if lease is not None and (found.writer, found.epoch) == (lease.worker_id, lease.epoch):
-        return found  # this turn's own intent (a request it retries): no crash
+        seen["own"] = True  # this turn's own failed attempt, tried again: no crash
+        return found
     writer = key_part("none" if lease is None else lease.worker_id)
     yield CallIntent(turn.run_id, f"{found.key}{RESENT}|{writer}", None, lease)
     return found

@@ -70,10 +70,12 @@ __all__ = [
     "usage_in",
 ]
 
-# Fields that differ between two makings of the same request: clock, run identity, and what a
-# provider assigns (ids, details, finish reasons). A part's own content never is one of them.
+# Fields that differ between two makings of the same request: clock, run identity, what a
+# provider assigns (ids, details, finish reasons), and the attempts that failed before a response
+# (a resumed run that replays the response saw none). A part's own content never is one of them.
 _VOLATILE = frozenset(
     {
+        "failed_attempts",
         "timestamp",
         "run_id",
         "conversation_id",
