@@ -29,7 +29,12 @@ from pydantic_ai.usage import RequestUsage
 import safepoint
 from helpers import pai_journal_agent as shop
 from safepoint import Reconcile, RunHeld
-from safepoint.adapters.pydantic_ai import SafepointConversationStore, SafepointJournal, non_idempotent
+from safepoint.adapters.pydantic_ai import (
+    SafepointConversationStore,
+    SafepointJournal,
+    current_call_key,
+    non_idempotent,
+)
 from safepoint.journal import ActionWaiting
 from safepoint.testing.crash import Ledger
 
@@ -530,3 +535,33 @@ def test_an_attempt_made_again_takes_the_failed_attempts_key(conversations: Any,
     models = again.models
     assert (models.called, models.replayed, models.resent, models.divergences) == (0, 3, 0, 0)
     assert shop_ledger.check_calls() == (3, 3)
+
+
+def test_a_tool_sees_its_journal_key_the_same_in_every_process(
+    conversations: Any, shop_ledger: Ledger
+) -> None:
+    """``current_call_key()`` inside a tool is its journal key — the key a crashed process's
+    intent carries and its reconcile hook is given — so a service can use it as an idempotency
+    key; outside a tool it is None."""
+    keys: list[str | None] = []
+    tools = FunctionToolset[Any](id="shop")
+
+    @tools.tool_plain
+    async def lookup(item: str) -> str:
+        return f"{item} in stock"
+
+    @tools.tool_plain(metadata=non_idempotent(reconcile=Reconcile.rerun()))
+    async def charge(amount: int) -> str:
+        keys.append(current_call_key())
+        return f"charged {amount}"
+
+    store, run_id = conversations.store, conversations.run_id("c")
+    store.save(_first_step(run_id))
+    cut = "pai|s0|m0|tool:shop:charge|t0-charge-2"  # a crashed process's charge, in flight
+    store.call_intent(run_id, cut, request={"tool": "charge", "args": {"amount": 2}})
+    journal = SafepointJournal(conversations)
+    agent = shop.build(journal, toolsets=[tools])
+    result = asyncio.run(agent.run("order 0", conversation=Conversation(conversation_id="c")))
+    assert result.output == shop.answer(0)
+    assert sorted(keys) == ["pai|s0|m0|tool:shop:charge|t0-charge-1", cut]  # type: ignore[type-var]
+    assert current_call_key() is None
