@@ -71,11 +71,12 @@ __all__ = [
 ]
 
 # Fields that differ between two makings of the same request: clock, run identity, what a
-# provider assigns (ids, details, finish reasons), and the attempts that failed before a response
+# provider assigns (ids, details, finish reasons, timing), and the attempts that failed before a response
 # (a resumed run that replays the response saw none). A part's own content never is one of them.
 _VOLATILE = frozenset(
     {
         "failed_attempts",
+        "duration",  # how long the provider took (a response field from pydantic-ai-slim 2.7x)
         "timestamp",
         "run_id",
         "conversation_id",
