@@ -5,7 +5,8 @@ real SQLite store; a cut turn is the same turn run again without a save.
 Covered: ``run``, ``run_sync``, ``run_stream`` and ``iter``; function and
 dynamic toolsets, a capability's ``@durable_operation``, an agent a tool
 runs; reconcile rerun/skip/wait and an async hook; a second holder; fresh
-and reused journals; counters and spend; hostile ids; typed errors.
+and reused journals; counters and spend; hostile ids; typed errors; a
+``Store`` and an ``AsyncStore``, SQLite and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -565,3 +566,38 @@ def test_a_tool_sees_its_journal_key_the_same_in_every_process(
     assert result.output == shop.answer(0)
     assert sorted(keys) == ["pai|s0|m0|tool:shop:charge|t0-charge-1", cut]  # type: ignore[type-var]
     assert current_call_key() is None
+
+
+@pytest.mark.parametrize("kind", ["sqlite-async", "postgres", "postgres-async"])
+def test_a_cut_turn_replays_on_every_store(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest, shop_ledger: Ledger
+) -> None:
+    """The cut turn run again replays every call through an ``AsyncStore`` as through a
+    ``Store``, on PostgreSQL as on SQLite; the save counts each call once."""
+    url, options = f"sqlite:///{tmp_path / 'async.db'}", {}
+    if kind.startswith("postgres"):
+        url = request.getfixturevalue("postgres_dsn")
+        options = {"schema": request.getfixturevalue("pg_schema"), "max_size": 2}
+
+    async def go() -> dict[str, Any]:
+        if kind.endswith("async"):
+            store: Any = await safepoint.open_async_store(url, **options)
+        else:
+            store = safepoint.open_store(url, **options)
+        conversations = SafepointConversationStore(store)
+        await turn(conversations, SafepointJournal(conversations), "c", save=False)  # cut
+        again = SafepointJournal(conversations)
+        result = await turn(conversations, again, "c")
+        assert result.output == shop.answer(0)
+        assert again.last_turn is not None
+        assert (again.last_turn.models.called, again.last_turn.tools.called) == (0, 0)
+        head = store.load(conversations.run_id("c"))
+        head = await head if asyncio.iscoroutine(head) else head
+        closing = store.close()
+        if asyncio.iscoroutine(closing):
+            await closing
+        return dict(head.counters)
+
+    counters = asyncio.run(go())
+    assert (counters["model_calls"], counters["tool_calls"], counters["resent_calls"]) == (3, 3, 0)
+    assert shop_ledger.check_calls() == (3, 3)
