@@ -5,8 +5,9 @@ The offline shop (``helpers/pai_journal_agent.py``: Pydantic AI's real
 to a ``Ledger`` outside the database and an idempotent ``lookup``, two calls
 in parallel per turn) runs a 20-turn conversation in child processes
 (``helpers/pai_journal_child.py``) — each turn the app's load, run, save —
-that are SIGKILLed right after a charge's effect and at random instants, each
-resumed by a fresh process doing what the app always does. With the journal:
+that are SIGKILLed right after a charge's effect, right after a model request
+was paid (before its answer is recorded) and at random instants, each resumed
+by a fresh process doing what the app always does. With the journal:
 0 effects repeated, no model request paid twice beyond those the journal
 counted as re-sent (in flight at a kill), the same answers and the same
 conversation — each message once — as an uninterrupted run, and counters
@@ -229,10 +230,10 @@ def report(record_property: Any, name: str, seen: dict[str, int]) -> None:
 def test_killed_with_the_journal_nothing_recorded_is_repeated(
     forks: Any, tmp_path: Path, reference: dict[str, Any], record_property: Any
 ) -> None:
-    """A 20-turn conversation killed 18 times (right after five payments and three paid requests,
-    then ten times at random instants), resumed in fresh processes: no payment twice, no recorded
-    response paid again (the three cut requests re-sent, counted apart), the same answers and
-    history, counters from the recorded responses each counted once."""
+    """A 20-turn conversation killed 18 times (right after five payments, right after three paid
+    requests, ten times at random instants; shuffled), resumed in fresh processes: no payment
+    twice, no recorded response paid again (only requests the kills cut, re-sent and counted
+    apart), the same answers and history, counters from the recorded responses each counted once."""
     seen = kills_with_the_journal(forks, tmp_path, reference, Random(SEED), 18)
     report(record_property, "journal on", seen)
     assert seen["kills"] >= 18
