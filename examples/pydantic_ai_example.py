@@ -1,5 +1,10 @@
 """A Pydantic AI agent whose conversations live in safepoint: saved turn by turn, resumed, forked.
 
+Its calls go through the journal (``SafepointJournal``, one line on the
+agent): a turn cut by a crash is finished by running the same three lines
+again — load, run, save — with every recorded call replayed, and the save
+then holds each message once (docs/journal-pydantic-ai.md).
+
 Runs offline (a FunctionModel stands in for a real model):
 
     python examples/pydantic_ai_example.py [STORE_URL]
@@ -22,7 +27,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserProm
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 import safepoint
-from safepoint.adapters.pydantic_ai import SafepointConversationStore
+from safepoint.adapters.pydantic_ai import SafepointConversationStore, SafepointJournal
 
 
 def remembering_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -35,11 +40,31 @@ def remembering_model(messages: list[ModelMessage], info: AgentInfo) -> ModelRes
     return ModelResponse(parts=[TextPart(reply)])
 
 
-async def chat(conversations: SafepointConversationStore, conversation_id: str, prompt: str) -> str:
-    """One turn: load the conversation (or start it), run the agent on it, save what it added."""
-    agent = Agent(FunctionModel(remembering_model), instructions="Answer briefly.")
+ASKED = {"model": 0}  # how many requests reached the stand-in model (a real one bills each)
+
+
+def counted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    ASKED["model"] += 1
+    return remembering_model(messages, info)
+
+
+async def chat(
+    conversations: SafepointConversationStore, conversation_id: str, prompt: str, *, crash: bool = False
+) -> str:
+    """One turn: load the conversation (or start it), run the agent on it, save what it added.
+    After a crash, call it again with the same prompt: the cut turn finishes, nothing twice.
+    (``crash``: stop before the save, as a process killed there would.)"""
+    journal = SafepointJournal(conversations)  # the one line: every call recorded, replayed on resume
+    agent = Agent(
+        FunctionModel(counted),
+        name="support",
+        instructions="Answer briefly.",
+        capabilities=[journal],
+    )
     conversation = await conversations.load(conversation_id) or Conversation(conversation_id=conversation_id)
     result = await agent.run(prompt, conversation=conversation)
+    if crash:
+        return "(the process died before saving)"
     await conversations.save(result, scope="user-42")
     return str(result.output)
 
@@ -55,10 +80,19 @@ async def main(url: str) -> None:
     store = safepoint.open_store(url)
     conversations = SafepointConversationStore(store)
     print("turn 2:", await chat(conversations, "support-7", "What is my name?"))
+    print(
+        "counters:", {k: v for k, v in store.load("pydantic-ai/support-7").counters.items() if "tokens" in k}
+    )
 
     # 3. A fork shares the first turn by reference: its run stores only what it adds.
     await conversations.fork("support-7", at=2, new_conversation_id="support-7-retry")
     print("fork:", await chat(conversations, "support-7-retry", "Who am I?"))
+    # 4. A crash after the model answered, before the save: the same call finishes the turn, its
+    #    response replayed from the journal (not asked again), each message stored once.
+    print("turn 3:", await chat(conversations, "support-7", "Thanks!", crash=True))
+    asked = ASKED["model"]
+    print("turn 3 again:", await chat(conversations, "support-7", "Thanks!"))
+    print("model requests made for it:", ASKED["model"] - asked)
     listed = await conversations.list_conversations(scope="user-42")
     print("conversations:", sorted(record.conversation_id for record in listed))
     print("messages stored per step:", [h.message_count for h in store.history("pydantic-ai/support-7")])

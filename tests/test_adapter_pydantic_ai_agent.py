@@ -182,9 +182,14 @@ def test_the_example_runs(tmp_path: Path) -> None:
     assert lines == [
         "turn 1: Noted (1 prompts).",
         "turn 2: You are Ada.",
+        "counters: {'lost_tokens_in_estimate': 0, 'lost_tokens_out_estimate': 0, "
+        "'tokens_in': 114, 'tokens_out': 12}",
         "fork: You are Ada.",
+        "turn 3: (the process died before saving)",
+        "turn 3 again: Noted (3 prompts).",
+        "model requests made for it: 0",  # the cut turn's response replayed from the journal
         "conversations: ['support-7', 'support-7-retry']",
-        "messages stored per step: [2, 4]",
+        "messages stored per step: [0, 2, 4, 6]",  # step 0: the run the journal holds before the first save
         "messages the fork stored: 2 - it reads the rest from "
-        "ParentRef(run_id='pydantic-ai/support-7', step=0)",
+        "ParentRef(run_id='pydantic-ai/support-7', step=1)",
     ]

@@ -22,7 +22,16 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise missing_framework(__name__, "Pydantic AI", "pydantic-ai") from exc
 
+from .journal import LastTurn, SafepointJournal, current_call_key, non_idempotent
 from .layout import conversation_run_id, index_run_id
 from .store import SafepointConversationStore
 
-__all__ = ["SafepointConversationStore", "conversation_run_id", "index_run_id"]
+__all__ = [
+    "LastTurn",
+    "SafepointConversationStore",
+    "SafepointJournal",
+    "conversation_run_id",
+    "current_call_key",
+    "index_run_id",
+    "non_idempotent",
+]

@@ -17,10 +17,11 @@ failed names a step that does not hold the entry, is checked and skipped.
 
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from pydantic_ai.conversation_store import ConversationEntry
 
@@ -170,3 +171,41 @@ class EntryReader:
                     break
             else:
                 raise gave_up(index_id, cp.step)
+
+
+K = TypeVar("K")
+
+
+class Loaded(Generic[K]):
+    """A bounded map to the step a conversation stood at when it was read (oldest forgotten)."""
+
+    def __init__(self, size: int = _WHERE_SIZE) -> None:
+        self._steps: OrderedDict[K, int] = OrderedDict()
+        self._size = size
+
+    def put(self, key: K, step: int) -> None:
+        self._steps[key] = step
+        self._steps.move_to_end(key)
+        while len(self._steps) > self._size:
+            self._steps.popitem(last=False)
+
+    def get(self, key: K) -> int | None:
+        return self._steps.get(key)
+
+
+class LoadedMessages:
+    """The step each loaded history stood at, by its last message object (messages compare by
+    value, so by identity, checked through a weak reference: a reused id is not mistaken)."""
+
+    def __init__(self) -> None:
+        self._by_id: Loaded[int] = Loaded()
+        self._refs: dict[int, weakref.ref[Any]] = {}
+
+    def remember(self, message: Any, step: int) -> None:
+        key = id(message)
+        self._by_id.put(key, step)
+        self._refs[key] = weakref.ref(message, lambda _: self._refs.pop(key, None))
+
+    def step_of(self, message: Any) -> int | None:
+        ref = self._refs.get(id(message))
+        return self._by_id.get(id(message)) if ref is not None and ref() is message else None

@@ -10,10 +10,17 @@ against the record in the run's head and saves the *next step*; a writer that
 moved the run in between makes that save a ``Conflict``, and the write is
 checked again on the new head — raising ``ConversationConflict`` when the
 revision moved, just where the in-memory store raises it.
+
+Counters: each save stamps the run's counters (``safepoint.journal.counters``)
+from the call journal: the head's, plus one count per call a journaled turn
+recorded since the last save (``SafepointJournal``; nothing for an app
+without it). A save finding the run held by a journaled turn in another
+process waits for the turn to let go (up to ``HELD_WAIT``).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,14 +35,16 @@ from safepoint import (
     AsyncStore,
     Checkpoint,
     ParentRef,
+    RunHeld,
     Store,
     StoreClosed,
 )
 from safepoint.adapters.cache import MAX_ATTEMPTS, CheckpointCache, gave_up, save_cached
 from safepoint.adapters.runner import Runner, open_given
-from safepoint.flow import FindRuns, Flow, delete_if_present, head_or_none
+from safepoint.flow import FindRuns, Flow, Invoke, delete_if_present, head_or_none
+from safepoint.twins import Sleep
 
-from .entries import EntryReader, Location, View
+from .entries import EntryReader, Loaded, LoadedMessages, Location, View
 from .layout import (
     ADAPTER,
     ADAPTER_LABEL,
@@ -51,6 +60,10 @@ from .layout import (
     readable,
     ref_label,
 )
+from .turn import counters_at
+
+HELD_WAIT = 60.0  # seconds a save waits for a journaled turn another process holds the run for
+HELD_POLL = 0.05
 
 
 def _record_of(cp: Checkpoint | None) -> ConversationRecord | None:
@@ -80,6 +93,8 @@ class SafepointConversationStore(ConversationStore):
         self._run_id_for = run_id_for or conversation_run_id
         self._heads = CheckpointCache()
         self._reader = EntryReader(self._heads)
+        self._head_steps: Loaded[str] = Loaded()
+        self._loaded: LoadedMessages = LoadedMessages()
         self._closed = False
 
     def run_id(self, conversation_id: str) -> str:
@@ -131,7 +146,15 @@ class SafepointConversationStore(ConversationStore):
 
     async def read_history(self, head_id: str | None, *, limit: int | None = None) -> list[ConversationEntry]:
         entries: list[ConversationEntry] = await self._drive(self._reader.history(head_id, limit))
+        step = self._head_steps.get(head_id) if head_id is not None else None
+        if entries and step is not None:
+            self._loaded.remember(entries[-1].message, step)
         return entries
+
+    def loaded_at(self, message: Any) -> int | None:
+        """The step of the conversation run that was its head when this store loaded a history
+        ending in ``message`` (None for a message it did not load): where a turn on it begins."""
+        return self._loaded.step_of(message)
 
     # --- flows
 
@@ -142,6 +165,8 @@ class SafepointConversationStore(ConversationStore):
         record = _record_of(found[0])
         if record is not None:  # where its history starts, for the read_history that follows
             self._reader.remember([record.head_id, *record.branches], (found[0].run_id, found[0].step))
+            if record.head_id is not None:
+                self._head_steps.put(record.head_id, found[0].step)
         return record
 
     def _records_flow(self, scope: str | None) -> Flow[list[ConversationRecord]]:
@@ -168,6 +193,7 @@ class SafepointConversationStore(ConversationStore):
         conversation_id = record.conversation_id
         encoded, state_record = encode_entries(new_entries), encode_record(record)
         new_ids = {entry.id for entry in new_entries}
+        held_until = time.monotonic() + HELD_WAIT
         for _ in range(MAX_ATTEMPTS):
             found = yield from self._reader.current(run_id)
             head = None if found is None else found[0]
@@ -199,7 +225,18 @@ class SafepointConversationStore(ConversationStore):
             owned = dict(view.owned)
             first = len(cp.messages) - len(encoded)
             owned.update((entry.id, first + offset) for offset, entry in enumerate(new_entries))
-            if not (yield from save_cached(self._heads, cp, View(owned, refs), replace=True)):
+            if head is not None:  # the calls a journaled turn recorded since the last save
+                calls = yield Invoke(self.store.recorded_calls, (run_id,), {"step": cp.step})
+                cp.counters.update(counters_at(head, calls))
+            try:
+                saved = yield from save_cached(self._heads, cp, View(owned, refs), replace=True)
+            except RunHeld:
+                # A journaled turn holds the conversation (another process runs it): its end lets go.
+                if time.monotonic() > held_until:
+                    raise
+                yield Sleep(HELD_POLL)  # type: ignore[misc]  # the loops of safepoint.twins serve it
+                continue
+            if not saved:
                 continue  # another writer moved the run: check the revision again on its head
             self._reader.remember([record.head_id, *record.branches, *new_ids], (run_id, cp.step))
             return
