@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -10,6 +11,13 @@ import pytest
 import safepoint
 from conftest_postgres import fresh_schema, require_postgres
 from safepoint import Store
+
+# The journal crash tests fork their children from a forkserver that preloads ``helpers.*``. The
+# forkserver does not take the parent's sys.path, so it finds ``helpers`` only on PYTHONPATH:
+# without this its preload fails silently and every child imports its framework again.
+_TESTS = str(Path(__file__).resolve().parent)
+if _TESTS not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_TESTS, os.environ.get("PYTHONPATH")]))
 
 
 def sqlite_url(path: Path) -> str:
