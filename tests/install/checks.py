@@ -33,6 +33,7 @@ failed.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import shutil
 import subprocess
 import sys
@@ -280,7 +281,7 @@ class NewestFrameworks(Check):
     name = "newest-frameworks"
 
     def install(self, venv: Venv, wheel: Path) -> None:
-        unpinned = framework_packages()
+        unpinned = framework_only_packages()
         lines = LOCK.read_text(encoding="utf-8").splitlines()
         kept = [line for line in lines if _pinned_name(line) not in unpinned]
         constraints = venv.path.parent / f"{self.name}-constraints.txt"
@@ -296,6 +297,35 @@ class NewestFrameworks(Check):
         got = {name: venv.version(name) for name in sorted(framework_packages())}
         venv.pytest(NEWEST_FRAMEWORK_TESTS)
         return ", ".join(f"{n} {v} (lock {lock[n]})" for n, v in got.items())
+
+
+def framework_only_packages() -> set[str]:
+    """The framework extras' packages and what they alone bring (their own libraries: a newer
+    release needs newer ones — pydantic-ai-slim its pydantic-graph), read from the installed
+    metadata of the environment running this script (the .venv, installed from the lock): all a
+    newer framework release may move, nothing the core or the other extras also need."""
+    installed = {canonicalize_name(d.metadata["Name"]): d for d in importlib.metadata.distributions()}
+
+    def closure(roots: set[str]) -> set[str]:
+        seen: set[str] = set()
+        todo = list(roots)
+        while todo:
+            name = todo.pop()
+            if name in seen or name not in installed:
+                continue
+            seen.add(name)
+            for line in installed[name].requires or []:
+                req = Requirement(line)
+                if req.marker is None or req.marker.evaluate({"extra": ""}):
+                    todo.append(canonicalize_name(req.name))
+        return seen
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extras = project["optional-dependencies"]
+    others = list(project["dependencies"])
+    others += [line for extra, reqs in extras.items() if extra not in FRAMEWORK_EXTRAS for line in reqs]
+    shared = closure({canonicalize_name(Requirement(line).name) for line in others} - {"safepoint"})
+    return framework_packages() | (closure(framework_packages()) - shared)
 
 
 def _pinned_name(line: str) -> str | None:
