@@ -8,7 +8,7 @@ running, or its garbage collection (``holders.py``). Under a worker's lease
 (``lease=job.lease``) none of this runs: the worker's lease is the one.
 
 When another owner holds the run, ``judge`` decides, from its owner id
-(``owner.py``):
+(``safepoint.owner``):
 
 - a holder on this host whose process is gone (SIGKILLed, crashed): taken
   over at once, no waiting for its lease to expire;
@@ -48,12 +48,11 @@ from enum import Enum
 from functools import partial
 from typing import Any, Protocol
 
+from safepoint import owner as owners
 from safepoint.errors import InvalidArgument, RunHeld
 from safepoint.flow import Flow, Invoke
+from safepoint.owner import Owner
 from safepoint.records import Lease
-
-from . import owner as owners
-from .owner import Owner
 
 DEFAULT_HOLD = 30.0  # seconds: a Run's lease period, as a worker's default lease
 FIRST_POLL = 0.01  # seconds before the first look again at a held run; doubling up to:

@@ -36,13 +36,13 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from safepoint import owner as owners
 from safepoint.errors import LeaseLost, SafepointError, StoreUnavailable
 from safepoint.records import Lease
 from safepoint.store import AsyncStore, Store
 from safepoint.twins import Awaiting, Blocking, Flow, Invoke, Sleep, awaiting, blocking, entry
 
 from . import exclusive
-from . import owner as owners
 from .exclusive import Terms
 
 _releasing: set[asyncio.Task[None]] = set()  # AsyncRun releases a finalizer started: kept till done

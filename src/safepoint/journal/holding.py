@@ -27,8 +27,8 @@ from functools import partial
 from typing import Any, TypeVar
 
 from safepoint import AsyncStore, InvalidArgument, RunHeld, Store
+from safepoint import owner as owners
 from safepoint.flow import bound
-from safepoint.harness import owner as owners
 from safepoint.records import Lease
 from safepoint.twins import Flow, Invoke, Offload, Sleep, awaiting, blocking, translate
 
