@@ -713,7 +713,8 @@ def test_the_docs_quote_the_examples_verbatim() -> None:
     quoted = [b for b in blocks if b.startswith("# from examples/")]
     frameworks = ("langgraph", "openai_agents", "pydantic_ai", "google_adk", "agent_framework")
     # Every framework's section quotes its example (each run by the suite), and nothing else.
-    assert {b.split("\n", 1)[0] for b in quoted} == {f"# from examples/{name}_example.py" for name in frameworks}
+    shown = {b.split("\n", 1)[0] for b in quoted}
+    assert shown == {f"# from examples/{name}_example.py" for name in frameworks}
     for block in quoted:
         source, body = block.split("\n", 1)
         assert body in (TESTS.parent / source.removeprefix("# from ")).read_text(), source
