@@ -193,9 +193,10 @@ def test_a_turn_cut_mid_way_resumes_with_every_recorded_call_replayed(
     mode: str, fresh: bool, tmp_path: Path, store: Any, ledger: Ledger
 ) -> None:
     """Cut right after the specialist's charge: the same message again (fresh objects, or the same
-    runner and journal) replays the 3 recorded responses and 4 tool results — ADK requests none of
-    them again — settles the charge in flight with its hook (it happened: skipped), and the
-    session ends with the uninterrupted run's events, each once, and its counters."""
+    runner and journal) replays the 3 recorded responses and the tool results recorded before the
+    cut — ADK requests none of them again — settles the charge in flight with its hook (it
+    happened: skipped), and the session ends with the uninterrupted run's events, each once, and
+    its counters."""
     if mode == "run":
         app.LEDGER["ledger"] = PerThread(ledger)  # type: ignore[assignment]
     journal = CallJournal()
@@ -215,7 +216,11 @@ def test_a_turn_cut_mid_way_resumes_with_every_recorded_call_replayed(
     assert turn is not None
     assert (turn.number, turn.resumed, turn.rolled_back) == (1, True, cut)
     assert (turn.models.replayed, turn.models.called, turn.models.resent) == (3, 1, 0)
-    assert (turn.tools.replayed, turn.tools.reconciled, turn.tools.skipped, turn.tools.called) == (4, 1, 1, 0)
+    assert (turn.tools.reconciled, turn.tools.skipped) == (1, 1)
+    # The specialist's lookup runs beside the charge: the cut may come before it recorded its
+    # result (then, idempotent, it is simply run again) or after (replayed); never anything else.
+    assert turn.tools.replayed + turn.tools.called == 4
+    assert turn.tools.called <= 1
     assert ledger.check_calls() == (4, 4)  # each effect once, each model request paid once
     assert asyncio.run(chat.events()) == asyncio.run(reference_events(tmp_path, ["ask:1"]))
     assert counted(chat.counters()) == TURN_1
