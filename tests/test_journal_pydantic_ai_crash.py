@@ -237,7 +237,9 @@ def test_killed_with_the_journal_nothing_recorded_is_repeated(
     seen = kills_with_the_journal(forks, tmp_path, reference, Random(SEED), 18)
     report(record_property, "journal on", seen)
     assert seen["kills"] >= 18
-    assert seen["resent"] >= AT_A_REQUEST
+    # Each kill right after a paid request leaves that request in flight; a later kill can land
+    # before its re-send, so at least one re-send is seen, not one per such kill.
+    assert seen["resent"] >= 1
 
 
 # The long run, for make soak only (SAFEPOINT_SOAK=1): defined only then, so that make test

@@ -180,6 +180,10 @@ def test_processes_share_the_queue(bouncer: PgBouncer, schema: str) -> None:
         store.close()
 
 
+# Alone, after the parallel suite: in two of three full runs beside the rest of the suite a save
+# through this one-connection pool waited past the timeout (root cause not yet found; alone it
+# passes in under 2 s).
+@pytest.mark.pg_restart
 def test_schemas_stay_apart_on_one_server_connection(schema: str) -> None:
     """Two schemas through one server connection: each store sees its own rows; the session keeps its path."""
     require_pgbouncer()
