@@ -12,9 +12,10 @@ recorded calls replayed. What crashes cost the turn so far is read from the
 journal, not from the session's last save: its start's lost counters plus
 one re-sent call per marker its earlier runs wrote before re-sending
 (``safepoint.journal.resends``) — a run killed between a re-send and its
-next save still counts it. A turn found finished once this call held the session, though open
-when it looked first (another process resumed it meanwhile), is run again
-the same way — every call replays, nothing is repeated.
+next save still counts it. A turn found finished once this call held the
+session, though open when it looked first (another process resumed it
+meanwhile), is run again the same way — every call replays, nothing is
+repeated.
 
 Keys (``session|t<n>|<path>|<agent>|model#<k>`` and
 ``…|<agent>|tool:<name>|<tool call id>``): the session, the turn, the
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import contextvars
 import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +42,7 @@ from safepoint.twins import Flow
 from .session import TURN_STATE
 
 _SESSION_IN_KEY = 128
+_MODEL_KEY = re.compile(r"\|model#\d+(~[0-9a-f]{16})?$")  # a model call's key (diverged or not)
 
 ACTIVE: contextvars.ContextVar[Turn | None] = contextvars.ContextVar("safepoint_oa_turn", default=None)
 PATH: contextvars.ContextVar[str] = contextvars.ContextVar("safepoint_oa_path", default="")
@@ -54,7 +57,7 @@ class Turn:
     session: Any  # SafepointSession
     number: int
     lease: Lease | None
-    base: dict[str, Any]  # "items" and "counters" at the turn's start (from its start entry)
+    base: dict[str, Any]  # "items", "counters" and "lost" at the turn's start (its start entry)
     lost_before: dict[str, int | float]  # lost-spend counters: the turn's start's, and its markers'
     policies: dict[str, ToolPolicy]  # non-idempotent tools by name (the journal's option)
     spend: Any = None  # Usage -> spend, or None
@@ -189,7 +192,7 @@ def _lost_in(
     the session's last save.)"""
     entries: list[Recorded] = yield Invoke(session.store.recorded_calls, (session.run_id,))
     prefix = turn_prefix(session.session_id, number)
-    marked = resends.counted(entries, lambda key: key.startswith(prefix))
+    marked = resends.counted(entries, lambda key: key.startswith(prefix) and bool(_MODEL_KEY.search(key)))
     return journal_counters.with_lost(base.get("lost") or fallback, marked.tally), marked.pending
 
 
