@@ -214,15 +214,22 @@ def _broken_core(core: str) -> list[str]:
     return words
 
 
-def build_prefilter(values: Mapping[str, str]) -> Matcher[bool] | None:
+def prefilter_words(values: Mapping[str, str]) -> list[str]:
+    """What a field's canonical JSON text shows where it holds one of ``values``:
+    every variant JSON-escaped once more, and the base64 variants across line breaks."""
     words: dict[str, bool] = {}
     for value in values.values():
         for encoding, text, _, _ in _variants(value):
             words[json_escaped(text)] = True
             if encoding == "base64-part":  # base64 needs no JSON escaping
                 words.update(dict.fromkeys(_broken_core(text), True))
+    return list(words)
+
+
+def build_prefilter(values: Mapping[str, str]) -> Matcher[bool] | None:
+    words = prefilter_words(values)
     # One pass over the text whatever it holds: no join of lines before the look.
-    return Matcher(words) if words else None
+    return Matcher(dict.fromkeys(words, True)) if words else None
 
 
 @dataclass(frozen=True, slots=True)
