@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 import safepoint
 from safepoint import Checkpoint, codec
 from safepoint.scrub import Found, Scrubber, Secrets
+from safepoint.scrub.automata import Matcher
 from safepoint.scrub.encodings import every_encoding
 from safepoint.scrub.engine.rule import case_variants
 from safepoint.scrub.look import ByteWords
@@ -140,6 +141,22 @@ def test_a_registered_secret_wakes_the_look_in_every_encoding(encoding: str) -> 
     assert SCRUBBERS["secrets-only"].needs_walk_encoded(encoded)
     _, found = SCRUBBERS["secrets-only"].scrub({"content": f"before {text} after"}, "state", checked=True)
     assert found.counts
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    text=st.text(alphabet="ab-_:/\\tokensecrt", max_size=300),
+    plant=st.sampled_from(TRIGGERS),
+    at=st.integers(min_value=0),
+)
+def test_an_ascii_text_is_searched_as_bytes_with_the_same_matches(text: str, plant: str, at: int) -> None:
+    """The rule automaton answers the same for an ASCII text searched as its bytes."""
+    at %= len(text) + 1
+    text = text[:at] + plant + text[at:]
+    matcher: Matcher[bool] = Matcher(dict.fromkeys(TRIGGERS, True))
+    for overlapping in (False, True):
+        by_str = matcher._automaton.find_matches_as_indexes(text, overlapping=overlapping)  # type: ignore[union-attr]
+        assert matcher._search(text, overlapping) == by_str
 
 
 def test_a_word_across_each_cut_of_a_long_text_is_seen() -> None:

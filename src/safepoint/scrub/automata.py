@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Generic, TypeVar
 
-from ahocorasick_rs import AhoCorasick, Implementation
+from ahocorasick_rs import AhoCorasick, BytesAhoCorasick, Implementation
 
 from .encodings import base64_cores, every_encoding, json_escaped
 
@@ -39,13 +39,37 @@ class Matcher(Generic[V]):
 
     def __init__(self, words: Mapping[str, V]) -> None:
         patterns = [word for word in words if word]
+        self._patterns = patterns
         self._values = [words[word] for word in patterns]
         self._longest = max(map(len, patterns), default=0)
         # The DFA is the fastest to search and small enough for a few thousand patterns.
         self._automaton = AhoCorasick(patterns, implementation=Implementation.DFA) if patterns else None
+        self._ascii: BytesAhoCorasick | None = None  # the same patterns over bytes (built on first use)
 
     def __len__(self) -> int:
         return len(self._values)
+
+    def _search(self, text: str, overlapping: bool) -> list[tuple[int, int, int]]:
+        """``(pattern index, start, end)`` of the matches in ``text``, in characters.
+
+        An ASCII text (most of what agents write) is searched as its bytes: character
+        and byte offsets are then the same, and the str search's mapping of byte offsets
+        back to characters — as costly as the search itself — is skipped. A pattern
+        holding non-ASCII characters has bytes no ASCII text holds, so the matches
+        are the same.
+        """
+        if text.isascii():  # O(1): CPython records it on the str
+            automaton = self._ascii
+            if automaton is None:
+                automaton = self._ascii = BytesAhoCorasick(
+                    [word.encode() for word in self._patterns], implementation=Implementation.DFA
+                )
+            return automaton.find_matches_as_indexes(text.encode("ascii"), overlapping=overlapping)
+        assert self._automaton is not None
+        try:
+            return self._automaton.find_matches_as_indexes(text, overlapping=overlapping)
+        except UnicodeEncodeError:
+            return self._automaton.find_matches_as_indexes(_without_surrogates(text), overlapping=overlapping)
 
     def any(self, text: str) -> bool:
         """Whether any word occurs in ``text``.
@@ -61,12 +85,8 @@ class Matcher(Generic[V]):
         size, cut, piece, reach = len(text), 0, _FIRST_LOOK, self._longest - 1
         while cut < size:
             part = text[cut : cut + piece + reach] if cut or piece < size else text
-            try:
-                if automaton.find_matches_as_indexes(part):
-                    return True
-            except UnicodeEncodeError:
-                if automaton.find_matches_as_indexes(_without_surrogates(part)):
-                    return True
+            if self._search(part, False):
+                return True
             cut += piece
             piece *= 16
         return False
@@ -77,11 +97,7 @@ class Matcher(Generic[V]):
         if automaton is None:
             return []
         values = self._values
-        try:
-            found = automaton.find_matches_as_indexes(text, overlapping=True)
-        except UnicodeEncodeError:
-            found = automaton.find_matches_as_indexes(_without_surrogates(text), overlapping=True)
-        return [(start, end, values[index]) for index, start, end in found]
+        return [(start, end, values[index]) for index, start, end in self._search(text, True)]
 
     def find_within(self, text: str, spans: Sequence[tuple[int, int]]) -> Iterator[tuple[int, int, V]]:
         """Every occurrence that starts inside one of the sorted, disjoint ``spans``,
@@ -100,11 +116,7 @@ class Matcher(Generic[V]):
         for lo, hi in spans:
             for cut in range(lo, hi, size):
                 stop = min(cut + size, hi)
-                piece = text[cut : stop + reach]
-                try:
-                    found = automaton.find_matches_as_indexes(piece, overlapping=True)
-                except UnicodeEncodeError:
-                    found = automaton.find_matches_as_indexes(_without_surrogates(piece), overlapping=True)
+                found = self._search(text[cut : stop + reach], True)
                 found.sort(key=by_start)
                 limit = stop - cut
                 for index, start, end in found:
