@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from ahocorasick_rs import AhoCorasick, Implementation
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
@@ -143,20 +144,27 @@ def test_a_registered_secret_wakes_the_look_in_every_encoding(encoding: str) -> 
     assert found.counts
 
 
+MATCHER: Matcher[bool] = Matcher(dict.fromkeys(TRIGGERS, True))
+BY_TEXT = AhoCorasick(TRIGGERS, implementation=Implementation.DFA)  # how every text was searched before
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     text=st.text(alphabet="ab-_:/\\tokensecrt", max_size=300),
     plant=st.sampled_from(TRIGGERS),
     at=st.integers(min_value=0),
+    other=st.sampled_from(["", "é", "\ud800", "😀"]),
 )
-def test_an_ascii_text_is_searched_as_bytes_with_the_same_matches(text: str, plant: str, at: int) -> None:
-    """The rule automaton answers the same for an ASCII text searched as its bytes."""
+def test_a_text_is_searched_with_the_same_matches_ascii_or_not(
+    text: str, plant: str, at: int, other: str
+) -> None:
+    """The rule automaton finds the same matches at the same character offsets whether the text is
+    ASCII (searched as its bytes) or not (a non-ASCII character, a lone surrogate, planted first)."""
     at %= len(text) + 1
-    text = text[:at] + plant + text[at:]
-    matcher: Matcher[bool] = Matcher(dict.fromkeys(TRIGGERS, True))
+    text = other + text[:at] + plant + text[at:]
     for overlapping in (False, True):
-        by_str = matcher._automaton.find_matches_as_indexes(text, overlapping=overlapping)  # type: ignore[union-attr]
-        assert matcher._search(text, overlapping) == by_str
+        expected = BY_TEXT.find_matches_as_indexes(text.replace("\ud800", "\ufffd"), overlapping=overlapping)
+        assert MATCHER._search(text, overlapping) == expected
 
 
 def test_a_word_across_each_cut_of_a_long_text_is_seen() -> None:

@@ -42,9 +42,11 @@ class Matcher(Generic[V]):
         self._patterns = patterns
         self._values = [words[word] for word in patterns]
         self._longest = max(map(len, patterns), default=0)
-        # The DFA is the fastest to search and small enough for a few thousand patterns.
-        self._automaton = AhoCorasick(patterns, implementation=Implementation.DFA) if patterns else None
-        self._ascii: BytesAhoCorasick | None = None  # the same patterns over bytes (built on first use)
+        # Two searches over the same patterns, each built on first use (see _search): most texts
+        # are ASCII, so the str one is often never needed. The DFA is the fastest to search and
+        # small enough for a few thousand patterns.
+        self._ascii: BytesAhoCorasick | None = None
+        self._text: AhoCorasick | None = None
 
     def __len__(self) -> int:
         return len(self._values)
@@ -65,11 +67,13 @@ class Matcher(Generic[V]):
                     [word.encode() for word in self._patterns], implementation=Implementation.DFA
                 )
             return automaton.find_matches_as_indexes(text.encode("ascii"), overlapping=overlapping)
-        assert self._automaton is not None
+        by_text = self._text
+        if by_text is None:
+            by_text = self._text = AhoCorasick(self._patterns, implementation=Implementation.DFA)
         try:
-            return self._automaton.find_matches_as_indexes(text, overlapping=overlapping)
+            return by_text.find_matches_as_indexes(text, overlapping=overlapping)
         except UnicodeEncodeError:
-            return self._automaton.find_matches_as_indexes(_without_surrogates(text), overlapping=overlapping)
+            return by_text.find_matches_as_indexes(_without_surrogates(text), overlapping=overlapping)
 
     def any(self, text: str) -> bool:
         """Whether any word occurs in ``text``.
@@ -79,8 +83,7 @@ class Matcher(Generic[V]):
         time, overlapping by ``longest - 1`` — and the first piece with a match answers: a clean
         text still costs one pass (in a handful of calls), a dense one almost nothing.
         """
-        automaton = self._automaton
-        if automaton is None:
+        if not self._patterns:
             return False
         size, cut, piece, reach = len(text), 0, _FIRST_LOOK, self._longest - 1
         while cut < size:
@@ -93,8 +96,7 @@ class Matcher(Generic[V]):
 
     def find(self, text: str) -> list[tuple[int, int, V]]:
         """Every occurrence, overlapping ones included: ``(start, end, value)``, by end offset."""
-        automaton = self._automaton
-        if automaton is None:
+        if not self._patterns:
             return []
         values = self._values
         return [(start, end, values[index]) for index, start, end in self._search(text, True)]
@@ -108,8 +110,7 @@ class Matcher(Generic[V]):
         at once; each chunk reaches ``longest - 1`` characters past its end so an
         occurrence across the cut is found, once, in the chunk where it starts.
         """
-        automaton = self._automaton
-        if automaton is None:
+        if not self._patterns:
             return
         values, reach, size = self._values, self._longest - 1, _CHUNK
         by_start = itemgetter(1)
