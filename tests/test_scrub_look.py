@@ -235,3 +235,37 @@ def test_a_counter_name_holding_a_token_is_never_proven() -> None:
         assert token not in json.dumps(stored)
         assert found.counts
         assert scrubber.header_needs_walk(codec.encode(({}, counters)), counters)
+
+
+class _Upper:
+    """A user's step with its own look: it replaces "PLUGH" and says so from the text."""
+
+    def might_match(self, text: str) -> bool:
+        return "PLUGH" in text
+
+    def __call__(self, text: str, found: Any) -> Any:
+        if "PLUGH" not in text:
+            return text
+        found.add("plugh")
+        return text.replace("PLUGH", "[REDACTED:plugh]")
+
+
+def test_a_user_step_is_asked_through_its_own_look_and_one_without_makes_every_value_walk() -> None:
+    with_look = Scrubber(steps=[_Upper()])
+    assert not with_look.needs_walk_encoded(codec.encode({"content": "nothing here"}))
+    assert with_look.needs_walk_encoded(codec.encode({"content": "a PLUGH b"}))
+    scrubbed, found = with_look.scrub({"content": "a PLUGH b"}, "state")
+    assert scrubbed == {"content": "a [REDACTED:plugh] b"}
+    assert found.counts
+    without_look = Scrubber(steps=[lambda text, found: text])
+    assert without_look.needs_walk_encoded(codec.encode({"content": "nothing here"}))
+
+
+def test_with_a_user_step_counter_names_are_looked_at_on_every_save() -> None:
+    """A user's step need not be deterministic: no counter names are remembered for it."""
+    scrubber = Scrubber(steps=[_Upper()])
+    counters = {"tokens_in": 1}
+    for _ in range(2):
+        found = Found("reference", "state")
+        scrubber.scrub_fields({}, {}, counters, found, checked=True)
+        assert scrubber.header_needs_walk(codec.encode(({}, counters)), counters)
