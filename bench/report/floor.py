@@ -180,7 +180,7 @@ def _saves(f: Figures) -> list[list[str]]:
         (
             "floor_c",
             "raw floor (c): `orjson.dumps` + the store's digest + one INSERT, WAL, synchronous=NORMAL",
-            "floor_c2",
+            "floor_c",
         ),
         ("floor_c2", "raw floor (c2): the same, synchronous=FULL", "floor_c2"),
         ("save", "safepoint, in-place save", "save"),

@@ -51,9 +51,18 @@ CPU_LANES = (
 )
 # Under callgrind: processes side by side, each lane in turn (the empty lane first in each).
 IR_GROUPS = (
-    ("floor_c", "floor_c2", "save", "save_noscrub", "agent_floor_c", "agent_save", "agent_save_noscrub"),
-    ("langgraph", "save_encrypted", "save_tools", "fresh_list"),
-    ("fresh_deep", "fresh_list_tools", "fresh_deep_tools"),
+    (
+        "floor_c",
+        "floor_c2",
+        "save",
+        "save_noscrub",
+        "agent_floor_c",
+        "agent_save",
+        "agent_save_noscrub",
+        "fresh_list",
+    ),
+    ("langgraph", "save_encrypted", "save_tools", "fresh_deep"),
+    ("fresh_list_tools", "fresh_deep_tools"),
 )
 CPU_REPS = 3
 THREADS, THREAD_STEPS, THREAD_REPS = 64, 25, 3
@@ -138,8 +147,9 @@ def cpu_probes(workdir: Path, reps: int, scale: float) -> dict[str, Any]:
     return pooled
 
 
-def ir_probes(workdir: Path, scale: float) -> dict[str, dict[str, float]] | str:
-    """Instructions per call by object file, per window label: ``IR_GROUPS`` callgrind processes."""
+def ir_probes(workdir: Path, scale: float, seconds: dict[int, float]) -> dict[str, dict[str, float]] | str:
+    """Instructions per call by object file, per window label: ``IR_GROUPS`` callgrind processes
+    (``seconds``: when each had finished, from the start)."""
     if shutil.which("valgrind") is None:
         return "valgrind missing (make bench installs it: the bench-deps target)"
     env = _env()
@@ -149,7 +159,7 @@ def ir_probes(workdir: Path, scale: float) -> dict[str, dict[str, float]] | str:
             if shutil.which("cc") is None:
                 return "valgrind's client requests need a C compiler on this CPU"
             env["SAFEPOINT_BENCH_SHIM"] = str(shim.build_shim(temp))
-        running = []
+        running, began = [], time.perf_counter()
         for index, group in enumerate(IR_GROUPS):
             out = temp / f"cg-{index}.out"
             command = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no"]
@@ -160,8 +170,9 @@ def ir_probes(workdir: Path, scale: float) -> dict[str, dict[str, float]] | str:
             )
             running.append((out, process))
         counts: dict[str, dict[str, float]] = {}
-        for out, process in running:
+        for index, (out, process) in enumerate(running):
             stdout, err = process.communicate()
+            seconds[index] = time.perf_counter() - began
             if process.returncode != 0:
                 return f"callgrind probe failed: {err.strip().splitlines()[-1] if err.strip() else '?'}"
             counts.update(_per_call(out, json.loads(stdout.strip().splitlines()[-1])["calls"]))
@@ -297,16 +308,19 @@ def run(
     workdir.mkdir(parents=True, exist_ok=True)
     described = machine.describe(workdir)
     native = cpu_probes(workdir, cpu_reps, scale)
-    log(f"floor: {cpu_reps} CPU processes done")
+    cpu_seconds = time.perf_counter() - began
+    log(f"floor: {cpu_reps} CPU processes done in {cpu_seconds:.0f} s")
     runs = threads(workdir, thread_reps, max(2, round(THREAD_STEPS * scale)))
     fsyncs = fsync_seconds(workdir, FSYNCS if scale >= 1 else 20)
     # A scaled run (the smoke test) takes the raw rate from the fsyncs, not 1,500 warm-up commits.
     raws = raw_rates(workdir, thread_reps) if scale >= 1 else [1 / statistics.median(fsyncs)]
     log(f"floor: {THREADS} threads done, raw commits {statistics.median(raws):,.0f}/s")
     ir_began = time.perf_counter()
-    ir = ir_probes(workdir, scale) if instructions else "not asked for"
+    ir_ends: dict[int, float] = {}
+    ir = ir_probes(workdir, scale, ir_ends) if instructions else "not asked for"
     counted = "counted" if isinstance(ir, dict) else ir
-    log(f"floor: instructions {counted} in {time.perf_counter() - ir_began:.0f} s")
+    ends = ", ".join(f"{s:.0f} s" for _, s in sorted(ir_ends.items()))
+    log(f"floor: instructions {counted} in {time.perf_counter() - ir_began:.0f} s (processes done at {ends})")
     return FloorResult(
         described=described,
         ir=ir,
@@ -321,4 +335,5 @@ def run(
         seconds=time.perf_counter() - began,
         load_end=machine.load_average(),
         ir_seconds=time.perf_counter() - ir_began,
+        facts={"cpu_seconds": cpu_seconds, "ir_ends": [s for _, s in sorted(ir_ends.items())]},
     )
