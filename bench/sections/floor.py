@@ -152,7 +152,7 @@ def ir_probes(workdir: Path, scale: float, seconds: dict[int, float]) -> dict[st
     (``seconds``: when each had finished, from the start)."""
     if shutil.which("valgrind") is None:
         return "valgrind missing (make bench installs it: the bench-deps target)"
-    env = _env()
+    env = _env({"PYTHONHASHSEED": "0"})  # set and dict orders, hence counts, the same every run
     temp = Path(tempfile.mkdtemp(prefix="safepoint-floor-"))
     try:
         if os.uname().machine not in ("x86_64", "AMD64"):  # the probe's own client requests are x86-64's
@@ -277,14 +277,17 @@ def raw_rates(workdir: Path, reps: int, commits: int = 1000) -> list[float]:
 
 
 def fsync_seconds(workdir: Path, count: int = FSYNCS) -> list[float]:
-    """The disk's fsync as a WAL commit meets it: 4 KiB appended to a file, then ``fdatasync``."""
+    """The disk's fsync as a WAL commit meets it once the WAL has its size: 4 KiB written over a
+    file's existing bytes, then ``fdatasync`` (appending would flush the file's size as well)."""
     path = workdir / "floor-fsync"
-    block = os.urandom(4096)
+    block, slots = os.urandom(4096), 64
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     samples = []
     try:
-        for _ in range(count):
-            os.write(fd, block)
+        os.write(fd, block * slots)
+        os.fsync(fd)
+        for n in range(count):
+            os.pwrite(fd, block, (n % slots) * len(block))
             began = time.perf_counter()
             os.fdatasync(fd)
             samples.append(time.perf_counter() - began)
