@@ -200,7 +200,7 @@ def _agent(f: Figures) -> list[list[str]]:
     c, c_nc, c2 = f.ir("agent_floor_c"), f.ir("agent_floor_c", crypto=False), f.cpu("agent_floor_c2")
     rows = []
     for lane, what in (
-        ("agent_floor_c", "raw floor (c)"),
+        ("agent_floor_c", "raw floor (c); native CPU: (c2)"),
         ("agent_save", "safepoint, in-place save"),
         ("agent_save_noscrub", "safepoint, in-place save, `scrubber=False`"),
     ):
