@@ -191,12 +191,12 @@ def _per_call(out: Path, calls: dict[str, int]) -> dict[str, dict[str, float]]:
     totals: dict[str, dict[str, int]] = {}
     for dump in dumps:
         text = dump.read_text()
-        label = re.search(r"^desc: Trigger: Client Request: (\S+)", text, re.M)
+        found = re.search(r"^desc: Trigger: Client Request: (\S+)", text, re.M)
         costs = by_object(text, names)
-        if label is not None:
-            totals[label.group(1)] = costs
+        if found is not None:
+            totals[found.group(1)] = costs
     empty = {ob: n / calls["empty@main"] for ob, n in totals.pop("empty@main").items()}
-    per_call = {}
+    per_call: dict[str, dict[str, float]] = {}
     for label, costs in totals.items():
         obs = set(costs) | set(empty)
         per_call[label] = {ob: costs.get(ob, 0) / calls[label] - empty.get(ob, 0.0) for ob in obs}

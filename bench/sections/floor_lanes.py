@@ -216,7 +216,14 @@ class StoreLane(Lane):
                 messages, fields = list(self.conversation), {k: dict(v) for k, v in self.fields.items()}
             else:
                 messages, fields = copy.deepcopy(self.conversation), copy.deepcopy(self.fields)
-            self.cp = Checkpoint(run_id="r", step=n - 1, messages=messages, **fields)
+            self.cp = Checkpoint(
+                run_id="r",
+                step=n - 1,
+                messages=messages,
+                counters=fields["counters"],
+                cursors=fields["cursors"],
+                state=fields["state"],
+            )
         store, cp = self.store, self.cp
         return lambda: store.save(cp)
 
@@ -292,7 +299,7 @@ class LangGraphLane(Lane):
             "state": dict(self.state),
         }
         checkpoint["channel_values"] = values
-        versions = dict.fromkeys(values, n)
+        versions: dict[str, str | int | float] = dict.fromkeys(values, n)
         checkpoint["channel_versions"] = dict(versions)
 
         def put() -> None:
