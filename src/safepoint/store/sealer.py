@@ -130,33 +130,51 @@ class Sealer:
         return self.open_steps([(stored, step)], run_id, column)[0]
 
     def open_steps(self, values: list[tuple[Any, int]], run_id: str, column: str) -> list[bytes]:
-        """``open`` of many (stored, step) values of one run's ``column`` (a load's carrier rows).
+        """``open`` of many (stored, step) values of one run's ``column``."""
+        rows = [[stored, step] for stored, step in values]
+        self.open_rows(rows, 0, 1, run_id=run_id, column=column, done=[0])
+        return [row[0] for row in rows]
 
-        Most values take the fast way: sealed under the writing data key, and
-        the associated data's run and column part made once. Anything else
-        takes the checked way (``_opened``), which names what is wrong.
+    def open_rows(
+        self, rows: list[list[Any]], index: int, step_at: int, *, run_id: str, column: str, done: list[int]
+    ) -> None:
+        """``open`` of each row's ``column`` value (at ``index``; its step at ``step_at``), in place:
+        a row's sealed value gives way to its plaintext as soon as that is made, so
+        the memory it held serves the next one (a load's carrier rows: one
+        message log's bytes at a time, not two). None stays None.
+
+        ``done[0]``: how many rows are opened already; it moves with each, so a
+        caller that meets ``UnknownDataKey``, reads the data keys and calls again
+        goes on from the row that stopped it. Most values take the fast way: sealed
+        under the writing data key, and the associated data's run and column part
+        made once. Anything else takes the checked way (``_opened``), which names
+        what is wrong.
         """
         texts, pack = associated_texts(self.store_id, run_id, column), step_bytes
         prefix, decrypt = self.writing.prefix, self._decrypt
         start = len(prefix)
-        shortest = start + NONCE_BYTES + TAG_BYTES
-        out: list[bytes] = []
+        nonce_end = start + NONCE_BYTES
+        shortest = nonce_end + TAG_BYTES
+        step = RUN_WIDE
         try:
-            for stored, step in values:
-                if type(stored) is not bytes and not isinstance(stored, bytearray | memoryview):
-                    raise CorruptCheckpoint(run_id, _shown(step), f"its {column} is not stored as bytes")
-                data = stored if type(stored) is bytes else bytes(stored)
-                if data.startswith(prefix) and len(data) >= shortest:
-                    nonce_end = start + NONCE_BYTES
-                    out.append(decrypt(data[start:nonce_end], data[nonce_end:], texts + pack(step)))
-                else:
-                    out.append(self._opened(data, run_id, step, column))
-        except self._tag_error:  # the value at len(out) did not open
-            step = values[len(out)][1]
+            for at in range(done[0], len(rows)):
+                row = rows[at]
+                stored, step = row[index], row[step_at]
+                if stored is not None:
+                    if type(stored) is not bytes and not isinstance(stored, bytearray | memoryview):
+                        raise CorruptCheckpoint(run_id, _shown(step), f"its {column} is not stored as bytes")
+                    data = stored if type(stored) is bytes else bytes(stored)
+                    del stored
+                    if data.startswith(prefix) and len(data) >= shortest:
+                        sealed = memoryview(data)[nonce_end:]  # no copy of the ciphertext
+                        row[index] = decrypt(data[start:nonce_end], sealed, texts + pack(step))
+                    else:
+                        row[index] = self._opened(data, run_id, step, column)
+                done[0] = at + 1
+        except self._tag_error:  # the value at done[0] did not open
             raise CorruptCheckpoint(
                 run_id, _shown(step), f"its {column} does not open: it does not decrypt for its place"
             ) from None
-        return out
 
     def _opened(self, data: bytes, run_id: str, step: int, column: str) -> bytes:
         if not is_sealed(data):
