@@ -115,10 +115,13 @@ def test_marked_finds_what_a_search_of_each_body_finds(bodies: list[bytes], mark
     assert marked(bodies, tuple(marks)) == expected
     # The same bodies as slices of rows of two (what an appending run's load gives).
     views: list[Any] = []
+    rows: list[bytes] = []
     for at in range(0, len(bodies), 2):
         row = b"\n".join(bodies[at : at + 2])
+        rows.append(row)
         view, offset = memoryview(row), 0
         for body in bodies[at : at + 2]:
             views.append(view[offset : offset + len(body)])
             offset += len(body) + 1
     assert marked(views, tuple(marks)) == expected
+    assert marked(log_rows.Bodies(views, rows), tuple(marks)) == expected

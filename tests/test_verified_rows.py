@@ -100,9 +100,9 @@ def test_the_memo_is_bounded_by_the_bytes_it_keeps() -> None:
     memo = VerifiedRows(max_bytes=100)
     for run in ("a", "b", "c"):
         memo.chains(run, *_pieces([_row(b"x" * 40)]))
-    assert list(memo._runs) == ["b", "c"]
+    assert list(memo._groups) == ["b", "c"]
     memo.chains("big", *_pieces([_row(b"y" * 101)]))  # larger than the bound: not kept
-    assert "big" not in memo._runs
+    assert "big" not in memo._groups
     assert memo._total == sum(memo._size.values()) <= 100
 
 

@@ -52,9 +52,12 @@ from safepoint.crypto.sealing import (
 from safepoint.crypto.wrapping import unwrap_for_store
 from safepoint.errors import BlobCorrupt, CorruptCheckpoint, StoreError
 
+from .verified import MAX_BYTES, RowMemo
+
 RUN_WIDE = -1  # the step of a value that belongs to the run, not to one checkpoint
 TEXT_PREFIX = "sp1:"
 LABELS_KEY = ""  # where a labels object holds the sealed labels (no token is empty)
+OPENED_BYTES = 2 * MAX_BYTES  # sealed and plain bytes of the rows a load opened (``open_rows``)
 _DIGEST_HINTS = 65_536  # keyed -> plain digests remembered (a hint; a miss costs a re-plan)
 PLAIN_TEXT = "it is stored in plain text, but the store is encrypted"
 
@@ -97,6 +100,10 @@ class Sealer:
         self._plain: dict[bytes, bytes] = {}
         self._labels: dict[tuple[str, str, str], str] = {}
         self.writing = self.data_key(writing_id)
+        # Plaintexts of carrier rows opened, by (run, column) and step: (sealed bytes as read, plaintext).
+        self._opened_rows: RowMemo[int, tuple[bytes, bytes]] = RowMemo(
+            OPENED_BYTES, lambda entry: len(entry[0]) + len(entry[1])
+        )
         self._decrypt, self._tag_error = self.writing.raw_decrypt(), tag_error()
 
     # -- data keys ---------------------------------------------------------
@@ -149,6 +156,12 @@ class Sealer:
         under the writing data key, and the associated data's run and column part
         made once. Anything else takes the checked way (``_opened``), which names
         what is wrong.
+
+        A value this sealer opened before for the same run, step and column is not
+        opened again when its sealed bytes as read are the very same (one C-level
+        comparison): equal bytes under the same key and associated data open to the
+        same plaintext, so the memo changes what is decrypted, not what is accepted;
+        other bytes (a row replaced, replayed, swapped) are decrypted and checked.
         """
         texts, pack = associated_texts(self.store_id, run_id, column), step_bytes
         prefix, decrypt = self.writing.prefix, self._decrypt
@@ -156,6 +169,8 @@ class Sealer:
         nonce_end = start + NONCE_BYTES
         shortest = nonce_end + TAG_BYTES
         step = RUN_WIDE
+        known = self._opened_rows.group((run_id, column))
+        learnt: dict[int, tuple[bytes, bytes]] = {}
         try:
             for at in range(done[0], len(rows)):
                 row = rows[at]
@@ -165,12 +180,18 @@ class Sealer:
                         raise CorruptCheckpoint(run_id, _shown(step), f"its {column} is not stored as bytes")
                     data = stored if type(stored) is bytes else bytes(stored)
                     del stored
-                    if data.startswith(prefix) and len(data) >= shortest:
+                    seen = known.get(step)
+                    if seen is not None and seen[0] == data:  # the sealed bytes compared whole
+                        row[index] = seen[1]
+                    elif data.startswith(prefix) and len(data) >= shortest:
                         sealed = memoryview(data)[nonce_end:]  # no copy of the ciphertext
-                        row[index] = decrypt(data[start:nonce_end], sealed, texts + pack(step))
+                        row[index] = plain = decrypt(data[start:nonce_end], sealed, texts + pack(step))
+                        learnt[step] = (data, plain)
                     else:
                         row[index] = self._opened(data, run_id, step, column)
                 done[0] = at + 1
+            if learnt:
+                self._opened_rows.learn((run_id, column), learnt)
         except self._tag_error:  # the value at done[0] did not open
             raise CorruptCheckpoint(
                 run_id, _shown(step), f"its {column} does not open: it does not decrypt for its place"

@@ -29,39 +29,80 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from itertools import chain as chained
+from typing import Any, Generic, TypeVar
 
 from safepoint import codec
 
 from .log_rows import Body, Piece
 
+K = TypeVar("K")
+V = TypeVar("V")
+
 # Row bytes kept across runs: a 1,000-step run of the usual agent (6 KB a step) is 6 MB.
 MAX_BYTES = 64 * 1024 * 1024
 
 
-class VerifiedRows:
-    """The chain values of message rows already hashed, by run and first seq (see the module)."""
+class RowMemo(Generic[K, V]):
+    """Entries by a group key (a run) and a row key, bounded by the bytes they keep: the
+    least recently used group goes first; a group larger than the bound is not kept.
+    Readers get a group's dict as it is: a change makes a new one. Thread-safe."""
 
-    def __init__(self, max_bytes: int = MAX_BYTES) -> None:
+    def __init__(self, max_bytes: int, size: Callable[[V], int]) -> None:
         self.max_bytes = max_bytes
-        # run id -> first seq -> (chain before, the row's bytes, its bodies' chain values)
-        self._runs: OrderedDict[str, dict[int, tuple[bytes, bytes, tuple[bytes, ...]]]] = OrderedDict()
-        self._size: dict[str, int] = {}
+        self._entry_size = size
+        self._groups: OrderedDict[Hashable, dict[K, V]] = OrderedDict()
+        self._size: dict[Hashable, int] = {}
         self._total = 0
         self._lock = threading.Lock()
         _HOLDERS.add(self)
+
+    def group(self, key: Hashable) -> dict[K, V]:
+        """The entries of ``key`` (empty when none); read only."""
+        with self._lock:
+            found = self._groups.get(key)
+            if found is None:
+                return {}
+            self._groups.move_to_end(key)
+            return found
+
+    def learn(self, key: Hashable, learnt: dict[K, V]) -> None:
+        """``learnt`` added to the entries of ``key`` (replacing those of the same row keys)."""
+        with self._lock:
+            # A new dict, not the old one changed: another thread's load may be reading it.
+            rows = {**self._groups.pop(key, {}), **learnt}
+            self._total -= self._size.pop(key, 0)
+            size = sum(map(self._entry_size, rows.values()))
+            if size <= self.max_bytes:
+                self._groups[key], self._size[key] = rows, size
+                self._total += size
+            while self._total > self.max_bytes:
+                oldest, _rows = self._groups.popitem(last=False)
+                self._total -= self._size.pop(oldest)
+
+    def _reset_after_fork(self) -> None:
+        self._lock = threading.Lock()
+        self._groups, self._size, self._total = OrderedDict(), {}, 0
+
+
+# A verified row: the chain value before it, its bytes as read, its bodies' chain values.
+Verified = tuple[bytes, bytes, tuple[bytes, ...]]
+
+
+class VerifiedRows(RowMemo[int, Verified]):
+    """The chain values of message rows already hashed, by run and first seq (see the module)."""
+
+    def __init__(self, max_bytes: int = MAX_BYTES) -> None:
+        super().__init__(max_bytes, lambda entry: len(entry[1]))
 
     def chains(self, run_id: str, pieces: list[Piece], bodies: list[Body]) -> list[bytes]:
         """The chain value after each of ``bodies``, from the empty chain: the bodies of
         ``pieces`` (rows of the run, in order, each given as its first seq, its
         bytes as read and how many of ``bodies`` it holds)."""
-        with self._lock:
-            known = self._runs.get(run_id)
-            if known is not None:
-                self._runs.move_to_end(run_id)
-        known = {} if known is None else known
+        known = self.group(run_id)
         out: list[tuple[bytes, ...]] = []
-        learnt: dict[int, tuple[bytes, bytes, tuple[bytes, ...]]] = {}
+        learnt: dict[int, Verified] = {}
         chain, at = codec.EMPTY_CHAIN, 0
         for first_seq, packed, count in pieces:
             entry = known.get(first_seq)
@@ -74,30 +115,13 @@ class VerifiedRows:
             out.append(after)
             chain, at = after[-1], at + count
         if learnt:
-            self._learn(run_id, learnt)
+            self.learn(run_id, learnt)
         return list(chained.from_iterable(out))
-
-    def _learn(self, run_id: str, learnt: dict[int, tuple[bytes, bytes, tuple[bytes, ...]]]) -> None:
-        with self._lock:
-            # A new dict, not the old one changed: another thread's load may be reading it.
-            rows = {**self._runs.pop(run_id, {}), **learnt}
-            self._total -= self._size.pop(run_id, 0)
-            size = sum(len(entry[1]) for entry in rows.values())
-            if size <= self.max_bytes:
-                self._runs[run_id], self._size[run_id] = rows, size
-                self._total += size
-            while self._total > self.max_bytes:
-                oldest, _rows = self._runs.popitem(last=False)
-                self._total -= self._size.pop(oldest)
-
-    def _reset_after_fork(self) -> None:
-        self._lock = threading.Lock()
-        self._runs, self._size, self._total = OrderedDict(), {}, 0
 
 
 # Every memo, so that a child forked while another thread held a lock starts with a
 # fresh one (and an empty memo: it only spares work).
-_HOLDERS: weakref.WeakSet[VerifiedRows] = weakref.WeakSet()
+_HOLDERS: weakref.WeakSet[RowMemo[Any, Any]] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
