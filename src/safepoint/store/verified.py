@@ -96,6 +96,22 @@ class VerifiedRows(RowMemo[int, Verified]):
     def __init__(self, max_bytes: int = MAX_BYTES) -> None:
         super().__init__(max_bytes, lambda entry: len(entry[1]))
 
+    def same_rows(self, run_id: str, carriers: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """``carriers`` (``(step, first_seq, added, packed)`` rows of the run) with each row's
+        bytes replaced by the memo's own object when they are equal: the bytes just read
+        can then go at once (a warm load's peak memory), and ``chains`` finds the row by
+        identity. Equal bytes for equal bytes: nothing a load checks changes."""
+        known = self.group(run_id)
+        if not known:
+            return carriers
+        out = []
+        for row in carriers:
+            entry = known.get(row[1])
+            if entry is not None and entry[1] == row[3]:
+                row = (row[0], row[1], row[2], entry[1])  # noqa: PLW2901
+            out.append(row)
+        return out
+
     def chains(self, run_id: str, pieces: list[Piece], bodies: list[Body]) -> list[bytes]:
         """The chain value after each of ``bodies``, from the empty chain: the bodies of
         ``pieces`` (rows of the run, in order, each given as its first seq, its

@@ -98,9 +98,13 @@ def load_with_bodies(
         rows = yield Query("view_carriers", {"run_ref": run_ref, "spans": codec.encode(keyed).decode()})
     else:
         rows = yield Query("view_messages", {"run_ref": run_ref, "ranges": codec.encode(spans).decode()})
-    bodies, carriers, pieces = select_bodies(list(map(_CARRIED, rows)), spans)
-    # The bodies hold what they need of the rows (slices of their bytes): the rows go.
+    carried = list(map(_CARRIED, rows))
     rows.clear()
+    if verified is not None:
+        carried = verified.same_rows(run_id, carried)
+    bodies, carriers, pieces = select_bodies(carried, spans)
+    # The bodies hold what they need of the rows (slices of their bytes): the rows go.
+    del carried
     chains = None if verified is None or pieces is None else verified.chains(run_id, pieces, bodies)
     checkpoint, stored_format = decode_checkpoint(
         run_id=run_id,
