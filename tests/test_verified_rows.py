@@ -5,7 +5,8 @@ must still catch every row replaced after the memo saw it: other bytes under
 the same digest column, a replayed older row, rows swapped. The conformance
 suite alters a row after loads on every backend
 (``test_rows_altered_after_a_load_raise_corrupt_checkpoint``); here, the memo
-itself, and the replays by raw SQL on SQLite and PostgreSQL.
+itself, and the replays by raw SQL on SQLite (plain and encrypted: there the
+sealed rows opened before are not decrypted again) and PostgreSQL.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from conftest_postgres import fresh_schema, raw, require_postgres
 from safepoint import Checkpoint, CorruptCheckpoint, Store, codec
 from safepoint.store import verified
 from safepoint.store.verified import VerifiedRows
+from test_encryption import flipped, keyring
 
 RUN = "memo"
 
@@ -118,10 +120,10 @@ def _grow(store: Store, steps: int = 4) -> None:
         store.save(cp)
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", "sqlite-encrypted", "postgres"])
 def rows(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Store, Callable[..., Any]]]:
     """A store and ``sql(statement, params)`` on its database (named parameters: ``%(x)s``)."""
-    if request.param == "sqlite":
+    if request.param.startswith("sqlite"):
         import sqlite3  # noqa: PLC0415
 
         path = tmp_path / "memo.db"
@@ -132,7 +134,8 @@ def rows(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Store
             conn.close()
             return found
 
-        with safepoint.open_store(f"sqlite:///{path}") as store:
+        options = {"encryption": keyring()} if request.param == "sqlite-encrypted" else {}
+        with safepoint.open_store(f"sqlite:///{path}", **options) as store:
             yield store, sqlite_sql
         return
     dsn = require_postgres()
@@ -162,7 +165,8 @@ def test_a_row_replaced_after_loads_verified_it_is_caught(
     assert hashed == [], "a load of rows it has verified hashes none"
     one, two = _messages(sql, 1), _messages(sql, 2)
     if change == "same length":  # the digest and every other column untouched
-        _put(sql, 2, two.replace(b"answer 2", b"answer 9"))
+        sealed = store.settings.sealer is not None
+        _put(sql, 2, flipped(two) if sealed else two.replace(b"answer 2", b"answer 9"))
     elif change == "older row replayed":  # an earlier row's bytes, which the memo verified too
         _put(sql, 2, one)
     else:
