@@ -97,7 +97,8 @@ class Sealer:
         self._keys: dict[str, DataKey] = {}
         self._lock = threading.Lock()
         self._index = keyring.index_key
-        self._plain: dict[bytes, bytes] = {}
+        self._plain: dict[bytes, bytes] = {}  # keyed digest -> plain, and the other way
+        self._keyed: dict[bytes, bytes] = {}
         self._labels: dict[tuple[str, str, str], str] = {}
         self.writing = self.data_key(writing_id)
         # Plaintexts of carrier rows opened, by (run, column) and step: (sealed bytes as read, plaintext).
@@ -287,10 +288,14 @@ class Sealer:
     # -- checkpoint digests ------------------------------------------------
 
     def keyed(self, plain: bytes) -> bytes:
-        keyed = keyed_digest(self._index, CHECKPOINT_DIGEST, plain)
-        if len(self._plain) >= _DIGEST_HINTS:
-            self._plain.clear()
-        self._plain[keyed] = plain
+        keyed = self._keyed.get(plain)  # a load checks its head's digest each time
+        if keyed is None:
+            keyed = keyed_digest(self._index, CHECKPOINT_DIGEST, plain)
+            if len(self._plain) >= _DIGEST_HINTS:
+                self._plain.clear()
+                self._keyed.clear()
+            self._plain[keyed] = plain
+            self._keyed[plain] = keyed
         return keyed
 
     def plain(self, stored: Any) -> Any:
