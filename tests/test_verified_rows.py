@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import safepoint
 from conftest_postgres import fresh_schema, raw, require_postgres
@@ -96,6 +98,22 @@ def test_a_row_the_memo_saw_replaced_is_hashed_again(hashed: list[int], change: 
     hashed.clear()
     assert memo.chains(RUN, pieces, bodies) == expected
     assert sum(hashed) >= 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    loads=st.lists(
+        st.lists(st.lists(st.sampled_from([b"a", b"b", b"ab", b"{}"]), min_size=1, max_size=3), max_size=5),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_any_sequence_of_loads_gets_the_chain_hashing_gets(loads: list[list[list[bytes]]]) -> None:
+    """Rows appended, replaced, dropped or reordered between loads: always the hashed chain."""
+    memo = VerifiedRows()
+    for rows in loads:
+        pieces, bodies = _pieces([_row(*row) for row in rows])
+        assert memo.chains(RUN, pieces, bodies) == codec.extend_chain(codec.EMPTY_CHAIN, bodies)
 
 
 def test_the_memo_is_bounded_by_the_bytes_it_keeps() -> None:

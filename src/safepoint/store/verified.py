@@ -30,7 +30,6 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from itertools import chain as chained
 from typing import Any, Generic, TypeVar
 
 from safepoint import codec
@@ -117,22 +116,42 @@ class VerifiedRows(RowMemo[int, Verified]):
         ``pieces`` (rows of the run, in order, each given as its first seq, its
         bytes as read and how many of ``bodies`` it holds)."""
         known = self.group(run_id)
-        out: list[tuple[bytes, ...]] = []
+        out: list[bytes] = []
         learnt: dict[int, Verified] = {}
-        chain, at = codec.EMPTY_CHAIN, 0
-        for first_seq, packed, count in pieces:
+        pending: list[Piece] = []  # rows to hash, one after another from ``out``'s end
+        at = 0  # where the pending rows' bodies begin
+
+        def flush() -> None:  # the pending rows hashed in one pass, each remembered
+            nonlocal at
+            if not pending:
+                return
+            end = at + sum(count for *_, count in pending)
+            chain = out[-1] if out else codec.EMPTY_CHAIN
+            hashed = codec.extend_chain(chain, bodies[at:end])
+            offset = 0
+            for first_seq, packed, count in pending:
+                learnt[first_seq] = (chain, packed, tuple(hashed[offset : offset + count]))
+                chain, offset = hashed[offset + count - 1], offset + count
+            out.extend(hashed)
+            pending.clear()
+            at = end
+
+        for piece in pieces:
+            first_seq, packed, count = piece
             entry = known.get(first_seq)
-            # The row's own bytes, compared whole (not its digest column, not its length).
-            if entry is not None and entry[0] == chain and entry[1] == packed and len(entry[2]) == count:
-                after = entry[2]
-            else:
-                after = tuple(codec.extend_chain(chain, bodies[at : at + count]))
-                learnt[first_seq] = (chain, packed, after)
-            out.append(after)
-            chain, at = after[-1], at + count
+            # The row's own bytes, compared whole (not its digest column, not its length) ...
+            if entry is not None and entry[1] == packed and len(entry[2]) == count:
+                flush()
+                # ... after the same chain value.
+                if entry[0] == (out[-1] if out else codec.EMPTY_CHAIN):
+                    out.extend(entry[2])
+                    at += count
+                    continue
+            pending.append(piece)
+        flush()
         if learnt:
             self.learn(run_id, learnt)
-        return list(chained.from_iterable(out))
+        return out
 
 
 # Every memo, so that a child forked while another thread held a lock starts with a
