@@ -460,6 +460,8 @@ def table(results: list[dict[str, Any]]) -> str:
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
+        if "route" not in r:  # the listing's entry
+            continue
         save, raw = r["save"], r["raw"]
         instr = r.get("instructions") or {}
         cg = "— | —"
@@ -505,6 +507,7 @@ def main(argv: list[str] | None = None) -> int:
     results: list[dict[str, Any]] = []
     if args.listing:
         shown = listing(args.pg_url, args.listing)
+        results.append({"listing": shown})
         print(json.dumps(shown), file=sys.stderr, flush=True)
         print(
             f"Time-range listing, {shown['runs']:,} runs, `store.runs(updated_since=…, limit=50)`, "
