@@ -31,8 +31,8 @@ per save / per raw commit:
   blocks out);
 - **client instructions** (``--callgrind``): ``valgrind --tool=callgrind
   --instr-atstart=no --collect-atstart=no``, collection toggled around the
-  measured calls only (a shim built from ``bench/sections/floor_pg_shim.c``
-  with ``cc -O1 -shared -fPIC``), a save against a raw prepared INSERT: the
+  measured calls only (the floor section's client requests,
+  ``floor_probe.Callgrind``: no compiler needed), a save against a raw prepared INSERT: the
   same statement as the raw commit, its two messages encoded with
   ``orjson.dumps`` in the measured span.
 """
@@ -40,7 +40,6 @@ per save / per raw commit:
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import random
@@ -74,7 +73,6 @@ from pgbouncer import PgBouncer
 BLOCK = 50
 STORE_OPTIONS: dict[str, Any] = {}  # open_store's, beside the route's (--no-scrubber)
 X = chr(215)  # the multiplication sign of the report's ratios
-SHIM_SOURCE = Path(__file__).with_name("floor_pg_shim.c")
 BOUNCER_OPTIONS = {"prepare_threshold": None}  # PgBouncer 1.18 in transaction mode: docs/operations.md
 
 # The raw commit: the save's two rows, one statement, no checks beyond the step's.
@@ -351,15 +349,11 @@ def measure(url: str, route: str, size: int, saves: int, warmup: int) -> dict[st
 # -- client instructions (callgrind) -------------------------------------------------------
 
 
-def build_shim(folder: Path) -> Path:
-    shim = folder / "floor_pg_shim.so"
-    subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-o", str(shim), str(SHIM_SOURCE)], check=True)
-    return shim
-
-
-def callgrind_child(url: str, route: str, size: int, count: int, shim: str) -> None:
+def callgrind_child(url: str, route: str, size: int, count: int) -> None:
     """Runs under valgrind: ``count`` saves, then ``count`` raw prepared INSERTs, each collected alone."""
-    lib = ctypes.CDLL(shim)
+    from sections.floor_probe import Callgrind  # noqa: PLC0415 - only the child under valgrind
+
+    callgrind = Callgrind()
     warm = 60
     steps = workload(warm + 2 * count, size)
     with (
@@ -370,36 +364,35 @@ def callgrind_child(url: str, route: str, size: int, count: int, shim: str) -> N
         try:
             pair.save_block(steps[:warm], Side())
             pair.raw_block(pair.stored(1, warm), steps[:warm], Side())
-            lib.sp_start()
+            callgrind.start()
             for step in steps[warm : warm + count]:
                 advance(pair.cp, step)
-                lib.sp_toggle()
+                callgrind.toggle()
                 pair.store.save(pair.cp)
-                lib.sp_toggle()
-            lib.sp_dump(b"save")
+                callgrind.toggle()
+            callgrind.dump("save")
             rows = pair.stored(warm + 1, warm + count)
             params = [
                 pair.raw_params(row, step) for row, step in zip(rows, steps[warm : warm + count], strict=True)
             ]
             for one, step in zip(params, steps[warm : warm + count], strict=True):
-                lib.sp_toggle()
+                callgrind.toggle()
                 one["messages"] = b"\n".join([orjson.dumps(m) for m in step.messages])
                 pair.raw.execute(pair.raw_sql, one, binary=True)
-                lib.sp_toggle()
-            lib.sp_dump(b"raw")
+                callgrind.toggle()
+            callgrind.dump("raw")
         finally:
             pair.close()
 
 
 def client_instructions(url: str, route: str, size: int, count: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="floorpg-cg-") as folder:
-        shim = build_shim(Path(folder))
         out = Path(folder) / "callgrind.out"
         command = [
             "valgrind", "--tool=callgrind", "--instr-atstart=no", "--collect-atstart=no",
             f"--callgrind-out-file={out}.%p", sys.executable, __file__, "--callgrind-child",
             "--pg-url", url, "--routes", route, "--sizes", str(size), "--count", str(count),
-            "--shim", str(shim), *(["--no-scrubber"] if STORE_OPTIONS.get("scrubber") is False else []),
+            *(["--no-scrubber"] if STORE_OPTIONS.get("scrubber") is False else []),
         ]  # fmt: skip
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         totals = dict(_dumps(Path(folder)))
@@ -491,14 +484,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-scrubber", action="store_true", help="open the store with scrubber=False")
     parser.add_argument("--listing", type=int, default=0, help="time-range listing over this many runs")
     parser.add_argument("--callgrind-child", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--shim", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.no_scrubber:
         STORE_OPTIONS["scrubber"] = False
     routes = args.routes.split(",")
     if args.callgrind_child:
-        callgrind_child(args.pg_url, routes[0], sizes[0], args.count, args.shim)
+        callgrind_child(args.pg_url, routes[0], sizes[0], args.count)
         return 0
     reason = pg_server.unreachable(args.pg_url)
     if reason is not None:
