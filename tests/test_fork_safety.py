@@ -211,3 +211,36 @@ def test_an_async_postgres_store_reconnects_in_a_forked_child() -> None:
         on_loop(store.close())  # type: ignore[attr-defined]
     loop.call_soon_threadsafe(loop.stop)
     thread.join(CHILD_DEADLINE)
+
+
+def test_a_child_forked_while_the_secrets_registry_builds_saves(tmp_path: Path) -> None:
+    """A fork while another thread holds the secrets registry's lock (building an automaton
+    takes a while, on a store's first save): the child registers a secret and saves."""
+    secrets = safepoint.Secrets({"API_KEY": "sk-live-0123456789abcdef"})
+    store = safepoint.open_store(
+        f"sqlite:///{tmp_path / 'state.db'}", scrubber=safepoint.Scrubber(secrets=secrets)
+    )
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with secrets._lock:  # as a build in progress holds it
+            held.set()
+            release.wait(CHILD_DEADLINE)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(CHILD_DEADLINE)
+    try:
+
+        def body() -> str:
+            secrets.add("OTHER", "another-secret-value-42")
+            cp = Checkpoint(run_id="child")
+            cp.messages.append({"role": "user", "content": "key another-secret-value-42"})
+            store.save(cp)
+            return "ok" if "another-secret-value-42" not in str(store.load("child").messages) else "leaked"
+
+        assert in_child(body) == "ok"
+    finally:
+        release.set()
+        holder.join()
+        store.close()

@@ -21,7 +21,6 @@ without ``might_match`` makes every value walk, as before.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -76,7 +75,6 @@ class Look:
         self._secrets = secrets
         self._rules = rules
         self._others = tuple(others)
-        self._lock = threading.Lock()
         # (secrets version, the automaton — None when some rule has no trigger: every value walks)
         self._built: tuple[int, ByteWords | None] | None = None
 
@@ -97,9 +95,11 @@ class Look:
         built = self._built
         if built is not None and built[0] == self._secrets.version:
             return built[1]
-        with self._lock:
-            version, words = self._secrets.look_words()
-            rule_words = () if self._rules is None else self._rules.look_words()
-            automaton = None if rule_words is None else ByteWords([*STORED_SHAPES, *rule_words, *words])
-            self._built = (version, automaton)
-            return automaton
+        # No lock of its own: two threads that both build store equal automata (the version is
+        # read with the words, so a stale build only makes the next call build again), and a
+        # lock held across the build would be inherited locked by a child forked meanwhile.
+        version, words = self._secrets.look_words()
+        rule_words = () if self._rules is None else self._rules.look_words()
+        automaton = None if rule_words is None else ByteWords([*STORED_SHAPES, *rule_words, *words])
+        self._built = (version, automaton)
+        return automaton
