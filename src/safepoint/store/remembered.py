@@ -253,7 +253,8 @@ def _match(base: Remembered, messages: list[Any], start: int) -> int:
         return count
     kept = base.items
     given = messages[start:count]
-    kept = kept[start:count]
+    if start or len(kept) != count:  # else the whole list is this head's: no copy
+        kept = kept[start:count]
     if _agree(given, kept):  # the usual fresh save: everything as remembered
         matched = count
     elif _agree(given[:-1], kept[:-1]):  # the last message replaced (a streamed answer)
