@@ -253,7 +253,10 @@ def _match(base: Remembered, messages: list[Any], start: int) -> int:
         return count
     kept = base.items
     given = messages[start:count]
-    if start or len(kept) != count:  # else the whole list is this head's: no copy
+    # The whole list when it is this head's: no copy. It may grow meanwhile (a later
+    # head of the run remembered by another thread): then it compares unequal, and
+    # the loop below finds the match all the same (zip stops at ``given``'s end).
+    if start or len(kept) != count:
         kept = kept[start:count]
     if _agree(given, kept):  # the usual fresh save: everything as remembered
         matched = count
@@ -261,7 +264,7 @@ def _match(base: Remembered, messages: list[Any], start: int) -> int:
         matched = count - 1
     else:
         matched = start  # something changed earlier: where, one message at a time
-        for one, other in zip(given, kept, strict=True):
+        for one, other in zip(given, kept, strict=False):
             if not _agree(one, other):
                 break
             matched += 1
