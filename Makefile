@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test soak bench lint clean system-deps lock install-checks screenshots
+.PHONY: demo test soak bench lint clean system-deps bench-deps lock install-checks screenshots
 
 # The system packages the suite and the benchmarks drive for real: PgBouncer
 # (Debian's package) for the tests and the scale benchmark through a pooler;
@@ -17,6 +17,14 @@ system-deps:
 		[ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ] || { \
 		$(SUDO) apt-get update && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y pgbouncer chromium chromium-driver; }
+
+# What only the benchmarks need, the same way: Debian's valgrind, for the instruction counts
+# (callgrind), and a C compiler for the call journal section's client-request shim (the floor
+# section issues its own through ctypes on x86-64). make test does not need them.
+bench-deps:
+	@command -v valgrind >/dev/null && command -v cc >/dev/null || { \
+		$(SUDO) apt-get update && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y valgrind gcc; }
 
 # Dependencies: pyproject.toml declares ranges (what users get); the .venv gets
 # the exact versions of requirements/lock.txt, as pip constraints, so make test,
@@ -55,8 +63,8 @@ soak: $(STAMP) system-deps
 	PYTHONPATH=src:tests $(PY) -m model_based.soak
 	SAFEPOINT_SOAK=1 PYTHONPATH=src:tests $(PY) -m pytest -q -p no:cacheprovider -m crash -k "soak or journal" tests
 
-# make bench SECTION=fresh (or adapter, scale, otel, concurrency, encryption, ui, frameworks, house, journal) runs and prints that section alone.
-bench: $(STAMP) system-deps
+# make bench SECTION=fresh (or adapter, scale, otel, concurrency, encryption, ui, frameworks, house, journal, floor) runs and prints that section alone.
+bench: $(STAMP) system-deps bench-deps
 	$(PY) bench/run.py $(if $(SECTION),--section $(SECTION),--out docs/benchmarks.md)
 
 # The pictures docs/ui.md shows: the inspector's browser test, saving its screenshots there.

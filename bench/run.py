@@ -10,6 +10,7 @@
     .venv/bin/python bench/run.py --section encryption       # encrypted against plain, and rekey, alone
     .venv/bin/python bench/run.py --section frameworks       # bytes per turn on the framework adapters, alone
     .venv/bin/python bench/run.py --section journal          # what a recorded call costs (the journal), alone
+    .venv/bin/python bench/run.py --section floor            # issue 34's SQLite targets against their floors
 
 Three packages: ``workloads`` (what is saved: the simulated agent, and the
 one with large tool outputs), ``contenders`` (what saves it besides the
@@ -33,8 +34,10 @@ plain, and rekey's pace), the inspector section and the framework adapters'
 the Agent Framework, next to their own stores; ``sections.journal_frameworks``:
 the call journal's cost per turn in each of the five frameworks) and the call journal's
 (``sections.journal``: a recorded call's time, instructions, fsyncs and
-bytes on SQLite and PostgreSQL, and a LangGraph turn with and without it),
-rendered by their ``report`` modules, are appended last in that order.
+bytes on SQLite and PostgreSQL, and a LangGraph turn with and without it) and
+the floor section's (``sections.floor``: issue 34's SQLite targets, each against
+its raw floor, in instructions and native CPU), rendered by their ``report``
+modules, are appended last in that order.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from report import adapter as report_adapter
 from report import concurrency as concurrency_report
 from report import document as report
 from report import encryption as encryption_report
+from report import floor as floor_report
 from report import frameworks as frameworks_report
 from report import fresh as fresh_report
 from report import journal as journal_report
@@ -64,6 +68,7 @@ from report import ui as ui_report
 from sections import blobs as blob_section
 from sections import concurrency as concurrency_section
 from sections import encryption as encryption_section
+from sections import floor as floor_section
 from sections import frameworks as frameworks_section
 from sections import fresh as fresh_section
 from sections import house as house_section
@@ -92,6 +97,7 @@ SECTIONS = {
     "frameworks": "frameworks_only",
     "house": "house_only",
     "journal": "journal_only",
+    "floor": "floor_only",
 }
 VARIANTS: tuple[dict[str, Any], ...] = ({"scrubber": False}, {"scrubber": False, "blobs": False})
 
@@ -116,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         "ui_only": lambda: _ui(args),
         "frameworks_only": _frameworks,
         "journal_only": lambda: _journal(args, workdir),
+        "floor_only": lambda: _floor(args, workdir),
     }
     for flag, section in alone.items():
         if getattr(args, flag):
@@ -212,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     inspector = "" if args.no_ui else "\n" + _ui(args)
     frameworks = "" if args.no_frameworks else "\n" + _frameworks()
     journal = "" if args.no_journal else "\n" + _journal(args, workdir)
+    floor = "" if args.no_floor else "\n" + _floor(args, workdir)
     body = (
         report.render(results)
         + scale
@@ -222,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         + inspector
         + frameworks
         + journal
+        + floor
     )
     return _finish(body, args, workdir)
 
@@ -315,6 +324,12 @@ def _journal(args: argparse.Namespace, workdir: Path) -> str:
     return journal_report.render(result, command=_command())
 
 
+def _floor(args: argparse.Namespace, workdir: Path) -> str:
+    """Issue 34's SQLite targets against their raw floors: instructions (callgrind) and native CPU."""
+    result = floor_section.run(workdir, cpu_reps=1 if args.quick else floor_section.CPU_REPS, log=_log)
+    return floor_report.render(result, command=_command())
+
+
 def _command() -> str:
     """How this report was made, as a reader would type it."""
     given = sys.argv[1:]
@@ -405,6 +420,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--journal-only", action="store_true", help="run and print only the call journal's section"
     )
     parser.add_argument("--no-journal", action="store_true", help="skip the call journal's section")
+    parser.add_argument("--floor-only", action="store_true", help="run and print only the floor section")
+    parser.add_argument("--no-floor", action="store_true", help="skip the floor section")
     parser.add_argument(
         "--section",
         choices=sorted(SECTIONS),

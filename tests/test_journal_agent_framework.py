@@ -35,7 +35,7 @@ from safepoint.adapters.agent_framework import (
 )
 from safepoint.adapters.agent_framework import framework as af_framework
 from safepoint.adapters.agent_framework.layout import workflow_run_id
-from safepoint.journal import ActionWaiting, holding
+from safepoint.journal import ActionWaiting, holding, resends
 from safepoint.testing.crash import Effect, Ledger
 
 ASKED = "refund order 1"
@@ -97,8 +97,10 @@ def cut_run(storage: SafepointCheckpointStorage, ledger: Ledger, kind: str = "re
 
 
 def entries(storage: SafepointCheckpointStorage, run_id: str = app.RUN_ID) -> dict[str, Any]:
-    """The run's recorded calls by key (not the ``resumed:<checkpoint>`` notes of resumes)."""
-    return {e.key: e for e in storage.store.recorded_calls(run_id) if e.key.startswith('["')}
+    """The run's recorded calls by key (not the ``resumed:<checkpoint>`` notes of resumes, nor the
+    markers of re-sent calls)."""
+    calls = storage.store.recorded_calls(run_id)
+    return {e.key: e for e in calls if e.key.startswith('["') and resends.sent_key(e.key) is None}
 
 
 def test_the_framework_names_the_journal_relies_on_are_there(storage: SafepointCheckpointStorage) -> None:
@@ -446,6 +448,10 @@ def test_hostile_names_ids_and_arguments_are_keyed_and_replayed(storage: Safepoi
     assert NOTES == [HOSTILE]  # the tool ran once, with the arguments as given
     found = entries(storage, workflow_run_id(name))
     assert len(found) == 3
+    marked = [e.key for e in storage.store.recorded_calls(workflow_run_id(name)) if resends.sent_key(e.key)]
+    assert len(marked) == 1  # the model call cut in flight, re-sent: marked before it was sent again
+    assert "|model#" in marked[0]
+    assert resends.sent_key(marked[0]) in found
     for key in found:
         assert len(key) < 1024
         assert json.loads(key.split("|", 1)[0])[2].startswith("#")  # the long id, by its digest

@@ -145,13 +145,7 @@ def check_clean(run: Scenario, reference: dict[str, Any]) -> int:
     assert effects == 2 * run.turns + 2  # two payments a turn; the lookups are the same every turn
     assert paid == 7 * run.turns + ledger.repeated_model_calls()
     assert final["counters"]["resent_calls"] <= resent
-    if final["counters"]["resent_calls"] >= ledger.repeated_model_calls():
-        ledger.check_usage(final["counters"])  # paid = the counters + the requests in flight at kills
-    else:
-        # A known gap of the Agents SDK journal: a process killed after re-sending a request and
-        # before the session's next save loses that re-send from the lost_* counters (the other
-        # journals note a re-send durably before sending it). The durable log still covers it.
-        assert resent >= ledger.repeated_model_calls()
+    ledger.check_usage(final["counters"])  # paid = the counters + the requests in flight at kills
     return resent
 
 
@@ -203,6 +197,24 @@ def test_a_long_conversation_killed_ten_times_counts_each_response_once(forks: A
         run.kill_at_random(rng, reference["elapsed"] / 12)
     run.finish()
     check_clean(run, reference)
+
+
+@pytest.mark.crash
+@pytest.mark.parametrize("mode", ["run", "streamed"])
+def test_killed_after_re_sending_a_request_the_re_send_is_counted(
+    forks: Any, tmp_path: Path, reference: dict[str, Any], mode: str
+) -> None:
+    """Killed while the specialist's first request is in flight, then killed again right after the
+    resumed process re-sent it — before the session's next save: the counters still count both
+    requests paid again (the re-send is noted in the journal before it is sent)."""
+    run = scenario(forks, tmp_path, f"resent-{mode}", journal=True, mode=mode)
+    run.kill_after_effect("model:specialist#0")  # in flight: its intent written, no response
+    run.kill_after_effect("model:specialist#0")  # re-sent, paid, killed before any save
+    assert run.kills == 2
+    run.finish()  # re-sends it once more
+    assert run.ledger().repeated_model_calls() == 2
+    check_clean(run, reference)
+    assert run.results[-1]["counters"]["resent_calls"] == 2
 
 
 # The long run, for make soak only (SAFEPOINT_SOAK=1): defined only then, so that make test

@@ -36,7 +36,7 @@ from safepoint.adapters.pydantic_ai import (
     current_call_key,
     non_idempotent,
 )
-from safepoint.journal import ActionWaiting
+from safepoint.journal import ActionWaiting, resends
 from safepoint.testing.crash import Ledger
 
 HOSTILE = 'chat\x00|pai|s0|{"$secret": "X"}<b>' + "é" * 300
@@ -233,7 +233,7 @@ def test_a_streamed_turn_is_recorded_whole_and_a_cut_stream_is_sent_again(
         notes: list[list[str]] = []  # the re-send is noted before it is sent: a kill now still counts
         shop.ON_REQUEST.append(
             lambda turn, step: notes.append(
-                [e.key for e in conversations.store.recorded_calls(run_id) if "|resent|" in e.key]
+                [e.key for e in conversations.store.recorded_calls(run_id) if resends.sent_key(e.key)]
             )
         )
         try:
@@ -244,7 +244,7 @@ def test_a_streamed_turn_is_recorded_whole_and_a_cut_stream_is_sent_again(
         finally:
             shop.ON_REQUEST.clear()
         assert [len(keys) for keys in notes] == [1]
-        assert notes[0][0].startswith("pai|s0|m0|model#2|resent|")
+        assert notes[0][0].startswith("pai|s0|m0|model#2!resent:")
         models = journal.last_turn.models
         assert (models.replayed, models.resent, models.called) == (2, 1, 1)
         assert journal.last_turn.tools.replayed == 3
@@ -418,9 +418,9 @@ def test_bad_input_is_a_typed_error_that_does_not_quote_it(conversations: Any, s
 
 def test_tool_call_ids_that_look_like_keys_stay_tool_calls(conversations: Any, shop_ledger: Ledger) -> None:
     """A model gives tool-call ids that read as the journal's own key parts (``x|resent``,
-    ``y|model#0``, a ``%7C``): each stays its tool's key, the cut turn replays, and the counters
-    count two tool calls, two model calls and nothing re-sent."""
-    ids = ["x|resent", "y|model#0%7C"]
+    ``y|model#0``, a ``%7C``, a re-send's ``!resent:``): each stays its tool's key, the cut turn
+    replays, and the counters count two tool calls, two model calls and nothing re-sent."""
+    ids = ["x|resent!resent:w", "y|model#0%7C!resent:"]
 
     def tricky(messages: list[Any], info: Any) -> ModelResponse:
         del info

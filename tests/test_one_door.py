@@ -74,7 +74,7 @@ def test_a_claimed_one_step_run_makes_only_the_queries_its_work_needs(url: str) 
         assert worker.run() == 1
         names = [query.name for query in log.take()]
         save = ["run_head", "insert_checkpoint"] if store.driver.dialect == "sqlite" else ["save_next"]
-        assert names == ["claim", "checkpoint_latest", "view_carriers", *save, "release"]
+        assert names == ["claim", "checkpoint_latest", "view_span", *save, "release"]
         info = store.run("one")
         assert (info.head_step, info.status, info.attempts) == (1, Status.RUNNING, 0)  # given back
         assert store.queue_state("one").queued

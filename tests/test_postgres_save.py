@@ -139,10 +139,10 @@ def test_the_one_statement_save_goes_alone_and_prepared(
         cp = _step(cp, f"turn {step}")
         store.save(cp)
         assert [way for way, _sql in wire] == ["alone"]
-        assert f'INSERT INTO "{pg_schema}".safepoint_checkpoints' in wire[0][1]
+        assert f'"{pg_schema}".safepoint_save_next(' in wire[0][1]
     with store.driver.pool.connection() as conn:  # type: ignore[attr-defined]  # the pool's only one
         prepared = [text for (text,) in conn.execute("SELECT statement FROM pg_prepared_statements")]
-    assert any(f'INSERT INTO "{pg_schema}".safepoint_checkpoints' in text for text in prepared)
+    assert any(f'"{pg_schema}".safepoint_save_next(' in text for text in prepared)
     assert list(pg_factory().load("alone").messages) == list(cp.messages)
 
 
@@ -164,7 +164,7 @@ def test_a_large_save_travels_as_one_message(
     text = wire[0][1]
     assert text.startswith("BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE")
     assert "set_config" not in text
-    assert "safepoint_checkpoints" in text
+    assert "safepoint_save_next(" in text
     assert text.endswith("COMMIT")
     assert pg_factory().load("one-message").messages[-1]["content"] == "x" * (ALONE_MAX_BYTES + 1)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import safepoint
@@ -20,13 +21,20 @@ from safepoint import Checkpoint
 from .fresh import step_messages
 
 
-def threads_on(store: safepoint.Store, concurrency: int, steps: int, rounds: int) -> float:
-    """C threads sharing ``store``, each keeping its checkpoint and changing it in place."""
+def threads_on(
+    store: safepoint.Store,
+    concurrency: int,
+    steps: int,
+    rounds: int,
+    apply: Callable[[Checkpoint, int], None] | None = None,
+) -> float:
+    """C threads sharing ``store``, each keeping its checkpoint and changing it in place
+    (``apply(cp, step)``: what a step does to it; by default, the two messages above)."""
     elapsed = 0.0
     for round_ in range(rounds):
         start = threading.Barrier(concurrency + 1)
         workers = [
-            threading.Thread(target=_saving, args=(store, f"r{round_}-{i}", steps, start))
+            threading.Thread(target=_saving, args=(store, f"r{round_}-{i}", steps, start, apply))
             for i in range(concurrency)
         ]
         for worker in workers:
@@ -39,13 +47,22 @@ def threads_on(store: safepoint.Store, concurrency: int, steps: int, rounds: int
     return rounds * concurrency * steps / elapsed
 
 
-def _saving(store: safepoint.Store, run_id: str, steps: int, start: threading.Barrier) -> None:
+def _saving(
+    store: safepoint.Store,
+    run_id: str,
+    steps: int,
+    start: threading.Barrier,
+    apply: Callable[[Checkpoint, int], None] | None,
+) -> None:
     cp = Checkpoint(run_id=run_id)
     start.wait()
     for step in range(steps):
         if step:
             cp = cp.next()
-        cp.messages.extend(step_messages(step, False))
+        if apply is None:
+            cp.messages.extend(step_messages(step, False))
+        else:
+            apply(cp, step)
         store.save(cp)
 
 

@@ -299,7 +299,7 @@ def digest(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()
 
 
-def extend_chain(chain: bytes, bodies: Iterable[bytes]) -> list[bytes]:
+def extend_chain(chain: bytes, bodies: Iterable[bytes | memoryview]) -> list[bytes]:
     """Chain values after each of ``bodies``, starting from ``chain``."""
     out: list[bytes] = []
     for body in bodies:

@@ -6,7 +6,8 @@ through ``Runner.run`` as an app without it would — and writes what it saw to
 ``result-<pid>.json``. It touches ``ready-<pid>`` first, so a test that kills
 it at a random instant measures from there; with ``kill_at`` it SIGKILLs
 itself right after that ledger effect (a payment made, its result not yet
-recorded). Every model call the journal re-sends is noted in ``resent.log``
+recorded; ``model:<model>#<k>``: each time that model's ``k``-th request is
+paid). Every model call the journal re-sends is noted in ``resent.log``
 (fsynced, from the journal's own log record, which comes before the call),
 so the count survives a kill of the process that re-sent it.
 
@@ -65,7 +66,8 @@ def child(
     logging.getLogger("safepoint.adapters.openai_agents").addHandler(_Resent(work / "resent.log"))
 
     def on_effect(effect: Effect) -> None:
-        if effect.kind == "record" and effect.key == kill_at:
+        paid = effect.kind == "model" and kill_at == "model:" + effect.key.split("|", 1)[0]
+        if paid or (effect.kind == "record" and effect.key == kill_at):
             os.kill(os.getpid(), signal.SIGKILL)  # right after the payment, before its result is kept
 
     app.LEDGER["ledger"] = Ledger(work / "ledger.db", on_effect=on_effect)

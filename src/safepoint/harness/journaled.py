@@ -141,6 +141,9 @@ def call(
             usage_of=usage_of,
             tally=local,
             resolve_secrets=core.resolve_secrets,
+            # The intent found is this process's own failed attempt (a Run holds no lease to tell
+            # it by): no crash — neither counted nor marked as re-sent.
+            retried=lambda _found: key in core.unanswered,
         )
     except BaseException:
         if not paid:
@@ -152,9 +155,7 @@ def call(
             local.count(paid[-1])
             _count(core, local)
         raise
-    if key in core.unanswered:  # the intent found was this process's own failed attempt
-        core.unanswered.discard(key)
-        local.resent, local.lost_tokens_in, local.lost_tokens_out, local.lost_spend = 0, 0, 0, 0.0
+    core.unanswered.discard(key)  # answered now
     _count(core, local)
     exceeded = budgets.over_usage(core.run_id, core.cp.counters)
     if exceeded is not None:

@@ -4,7 +4,8 @@ The store keeps the entries (``Store.record_call``, ``call_intent``,
 ``recorded_call``, ``recorded_calls``: put-if-absent, fenced by the run's
 lease, scrubbed, sealed and verified like checkpoints). This package holds
 what every integration does with them, written once (``replay``): replay a
-recorded call, record a new one, settle the one in flight at a crash, and
+recorded call, record a new one, settle the one in flight at a crash (a
+model call re-sent is marked first, ``resends`` counts the marks back), and
 count cost from entries; ``holding`` (a turn's lease on its run, and how a
 turn's flows reach the store from a framework's event loop) and ``counters``
 (the counter names every integration writes) serve the framework adapters.
@@ -16,11 +17,13 @@ from safepoint.records import CallUsage, Recorded
 
 from .replay import (
     NOT_RECORDABLE,
+    RESENT,
     ActionWaiting,
     Place,
     Tally,
     ToolPolicy,
     diverged_key,
+    marker,
     model_call,
     raised_within,
     tool_call,
@@ -28,6 +31,7 @@ from .replay import (
 
 __all__ = [
     "NOT_RECORDABLE",
+    "RESENT",
     "ActionWaiting",
     "CallUsage",
     "Place",
@@ -35,6 +39,7 @@ __all__ = [
     "Tally",
     "ToolPolicy",
     "diverged_key",
+    "marker",
     "model_call",
     "raised_within",
     "tool_call",

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from .replay import Tally
 
-__all__ = ["COUNTED", "LOST", "counted", "counters"]
+__all__ = ["COUNTED", "LOST", "counted", "counters", "lost", "with_lost"]
 
 # Kept across turns and resumes: the run's cost.
 COUNTED = ("tokens_in", "tokens_out", "spend", "model_calls", "tool_calls")
@@ -39,18 +39,26 @@ def counters(
         "model_calls": models.called + models.replayed,
         "tool_calls": tools.called + tools.replayed + tools.skipped,  # a rerun is called
     }
-    lost = {
+    out: dict[str, int | float] = {}
+    for name, value in counted_now.items():
+        out[name] = _add(start.get(name, 0), value)
+    out.update(with_lost(lost_before, models))
+    return out
+
+
+def lost(models: Tally) -> dict[str, int | float]:
+    """The ``LOST`` counters of the model calls ``models`` found in flight and sent again."""
+    return {
         "resent_calls": models.resent,
         "lost_tokens_in_estimate": models.lost_tokens_in,
         "lost_tokens_out_estimate": models.lost_tokens_out,
         "lost_spend_estimate": models.lost_spend,
     }
-    out: dict[str, int | float] = {}
-    for name, value in counted_now.items():
-        out[name] = _add(start.get(name, 0), value)
-    for name, value in lost.items():
-        out[name] = _add(lost_before.get(name, 0), value)
-    return out
+
+
+def with_lost(before: Mapping[str, int | float], models: Tally) -> dict[str, int | float]:
+    """The ``LOST`` counters ``before`` plus those of ``models``."""
+    return {name: _add(before.get(name, 0), value) for name, value in lost(models).items()}
 
 
 def counted(stored: Mapping[str, object] | None) -> dict[str, int | float]:

@@ -14,7 +14,10 @@ itself, so ``Run``, LangGraph and the Agents SDK — sync or async — share the
   never replayed into the changed request;
 - an *intent* with no result is the call in flight at a crash. A model
   call is sent again (counted as re-sent: its usage is the lost-spend
-  estimate); a non-idempotent tool goes to its reconcile hook
+  estimate), noted first by a marker entry (``marker``; counted back by
+  ``resends``) so the repeat stays counted if this process dies before
+  the integration's next save — unless the intent is the writer's own (a
+  failed attempt tried again: no crash); a non-idempotent tool goes to its reconcile hook
   (``Reconcile.rerun/skip/wait``, ``Run``'s vocabulary) — unless the intent's
   writer still holds the run's lease, which the caller waits out (the run
   is held for a turn, so a second process finds it held first).
@@ -39,11 +42,13 @@ from safepoint.twins import Sleep
 
 __all__ = [
     "NOT_RECORDABLE",
+    "RESENT",
     "ActionWaiting",
     "Place",
     "Tally",
     "ToolPolicy",
     "diverged_key",
+    "marker",
     "model_call",
     "raised_within",
     "tool_call",
@@ -54,6 +59,7 @@ E = TypeVar("E", bound=BaseException)
 # What an ``encode`` returns for a result the framework's own serializer cannot turn into
 # JSON: the call's result is used, never recorded (counted in ``Tally.unrecorded``), never pickled.
 NOT_RECORDABLE: Any = object()
+RESENT = "!resent:"  # <key>!resent:<writer>: <key>'s request was sent again after a crash by <writer>
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +131,12 @@ def diverged_key(key: str, request: Any) -> str:
     return f"{key}~{hashlib.sha256(codec.encode(request)).hexdigest()[:16]}"
 
 
+def marker(key: str, lease: Lease | None) -> str:
+    """The key noting that the writer holding ``lease`` re-sends the call at ``key`` (one marker
+    per writer: a writer re-sends a call once; the next one, after another crash, its own)."""
+    return f"{key}{RESENT}{'none' if lease is None else lease.worker_id}"
+
+
 def model_call(
     place: Place,
     key: str,
@@ -136,13 +148,18 @@ def model_call(
     usage_of: Callable[[Any], CallUsage | None],
     tally: Tally,
     resolve_secrets: Any = False,
+    retried: Callable[[Recorded], bool] | None = None,
 ) -> Flow[Any]:
     """The result of ``send()`` (a model request), replayed from the journal when recorded.
 
     ``encode`` turns a result into JSON (``NOT_RECORDABLE`` if it cannot),
     ``decode`` turns the recorded JSON back; ``usage_of`` reads a result's
     usage. An intent marks the request in flight before it is sent, so a
-    crash before its result is recorded is counted as a re-sent call.
+    crash before its result is recorded is counted as a re-sent call — and
+    the re-send is marked before it is sent (``marker``), so that count
+    survives this process too. ``retried`` tells an intent that is no crash
+    (the integration's own failed attempt, made again) from one that is;
+    by default, an intent written under this very lease is.
     """
     found: Recorded | None = yield RecordedCall(place.run_id, key, request, resolve_secrets)
     if found is not None and found.same_request is False:
@@ -155,9 +172,12 @@ def model_call(
         tally.count(found.usage)
         tally.divergences += found.redacted > 0  # a value a rule redacted replays redacted
         return decode(found.result)
-    resent = found is not None  # an intent: sent once already, its answer lost
-    if not resent:
+    if found is None:
         yield CallIntent(place.run_id, key, request, place.lease)
+    resent = found is not None and not (_own(found, place) if retried is None else retried(found))
+    if resent:
+        # Noted before the call, as an entry: a count kept only in this process would die with it.
+        yield CallIntent(place.run_id, marker(key, place.lease), None, place.lease)
     result = yield Invoke(send)
     tally.called += 1
     usage = usage_of(result)
@@ -232,6 +252,12 @@ def raised_within(error: BaseException, kind: type[E]) -> E | None:
             return seen
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+def _own(found: Recorded, place: Place) -> bool:
+    """Whether an intent was written under this writer's own lease: its failed attempt, tried
+    again — no crash. (Without a lease it cannot be told: an integration says by ``retried``.)"""
+    return not _is_other(found, place)
 
 
 def _is_other(found: Recorded, place: Place) -> bool:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Generic, TypeVar
 
-from ahocorasick_rs import AhoCorasick, Implementation
+from ahocorasick_rs import AhoCorasick, BytesAhoCorasick, Implementation
 
 from .encodings import base64_cores, every_encoding, json_escaped
 
@@ -39,13 +39,41 @@ class Matcher(Generic[V]):
 
     def __init__(self, words: Mapping[str, V]) -> None:
         patterns = [word for word in words if word]
+        self._patterns = patterns
         self._values = [words[word] for word in patterns]
         self._longest = max(map(len, patterns), default=0)
-        # The DFA is the fastest to search and small enough for a few thousand patterns.
-        self._automaton = AhoCorasick(patterns, implementation=Implementation.DFA) if patterns else None
+        # Two searches over the same patterns, each built on first use (see _search): most texts
+        # are ASCII, so the str one is often never needed. The DFA is the fastest to search and
+        # small enough for a few thousand patterns.
+        self._ascii: BytesAhoCorasick | None = None
+        self._text: AhoCorasick | None = None
 
     def __len__(self) -> int:
         return len(self._values)
+
+    def _search(self, text: str, overlapping: bool) -> list[tuple[int, int, int]]:
+        """``(pattern index, start, end)`` of the matches in ``text``, in characters.
+
+        An ASCII text (most of what agents write) is searched as its bytes: character
+        and byte offsets are then the same, and the str search's mapping of byte offsets
+        back to characters — as costly as the search itself — is skipped. A pattern
+        holding non-ASCII characters has bytes no ASCII text holds, so the matches
+        are the same.
+        """
+        if text.isascii():  # O(1): CPython records it on the str
+            automaton = self._ascii
+            if automaton is None:
+                automaton = self._ascii = BytesAhoCorasick(
+                    [word.encode() for word in self._patterns], implementation=Implementation.DFA
+                )
+            return automaton.find_matches_as_indexes(text.encode("ascii"), overlapping=overlapping)
+        by_text = self._text
+        if by_text is None:
+            by_text = self._text = AhoCorasick(self._patterns, implementation=Implementation.DFA)
+        try:
+            return by_text.find_matches_as_indexes(text, overlapping=overlapping)
+        except UnicodeEncodeError:
+            return by_text.find_matches_as_indexes(_without_surrogates(text), overlapping=overlapping)
 
     def any(self, text: str) -> bool:
         """Whether any word occurs in ``text``.
@@ -55,33 +83,23 @@ class Matcher(Generic[V]):
         time, overlapping by ``longest - 1`` — and the first piece with a match answers: a clean
         text still costs one pass (in a handful of calls), a dense one almost nothing.
         """
-        automaton = self._automaton
-        if automaton is None:
+        if not self._patterns:
             return False
         size, cut, piece, reach = len(text), 0, _FIRST_LOOK, self._longest - 1
         while cut < size:
             part = text[cut : cut + piece + reach] if cut or piece < size else text
-            try:
-                if automaton.find_matches_as_indexes(part):
-                    return True
-            except UnicodeEncodeError:
-                if automaton.find_matches_as_indexes(_without_surrogates(part)):
-                    return True
+            if self._search(part, False):
+                return True
             cut += piece
             piece *= 16
         return False
 
     def find(self, text: str) -> list[tuple[int, int, V]]:
         """Every occurrence, overlapping ones included: ``(start, end, value)``, by end offset."""
-        automaton = self._automaton
-        if automaton is None:
+        if not self._patterns:
             return []
         values = self._values
-        try:
-            found = automaton.find_matches_as_indexes(text, overlapping=True)
-        except UnicodeEncodeError:
-            found = automaton.find_matches_as_indexes(_without_surrogates(text), overlapping=True)
-        return [(start, end, values[index]) for index, start, end in found]
+        return [(start, end, values[index]) for index, start, end in self._search(text, True)]
 
     def find_within(self, text: str, spans: Sequence[tuple[int, int]]) -> Iterator[tuple[int, int, V]]:
         """Every occurrence that starts inside one of the sorted, disjoint ``spans``,
@@ -92,19 +110,14 @@ class Matcher(Generic[V]):
         at once; each chunk reaches ``longest - 1`` characters past its end so an
         occurrence across the cut is found, once, in the chunk where it starts.
         """
-        automaton = self._automaton
-        if automaton is None:
+        if not self._patterns:
             return
         values, reach, size = self._values, self._longest - 1, _CHUNK
         by_start = itemgetter(1)
         for lo, hi in spans:
             for cut in range(lo, hi, size):
                 stop = min(cut + size, hi)
-                piece = text[cut : stop + reach]
-                try:
-                    found = automaton.find_matches_as_indexes(piece, overlapping=True)
-                except UnicodeEncodeError:
-                    found = automaton.find_matches_as_indexes(_without_surrogates(piece), overlapping=True)
+                found = self._search(text[cut : stop + reach], True)
                 found.sort(key=by_start)
                 limit = stop - cut
                 for index, start, end in found:
@@ -214,15 +227,22 @@ def _broken_core(core: str) -> list[str]:
     return words
 
 
-def build_prefilter(values: Mapping[str, str]) -> Matcher[bool] | None:
+def prefilter_words(values: Mapping[str, str]) -> list[str]:
+    """What a field's canonical JSON text shows where it holds one of ``values``:
+    every variant JSON-escaped once more, and the base64 variants across line breaks."""
     words: dict[str, bool] = {}
     for value in values.values():
         for encoding, text, _, _ in _variants(value):
             words[json_escaped(text)] = True
             if encoding == "base64-part":  # base64 needs no JSON escaping
                 words.update(dict.fromkeys(_broken_core(text), True))
+    return list(words)
+
+
+def build_prefilter(values: Mapping[str, str]) -> Matcher[bool] | None:
+    words = prefilter_words(values)
     # One pass over the text whatever it holds: no join of lines before the look.
-    return Matcher(words) if words else None
+    return Matcher(dict.fromkeys(words, True)) if words else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping
 
 from safepoint.errors import InvalidArgument, UnknownSecret
 
-from .automata import Matcher, Variant, build_automaton, build_prefilter
+from .automata import Matcher, Variant, build_automaton, build_prefilter, prefilter_words
 
 MIN_SECRET_LENGTH = 8
 _NAME = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
@@ -147,6 +147,12 @@ class Secrets:
             if self._prefilter is None:
                 self._prefilter = build_prefilter(self._values)
             return self._prefilter
+
+    def look_words(self) -> tuple[int, list[str]]:
+        """What :meth:`prefilter` looks for (as a list, for a prefilter that runs them in one pass
+        with other words) and the registry's version those words are of."""
+        with self._lock:
+            return self.version, prefilter_words(self._values)
 
 
 def marker(name: str, encoding: str) -> str:

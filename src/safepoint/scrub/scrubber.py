@@ -26,10 +26,13 @@ resolved — safe, only less useful). A step may offer ``might_match(text)``,
 a cheap look at a field's JSON text (False: it would replace nothing there).
 
 Speed: a field is first encoded to JSON (which the store does anyway) and
-each step's ``might_match`` looks at that one text — an automaton pass in C.
-Only a field where something might match, or that holds ``$`` keys or
-markers, is walked value by value. A step without ``might_match`` makes every
-field walk (correct, just slower).
+one automaton pass over those bytes looks for everything the built-in steps
+look for and the stored shapes (:mod:`.look`); a user's step is asked through
+its ``might_match`` on the text. Only a field where something might match, or
+that holds ``$`` keys or markers, is walked value by value. A step without
+``might_match`` makes every field walk (correct, just slower). Counter names
+that came out unchanged are not looked at again on the next save of the same
+names (:mod:`.proven`).
 
 The scrubber is deterministic and idempotent — scrubbing a loaded (scrubbed)
 value gives back its stored form — which is what lets the store compare a
@@ -38,7 +41,6 @@ checkpoint's messages with the scrubbed ones it holds (DESIGN: pitfalls).
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -50,6 +52,8 @@ from safepoint.refs import ScrubbedText, SecretRef, Span
 from .automata import Hit, find_known
 from .engine.marks import splice
 from .known import Secrets, marker
+from .look import STORED_SHAPES, Look
+from .proven import ProvenNames
 from .walk import Report, Step, Walk
 
 if TYPE_CHECKING:
@@ -130,6 +134,7 @@ class Scrubber:
         self.secrets = secrets if secrets is not None else Secrets()
         built: list[Step] = [KnownSecretsStep(self.secrets)]
         kinds = _pii_kinds(pii)
+        scanner: RuleScanner | None = None
         if rules or kinds:
             # The rule table compiles its patterns on first use: only stores that scrub pay.
             from .engine.scanner import RuleScanner  # noqa: PLC0415
@@ -143,6 +148,8 @@ class Scrubber:
         self.steps: tuple[Step, ...] = (*built, *steps)
         # Only the built-in steps are known to be deterministic enough to cache.
         self._walk = Walk(self.steps, self.secrets, cacheable=not steps)
+        self._look = Look(self.secrets, scanner, steps)
+        self._proven = ProvenNames(self.secrets, enabled=not steps)
 
     def scrub(
         self, value: Any, root: str, found: Found | None = None, *, checked: bool = False
@@ -158,10 +165,10 @@ class Scrubber:
         found = found if found is not None else Found(self.policy, root)
         if not checked:
             try:
-                text = codec.encode(value).decode()
+                encoded: bytes | None = codec.encode(value)
             except TypeError:  # bytes inside (JSON has no bytes): always walked
-                text = None
-            if text is not None and not self.needs_walk(text):
+                encoded = None
+            if encoded is not None and not self._look(encoded):
                 return value, found
         found.parts = [root]
         return self._walk.value(value, found), found
@@ -178,11 +185,35 @@ class Scrubber:
         """A checkpoint header's fields in stored form, in one call: each of ``values``
         (field name to value) as :meth:`scrub` does it, labels (keys and values) and
         counter names as strings — queryable columns, so markers as plain text, never
-        references. ``found`` records them all, each under its field's name."""
+        references. ``found`` records them all, each under its field's name. Counter
+        names an earlier save proved (:mod:`.proven`) are kept without a look."""
         walked = {name: self.scrub(value, name, found, checked=checked)[0] for name, value in values.items()}
         labels, _ = self.scrub_strings(labels, "labels", found, values_too=True, checked=checked)
-        counters, _ = self.scrub_strings(counters, "counters", found, values_too=False, checked=checked)
+        if not self._proven.holds(counters):
+            version, findings = self.secrets.version, found.counts.total()
+            given = counters
+            counters, _ = self.scrub_strings(given, "counters", found, values_too=False, checked=checked)
+            if found.counts.total() == findings and list(counters) == list(given):
+                self._proven.add(given, version)  # every name came out as it went in
         return walked, labels, counters
+
+    def header_needs_walk(self, encoded: bytes, counters: dict[str, Any]) -> bool:
+        """Whether a checkpoint header must be walked (:meth:`scrub_fields`), given its canonical
+        JSON ``encoded``: a JSON array whose last item is ``counters``.
+
+        Counter names an earlier save proved are not looked at again: the look covers the
+        bytes before them (a word across the cut could only join two strings, and every
+        string is scrubbed alone). A whole header the look passes proves its counter names.
+        """
+        if counters and self._proven.holds(counters):
+            tail = codec.encode(counters) + b"]"
+            if encoded.endswith(tail):
+                return self._look(memoryview(encoded)[: len(encoded) - len(tail)])
+        version = self.secrets.version
+        if self._look(encoded):
+            return True
+        self._proven.add(counters, version)
+        return False
 
     def scrub_encoded(self, value: Any, encoded: bytes, root: str, found: Found) -> tuple[Any, bytes]:
         """``value`` in stored form and its canonical bytes, given its canonical bytes ``encoded``
@@ -192,7 +223,7 @@ class Scrubber:
         some trigger is then almost always somewhere in it, and the look would
         only scan the text a second time before the walk scans it again.
         """
-        if len(encoded) <= _LOOK_FIRST_MAX_BYTES and not self.needs_walk(encoded.decode()):
+        if len(encoded) <= _LOOK_FIRST_MAX_BYTES and not self._look(encoded):
             return value, encoded
         found.parts = [root]
         scrubbed = self._walk.value(value, found)
@@ -216,7 +247,8 @@ class Scrubber:
             found = Found(self.policy, root)
         else:
             found.parts = [root]
-        if not checked and not self._might_match(codec.encode(mapping).decode()):
+        # (The look also wakes on a "$" string, which a flat mapping keeps as it is: a needless walk.)
+        if not checked and not self._look(codec.encode(mapping)):
             return mapping, found
         return self._walk.mapping(mapping, found, values_too=values_too), found
 
@@ -232,8 +264,13 @@ class Scrubber:
 
     def needs_walk(self, text: str) -> bool:
         """Whether a value with this (JSON) text must be walked: a step might
-        match, or it may hold ``$`` keys to escape or store-written references."""
-        return _STORED_SHAPES.search(text) is not None or self._might_match(text)
+        match, or it may hold ``$`` keys to escape or store-written references.
+        (A store looks at the encoded bytes instead: :meth:`needs_walk_encoded`.)"""
+        return any(shape in text for shape in STORED_SHAPES) or self._might_match(text)
+
+    def needs_walk_encoded(self, encoded: bytes | memoryview) -> bool:
+        """:meth:`needs_walk` for a value's canonical JSON bytes, in one pass over them."""
+        return self._look(encoded)
 
     def _might_match(self, text: str) -> bool:
         for step in self.steps:
@@ -241,11 +278,6 @@ class Scrubber:
             if check is None or check(text):
                 return True
         return False
-
-
-# Text that may hold a `$` key (to escape, or a reference the store wrote) or
-# scrubbed text from a load: such a value is walked even when no step matches.
-_STORED_SHAPES = re.compile(r'"\$|\[(?:SECRET|REDACTED):')
 
 
 def _pii_kinds(pii: bool | Iterable[str]) -> tuple[str, ...]:

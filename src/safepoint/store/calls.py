@@ -103,7 +103,9 @@ def load(
     arguments.flag(migrate, "migrate")
     arguments.flag(fetch_blobs, "fetch_blobs")
     in_database = settings.blobs is not None and settings.blobs.in_database and fetch_blobs
-    op = load_for_reading(check_id(run_id), check_step(step), blobs_in_database=in_database)
+    op = load_for_reading(
+        check_id(run_id), check_step(step), blobs_in_database=in_database, verified=settings.verified
+    )
     return Call(op, False, finish)
 
 

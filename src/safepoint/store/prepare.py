@@ -44,7 +44,7 @@ from .validate import check_message, validate_fields
 
 T = TypeVar("T")
 
-# Header JSON up to this many characters is walked without a look per field (see _scrub_fields).
+# Header JSON up to this many bytes is walked without a look per field (see _scrub_fields).
 _WALK_WITHOUT_LOOK = 2048
 
 
@@ -87,16 +87,16 @@ class PreparedSave:
             if encoded is not None and not may_need_stored_form(encoded):
                 return fields
             return fields.with_values({name: to_stored(fields.value(name)) for name in VALUE_FIELDS})
-        # One look at all the header fields together first: usually nothing matches.
-        text = None if encoded is None else encoded.decode()
-        if text is not None and not scrubber.needs_walk(text):
+        # One look at all the header fields together first (one pass over the bytes): usually
+        # nothing matches. Counter names proven on an earlier save ("tokens_in" holds the token
+        # rule's trigger) are left out of the look, so they do not wake a walk on every save.
+        if encoded is not None and not scrubber.header_needs_walk(encoded, fields.counters):
             return fields
-        # Something might match. A small header (the usual case: a counter
-        # named "tokens_in" is enough to wake the token rule's prefilter) is
-        # walked field by field straight away — its short strings are cached —
-        # where a look per field would cost more than the walk; a large one
-        # is looked at field by field first, so only the field at fault is walked.
-        checked = text is not None and len(text) <= _WALK_WITHOUT_LOOK
+        # Something might match. A small header is walked field by field
+        # straight away — its short strings are cached — where a look per field
+        # would cost more than the walk; a large one is looked at field by
+        # field first, so only the field at fault is walked.
+        checked = encoded is not None and len(encoded) <= _WALK_WITHOUT_LOOK
         found = Found(scrubber.policy, "state")  # one record for the header; each field sets its root
         values, labels, counters = scrubber.scrub_fields(
             fields.values, fields.labels, fields.counters, found, checked=checked
@@ -191,6 +191,7 @@ def prepare_save(
 
 
 def _header_values(fields: StoredFields) -> tuple[Any, ...]:
+    # Counters last: the scrubber's header look leaves proven counter names out by cutting them off the end.
     return (*fields.values.values(), fields.labels, fields.counters)
 
 

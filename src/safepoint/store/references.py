@@ -21,7 +21,7 @@ there; the common message has none and costs one substring search.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from safepoint.blobs.base import BlobRef
@@ -169,7 +169,9 @@ def legacy_secret_names(rules: Collection[str]) -> frozenset[str]:
     return frozenset(rule[7:] for rule in rules if rule.startswith("secret:"))
 
 
-def typed_checkpoint(cp: Checkpoint, stored_format: int, bodies: list[bytes], header: bytes) -> Checkpoint:
+def typed_checkpoint(
+    cp: Checkpoint, stored_format: int, bodies: Sequence[bytes | memoryview], header: bytes
+) -> Checkpoint:
     """A loaded checkpoint (stored form, ``bodies`` and ``header`` as read) as
     callers see it, in place: only values whose bytes show a ``$`` key (or, in
     a legacy row, a marker) are walked, so a plain message costs one search."""

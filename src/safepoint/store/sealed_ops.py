@@ -34,7 +34,7 @@ not here.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from safepoint import codec
@@ -159,10 +159,17 @@ def _opened(query: Query, rows: list[Row], sealer: Sealer, refs: dict[int, str])
             for row in rows
         ]
     carried = _carried_columns(columns)
+    lists: list[list[Any]] = []
+    if carried is not None:  # a load's carrier rows, one per step: opened in place (``Sealer.open_rows``)
+        make = type(rows[0])
+        lists = [list(row) for row in rows]
+        rows.clear()  # the sealed values are in ``lists`` alone now: each goes as it is opened
+    done: dict[int, list[int]] = {}  # per content column, how many rows are opened
     for attempt in (1, 2):
         try:
-            if carried is not None:  # a load's carrier rows, one per step: the lean way
-                return _opened_carriers(query, rows, carried, sealer, refs)
+            if carried is not None:
+                _opened_carriers(query, lists, carried, sealer, refs, done=done)
+                return [make(values) for values in lists]
             if query.name in _LISTINGS:
                 return [_listed_row(query, row, sealer, refs) for row in rows]
             return [_opened_row(query, row, sealer, refs) for row in rows]
@@ -251,29 +258,24 @@ _DIGEST_ONLY: dict[tuple[str, ...], tuple[int, ...]] = {}
 
 def _opened_carriers(
     query: Query,
-    rows: list[Row],
+    rows: list[list[Any]],
     carried: tuple[int, tuple[tuple[int, str], ...]],
     sealer: Sealer,
     refs: dict[int, str],
-) -> list[Row]:
+    *,
+    done: dict[int, list[int]],
+) -> None:
     run_id = _run_of(query.name, query.params, refs)
     step_at, content = carried
-    columns = [list(row) for row in rows]
     for index, column in content:
-        present = [i for i, values in enumerate(columns) if values[index] is not None]
-        opened: Sequence[bytes | None]
         try:
-            opened = sealer.open_steps(
-                [(columns[i][index], columns[i][step_at]) for i in present], run_id, column
-            )
+            opened = done.setdefault(index, [0])
+            sealer.open_rows(rows, index, step_at, run_id=run_id, column=column, done=opened)
         except CorruptCheckpoint:
             if query.name not in _HINTS:
                 raise
-            opened = [None] * len(present)  # as if never written: the operation takes the exact way
-        for i, plain in zip(present, opened, strict=True):
-            columns[i][index] = plain
-    make = type(rows[0])
-    return [make(values) for values in columns]
+            for values in rows:  # as if never written: the operation takes the exact way
+                values[index] = None
 
 
 def _opened_counters(values: dict[str, Any], sealer: Sealer, run_id: str) -> str:

@@ -52,9 +52,12 @@ from safepoint.crypto.sealing import (
 from safepoint.crypto.wrapping import unwrap_for_store
 from safepoint.errors import BlobCorrupt, CorruptCheckpoint, StoreError
 
+from .verified import MAX_BYTES, RowMemo
+
 RUN_WIDE = -1  # the step of a value that belongs to the run, not to one checkpoint
 TEXT_PREFIX = "sp1:"
 LABELS_KEY = ""  # where a labels object holds the sealed labels (no token is empty)
+OPENED_BYTES = 2 * MAX_BYTES  # sealed and plain bytes of the rows a load opened (``open_rows``)
 _DIGEST_HINTS = 65_536  # keyed -> plain digests remembered (a hint; a miss costs a re-plan)
 PLAIN_TEXT = "it is stored in plain text, but the store is encrypted"
 
@@ -94,9 +97,14 @@ class Sealer:
         self._keys: dict[str, DataKey] = {}
         self._lock = threading.Lock()
         self._index = keyring.index_key
-        self._plain: dict[bytes, bytes] = {}
+        self._plain: dict[bytes, bytes] = {}  # keyed digest -> plain, and the other way
+        self._keyed: dict[bytes, bytes] = {}
         self._labels: dict[tuple[str, str, str], str] = {}
         self.writing = self.data_key(writing_id)
+        # Plaintexts of carrier rows opened, by (run, column) and step: (sealed bytes as read, plaintext).
+        self._opened_rows: RowMemo[int, tuple[bytes, bytes]] = RowMemo(
+            OPENED_BYTES, lambda entry: len(entry[0]) + len(entry[1])
+        )
         self._decrypt, self._tag_error = self.writing.raw_decrypt(), tag_error()
 
     # -- data keys ---------------------------------------------------------
@@ -130,33 +138,65 @@ class Sealer:
         return self.open_steps([(stored, step)], run_id, column)[0]
 
     def open_steps(self, values: list[tuple[Any, int]], run_id: str, column: str) -> list[bytes]:
-        """``open`` of many (stored, step) values of one run's ``column`` (a load's carrier rows).
+        """``open`` of many (stored, step) values of one run's ``column``."""
+        rows = [[stored, step] for stored, step in values]
+        self.open_rows(rows, 0, 1, run_id=run_id, column=column, done=[0])
+        return [row[0] for row in rows]
 
-        Most values take the fast way: sealed under the writing data key, and
-        the associated data's run and column part made once. Anything else
-        takes the checked way (``_opened``), which names what is wrong.
+    def open_rows(
+        self, rows: list[list[Any]], index: int, step_at: int, *, run_id: str, column: str, done: list[int]
+    ) -> None:
+        """``open`` of each row's ``column`` value (at ``index``; its step at ``step_at``), in place:
+        a row's sealed value gives way to its plaintext as soon as that is made, so
+        the memory it held serves the next one (a load's carrier rows: one
+        message log's bytes at a time, not two). None stays None.
+
+        ``done[0]``: how many rows are opened already; it moves with each, so a
+        caller that meets ``UnknownDataKey``, reads the data keys and calls again
+        goes on from the row that stopped it. Most values take the fast way: sealed
+        under the writing data key, and the associated data's run and column part
+        made once. Anything else takes the checked way (``_opened``), which names
+        what is wrong.
+
+        A value this sealer opened before for the same run, step and column is not
+        opened again when its sealed bytes as read are the very same (one C-level
+        comparison): equal bytes under the same key and associated data open to the
+        same plaintext, so the memo changes what is decrypted, not what is accepted;
+        other bytes (a row replaced, replayed, swapped) are decrypted and checked.
         """
         texts, pack = associated_texts(self.store_id, run_id, column), step_bytes
         prefix, decrypt = self.writing.prefix, self._decrypt
         start = len(prefix)
-        shortest = start + NONCE_BYTES + TAG_BYTES
-        out: list[bytes] = []
+        nonce_end = start + NONCE_BYTES
+        shortest = nonce_end + TAG_BYTES
+        step = RUN_WIDE
+        known = self._opened_rows.group((run_id, column))
+        learnt: dict[int, tuple[bytes, bytes]] = {}
         try:
-            for stored, step in values:
-                if type(stored) is not bytes and not isinstance(stored, bytearray | memoryview):
-                    raise CorruptCheckpoint(run_id, _shown(step), f"its {column} is not stored as bytes")
-                data = stored if type(stored) is bytes else bytes(stored)
-                if data.startswith(prefix) and len(data) >= shortest:
-                    nonce_end = start + NONCE_BYTES
-                    out.append(decrypt(data[start:nonce_end], data[nonce_end:], texts + pack(step)))
-                else:
-                    out.append(self._opened(data, run_id, step, column))
-        except self._tag_error:  # the value at len(out) did not open
-            step = values[len(out)][1]
+            for at in range(done[0], len(rows)):
+                row = rows[at]
+                stored, step = row[index], row[step_at]
+                if stored is not None:
+                    if type(stored) is not bytes and not isinstance(stored, bytearray | memoryview):
+                        raise CorruptCheckpoint(run_id, _shown(step), f"its {column} is not stored as bytes")
+                    data = stored if type(stored) is bytes else bytes(stored)
+                    del stored
+                    seen = known.get(step)
+                    if seen is not None and seen[0] == data:  # the sealed bytes compared whole
+                        row[index] = seen[1]
+                    elif data.startswith(prefix) and len(data) >= shortest:
+                        sealed = memoryview(data)[nonce_end:]  # no copy of the ciphertext
+                        row[index] = plain = decrypt(data[start:nonce_end], sealed, texts + pack(step))
+                        learnt[step] = (data, plain)
+                    else:
+                        row[index] = self._opened(data, run_id, step, column)
+                done[0] = at + 1
+            if learnt:
+                self._opened_rows.learn((run_id, column), learnt)
+        except self._tag_error:  # the value at done[0] did not open
             raise CorruptCheckpoint(
                 run_id, _shown(step), f"its {column} does not open: it does not decrypt for its place"
             ) from None
-        return out
 
     def _opened(self, data: bytes, run_id: str, step: int, column: str) -> bytes:
         if not is_sealed(data):
@@ -248,10 +288,14 @@ class Sealer:
     # -- checkpoint digests ------------------------------------------------
 
     def keyed(self, plain: bytes) -> bytes:
-        keyed = keyed_digest(self._index, CHECKPOINT_DIGEST, plain)
-        if len(self._plain) >= _DIGEST_HINTS:
-            self._plain.clear()
-        self._plain[keyed] = plain
+        keyed = self._keyed.get(plain)  # a load checks its head's digest each time
+        if keyed is None:
+            keyed = keyed_digest(self._index, CHECKPOINT_DIGEST, plain)
+            if len(self._plain) >= _DIGEST_HINTS:
+                self._plain.clear()
+                self._keyed.clear()
+            self._plain[keyed] = plain
+            self._keyed[plain] = keyed
         return keyed
 
     def plain(self, stored: Any) -> Any:

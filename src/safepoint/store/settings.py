@@ -38,6 +38,7 @@ from .prepare import PreparedSave, guarded, prepare_save
 from .remembered import RunMemory
 from .sealed_blobs import SealedBlobs
 from .sealer import Sealer
+from .verified import VerifiedRows
 
 if TYPE_CHECKING:
     from .query import Loaded
@@ -80,6 +81,7 @@ class StoreSettings:
         self.migrations = migrations
         self.schema_version = current_version(migrations, schema_version)
         self.memory = RunMemory()
+        self.verified = VerifiedRows()  # message rows a load has hashed (``verified.py``)
         # An encrypted store's (``open_store(url, encryption=…)``): every operation's
         # content sealed and opened by ``sealed_ops``, the blobs by ``sealed_blobs``.
         self.sealer: Sealer | None = None

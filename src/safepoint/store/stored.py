@@ -36,6 +36,7 @@ from safepoint.model import (
 )
 from safepoint.records import from_micros
 
+from .log_rows import Body
 from .references import FORMAT, LEGACY_FORMAT
 
 # What a sealed value (``crypto.sealing.MAGIC``) begins with, and no JSON text does.
@@ -156,11 +157,16 @@ def decode_checkpoint(
     header: bytes,
     stored_digest: bytes,
     ranges_json: str | bytes,
-    bodies: list[bytes],
+    bodies: list[Body],
     carriers: tuple[tuple[int, int], ...] | None = None,
+    chains: list[bytes] | None = None,
 ) -> tuple[Checkpoint, int]:
     """Rebuild and verify a stored checkpoint, and say its stored format;
     ``CorruptCheckpoint`` on any mismatch.
+
+    ``chains``: the digest chain value after each of ``bodies`` when the caller
+    has them from these very bytes (``verified.VerifiedRows``); else they are
+    hashed here. Either way the last one must be the header's.
 
     The checkpoint is in stored form (``store/references.py`` turns it into
     what a caller sees), so that a fork can copy it as it is.
@@ -196,11 +202,12 @@ def decode_checkpoint(
         # The rows are found by their carriers, so ranges that claim more
         # (or other) seqs would not show as missing messages.
         raise corrupt("its message ranges do not cover its messages")
-    chains = codec.extend_chain(codec.EMPTY_CHAIN, bodies)
+    if chains is None or len(chains) != len(bodies):
+        chains = codec.extend_chain(codec.EMPTY_CHAIN, bodies)
     if (chains[-1] if chains else codec.EMPTY_CHAIN).hex() != chain:
         raise corrupt("messages do not match the digest chain")
     try:
-        messages = [freeze(codec.decode(body)) for body in bodies]
+        messages = [freeze(value) for value in map(orjson.loads, bodies)]
     except ValueError as exc:
         raise corrupt("a message is not valid JSON") from exc
     stored_format = fields.get("format", LEGACY_FORMAT)

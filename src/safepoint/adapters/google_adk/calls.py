@@ -33,13 +33,13 @@ from functools import partial
 from typing import Any
 
 from safepoint import Reconcile
-from safepoint.flow import CallIntent, RecordCall, RecordedCall
-from safepoint.journal import ToolPolicy, model_call, tool_call
+from safepoint.flow import CallIntent, RecordCall
+from safepoint.journal import ToolPolicy, model_call, resends, tool_call
 from safepoint.journal.holding import serve
 from safepoint.twins import translate
 
 from . import jsonform
-from .turn import RESENT, Turn, add_lost
+from .turn import Turn, add_lost
 
 CALL_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar("safepoint_adk_call_key", default=None)
 _IDEMPOTENT = ToolPolicy()
@@ -111,6 +111,7 @@ async def before_model(turn: Turn, slot: tuple[str, str], request: Any) -> Any:
         usage_of=lambda response: jsonform.call_usage(response, turn.spend),
         tally=turn.models,
         resolve_secrets=turn.resolve_secrets,
+        retried=lambda found: found.key in turn.failed,
     )
     try:
         answered, response = await pending.start(turn, translate(flow, partial(_watched, turn, slot)))
@@ -124,29 +125,25 @@ async def before_model(turn: Turn, slot: tuple[str, str], request: Any) -> Any:
 
 
 def _watched(turn: Turn, slot: tuple[str, str], request: Any) -> Any:
-    """A request of the model flow, served as it is — but for an entry found in flight.
+    """A request of the model flow, served as it is; what it says about re-sends is noted.
 
     An intent left by a call whose failure this journal saw (ADK's error
     callback: the call ended, nothing was lost) is that call retried — by ADK
-    within the turn, or by the app sending the turn's message again — and is
-    handed to the flow as no entry: a call like any other, not a re-sent one.
-    Any other intent was in flight at a crash: logged, then marked (an entry
+    within the turn, or by the app sending the turn's message again — and the
+    flow is told so (``retried``): a call like any other, not a re-sent one.
+    Any other intent was in flight at a crash: the flow marks it (an entry
     ``<key>!resent:<writer>``, which a later run of the turn counts even if
-    this one dies before its next save) before it is sent again. A call an
-    earlier run re-sent and never recorded adds its estimate once recorded.
+    this one dies before its next save) before it is sent again, and it is
+    logged once marked. A call an earlier run re-sent and never recorded adds
+    its estimate once recorded.
     """
     value = yield request
-    if isinstance(request, RecordedCall) and value is not None and not value.done and value.same_request:
-        if request.key in turn.failed:
-            return None
+    if isinstance(request, CallIntent) and resends.sent_key(request.key) is not None:
         log.warning(
             "a model call of agent %r was in flight at a crash: sent again",
             slot[1],
             extra={"safepoint_event": "resent"},
         )
-        lease = turn.lease
-        writer = lease.worker_id if lease is not None else "-"
-        yield CallIntent(turn.run_id, f"{request.key}{RESENT}{writer}", None, lease)
     elif isinstance(request, RecordCall) and request.key in turn.lost_pending:
         add_lost(turn.lost_before, value.usage, turn.lost_pending.pop(request.key))
     return value

@@ -25,6 +25,7 @@ id or an event id, which a re-run changes.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,14 +34,14 @@ from google.adk.errors.session_not_found_error import SessionNotFoundError
 from safepoint import AsyncStore, Checkpoint, NotFound, RunHeld, Store
 from safepoint.adapters.cache import is_head
 from safepoint.flow import Flow, Invoke, RecordCall, head_or_none, load_or_none
-from safepoint.journal import Place, Tally, ToolPolicy, holding, session_turns
+from safepoint.journal import Place, Tally, ToolPolicy, holding, resends, session_turns
 from safepoint.journal import counters as journal_counters
 from safepoint.records import Lease, Recorded
 
 from . import flows
 from .naming import encoded
 
-RESENT = "!resent:"  # an intent under <model key>!resent:<writer>: re-sent after a crash by <writer>
+_MODEL_KEY = re.compile(r"\|model#\d+(~[0-9a-f]{16})?$")  # a model call's key (diverged or not)
 TURN_STATE = "google_adk.turn"  # session step state: the number of the journaled turn that saved it
 _PREFIX_IN_KEY = 256
 
@@ -204,26 +205,15 @@ def lost_in(
     store: Any, run_id: str, number: int, base: Any, fallback: dict[str, int | float]
 ) -> Flow[tuple[dict[str, int | float], dict[str, int]]]:
     """What crashes cost a cut turn ``number`` so far: the ``LOST`` counters at its start plus one
-    re-sent call per marker its earlier runs wrote (``RESENT``), each estimated by the usage its
-    call was recorded with; and the calls re-sent but not recorded yet (key -> markers), whose
-    estimate the call adds once this run records it. Read from entries, not the session's last
-    save: a run killed between a re-sent call and its next save still counts it."""
-    lost = dict(base.get("lost") or fallback)
+    re-sent call per marker its earlier runs wrote (``model_call``'s, ``safepoint.journal.resends``),
+    each estimated by the usage its call was recorded with; and the calls re-sent but not
+    recorded yet (key -> markers), whose estimate the call adds once this run records it. Read
+    from entries, not the session's last save: a run killed between a re-sent call and its next
+    save still counts it."""
     entries: list[Recorded] = yield Invoke(store.recorded_calls, (run_id,))
-    by_key = {entry.key: entry for entry in entries}
-    pending: dict[str, int] = {}
-    marked = f"|t{number}|"
-    for entry in entries:
-        if RESENT not in entry.key or marked not in entry.key:
-            continue
-        lost["resent_calls"] = lost.get("resent_calls", 0) + 1
-        sent = entry.key.split(RESENT)[0]
-        found = by_key.get(sent)
-        if found is not None and found.done:
-            add_lost(lost, found.usage)
-        else:
-            pending[sent] = pending.get(sent, 0) + 1
-    return lost, pending
+    turn = f"|t{number}|"
+    marked = resends.counted(entries, lambda key: turn in key and _MODEL_KEY.search(key) is not None)
+    return journal_counters.with_lost(base.get("lost") or fallback, marked.tally), marked.pending
 
 
 def add_lost(lost: dict[str, int | float], usage: Any, times: int = 1) -> None:

@@ -86,7 +86,7 @@ class ModelCall:
             tally=tally,
             resolve_secrets=self.journal.options.resolve_secrets,
         )
-        return translate(flow, self.journal.rule(self.turn, is_async=is_async, model=True))
+        return translate(flow, self.journal.rule(is_async=is_async))
 
     def generate(self, send: Callable[[], ChatResult]) -> ChatResult:
         tally = Tally()

@@ -56,7 +56,7 @@ from langgraph.types import Command
 from safepoint import AsyncStore, NotFound, Store
 from safepoint.adapters.runner import Runner
 from safepoint.flow import CallIntent, Flow, RecordCall, RecordedCall, Save, head_or_none
-from safepoint.journal import Tally
+from safepoint.journal import RESENT, Tally, resends
 from safepoint.journal import counters as journal_counters
 from safepoint.reconcile import Reconcile
 from safepoint.records import Recorded
@@ -73,7 +73,6 @@ if TYPE_CHECKING:
 
 __all__ = ["RESENT", "Journal", "JournalOptions", "JournalRunner", "key_base"]
 
-RESENT = "!resent:"  # an intent under <key>!resent:<writer>: <key>'s request was sent again after a crash
 _DIVERGED = re.compile(r"~[0-9a-f]{16}$")
 _MODEL = re.compile(r"/model#\d+(~[0-9a-f]{16})?$")  # a model call's key (calls.model_hook); else a tool's
 _COUNTS = ("called", "replayed", "resent", "divergences", "unrecorded", "reconciled", "skipped")
@@ -194,30 +193,18 @@ class Journal:
 
     # -- journal requests, for the call flows (calls.py, tools.py) --------------------------
 
-    def rule(self, turn: Turn, *, is_async: bool, model: bool) -> Callable[[Any], Any]:
+    def rule(self, *, is_async: bool) -> Callable[[Any], Any]:
         """How a call flow's journal requests are served: each one a flow of the saver's runner,
-        blocking or awaited. For a model call, a request found in flight (an intent, the same
-        request) is noted before it is sent again (``RESENT``), so the count survives kills."""
+        blocking or awaited. (A model request found in flight is marked before it is sent again
+        by ``model_call`` itself — ``RESENT`` — so the count survives kills.)"""
         run = self.runner.arun if is_async else self.runner.run
 
         def served(request: Any) -> Any:
             if not isinstance(request, RecordedCall | CallIntent | RecordCall):
                 return request
-            call = Invoke(run, (ask(request),))
-            if model and isinstance(request, RecordedCall):
-                return self._looked_up(run, call, turn)
-            return call
+            return Invoke(run, (ask(request),))
 
         return served
-
-    def _looked_up(self, run: Callable[..., Any], call: Invoke, turn: Turn) -> Flow[Recorded | None]:
-        found: Recorded | None = yield call
-        if found is not None and not found.done and found.same_request is not False:
-            lease = turn.lease
-            writer = "none" if lease is None else lease.worker_id
-            note = CallIntent(turn.run_id, f"{found.key}{RESENT}{writer}", None, lease)
-            yield Invoke(run, (ask(note),))
-        return found
 
     def absorb(self, tally: Tally, turn: Turn | None = None, *, model: bool = False) -> None:
         """Add one call's tally to what this process saw, and to its turn's counters."""
@@ -336,13 +323,10 @@ def _entries_tallied(store: Store | AsyncStore, run_id: str) -> Flow[tuple[Tally
         entries: list[Recorded] = yield Invoke(store.recorded_calls, (run_id,))
     except NotFound:
         return models, tools
-    by_key = {entry.key: entry for entry in entries}
+    # The re-sends marked (model_call's RESENT entries), each with its call's cost as the estimate.
+    models = resends.counted(entries, lambda key: _MODEL.search(key) is not None).tally
     for entry in entries:
-        if RESENT in entry.key:
-            models.resent += 1
-            sent = by_key.get(entry.key.split(RESENT)[0])
-            models.lost(None if sent is None else sent.usage)
-        elif entry.done:
+        if entry.done:
             tally = models if _MODEL.search(entry.key) else tools
             tally.called += 1
             tally.count(entry.usage)

@@ -138,14 +138,14 @@ class _Call:
             tally=tally,
             resolve_secrets=self.journal.options.resolve_secrets,
         )
-        return translate(flow, self.journal.rule(self.turn, is_async=is_async, model=False))
+        return translate(flow, self.journal.rule(is_async=is_async))
 
     def paused(self, key: str, *, is_async: bool) -> Any:
         """The flow recording that this call interrupted the graph (its resumed run keys anew)."""
         assert self.journal is not None
         assert self.turn is not None
         request = RecordCall(self.turn.run_id, key, dict(_PAUSED), self.args, None, self.turn.lease)
-        return translate(_ask(request), self.journal.rule(self.turn, is_async=is_async, model=False))
+        return translate(_ask(request), self.journal.rule(is_async=is_async))
 
     def message(self, result: Any) -> Any:
         if isinstance(result, ToolMessage) or not _plain(result):

@@ -6,10 +6,12 @@ outside a journaled turn (a clone kept past its turn). What the flows record
 and replay is ``jsonform``'s JSON; where they are served, ``holding.serve``.
 
 A model call whose entry holds an intent and no result was in flight at a
-crash: it is sent again, logged first (``safepoint.adapters.openai_agents``,
-a ``resent`` record) so the paid repeat is known even if this process dies
-too. A call of this turn that failed and is retried by the SDK finds its own
-intent: that is no crash, and is not counted as one.
+crash: it is sent again, marked first by the journal (``model_call`` writes
+a ``resent`` marker entry, which a later run of the turn counts, so the paid
+repeat is counted even if this process dies too) and logged
+(``safepoint.adapters.openai_agents``, a ``resent`` record). A call of this
+turn that failed and is retried by the SDK finds its own intent (written
+under the turn's lease): that is no crash, and is not counted as one.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import dataclasses
 import inspect
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from functools import partial
 from typing import Any
 
@@ -27,8 +29,8 @@ from agents.models.interface import Model, ModelProvider
 from agents.tool import FunctionTool
 from openai.types.responses import ResponseCompletedEvent, ResponseOutputItemDoneEvent
 
-from safepoint.flow import CallIntent, RecordedCall
-from safepoint.journal import NOT_RECORDABLE, ToolPolicy, model_call, tool_call
+from safepoint.flow import CallIntent, RecordCall
+from safepoint.journal import NOT_RECORDABLE, ToolPolicy, model_call, resends, tool_call
 from safepoint.journal.holding import serve
 from safepoint.twins import Flow, translate
 
@@ -122,26 +124,11 @@ class JournalModel(Model):
         encode, decode, usage_of = codec
         agent = self.agent or AGENT.get() or "agent"
         key, slot, n = turn.next_model_key(agent)
-        seen: dict[str, Any] = {}
-
-        def sending() -> Awaitable[Any]:
-            found = seen.get("found")
-            if found is not None and not found.done:
-                if found.key in turn.own_intents:
-                    seen["retry"] = True  # the SDK retrying a failed call of this turn: no crash
-                else:
-                    log.warning(
-                        "a model call of agent %r was in flight at a crash: sent again",
-                        agent,
-                        extra={"safepoint_event": "resent"},
-                    )
-            return send()  # type: ignore[no-any-return]
-
         flow = model_call(
             turn.place(),
             key,
             request,
-            sending,
+            send,
             encode=encode,
             decode=decode,
             usage_of=usage_of,
@@ -149,13 +136,10 @@ class JournalModel(Model):
             resolve_secrets=turn.resolve_secrets,
         )
         try:
-            result = await serve(turn.store, translate(flow, partial(_watched, seen, turn)))
+            result = await serve(turn.store, translate(flow, partial(_watched, turn, agent)))
         except BaseException:
             turn.order[slot] = n  # a failed call leaves its place to the SDK's retry
             raise
-        if seen.get("retry"):
-            turn.models.resent -= 1
-            _unlose(turn, usage_of(result))
         return result
 
     def get_retry_advice(self, request: Any) -> Any:
@@ -182,21 +166,18 @@ def _same(value: Any) -> Any:
     return value
 
 
-def _unlose(turn: Turn, usage: Any) -> None:
-    if usage is not None:
-        tally = turn.models
-        tally.lost_tokens_in -= usage.tokens_in
-        tally.lost_tokens_out -= usage.tokens_out
-        tally.lost_spend -= usage.spend
-
-
-def _watched(seen: dict[str, Any], turn: Turn, request: Any) -> Flow[Any]:
-    """A request of the flow, served as it is; what the journal answered is noted."""
+def _watched(turn: Turn, agent: str, request: Any) -> Flow[Any]:
+    """A request of the flow, served as it is; a re-send's marker, once written, is logged (before
+    the call is sent again), and a call an earlier run re-sent adds its estimate once recorded."""
     value = yield request
-    if isinstance(request, RecordedCall):
-        seen["found"] = value
-    elif isinstance(request, CallIntent) and value.written:
-        turn.own_intents.add(request.key)
+    if isinstance(request, CallIntent) and resends.sent_key(request.key) is not None:
+        log.warning(
+            "a model call of agent %r was in flight at a crash: sent again",
+            agent,
+            extra={"safepoint_event": "resent"},
+        )
+    elif isinstance(request, RecordCall) and request.key in turn.pending:
+        turn.recorded(request.key, value.usage)
     return value
 
 

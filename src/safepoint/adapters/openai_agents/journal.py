@@ -221,6 +221,7 @@ class CallJournal:
             resolve_secrets=self.resolve_secrets,
             resumed=opened.resumed,
             rolled_back=opened.rolled_back,
+            pending=opened.pending,
         )
         session.turn = self.last_turn = turn
         return turn

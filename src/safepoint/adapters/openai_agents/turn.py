@@ -3,14 +3,19 @@
 A *turn* is one ``journal.run(agent, input, session=…)``. Its number lives in
 the session's checkpoints (state ``openai_agents.turn``, stamped on every save
 the turn makes) and in two journal entries: ``turn:<n>`` (written first: the
-session's item count and counters at the turn's start, its request the
-turn's input) and ``turn:<n>:end`` (written when the run returned). A call
-with the input of a turn that has a start and no end *resumes* it: the
-session is rolled back to the turn's start (one save; the SDK had saved the
-partial turn step by step) and the turn runs again, its recorded calls
-replayed. A turn found finished once this call held the session, though open
-when it looked first (another process resumed it meanwhile), is run again
-the same way — every call replays, nothing is repeated.
+session's item count, counters and lost-spend counters at the turn's start,
+its request the turn's input) and ``turn:<n>:end`` (written when the run
+returned). A call with the input of a turn that has a start and no end
+*resumes* it: the session is rolled back to the turn's start (one save; the
+SDK had saved the partial turn step by step) and the turn runs again, its
+recorded calls replayed. What crashes cost the turn so far is read from the
+journal, not from the session's last save: its start's lost counters plus
+one re-sent call per marker its earlier runs wrote before re-sending
+(``safepoint.journal.resends``) — a run killed between a re-send and its
+next save still counts it. A turn found finished once this call held the
+session, though open when it looked first (another process resumed it
+meanwhile), is run again the same way — every call replays, nothing is
+repeated.
 
 Keys (``session|t<n>|<path>|<agent>|model#<k>`` and
 ``…|<agent>|tool:<name>|<tool call id>``): the session, the turn, the
@@ -23,12 +28,13 @@ from __future__ import annotations
 
 import contextvars
 import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from safepoint import AsyncStore, Checkpoint, Store
-from safepoint.flow import RecordCall
-from safepoint.journal import Place, Tally, ToolPolicy, holding, session_turns
+from safepoint.flow import Invoke, RecordCall
+from safepoint.journal import Place, Tally, ToolPolicy, holding, resends, session_turns
 from safepoint.journal import counters as journal_counters
 from safepoint.records import Lease, Recorded
 from safepoint.twins import Flow
@@ -36,6 +42,7 @@ from safepoint.twins import Flow
 from .session import TURN_STATE
 
 _SESSION_IN_KEY = 128
+_MODEL_KEY = re.compile(r"\|model#\d+(~[0-9a-f]{16})?$")  # a model call's key (diverged or not)
 
 ACTIVE: contextvars.ContextVar[Turn | None] = contextvars.ContextVar("safepoint_oa_turn", default=None)
 PATH: contextvars.ContextVar[str] = contextvars.ContextVar("safepoint_oa_path", default="")
@@ -50,8 +57,8 @@ class Turn:
     session: Any  # SafepointSession
     number: int
     lease: Lease | None
-    base: dict[str, Any]  # "items" and "counters" at the turn's start (from its start entry)
-    lost_before: dict[str, int | float]  # lost-spend counters as the session held them
+    base: dict[str, Any]  # "items", "counters" and "lost" at the turn's start (its start entry)
+    lost_before: dict[str, int | float]  # lost-spend counters: the turn's start's, and its markers'
     policies: dict[str, ToolPolicy]  # non-idempotent tools by name (the journal's option)
     spend: Any = None  # Usage -> spend, or None
     resolve_secrets: Any = False
@@ -60,7 +67,7 @@ class Turn:
     models: Tally = field(default_factory=Tally)
     tools: Tally = field(default_factory=Tally)
     order: dict[tuple[str, str], int] = field(default_factory=dict)
-    own_intents: set[str] = field(default_factory=set)
+    pending: dict[str, int] = field(default_factory=dict)  # re-sent by earlier runs, not recorded yet
     clones: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # id(original) -> (original, clone)
 
     @property
@@ -75,10 +82,7 @@ class Turn:
         return Place(self.run_id, self.lease)
 
     def prefix(self) -> str:
-        session = self.session.session_id
-        if len(session) > _SESSION_IN_KEY:  # keys hold 1024 characters: a long id by its digest
-            session = "#" + hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()
-        return f"{session}|t{self.number}|{PATH.get()}"
+        return f"{turn_prefix(self.session.session_id, self.number)}{PATH.get()}"
 
     def next_model_key(self, agent: str) -> tuple[str, tuple[str, str], int]:
         """The key of ``agent``'s next model call on this path (and its order, to undo on error)."""
@@ -95,6 +99,13 @@ class Turn:
             call_id = f"#{n}"
         return f"{self.prefix()}|{agent}|tool:{tool}|{call_id}"
 
+    def recorded(self, key: str, usage: Any) -> None:
+        """A call an earlier run re-sent and never recorded is recorded now: its estimate."""
+        late = Tally()
+        for _ in range(self.pending.pop(key, 0)):
+            late.lost(usage)
+        self.lost_before = journal_counters.with_lost(self.lost_before, late)
+
     def counters(self) -> dict[str, int | float]:
         """The session's counters now: the turn's start plus one count per call recorded in this
         turn (made or replayed — never a replayed response's usage), lost spend apart."""
@@ -105,6 +116,13 @@ class Turn:
         """Mark a session save as this turn's, with the counters so far."""
         cp.state[TURN_STATE] = self.number
         cp.counters.update(self.counters())
+
+
+def turn_prefix(session_id: str, number: int) -> str:
+    """What every key of turn ``number`` of the session starts with."""
+    if len(session_id) > _SESSION_IN_KEY:  # keys hold 1024 characters: a long id by its digest
+        session_id = "#" + hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{session_id}|t{number}|"
 
 
 def turn_of(head: Checkpoint | None) -> int:
@@ -119,6 +137,7 @@ class Opened:
     lost_before: dict[str, int | float]
     resumed: bool
     rolled_back: int
+    pending: dict[str, int]
 
 
 def open_turn(session: Any, request: Any, owner: str, terms: holding.Terms) -> Flow[Opened]:
@@ -137,7 +156,7 @@ def open_turn(session: Any, request: Any, owner: str, terms: holding.Terms) -> F
             number += 1
             while True:  # a start entry with no session save: the crash came before one
                 counted = journal_counters.counted(None if head is None else head.counters)
-                start = {"items": len(head.messages), "counters": counted}
+                start = {"items": len(head.messages), "counters": counted, "lost": _lost(head)}
                 entry: Recorded = yield RecordCall(
                     run_id, session_turns.start_key(number), start, request, None, lease
                 )
@@ -149,12 +168,32 @@ def open_turn(session: Any, request: Any, owner: str, terms: holding.Terms) -> F
         else:
             number, base = found
             resumed = True
-        rolled = (yield from session.rewind(base["items"], lease, number, base["counters"])) if resumed else 0
-        lost_before = {name: head.counters.get(name, 0) for name in journal_counters.LOST}
-        return Opened(number, lease, base, lost_before, resumed, rolled)
+        lost_before, pending = _lost(head), dict[str, int]()
+        if resumed:
+            lost_before, pending = yield from _lost_in(session, number, base, lost_before)
+        counters = {**base["counters"], **lost_before}
+        rolled = (yield from session.rewind(base["items"], lease, number, counters)) if resumed else 0
+        return Opened(number, lease, base, lost_before, resumed, rolled, pending)
     except BaseException:
         yield from holding.release(store, lease)
         raise
+
+
+def _lost(head: Checkpoint | None) -> dict[str, int | float]:
+    return {name: (0 if head is None else head.counters.get(name, 0)) for name in journal_counters.LOST}
+
+
+def _lost_in(
+    session: Any, number: int, base: Any, fallback: dict[str, int | float]
+) -> Flow[tuple[dict[str, int | float], dict[str, int]]]:
+    """What crashes cost cut turn ``number`` so far: its start's lost counters plus the re-sends
+    its earlier runs marked (each estimated by its call's recorded usage), and the calls re-sent
+    and not recorded yet. (A start written without them, by an earlier safepoint, falls back on
+    the session's last save.)"""
+    entries: list[Recorded] = yield Invoke(session.store.recorded_calls, (session.run_id,))
+    prefix = turn_prefix(session.session_id, number)
+    marked = resends.counted(entries, lambda key: key.startswith(prefix) and bool(_MODEL_KEY.search(key)))
+    return journal_counters.with_lost(base.get("lost") or fallback, marked.tally), marked.pending
 
 
 def _open_turn(run_id: str, head: Checkpoint | None, request: Any) -> Flow[tuple[int, Any] | None]:

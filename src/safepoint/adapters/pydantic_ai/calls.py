@@ -23,16 +23,12 @@ from __future__ import annotations
 import hashlib
 import inspect
 from collections.abc import Awaitable, Callable
-from functools import partial
 from typing import Any
 
 from safepoint import codec
-from safepoint.flow import CallIntent, Flow, RecordedCall
 from safepoint.journal import Tally, ToolPolicy, model_call, tool_call
 from safepoint.journal.holding import serve
 from safepoint.reconcile import Reconcile
-from safepoint.records import Recorded
-from safepoint.twins import translate
 
 from . import framework
 from .framework import (
@@ -43,7 +39,7 @@ from .framework import (
     ToolsetCallToolId,
     record_durable_unit,
 )
-from .turn import ACTIVE, CALL_KEY, RESENT, Turn, key_part
+from .turn import ACTIVE, CALL_KEY, Turn, key_part
 
 IDEMPOTENT = ToolPolicy()
 TOOL_CONFIG_KEY = "safepoint"  # tool metadata the journal reads: {"safepoint": {"idempotent": False, …}}
@@ -130,7 +126,9 @@ async def _model(turn: Turn, kind: str, request: Any, body: Callable[[], Awaitab
     tally = turn.models
     replayed, place = tally.replayed, turn.order.get(kind, 0)
     key = turn.next_key(kind)
-    seen: dict[str, bool] = {}
+    # A request found in flight is noted by model_call before it is sent again (a marker entry,
+    # which the conversation's next save counts) — unless the intent is this turn's own failed
+    # attempt, made again: no crash.
     flow = model_call(
         turn.place(),
         key,
@@ -143,44 +141,14 @@ async def _model(turn: Turn, kind: str, request: Any, body: Callable[[], Awaitab
         resolve_secrets=turn.resolve_secrets,
     )
     try:
-        result = await serve(turn.store, translate(flow, partial(_noting_resends, turn, seen)))
+        result = await serve(turn.store, flow)
     except BaseException:
         # A failed request leaves its place to the framework's next attempt at it (a capability's
         # RetryModelRequest): that attempt takes the same key, so a resumed turn's keys line up.
         turn.order[kind] = place
         raise
-    if seen.get("own"):  # that next attempt found this turn's own intent: no crash, not re-sent
-        tally.resent -= 1
-        usage = turn.usage_of(result)
-        if usage is not None:
-            tally.lost_tokens_in -= usage.tokens_in
-            tally.lost_tokens_out -= usage.tokens_out
-            tally.lost_spend -= usage.spend
     record_durable_unit(executed=tally.replayed == replayed)
     return result
-
-
-def _noting_resends(turn: Turn, seen: dict[str, bool], request: Any) -> Any:
-    """The flow's requests as they are, but a model request found in flight (an intent another
-    writer left: a crash) is noted before it is sent again — ``<key>|resent|<writer>``, an intent
-    of its own — so the paid repeat is counted even if this process dies too before the answer
-    is recorded (a note written after it would be lost with the process)."""
-    if not isinstance(request, RecordedCall):
-        return request
-    return _looked_up(turn, seen, request)
-
-
-def _looked_up(turn: Turn, seen: dict[str, bool], request: RecordedCall) -> Flow[Recorded | None]:
-    found: Recorded | None = yield request
-    lease = turn.lease
-    if found is None or found.done or found.same_request is False:
-        return found
-    if lease is not None and (found.writer, found.epoch) == (lease.worker_id, lease.epoch):
-        seen["own"] = True  # this turn's own failed attempt, tried again: no crash
-        return found
-    writer = key_part("none" if lease is None else lease.worker_id)
-    yield CallIntent(turn.run_id, f"{found.key}{RESENT}|{writer}", None, lease)
-    return found
 
 
 async def _tool(  # noqa: PLR0917 - private, called with the call's whole context

@@ -16,10 +16,11 @@ request (``compact#<n>`` for a compaction), ``…|tool:<toolset>:<tool>|<call
 id>`` for a tool call (its id, given by the model, not the order in which
 parallel calls finish), ``…|cap:<capability>.<operation>#<n>`` for a
 capability's durable operation. ``%`` and ``|`` in a part are escaped; a
-long or empty part is replaced by its SHA-256. ``<key>|resent|<writer>``, an
-intent, notes a model request found in flight and sent again by that writer,
-written before it is sent: a save counts it, with the usage of the response
-the request got (the lost estimate).
+long or empty part is replaced by its SHA-256. ``<key>!resent:<writer>``, an
+intent ``safepoint.journal``'s ``model_call`` writes, notes a model request
+found in flight and sent again by that writer, written before it is sent: a
+save counts it, with the usage of the response the request got (the lost
+estimate). Saves count the notes earlier releases wrote, ``<key>|resent|<writer>``, too.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Any
 
 from safepoint import AsyncStore, Checkpoint, Conflict, InvalidArgument, Store
 from safepoint.flow import Flow, Save, head_or_none
-from safepoint.journal import Place, Tally, ToolPolicy, holding
+from safepoint.journal import Place, Tally, ToolPolicy, holding, resends
 from safepoint.journal import counters as journal_counters
 from safepoint.records import CallUsage, Lease, Recorded
 
@@ -44,13 +45,13 @@ ACTIVE: contextvars.ContextVar[Turn | None] = contextvars.ContextVar("safepoint_
 CALL_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar("safepoint_pai_key", default=None)
 
 PREFIX = "pai"
-RESENT = "|resent"
+OLD_RESENT = "resent"  # <key>|resent|<writer>: the note of a re-send as earlier releases wrote it
 _PART_IN_KEY = 128
 
 
 def key_part(text: str) -> str:
     """``text`` as a piece of a key: itself with ``%`` and ``|`` escaped (a tool-call id comes
-    from the model: it must not pass for a key's own separators, as in ``x|resent``), or
+    from the model: it must not pass for a key's own separators, as in ``x|tool:y``), or
     ``#<sha256>`` when long or empty (keys are bounded)."""
     escaped = text.replace("%", "%25").replace("|", "%7C")
     if escaped and len(escaped) <= _PART_IN_KEY:
@@ -163,16 +164,19 @@ def counters_at(head: Checkpoint | None, entries: list[Recorded]) -> dict[str, i
     since (the entries the save covers, however many runs made or replayed them), and what
     re-sent requests cost, apart: one per resend note, estimated by the usage of the response
     the request finally got."""
-    models, tools = Tally(), Tally()
+    models = resends.counted(entries, _model_key).tally
+    tools = Tally()
     responses = {entry.key: entry for entry in entries if entry.done}
     for entry in entries:
+        if resends.sent_key(entry.key) is not None and not entry.done:
+            continue  # a note of a re-send, counted above
         # pai|s<step>|m<messages>|<kind>[|<call id>, or |resent|<writer>]: no part holds a "|"
         parts = entry.key.split("|")
         if parts[0] != PREFIX or len(parts) < 4:
             continue
         kind, rest = parts[3], parts[4:]
         if kind.startswith(("model#", "compact#")):
-            if rest[:1] == [RESENT.lstrip("|")]:
+            if rest[:1] == [OLD_RESENT]:
                 models.resent += 1
                 answered = responses.get("|".join(parts[:4]))
                 models.lost(None if answered is None else answered.usage)
@@ -184,3 +188,9 @@ def counters_at(head: Checkpoint | None, entries: list[Recorded]) -> dict[str, i
     stored = {} if head is None else head.counters
     lost_before = {name: stored.get(name, 0) for name in journal_counters.LOST}
     return journal_counters.counters(models, tools, journal_counters.counted(stored), lost_before)
+
+
+def _model_key(key: str) -> bool:
+    """Whether ``key`` is a model request's (``pai|s<step>|m<messages>|model#<n>``, or compact)."""
+    parts = key.split("|")
+    return len(parts) == 4 and parts[0] == PREFIX and parts[3].startswith(("model#", "compact#"))

@@ -68,6 +68,13 @@ class RuleScanner:
         """Cheap prefilter, on text or its JSON: False means :meth:`find` would certainly return nothing."""
         return self._triggers.might_match(text)
 
+    def look_words(self) -> tuple[str, ...] | None:
+        """The literals :meth:`might_match` looks for in a text besides the marker shapes (each
+        trigger spelling, and its JSON-escaped form where it holds a backslash), for a prefilter
+        that runs them in one pass with others; None when some rule has no trigger (every text
+        might match)."""
+        return None if self._triggers.any_text else self._triggers.prefilter_words
+
     def find(self, text: str, keep: Sequence[Span] = ()) -> list[Finding]:
         """Non-overlapping findings sorted by start, none overlapping a ``keep`` span.
 
@@ -251,11 +258,17 @@ class Triggers:
         # The prefilter also runs on a field's JSON text, where a spelling holding a backslash (the
         # JSON-escaped "://" of url-password) appears escaped once more.
         escaped = {w.replace("\\", "\\\\") for w in words} - set(words)
-        self._prefilter: Matcher[bool] = Matcher(dict.fromkeys([*words, *sorted(escaped)], True))
+        self.prefilter_words: tuple[str, ...] = (*words, *sorted(escaped))
+        self._prefilter: Matcher[bool] = Matcher(dict.fromkeys(self.prefilter_words, True))
         # How far from a new marker the next redaction round looks (see RuleScanner.redact): to its
         # right, as far as a trigger whose match a lookbehind there could change; to its left, as far
         # as lookaheads (and a short match ending at it) reach.
         self.left_reach, self.right_reach = LOOK_AROUND, right
+
+    @property
+    def any_text(self) -> bool:
+        """Whether some rule has no trigger (its regex runs over every text): no prefilter can say no."""
+        return bool(self._whole_text)
 
     def might_match(self, text: str) -> bool:
         """Cheap prefilter, on text or its JSON: False means the scan would certainly find nothing."""

@@ -15,13 +15,14 @@ from safepoint.errors import CorruptCheckpoint, NotFound
 from safepoint.messagelist import StoredView
 from safepoint.model import Checkpoint
 from safepoint.store.large_values import BLOB_MARK, checkpoint_refs
-from safepoint.store.log_rows import marked, select_bodies, select_chains
+from safepoint.store.log_rows import Body, marked, select_bodies, select_chains
 from safepoint.store.query import Loaded, Op, Query, Row
 from safepoint.store.references import typed_checkpoint
 from safepoint.store.stored import decode_checkpoint, parse_carriers, parse_ranges
+from safepoint.store.verified import VerifiedRows
 
-# A carrier row's (step, first_seq, messages), read in C: a load reads one row per save.
-_CARRIED = attrgetter("step", "first_seq", "messages")
+# A carrier row's (step, first_seq, added, messages), read in C: a load reads one row per save.
+_CARRIED = attrgetter("step", "first_seq", "added", "messages")
 
 
 def load(run_id: str, step: int | None) -> Op[Checkpoint]:
@@ -31,10 +32,12 @@ def load(run_id: str, step: int | None) -> Op[Checkpoint]:
     return checkpoint
 
 
-def load_for_reading(run_id: str, step: int | None, *, blobs_in_database: bool) -> Op[Loaded]:
+def load_for_reading(
+    run_id: str, step: int | None, *, blobs_in_database: bool, verified: VerifiedRows | None = None
+) -> Op[Loaded]:
     """``load`` as a caller sees it (store-written references typed), noting blob
     references (and reading them, for the database target)."""
-    checkpoint, bodies, header = yield from load_typed(run_id, step)
+    checkpoint, bodies, header = yield from load_typed(run_id, step, verified)
     indexes = marked(bodies, (BLOB_MARK,))
     has_blobs = bool(indexes) or BLOB_MARK in header
     stored: dict[str, bytes] = {}
@@ -45,15 +48,24 @@ def load_for_reading(run_id: str, step: int | None, *, blobs_in_database: bool) 
     return Loaded(checkpoint, indexes, has_blobs, stored)
 
 
-def load_typed(run_id: str, step: int | None) -> Op[tuple[Checkpoint, list[bytes], bytes]]:
+def load_typed(
+    run_id: str, step: int | None, verified: VerifiedRows | None = None
+) -> Op[tuple[Checkpoint, list[Body], bytes]]:
     """The checkpoint as callers see it (``references.typed_checkpoint``), with
     its message bodies and header as stored."""
-    checkpoint, bodies, header, stored_format = yield from load_with_bodies(run_id, step)
+    checkpoint, bodies, header, stored_format = yield from load_with_bodies(run_id, step, verified)
     return typed_checkpoint(checkpoint, stored_format, bodies, header), bodies, header
 
 
-def load_with_bodies(run_id: str, step: int | None) -> Op[tuple[Checkpoint, list[bytes], bytes, int]]:
-    """The checkpoint in stored form, its bodies and header as stored, and its stored format."""
+def load_with_bodies(
+    run_id: str, step: int | None, verified: VerifiedRows | None = None
+) -> Op[tuple[Checkpoint, list[Body], bytes, int]]:
+    """The checkpoint in stored form, its bodies and header as stored (a body is
+    bytes or a memoryview slice of its row), and its stored format.
+
+    With ``verified`` (the store's memo of rows already hashed), rows whose bytes
+    it has verified before are not hashed again; the chain is checked all the same.
+    """
     if step is None:
         rows = yield Query("checkpoint_latest", {"run_id": run_id})
     else:
@@ -77,14 +89,23 @@ def load_with_bodies(run_id: str, step: int | None) -> Op[tuple[Checkpoint, list
     # The rows of the run whose added messages overlap the ranges, in order: by
     # key where the row says which steps carry each range, else by a scan.
     known = parse_carriers(found.carriers, len(spans))
-    if known is not None:
+    if known is not None and len(spans) == 1:  # the usual: one range, one primary-key range scan
+        ((first, last),), ((start, end),) = known, spans
+        span = {"first_step": first, "last_step": last, "span_start": start, "span_end": end}
+        rows = yield Query("view_span", {"run_ref": run_ref, **span})
+    elif known is not None:
         keyed = [[first, last, start, end] for (first, last), (start, end) in zip(known, spans, strict=True)]
         rows = yield Query("view_carriers", {"run_ref": run_ref, "spans": codec.encode(keyed).decode()})
     else:
         rows = yield Query("view_messages", {"run_ref": run_ref, "ranges": codec.encode(spans).decode()})
-    bodies, carriers = select_bodies(list(map(_CARRIED, rows)), spans)
-    # The bodies are copies now: the rows' packed bytes go before the decode, not after (peak memory).
+    carried = list(map(_CARRIED, rows))
     rows.clear()
+    if verified is not None:
+        carried = verified.same_rows(run_id, carried)
+    bodies, carriers, pieces = select_bodies(carried, spans)
+    # The bodies hold what they need of the rows (slices of their bytes): the rows go.
+    del carried
+    chains = None if verified is None or pieces is None else verified.chains(run_id, pieces, bodies)
     checkpoint, stored_format = decode_checkpoint(
         run_id=run_id,
         step=found_step,
@@ -93,6 +114,7 @@ def load_with_bodies(run_id: str, step: int | None) -> Op[tuple[Checkpoint, list
         ranges_json=ranges,
         bodies=bodies,
         carriers=carriers,
+        chains=chains,
     )
     return checkpoint, bodies, bytes(header), stored_format
 

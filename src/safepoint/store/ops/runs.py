@@ -24,7 +24,8 @@ def fork(
     bodies), under the source's stored format and scrub report, so its
     references mean what they meant in the source.
     """
-    source, bodies, _header, stored_format = yield from load_with_bodies(run_id, step)
+    source, views, _header, stored_format = yield from load_with_bodies(run_id, step)
+    bodies = list(map(bytes, views))  # a body may be a slice of its row: the copy holds its own
     rows = yield Query("run_head", {"run_id": new_run_id, "labels": None})
     if (rows[0] if rows else NO_RUN).run_ref is not None:
         raise Conflict(

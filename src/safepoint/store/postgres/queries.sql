@@ -115,14 +115,27 @@ FROM safepoint_runs AS r
 JOIN safepoint_checkpoints AS c ON c.run_ref = r.id AND c.step = %(step)s::bigint AND NOT c.pruned
 WHERE r.run_id = %(run_id)s;
 
+-- name: view_span
+-- params: run_ref, first_step, last_step, span_start, span_end
+-- returns: step, first_seq, added, messages
+-- view_carriers for a checkpoint of one range (an appending run's, the
+-- usual load): one primary-key range scan with plain parameters.
+SELECT c.step, c.first_seq, c.added, c.messages
+FROM safepoint_checkpoints AS c
+WHERE c.run_ref = %(run_ref)s::bigint
+  AND c.step BETWEEN %(first_step)s::bigint AND %(last_step)s::bigint
+  AND c.added > 0
+  AND c.first_seq < %(span_end)s::bigint AND c.first_seq + c.added > %(span_start)s::bigint
+ORDER BY c.step;
+
 -- name: view_carriers
 -- params: run_ref, spans
--- returns: step, first_seq, messages
+-- returns: step, first_seq, added, messages
 -- The rows that added the messages a checkpoint sees, in log order, by
 -- primary key: one short range scan per range (see the SQLite query). A
 -- damaged span shows up as missing messages, which the load reports as
 -- CorruptCheckpoint.
-SELECT c.step, c.first_seq, c.messages
+SELECT c.step, c.first_seq, c.added, c.messages
 FROM safepoint_checkpoints AS c
 WHERE c.run_ref = %(run_ref)s::bigint
   AND c.step IN (
@@ -156,11 +169,11 @@ ORDER BY c.step;
 
 -- name: view_messages
 -- params: run_ref, ranges
--- returns: step, first_seq, messages
+-- returns: step, first_seq, added, messages
 -- What view_carriers does for a checkpoint written before the carriers
 -- column (revision 6): the run's rows tested against every range, in one
 -- query (one primary-key range scan of the run's checkpoints).
-SELECT c.step, c.first_seq, c.messages
+SELECT c.step, c.first_seq, c.added, c.messages
 FROM safepoint_checkpoints AS c
 WHERE c.run_ref = %(run_ref)s::bigint
   AND c.added > 0

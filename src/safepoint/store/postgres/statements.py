@@ -36,6 +36,7 @@ its COMMIT.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -55,6 +56,8 @@ _PACKAGE = __package__ or "safepoint.store.postgres"
 QUERIES = load_dialect(*DIALECTS["postgresql"])
 # The optional queries (QuerySpec.optional) this dialect has: the drivers' capabilities.
 CAPABILITIES = frozenset(name for name, query in QUERIES.items() if query.spec.optional)
+# What is sent of each: its SQL without comments, each run of whitespace one space.
+SENT: dict[str, str] = {}  # filled below, once compact_sql is defined
 # The driver's own statements (search_path, the DDL setup's): no operation's.
 SETUP = load_queries(_PACKAGE, "setup.sql")
 
@@ -85,6 +88,9 @@ COMMIT = b"COMMIT"
 # with nothing written, and the drivers send it again the explicit way.
 DEFAULTS_REFUSED = (errors.SerializationFailure, errors.ReadOnlySqlTransaction)
 SET_SEARCH_PATH = "set_search_path"
+# The queries whose parameters go binary (``Statement.binary``): save_next's
+# call declares every type in the function's signature.
+BINARY = frozenset({"save_next"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +116,10 @@ class Statement:
     # statements in one string); they must never be prepared.
     prepare: bool | None = None
     final: bool = False
+    # Parameters (and rows) in binary: bytes as they are, not hex-encoded.
+    # Only for statements whose SQL casts or declares every parameter's type
+    # (a str goes as text, which does not cast itself to jsonb).
+    binary: bool = False
     # The named query's spec: the operation gets its rows as the spec's named rows.
     spec: QuerySpec | None = None
 
@@ -117,33 +127,55 @@ class Statement:
 Statements = Generator[Statement, list[Row], T]
 
 
-# The most parameter bytes a statement may carry to go alone. Alone, it is
-# one Parse (until it is prepared), Bind, Execute and Sync, and the server
+# The largest request a statement may make to go alone, in bytes on the
+# wire, estimated from above (``request_bytes``). Alone, it is one Parse
+# (until it is prepared), Bind, Describe, Execute and Sync, and the server
 # must never run it and then wait on the client for the Sync: a client
 # stopped there (SIGSTOP, a long GC pause) would keep the locked run row with
 # no timeout armed, since the server arms idle_in_transaction_session_timeout
-# only at ReadyForQuery, after a Sync. Under 8 KiB in all (these parameters
-# and the statement's text, save_next's being the longest at about 2 KiB),
-# libpq sends the request with one send() (it flushes early only past
-# 8 KiB, in pqPutMsgEnd), into a socket with nothing else unsent whose buffer
-# holds at least 16 KiB (tcp_wmem's default; a Unix socket's is larger): the
-# server gets it whole. A larger statement could leave in pieces, the last of
-# them after a stop, so it goes inside one simple-protocol message with BEGIN
-# and COMMIT (``one_message``), which the server reads whole before running
-# any of it. The benchmark agent's steps carry 1.7 KiB; its 50 KB tool
-# outputs go the long way.
-ALONE_MAX_BYTES = 4096
+# only at ReadyForQuery, after a Sync. Below 8 KiB in all, libpq hands the
+# request to the kernel with one send() (it sends early only once 8 KiB are
+# buffered, in pqPutMsgEnd), into a socket with nothing else unsent whose
+# buffer holds at least 16 KiB (tcp_wmem's default; a Unix socket's is
+# larger): the server gets it whole. A larger statement could leave in
+# pieces (Parse and Bind first: the server would open the transaction and
+# take the tables' locks, then wait), so it goes inside one simple-protocol
+# message with BEGIN and COMMIT (``one_message``), which the server reads
+# whole before running any of it. ``tests/test_postgres_save_wire.py`` checks
+# the estimate against the bytes a request really took. With binary
+# parameters and save_next a call of the schema's function (DDL revision
+# 10), a step of two 3,000-character messages is about 7 KiB and goes alone;
+# the benchmark agent's 50 KB tool outputs go the long way.
+ALONE_MAX_BYTES = 8191
+# Per parameter: its length word and format code in Bind, its type in Parse,
+# with room to spare; per request: the message headers, Describe, Execute, Sync.
+_PER_PARAM = 16
+_PER_REQUEST = 64
+
+
+def request_bytes(statement: Statement) -> int:
+    """An upper bound on the bytes ``statement`` sends alone (SQL text included, as when unprepared).
+
+    Binary parameters travel as they are; in text, bytes are hex (two
+    characters a byte) and a str counts 4 bytes a character unless it is ASCII
+    (UTF-8's most, without encoding it to find out).
+    """
+    text = statement.sql if isinstance(statement.sql, str) else ""
+    size = _PER_REQUEST + len(text.encode()) if text else _PER_REQUEST + ALONE_MAX_BYTES
+    for value in (statement.params or {}).values():
+        size += _PER_PARAM
+        if isinstance(value, bytes):
+            size += len(value) if statement.binary else 2 * len(value) + 2
+        elif isinstance(value, str):
+            size += len(value) if value.isascii() else 4 * len(value)
+        elif value is not None:
+            size += 24  # an int, float or bool: 8 bytes binary, at most 20 digits as text
+    return size
 
 
 def fits_alone(statement: Statement) -> bool:
-    """Whether ``statement`` may go alone (``ALONE_MAX_BYTES``); text counts 4 bytes a character."""
-    size = 0
-    for value in (statement.params or {}).values():
-        if isinstance(value, bytes):
-            size += len(value)
-        elif isinstance(value, str):
-            size += 4 * len(value)  # UTF-8's most, without encoding it to find out
-    return size <= ALONE_MAX_BYTES
+    """Whether ``statement`` may go alone: its request is one send() (``ALONE_MAX_BYTES``)."""
+    return request_bytes(statement) <= ALONE_MAX_BYTES
 
 
 def one_message(mogrify: Callable[[Any, Any], str], write: bool, statements: list[Statement]) -> str:
@@ -184,7 +216,7 @@ def qualified_sql(schema: str, context: Any) -> dict[str, str]:
     """
     ident = sql.Identifier(schema)
     return {
-        name: sql.SQL(query.sql).format(schema=ident).as_string(context)
+        name: sql.SQL(SENT[name]).format(schema=ident).as_string(context)
         for name, query in QUERIES.items()
         if query.spec.ends_transaction
     }
@@ -228,9 +260,12 @@ def _statement(query: Query, qualified: dict[str, str]) -> Statement:
         raise StoreError(f"the postgresql dialect has no query named {query.name!r}")
     spec = named.spec
     fetch = bool(spec.returns)
-    text = qualified[query.name] if spec.ends_transaction else named.sql
+    text = qualified[query.name] if spec.ends_transaction else SENT[query.name]
     final = spec.ends_transaction
-    return Statement(query.name, text, query.params, query.many, fetch=fetch, final=final, spec=spec)
+    binary = query.name in BINARY
+    return Statement(
+        query.name, text, query.params, query.many, fetch=fetch, final=final, binary=binary, spec=spec
+    )
 
 
 def raw_statements(text: str, params: dict[str, Any] | None, search_path: str) -> Statements[list[Row]]:
@@ -238,5 +273,28 @@ def raw_statements(text: str, params: dict[str, Any] | None, search_path: str) -
     yield search_path_statement(search_path)
     return (yield Statement("raw statement", text, params))
 
+
+# A quoted string or identifier (kept as it is), or a run of whitespace and comments.
+# (No query uses dollar quoting or E'' strings, whose quotes this would misread.)
+_SQL_TOKENS = re.compile(r"""('(?:[^']|'')*'|"(?:[^"]|"")*")|(?:\s|--[^\n]*)+""")
+
+
+def compact_sql(text: str) -> str:
+    """``text`` without its comments, each run of whitespace one space: what travels.
+
+    The .sql files explain each statement in comments; the server needs none
+    of it, and a statement sent unprepared (behind PgBouncer, with
+    ``prepare_threshold=None``) would carry them on every call.
+    """
+
+    def token(match: re.Match[str]) -> str:
+        if match[1] is not None:
+            return match[1]
+        return " "  # a comment ends at its line's end: a space keeps the tokens apart
+
+    return _SQL_TOKENS.sub(token, text).strip()
+
+
+SENT.update({name: compact_sql(query.sql) for name, query in QUERIES.items()})
 
 READ_ONLY_WRITE = "this store was opened with read_only=True: it writes nothing"

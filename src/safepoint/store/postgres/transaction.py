@@ -105,7 +105,10 @@ def _one_message(
 
 
 def _send(conn: Connection, statement: Statement) -> Flow[Any]:
-    return (yield Invoke(conn.execute, (statement.sql, statement.params), {"prepare": statement.prepare}))
+    options: dict[str, Any] = {"prepare": statement.prepare}
+    if statement.binary:  # bytea as it is, not hex: half the bytes of a step's messages
+        options["binary"] = True
+    return (yield Invoke(conn.execute, (statement.sql, statement.params), options))
 
 
 def _execute(conn: Connection, line: Any, statement: Statement) -> Flow[list[Row]]:

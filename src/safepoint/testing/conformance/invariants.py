@@ -192,6 +192,21 @@ class StoreConformance(LeaseConformance, ApiConformance, JournalConformance):
         assert caught.value.step == 2
         assert "'tampered' step 2" in str(caught.value)
 
+    @pytest.mark.parametrize("what", ["message", "drop_message"])
+    def test_rows_altered_after_a_load_raise_corrupt_checkpoint(
+        self, store: Store, tamper: Tamper, what: str
+    ) -> None:
+        """A message row altered after loads verified it (a store remembers rows it has hashed)
+        still raises CorruptCheckpoint, for the latest checkpoint and by step."""
+        grow(store, "seen", 3)
+        for _ in range(2):
+            assert store.load("seen").step == store.load("seen", 2).step == 2
+        tamper(store, "seen", 2, what)
+        for step in (None, 2):
+            with pytest.raises(CorruptCheckpoint) as caught:
+                store.load("seen", step)
+            assert (caught.value.run_id, caught.value.step) == ("seen", 2)
+
     # -- invariant 7: ordered ---------------------------------------------------
 
     def test_only_the_next_step_is_accepted(self, store: Store) -> None:
