@@ -7,11 +7,12 @@ import pickle
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from safepoint import NotJSONCompatible, codec
 from safepoint.messagelist import FrozenDict, MessageList, StoredView, freeze
+from safepoint.store.large_values import shows_dollar_mark
 
 json_values = st.recursive(
     st.none()
@@ -129,3 +130,15 @@ def test_frozen_messages_refuse_mutation_but_copy_freely() -> None:
         assert type(clone) is dict
         clone["content"].append({"type": "text", "text": "more"})
     assert codec.encode(message) == codec.encode(dict(message))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    data=st.lists(st.sampled_from([b'"', b"$", b"a", b"blob", b'"$', b'$blob"', b"\\"]), max_size=24).map(
+        b"".join
+    ),
+    mark=st.sampled_from([b'"$', b'"$blob"']),
+)
+def test_shows_dollar_mark_is_in(data: bytes, mark: bytes) -> None:
+    """The ``$``-first scan says what ``in`` says, however many ``$`` come before the mark."""
+    assert shows_dollar_mark(data, mark) == (mark in data)

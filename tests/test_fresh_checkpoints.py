@@ -180,6 +180,53 @@ def test_a_run_the_memory_has_let_go_of_is_compared_against_the_store(tmp_path: 
         store.close()
 
 
+def test_a_run_past_the_memorys_byte_budget_is_compared_against_the_store(tmp_path: Path) -> None:
+    """The memory keeps the messages themselves (as given, frozen): bounded by their stored bytes too."""
+    queries = StatementLog()
+    store = safepoint.open_store(f"sqlite:///{tmp_path / 'state.db'}", observer=queries)
+    store.settings = store.settings.replace(memory=RunMemory(max_bytes=1_000))
+    try:
+        conversation: list[dict[str, Any]] = []
+        for step in range(5):  # some 140 bytes a message: past 1,000 bytes after the fourth step
+            conversation += [message(step, "user"), message(step, "assistant")]
+            queries.take()
+            store.save(Checkpoint(run_id="big", step=step, messages=list(conversation)))
+            ran = set(queries.take())
+            assert (ran >= HEAD_READS) == (step == 4), (step, ran)
+        assert codec.encode(list(store.load("big").messages)) == codec.encode(conversation)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("text", "text, edited"),
+        (1, 1.0),
+        (True, 1),
+        (0, False),
+        (0.0, -0.0),
+        ([1, "a"], [1.0, "a"]),
+        ({"n": 2}, {"n": 2.0}),
+        (None, "None"),
+    ],
+)
+def test_an_old_message_edited_in_place_is_stored_as_edited(tmp_path: Path, old: Any, new: Any) -> None:
+    """The caller's own dict, saved steps ago, changed in place (to a value Python may
+    call equal to the old one): the next fresh checkpoint stores the change."""
+    with safepoint.open_store(f"sqlite:///{tmp_path / 'state.db'}") as store:
+        conversation: list[dict[str, Any]] = [{"role": "tool", "content": "x", "value": copy.deepcopy(old)}]
+        for step in range(5):
+            conversation += [message(step, "user"), message(step, "assistant")]
+            store.save(Checkpoint(run_id="edited", step=step, messages=list(conversation)))
+        conversation[0]["value"] = new
+        conversation.append(message(5, "user"))
+        store.save(Checkpoint(run_id="edited", step=5, messages=list(conversation)))
+        loaded = store.load("edited").messages
+        assert codec.encode(list(loaded)) == codec.encode(conversation)
+        assert repr(loaded[0]["value"]) == repr(new)
+
+
 # -- edits anywhere in the history are stored, and load back exactly -----------------
 
 _values = st.one_of(

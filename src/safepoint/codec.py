@@ -90,8 +90,12 @@ def _plain_json(value: Any, room: int) -> bool:
         for key, child in value.items():
             if type(key) is not str or not (key.isascii() or is_valid_unicode(key)):
                 return False
-            if type(child) is str:
+            kind = type(child)
+            if kind is str:
                 if not (child.isascii() or is_valid_unicode(child)):
+                    return False
+            elif kind is int:  # counters, steps, ids: no call for them either
+                if not _INT_MIN <= child <= _INT_MAX:
                     return False
             elif not _plain_json(child, room):
                 return False
@@ -101,8 +105,12 @@ def _plain_json(value: Any, room: int) -> bool:
             return False
         room -= 1
         for child in value:
-            if type(child) is str:
+            kind = type(child)
+            if kind is str:
                 if not (child.isascii() or is_valid_unicode(child)):
+                    return False
+            elif kind is int:
+                if not _INT_MIN <= child <= _INT_MAX:
                     return False
             elif not _plain_json(child, room):
                 return False

@@ -34,7 +34,7 @@ _NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
 
 def encode(value: Any) -> bytes:
     """Canonical bytes of an already-validated JSON value (``safepoint.codec.encode``): keys sorted."""
-    if not _has_long_string(value):
+    if not has_long_string(value):
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     return b"".join(pieces(value, orjson.OPT_SORT_KEYS))
 
@@ -51,7 +51,7 @@ def pieces(value: Any, option: int) -> list[bytes]:
     One piece, orjson's own bytes, unless ``value`` holds a string longer than
     ``LONG_STRING``; then each such string is a piece of its own.
     """
-    if not _has_long_string(value):
+    if not has_long_string(value):
         return [orjson.dumps(value, option=option)]
     longs: list[str] = []
     # A placeholder no stored text can hold by chance: a private-use
@@ -89,7 +89,7 @@ def _string_pieces(text: str) -> list[bytes]:
     return out
 
 
-def _has_long_string(value: Any) -> bool:
+def has_long_string(value: Any) -> bool:
     # Called for every value the store encodes, so the exact built-in types
     # (all but a caller's subclasses) are checked first, without isinstance.
     kind = type(value)
@@ -112,7 +112,7 @@ def _has_long_string(value: Any) -> bool:
         if kind is str:
             if len(child) > LONG_STRING:
                 return True
-        elif kind is not int and kind is not float and child is not None and _has_long_string(child):
+        elif kind is not int and kind is not float and child is not None and has_long_string(child):
             return True
     return False
 

@@ -36,6 +36,7 @@ from .large_values import (
     offload,
     offload_encoded,
     offload_fields,
+    shows_dollar_mark,
 )
 from .references import KEY_MARK, may_need_stored_form, to_stored
 from .stored import StoredFields
@@ -132,7 +133,7 @@ class PreparedSave:
                 body = codec.encode(message)
                 if scrubber is not None:
                     message, body = scrubber.scrub_encoded(message, body, root, found)
-                elif KEY_MARK in body:  # a $ key to escape
+                elif shows_dollar_mark(body, KEY_MARK):  # a $ key to escape
                     message = to_stored(message)
                     body = codec.encode(message)
             else:

@@ -7,115 +7,145 @@ scrub and encode every message and compare it with the stored ones, and read
 the head's bodies to do so: a save at step 1000 would cost as much as the
 whole history. ``RunMemory`` spares that.
 
-For each run this store saved, it keeps the head's ``StoredView`` and, for
-each of its messages *as the caller gave it* (before scrubbing), a keyed
-fingerprint: BLAKE3 in keyed mode (``blake3``, a hash made for this, several
-times faster than HMAC-SHA-256 here) of its JSON as given (key order kept),
-cut to 16 bytes, under a random key of this store object. The text is
-attacker-chosen; without the key nobody can make a message that
-fingerprints like another. It also keeps a running hash over the JSON of the
-whole list so far (``[`` m0 ``,`` m1 …, without the closing bracket), so
-that the usual save — the stored messages as they were, new ones appended —
-checks its whole prefix with one encode and one hash, both in native code,
-and then extends it with only the new messages.
+For each run this store saved, it keeps the head's ``StoredView`` and a
+snapshot of its messages *as the caller gave them* (before scrubbing): the
+frozen copies ``delta.finish_save`` puts in the checkpoint anyway
+(``messagelist.freeze``), so remembering them costs no copy. A caller that
+edits one of its own dicts in place after the save does not reach the
+snapshot. A fresh save's messages are compared with the snapshot by ``==``:
+one comparison of two lists, which Python runs in C, message by message and
+string by string (at once when the strings are the same objects, as they are
+in a list or deep copy), with no encoding and no hashing.
 
-Equal fingerprints mean equal JSON, and the stored message then stands for
-the given one; that is also true of values JSON cannot tell apart (a tuple
-and a list, ``NaN`` and ``None``). Like a tracked list's clean prefix, a
-message recognised here is not scrubbed again (a secret registered after it
-was stored is not looked for in it).
+``==`` is JSON's equality only where the snapshot's values are all strings
+(and ``None``): ``1 == 1.0 == True`` and ``0.0 == -0.0`` are not the same
+JSON. So the messages whose snapshot holds anything else (numbers, booleans,
+the store's references) are listed as *typed*, and those the ``==`` passed
+are compared once more as JSON (both sides encoded, one call each for all of
+them). Like a tracked list's clean prefix, a message recognised here is not
+scrubbed or validated again (a secret registered after it was stored is not
+looked for in it); what it is recognised as is a message equal to one the
+store holds — the leniency JSON has too (a ``str`` subclass and its text,
+a ``dict`` subclass and its items), plus objects whose own ``__eq__`` claims
+equality with a stored string.
 
 A hint, never trusted alone: the save plans against the remembered view and
 ``ops.save`` checks that view against the run's head inside its transaction,
 redoing the plan exactly when another writer moved the head. Bounded:
-``MAX_MESSAGES`` messages over ``MAX_RUNS`` runs, the least recently saved
-forgotten first; a longer run is compared exactly. A forked child starts
-with an empty memory and its own lock.
+``MAX_MESSAGES`` messages and ``MAX_BYTES`` of their stored bodies over
+``MAX_RUNS`` runs, the least recently saved forgotten first (the snapshot
+shares its strings with the caller's own messages while the caller holds
+them; it keeps them alive after); a longer run is compared exactly. A forked
+child starts with an empty memory and its own lock.
 """
 
 from __future__ import annotations
 
-import hmac
 import os
 import threading
 import weakref
+from array import array
+from bisect import bisect_left
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from blake3 import blake3
 
 from safepoint import long_text
-from safepoint.messagelist import MessageList, StoredView
+from safepoint.messagelist import FrozenDict, FrozenList, MessageList, StoredView, freeze
 
-# About 100 bytes a message (its fingerprint, and the view's chain value the
-# memory keeps alive): 262,144 messages hold some 26 MB.
+if TYPE_CHECKING:
+    from .delta import MessagePlan
+
 MAX_MESSAGES = 262_144
+MAX_BYTES = 256 * 1024 * 1024  # the snapshot's messages, as stored
 MAX_RUNS = 4_096
-_SIZE = 16  # bytes of a message's fingerprint
-_OPEN = b"["
-_COMMA = b","
+# What a snapshot's value may be for ``==`` to be JSON's equality.
+_PLAIN = frozenset({str, type(None)})
+_DICTS = (FrozenDict, dict)
+_LISTS = (FrozenList, list)
 
 
-def _given(value: Any) -> list[bytes]:
-    """JSON of a value as given, in pieces (``long_text.pieces``: a very long
-    string is a piece of its own, hashed without a joined copy): dict keys in
-    their order (sorting them would cost more than the hash), raising
-    ``TypeError`` where JSON has nothing for it."""
-    return long_text.pieces(value, 0)
+def _plain(value: Any) -> bool:
+    """Whether ``value`` (a frozen message) holds only dicts, lists, strings and ``None``."""
+    kind = type(value)
+    if kind in _DICTS:
+        children: Any = value.values()
+    elif kind in _LISTS:
+        children = value
+    else:
+        return kind in _PLAIN
+    # The usual message ({"role": ..., "content": "..."}): one C-level look at its values.
+    return _PLAIN.issuperset(map(type, children)) or all(map(_plain, children))
 
 
-def _feed(hasher: Any, given: list[bytes]) -> None:
-    for piece in given:
-        hasher.update(piece)
+def _agree(given: Any, kept: Any) -> bool:
+    """``given == kept``, False when the comparison raises (compared exactly then)."""
+    try:
+        return bool(kept == given)
+    except Exception:
+        return False
+
+
+def _same_json(given: Any, kept: Any, long: bool) -> bool:
+    """Whether the two encode to the same JSON (key order kept), False when either cannot."""
+    try:
+        if long:  # a string longer than long_text's threshold: no worst-case reservation
+            return long_text.dumps(given, 0) == long_text.dumps(kept, 0)
+        return orjson.dumps(given) == orjson.dumps(kept)
+    except TypeError:
+        return False
 
 
 @dataclass(slots=True)
 class Remembered:
-    """One run's head as this store saved it."""
+    """One run's head as this store saved it.
+
+    ``items``, ``typed`` and ``ends`` may be shared with the entry for a later
+    head (extended in place on the usual append, as ``StoredView.chains`` is):
+    only the first ``view.count`` items and ends and ``typed_count`` typed
+    indices belong to this one.
+    """
 
     view: StoredView
-    fingerprints: bytes  # _SIZE bytes for each of the view's messages, as given
-    running: Any  # blake3 over "[" m0 "," … m(count-1); None when not known
-    # The same over all but the last message: a run that replaces its last
-    # message every step (a streamed answer) is recognised by two hashes too.
-    previous: Any = None
-    # Whether a message held a string long enough for long_text to splice:
-    # only then does the prefix check pay long_text's walk over the history.
-    long: bool = False
+    items: list[Any]  # the frozen messages as given
+    typed: list[int]  # ascending indices of the items that are not _plain
+    typed_count: int
+    ends: array[int]  # ends[i]: stored bytes of the first i + 1 messages
+    long: bool = False  # whether a typed item held a string long_text splices
+
+    @property
+    def size(self) -> int:
+        count = self.view.count
+        return self.ends[count - 1] if count else 0
 
 
 @dataclass(frozen=True, slots=True)
 class Recall:
     """What one save starts from: ``view``, the head the delta is planned
     against (the checkpoint's own, else the remembered one), whose first
-    ``known`` messages are known to be as given; ``base``, the memory it came
-    from, and ``running``, the hash over the first ``running_count`` messages."""
+    ``known`` messages are known to be as given; ``base``, the memory it came from."""
 
     view: StoredView | None
     known: int
     base: Remembered | None = None
-    running: Any = None
-    running_count: int = 0
 
 
 class RunMemory:
     """The runs this store saved, by run id (thread-safe, bounded)."""
 
-    def __init__(self, max_messages: int = MAX_MESSAGES, max_runs: int = MAX_RUNS) -> None:
-        self._key = os.urandom(32)
+    def __init__(
+        self, max_messages: int = MAX_MESSAGES, max_runs: int = MAX_RUNS, max_bytes: int = MAX_BYTES
+    ) -> None:
         self._max_messages = max_messages
         self._max_runs = max_runs
+        self._max_bytes = max_bytes
         self._runs: OrderedDict[str, Remembered] = OrderedDict()
         self._messages = 0
+        self._bytes = 0
         self._lock = threading.Lock()
         _HOLDERS.add(self)
-
-    def _fingerprint(self, given: list[bytes]) -> bytes:
-        hasher = blake3(key=self._key)
-        _feed(hasher, given)
-        return hasher.digest(_SIZE)
 
     def recall(self, run_id: str, step: int, view: StoredView | None, messages: list[Any]) -> Recall:
         """Where a save of ``messages`` as ``run_id``'s ``step`` starts; ``view``
@@ -132,117 +162,125 @@ class RunMemory:
             if base.view.step != step - 1:
                 return Recall(None, 0)  # not the step after it: nothing to plan against
             view = base.view
-        if known == view.count and base.running is not None:
-            # A tracked list, only appended to since: nothing to check.
-            return Recall(view, known, base, base.running.copy(), known)
-        matched, running = self._match(base, messages, known)
-        return Recall(view, max(known, matched), base, running, matched if running is not None else 0)
+        if known >= view.count:
+            return Recall(view, known, base)  # a tracked list, only appended to since
+        return Recall(view, _match(base, messages, known), base)
 
-    def _prefix(self, messages: list[Any], count: int, expected: Any, long: bool) -> Any:
-        """The running hash over the first ``count`` messages if it is ``expected``'s, else None.
-
-        One orjson call over the whole prefix, unless the remembered run held
-        a long string (``long``): then ``long_text``, whose walk over every
-        message in Python would cost more than the encoding itself.
-        """
-        try:
-            prefix = _given(messages[:count]) if long else [orjson.dumps(messages[:count])]
-        except TypeError:  # bytes, or the store's own reference objects: compared exactly
-            return None
-        running = blake3(key=self._key)  # the JSON array but its closing bracket
-        _feed(running, prefix[:-1])
-        running.update(memoryview(prefix[-1])[:-1])
-        return running if hmac.compare_digest(running.digest(), expected.digest()) else None
-
-    def _match(self, base: Remembered, messages: list[Any], known: int) -> tuple[int, Any]:
-        """How many leading ``messages`` fingerprint as the remembered ones, and
-        the running hash over them (None when not known)."""
-        count = min(base.view.count, len(messages))
-        if count == base.view.count and base.running is not None:
-            running = self._prefix(messages, count, base.running, base.long)
-            if running is not None:
-                return count, running
-            if base.previous is not None:  # the last message replaced?
-                running = self._prefix(messages, count - 1, base.previous, base.long)
-                if running is not None:
-                    return count - 1, running
-        # Something changed (or the running hash is not known): one message at a time.
-        running = blake3(_OPEN, key=self._key)
-        stored = base.fingerprints
-        for index in range(count):
-            try:
-                given = _given(messages[index])
-            except TypeError:
-                return index, running
-            at = index * _SIZE
-            if self._fingerprint(given) != stored[at : at + _SIZE]:
-                return index, running
-            if index:
-                running.update(_COMMA)
-            _feed(running, given)
-        return count, running
-
-    def remember(
-        self, run_id: str, recall: Recall, keep: int, base_digest: bytes | None, messages: Any
-    ) -> None:
-        """After a commit: ``messages`` (a ``MessageList``) are the run's head,
-        planned against the view whose digest is ``base_digest``, its first
-        ``keep`` messages kept from there."""
+    def remember(self, run_id: str, recall: Recall, plan: MessagePlan, messages: Any) -> None:
+        """After a commit: ``messages`` (a ``MessageList``, its new messages frozen by
+        ``finish_save``) are the run's head, as ``plan`` stored them: planned against
+        the view whose digest is ``plan.base``, its first ``plan.keep`` messages kept
+        from there and the rest stored as ``plan.bodies``."""
+        keep, bodies = plan.keep, plan.bodies
         view = messages.stored
-        same_base = recall.base is not None and base_digest == recall.base.view.digest
-        start = keep if same_base else 0
         if view.count > self._max_messages:
             self.forget(run_id)
             return
-        try:
-            given = [_given(m) for m in messages[start:]]
-        except TypeError:  # bytes: such a run is compared exactly
-            self.forget(run_id)
-            return
-        kept = recall.base.fingerprints[: start * _SIZE] if start and recall.base is not None else b""
-        fingerprints = kept + b"".join(map(self._fingerprint, given))
-        running = recall.running if same_base and recall.running_count == keep else None
-        previous = None
-        if running is not None:
-            for index, body in enumerate(given, start):
-                if index == view.count - 1:
-                    previous = running.copy()
-                if index:
-                    running.update(_COMMA)
-                _feed(running, body)
-        elif start == 0:
-            # Hashed piece by piece, as above: joining the bodies would copy
-            # them all (twice, with the opening bracket) to hash them once.
-            running = blake3(_OPEN, key=self._key)
-            for index, body in enumerate(given):
-                if index == len(given) - 1:
-                    previous = running.copy()
-                if index:
-                    running.update(_COMMA)
-                _feed(running, body)
-        kept_long = start > 0 and recall.base is not None and recall.base.long
-        long = kept_long or any(len(body) > 1 for body in given)  # a long string's body is in pieces
-        entry = Remembered(view, fingerprints, running, previous, long)
+        base = recall.base
+        new = messages[keep:]
+        added = array("q")
+        total = 0
+        if base is not None and plan.base == base.view.digest:
+            start, total = keep, base.ends[keep - 1] if keep else 0
+        else:
+            # Nothing of the run remembered to build on (its first save here, the
+            # memory let go of it, or another writer moved the head): the kept
+            # messages are frozen here, once, and measured by their JSON.
+            start, base = 0, None
+            try:
+                for message in messages[:keep]:
+                    total += sum(map(len, long_text.pieces(message, 0)))
+                    added.append(total)
+            except TypeError:  # bytes: such a run is compared exactly
+                self.forget(run_id)
+                return
+            new = [freeze(m) for m in messages[:keep]] + new
+        for body in bodies:
+            total += len(body)
+            added.append(total)
+        typed = [index for index, message in enumerate(new, start) if not _plain(message)]
+        long = any(long_text.has_long_string(new[index - start]) for index in typed)
         with self._lock:
+            if base is not None:
+                # Extended in place when this head follows the base's directly (the usual
+                # save); copied when an older head was built on (a rewrite, a retry).
+                items, typed_all, ends = base.items, base.typed, base.ends
+                if len(items) != keep:
+                    items, ends = items[:keep], ends[:keep]
+                if len(typed_all) != base.typed_count or (typed_all and typed_all[-1] >= keep):
+                    typed_all = typed_all[: bisect_left(typed_all, keep, 0, base.typed_count)]
+                items.extend(new)
+                ends.extend(added)
+                typed_all.extend(typed)
+                long = long or base.long
+            else:
+                items, typed_all, ends = new, typed, added
+            entry = Remembered(view, items, typed_all, len(typed_all), ends, long)
             old = self._runs.pop(run_id, None)
             if old is not None:
                 self._messages -= old.view.count
+                self._bytes -= old.size
             self._runs[run_id] = entry
             self._messages += view.count
-            while self._messages > self._max_messages or len(self._runs) > self._max_runs:
+            self._bytes += entry.size
+            while (
+                self._messages > self._max_messages
+                or self._bytes > self._max_bytes
+                or len(self._runs) > self._max_runs
+            ):
                 _, dropped = self._runs.popitem(last=False)
                 self._messages -= dropped.view.count
+                self._bytes -= dropped.size
 
     def forget(self, run_id: str) -> None:
         with self._lock:
             old = self._runs.pop(run_id, None)
             if old is not None:
                 self._messages -= old.view.count
+                self._bytes -= old.size
 
     def _reset_after_fork(self) -> None:
         self._lock = threading.Lock()
         self._runs = OrderedDict()
         self._messages = 0
+        self._bytes = 0
+
+
+def _match(base: Remembered, messages: list[Any], start: int) -> int:
+    """How many leading ``messages`` are as the remembered ones (the first ``start`` known)."""
+    count = min(base.view.count, len(messages))
+    if start >= count:
+        return count
+    kept = base.items
+    given = messages[start:count]
+    # The whole list when it is this head's: no copy. It may grow meanwhile (a later
+    # head of the run remembered by another thread): then it compares unequal, and
+    # the loop below finds the match all the same (zip stops at ``given``'s end).
+    if start or len(kept) != count:
+        kept = kept[start:count]
+    if _agree(given, kept):  # the usual fresh save: everything as remembered
+        matched = count
+    elif _agree(given[:-1], kept[:-1]):  # the last message replaced (a streamed answer)
+        matched = count - 1
+    else:
+        matched = start  # something changed earlier: where, one message at a time
+        for one, other in zip(given, kept, strict=False):
+            if not _agree(one, other):
+                break
+            matched += 1
+    # ``==`` says 1 == 1.0 == True: the typed messages it passed are compared as JSON.
+    typed, items = base.typed, base.items
+    low = bisect_left(typed, start, 0, base.typed_count)
+    high = bisect_left(typed, matched, low, base.typed_count)
+    if low == high:
+        return matched
+    indices = typed[low:high]
+    if _same_json([messages[i] for i in indices], [items[i] for i in indices], base.long):
+        return matched
+    for index in indices:
+        if not _same_json(messages[index], items[index], base.long):
+            return index
+    return matched  # pragma: no cover - the lists differ, so one of them does
 
 
 # Every memory, so that a child forked while another thread held a lock

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from safepoint import codec
+from safepoint import codec, long_text
 from safepoint.errors import CorruptCheckpoint, EncryptedStore
 from safepoint.messagelist import MessageList, StoredView, freeze
 from safepoint.model import (
@@ -127,6 +127,11 @@ def header_bytes(
     ``stored_format`` says how to read the references in the header and in
     the messages (``store/references.py``); a fork keeps its source's.
     """
+    values = fields.values
+    # Only the labels and the value fields can hold a string long enough for
+    # long_text to splice (counters hold numbers; the rest is bounded): the
+    # header's other parts are not walked for one (see codec.encode).
+    long = long_text.has_long_string([fields.labels, *values.values()])
     header = {
         "format": stored_format,
         "run_id": cp.run_id,
@@ -134,7 +139,7 @@ def header_bytes(
         "schema_version": cp.schema_version,
         "status": cp.status.value,
         "counters": fields.counters,
-        **{name: fields.values[name] for name in VALUE_FIELDS},
+        **{name: values[name] for name in VALUE_FIELDS},
         "labels": fields.labels,
         "parent": None if cp.parent is None else [cp.parent.run_id, cp.parent.step],
         "created_at": created_at,
@@ -142,7 +147,7 @@ def header_bytes(
     }
     if report is not None and report.counts:  # kept only when the scrubber replaced something
         header["scrub"] = report.to_json()
-    return codec.encode(header)
+    return codec.encode(header) if long else orjson.dumps(header, option=orjson.OPT_SORT_KEYS)
 
 
 def decode_checkpoint(
@@ -325,8 +330,10 @@ def checkpoint_row(
 
 def column_text(counters: dict[str, Any]) -> str:
     """The JSON text to store in the run row's counters column."""
-    text = codec.encode(counters).decode()
-    if any(type(value) is float and not _numeric_keeps(value) for value in counters.values()):
+    text = orjson.dumps(counters, option=orjson.OPT_SORT_KEYS).decode()  # numbers: no long string
+    if float in map(type, counters.values()) and not all(
+        _numeric_keeps(value) for value in counters.values() if type(value) is float
+    ):
         return codec.encode({EXACT: text}).decode()
     return text
 

@@ -219,7 +219,7 @@ def save_call(
     def finish(result: saving.SaveResult[MessagePlan]) -> CheckpointInfo:
         plan, ranges, carriers = result.plan, result.ranges, result.carriers
         finish_save(cp, plan, ranges=ranges, carriers=carriers, created_at=now, digest=result.digest)
-        settings.memory.remember(cp.run_id, recall, result.plan.keep, result.plan.base, cp.messages)
+        settings.memory.remember(cp.run_id, recall, plan, cp.messages)
         cp.scrub_report = result.report
         assert cp.created_at is not None
         assert cp.digest is not None

@@ -206,6 +206,15 @@ class SQLiteDriver:
             raise StoreError(READ_ONLY_WRITE)
         if not self.group_commit:
             return self.run(op, write=True)
+        lock = self._own.lock
+        # The usual save: the connection free and no save queued. It runs at once,
+        # alone, as commit_batch runs a batch of one, without a queue entry.
+        if lock.acquire(blocking=False):
+            try:
+                if self._joining.empty():
+                    return transact(self._own.get(), op, write=True, path=self.path, on_query=self.on_query)
+            finally:
+                lock.release()
         member = Member(op, rebuild, weight)
         self.commit_joined([member])
         return member.outcome()  # type: ignore[no-any-return]

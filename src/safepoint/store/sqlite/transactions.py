@@ -174,6 +174,9 @@ class Queue:
         with self._lock:
             self._waiting.append(member)
 
+    def empty(self) -> bool:
+        return not self._waiting
+
     def take(self) -> list[Member]:
         """The next batch: the oldest waiting saves, bounded in count and bytes (at least one)."""
         batch: list[Member] = []
