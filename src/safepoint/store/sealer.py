@@ -102,8 +102,10 @@ class Sealer:
         self._labels: dict[tuple[str, str, str], str] = {}
         self.writing = self.data_key(writing_id)
         # Plaintexts of carrier rows opened, by (run, column) and step: (sealed bytes as read, plaintext).
+        # Kept from a run's second load on: a first load keeps neither, so each row's sealed
+        # bytes go as soon as it is opened (its peak memory: the plaintext, not both).
         self._opened_rows: RowMemo[int, tuple[bytes, bytes]] = RowMemo(
-            OPENED_BYTES, lambda entry: len(entry[0]) + len(entry[1])
+            OPENED_BYTES, lambda entry: len(entry[0]) + len(entry[1]), second_sight=True
         )
         self._decrypt, self._tag_error = self.writing.raw_decrypt(), tag_error()
 
