@@ -216,10 +216,14 @@ def test_a_damaged_chain_value_only_costs_the_shortcut(encrypted: tuple[Store, P
         fresh.close()
 
 
-def test_a_row_copied_onto_another_run_fails(encrypted: tuple[Store, Path]) -> None:
+@pytest.mark.parametrize("loaded_before", [False, True])
+def test_a_row_copied_onto_another_run_fails(encrypted: tuple[Store, Path], loaded_before: bool) -> None:
     store, path = encrypted
     conversation(store, "a", 2)
     conversation(store, "b", 2)
+    if loaded_before:  # the sealer has made both runs' associated data (it keeps them by run and column)
+        store.load("a")
+        store.load("b")
     ((header,),) = sqlite_rows(
         path, "SELECT header FROM safepoint_checkpoints WHERE id = ?", (sqlite_key(path, "a", 1),)
     )

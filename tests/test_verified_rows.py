@@ -126,6 +126,29 @@ def test_the_memo_is_bounded_by_the_bytes_it_keeps() -> None:
     assert memo._total == sum(memo._size.values()) <= 100
 
 
+def test_a_second_sight_memo_keeps_a_group_from_its_second_learning_on() -> None:
+    memo: verified.RowMemo[int, bytes] = verified.RowMemo(100, len, second_sight=True)
+    memo.learn("a", {0: b"row"})
+    assert memo.group("a") == {}  # a first load keeps no copy
+    assert memo._total == 0
+    memo.learn("a", {0: b"row"})
+    assert memo.group("a") == {0: b"row"}
+    memo.learn("a", {1: b"next"})  # a kept group learns at once
+    assert memo.group("a") == {0: b"row", 1: b"next"}
+
+
+def test_an_encrypted_first_load_keeps_no_opened_row(tmp_path: Path) -> None:
+    with safepoint.open_store(f"sqlite:///{tmp_path / 'sealed.db'}", encryption=keyring()) as store:
+        _grow(store)
+        opened = store.settings.sealer._opened_rows  # type: ignore[union-attr]
+        opened._reset_after_fork()  # as a fresh process finds it
+        first = store.load(RUN).messages
+        assert opened._total == 0
+        assert store.load(RUN).messages == first
+        assert opened._total > 0  # the second load of the run keeps them
+        assert store.load(RUN).messages == first
+
+
 # -- through a store: rows replaced by raw SQL after loads verified them ------------------------
 
 

@@ -198,6 +198,9 @@ def _listed_row(query: Query, row: Row, sealer: Sealer, refs: dict[int, str]) ->
 
 
 def _opened_row(query: Query, row: Row, sealer: Sealer, refs: dict[int, str]) -> Row:
+    head = _opened_head(row, sealer, refs)
+    if head is not None:
+        return head
     values = dict(zip(row.columns, row, strict=True))
     if "run_id" in values:
         run_id = values["run_id"]
@@ -234,6 +237,56 @@ def _opened_row(query: Query, row: Row, sealer: Sealer, refs: dict[int, str]) ->
     if values.get("last_error") is not None:
         values["last_error"] = sealer.open_text(values["last_error"], run_id, "last_error")
     return type(row)(values.values())
+
+
+def _opened_head(row: Row, sealer: Sealer, refs: dict[int, str]) -> Row | None:
+    """``_opened_row`` of a row whose only content is a header and its digests (a load's
+    ``checkpoint_latest`` or ``checkpoint_at``), by column index: what the general way does,
+    without its dict and its checks of columns the row has not. None for any other row, or
+    one this way does not fit (the general way then names what is wrong)."""
+    columns = row.columns
+    if columns not in _HEADS:
+        _HEADS[columns] = _head_indexes(columns)
+    at = _HEADS[columns]
+    if at is None:
+        return None
+    header_at, digest_at, head_at, step_at, ref_at = at
+    header, step, run_id = row[header_at], row[step_at], refs.get(row[ref_at])
+    if header is None or type(step) is not int or run_id is None:
+        return None
+    values = list(row)
+    values[header_at] = opened = sealer.open(header, run_id, step, "header")
+    plain_digest = None
+    if opened:  # the stored digest is keyed; the operation verifies the plain one
+        plain_digest = codec.digest(opened)
+        stored = bytes(values[digest_at])
+        if sealer.keyed(plain_digest) == stored:
+            values[digest_at] = plain_digest
+            if head_at is not None and values[head_at] is not None and bytes(values[head_at]) == stored:
+                values[head_at] = plain_digest
+    for index in (digest_at, head_at):
+        if index is not None:
+            value = values[index]
+            if isinstance(value, bytes | memoryview) and value is not plain_digest:
+                values[index] = sealer.plain(value)
+    return type(row)(values)
+
+
+def _head_indexes(columns: tuple[str, ...]) -> tuple[int, int, int | None, int, int] | None:
+    """For ``_opened_head``: the indexes of header, digest, head digest (None: no such column),
+    step and run_ref, when the row's content columns are those alone and it names its run by ref."""
+    content = {c for c in columns if c in _RESULT_COLUMNS}
+    if not {"header", "digest"} <= content <= {"header", "digest", "head_digest"}:
+        return None
+    if "run_id" in columns or "step" not in columns or "run_ref" not in columns:
+        return None
+    head = columns.index("head_digest") if "head_digest" in content else None
+    index = columns.index
+    return (index("header"), index("digest"), head, index("step"), index("run_ref"))
+
+
+# Result columns -> ``_head_indexes`` of them (None: not such a row).
+_HEADS: dict[tuple[str, ...], tuple[int, int, int | None, int, int] | None] = {}
 
 
 def _carried_columns(columns: tuple[str, ...]) -> tuple[int, tuple[tuple[int, str], ...]] | None:

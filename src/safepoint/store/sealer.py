@@ -100,10 +100,13 @@ class Sealer:
         self._plain: dict[bytes, bytes] = {}  # keyed digest -> plain, and the other way
         self._keyed: dict[bytes, bytes] = {}
         self._labels: dict[tuple[str, str, str], str] = {}
+        self._texts: dict[tuple[str, str], bytes] = {}  # (run, column) -> associated data's texts
         self.writing = self.data_key(writing_id)
         # Plaintexts of carrier rows opened, by (run, column) and step: (sealed bytes as read, plaintext).
+        # Kept from a run's second load on: a first load keeps neither, so each row's sealed
+        # bytes go as soon as it is opened (its peak memory: the plaintext, not both).
         self._opened_rows: RowMemo[int, tuple[bytes, bytes]] = RowMemo(
-            OPENED_BYTES, lambda entry: len(entry[0]) + len(entry[1])
+            OPENED_BYTES, lambda entry: len(entry[0]) + len(entry[1]), second_sight=True
         )
         self._decrypt, self._tag_error = self.writing.raw_decrypt(), tag_error()
 
@@ -134,8 +137,37 @@ class Sealer:
         return self.writing.seal(data, Place(self.store_id, run_id, step, column))
 
     def open(self, stored: Any, run_id: str, step: int, column: str) -> bytes:
-        """The plaintext of a sealed column value; ``CorruptCheckpoint`` naming run and step."""
+        """The plaintext of a sealed column value; ``CorruptCheckpoint`` naming run and step.
+
+        One value (a load's header): opened straight away, with no memo (a header is
+        small; the lookup and the lock would cost more than AES-GCM does)."""
+        if type(stored) is bytes:
+            prefix = self.writing.prefix
+            start = len(prefix)
+            if stored.startswith(prefix) and len(stored) >= start + NONCE_BYTES + TAG_BYTES:
+                nonce_end = start + NONCE_BYTES
+                try:
+                    return self._decrypt(
+                        stored[start:nonce_end],
+                        memoryview(stored)[nonce_end:],
+                        self._associated(run_id, column) + step_bytes(step),
+                    )
+                except self._tag_error:
+                    raise CorruptCheckpoint(
+                        run_id, _shown(step), f"its {column} does not open: it does not decrypt for its place"
+                    ) from None
         return self.open_steps([(stored, step)], run_id, column)[0]
+
+    def _associated(self, run_id: str, column: str) -> bytes:
+        """``associated_texts`` of this store, ``run_id`` and ``column``, made once per pair:
+        the associated data is a function of those strings alone."""
+        found = self._texts.get((run_id, column))
+        if found is None:
+            found = associated_texts(self.store_id, run_id, column)
+            if len(self._texts) >= _DIGEST_HINTS:
+                self._texts.clear()
+            self._texts[(run_id, column)] = found
+        return found
 
     def open_steps(self, values: list[tuple[Any, int]], run_id: str, column: str) -> list[bytes]:
         """``open`` of many (stored, step) values of one run's ``column``."""
@@ -164,7 +196,7 @@ class Sealer:
         same plaintext, so the memo changes what is decrypted, not what is accepted;
         other bytes (a row replaced, replayed, swapped) are decrypted and checked.
         """
-        texts, pack = associated_texts(self.store_id, run_id, column), step_bytes
+        texts, pack = self._associated(run_id, column), step_bytes
         prefix, decrypt = self.writing.prefix, self._decrypt
         start = len(prefix)
         nonce_end = start + NONCE_BYTES

@@ -41,19 +41,27 @@ V = TypeVar("V")
 
 # Row bytes kept across runs: a 1,000-step run of the usual agent (6 KB a step) is 6 MB.
 MAX_BYTES = 64 * 1024 * 1024
+# Keys a ``second_sight`` memo notes as seen once (a few bytes each).
+SIGHTED = 4096
 
 
 class RowMemo(Generic[K, V]):
     """Entries by a group key (a run) and a row key, bounded by the bytes they keep: the
     least recently used group goes first; a group larger than the bound is not kept.
-    Readers get a group's dict as it is: a change makes a new one. Thread-safe."""
+    Readers get a group's dict as it is: a change makes a new one. Thread-safe.
 
-    def __init__(self, max_bytes: int, size: Callable[[V], int]) -> None:
+    With ``second_sight``, a group is kept from the second ``learn`` of its key on:
+    the first only notes the key (``SIGHTED`` keys at most). A process that loads
+    a run once (a fresh process resuming it: the usual way) then holds no more
+    than that load needs, and its peak memory has no copy for the memo."""
+
+    def __init__(self, max_bytes: int, size: Callable[[V], int], *, second_sight: bool = False) -> None:
         self.max_bytes = max_bytes
         self._entry_size = size
         self._groups: OrderedDict[Hashable, dict[K, V]] = OrderedDict()
         self._size: dict[Hashable, int] = {}
         self._total = 0
+        self._sighted: OrderedDict[Hashable, None] | None = OrderedDict() if second_sight else None
         self._lock = threading.Lock()
         _HOLDERS.add(self)
 
@@ -69,6 +77,12 @@ class RowMemo(Generic[K, V]):
     def learn(self, key: Hashable, learnt: dict[K, V]) -> None:
         """``learnt`` added to the entries of ``key`` (replacing those of the same row keys)."""
         with self._lock:
+            sighted = self._sighted
+            if sighted is not None and key not in self._groups and key not in sighted:
+                sighted[key] = None  # seen once: kept when it is learnt again
+                if len(sighted) > SIGHTED:
+                    sighted.popitem(last=False)
+                return
             # A new dict, not the old one changed: another thread's load may be reading it.
             rows = {**self._groups.pop(key, {}), **learnt}
             self._total -= self._size.pop(key, 0)
@@ -83,6 +97,8 @@ class RowMemo(Generic[K, V]):
     def _reset_after_fork(self) -> None:
         self._lock = threading.Lock()
         self._groups, self._size, self._total = OrderedDict(), {}, 0
+        if self._sighted is not None:
+            self._sighted = OrderedDict()
 
 
 # A verified row: the chain value before it, its bytes as read, its bodies' chain values.
