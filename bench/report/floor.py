@@ -247,7 +247,7 @@ def _loads(f: Figures, r: FloorResult) -> list[list[str]]:
     rows = []
     for lane, what in (
         ("floor_c", "raw floor: SELECT the steps' rows + `orjson.loads`"),
-        ("save", "safepoint `load` (latest checkpoint), a store opened afresh"),
+        ("save", "safepoint `load` (latest checkpoint), a first load: a store opened afresh"),
         ("save_encrypted", "the same, encrypted store"),
     ):
         label = f.label(lane, "load1000")

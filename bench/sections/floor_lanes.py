@@ -127,7 +127,8 @@ class Lane:
     def step(self, n: int, step: Step) -> Call:
         raise NotImplementedError
 
-    def load(self) -> Call:
+    def load(self, calls: int = 1) -> Call:
+        """A call that loads the run's latest checkpoint, to be made ``calls`` times."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -164,7 +165,7 @@ class RawLane(Lane):
 
         return commit
 
-    def load(self) -> Call:
+    def load(self, calls: int = 1) -> Call:
         conn = self.conn
 
         def read() -> list[Message]:
@@ -201,7 +202,7 @@ class StoreLane(Lane):
         self.cp = Checkpoint(run_id="r")  # a run begins at step 0: agent step n is checkpoint n - 1
         self.conversation: list[Message] = []
         self.fields: dict[str, Any] = {"counters": {}, "cursors": {}, "state": {}}
-        self.reader: safepoint.Store | None = None
+        self.readers: list[safepoint.Store] = []  # the load's store objects, one per load
 
     def step(self, n: int, step: Step) -> Call:
         if self.pattern == "in place":
@@ -227,17 +228,19 @@ class StoreLane(Lane):
         store, cp = self.store, self.cp
         return lambda: store.save(cp)
 
-    def load(self) -> Call:
-        """A load of the run's latest checkpoint by a store object opened afresh on the file (one
-        that never saw the run), as another process would."""
-        if self.reader is not None:
-            self.reader.close()
-        reader = self.reader = safepoint.open_store(self.url, **self.options)
-        return lambda: reader.load("r")
+    def load(self, calls: int = 1) -> Call:
+        """A load of the run's latest checkpoint, each of the ``calls`` calls by a store object of
+        its own, opened afresh on the file before any of them (outside the measured calls) and
+        never having seen the run: a first load, as a fresh process resuming the run makes it. A
+        store's later loads of the same run are cheaper (its verification memo); a resuming
+        worker does not get those."""
+        fresh = [safepoint.open_store(self.url, **self.options) for _ in range(calls)]
+        self.readers.extend(fresh)
+        return lambda: fresh.pop().load("r")
 
     def close(self) -> None:
-        if self.reader is not None:
-            self.reader.close()
+        for reader in self.readers:
+            reader.close()
         self.store.close()
 
 
