@@ -92,6 +92,16 @@ class PreparedSave:
             )
         except TypeError:  # bytes somewhere (validation let them through): every field is walked
             encoded = None
+        if (
+            self._scrubber is None
+            and encoded is not None
+            and b"$" not in encoded
+            and (self.blobs is None or len(encoded) <= self._policy.smallest)
+            and not may_need_stored_form(encoded)
+        ):
+            # The usual header without a scrubber: no $ key, no reference, nothing large (the
+            # checks _scrub_fields and _offload_fields make, without their calls).
+            return fields
         stored = self._scrub_fields(fields, encoded)
         if stored is not fields:
             encoded = None  # changed: the offload check needs the new text
