@@ -104,3 +104,38 @@ def test_saving_one_huge_message_peaks_near_its_size(tmp_path: Path, head: str, 
             tracemalloc.stop()
         assert peak <= bound * len(text), f"peak {peak:,} B for {len(text):,} characters"
         assert store.load("big").messages[0]["content"] == text
+
+
+def test_the_short_check_refuses_what_long_text_would_splice() -> None:
+    """is_short_plain_json (the save's licence to encode with orjson alone) is is_plain_json
+    that also refuses a string value past LONG_STRING, however deep; is_plain_json still accepts it."""
+    long = "z" * (long_text.LONG_STRING + 1)
+    edge = "z" * long_text.LONG_STRING
+    for value in ({"content": long}, [long], {"a": [{"b": long}]}, long):
+        assert codec.is_plain_json(value)
+        assert not codec.is_short_plain_json(value)
+        assert long_text.has_long_string(value)
+    for value in ({"content": edge}, [edge, 1, None], {"a": [{"b": edge}]}, edge):
+        assert codec.is_short_plain_json(value)
+        assert not long_text.has_long_string(value)
+    assert not codec.is_short_plain_json({"a": 2**64})  # still the plain-JSON check
+
+
+@pytest.mark.parametrize("scrubber", [True, False])
+def test_saving_a_huge_state_peaks_near_its_size(tmp_path: Path, scrubber: bool) -> None:
+    """An 8 MB string in the header (state): validation does not prove the header short, so
+    it is encoded without orjson's reservation on the way to the blob store; it loads back."""
+    text = "</script>" + "s" * 8_000_000
+    url = f"sqlite:///{tmp_path / 'big.db'}"
+    with safepoint.open_store(url, **({} if scrubber else {"scrubber": False})) as store:
+        cp = Checkpoint(run_id="big", state={"output": text})
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            store.save(cp)
+            peak = tracemalloc.get_traced_memory()[1] - before
+        finally:
+            tracemalloc.stop()
+        assert peak <= 4.0 * len(text), f"peak {peak:,} B for {len(text):,} characters"
+        assert store.load("big").state == {"output": text}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import sys
 from collections.abc import Callable, Iterable
 from enum import Enum
 from typing import Any, TypeVar
@@ -73,53 +74,79 @@ def is_plain_json(value: Any, *, max_depth: int = MAX_DEPTH) -> bool:
         return False
 
 
-def _plain_json(value: Any, room: int) -> bool:
-    """True when ``value`` is JSON made only of exact built-in types, with at
-    most ``room`` dicts and lists nested in it (so it can never recurse into
-    a RecursionError)."""
-    kind = type(value)
-    if kind is str:
-        return value.isascii() or is_valid_unicode(value)
-    # Strings, the commonest children, are checked in the loops themselves:
-    # no call per string, which more than pays for the depth bookkeeping
-    # (timeit, a 6 KB tool-call message: 15.7 -> 14.7 us; a flat one 0.46 -> 0.42 us).
-    if kind is dict:
-        if not room:
-            return False
-        room -= 1
-        for key, child in value.items():
-            if type(key) is not str or not (key.isascii() or is_valid_unicode(key)):
+def is_short_plain_json(value: Any, *, max_depth: int = MAX_DEPTH) -> bool:
+    """``is_plain_json``, and no string in ``value`` longer than ``long_text.LONG_STRING``:
+    then ``orjson.dumps(value, option=orjson.OPT_SORT_KEYS)`` is its canonical bytes
+    (``encode``) with no second walk to look for a long string. False says only that
+    one of the two does not hold."""
+    try:
+        return _short_plain_json(value, max_depth)
+    except RecursionError:
+        return False
+
+
+def _plain_json_check(longest: int) -> Callable[[Any, int], bool]:
+    """The quick plain-JSON walk, refusing strings longer than ``longest`` characters too.
+
+    Built twice, once without a real limit (``is_plain_json``) and once with
+    long_text's (``is_short_plain_json``): one walk answers both questions where a
+    save needs both, and the limit is a closure constant, not one more argument on
+    every recursive call."""
+
+    def plain(value: Any, room: int) -> bool:
+        """True when ``value`` is JSON made only of exact built-in types, with at
+        most ``room`` dicts and lists nested in it (so it can never recurse into
+        a RecursionError)."""
+        kind = type(value)
+        if kind is str:
+            return len(value) <= longest and (value.isascii() or is_valid_unicode(value))
+        # Strings, the commonest children, are checked in the loops themselves:
+        # no call per string, which more than pays for the depth bookkeeping
+        # (timeit, a 6 KB tool-call message: 15.7 -> 14.7 us; a flat one 0.46 -> 0.42 us).
+        if kind is dict:
+            if not room:
                 return False
-            kind = type(child)
-            if kind is str:
-                if not (child.isascii() or is_valid_unicode(child)):
+            room -= 1
+            for key, child in value.items():
+                if type(key) is not str or not (key.isascii() or is_valid_unicode(key)):
                     return False
-            elif kind is int:  # counters, steps, ids: no call for them either
-                if not _INT_MIN <= child <= _INT_MAX:
+                kind = type(child)
+                if kind is str:
+                    if len(child) > longest or not (child.isascii() or is_valid_unicode(child)):
+                        return False
+                elif kind is int:  # counters, steps, ids: no call for them either
+                    if not _INT_MIN <= child <= _INT_MAX:
+                        return False
+                elif not plain(child, room):
                     return False
-            elif not _plain_json(child, room):
+            return True
+        if kind is list:
+            if not room:
                 return False
-        return True
-    if kind is list:
-        if not room:
-            return False
-        room -= 1
-        for child in value:
-            kind = type(child)
-            if kind is str:
-                if not (child.isascii() or is_valid_unicode(child)):
+            room -= 1
+            for child in value:
+                kind = type(child)
+                if kind is str:
+                    if len(child) > longest or not (child.isascii() or is_valid_unicode(child)):
+                        return False
+                elif kind is int:
+                    if not _INT_MIN <= child <= _INT_MAX:
+                        return False
+                elif not plain(child, room):
                     return False
-            elif kind is int:
-                if not _INT_MIN <= child <= _INT_MAX:
-                    return False
-            elif not _plain_json(child, room):
-                return False
-        return True
-    if kind is int:
-        return _INT_MIN <= value <= _INT_MAX  # type: ignore[no-any-return]
-    if kind is float:
-        return math.isfinite(value)
-    return value is None or kind is bool
+            return True
+        if kind is int:
+            return _INT_MIN <= value <= _INT_MAX  # type: ignore[no-any-return]
+        if kind is float:
+            return math.isfinite(value)
+        return value is None or kind is bool
+
+    return plain
+
+
+# Dict keys are not limited: long_text leaves a long key to orjson as well.
+_plain_json = _plain_json_check(sys.maxsize)
+_short_plain_json = _plain_json_check(long_text.LONG_STRING)
 
 
 # Where a value sits, as a linked list built only as tuples while walking:

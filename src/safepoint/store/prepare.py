@@ -19,8 +19,11 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from orjson import OPT_SORT_KEYS, dumps
+
 from safepoint import codec
 from safepoint.blobs.base import blob_digest
+from safepoint.codec import is_short_plain_json
 from safepoint.errors import NotJSONCompatible, SchemaTooNew
 from safepoint.messagelist import StoredView
 from safepoint.model import VALUE_FIELDS, Checkpoint, ScrubReport
@@ -44,6 +47,9 @@ from .validate import check_message, validate_fields
 
 T = TypeVar("T")
 
+_NOTHING_SCRUBBED = ScrubReport()
+_NO_SCRUBBER = Found("reference", "messages")
+
 # Header JSON up to this many bytes is walked without a look per field (see _scrub_fields).
 _WALK_WITHOUT_LOOK = 2048
 
@@ -53,7 +59,13 @@ class PreparedSave:
     message encoder the delta plan uses, and the blobs the save must write."""
 
     def __init__(
-        self, cp: Checkpoint, *, scrubber: Scrubber | None, blobs: BlobTarget | None, policy: BlobPolicy
+        self,
+        cp: Checkpoint,
+        *,
+        scrubber: Scrubber | None,
+        blobs: BlobTarget | None,
+        policy: BlobPolicy,
+        short: bool = False,
     ) -> None:
         self._scrubber = scrubber
         self._policy = policy
@@ -63,7 +75,7 @@ class PreparedSave:
         self._digest_of = blobs.digest_of if blobs is not None else blob_digest
         self._field_sink = BlobSink(self._digest_of)
         self._message_sink = BlobSink(self._digest_of)
-        self.fields = self._prepare_fields(StoredFields.of(cp))
+        self.fields = self._prepare_fields(StoredFields.of(cp, short=short))
 
     def _prepare_fields(self, fields: StoredFields) -> StoredFields:
         """The header fields as stored: scrubbed (``bytes`` too), input ``$`` keys
@@ -73,9 +85,23 @@ class PreparedSave:
         that one text shows no step might match, no ``$`` key and nothing large.
         """
         try:
-            encoded: bytes | None = codec.encode(_header_values(fields))
+            values = _header_values(fields)
+            # Proved plain with no long string (validate_fields): orjson's own bytes, no walk for one.
+            encoded: bytes | None = (
+                dumps(values, option=OPT_SORT_KEYS) if fields.short else codec.encode(values)
+            )
         except TypeError:  # bytes somewhere (validation let them through): every field is walked
             encoded = None
+        if (
+            self._scrubber is None
+            and encoded is not None
+            and b"$" not in encoded
+            and (self.blobs is None or len(encoded) <= self._policy.smallest)
+            and not may_need_stored_form(encoded)
+        ):
+            # The usual header without a scrubber: no $ key, no reference, nothing large (the
+            # checks _scrub_fields and _offload_fields make, without their calls).
+            return fields
         stored = self._scrub_fields(fields, encoded)
         if stored is not fields:
             encoded = None  # changed: the offload check needs the new text
@@ -121,22 +147,32 @@ class PreparedSave:
         scrubber, policy = self._scrubber, self._policy
         if scrubber is None and self.blobs is None:
             return plan_messages(view, messages, known=known)  # nothing to scrub: no path to clean
-        found = self._message_found = Found(scrubber.policy if scrubber else "reference", "messages")
+        blobs, smallest = self.blobs, policy.smallest
+        if scrubber is not None:
+            found = self._message_found = Found(scrubber.policy, "messages")
+        else:
+            found = _NO_SCRUBBER  # only the scrubber records findings: never written to
         sink = self._message_sink = BlobSink(self._digest_of)
 
         def encode(message: Any, index: int) -> bytes:
-            root = f"messages[{index}]"
-            # One validating walk: plain JSON (the usual case) encodes as it is
-            # and is walked only if its text asks for it; anything else (bytes,
-            # the store's own references) is checked by path and walked.
-            if type(message) is dict and codec.is_plain_json(message):
-                body = codec.encode(message)
+            # One validating walk: plain JSON with no very long string (the usual
+            # case) encodes as it is, with orjson straight away, and is walked
+            # only if its text asks for it; anything else (bytes, the store's own
+            # references, a string long_text splices) is checked by path and walked.
+            if type(message) is dict and is_short_plain_json(message):
+                body = dumps(message, option=OPT_SORT_KEYS)
+                if scrubber is None and b"$" not in body and (blobs is None or len(body) <= smallest):
+                    # The usual message without a scrubber: no $ key to escape, no reference
+                    # and nothing large to offload (the checks below, by one memchr).
+                    return body
+                root = f"messages[{index}]"
                 if scrubber is not None:
                     message, body = scrubber.scrub_encoded(message, body, root, found)
                 elif shows_dollar_mark(body, KEY_MARK):  # a $ key to escape
                     message = to_stored(message)
                     body = codec.encode(message)
             else:
+                root = f"messages[{index}]"
                 check_message(message, index, allow_bytes=self.blobs is not None)
                 if scrubber is not None:
                     message, _ = scrubber.scrub(message, root, found, checked=True)
@@ -152,10 +188,10 @@ class PreparedSave:
         return guarded(scrubber, plan_messages, view, messages, encode, known, _as_given)
 
     def report(self) -> ScrubReport:
-        counts = list(self._field_counts)
-        if self._message_found is not None:
+        counts = [found for found in self._field_counts if found]
+        if self._message_found is not None and self._message_found.counts:
             counts.append(self._message_found.counts)
-        return ScrubReport.merge(counts)
+        return ScrubReport.merge(counts) if counts else _NOTHING_SCRUBBED  # the usual save
 
     # -- what the save writes besides its row --------------------------------
 
@@ -183,11 +219,10 @@ def prepare_save(
     written by newer code (an imported fixture, a copied checkpoint) than ``schema_version``:
     this code would store a shape it cannot load itself. ``validate``: its values are checked
     first (``validate_fields``), as a save's must be."""
-    if validate:
-        validate_fields(cp, allow_bytes=blobs is not None)
+    short = validate and validate_fields(cp, allow_bytes=blobs is not None)
     if type(cp.schema_version) is int and cp.schema_version > schema_version:
         raise SchemaTooNew(cp.run_id, cp.step, cp.schema_version, schema_version)
-    return PreparedSave(cp, scrubber=scrubber, blobs=blobs, policy=policy)
+    return PreparedSave(cp, scrubber=scrubber, blobs=blobs, policy=policy, short=short)
 
 
 def _header_values(fields: StoredFields) -> tuple[Any, ...]:

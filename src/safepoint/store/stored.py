@@ -53,13 +53,26 @@ class StoredFields:
     counters: dict[str, int | float]
     labels: dict[str, str]
     values: dict[str, Any]
+    # True only when validation proved the fields plain JSON with no string long_text
+    # splices (``validate_fields``): they encode with orjson, not walked for one again.
+    # A changed copy (scrubbed, offloaded) is not proved, so it defaults to False.
+    short: bool = False
 
     @classmethod
-    def of(cls, cp: Checkpoint) -> StoredFields:
+    def of(cls, cp: Checkpoint, *, short: bool = False) -> StoredFields:
         """A checkpoint's fields as they are (already scrubbed, e.g. a stored one being forked)."""
         return cls(
-            counters=cp.counters, labels=cp.labels, values={name: getattr(cp, name) for name in VALUE_FIELDS}
+            counters=cp.counters,
+            labels=cp.labels,
+            values={name: getattr(cp, name) for name in VALUE_FIELDS},
+            short=short,
         )
+
+    def labels_text(self) -> str:
+        """The labels' canonical JSON text (the run row's labels column)."""
+        if self.short:
+            return orjson.dumps(self.labels, option=orjson.OPT_SORT_KEYS).decode()
+        return codec.encode(self.labels).decode()
 
     def value(self, name: str) -> Any:
         """One of the value fields by name."""
@@ -131,13 +144,15 @@ def header_bytes(
     # Only the labels and the value fields can hold a string long enough for
     # long_text to splice (counters hold numbers; the rest is bounded): the
     # header's other parts are not walked for one (see codec.encode).
-    long = long_text.has_long_string([fields.labels, *values.values()])
+    long = not fields.short and long_text.has_long_string([fields.labels, *values.values()])
     header = {
         "format": stored_format,
         "run_id": cp.run_id,
         "step": cp.step,
         "schema_version": cp.schema_version,
-        "status": cp.status.value,
+        # ``_value_``: the member's plain str, read as an attribute (``.value`` is a Python-level
+        # descriptor on Enum, two calls on every save's hot path).
+        "status": cp.status._value_,
         "counters": fields.counters,
         **{name: values[name] for name in VALUE_FIELDS},
         "labels": fields.labels,
@@ -311,7 +326,7 @@ def checkpoint_row(
     return {
         "step": cp.step,
         "schema_version": cp.schema_version,
-        "status": cp.status.value,
+        "status": cp.status._value_,  # the plain str (see header_bytes)
         "message_count": count,
         # Pairs of ints: orjson's own bytes are already the canonical ones.
         "ranges": orjson.dumps(ranges).decode(),
@@ -323,7 +338,7 @@ def checkpoint_row(
         # B-tree leaf per save, however many messages it adds.
         "added": len(bodies),
         "messages": pack_bodies(bodies),
-        "labels": codec.encode(fields.labels).decode() if labels is None else labels,
+        "labels": fields.labels_text() if labels is None else labels,
         "counters": column_text(fields.counters),
     }
 

@@ -49,11 +49,14 @@ def _is_int_in(value: Any, low: int, high: int) -> bool:
     return type(value) is int and low <= value <= high
 
 
-def validate_fields(cp: Checkpoint, *, allow_bytes: bool = False) -> None:
+def validate_fields(cp: Checkpoint, *, allow_bytes: bool = False) -> bool:
     """Refuse a checkpoint whose non-message fields can't be stored, naming the field.
 
     ``allow_bytes``: ``bytes`` values are accepted in the value fields
     (``model.VALUE_TYPES``; the store offloads them to its blob store).
+    True when the fields are plain JSON with no string long_text splices
+    (``codec.is_short_plain_json``): the quick pass proved it, so the save
+    encodes its header with orjson without walking it again for one.
     """
     try:
         check_id(cp.run_id)
@@ -76,8 +79,10 @@ def validate_fields(cp: Checkpoint, *, allow_bytes: bool = False) -> None:
         raise InvalidCheckpoint("parent must be None or a ParentRef with a run id and a step")
     # Every save runs this: one quick pass over exact built-in types first; only
     # if it finds anything unusual does the detailed pass name the bad path.
-    if not _plainly_valid(cp):
-        _explain_invalid(cp, allow_bytes)
+    if _plainly_valid(cp):
+        return True
+    _explain_invalid(cp, allow_bytes)
+    return False
 
 
 def _plainly_valid(cp: Checkpoint) -> bool:
@@ -100,7 +105,9 @@ def _plainly_valid(cp: Checkpoint) -> bool:
         if value is not None:
             values.append(value)
     # One walk over them all: the list is one level above each value, so one more level of room.
-    return codec.is_plain_json(values, max_depth=codec.MAX_DEPTH + 1)
+    # A very long string sends a valid header to the detailed pass too (rare: over a million
+    # characters), so that True here also says the header holds none.
+    return codec.is_short_plain_json(values, max_depth=codec.MAX_DEPTH + 1)
 
 
 _NUMBER_TYPES = (int, float)

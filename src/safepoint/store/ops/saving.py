@@ -75,7 +75,7 @@ def save(
     always does. A save that starts a run or references blobs takes the
     general way from the start.
     """
-    labels = codec.encode(prepared.fields.labels).decode()
+    labels = prepared.fields.labels_text()
     guessed = _guess(cp, prepared, view, plan, labels=labels, now=now)
     if guessed is not None:
         assert view is not None
