@@ -93,15 +93,7 @@ def test_saving_one_huge_message_peaks_near_its_size(tmp_path: Path, head: str, 
     """An 8 MB tool output with hostile text: its save peaks at ≤ 3x its size (ASCII); it loads back."""
     text = head + "y" * 8_000_000
     with safepoint.open_store(f"sqlite:///{tmp_path / 'big.db'}") as store:
-        cp = Checkpoint(run_id="big", messages=[{"role": "tool", "content": text}])
-        gc.collect()
-        tracemalloc.start()
-        try:
-            before = tracemalloc.get_traced_memory()[0]
-            store.save(cp)
-            peak = tracemalloc.get_traced_memory()[1] - before
-        finally:
-            tracemalloc.stop()
+        peak = save_peak(store, Checkpoint(run_id="big", messages=[{"role": "tool", "content": text}]))
         assert peak <= bound * len(text), f"peak {peak:,} B for {len(text):,} characters"
         assert store.load("big").messages[0]["content"] == text
 
@@ -128,14 +120,18 @@ def test_saving_a_huge_state_peaks_near_its_size(tmp_path: Path, scrubber: bool)
     text = "</script>" + "s" * 8_000_000
     url = f"sqlite:///{tmp_path / 'big.db'}"
     with safepoint.open_store(url, **({} if scrubber else {"scrubber": False})) as store:
-        cp = Checkpoint(run_id="big", state={"output": text})
-        gc.collect()
-        tracemalloc.start()
-        try:
-            before = tracemalloc.get_traced_memory()[0]
-            store.save(cp)
-            peak = tracemalloc.get_traced_memory()[1] - before
-        finally:
-            tracemalloc.stop()
+        peak = save_peak(store, Checkpoint(run_id="big", state={"output": text}))
         assert peak <= 4.0 * len(text), f"peak {peak:,} B for {len(text):,} characters"
         assert store.load("big").state == {"output": text}
+
+
+def save_peak(store: safepoint.Store, cp: Checkpoint) -> int:
+    """The bytes a save of ``cp`` allocated at its peak, above what was held before it."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        store.save(cp)
+        return tracemalloc.get_traced_memory()[1] - before
+    finally:
+        tracemalloc.stop()
