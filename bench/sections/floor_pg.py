@@ -278,36 +278,33 @@ class Pair:
         return int(row[0])
 
     def save_block(self, steps: list[Step], side: Side) -> None:
-        pid, fd = self.store_pid, self.store_fd
-        wal, sent, (stat, sched), client = self.wal(), bytes_acked(fd), backend_cpu(pid), time.thread_time()
-        for step in steps:
-            advance(self.cp, step)
-            self.store.save(self.cp)
-        client = time.thread_time() - client
-        stat2, sched2 = backend_cpu(pid)
-        side.sent += bytes_acked(fd) - sent
-        side.wal_blocks.append((self.wal() - wal) / len(steps))
-        side.cpu_stat += stat2 - stat
-        side.cpu_sched += sched2 - sched
-        side.client += client
-        side.ops += len(steps)
+        with self.counted(side, self.store_pid, self.store_fd, len(steps)):
+            for step in steps:
+                advance(self.cp, step)
+                self.store.save(self.cp)
         rows = self.stored(self.cp.step - len(steps) + 1, self.cp.step)
         self.content += sum(len(row[9] or b"") + len(row[5]) for row in rows)
 
     def raw_block(self, rows: list[tuple[Any, ...]], steps: list[Step], side: Side) -> None:
         params = [self.raw_params(row, step) for row, step in zip(rows, steps, strict=True)]
-        pid, fd = self.raw_pid, self.raw_fd
+        with self.counted(side, self.raw_pid, self.raw_fd, len(rows)):
+            for one in params:
+                self.raw.execute(self.raw_sql, one, binary=True)
+
+    @contextmanager
+    def counted(self, side: Side, pid: int, fd: int, ops: int) -> Iterator[None]:
+        """What the block inside costs, added to ``side``: the backend's CPU, the bytes sent on
+        the connection, WAL per operation and the client's own thread time."""
         wal, sent, (stat, sched), client = self.wal(), bytes_acked(fd), backend_cpu(pid), time.thread_time()
-        for one in params:
-            self.raw.execute(self.raw_sql, one, binary=True)
+        yield
         client = time.thread_time() - client
         stat2, sched2 = backend_cpu(pid)
         side.sent += bytes_acked(fd) - sent
-        side.wal_blocks.append((self.wal() - wal) / len(rows))
+        side.wal_blocks.append((self.wal() - wal) / ops)
         side.cpu_stat += stat2 - stat
         side.cpu_sched += sched2 - sched
         side.client += client
-        side.ops += len(rows)
+        side.ops += ops
 
 
 def measure(url: str, route: str, size: int, saves: int, warmup: int) -> dict[str, Any]:
