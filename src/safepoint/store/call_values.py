@@ -137,9 +137,9 @@ def _stored_value(result: Any, settings: StoreSettings) -> tuple[Any, Found | No
     found = None
     if scrubber is not None:
         found = Found(scrubber.policy, "state")
-        # The scrubber's look (``needs_walk``), with the stored shapes looked for as bytes:
-        # a few byte searches where its pattern costs some forty instructions a character.
-        if encoded is None or may_need_stored_form(encoded) or scrubber.might_match(encoded.decode()):
+        # The scrubber's look over the encoded bytes, in one pass (stored shapes, rule triggers
+        # and registered secrets together), as a save's messages get it.
+        if encoded is None or scrubber.needs_walk_encoded(encoded):
             scrubbed, _ = scrubber.scrub(state, "state", found, checked=True)
             if scrubbed is not state:
                 state, encoded = scrubbed, None
