@@ -36,6 +36,7 @@ from safepoint import Checkpoint, Conflict, CorruptCheckpoint
 from safepoint.adapters.cache import MAX_ATTEMPTS, CheckpointCache, gave_up, thaw
 from safepoint.flow import Flow, Save, head_or_none, load_or_none
 
+from .framework import AFTER_TIMESTAMP_FILTERS
 from .naming import session_labels
 
 EVENTS = "events"  # the counter holding how many events a session has
@@ -85,25 +86,45 @@ def exists(run_id: str) -> Flow[bool]:
 
 
 def tail(head: Checkpoint, recent: int | None, after: float | None) -> Flow[list[Any]]:
-    """The stored events ADK's in-memory service would return for ``recent`` and ``after``.
+    """The stored events ADK's in-memory service would return for ``recent`` and ``after``
+    (its rule depends on the release: ``framework.AFTER_TIMESTAMP_FILTERS``).
 
     Segments are read from the newest back only while they can still matter:
-    until ``recent`` events are in hand, or one older than ``after`` is.
+    until ``recent`` events are in hand, or (through ADK 2.14) one older than
+    ``after`` is. From ADK 2.15 ``after`` filters every event, and timestamps
+    may go back, so without ``recent`` every segment is read.
     """
     events: list[Any] = list(head.messages)
     count, size = int(head.counters[EVENTS]), int(head.state["segment"])
     start = _segment_start(count, size)  # index of the head segment's first event
     newest = head
-    while start > 0 and (recent is None or len(events) < recent):
-        if after is not None and any(e["timestamp"] < after for e in events):
-            break
+    while start > 0 and not _enough(events, recent, after):
         newest = yield from _segment_before(newest, start, size)
         events = [*newest.messages, *events]
         start -= size
+    return _as_read(events, recent, after)
+
+
+def _enough(events: list[Any], recent: int | None, after: float | None) -> bool:
+    """Whether the events in hand (the newest ones) decide what ``_as_read`` returns."""
+    if AFTER_TIMESTAMP_FILTERS:
+        if recent is None:
+            return False
+        kept = len(events) if after is None else sum(e["timestamp"] >= after for e in events)
+        return kept >= recent
+    if recent is not None and len(events) >= recent:
+        return True
+    return after is not None and any(e["timestamp"] < after for e in events)
+
+
+def _as_read(events: list[Any], recent: int | None, after: float | None) -> list[Any]:
+    """ADK's in-memory rule over ``events`` (every event that can matter, oldest first)."""
+    if AFTER_TIMESTAMP_FILTERS and after is not None:
+        events = [e for e in events if e["timestamp"] >= after]
     if recent is not None:
         events = events[max(0, len(events) - recent) :] if recent else []
-    if after is not None:
-        # ADK's in-memory rule: the events after the newest one older than ``after``.
+    if after is not None and not AFTER_TIMESTAMP_FILTERS:
+        # Through ADK 2.14: the events after the newest one older than ``after``.
         for i in range(len(events) - 1, -1, -1):
             if events[i]["timestamp"] < after:
                 events = events[i + 1 :]
