@@ -12,11 +12,22 @@ so the rename itself survives a power loss. Concurrent writers of one digest
 each write their own temp file; whichever rename lands last, the file holds
 the same content. A crash leaves at most a temp file, which reads and scans
 ignore and ``sweep_temp`` (or ``scan``, once it is old) removes.
+
+Backups and garbage collection share ``<root>/.backup-lock`` (``flock``):
+a backup holds it shared from before its database snapshot until it has
+copied the blobs that snapshot references (``held_for_backup``); garbage
+collection asks for it exclusively, without waiting, after it has read which
+blobs rows reference (``collecting``), and deletes nothing while a backup
+holds it. A blob a snapshot references can stop being referenced a moment
+later (a run deleted, a checkpoint pruned) and be old enough for any grace,
+so no grace period protects a backup; the lock does. The kernel releases it
+when its holder exits, however it exits: a killed backup leaves no stale lock.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import secrets
 import time
@@ -28,6 +39,7 @@ from safepoint.blobs.base import BlobInfo, BundledStore, check_digest
 from safepoint.errors import BlobError, BlobNotFound, InvalidArgument
 
 TEMP_PREFIX = ".tmp-"
+BACKUP_LOCK = ".backup-lock"  # in the root; not a fan-out directory, so scans never see it
 _HEX = frozenset("0123456789abcdef")
 _FILE_MODE = 0o644
 # Well past the moment a concurrent writer fsyncs the directory after its rename.
@@ -134,6 +146,59 @@ class FileSystemBlobStore(BundledStore):
             )
         except OSError as exc:
             raise BlobError(f"{self._name}: cannot sweep temp files: {_reason(exc)}") from exc
+
+    @contextlib.contextmanager
+    def held_for_backup(self) -> Iterator[None]:
+        """Hold the folder for a backup: garbage collection deletes no blob until this ends.
+
+        Waits for a collection that is deleting right now to finish (it holds
+        no database lock a backup needs, so this cannot deadlock). Creates the
+        root (empty) when no blob has been written yet.
+        """
+        self._check_open()
+        with self._failing_on("hold for a backup"):
+            _make_dirs_durably(self.root)
+            fd = os.open(self.root / BACKUP_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, _FILE_MODE)
+        try:
+            with self._failing_on("hold for a backup"):
+                fcntl.flock(fd, fcntl.LOCK_SH)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    @contextlib.contextmanager
+    def collecting(self) -> Iterator[bool]:
+        """Garbage collection's turn to delete: True when no backup holds the folder (and none
+        can take it until this ends), False while one does, without waiting for it.
+
+        Asked after the collector has read which blobs rows reference (see the
+        module docstring for why that order makes a snapshot taken at any
+        moment safe).
+        """
+        self._check_open()
+        if not self.root.is_dir():
+            yield True  # no blob to delete, and none a backup could need
+            return
+        with self._failing_on("lock for garbage collection"):
+            fd = os.open(self.root / BACKUP_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, _FILE_MODE)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            except OSError as exc:
+                raise BlobError(f"{self._name}: cannot lock for garbage collection: {_reason(exc)}") from exc
+            yield True
+        finally:
+            os.close(fd)
+
+    @contextlib.contextmanager
+    def _failing_on(self, verb: str) -> Iterator[None]:
+        try:
+            yield
+        except OSError as exc:
+            raise BlobError(f"{self._name}: cannot {verb}: {_reason(exc)}") from exc
 
     @contextlib.contextmanager
     def _failing(self, verb: str, digest: str) -> Iterator[None]:
