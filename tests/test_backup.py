@@ -203,9 +203,11 @@ def test_bad_input_is_a_typed_error_with_its_exit_code(tmp_path: Path) -> None:
         store.save(Checkpoint(run_id="r", step=0))
     (tmp_path / "taken.db").write_bytes(b"keep me")
     (tmp_path / "a-file").write_text("not a folder")
+    (tmp_path / "stale.db-wal").write_bytes(b"a lost store's log")
     cases = [
         (["--store", url(tmp_path / "s.db"), "taken.db"], 2, "exists"),
         (["--store", url(tmp_path / "s.db"), "s.db"], 2, "exists"),
+        (["--store", url(tmp_path / "s.db"), "stale.db"], 2, "stale.db-wal exists"),
         (["--store", url(tmp_path / "s.db"), "a-file/copy.db"], 5, "cannot make the backup's folder"),
         (["--store", "memory://", "copy.db"], 2, "memory://"),
         (["--store", "postgresql://postgres@127.0.0.1:5432/test", "copy.db"], 2, "pg_dump"),

@@ -27,6 +27,7 @@ when its holder exits, however it exits: a killed backup leaves no stale lock.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import secrets
@@ -153,18 +154,42 @@ class FileSystemBlobStore(BundledStore):
 
         Waits for a collection that is deleting right now to finish (it holds
         no database lock a backup needs, so this cannot deadlock). Creates the
-        root (empty) when no blob has been written yet.
+        root (empty) when no blob has been written yet. A folder on a
+        read-only file system (a backup restored from read-only media) needs
+        no hold: nothing can delete there.
         """
         self._check_open()
-        with self._failing_on("hold for a backup"):
-            _make_dirs_durably(self.root)
-            fd = os.open(self.root / BACKUP_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, _FILE_MODE)
+        fd = self._backup_lock()
+        if fd is None:
+            yield
+            return
         try:
-            with self._failing_on("hold for a backup"):
+            try:
                 fcntl.flock(fd, fcntl.LOCK_SH)
+            except OSError as exc:
+                raise BlobError(f"{self._name}: cannot hold for a backup: {_reason(exc)}") from exc
             yield
         finally:
             os.close(fd)  # releases the lock
+
+    def _backup_lock(self) -> int | None:
+        """The lock file, open (made if missing); None on a read-only file system without one."""
+        path = self.root / BACKUP_LOCK
+        try:
+            _make_dirs_durably(self.root)
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, _FILE_MODE)
+        except OSError as exc:
+            if exc.errno not in (errno.EROFS, errno.EACCES):
+                raise BlobError(f"{self._name}: cannot hold for a backup: {_reason(exc)}") from exc
+            refused = exc
+        try:  # flock needs no write access: an existing lock file open for reading will do
+            return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            if refused.errno == errno.EROFS:
+                return None
+            raise BlobError(f"{self._name}: cannot hold for a backup: {_reason(refused)}") from refused
+        except OSError as exc:
+            raise BlobError(f"{self._name}: cannot hold for a backup: {_reason(exc)}") from exc
 
     @contextlib.contextmanager
     def collecting(self) -> Iterator[bool]:
@@ -176,29 +201,38 @@ class FileSystemBlobStore(BundledStore):
         moment safe).
         """
         self._check_open()
-        if not self.root.is_dir():
-            yield True  # no blob to delete, and none a backup could need
+        fd = self._collector_lock() if self.root.is_dir() else None  # no root: no blob, no backup
+        if fd is None:
+            yield True
             return
-        with self._failing_on("lock for garbage collection"):
-            fd = os.open(self.root / BACKUP_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, _FILE_MODE)
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                yield False
-                return
+                held = True
             except OSError as exc:
                 raise BlobError(f"{self._name}: cannot lock for garbage collection: {_reason(exc)}") from exc
-            yield True
+            else:
+                held = False
+            yield not held
         finally:
             os.close(fd)
 
-    @contextlib.contextmanager
-    def _failing_on(self, verb: str) -> Iterator[None]:
+    def _collector_lock(self) -> int | None:
+        """The lock file, open; None when it is missing and this process may not make it
+        (then no backup holds it: a backup makes it before it holds it)."""
+        path = self.root / BACKUP_LOCK
         try:
-            yield
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, _FILE_MODE)
         except OSError as exc:
-            raise BlobError(f"{self._name}: cannot {verb}: {_reason(exc)}") from exc
+            if exc.errno not in (errno.EROFS, errno.EACCES):
+                raise BlobError(f"{self._name}: cannot lock for garbage collection: {_reason(exc)}") from exc
+        try:
+            return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise BlobError(f"{self._name}: cannot lock for garbage collection: {_reason(exc)}") from exc
 
     @contextlib.contextmanager
     def _failing(self, verb: str, digest: str) -> Iterator[None]:

@@ -87,7 +87,9 @@ def backup_store(store: Store, dest: str | os.PathLike[str]) -> BackupReport:
     final = Path(dest).absolute()
     partial = final.with_name(final.name + ".partial")
     final_blobs, partial_blobs = _blobs_of(final), _blobs_of(partial)
-    for path in (final, final_blobs, partial, partial_blobs):
+    # A stale -wal beside the new file would be read as its log: it counts as the file existing.
+    sides = [Path(f"{final}{suffix}") for suffix in ("-wal", "-shm")]
+    for path in (final, final_blobs, partial, partial_blobs, *sides):
         if os.path.lexists(path):
             raise InvalidArgument(
                 f"the backup's destination {visible(str(path))} exists: a backup never overwrites"
