@@ -201,7 +201,7 @@ class FileSystemBlobStore(BundledStore):
         moment safe).
         """
         self._check_open()
-        fd = self._collector_lock() if self.root.is_dir() else None  # no root: no blob, no backup
+        fd = self._collector_lock()
         if fd is None:
             yield True
             return
@@ -219,16 +219,14 @@ class FileSystemBlobStore(BundledStore):
             os.close(fd)
 
     def _collector_lock(self) -> int | None:
-        """The lock file, open; None when it is missing and this process may not make it
-        (then no backup holds it: a backup makes it before it holds it)."""
-        path = self.root / BACKUP_LOCK
+        """The lock file, open for reading (``flock`` needs no more); None when there is none.
+
+        Garbage collection never makes it: a backup makes it before it holds
+        it, so a collector that finds none after reading the references is
+        in the safe order (see the module docstring).
+        """
         try:
-            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, _FILE_MODE)
-        except OSError as exc:
-            if exc.errno not in (errno.EROFS, errno.EACCES):
-                raise BlobError(f"{self._name}: cannot lock for garbage collection: {_reason(exc)}") from exc
-        try:
-            return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            return os.open(self.root / BACKUP_LOCK, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
             return None
         except OSError as exc:
