@@ -12,11 +12,23 @@ so the rename itself survives a power loss. Concurrent writers of one digest
 each write their own temp file; whichever rename lands last, the file holds
 the same content. A crash leaves at most a temp file, which reads and scans
 ignore and ``sweep_temp`` (or ``scan``, once it is old) removes.
+
+Backups and garbage collection share ``<root>/.backup-lock`` (``flock``):
+a backup holds it shared from before its database snapshot until it has
+copied the blobs that snapshot references (``held_for_backup``); garbage
+collection asks for it exclusively, without waiting, after it has read which
+blobs rows reference (``collecting``), and deletes nothing while a backup
+holds it. A blob a snapshot references can stop being referenced a moment
+later (a run deleted, a checkpoint pruned) and be old enough for any grace,
+so no grace period protects a backup; the lock does. The kernel releases it
+when its holder exits, however it exits: a killed backup leaves no stale lock.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import os
 import secrets
 import time
@@ -28,6 +40,7 @@ from safepoint.blobs.base import BlobInfo, BundledStore, check_digest
 from safepoint.errors import BlobError, BlobNotFound, InvalidArgument
 
 TEMP_PREFIX = ".tmp-"
+BACKUP_LOCK = ".backup-lock"  # in the root; not a fan-out directory, so scans never see it
 _HEX = frozenset("0123456789abcdef")
 _FILE_MODE = 0o644
 # Well past the moment a concurrent writer fsyncs the directory after its rename.
@@ -134,6 +147,90 @@ class FileSystemBlobStore(BundledStore):
             )
         except OSError as exc:
             raise BlobError(f"{self._name}: cannot sweep temp files: {_reason(exc)}") from exc
+
+    @contextlib.contextmanager
+    def held_for_backup(self) -> Iterator[None]:
+        """Hold the folder for a backup: garbage collection deletes no blob until this ends.
+
+        Waits for a collection that is deleting right now to finish (it holds
+        no database lock a backup needs, so this cannot deadlock). Creates the
+        root (empty) when no blob has been written yet. A folder on a
+        read-only file system (a backup restored from read-only media) needs
+        no hold: nothing can delete there.
+        """
+        self._check_open()
+        fd = self._backup_lock()
+        if fd is None:
+            yield
+            return
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH)
+            except OSError as exc:
+                raise BlobError(f"{self._name}: cannot hold for a backup: {_reason(exc)}") from exc
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    def _backup_lock(self) -> int | None:
+        """The lock file, open (made if missing); None on a read-only file system without one."""
+        path = self.root / BACKUP_LOCK
+        try:
+            _make_dirs_durably(self.root)
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, _FILE_MODE)
+        except OSError as exc:
+            if exc.errno not in (errno.EROFS, errno.EACCES):
+                raise BlobError(f"{self._name}: cannot hold for a backup: {_reason(exc)}") from exc
+            refused = exc
+        try:  # flock needs no write access: an existing lock file open for reading will do
+            return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            if refused.errno == errno.EROFS:
+                return None
+            raise BlobError(f"{self._name}: cannot hold for a backup: {_reason(refused)}") from refused
+        except OSError as exc:
+            raise BlobError(f"{self._name}: cannot hold for a backup: {_reason(exc)}") from exc
+
+    @contextlib.contextmanager
+    def collecting(self) -> Iterator[bool]:
+        """Garbage collection's turn to delete: True when no backup holds the folder (and none
+        can take it until this ends), False while one does, without waiting for it.
+
+        Asked after the collector has read which blobs rows reference (see the
+        module docstring for why that order makes a snapshot taken at any
+        moment safe).
+        """
+        self._check_open()
+        fd = self._collector_lock()
+        if fd is None:
+            yield True
+            return
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                held = True
+            except OSError as exc:
+                raise BlobError(f"{self._name}: cannot lock for garbage collection: {_reason(exc)}") from exc
+            else:
+                held = False
+            yield not held
+        finally:
+            os.close(fd)
+
+    def _collector_lock(self) -> int | None:
+        """The lock file, open for reading (``flock`` needs no more); None when there is none.
+
+        Garbage collection never makes it: a backup makes it before it holds
+        it, so a collector that finds none after reading the references is
+        in the safe order (see the module docstring).
+        """
+        try:
+            return os.open(self.root / BACKUP_LOCK, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise BlobError(f"{self._name}: cannot lock for garbage collection: {_reason(exc)}") from exc
 
     @contextlib.contextmanager
     def _failing(self, verb: str, digest: str) -> Iterator[None]:

@@ -8,7 +8,7 @@ their kind (``output.handle_errors``, ``output.ExitCode``). Whatever comes from 
 store is shown through ``safepoint.cli.output``: control characters visible, never markup.
 
 This module is the group and the list of its commands; each subject's
-commands are in their own module (``runs``, ``inspect``, ``verify``, ``gc``,
+commands are in their own module (``runs``, ``inspect``, ``verify``, ``gc``, ``backup``,
 ``migrations``, ``operate``, ``keys``, ``demo``), which knows nothing of the group.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from safepoint.cli import demo, gc, inspect, keys, migrations, operate, runs, ui, verify
+from safepoint.cli import backup, demo, gc, inspect, keys, migrations, operate, runs, ui, verify
 from safepoint.cli.output import error_object
 from safepoint.visible import visible
 
@@ -84,6 +84,7 @@ for _command in (
     inspect.diff,
     verify.verify,
     gc.gc,
+    backup.backup,
     migrations.migrate,
     migrations.check,
     migrations.export,

@@ -114,6 +114,7 @@ def gc(
         "blobs_deleted": collected.blobs_deleted,
         "bytes_freed": collected.bytes_freed,
         "blobs_kept": collected.blobs_kept,
+        "blobs_held": collected.blobs_held,
         "database": None if space is None else _space_dict(space, collected.database),
         "vacuumed": vacuumed is not None,
     }
@@ -144,6 +145,9 @@ def _summary(data: dict[str, Any], space: FileSpace | None, start: int | None, d
         say(f"    {deleted} {_n(len(data['runs_deleted']), 'finished run')} whole")
     blobs, freed = _n(data["blobs_deleted"], "blob"), _size(data["bytes_freed"])
     say(f"  blobs: {deleted} {blobs} that no checkpoint references ({freed}); {data['blobs_kept']:,} kept")
+    if data["blobs_held"]:
+        held = _n(data["blobs_held"], "unreferenced blob")
+        say(f"    of them {held} that a backup in progress may need: the next gc deletes them")
     if space is None or start is None:
         say("  database: PostgreSQL reuses the space of deleted rows after autovacuum")
         return

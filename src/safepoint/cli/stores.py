@@ -1,7 +1,9 @@
 """The store a command works on: its options (``store_options``) and how it is opened
 (``open_store_at``/``open_existing``).
 
-``--store`` (env ``SAFEPOINT_STORE``), ``--schema`` (PostgreSQL), ``--key-file``
+``--store`` (env ``SAFEPOINT_STORE``), ``--schema`` (PostgreSQL), ``--blobs`` (a blob
+store URL, env ``SAFEPOINT_BLOBS``: where the store's large values live when not in
+its default place), ``--key-file``
 (an encrypted store's keyring; env ``SAFEPOINT_KEY_FILE``, or the keys
 themselves in ``SAFEPOINT_KEYS``) and ``--json`` are shared by every command
 that opens a store; ``--schema`` and ``--key-file`` wait on the click context
@@ -43,6 +45,14 @@ def store_options(func: F) -> F:
         help="PostgreSQL schema of the store (beats ?schema= in the URL, then env SAFEPOINT_SCHEMA).",
     )(func)
     func = click.option(
+        "--blobs",
+        default=None,
+        metavar="URL",
+        expose_value=False,
+        callback=_remember_blobs,
+        help="The store's blob store URL when not its default (s3://bucket/prefix; env SAFEPOINT_BLOBS).",
+    )(func)
+    func = click.option(
         "--key-file",
         default=None,
         metavar="PATH",
@@ -66,6 +76,14 @@ _SCHEMA = "safepoint.schema"  # where --schema waits on the click context for op
 
 def _remember_schema(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
     ctx.meta[_SCHEMA] = value
+    return value
+
+
+_BLOBS = "safepoint.blobs"  # where --blobs waits on the click context for open_store_at
+
+
+def _remember_blobs(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    ctx.meta[_BLOBS] = value
     return value
 
 
@@ -104,6 +122,9 @@ def open_store_at(store_url: str, *, read_only: bool = False, **options: Any) ->
         chosen = os.environ.get("SAFEPOINT_SCHEMA") or None
     if chosen is not None:
         options["schema"] = chosen
+    blobs = click.get_current_context().meta.get(_BLOBS) or os.environ.get("SAFEPOINT_BLOBS")
+    if blobs and "blobs" not in options:
+        options["blobs"] = blobs
     if "encryption" not in options:
         keyring = given_keyring()
         if keyring is not None:

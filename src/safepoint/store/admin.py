@@ -18,6 +18,11 @@ These walk or rewrite every run, a transaction at a time, through the public
   interrupt); ``Store.collect_garbage`` then deletes the blobs nothing
   references any more. Both report what they did, or would do with ``dry_run``.
 
+- ``verify_store`` (``safepoint verify``) checks every checkpoint, run row and
+  recorded call, blobs included (``verifying.py``); ``backup_store``
+  (``safepoint backup``) writes a SQLite store's online copy and checks it
+  the same way (``backup.py``).
+
 - ``encrypt_store``, ``rekey_store`` and ``key_status`` (``safepoint encrypt``,
   ``safepoint rekey``) are encryption at rest's: ``store/keys.py``.
 
@@ -34,14 +39,17 @@ from dataclasses import dataclass, field
 from safepoint.errors import CorruptCheckpoint, InvalidArgument, SafepointError
 from safepoint.records import Retention, RunInfo
 
+from .backup import BackupReport, backup_store, check_backup_source
 from .facade import Store
 from .keys import KeyStatus, Resealing, ToEncrypt, encrypt_store, key_status, rekey_store
 from .keys import Progress as KeyProgress
 from .ops.collect import FileSpace
 from .ops.retention import PruneResult
 from .urls import scheme_of, split_schema
+from .verifying import VerifyReport, verify_store
 
 __all__ = [
+    "BackupReport",
     "FileSpace",
     "KeyProgress",
     "KeyStatus",
@@ -49,7 +57,10 @@ __all__ = [
     "PruneReport",
     "Resealing",
     "ToEncrypt",
+    "VerifyReport",
     "all_runs",
+    "backup_store",
+    "check_backup_source",
     "encrypt_store",
     "key_status",
     "migrate_store",
@@ -57,6 +68,7 @@ __all__ = [
     "rekey_store",
     "scheme_of",
     "split_schema",
+    "verify_store",
 ]
 
 

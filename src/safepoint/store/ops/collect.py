@@ -15,6 +15,12 @@ next WAL checkpoint, at the latest when the last connection closes. A file
 created without it keeps its free pages (SQLite reuses them) until one full
 ``vacuum_store``.
 
+A backup copying a filesystem blob folder holds its lock
+(``FileSystemBlobStore.held_for_backup``); a collection that finds it held
+deletes no blob of that folder this time and counts them in ``blobs_held``
+(the next collection deletes them): the backup's snapshot may reference a
+blob that no row references any more by now.
+
 A dry run reads only: it takes no lock (on PostgreSQL a read-only
 transaction refuses ``FOR UPDATE``), so what it reports is what a real run
 would have done at that moment.
@@ -22,10 +28,13 @@ would have done at that moment.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from safepoint import codec
+from safepoint.blobs.filesystem import FileSystemBlobStore
 from safepoint.records import from_micros
 from safepoint.store.blob_targets import BlobTarget
 from safepoint.store.query import UNSUPPORTED, Op, Query
@@ -62,6 +71,7 @@ class GcResult:
     blobs_deleted: int = 0
     bytes_freed: int = 0
     blobs_kept: int = 0
+    blobs_held: int = 0  # unreferenced, kept because a backup held the blob folder (in blobs_kept too)
     deleted: list[str] = field(default_factory=list)
     database: FileSpace | None = None
 
@@ -77,14 +87,21 @@ def collect_garbage(target: BlobTarget, now: int, grace: timedelta, *, dry_run: 
     cutoff = from_micros(now) - grace
     if not target.in_database:  # ExternalBlobs, or an encrypted store's SealedBlobs over one
         store = target.store  # type: ignore[attr-defined]
-        for info in store.scan():
-            if info.digest in referenced or info.created_at > cutoff:
-                result.blobs_kept += 1
-                continue
-            if dry_run or store.delete(info.digest):
-                result.blobs_deleted += 1
-                result.bytes_freed += info.stored_size
-                result.deleted.append(info.digest)
+        # After the references are read: the order a backup's snapshot relies on.
+        turn = store.collecting() if isinstance(store, FileSystemBlobStore) and not dry_run else _free()
+        with turn as may_delete:
+            for info in store.scan():
+                if info.digest in referenced or info.created_at > cutoff:
+                    result.blobs_kept += 1
+                    continue
+                if not may_delete:
+                    result.blobs_kept += 1
+                    result.blobs_held += 1
+                    continue
+                if dry_run or store.delete(info.digest):
+                    result.blobs_deleted += 1
+                    result.bytes_freed += info.stored_size
+                    result.deleted.append(info.digest)
         result.database = yield from _release_free_pages(dry_run)
         return result
     doomed = []
@@ -100,6 +117,12 @@ def collect_garbage(target: BlobTarget, now: int, grace: timedelta, *, dry_run: 
         yield Query("delete_blobs", many=doomed)
     result.database = yield from _release_free_pages(dry_run)
     return result
+
+
+@contextlib.contextmanager
+def _free() -> Iterator[bool]:
+    """A blob store with no backup lock: always free to delete."""
+    yield True
 
 
 def _release_free_pages(dry_run: bool) -> Op[FileSpace | None]:
