@@ -405,3 +405,39 @@ def test_async_standby_with_lag_verifies_and_every_run_ends(tmp_path: Path) -> N
     assert set(outcome.ledger.done) <= run_ids
     # A run done on the new primary was done by a worker that wrote it down.
     assert {info.run_id for info in infos if info.status is Status.DONE} <= set(outcome.ledger.done)
+
+
+def test_a_worker_started_while_no_host_accepts_writes_waits_for_the_promotion(
+    tmp_path: Path, reference: tuple[dict[str, object], list[str]]
+) -> None:
+    """A worker opening the store mid-failover (primary gone, standby not promoted) rides it out."""
+    with clusters() as kit:
+        primary = kit.primary()
+        standby = kit.standby(primary, name="standby1")
+        url = multi_host_url(primary, standby)
+        with safepoint.open_store(url) as store:
+            store.save(Checkpoint(run_id="late"))
+            store.enqueue("late")
+        caught_up(primary, "standby1")
+        primary.stop("immediate")
+        path = tmp_path / "ledger.tsv"
+        worker = spawn(url, path, "late")
+        try:
+            said = path.with_name("late.stderr")
+            deadline = time.monotonic() + 120
+            # Promoted only once the worker's open has failed and is being retried.
+            while "open: PostgreSQL connection failed" not in said.read_text(encoding="utf-8"):
+                assert worker.poll() is None, said.read_text(encoding="utf-8")[-3000:]
+                assert time.monotonic() < deadline, "the worker never tried to open the store"
+                time.sleep(0.05)
+            standby.promote()
+            assert worker.wait(timeout=120) == 0, said.read_text(encoding="utf-8")[-3000:]
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+        assert "Traceback" not in said.read_text(encoding="utf-8")
+        assert Ledger.read(path).done == Counter({"late": 1})
+        with safepoint.open_store(standby.url()) as store:
+            cp = store.load("late")
+        assert (cp.state, [m["content"] for m in cp.messages]) == reference
