@@ -17,11 +17,17 @@ done, every in-doubt save the retry settled.
 * asynchronous standby with its walreceiver stopped for a moment before the
   kill (lag made real): ``safepoint verify`` clean, every run ends done or
   failed with a typed error, no raw traceback; the acknowledged saves lost
-  and the runs done twice are measured and printed, not asserted zero.
+  and the runs done twice are measured and printed, not asserted zero;
+* a worker started while no host accepts writes (the primary gone, the standby
+  not yet promoted) opens the store once the promotion is done.
 
-The figures (kill to first save on the new primary, promotion, in-doubt saves)
-are printed: run with ``-s``. The clusters are the test's own, on their own
-ports; the shared server is never touched, but these run in the serial
+"In flight" is made sure of, not hoped for: with a synchronous standby every
+commit waits for the standby's flush, so the test stops the standby's
+walreceiver until a save waits (``failover``'s docstring), then kills.
+
+The figures (kill to first save on the new primary, promotion, in-doubt saves,
+losses) are printed: run with ``-s``. The clusters are the test's own, on their
+own ports; the shared server is never touched, but these run in the serial
 ``pg_restart`` pass with the other tests that stop servers.
 """
 
