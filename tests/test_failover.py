@@ -182,14 +182,18 @@ def failover(
         times["kill"] = time.time()
         kill(primary)
         times["killed"] = time.time()
+        # The walreceiver goes on only once every process of the old primary is gone: an
+        # orphan of a killed postmaster not yet scheduled since its death could still have a
+        # waiting commit acknowledged by the flush report, and be counted as the new primary's.
+        wait_gone(primary.children)
         if receiver_after == "kill":
             os.kill(receiver, signal.SIGKILL)
             wait_accepting(standby)
         else:
             os.kill(receiver, signal.SIGCONT)
-        # From here on every acknowledged save is the new primary's: before, it was read-only,
-        # and the old primary's backends (orphans of a killed postmaster included) could only
-        # have a commit acknowledged once the standby's walreceiver reported its flush.
+        # From here on every acknowledged save is the new primary's: the old one is gone, and
+        # since the walreceiver stopped none of its commits could be acknowledged (synchronous)
+        # or each was (asynchronous) before the kill.
         times["promoting"] = time.time()
         standby.promote()
         wait_writable(standby)
@@ -243,6 +247,21 @@ def caught_up(primary: Cluster, name: str, timeout: float = 60) -> None:
             return
         assert time.monotonic() < deadline, f"standby {name} did not catch up"
         time.sleep(0.02)
+
+
+def wait_gone(pids: set[int], timeout: float = 60) -> None:
+    """Until none of ``pids`` runs (an exited process that nobody reaped yet counts as gone)."""
+    deadline = time.monotonic() + timeout
+    for pid in pids:
+        while True:
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()[0]
+            except (FileNotFoundError, ProcessLookupError):
+                break
+            if state in ("Z", "X"):
+                break
+            assert time.monotonic() < deadline, "a process of the old primary outlived it"
+            time.sleep(0.01)
 
 
 def wait_accepting(cluster: Cluster, timeout: float = 60) -> None:
