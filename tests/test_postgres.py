@@ -31,6 +31,7 @@ from safepoint.errors import (
     NotJSONCompatible,
     StoreClosed,
     StoreError,
+    StoreUnavailable,
 )
 from safepoint.store import calls
 from safepoint.store.blob_targets import DatabaseBlobs
@@ -304,10 +305,11 @@ def test_surrogates_that_reach_the_driver_are_refused_typed(pg_factory: Callable
 
 
 def test_unreachable_server_fails_at_once_without_the_password() -> None:
-    """An unreachable server raises StoreError on open, naming the host but never the password."""
+    """An unreachable server raises StoreUnavailable on open (a caller may ride it out), naming
+    the host but never the password."""
     url = "postgresql://someone:s3cret-pw@127.0.0.1:1/test"
     masked = re.escape("connecting to postgresql://someone:***@127.0.0.1:1")
-    with pytest.raises(StoreError, match=masked) as caught:
+    with pytest.raises(StoreUnavailable, match=masked) as caught:
         safepoint.open_store(url, connect_timeout=2)
     assert "s3cret-pw" not in str(caught.value)
     assert isinstance(caught.value.__cause__, psycopg.OperationalError)

@@ -12,6 +12,7 @@ under a lease through real terminated PostgreSQL backends.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -65,8 +66,12 @@ def step_count(store: Store, run_id: str, step: int) -> int:
 
 
 @pytest.mark.parametrize("lands", [True, False], ids=["landed", "lost"])
-def test_run_under_a_lease_saves_an_in_doubt_commit_exactly_once(tmp_path: Path, lands: bool) -> None:
-    """Landed: the stored step is recognised by its digest and kept; lost: it is saved again."""
+def test_run_under_a_lease_saves_an_in_doubt_commit_exactly_once(
+    tmp_path: Path, lands: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Landed: the stored step is recognised by its digest and kept; lost: it is saved again;
+    either way the policy logs which it was."""
+    caplog.set_level(logging.INFO, logger="safepoint.retrying")
     with safepoint.open_store(f"sqlite:///{tmp_path / 'r.db'}") as store:
         lease = claimed(store, "doubt")
         run = Run.open(store, "doubt", lease=lease)
@@ -82,6 +87,8 @@ def test_run_under_a_lease_saves_an_in_doubt_commit_exactly_once(tmp_path: Path,
         assert cp.status is Status.DONE
         assert cp.state == {"answer": 42}
         assert [m["content"] for m in cp.messages] == ["one step"]
+    said = "an interrupted save had landed" if lands else "an interrupted save did not land"
+    assert [r.getMessage() for r in caplog.records if said in r.getMessage()] != []
 
 
 def test_an_in_doubt_step_stored_by_another_writer_is_a_conflict(tmp_path: Path) -> None:

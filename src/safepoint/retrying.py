@@ -126,9 +126,13 @@ def saving(
             except NotFound:
                 history = []  # step 0 of a new run that did not land
             landed = _landed(history, checkpoint, unsure[-1])
+            # How each doubt was settled is worth a line (a failover or a restart shows up
+            # as these); the wording is stable, for whoever counts them.
             if landed is not None:
+                log.info("save: an interrupted save had landed; not saved again")
                 return landed
-            unsure.clear()  # it did not land: save it again
+            log.info("save: an interrupted save did not land; saving it again")
+            unsure.clear()
         try:
             info: CheckpointInfo = yield Invoke(store.save, (checkpoint,), {"lease": lease})
         except StoreUnavailable as exc:

@@ -13,7 +13,7 @@ import psycopg
 from psycopg import pq, sql
 from psycopg.conninfo import conninfo_to_dict
 
-from safepoint.errors import InvalidURL, StoreError, StoreNotFound
+from safepoint.errors import InvalidURL, StoreError, StoreNotFound, StoreUnavailable
 from safepoint.store.urls import split_schema
 from safepoint.visible import visible
 
@@ -140,7 +140,11 @@ class PostgresConfig:
         if self.read_only and reason == "database does not exist":
             return self.not_found("the database does not exist")
         summary = f"{reason} ({type(exc).__name__}{code})"
-        error = StoreError(f"PostgreSQL connection failed while connecting to {self.display_url}: {summary}")
+        # A server down, restarting or being failed over to is StoreUnavailable, so that a
+        # process opening the store mid-outage can ride it out (retrying.call) as a running
+        # one does; a refusal that stays (credentials, pg_hba, a missing database) is not.
+        kind = StoreUnavailable if reason in _PASSING else StoreError
+        error = kind(f"PostgreSQL connection failed while connecting to {self.display_url}: {summary}")
         try:
             cause: Exception = type(exc)(summary)
         except Exception:  # a psycopg class that takes other arguments
@@ -246,12 +250,33 @@ _REASONS = (
     ("too many", "too many connections"),
     ("remaining connection slots", "too many connections"),
     ("starting up", "the server is starting up"),
+    ("not yet accepting connections", "the server is starting up"),
+    ("recovery mode", "the server is recovering from a crash"),
     ("shutting down", "the server is shutting down"),
+    # target_session_attrs=read-write met only standbys: mid-failover, before a promotion
+    ("session is read-only", "no server accepts writes (target_session_attrs)"),
     ("no such file or directory", "no server socket at that path"),
     ("network is unreachable", "network unreachable"),
     ("no route to host", "network unreachable"),
     ("ssl", "SSL negotiation failed"),
     ("invalid", "invalid connection option"),
+)
+
+
+# The reasons that pass: the same open succeeds once the server is back (or promoted).
+_PASSING = frozenset(
+    {
+        "connection refused",
+        "timed out",
+        "too many connections",
+        "the server is starting up",
+        "the server is recovering from a crash",
+        "the server is shutting down",
+        "no server accepts writes (target_session_attrs)",
+        "no server socket at that path",  # a local server's socket is gone while it is down
+        "network unreachable",
+        "the server could not be reached",  # e.g. it closed the connection while starting
+    }
 )
 
 
