@@ -19,7 +19,21 @@ from typing import Any
 
 import click
 
-from safepoint.cli import demo, gc, inspect, keys, migrations, operate, runs, ui, verify
+from safepoint.cli import (
+    demo,
+    fork,
+    gc,
+    inspect,
+    keys,
+    migrations,
+    operate,
+    runs,
+    stats,
+    ui,
+    verify,
+    watch,
+    worker,
+)
 from safepoint.cli.output import error_object
 from safepoint.visible import visible
 
@@ -93,6 +107,10 @@ for _command in (
     operate.requeue,
     operate.delete,
     operate.budget,
+    fork.fork,
+    watch.watch,
+    stats.stats,
+    worker.worker,
     keys.encrypt,
     keys.rekey,
     ui.ui,
