@@ -23,6 +23,7 @@ from safepoint.cli.output import (
     numbers,
     open_store_at,
     pairs,
+    say,
     store_options,
     when,
 )
@@ -55,6 +56,11 @@ _COLUMNS = {
     "retry_at": "retry at", "attempts": "attempts", "labels": "labels", "counters": "counters",
     "note": "waiting for / last error", "created": "created", "parent": "parent",
 }  # fmt: skip
+# The least width of a long column when the terminal is too narrow for the table (shorter cells
+# keep their width): a counter such as tokens_in=12,345 stays whole, an id folds.
+# The columns a narrow terminal leaves out first, last one first.
+_DROP_ORDER = ("run", "status", "step", "counters", "holder", "retry_at", "note", "updated", "labels")
+_LEAST = {"run": 12, "holder": 14, "labels": 16, "counters": 18, "note": 14, "parent": 12}
 _DEFAULT = frozenset({"run", "status", "step", "updated", "labels", "counters", "note"})
 
 
@@ -127,17 +133,31 @@ def runs(
             or (name == "holder" and any(row.holder for row in rows))
             or (name == "retry_at" and any(row.run.retry_at for row in rows))
         ]
+        left_out: list[str] = []
+        widths: list[int | None] | None = None
+        while True:
+            cells = [[row.cell(name, wide) for name in names] for row in rows]
+            widths = [None] * len(names) if wide or chosen else _fitted(names, cells, console.width)
+            if widths is not None or len(names) <= 4:
+                break
+            # Too narrow for them all: the least wanted column goes, and the last line says so.
+            drop = max(names, key=_DROP_ORDER.index)
+            left_out.insert(0, drop)
+            names = [name for name in names if name != drop]
+        if widths is None:
+            widths = [None] * len(names)
         table = Table(title=Text(f"runs in {visible(where)}"))
-        for name in names:
-            # Nothing is cut with "…": a cell folds. Labels and counters are one pair a line, so
-            # that a cell breaks between pairs; only a pair wider than its column folds inside.
-            table.add_column(_COLUMNS[name], overflow="fold", no_wrap=wide)
-        for row in rows:
-            table.add_row(*(row.cell(name, wide) for name in names))
+        for name, width in zip(names, widths, strict=True):
+            # Nothing is cut with "…": a cell folds where it must, labels and counters between pairs.
+            table.add_column(_COLUMNS[name], overflow="fold", no_wrap=wide, width=width)
+        for row_cells in cells:
+            table.add_row(*row_cells)
         out = console
         if wide:  # the table at its natural width, whatever the terminal's
             out = Console(markup=False, highlight=False, emoji=False, width=100_000, soft_wrap=True)
         out.print(table, crop=not wide)
+        if left_out:
+            say(f"left out at this width: {', '.join(left_out)} (--wide or --columns shows them)")
         if page.next_cursor:
             again = _again(
                 status=status,
@@ -153,6 +173,31 @@ def runs(
             console.print(Text(hint), soft_wrap=True)
 
     emit(data, as_json, render)
+
+
+def _fitted(names: list[str], cells: list[list[Text]], width: int) -> list[int | None] | None:
+    """Column widths that fit ``width``: when the columns fit as they are, rich lays them out (all
+    None); else the short ones whole, the long ones their least, and what is left shared by the
+    long ones in proportion to what they lack. None when even that does not fit."""
+    natural = [
+        max([len(line) for row in cells for line in row[i].plain.splitlines()] + [_word(_COLUMNS[name])])
+        for i, name in enumerate(names)
+    ]
+    room = width - (3 * len(names) + 1)  # the borders and padding of a rich table
+    if sum(natural) <= room:
+        return [None] * len(names)
+    floor = [min(n, _LEAST[name]) if name in _LEAST else n for name, n in zip(names, natural, strict=True)]
+    left = room - sum(floor)
+    if left < 0:
+        return None
+    lacking = [n - f for n, f in zip(natural, floor, strict=True)]
+    total = sum(lacking) or 1
+    return [f + left * lack // total for f, lack in zip(floor, lacking, strict=True)]
+
+
+def _word(heading: str) -> int:
+    """The longest word of a heading: the narrowest its column can be without folding a word."""
+    return max(len(word) for word in heading.split())
 
 
 def _chosen_columns(text: str | None) -> list[str] | None:
@@ -217,16 +262,18 @@ class _Row:
         if name == "holder":
             if self.holder is None or self.queue is None:
                 return Text("-")
-            return Text(f"{visible(self.holder, max_len=ID_LEN)} until {when(self.queue.expires_at)}")
+            until = when(self.queue.expires_at).replace(" ", " " if wide else "\n")
+            return Text(f"{visible(self.holder, max_len=ID_LEN)}{' ' if wide else chr(10)}until {until}")
         values: dict[str, Any] = {
             "step": str(run.head_step),
             # Date and time on two lines unless --wide: the narrowest the column can be.
             "updated": when(run.updated_at).replace(" ", " " if wide else "\n"),
             "created": when(run.created_at),
-            "retry_at": when(run.retry_at),
+            "retry_at": when(run.retry_at).replace(" ", " " if wide else "\n"),
             "attempts": str(run.attempts),
-            "labels": _one_a_line(pairs, run.labels),
-            "counters": _one_a_line(numbers, run.counters),
+            # One pair a line, so that a narrow cell breaks between pairs; --wide: one line per run.
+            "labels": pairs(run.labels, max_len=WIDE) if wide else _one_a_line(pairs, run.labels),
+            "counters": numbers(run.counters, max_len=WIDE) if wide else _one_a_line(numbers, run.counters),
             "parent": "-"
             if run.parent is None
             else f"{visible(run.parent.run_id, max_len=ID_LEN)} step {run.parent.step}",
