@@ -75,7 +75,9 @@ def test_runs_wide_columns_and_a_next_page_that_keeps_the_store(tmp_path: Path) 
     layout, and running it lists the next page of the same store."""
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     _seed(url)
-    picked = sp(tmp_path, "runs", "--columns", "run,holder,counters", "--limit", "1", "--store", url, columns=80)
+    picked = sp(
+        tmp_path, "runs", "--columns", "run,holder,counters", "--limit", "1", "--store", url, columns=80
+    )
     assert picked.returncode == 0, picked.stderr
     header = next(line for line in picked.stdout.splitlines() if "run" in line and "holder" in line)
     assert header.index("run") < header.index("holder") < header.index("counters")
