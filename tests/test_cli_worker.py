@@ -41,14 +41,14 @@ def handle(job):
 
 
 def slow(job):
-    """Like handle, but says it started (a file) and waits for the stop request between steps."""
-    Path(os.environ["STARTED"]).write_text(job.run_id)
+    """Steps until asked to stop; after its first step it says so (a file), for the test to signal."""
     run = job.open_run()
     while run.active:
         if job.stopping:
             return None
         run.state["n"] = run.state.get("n", 0) + 1
         run.commit()
+        Path(os.environ["STARTED"]).write_text(job.run_id)
         time.sleep(0.05)
     return run.status
 '''

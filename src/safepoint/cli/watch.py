@@ -125,7 +125,8 @@ class _Printer:
 
     def steps(self, store: Store, run_id: str, after: int, now: RunInfo) -> None:
         try:
-            new = [i for i in store.history(run_id) if i.step > after]
+            # Up to the head the run row gave: a step saved since is the next poll's, with its counters.
+            new = [i for i in store.history(run_id) if after < i.step <= now.head_step]
         except NotFound:
             return  # deleted in between: the next poll says so
         if now.head_step < after:  # pruned or rewritten below what was seen: say where it stands
