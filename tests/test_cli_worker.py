@@ -121,7 +121,6 @@ def test_worker_import_errors_are_one_line_and_exit_2(tmp_path: Path) -> None:
         ("nosuch:handle", "cannot import nosuch: ModuleNotFoundError"),
         ("broken:handle", "cannot import broken: RuntimeError: bad \\x1b[2J config"),
         ("agent_handlers:missing", "agent_handlers has no missing"),
-        ("no-colon", "MODULE:FUNCTION"),
     ):
         result = sp(tmp_path, "worker", spec, "--store", url)
         assert result.returncode == ExitCode.USAGE, result.stderr
