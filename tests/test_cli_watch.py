@@ -85,6 +85,7 @@ def test_watch_prints_each_step_and_exits_0_when_the_run_is_done(url: str, tmp_p
     events = [json.loads(line) for line in lines]
     assert events[0]["event"] == "watching"
     assert events[0]["run_id"] == RUN_ID  # escaped in the text, the same string once parsed
+    assert (events[0]["holder"], events[0]["queued"]) == (None, False)  # closed, never queued
     assert [e["step"] for e in events if e["event"] == "step"] == [1, 2, 3, 4]
     assert [e["status"] for e in events if e["event"] == "status"] == ["done"]
     assert events[-1] == {"event": "end", "run_id": RUN_ID, "step": 4, "status": "done"}

@@ -19,7 +19,7 @@ import json
 import sys
 import time
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import click
 
@@ -94,9 +94,23 @@ def _interval(text: str) -> float:
     return seconds
 
 
-def _holder(store: Store, run_id: str) -> str:
-    """What the run's queue state says in one word or phrase: who holds it, queued, or neither."""
-    return holding(store.queue_state(run_id))
+def _holder(store: Store, run_id: str) -> _Holding:
+    """Who holds the run now (a live lease's owner and expiry), and whether it is queued."""
+    state = store.queue_state(run_id)
+    live = state.owner is not None and state.leased()
+    return _Holding(
+        state.owner if live else None, state.expires_at if live else None, state.queued, holding(state)
+    )
+
+
+class _Holding(NamedTuple):
+    owner: str | None
+    expires_at: datetime | None
+    queued: bool
+    text: str  # the same in words: held by OWNER until …, queued, not queued
+
+    def json(self) -> dict[str, Any]:
+        return {"holder": self.owner, "lease_expires_at": _iso(self.expires_at), "queued": self.queued}
 
 
 class _Printer:
@@ -114,13 +128,13 @@ class _Printer:
             say(line)
         sys.stdout.flush()  # a pipe sees each event as it happens
 
-    def started(self, info: RunInfo, holder: str) -> None:
+    def started(self, info: RunInfo, holder: _Holding) -> None:
         self._event(
             "watching",
-            f"watching run {self.shown_id}: step {info.head_step}, {info.status.value}, {holder}",
+            f"watching run {self.shown_id}: step {info.head_step}, {info.status.value}, {holder.text}",
             step=info.head_step,
             status=info.status.value,
-            holder=holder,
+            **holder.json(),
         )
 
     def steps(self, store: Store, run_id: str, after: int, now: RunInfo) -> None:
@@ -147,8 +161,8 @@ class _Printer:
     def status(self, info: RunInfo) -> None:
         self._event("status", f"status: {info.status.value}", status=info.status.value)
 
-    def holder(self, holder: str) -> None:
-        self._event("holder", f"now {holder}", holder=holder)
+    def holder(self, holder: _Holding) -> None:
+        self._event("holder", f"now {holder.text}", **holder.json())
 
     def ended(self, info: RunInfo) -> None:
         self._event(
