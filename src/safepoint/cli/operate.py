@@ -28,10 +28,10 @@ from safepoint.cli.output import (
     ID_LEN,
     emit,
     handle_errors,
+    number,
     open_existing,
     parse_json_option,
     say,
-    shown,
     store_options,
 )
 from safepoint.errors import RunStatusError
@@ -243,7 +243,7 @@ def budget(
         for name in ("tokens", "spend", "steps"):
             limit = getattr(limits, name)
             if limit is not None:
-                say(f"  {name}: limit {shown(limit)}, {shown(getattr(left, name))} left")
+                say(f"  {name}: limit {number(limit)}, {number(getattr(left, name))} left")
         if run.status is Status.FAILED:
             say("still over a limit: it stays failed")
         if queued:
