@@ -15,9 +15,11 @@ With ``--json`` each event is one JSON object on its own line.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -62,7 +64,7 @@ def watch(*, store_url: str, as_json: bool, run_id: str, interval: str) -> None:
     # five uses, and PgBouncer in transaction mode may hand the next one another server connection.
     options = {"prepare_threshold": None} if scheme_of(store_url) == "postgresql" else {}
     out = _Printer(run_id, as_json)
-    with open_store_at(store_url, read_only=True, **options) as store:
+    with open_store_at(store_url, read_only=True, **options) as store, _interruptible():
         info = store.run(run_id)  # NotFound: exit 3 before anything is printed
         holder = _holder(store, run_id)
         out.started(info, holder)
@@ -77,10 +79,19 @@ def watch(*, store_url: str, as_json: bool, run_id: str, interval: str) -> None:
                 out.steps(store, run_id, info.head_step, now)
             if now.status is not info.status:
                 out.status(now)
-            if now_holder != holder:
-                out.holder(now_holder)
+            if (now_holder.owner, now_holder.queued) != (holder.owner, holder.queued):
+                out.holder(now_holder)  # a heartbeat moves the expiry only: not a change of holder
             info, holder = now, now_holder
         out.ended(info)
+
+
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    """Ctrl-C ends a watch quietly, with the shell's code for it (130), not click's "Aborted!"."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        sys.exit(130)
 
 
 def _interval(text: str) -> float:
