@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import click
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -180,7 +181,7 @@ def _fitted(names: list[str], cells: list[list[Text]], width: int) -> list[int |
     None); else the short ones whole, the long ones their least, and what is left shared by the
     long ones in proportion to what they lack. None when even that does not fit."""
     natural = [
-        max([len(line) for row in cells for line in row[i].plain.splitlines()] + [_word(_COLUMNS[name])])
+        max([cell_len(line) for row in cells for line in row[i].plain.splitlines()] + [_word(_COLUMNS[name])])
         for i, name in enumerate(names)
     ]
     room = width - (3 * len(names) + 1)  # the borders and padding of a rich table
