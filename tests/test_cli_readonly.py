@@ -54,6 +54,7 @@ READ_COMMANDS: list[tuple[str, ...]] = [
     ("verify",),
     ("export", "r"),
     ("check", "--migrations", "app:CHAIN"),
+    ("stats",),
 ]
 APP = "from safepoint import MigrationChain\n\nCHAIN = MigrationChain(current=1)\n"
 # Imported where a store is missing, it would leave a trace (and a __pycache__) in the folder.

@@ -19,7 +19,22 @@ from typing import Any
 
 import click
 
-from safepoint.cli import backup, demo, gc, inspect, keys, migrations, operate, runs, ui, verify
+from safepoint.cli import (
+    backup,
+    demo,
+    fork,
+    gc,
+    inspect,
+    keys,
+    migrations,
+    operate,
+    runs,
+    stats,
+    ui,
+    verify,
+    watch,
+    worker,
+)
 from safepoint.cli.output import error_object
 from safepoint.visible import visible
 
@@ -94,6 +109,10 @@ for _command in (
     operate.requeue,
     operate.delete,
     operate.budget,
+    fork.fork,
+    watch.watch,
+    stats.stats,
+    worker.worker,
     keys.encrypt,
     keys.rekey,
     ui.ui,

@@ -134,33 +134,48 @@ def _space_dict(space: FileSpace, before: FileSpace | None) -> dict[str, int | b
 
 
 def _summary(data: dict[str, Any], space: FileSpace | None, start: int | None, dry: bool) -> None:
-    """What gc did, in plain words (what it would do, for a dry run); ``start``: the file's size before."""
-    pruned, deleted = ("would prune", "would delete") if dry else ("pruned", "deleted")
+    """What gc did, in plain words (what it would do, for a dry run); ``start``: the file's size before.
+
+    One word per thing throughout: a checkpoint is *pruned* (taken out of its
+    run's history), a run or row or blob is *deleted*, a blob nothing deletes
+    is *kept*, and the file's free pages are *given back* to the disk.
+    """
+    prune, delete, keep = (
+        ("would prune", "would delete", "would keep") if dry else ("pruned", "deleted", "kept")
+    )
     say("safepoint gc" + (" (dry run: nothing changed)" if dry else ""))
-    stored = _size(data["row_bytes_deleted"])
-    runs, checkpoints = _n(data["runs"], "run"), _n(data["checkpoints_pruned"], "checkpoint")
-    say(f"  retention: {runs} looked at; {pruned} {checkpoints}")
-    say(f"    {deleted} {_n(data['rows_deleted'], 'checkpoint row')} and headers: {stored} of stored data")
+    say(f"  retention: {_n(data['runs'], 'run')} checked")
+    say(f"    {prune} {_n(data['checkpoints_pruned'], 'checkpoint')} from their runs' histories")
     if data["runs_deleted"]:
-        say(f"    {deleted} {_n(len(data['runs_deleted']), 'finished run')} whole")
+        say(f"    {delete} {_n(len(data['runs_deleted']), 'finished run')} whole")
+    stored = _size(data["row_bytes_deleted"])
+    rows = _n(data["rows_deleted"], "checkpoint row")
+    say(f"    {delete} {rows} (or only their headers): {stored} of stored data")
     blobs, freed = _n(data["blobs_deleted"], "blob"), _size(data["bytes_freed"])
-    say(f"  blobs: {deleted} {blobs} that no checkpoint references ({freed}); {data['blobs_kept']:,} kept")
+    say(f"  blobs: {delete} {blobs} no checkpoint references ({freed}); {keep} {data['blobs_kept']:,}")
     if data["blobs_held"]:
         held = _n(data["blobs_held"], "unreferenced blob")
-        say(f"    of them {held} that a backup in progress may need: the next gc deletes them")
+        say(f"    {keep} besides {held} that a backup in progress may need: the next gc deletes them")
     if space is None or start is None:
-        say("  database: PostgreSQL reuses the space of deleted rows after autovacuum")
+        say(
+            "  database: PostgreSQL reuses the space of deleted rows after autovacuum (nothing is given back)"
+        )
         return
     free = _size(space.free_bytes)
     if dry:
-        keeps = "gives them back" if space.reclaims else "keeps them (safepoint gc --vacuum shrinks it once)"
-        say(f"  database file: {_size(start)}, {free} of it free pages; it {keeps}")
+        gives = (
+            "gc gives them back"
+            if space.reclaims
+            else "they are kept (safepoint gc --vacuum gives them back)"
+        )
+        say(f"  database file: {_size(start)}, {free} of it free pages; {gives}")
         return
     given = _size(max(start - space.bytes_after, 0))
-    say(f"  database file: {_size(start)} -> {_size(space.bytes_after)} ({given} given back to the disk)")
+    after = _size(space.bytes_after)
+    say(f"  database file: {_size(start)} -> {after} ({given} of free pages given back to the disk)")
     if not space.reclaims and space.free_bytes:
-        say(f"    it keeps {free} of free pages, which SQLite reuses: it was created without incremental")
-        say("    auto-vacuum; safepoint gc --vacuum shrinks it once")
+        say(f"    {free} of free pages are kept, which SQLite reuses: the file was created without")
+        say("    incremental auto-vacuum; safepoint gc --vacuum gives them back, once")
 
 
 def _n(count: int, thing: str) -> str:

@@ -19,6 +19,7 @@ from safepoint.cli.output import (
     console,
     emit,
     handle_errors,
+    numbers,
     open_store_at,
     pairs,
     say,
@@ -130,7 +131,7 @@ def _render_checkpoint(cp: Checkpoint, steps: int, show_messages: int) -> None:
         ("saved", when(cp.created_at)),
         ("checkpoints", str(steps)),
         ("messages", str(len(cp.messages))),
-        ("counters", pairs(cp.counters, max_len=WIDE)),
+        ("counters", numbers(cp.counters, max_len=WIDE)),
         *((name, _value_shown(name, getattr(cp, name))) for name in VALUE_FIELDS),
         ("labels", pairs(cp.labels, max_len=WIDE)),
         ("parent", "-" if parent is None else f"{visible(parent.run_id, max_len=ID_LEN)} step {parent.step}"),
@@ -171,6 +172,7 @@ def history(*, store_url: str, as_json: bool, run_id: str) -> None:
         infos = store.history(run_id)
         actions = {i.step: _pending_at(store, run_id, i.step) for i in infos}
         steps = [i.step for i in infos]
+        settled = _settled(actions, steps)
         calls = _calls(lambda: history_calls(store, run_id, steps, **_lineage(store, run_id)))
     data = [
         {
@@ -181,6 +183,7 @@ def history(*, store_url: str, as_json: bool, run_id: str) -> None:
             "created_at": i.created_at.isoformat(),
             "digest": i.digest,
             "pending_action": actions[i.step],
+            "pending_until": settled.get(i.step),
             "calls": _calls_json(calls if isinstance(calls, str) else calls[i.step], with_result=False),
         }
         for i in infos
@@ -191,15 +194,52 @@ def history(*, store_url: str, as_json: bool, run_id: str) -> None:
         for column in ("step", "status", "version", "messages", "saved", "digest", "pending action"):
             table.add_column(column)
         for i in infos:
+            action = _pending_shown(actions[i.step], settled.get(i.step))
             table.add_row(
                 str(i.step), cell(i.status.value), cell(i.schema_version), str(i.message_count),
-                when(i.created_at), cell(i.digest[:16]), cell(pending(actions[i.step]), max_len=_MESSAGE_LEN),
+                when(i.created_at), cell(i.digest[:16]), cell(action, max_len=_MESSAGE_LEN),
             )  # fmt: skip
         console.print(table)
         listed = calls if isinstance(calls, str) else [call for step in steps for call in calls[step]]
         _render_calls("recorded calls", listed, with_result=False)
 
     emit(data, as_json, render)
+
+
+def _settled(actions: dict[int, Any], steps: list[int]) -> dict[int, int]:
+    """For each step whose action was pending, the first later step where it no longer is (by key).
+
+    An action is saved pending before its side effect, so every step that
+    took one shows it; a later checkpoint without it (or with another)
+    means the action came back — done, or failed in plain sight.
+    """
+    until: dict[int, int] = {}
+    for index, step in enumerate(steps):
+        key = _action_key(actions[step])
+        if key is None:
+            continue
+        for later in steps[index + 1 :]:
+            if _action_key(actions[later]) != key:
+                until[step] = later
+                break
+    return until
+
+
+def _action_key(action: Any) -> Any:
+    if isinstance(action, dict) and action.get("kind") == "action":
+        return action.get("key") or json.dumps(action, sort_keys=True, default=str)
+    return None
+
+
+_IN_FLIGHT = " · in flight"  # how readable.pending ends an action that has neither answer nor question
+
+
+def _pending_shown(action: Any, until: int | None) -> str:
+    """The pending action in one line; one that a later step no longer has is no longer in flight."""
+    text = pending(action)
+    if until is not None and text.endswith(_IN_FLIGHT):
+        return f"{text.removesuffix(_IN_FLIGHT)} · finished by step {until}"
+    return text
 
 
 def _pending_at(store: Store, run_id: str, step: int) -> Any:

@@ -28,16 +28,19 @@ from safepoint.cli.output import (
     ID_LEN,
     emit,
     handle_errors,
+    number,
     open_existing,
     parse_json_option,
     say,
-    shown,
     store_options,
 )
+from safepoint.errors import RunStatusError
 from safepoint.handover import answer_waiting, back_to_workers, to_ourselves
 from safepoint.model import Status
 from safepoint.visible import visible
 
+# Runs a requeue refuses: nothing is left for a worker to run (the store would queue them as they are).
+_OVER = frozenset({Status.DONE, Status.CANCELLED})
 _FORCE_HELP = "Fence off a worker holding the run's lease first (its next save fails with LeaseLost)."
 
 
@@ -141,9 +144,19 @@ def requeue(*, store_url: str, as_json: bool, run_id: str) -> None:
     """Put a run back in the workers' queue with its attempts reset.
 
     For a run a worker quarantined (failed after its attempts, its last error
-    shown by safepoint runs): it becomes running and claimable again.
+    shown by safepoint runs): it becomes running and claimable again. A done
+    or cancelled run is refused (exit 6): it has nothing left to run; to try
+    again from one of its steps, fork it (safepoint fork --requeue).
     """
     with open_existing(store_url) as store:
+        status = store.run(run_id).status
+        if status in _OVER:
+            raise RunStatusError(
+                run_id,
+                status.value,
+                "a worker would have nothing to run: to try again from one of its steps, "
+                "fork it there (safepoint fork RUN_ID --step N --requeue)",
+            )
         store.requeue(run_id)
         info = store.run(run_id)
     data = {"run_id": run_id, "status": info.status.value, "queued": True}
@@ -230,7 +243,7 @@ def budget(
         for name in ("tokens", "spend", "steps"):
             limit = getattr(limits, name)
             if limit is not None:
-                say(f"  {name}: limit {shown(limit)}, {shown(getattr(left, name))} left")
+                say(f"  {name}: limit {number(limit)}, {number(getattr(left, name))} left")
         if run.status is Status.FAILED:
             say("still over a limit: it stays failed")
         if queued:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 import sys
 from collections.abc import Callable, Mapping
@@ -53,6 +54,7 @@ from safepoint.errors import (
     StoreCorrupt,
     StoreError,
 )
+from safepoint.store import QueueState
 from safepoint.visible import ID_LEN, visible, visible_json
 
 __all__ = [
@@ -69,7 +71,10 @@ __all__ = [
     "exit_code",
     "given_keyring",
     "handle_errors",
+    "holding",
     "json_text",
+    "number",
+    "numbers",
     "open_existing",
     "open_store_at",
     "pairs",
@@ -133,6 +138,42 @@ def pairs(mapping: Mapping[str, Any], *, max_len: int | None = None) -> str:
 
 def when(moment: datetime | None) -> str:
     return "-" if moment is None else moment.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def number(value: Any) -> str:
+    """A counter as people read it: ``12,345``; ``960`` for ``960.0``; ``0.42``, ``1,234.57``, ``0.0031``.
+
+    Anything but an int or a float (a counter an application stored as text)
+    shows as its stored value.
+    """
+    if type(value) is int:
+        return f"{value:,}"
+    if type(value) is not float:
+        return shown(value)
+    if not math.isfinite(value):
+        return str(value)
+    if value.is_integer() and abs(value) < 1e15:
+        return f"{int(value):,}"
+    if abs(value) >= 1:
+        return f"{value:,.2f}".rstrip("0").rstrip(".")
+    return f"{value:.2g}"
+
+
+def numbers(mapping: Mapping[str, Any], *, max_len: int | None = None) -> str:
+    """``key=value, …`` of counters, each value a ``number`` and each key visible."""
+    text = ", ".join(f"{shown(k)}={number(v)}" for k, v in mapping.items()) or "-"
+    return text if max_len is None else visible(text, max_len=max_len)
+
+
+def holding(state: QueueState, now: datetime | None = None) -> str:
+    """Who holds a run, in a few words: ``held by OWNER until …``, ``queued``, or ``not queued``.
+
+    The owner is a worker's id or an exclusive ``Run``'s (``host:pid:…``),
+    both leases. A lease past its expiry holds nothing: any worker may claim the run.
+    """
+    if state.owner is not None and state.leased(now):
+        return f"held by {visible(state.owner, max_len=ID_LEN)} until {when(state.expires_at)}"
+    return "queued" if state.queued else "not queued"
 
 
 def error_line(exc: BaseException) -> str:

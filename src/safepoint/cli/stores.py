@@ -96,6 +96,22 @@ def _remember_key_file(ctx: click.Context, _param: click.Parameter, value: str |
     return value
 
 
+def given_store_options(shown_url: str) -> list[str]:
+    """``--store``, ``--schema`` and ``--key-file`` as the command line gave them, for a command to
+    repeat (``runs``' next-page hint); the store as ``shown_url`` (a PostgreSQL password masked).
+    What came from the environment is left out: it still holds for the next command."""
+    ctx = click.get_current_context()
+    given = []
+    if ctx.get_parameter_source("store_url") is click.core.ParameterSource.COMMANDLINE:
+        given.append(f"--store={shown_url}")
+    schema, key_file = ctx.meta.get(_SCHEMA), ctx.meta.get(_KEY_FILE)
+    if schema is not None:
+        given.append(f"--schema={schema}")
+    if key_file is not None:
+        given.append(f"--key-file={key_file}")
+    return given
+
+
 def given_keyring() -> Keyring | None:
     """The keyring the command line gives: ``--key-file``, else ``SAFEPOINT_KEY_FILE``, else
     ``SAFEPOINT_KEYS`` (the keys themselves); None when none is given."""
