@@ -17,6 +17,7 @@ commands run as the real executable in subprocesses.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -134,6 +135,7 @@ def test_every_read_command_works_on_a_hot_standby_and_creates_nothing(
     store's contents, and the primary's catalog (and the standby's) is the same afterwards."""
     (tmp_path / "app.py").write_text(APP)
     before = catalog(replica.primary), catalog(replica.standby)
+    log_start = replica.standby.log.stat().st_size
     commits_before = commits(replica.standby)
     with ThreadPoolExecutor(max_workers=4) as pool:
         results = list(pool.map(lambda c: sp(tmp_path, *c, "--store", replica.standby.url()), READ_COMMANDS))
@@ -150,6 +152,10 @@ def test_every_read_command_works_on_a_hot_standby_and_creates_nothing(
     checked = json.loads(out["check"])
     assert (checked["checked"], checked["failures"]) == (RUNS * STEPS, [])
     assert (catalog(replica.primary), catalog(replica.standby)) == before
+    # Nothing was even attempted that the standby refused: its log has no error since.
+    with replica.standby.log.open("rb") as server_log:
+        server_log.seek(log_start)
+        assert b"ERROR" not in server_log.read()
     # verify reads in a transaction per call, each with its own snapshot: the standby's
     # max_standby_streaming_delay bounds one load, not the walk over the store.
     assert commits(replica.standby) - commits_before >= RUNS * STEPS
@@ -365,9 +371,13 @@ def test_verify_on_a_standby_rides_out_a_recovery_conflict(replica: Replica, tmp
 def test_writes_on_a_standby_are_refused_with_a_typed_error(replica: Replica, tmp_path: Path) -> None:
     """Opening the standby for writing and a write command there: ``StoreReadOnly`` naming the hot
     standby, the store's exit code 5, one line on stderr (a JSON object with --json)."""
+    log_start = replica.standby.log.stat().st_size
     with pytest.raises(StoreReadOnly, match="hot standby") as refused:
         safepoint.open_store(replica.standby.url())
     assert refused.value.standby is True
+    with replica.standby.log.open("rb") as server_log:  # what the readers' test finds none of
+        server_log.seek(log_start)
+        assert b"ERROR:  cannot set transaction read-write mode during recovery" in server_log.read()
     assert isinstance(refused.value.__cause__, psycopg.errors.FeatureNotSupported)
     with (
         safepoint.open_store(replica.standby.url(), read_only=True) as store,
@@ -388,6 +398,21 @@ def test_writes_on_a_standby_are_refused_with_a_typed_error(replica: Replica, tm
     assert catalog(replica.primary) == before
     with safepoint.open_store(replica.standby.url(), read_only=True) as store:
         assert store.run("run-1").status.value == "running"
+
+
+def test_the_async_store_reads_a_standby_and_is_refused_writes_alike(replica: Replica) -> None:
+    """``open_async_store`` on the standby: read-only it loads; for writing it is ``StoreReadOnly``."""
+
+    async def main() -> None:
+        reader = await safepoint.open_async_store(replica.standby.url(), read_only=True)
+        try:
+            assert (await reader.load("run-2")).state == {"step": STEPS - 1}
+        finally:
+            await reader.close()
+        with pytest.raises(StoreReadOnly, match="hot standby"):
+            await safepoint.open_async_store(replica.standby.url())
+
+    asyncio.run(main())
 
 
 def test_a_worker_whose_url_reaches_a_standby_stops_with_a_typed_error() -> None:

@@ -107,7 +107,9 @@ class StoreUnavailable(StoreError):
     The one transient error: raised only for a lost connection, a server
     restart or shutdown, a full disk, and a lock or statement timeout
     (SQLite busy or locked; PostgreSQL lock_not_available, serialization
-    failure, deadlock). Every other ``StoreError`` — ``StoreClosed``,
+    failure, deadlock), and a query a PostgreSQL hot standby cancelled for a
+    conflict with recovery (the replica replayed a cleanup of rows the query
+    might still need: retried, it reads a newer snapshot). Every other ``StoreError`` — ``StoreClosed``,
     ``BlobError``, ``BlobNotFound`` — is not transient: retrying it fails the
     same way. ``committing`` is True when the error came while the commit was
     on its way, so the write may have happened; ``digest`` is then the digest
