@@ -66,6 +66,7 @@ def test_all_is_exactly_the_public_surface() -> None:
         "StoreCorrupt",
         "StoreError",
         "StoreNotFound",
+        "StoreReadOnly",
         "StoreUnavailable",
         "UnknownSecret",
         "Worker",

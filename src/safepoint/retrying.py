@@ -1,4 +1,4 @@
-"""The one retry-and-check policy: what a worker does when the store is unavailable.
+"""The one retry-and-check policy: what a worker, or a reader, does when the store is unavailable.
 
 ``StoreUnavailable`` (a lost connection, a restarting server, a full disk, a
 lock timeout) is the only error retried; everything else passes through at
@@ -11,7 +11,8 @@ tries again with a ``Sleep`` between tries, and :func:`saving` saves, adding
 the check a retried write needs. A worker's claims, heartbeats, releases and
 ``Job.save`` run them blocking (:func:`call`, :func:`save`); ``Run`` and
 ``AsyncRun`` under a lease run them inside their own flows, blocking or
-awaiting (``harness/leased.py``). The check: when the error came while the
+awaiting (``harness/leased.py``); a read-only store's readers through
+:func:`reading`. The check: when the error came while the
 commit was on its way, the write may have happened. Before saving again, it reads the stored
 digest of that step and compares it with the digest the failed save
 computed: equal, the save landed and is not written twice; different,
@@ -20,6 +21,7 @@ another writer stored that step (``Conflict``); absent, it is saved again.
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import threading
@@ -27,7 +29,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 from safepoint.errors import Conflict, NotFound, StoreUnavailable
 from safepoint.model import Checkpoint
@@ -158,6 +160,53 @@ def call(
     return blocking(
         retried(operation, attempt, observer=observer, policy=policy, deadline=deadline, stop=stop)
     )
+
+
+def reading(store: Store, *, policy: RetryPolicy = DEFAULT_POLICY) -> Store:
+    """``store``, opened with ``read_only=True``, with each of its calls retried as :func:`call`
+    says: the readers' door to the policy (the CLI's read commands and ``safepoint ui`` read
+    through it).
+
+    A reader meets ``StoreUnavailable`` where a writer would (a lost connection, a restart) and
+    once more on a PostgreSQL hot standby: a query the standby cancels because the primary's
+    cleanup, replayed, removes rows the query might still see (SQLSTATE 40001, after
+    ``max_standby_streaming_delay``). A read changes nothing, so it is simply asked again, in a
+    new transaction with a newer snapshot. Each call is retried alone: a long walk over the
+    store (``safepoint verify``) loses one call's work to a conflict, not the walk's.
+
+    Only for a read-only store: a write retried this way would skip the check an interrupted
+    save needs (:func:`save` makes it). The view closes the store on leaving a ``with``.
+    """
+    return cast(Store, _Reading(store, policy))
+
+
+class _Reading:
+    """The view :func:`reading` makes: attributes as the store's, its methods retried."""
+
+    def __init__(self, store: Store, policy: RetryPolicy) -> None:
+        self._store = store
+        self._policy = policy
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._store, name)
+        if name.startswith("_") or not callable(value):
+            return value
+        store, policy = self._store, self._policy
+
+        @functools.wraps(value)
+        def retried_call(*args: Any, **kwargs: Any) -> Any:
+            return call(name, partial(value, *args, **kwargs), observer=store.observer, policy=policy)
+
+        return retried_call
+
+    def __enter__(self) -> _Reading:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._store.close()
+
+    def __repr__(self) -> str:
+        return repr(self._store)
 
 
 def save(

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import click
 
-from safepoint import Keyring
+from safepoint import Keyring, retrying
 from safepoint.errors import InvalidArgument, StoreError
 from safepoint.store import DEFAULT_URL, SnapshotWarning, Store, open_store
 from safepoint.store.admin import scheme_of, split_schema
@@ -126,6 +126,10 @@ def given_keyring() -> Keyring | None:
 def open_store_at(store_url: str, *, read_only: bool = False, **options: Any) -> Store:
     """The store a command works on: read-only for the commands that only look (they never create one).
 
+    Read-only, each of its calls is retried while the store is unavailable
+    (``safepoint.retrying.reading``): a dropped connection, or a query a hot
+    standby cancelled for a conflict with recovery, is asked again.
+
     The PostgreSQL schema is ``--schema``, else ``?schema=`` in the URL, else
     ``SAFEPOINT_SCHEMA``. A SQLite file read as an immutable snapshot (no
     write access to its folder) is said on stderr.
@@ -155,7 +159,7 @@ def open_store_at(store_url: str, *, read_only: bool = False, **options: Any) ->
             click.echo(f"note: {visible(str(warning.message))}", err=True)
         else:
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
-    return store
+    return retrying.reading(store) if read_only else store
 
 
 def open_existing(store_url: str, **options: Any) -> Store:

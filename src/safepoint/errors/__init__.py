@@ -32,6 +32,8 @@
           │                                    chained as ``__cause__``
           ├── StoreUnavailable                 transient: connection lost, server restarting or
           │                                    shutting down, disk full, a lock timeout — retry it
+          ├── StoreReadOnly                    a write where the store takes none: a read-only
+          │                                    open, or a PostgreSQL hot standby — not transient
           ├── StoreClosed                      the store was used after ``close()``
           ├── StoreCorrupt                     the database itself is damaged (a corrupt page,
           │                                    not a database file): names the file or schema
@@ -96,6 +98,7 @@ from .store import (
     StoreCorrupt,
     StoreError,
     StoreNotFound,
+    StoreReadOnly,
     StoreUnavailable,
 )
 
@@ -130,6 +133,7 @@ __all__ = [
     "StoreCorrupt",
     "StoreError",
     "StoreNotFound",
+    "StoreReadOnly",
     "StoreUnavailable",
     "UnknownSecret",
 ]

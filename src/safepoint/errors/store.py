@@ -107,7 +107,9 @@ class StoreUnavailable(StoreError):
     The one transient error: raised only for a lost connection, a server
     restart or shutdown, a full disk, and a lock or statement timeout
     (SQLite busy or locked; PostgreSQL lock_not_available, serialization
-    failure, deadlock). Every other ``StoreError`` — ``StoreClosed``,
+    failure, deadlock), and a query a PostgreSQL hot standby cancelled for a
+    conflict with recovery (the replica replayed a cleanup of rows the query
+    might still need: retried, it reads a newer snapshot). Every other ``StoreError`` — ``StoreClosed``,
     ``BlobError``, ``BlobNotFound`` — is not transient: retrying it fails the
     same way. ``committing`` is True when the error came while the commit was
     on its way, so the write may have happened; ``digest`` is then the digest
@@ -118,6 +120,32 @@ class StoreUnavailable(StoreError):
     def __init__(self, message: str, *, committing: bool = False, digest: bytes | None = None) -> None:
         self.committing = committing
         self.digest = digest
+        super().__init__(message)
+
+
+class StoreReadOnly(StoreError):
+    """The store takes no writes where the call reached it; nothing was written. Not transient.
+
+    Raised by a write — a save, a claim or another lease call, a run's
+    status change, ``open_store`` without ``read_only`` (which would create
+    or upgrade the tables) — on a store opened with ``read_only=True``, or on
+    a PostgreSQL *hot standby* (a server in recovery, a replica: it refuses a
+    read-write transaction with SQLSTATE 0A000, a write with 25006). Reads
+    work there. ``standby`` says which: True when the server is a hot standby
+    (PostgreSQL 14 and later report it on every connection), False for a
+    read-only open or a transaction the server kept read-only.
+
+    Not a ``StoreUnavailable``: the retry policy passes it on at once, so a
+    ``Worker`` stops on it and a ``Run`` raises it. Waiting would not help:
+    a standby leaves recovery only when it is promoted, and a writer whose
+    URL may reach a standby should choose the primary itself (a multi-host
+    URL with ``target_session_attrs=read-write``: libpq then skips a standby
+    while connecting, and a failover is a connection error, which is
+    retried). docs/operations.md, "Readers on a replica".
+    """
+
+    def __init__(self, message: str, *, standby: bool = False) -> None:
+        self.standby = standby
         super().__init__(message)
 
 

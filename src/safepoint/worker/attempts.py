@@ -3,8 +3,9 @@
 Every claim counts an attempt. Whose fault the error was decides the rest
 (``fault``):
 
-* the store's (``StoreUnavailable``: an outage) or a handler that gave the
-  run back: back to the queue at once, the attempt uncounted (``GIVE_BACK``);
+* the store's (``StoreUnavailable``: an outage; ``StoreReadOnly``: the
+  store took no write, a hot standby) or a handler that gave the run back:
+  back to the queue at once, the attempt uncounted (``GIVE_BACK``);
 * this worker's: the run was saved by newer code (``SchemaTooNew``), or it
   is sealed under a key this worker's keyring lacks or cannot use
   (``MissingKey``, ``EncryptedStore``, ``InvalidKey``): back uncounted and
@@ -32,7 +33,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from safepoint.errors import CorruptCheckpoint, InvalidKey, MissingKey, SchemaTooNew, StoreUnavailable
+from safepoint.errors import (
+    CorruptCheckpoint,
+    InvalidKey,
+    MissingKey,
+    SchemaTooNew,
+    StoreReadOnly,
+    StoreUnavailable,
+)
 from safepoint.model import Status
 from safepoint.records import Lease
 from safepoint.scrub import Scrubber
@@ -75,7 +83,7 @@ def fault(exc: BaseException, run_id: str, *, keys_checked: bool) -> Fault:
     check. Without that, a failed digest may be a wrong index key's doing
     (every run would fail alike), so it is held back, never quarantined.
     """
-    if isinstance(exc, StoreUnavailable):
+    if isinstance(exc, StoreUnavailable | StoreReadOnly):
         return "store"
     if isinstance(exc, SchemaTooNew | MissingKey | InvalidKey):
         return "worker"

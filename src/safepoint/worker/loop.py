@@ -19,7 +19,7 @@ from types import FrameType
 from typing import Any
 
 from safepoint import retrying
-from safepoint.errors import InvalidArgument, LeaseLost, SchemaTooNew, StoreUnavailable
+from safepoint.errors import InvalidArgument, LeaseLost, SchemaTooNew, StoreReadOnly, StoreUnavailable
 from safepoint.model import Status
 from safepoint.observe import NO_OBSERVER
 from safepoint.records import Lease
@@ -44,7 +44,9 @@ class Worker:
     ridden out before the run is given back. ``max_attempts`` claims of one
     run without a clean outcome quarantine it (kills and lost leases count:
     attempts are counted at claim); ``backoff`` seconds, doubling per
-    attempt, pass between them.
+    attempt, pass between them. A store that takes no writes (``StoreReadOnly``:
+    a hot standby, a read-only open) is no outage: ``run`` raises it from the
+    claim rather than wait for a standby that will not turn writable.
     """
 
     def __init__(
@@ -251,7 +253,7 @@ class Worker:
             except LeaseLost:
                 job.lost.set()
                 return
-            except StoreUnavailable:
+            except (StoreUnavailable, StoreReadOnly):
                 pass  # the next beat tries again; a save finds out if the lease is gone
 
     # -- helpers ------------------------------------------------------------------

@@ -22,7 +22,7 @@ from typing import Any, ClassVar, TypeVar
 
 import psycopg
 
-from safepoint.errors import StoreError
+from safepoint.errors import StoreReadOnly
 from safepoint.observe import QueryHook
 from safepoint.observe.queries import traced
 from safepoint.store import forking
@@ -111,7 +111,7 @@ class PostgresEntries:
 
     def _running(self, steps: Statements[T], *, write: bool) -> Flow[T]:
         if write and self.config.read_only:
-            raise StoreError(READ_ONLY_WRITE)
+            raise StoreReadOnly(READ_ONLY_WRITE)
         tx = Transaction(steps)
         try:
             forked = self._pid != os.getpid() or self._reopen

@@ -21,6 +21,7 @@ from safepoint.errors import (
     StoreClosed,
     StoreCorrupt,
     StoreError,
+    StoreReadOnly,
     StoreUnavailable,
 )
 
@@ -40,12 +41,19 @@ _TRANSIENT = frozenset(
         "53100",  # disk_full
         "53300",  # too_many_connections
         "55P03",  # lock_not_available (lock_timeout)
-        "40001",  # serialization_failure
+        "40001",  # serialization_failure; on a hot standby also a read cancelled by recovery
         "40P01",  # deadlock_detected
         "57014",  # query_canceled: statement_timeout, mostly spent waiting for a lock
         "25P03",  # idle_in_transaction_session_timeout: the session is gone, a new one works
     }
 )
+
+# A write refused because the server takes none (StoreReadOnly, not transient):
+# read_only_sql_transaction, and what a hot standby answers a BEGIN READ WRITE
+# with, feature_not_supported ("cannot set transaction read-write mode during
+# recovery"). 0A000 means that only on a standby; elsewhere it stays a StoreError.
+_READ_ONLY = "25006"
+_NOT_ON_STANDBY = "0A000"
 
 # Damaged storage (class XX): not transient, reported as StoreCorrupt.
 _CORRUPTION = frozenset({"XX001", "XX002"})  # data_corrupted, index_corrupted
@@ -59,8 +67,15 @@ def translate(
     run_id: str | None = None,
     step: int | None = None,
     digest: bytes | None = None,
+    standby: bool = False,
 ) -> Exception:
     """The safepoint error for ``exc``, raised while ``doing``; other exceptions pass through.
+
+    ``standby``: the connection's server said it is a hot standby (in
+    recovery). A write refused there is ``StoreReadOnly``; a read cancelled
+    there by a conflict with recovery (40001: the standby replayed a change
+    that removes rows the read might still see) is ``StoreUnavailable``, as
+    every 40001 is, and the reader's retry finds a newer snapshot.
 
     ``UnicodeEncodeError`` comes from psycopg encoding a parameter: text
     PostgreSQL cannot hold (a lone surrogate) that no validation caught; it is
@@ -108,9 +123,19 @@ def translate(
     if sqlstate in _CORRUPTION:
         # The server's text names relations and blocks, but it is not ours to vouch for.
         return StoreCorrupt("the PostgreSQL database", f"{type(exc).__name__}{code} while {doing}")
+    if sqlstate == _READ_ONLY or (standby and sqlstate == _NOT_ON_STANDBY):
+        where = (
+            "the server is a hot standby (in recovery), which takes no writes: point writers at the primary"
+            if standby
+            else "the server keeps the transaction read-only"
+        )
+        return StoreReadOnly(
+            f"PostgreSQL refused a write while {doing}: {where} ({type(exc).__name__}{code})", standby=standby
+        )
     if sqlstate in _TRANSIENT:
         # An error reply: the server answered, so the transaction did not commit.
-        return StoreUnavailable(f"PostgreSQL unavailable while {doing}: {type(exc).__name__}{code}")
+        cause = " (a query on a hot standby cancelled by a conflict with recovery)" if standby else ""
+        return StoreUnavailable(f"PostgreSQL unavailable while {doing}: {type(exc).__name__}{code}{cause}")
     return StoreError(f"PostgreSQL failed while {doing}: {type(exc).__name__}{code}")
 
 
@@ -130,6 +155,8 @@ class Transaction(Generic[T]):
         self._run_id: str | None = None
         self._step: int | None = None
         self._digest: bytes | None = None  # of the checkpoint a save writes (errors.translate)
+        # Whether the server said it is a hot standby, noted where the error met the connection.
+        self.standby = False
 
     def steps(self) -> Statements[T]:
         inner = self._inner
@@ -170,4 +197,5 @@ class Transaction(Generic[T]):
             run_id=self._run_id,
             step=self._step,
             digest=self._digest,
+            standby=self.standby,
         )

@@ -42,25 +42,42 @@ Client = Any  # psycopg.ClientCursor or AsyncClientCursor: the class a one-messa
 def transact(
     conn: Connection, tx: Transaction[T], *, write: bool, client: Client, pipeline: bool = True
 ) -> Flow[T]:
-    """The operation ``tx`` drives, in its transaction(s) on ``conn`` (see the module's docstring)."""
-    with closing(tx.steps()) as steps:
-        try:
-            statement = next(steps)
-            while write and pipeline and statement.final:
-                statement = steps.send((yield from _alone(conn, statement, client)))
-        except StopIteration as stop:
-            return stop.value  # type: ignore[no-any-return]
-        while True:
-            line = conn.pipeline() if pipeline else nullcontext()
-            done, answer = yield Within(line, partial(_pipelined, conn, steps, statement, write))
-            if done:
-                return answer  # type: ignore[no-any-return]
-            try:  # committed: the operation goes on in a new transaction
-                statement = steps.send((yield Invoke(answer.fetchall)))
-                while statement.final:
+    """The operation ``tx`` drives, in its transaction(s) on ``conn`` (see the module's docstring).
+
+    On an error it notes on ``tx`` whether the server is a hot standby (``in_hot_standby``), which
+    decides what the error becomes (``errors.translate``)."""
+    try:
+        with closing(tx.steps()) as steps:
+            try:
+                statement = next(steps)
+                while write and pipeline and statement.final:
                     statement = steps.send((yield from _alone(conn, statement, client)))
             except StopIteration as stop:
                 return stop.value  # type: ignore[no-any-return]
+            while True:
+                line = conn.pipeline() if pipeline else nullcontext()
+                done, answer = yield Within(line, partial(_pipelined, conn, steps, statement, write))
+                if done:
+                    return answer  # type: ignore[no-any-return]
+                try:  # committed: the operation goes on in a new transaction
+                    statement = steps.send((yield Invoke(answer.fetchall)))
+                    while statement.final:
+                        statement = steps.send((yield from _alone(conn, statement, client)))
+                except StopIteration as stop:
+                    return stop.value  # type: ignore[no-any-return]
+    except psycopg.Error:
+        tx.standby = in_hot_standby(conn)
+        raise
+
+
+def in_hot_standby(conn: Connection) -> bool:
+    """Whether ``conn``'s server said it is a hot standby: ``in_hot_standby``, which PostgreSQL 14
+    and later report at connect and again when a promotion ends recovery. No round trip; False
+    for an older server or a connection that is gone."""
+    try:
+        return bool(conn.info.parameter_status("in_hot_standby") == "on")
+    except psycopg.Error:
+        return False
 
 
 def _pipelined(

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from safepoint.errors import StoreClosed, StoreError
+from safepoint.errors import StoreClosed, StoreReadOnly
 from safepoint.observe import QueryHook
 from safepoint.store import forking
 from safepoint.store.query import Op
@@ -192,7 +192,7 @@ class SQLiteDriver:
     def run(self, op: Op[T], *, write: bool) -> T:
         """Drive ``op`` inside one transaction; commit on return, roll back on error."""
         if write and self.read_only:
-            raise StoreError(READ_ONLY_WRITE)
+            raise StoreReadOnly(READ_ONLY_WRITE)
         with self._own.lock:
             return transact(self._own.get(), op, write=write, path=self.path, on_query=self.on_query)
 
@@ -203,7 +203,7 @@ class SQLiteDriver:
         fail as a whole; ``weight`` (its new bytes) bounds a batch.
         """
         if self.read_only:
-            raise StoreError(READ_ONLY_WRITE)
+            raise StoreReadOnly(READ_ONLY_WRITE)
         if not self.group_commit:
             return self.run(op, write=True)
         lock = self._own.lock
@@ -244,7 +244,7 @@ class SQLiteDriver:
     def setup(self) -> list[int]:
         """Bring safepoint's tables up to date; returns the revisions applied now (see ``ddl.upgrade``)."""
         if self.read_only:
-            raise StoreError(READ_ONLY_WRITE)
+            raise StoreReadOnly(READ_ONLY_WRITE)
         with self._own.lock:
             try:
                 return upgrade(self._own.get())
