@@ -27,6 +27,7 @@ from safepoint.crypto.sealing import (
     SealBroken,
     is_sealed,
     key_id_of,
+    parts,
     unseal,
 )
 from safepoint.crypto.wrapping import unwrap, wrap
@@ -159,6 +160,27 @@ def test_a_sealed_value_opens_for_its_place_and_nowhere_else(
     ):
         with pytest.raises(SealBroken):
             key.unseal(sealed, other)
+
+
+def test_values_sealed_together_each_get_a_fresh_nonce_and_open_only_for_their_own_place() -> None:
+    """A save's columns sealed in one call (``seal_each``): each opens for its place as ``seal``'s
+    does, under a nonce no other value got, and not for a neighbour's place."""
+    key = DataKey.new("d1")
+    places = [Place("store-1", "run-1", 3, column) for column in ("header", "messages", "chains")]
+    values = [HOSTILE.encode(), b'{"role":"user"}' * 500, b""]
+    sealed = [
+        *key.seal_each([(v, p.associated_data()) for v, p in zip(values, places, strict=True)]),
+        *key.seal_each([(v, p.associated_data()) for v, p in zip(values, places, strict=True)]),
+    ]
+    nonces = {bytes(parts(one)[1]) for one in sealed}
+    assert len(nonces) == len(sealed)  # six values, six nonces: none reused
+    for index, one in enumerate(sealed):
+        value, place = values[index % 3], places[index % 3]
+        assert key.unseal(one, place) == value
+        with pytest.raises(SealBroken):
+            key.unseal(one, places[(index + 1) % 3])
+        with pytest.raises(SealBroken):
+            key.unseal(one, Place("store-1", "run-1", 4, place.column))
 
 
 def test_a_flipped_bit_a_cut_or_another_key_is_refused() -> None:

@@ -99,19 +99,28 @@ def _sealed_query(query: Query, sealer: Sealer, refs: dict[int, str]) -> Query:
 
 
 def _sealed_params(name: str, params: dict[str, Any], sealer: Sealer, refs: dict[int, str]) -> dict[str, Any]:
-    content = _CONTENT_PARAMS.get(name)
-    if content is None:  # the content parameters this query declares (its SQL uses no other)
-        content = _CONTENT_PARAMS[name] = tuple(p for p in QUERY_SPECS[name].params if p in _PARAM_NAMES)
+    found = _CONTENT_PARAMS.get(name)
+    if found is None:  # the content parameters this query declares (its SQL uses no other)
+        declared = tuple(p for p in QUERY_SPECS[name].params if p in _PARAM_NAMES)
+        found = _CONTENT_PARAMS[name] = (declared, tuple(sorted(_PARAM_NAMES.difference(declared))))
+    content, undeclared = found
     if not content and _PARAM_NAMES.isdisjoint(params):
         return params
     # The parameters one dict carries for several queries of a save: only a declared one is
     # sealed and sent; the others are dropped, so plaintext never goes where it is not used.
-    out = {key: value for key, value in params.items() if key not in _PARAM_NAMES or key in content}
+    out = params.copy()
+    for key in undeclared:
+        if key in out:
+            del out[key]
+    columns: list[tuple[str, bytes]] = []  # the row's bytes columns, sealed together below
     for key in content:
         value = out.get(key)
         if value is None:
             continue
-        if key in ("digest", "head_digest", "request"):
+        if key in _STEP_COLUMNS:
+            if key != "header" or len(value):  # a pruned row's header is empty: nothing to hide
+                columns.append((key, bytes(value)))
+        elif key in ("digest", "head_digest", "request"):
             if isinstance(value, bytes | bytearray | memoryview):  # a checkpoint's digest (a blob's is text)
                 out[key] = sealer.keyed(bytes(value))
         elif key == "result":  # a journal entry's: bound to its key as well as its run and step
@@ -124,12 +133,15 @@ def _sealed_params(name: str, params: dict[str, Any], sealer: Sealer, refs: dict
             out[key] = sealer.seal_json(value, _run_of(name, params, refs), "counters")
         elif key == "error":
             out[key] = sealer.seal_text(value, _run_of(name, params, refs), "last_error")
-        elif key != "header" or len(value):  # a pruned row's header is empty: nothing to hide
-            out[key] = sealer.seal(bytes(value), _run_of(name, params, refs), params["step"], key)
+    if columns:
+        sealed = sealer.seal_columns(columns, _run_of(name, params, refs), params["step"])
+        for (key, _), value in zip(columns, sealed, strict=True):
+            out[key] = value
     return out
 
 
-_CONTENT_PARAMS: dict[str, tuple[str, ...]] = {}
+# Per query: the content parameters it declares, and the others (dropped from its parameters).
+_CONTENT_PARAMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 _PARAM_NAMES = frozenset(
     {*_STEP_COLUMNS, "labels", "counters", "error", "digest", "head_digest", "result", "request"}
 )

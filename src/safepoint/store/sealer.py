@@ -136,6 +136,13 @@ class Sealer:
     def seal(self, data: bytes, run_id: str, step: int, column: str) -> bytes:
         return self.writing.seal(data, Place(self.store_id, run_id, step, column))
 
+    def seal_columns(self, columns: list[tuple[str, bytes]], run_id: str, step: int) -> list[bytes]:
+        """``seal`` of one row's bytes columns, (column, plaintext) each: the same sealed form and
+        associated data, made from this store's per-run texts with the step packed once, and every
+        value under a random nonce of its own (``DataKey.seal_each``)."""
+        packed, texts = step_bytes(step), self._associated
+        return self.writing.seal_each([(data, texts(run_id, column) + packed) for column, data in columns])
+
     def open(self, stored: Any, run_id: str, step: int, column: str) -> bytes:
         """The plaintext of a sealed column value; ``CorruptCheckpoint`` naming run and step.
 
