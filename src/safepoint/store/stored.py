@@ -156,7 +156,7 @@ def header_bytes(
         # descriptor on Enum, two calls on every save's hot path).
         "status": cp.status._value_,
         "counters": fields.counters,
-        **{name: values[name] for name in VALUE_FIELDS},
+        **values,  # every value field by name (``StoredFields``): the keys are VALUE_FIELDS
         "labels": fields.labels,
         "parent": None if cp.parent is None else [cp.parent.run_id, cp.parent.step],
         "created_at": created_at,

@@ -81,12 +81,13 @@ def save(
     guessed = _guess(cp, prepared, view, plan, labels=labels, now=now)
     if guessed is not None:
         assert view is not None
-        guards = {
-            "head_digest": view.digest,
-            "lease_owner": None if lease is None else lease.worker_id,
-            "lease_epoch": None if lease is None else lease.epoch,
-        }
-        if (yield Query("save_next", guessed[1] | guards, optional=True)):
+        # Into the save's one parameter dict (no copy of it): the other statements ignore them.
+        guessed[1].update(
+            head_digest=view.digest,
+            lease_owner=None if lease is None else lease.worker_id,
+            lease_epoch=None if lease is None else lease.epoch,
+        )
+        if (yield Query("save_next", guessed[1], optional=True)):
             return guessed[2]
 
     rows = yield Query("run_head", {"run_id": cp.run_id, "labels": labels})
