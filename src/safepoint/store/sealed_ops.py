@@ -48,6 +48,8 @@ from .sealer import RUN_WIDE, Sealer, UnknownDataKey
 T = TypeVar("T")
 
 _STEP_COLUMNS = ("header", "messages", "chains")
+_BYTES = (bytes, bytearray, memoryview)  # a tuple made once (``a | b`` builds a union on every call)
+_DIGESTS = (bytes, memoryview)  # what a digest column is read as
 _RESULT_COLUMNS = frozenset(
     {*_STEP_COLUMNS, "labels", "counters", "last_error", "digest", "head_digest", "result"}
 )
@@ -121,7 +123,7 @@ def _sealed_params(name: str, params: dict[str, Any], sealer: Sealer, refs: dict
             if key != "header" or len(value):  # a pruned row's header is empty: nothing to hide
                 columns.append((key, bytes(value)))
         elif key in ("digest", "head_digest", "request"):
-            if isinstance(value, bytes | bytearray | memoryview):  # a checkpoint's digest (a blob's is text)
+            if isinstance(value, _BYTES):  # a checkpoint's digest (a blob's is text)
                 out[key] = sealer.keyed(bytes(value))
         elif key == "result":  # a journal entry's: bound to its key as well as its run and step
             place = "call:" + params["key"]
@@ -164,10 +166,7 @@ def _opened(query: Query, rows: list[Row], sealer: Sealer, refs: dict[int, str])
     if digests:  # a save's run_head: its keyed digests given back plain, nothing to open
         plain, make = sealer.plain, type(rows[0])
         return [
-            make(
-                plain(v) if i in digests and isinstance(v, bytes | memoryview) else v
-                for i, v in enumerate(row)
-            )
+            make(plain(v) if i in digests and isinstance(v, _DIGESTS) else v for i, v in enumerate(row))
             for row in rows
         ]
     carried = _carried_columns(columns)

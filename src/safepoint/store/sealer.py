@@ -140,8 +140,11 @@ class Sealer:
         """``seal`` of one row's bytes columns, (column, plaintext) each: the same sealed form and
         associated data, made from this store's per-run texts with the step packed once, and every
         value under a random nonce of its own (``DataKey.seal_each``)."""
-        packed, texts = step_bytes(step), self._associated
-        return self.writing.seal_each([(data, texts(run_id, column) + packed) for column, data in columns])
+        packed, known, values = step_bytes(step), self._texts, []
+        for column, data in columns:
+            texts = known.get((run_id, column))
+            values.append((data, (texts or self._associated(run_id, column)) + packed))
+        return self.writing.seal_each(values)
 
     def open(self, stored: Any, run_id: str, step: int, column: str) -> bytes:
         """The plaintext of a sealed column value; ``CorruptCheckpoint`` naming run and step.
