@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from safepoint.crypto.keyed import keyed_digest, label_index
+from safepoint.crypto.keyed import keyed_digest, keyed_hasher, label_index
 from safepoint.crypto.keyring import INDEX_ID, Keyring
 from safepoint.crypto.sealing import (
     DataKey,
@@ -160,6 +160,15 @@ def test_a_sealed_value_opens_for_its_place_and_nowhere_else(
     ):
         with pytest.raises(SealBroken):
             key.unseal(sealed, other)
+
+
+def test_a_keyed_hasher_gives_keyed_digests_bytes_and_keeps_nothing_between_calls() -> None:
+    """``keyed_hasher`` is ``keyed_digest`` for one key and purpose: the same bytes, call after call."""
+    hasher = keyed_hasher(INDEX, b"checkpoint digest")
+    for data in (b"", b"a", HOSTILE.encode(), os.urandom(200), b"a"):
+        assert hasher(data) == keyed_digest(INDEX, b"checkpoint digest", data)
+    assert hasher(b"a") != keyed_hasher(KEY_A, b"checkpoint digest")(b"a")
+    assert hasher(b"a") != keyed_hasher(INDEX, b"label")(b"a")
 
 
 def test_values_sealed_together_each_get_a_fresh_nonce_and_open_only_for_their_own_place() -> None:

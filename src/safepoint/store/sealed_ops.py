@@ -165,10 +165,14 @@ def _opened(query: Query, rows: list[Row], sealer: Sealer, refs: dict[int, str])
         digests = _DIGEST_ONLY[columns] = tuple(content) if only else ()
     if digests:  # a save's run_head: its keyed digests given back plain, nothing to open
         plain, make = sealer.plain, type(rows[0])
-        return [
-            make(plain(v) if i in digests and isinstance(v, _DIGESTS) else v for i, v in enumerate(row))
-            for row in rows
-        ]
+        given = []
+        for row in rows:
+            values = list(row)
+            for i in digests:
+                if isinstance(values[i], _DIGESTS):
+                    values[i] = plain(values[i])
+            given.append(make(values))
+        return given
     carried = _carried_columns(columns)
     lists: list[list[Any]] = []
     if carried is not None:  # a load's carrier rows, one per step: opened in place (``Sealer.open_rows``)

@@ -35,7 +35,13 @@ from typing import Any
 
 from safepoint import codec
 from safepoint.blobs.base import decode_stored
-from safepoint.crypto.keyed import CHECKPOINT_DIGEST, keyed_content_digest, keyed_digest, label_index
+from safepoint.crypto.keyed import (
+    CHECKPOINT_DIGEST,
+    keyed_content_digest,
+    keyed_digest,
+    keyed_hasher,
+    label_index,
+)
 from safepoint.crypto.keyring import Keyring
 from safepoint.crypto.sealing import (
     NONCE_BYTES,
@@ -97,6 +103,7 @@ class Sealer:
         self._keys: dict[str, DataKey] = {}
         self._lock = threading.Lock()
         self._index = keyring.index_key
+        self._checkpoint_keyed = keyed_hasher(self._index, CHECKPOINT_DIGEST)
         self._plain: dict[bytes, bytes] = {}  # keyed digest -> plain, and the other way
         self._keyed: dict[bytes, bytes] = {}
         self._labels: dict[tuple[str, str, str], str] = {}
@@ -332,7 +339,7 @@ class Sealer:
     def keyed(self, plain: bytes) -> bytes:
         keyed = self._keyed.get(plain)  # a load checks its head's digest each time
         if keyed is None:
-            keyed = keyed_digest(self._index, CHECKPOINT_DIGEST, plain)
+            keyed = self._checkpoint_keyed(plain)
             if len(self._plain) >= _DIGEST_HINTS:
                 self._plain.clear()
                 self._keyed.clear()
