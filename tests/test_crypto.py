@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from safepoint.crypto.keyed import keyed_digest, label_index
+from safepoint.crypto.keyed import keyed_digest, keyed_hasher, label_index
 from safepoint.crypto.keyring import INDEX_ID, Keyring
 from safepoint.crypto.sealing import (
     DataKey,
@@ -27,6 +27,7 @@ from safepoint.crypto.sealing import (
     SealBroken,
     is_sealed,
     key_id_of,
+    parts,
     unseal,
 )
 from safepoint.crypto.wrapping import unwrap, wrap
@@ -159,6 +160,36 @@ def test_a_sealed_value_opens_for_its_place_and_nowhere_else(
     ):
         with pytest.raises(SealBroken):
             key.unseal(sealed, other)
+
+
+def test_a_keyed_hasher_gives_keyed_digests_bytes_and_keeps_nothing_between_calls() -> None:
+    """``keyed_hasher`` is ``keyed_digest`` for one key and purpose: the same bytes, call after call."""
+    hasher = keyed_hasher(INDEX, b"checkpoint digest")
+    for data in (b"", b"a", HOSTILE.encode(), os.urandom(200), b"a"):
+        assert hasher(data) == keyed_digest(INDEX, b"checkpoint digest", data)
+    assert hasher(b"a") != keyed_hasher(KEY_A, b"checkpoint digest")(b"a")
+    assert hasher(b"a") != keyed_hasher(INDEX, b"label")(b"a")
+
+
+def test_values_sealed_together_each_get_a_fresh_nonce_and_open_only_for_their_own_place() -> None:
+    """A save's columns sealed in one call (``seal_each``): each opens for its place as ``seal``'s
+    does, under a nonce no other value got, and not for a neighbour's place."""
+    key = DataKey.new("d1")
+    places = [Place("store-1", "run-1", 3, column) for column in ("header", "messages", "chains")]
+    values = [HOSTILE.encode(), b'{"role":"user"}' * 500, b""]
+    sealed = [
+        *key.seal_each([(v, p.associated_data()) for v, p in zip(values, places, strict=True)]),
+        *key.seal_each([(v, p.associated_data()) for v, p in zip(values, places, strict=True)]),
+    ]
+    nonces = {bytes(parts(one)[1]) for one in sealed}
+    assert len(nonces) == len(sealed)  # six values, six nonces: none reused
+    for index, one in enumerate(sealed):
+        value, place = values[index % 3], places[index % 3]
+        assert key.unseal(one, place) == value
+        with pytest.raises(SealBroken):
+            key.unseal(one, places[(index + 1) % 3])
+        with pytest.raises(SealBroken):
+            key.unseal(one, Place("store-1", "run-1", 4, place.column))
 
 
 def test_a_flipped_bit_a_cut_or_another_key_is_refused() -> None:

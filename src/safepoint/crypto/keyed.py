@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import struct
+from collections.abc import Callable
 
 CHECKPOINT_DIGEST = b"checkpoint digest"  # the purpose of a checkpoint's keyed digest
 INDEX_CHECK = b"index key check"  # the purpose of the store's check value of its index key
@@ -29,6 +30,20 @@ INDEX_CHECK = b"index key check"  # the purpose of the store's check value of it
 def keyed_digest(index_key: bytes, purpose: bytes, data: bytes) -> bytes:
     """Keyed BLAKE2b-256 of a short ``data`` for ``purpose`` (a short constant naming the use)."""
     return hashlib.blake2b(_framed(purpose, data), key=index_key, digest_size=32).digest()
+
+
+def keyed_hasher(index_key: bytes, purpose: bytes) -> Callable[[bytes], bytes]:
+    """``keyed_digest(index_key, purpose, data)`` as a function of ``data`` alone, the same bytes:
+    the keyed BLAKE2b state after the framed purpose is made once and copied for each digest,
+    so the key is not set up again on every call (a save keys its checkpoint's digest)."""
+    base = hashlib.blake2b(_framed(purpose, b""), key=index_key, digest_size=32)
+
+    def digest(data: bytes) -> bytes:
+        state = base.copy()
+        state.update(data)
+        return state.digest()
+
+    return digest
 
 
 def keyed_content_digest(index_key: bytes, purpose: bytes, data: bytes) -> bytes:

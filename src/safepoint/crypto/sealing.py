@@ -124,6 +124,17 @@ class _Nonces:
             self._at = start + NONCE_BYTES
             return self._buffer[start : self._at]
 
+    def take(self, count: int) -> bytes:
+        """``count`` nonces at once (a save's columns), end to end: one lock and one process-id
+        check for all; the caller cuts them apart."""
+        size = NONCE_BYTES * count
+        with self._lock:
+            if self._at + size > len(self._buffer) or os.getpid() != self._pid:
+                self._buffer, self._at, self._pid = os.urandom(max(self._BATCH, size)), 0, os.getpid()
+            start = self._at
+            self._at = start + size
+            return self._buffer[start : self._at]
+
 
 _NONCES = _Nonces()
 
@@ -198,6 +209,20 @@ class DataKey:
 
     def _sealed(self, nonce: bytes, plaintext: bytes, place: Place) -> bytes:
         return self.prefix + nonce + self._cipher.encrypt(nonce, plaintext, place.associated_data())
+
+    def seal_each(self, values: list[tuple[bytes, bytes]]) -> list[bytes]:
+        """``seal`` of several values, each given with its place's associated data already made
+        (``associated_texts(...) + step_bytes(step)``, the bytes ``Place.associated_data`` gives):
+        each under a random nonce of its own, the nonces drawn together. For a save's columns,
+        where a ``Place`` per value and a draw per nonce cost more than the seals do."""
+        encrypt, prefix, join = self._cipher.encrypt, self.prefix, b"".join
+        nonces = _NONCES.take(len(values))
+        out, at = [], 0
+        for plaintext, associated in values:
+            nonce = nonces[at : at + NONCE_BYTES]
+            at += NONCE_BYTES
+            out.append(join((prefix, nonce, encrypt(nonce, plaintext, associated))))
+        return out
 
     def raw_decrypt(self) -> Callable[[Buffer, Buffer, bytes], bytes]:
         """The bare AES-GCM open of this key: (nonce, ciphertext and tag, associated data) -> plaintext.

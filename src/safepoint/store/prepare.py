@@ -48,6 +48,7 @@ from .validate import check_message, validate_fields
 T = TypeVar("T")
 
 _NOTHING_SCRUBBED = ScrubReport()
+_NO_MESSAGE_BLOBS = BlobSink()  # read only: a save's message blobs go to the sink its plan makes
 _NO_SCRUBBER = Found("reference", "messages")
 
 # Header JSON up to this many bytes is walked without a look per field (see _scrub_fields).
@@ -74,7 +75,7 @@ class PreparedSave:
         self._message_found: Found | None = None
         self._digest_of = blobs.digest_of if blobs is not None else blob_digest
         self._field_sink = BlobSink(self._digest_of)
-        self._message_sink = BlobSink(self._digest_of)
+        self._message_sink = _NO_MESSAGE_BLOBS  # plan() makes the save's own before anything is added
         self.fields = self._prepare_fields(StoredFields.of(cp, short=short))
 
     def _prepare_fields(self, fields: StoredFields) -> StoredFields:

@@ -48,6 +48,8 @@ from .sealer import RUN_WIDE, Sealer, UnknownDataKey
 T = TypeVar("T")
 
 _STEP_COLUMNS = ("header", "messages", "chains")
+_BYTES = (bytes, bytearray, memoryview)  # a tuple made once (``a | b`` builds a union on every call)
+_DIGESTS = (bytes, memoryview)  # what a digest column is read as
 _RESULT_COLUMNS = frozenset(
     {*_STEP_COLUMNS, "labels", "counters", "last_error", "digest", "head_digest", "result"}
 )
@@ -99,20 +101,29 @@ def _sealed_query(query: Query, sealer: Sealer, refs: dict[int, str]) -> Query:
 
 
 def _sealed_params(name: str, params: dict[str, Any], sealer: Sealer, refs: dict[int, str]) -> dict[str, Any]:
-    content = _CONTENT_PARAMS.get(name)
-    if content is None:  # the content parameters this query declares (its SQL uses no other)
-        content = _CONTENT_PARAMS[name] = tuple(p for p in QUERY_SPECS[name].params if p in _PARAM_NAMES)
+    found = _CONTENT_PARAMS.get(name)
+    if found is None:  # the content parameters this query declares (its SQL uses no other)
+        declared = tuple(p for p in QUERY_SPECS[name].params if p in _PARAM_NAMES)
+        found = _CONTENT_PARAMS[name] = (declared, tuple(sorted(_PARAM_NAMES.difference(declared))))
+    content, undeclared = found
     if not content and _PARAM_NAMES.isdisjoint(params):
         return params
     # The parameters one dict carries for several queries of a save: only a declared one is
     # sealed and sent; the others are dropped, so plaintext never goes where it is not used.
-    out = {key: value for key, value in params.items() if key not in _PARAM_NAMES or key in content}
+    out = params.copy()
+    for key in undeclared:
+        if key in out:
+            del out[key]
+    columns: list[tuple[str, bytes]] = []  # the row's bytes columns, sealed together below
     for key in content:
         value = out.get(key)
         if value is None:
             continue
-        if key in ("digest", "head_digest", "request"):
-            if isinstance(value, bytes | bytearray | memoryview):  # a checkpoint's digest (a blob's is text)
+        if key in _STEP_COLUMNS:
+            if key != "header" or len(value):  # a pruned row's header is empty: nothing to hide
+                columns.append((key, bytes(value)))
+        elif key in ("digest", "head_digest", "request"):
+            if isinstance(value, _BYTES):  # a checkpoint's digest (a blob's is text)
                 out[key] = sealer.keyed(bytes(value))
         elif key == "result":  # a journal entry's: bound to its key as well as its run and step
             place = "call:" + params["key"]
@@ -124,12 +135,15 @@ def _sealed_params(name: str, params: dict[str, Any], sealer: Sealer, refs: dict
             out[key] = sealer.seal_json(value, _run_of(name, params, refs), "counters")
         elif key == "error":
             out[key] = sealer.seal_text(value, _run_of(name, params, refs), "last_error")
-        elif key != "header" or len(value):  # a pruned row's header is empty: nothing to hide
-            out[key] = sealer.seal(bytes(value), _run_of(name, params, refs), params["step"], key)
+    if columns:
+        sealed = sealer.seal_columns(columns, _run_of(name, params, refs), params["step"])
+        for (key, _), value in zip(columns, sealed, strict=True):
+            out[key] = value
     return out
 
 
-_CONTENT_PARAMS: dict[str, tuple[str, ...]] = {}
+# Per query: the content parameters it declares, and the others (dropped from its parameters).
+_CONTENT_PARAMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 _PARAM_NAMES = frozenset(
     {*_STEP_COLUMNS, "labels", "counters", "error", "digest", "head_digest", "result", "request"}
 )
@@ -151,13 +165,14 @@ def _opened(query: Query, rows: list[Row], sealer: Sealer, refs: dict[int, str])
         digests = _DIGEST_ONLY[columns] = tuple(content) if only else ()
     if digests:  # a save's run_head: its keyed digests given back plain, nothing to open
         plain, make = sealer.plain, type(rows[0])
-        return [
-            make(
-                plain(v) if i in digests and isinstance(v, bytes | memoryview) else v
-                for i, v in enumerate(row)
-            )
-            for row in rows
-        ]
+        given = []
+        for row in rows:
+            values = list(row)
+            for i in digests:
+                if isinstance(values[i], _DIGESTS):
+                    values[i] = plain(values[i])
+            given.append(make(values))
+        return given
     carried = _carried_columns(columns)
     lists: list[list[Any]] = []
     if carried is not None:  # a load's carrier rows, one per step: opened in place (``Sealer.open_rows``)

@@ -35,7 +35,13 @@ from typing import Any
 
 from safepoint import codec
 from safepoint.blobs.base import decode_stored
-from safepoint.crypto.keyed import CHECKPOINT_DIGEST, keyed_content_digest, keyed_digest, label_index
+from safepoint.crypto.keyed import (
+    CHECKPOINT_DIGEST,
+    keyed_content_digest,
+    keyed_digest,
+    keyed_hasher,
+    label_index,
+)
 from safepoint.crypto.keyring import Keyring
 from safepoint.crypto.sealing import (
     NONCE_BYTES,
@@ -97,6 +103,7 @@ class Sealer:
         self._keys: dict[str, DataKey] = {}
         self._lock = threading.Lock()
         self._index = keyring.index_key
+        self._checkpoint_keyed = keyed_hasher(self._index, CHECKPOINT_DIGEST)
         self._plain: dict[bytes, bytes] = {}  # keyed digest -> plain, and the other way
         self._keyed: dict[bytes, bytes] = {}
         self._labels: dict[tuple[str, str, str], str] = {}
@@ -135,6 +142,16 @@ class Sealer:
 
     def seal(self, data: bytes, run_id: str, step: int, column: str) -> bytes:
         return self.writing.seal(data, Place(self.store_id, run_id, step, column))
+
+    def seal_columns(self, columns: list[tuple[str, bytes]], run_id: str, step: int) -> list[bytes]:
+        """``seal`` of one row's bytes columns, (column, plaintext) each: the same sealed form and
+        associated data, made from this store's per-run texts with the step packed once, and every
+        value under a random nonce of its own (``DataKey.seal_each``)."""
+        packed, known, values = step_bytes(step), self._texts, []
+        for column, data in columns:
+            texts = known.get((run_id, column))
+            values.append((data, (texts or self._associated(run_id, column)) + packed))
+        return self.writing.seal_each(values)
 
     def open(self, stored: Any, run_id: str, step: int, column: str) -> bytes:
         """The plaintext of a sealed column value; ``CorruptCheckpoint`` naming run and step.
@@ -322,7 +339,7 @@ class Sealer:
     def keyed(self, plain: bytes) -> bytes:
         keyed = self._keyed.get(plain)  # a load checks its head's digest each time
         if keyed is None:
-            keyed = keyed_digest(self._index, CHECKPOINT_DIGEST, plain)
+            keyed = self._checkpoint_keyed(plain)
             if len(self._plain) >= _DIGEST_HINTS:
                 self._plain.clear()
                 self._keyed.clear()

@@ -181,6 +181,7 @@ class CheckpointMethods(Entries):
 
 # The save's call, beside its entry: the hot path of every agent step, in one room.
 SaveOp = Callable[..., Op[saving.SaveResult[MessagePlan]]]
+_PREPARE_VALIDATED = partial(prepare_save, validate=True)  # made once, not on every save
 
 
 def save_call(
@@ -197,7 +198,7 @@ def save_call(
     # Validated, then scrubbed and encoded: a bad value is refused before anything else.
     prepared = guarded(
         scrubber,
-        partial(prepare_save, validate=True),
+        _PREPARE_VALIDATED,
         cp,
         scrubber,
         settings.blobs,
