@@ -366,7 +366,7 @@ def test_sync_standby_promoted_after_postmaster_sigkill_loses_nothing_acknowledg
     tmp_path: Path, reference: tuple[dict[str, object], list[str]]
 ) -> None:
     """Sync standby, the postmaster SIGKILLed alone, promoted: 0 acknowledged lost, 0 twice."""
-    runs = 150
+    runs = 300  # the issue's size for a SIGKILL under 4 workers
     with clusters() as kit:
         outcome = failover(
             kit, tmp_path, runs=runs, synchronous=True, kill=Cluster.kill_postmaster, receiver_after="resume"
