@@ -193,7 +193,7 @@ def marked(bodies: Sequence[Body], marks: tuple[bytes, ...]) -> list[int]:
     """The indexes of the bodies that show any of ``marks``.
 
     Each body is first asked for a byte of the mark that JSON text seldom
-    holds (``_probe``): one byte is found at memchr's speed, where a mark
+    holds (``probe_of``): one byte is found at memchr's speed, where a mark
     that starts with a quote stops the search at every quote (a 1,001-message
     load: 0.5 -> 0.06 ms per mark); only the bodies that hold it are searched
     for the mark. A memoryview body (a slice of its row, ``_contiguous``) is
@@ -201,7 +201,7 @@ def marked(bodies: Sequence[Body], marks: tuple[bytes, ...]) -> list[int]:
     and a view cannot be searched for bytes itself. No joined copy of the
     bodies: a load's peak memory counts.
     """
-    probes = [(_probe(mark), mark) for mark in marks]
+    probes = [(probe_of(mark), mark) for mark in marks]
     whole = getattr(bodies, "rows", None)
     if whole is not None and not any(probe in row for row in whole for probe, _ in probes):
         return []  # the usual load: no row shows a probe byte (one search of each row)
@@ -228,6 +228,6 @@ def _shows(data: Any, probes: list[tuple[bytes, bytes]]) -> bool:
 _COMMON = frozenset(b'"{}[],:. -_0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ')
 
 
-def _probe(mark: bytes) -> bytes:
+def probe_of(mark: bytes) -> bytes:
     """A byte of ``mark`` JSON text seldom holds (``$`` in the store's marks), else the mark itself."""
     return next((bytes([b]) for b in mark if b not in _COMMON), mark)

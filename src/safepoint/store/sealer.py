@@ -203,6 +203,9 @@ class Sealer:
         shortest = nonce_end + TAG_BYTES
         step = RUN_WIDE
         known = self._opened_rows.group((run_id, column))
+        # A first load of the run (``second_sight``) keeps nothing: noting here what it opened
+        # would hold every row's sealed bytes beside its plaintext until the last one is opened.
+        keeps = self._opened_rows.keeps((run_id, column))
         learnt: dict[int, tuple[bytes, bytes]] = {}
         try:
             for at in range(done[0], len(rows)):
@@ -219,11 +222,12 @@ class Sealer:
                     elif data.startswith(prefix) and len(data) >= shortest:
                         sealed = memoryview(data)[nonce_end:]  # no copy of the ciphertext
                         row[index] = plain = decrypt(data[start:nonce_end], sealed, texts + pack(step))
-                        learnt[step] = (data, plain)
+                        if keeps:
+                            learnt[step] = (data, plain)
                     else:
                         row[index] = self._opened(data, run_id, step, column)
                 done[0] = at + 1
-            if learnt:
+            if learnt or not keeps:  # a first load: the memo notes the run, to keep its next load's rows
                 self._opened_rows.learn((run_id, column), learnt)
         except self._tag_error:  # the value at done[0] did not open
             raise CorruptCheckpoint(
