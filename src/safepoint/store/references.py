@@ -200,7 +200,7 @@ def typed_checkpoint(
     indexes = marked(bodies, marks) if found is None else sorted({i for mark in marks for i in found[mark]})
     for index in indexes:
         list.__setitem__(messages, index, freeze(from_stored(messages[index], names)))
-    if any(shape in header for shape in marks):
+    if any(header.find(shape) >= 0 for shape in marks):  # find: see log_rows._shows
         for name in VALUE_FIELDS:
             setattr(cp, name, from_stored(getattr(cp, name), names))
     return cp

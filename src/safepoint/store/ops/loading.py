@@ -39,7 +39,7 @@ def load_for_reading(
     references (and reading them, for the database target)."""
     checkpoint, found, header = yield from load_typed(run_id, step, verified, (BLOB_MARK,))
     indexes = found[BLOB_MARK]
-    has_blobs = bool(indexes) or BLOB_MARK in header
+    has_blobs = bool(indexes) or header.find(BLOB_MARK) >= 0  # find: see log_rows._shows
     stored: dict[str, bytes] = {}
     if has_blobs and blobs_in_database:
         digests = sorted({ref.digest for ref in checkpoint_refs(checkpoint, indexes)})
