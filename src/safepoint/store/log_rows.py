@@ -142,7 +142,10 @@ def _contiguous(
     pieces: list[Piece] = []
     add = bodies.append
     for step, first, added, packed in carriers:
-        if type(packed) is not bytes or not _ints(step, first, added):
+        # Spelled out, not a helper over the three: this runs once a row of every load.
+        if type(packed) is not bytes or type(step) is not int or type(first) is not int:
+            return None
+        if type(added) is not int:
             return None
         if first != seq or step <= before or added < 1:
             return None
@@ -161,10 +164,6 @@ def _contiguous(
     if seq != end:
         return None
     return Bodies(bodies, [packed for _, packed, _ in pieces]), ((carriers[0][0], carriers[-1][0]),), pieces
-
-
-def _ints(*values: Any) -> bool:
-    return all(type(value) is int for value in values)
 
 
 def select_chains(rows: list[tuple[Any, Any]], spans: tuple[tuple[int, int], ...]) -> list[bytes] | None:

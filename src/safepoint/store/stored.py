@@ -294,7 +294,9 @@ def _read_rows(slots: list[Any], pieces: list[Any], walk: RowChains, marks: tupl
     messages: list[Any] = []
     found: dict[bytes, list[int]] = {mark: [] for mark in marks}
     searched = [(probe_of(mark), mark) for mark in marks]
-    probes = tuple({probe for probe, _ in searched})  # the store's marks all have ``$``: one search a row
+    probes = tuple({probe for probe, _ in searched})
+    # The store's marks all have ``$``: one probe, one search a row (no generator made a row).
+    probe = probes[0] if len(probes) == 1 else None
     rows: list[Any] = getattr(slots, "rows", [])
     nothing = (None,) * max((count for *_, count in pieces), default=0)
     readable, loads, at = True, orjson.loads, 0
@@ -314,11 +316,11 @@ def _read_rows(slots: list[Any], pieces: list[Any], walk: RowChains, marks: tupl
             except (ValueError, RecursionError):  # only a row the chain check then refuses
                 readable = False
         # ``find``, not ``in`` (see ``log_rows._shows``): one memchr a row for the usual marks.
-        if any(packed.find(probe) >= 0 for probe in probes):
+        if packed.find(probe) >= 0 if probe is not None else any(packed.find(p) >= 0 for p in probes):
             for offset, view in enumerate(views):
                 body = bytes(view)
-                for probe, mark in searched:
-                    if body.find(probe) >= 0 and body.find(mark) >= 0:
+                for rare, mark in searched:
+                    if body.find(rare) >= 0 and body.find(mark) >= 0:
                         found[mark].append(at + offset)
         at = end
     walk.finish()
