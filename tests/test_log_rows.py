@@ -15,8 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from safepoint.store import log_rows
+from safepoint import codec
+from safepoint.store import log_rows, stored
 from safepoint.store.log_rows import marked, select_bodies
+from safepoint.store.verified import RowChains
 
 MARKISH = st.sampled_from([b'"$', b'{"$blob":1}', b"$"])
 BODY = st.binary(max_size=6).map(lambda b: b.replace(b"\n", b"")) | MARKISH
@@ -125,3 +127,28 @@ def test_marked_finds_what_a_search_of_each_body_finds(bodies: list[bytes], mark
             offset += len(body) + 1
     assert marked(views, tuple(marks)) == expected
     assert marked(log_rows.Bodies(views, rows), tuple(marks)) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.lists(st.lists(BODY, min_size=1, max_size=3), min_size=1, max_size=5),
+    marks=st.lists(st.sampled_from([b'"$', b'"$blob"', b"[SECRET:", b"$", b"x"]), max_size=3, unique=True),
+)
+def test_reading_rows_one_by_one_finds_what_marked_finds(rows: list[list[bytes]], marks: list[bytes]) -> None:
+    """A load reading the usual log row by row (``stored._read_rows``, each row let go as it is
+    read) gives the chain hashing gives, finds each mark in the bodies ``marked`` finds, and
+    holds none of the rows' bytes after."""
+    carriers, seq = [], 0
+    for step, bodies in enumerate(rows):
+        carriers.append((step, seq, len(bodies), b"\n".join(bodies)))
+        seq += len(bodies)
+    bodies, _, pieces = select_bodies(carriers, ((0, seq),))
+    assert pieces is not None
+    flat = [bytes(body) for body in bodies]
+    expected = {mark: marked(flat, (mark,)) for mark in marks}
+    chains, _, found, _ = stored._read_rows(bodies, pieces, RowChains(None, "r"), tuple(marks))
+    assert chains == codec.extend_chain(codec.EMPTY_CHAIN, flat)
+    assert found == expected
+    assert set(bodies) == {None}
+    assert set(pieces) == {None}
+    assert set(getattr(bodies, "rows", [None])) == {None}

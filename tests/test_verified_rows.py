@@ -59,7 +59,7 @@ def hashed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 def test_the_memo_gives_the_chain_hashing_gives_and_hashes_only_new_rows(hashed: list[int]) -> None:
     rows = [_row(b'{"a":1}', b'{"b":2}'), _row(b'{"c":3}')]
-    memo = VerifiedRows()
+    memo = VerifiedRows(second_sight=False)
     pieces, bodies = _pieces(rows)
     expected = codec.extend_chain(codec.EMPTY_CHAIN, bodies)
     hashed.clear()
@@ -83,7 +83,7 @@ def test_the_memo_gives_the_chain_hashing_gives_and_hashes_only_new_rows(hashed:
 def test_a_row_the_memo_saw_replaced_is_hashed_again(hashed: list[int], change: str) -> None:
     """Keyed by the bytes as read: any other bytes (or other bytes before them) give their own chain."""
     rows = [_row(b'{"role":"user"}'), _row(b'{"role":"assistant"}'), _row(b'{"role":"tool"}')]
-    memo = VerifiedRows()
+    memo = VerifiedRows(second_sight=False)
     memo.chains(RUN, *_pieces(rows))
     if change == "same length":
         rows[1] = _row(b'{"role":"assistamt"}')
@@ -110,14 +110,14 @@ def test_a_row_the_memo_saw_replaced_is_hashed_again(hashed: list[int], change: 
 )
 def test_any_sequence_of_loads_gets_the_chain_hashing_gets(loads: list[list[list[bytes]]]) -> None:
     """Rows appended, replaced, dropped or reordered between loads: always the hashed chain."""
-    memo = VerifiedRows()
+    memo = VerifiedRows(second_sight=False)
     for rows in loads:
         pieces, bodies = _pieces([_row(*row) for row in rows])
         assert memo.chains(RUN, pieces, bodies) == codec.extend_chain(codec.EMPTY_CHAIN, bodies)
 
 
 def test_the_memo_is_bounded_by_the_bytes_it_keeps() -> None:
-    memo = VerifiedRows(max_bytes=100)
+    memo = VerifiedRows(max_bytes=100, second_sight=False)
     for run in ("a", "b", "c"):
         memo.chains(run, *_pieces([_row(b"x" * 40)]))
     assert list(memo._groups) == ["b", "c"]

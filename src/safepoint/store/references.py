@@ -50,6 +50,11 @@ KEY_MARK = b'"$'  # every stored `$` key, escaped or store-written, shows this i
 LEGACY_MARKS = (KEY_MARK, b"[SECRET:")
 
 
+def shapes(stored_format: int) -> tuple[bytes, ...]:
+    """What a stored value of ``stored_format`` shows when it holds something to type."""
+    return LEGACY_MARKS if stored_format < FORMAT else (KEY_MARK,)
+
+
 def may_need_stored_form(encoded: bytes) -> bool:
     """Whether a value with these canonical bytes may hold a ``$`` key or scrubbed text."""
     # One memchr for "[" first: a header with no list and no scrubbed text (most) skips the two
@@ -172,25 +177,32 @@ def legacy_secret_names(rules: Collection[str]) -> frozenset[str]:
 
 
 def typed_checkpoint(
-    cp: Checkpoint, stored_format: int, bodies: Sequence[bytes | memoryview], header: bytes
+    cp: Checkpoint,
+    stored_format: int,
+    bodies: Sequence[bytes | memoryview],
+    header: bytes,
+    found: dict[bytes, list[int]] | None = None,
 ) -> Checkpoint:
     """A loaded checkpoint (stored form, ``bodies`` and ``header`` as read) as
     callers see it, in place: only values whose bytes show a ``$`` key (or, in
-    a legacy row, a marker) are walked, so a plain message costs one search."""
+    a legacy row, a marker) are walked, so a plain message costs one search.
+    ``found``: the bodies that show each of ``shapes(stored_format)``, when the
+    load searched them as it read them (``stored.decode_checkpoint``; its
+    bodies are gone then)."""
     names = None
-    shapes: tuple[bytes, ...] = (KEY_MARK,)
+    marks = shapes(stored_format)
     messages = cp.messages
     assert isinstance(messages, MessageList)
     if stored_format < FORMAT:
         names = legacy_secret_names(cp.scrub_report.by_rule())
-        shapes = LEGACY_MARKS
         # The next save compares every message with the stored bytes: one
         # whose format-2 form differs is written anew, so no legacy body is
         # ever read under a format-2 header (a range has one format).
         messages.clean_prefix = 0
-    for index in marked(bodies, shapes):
+    indexes = marked(bodies, marks) if found is None else sorted({i for mark in marks for i in found[mark]})
+    for index in indexes:
         list.__setitem__(messages, index, freeze(from_stored(messages[index], names)))
-    if any(shape in header for shape in shapes):
+    if any(header.find(shape) >= 0 for shape in marks):  # find: see log_rows._shows
         for name in VALUE_FIELDS:
             setattr(cp, name, from_stored(getattr(cp, name), names))
     return cp

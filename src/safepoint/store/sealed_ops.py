@@ -97,7 +97,9 @@ def _sealed_query(query: Query, sealer: Sealer, refs: dict[int, str]) -> Query:
     if query.many is not None:
         many = [_sealed_params(query.name, params, sealer, refs) for params in query.many]
         return Query(query.name, query.params, many, query.optional)
-    return Query(query.name, _sealed_params(query.name, query.params, sealer, refs), None, query.optional)
+    params = _sealed_params(query.name, query.params, sealer, refs)
+    # A query with nothing to seal (a load's) goes as it is: no second Query made per query.
+    return query if params is query.params else Query(query.name, params, None, query.optional)
 
 
 def _sealed_params(name: str, params: dict[str, Any], sealer: Sealer, refs: dict[int, str]) -> dict[str, Any]:
@@ -177,14 +179,14 @@ def _opened(query: Query, rows: list[Row], sealer: Sealer, refs: dict[int, str])
     lists: list[list[Any]] = []
     if carried is not None:  # a load's carrier rows, one per step: opened in place (``Sealer.open_rows``)
         make = type(rows[0])
-        lists = [list(row) for row in rows]
+        lists = list(map(list, rows))
         rows.clear()  # the sealed values are in ``lists`` alone now: each goes as it is opened
     done: dict[int, list[int]] = {}  # per content column, how many rows are opened
     for attempt in (1, 2):
         try:
             if carried is not None:
                 _opened_carriers(query, lists, carried, sealer, refs, done=done)
-                return [make(values) for values in lists]
+                return list(map(make, lists))
             if query.name in _LISTINGS:
                 return [_listed_row(query, row, sealer, refs) for row in rows]
             return [_opened_row(query, row, sealer, refs) for row in rows]

@@ -36,8 +36,9 @@ from safepoint.model import (
 )
 from safepoint.records import from_micros
 
-from .log_rows import Body
-from .references import FORMAT, LEGACY_FORMAT
+from .log_rows import Body, Piece, marked, probe_of
+from .references import FORMAT, LEGACY_FORMAT, shapes
+from .verified import RowChains, VerifiedRows
 
 # What a sealed value (``crypto.sealing.MAGIC``) begins with, and no JSON text does.
 SEALED_FIRST_BYTE = b"\x00"
@@ -176,14 +177,26 @@ def decode_checkpoint(
     ranges_json: str | bytes,
     bodies: list[Body],
     carriers: tuple[tuple[int, int], ...] | None = None,
-    chains: list[bytes] | None = None,
-) -> tuple[Checkpoint, int]:
-    """Rebuild and verify a stored checkpoint, and say its stored format;
-    ``CorruptCheckpoint`` on any mismatch.
+    pieces: list[Piece] | None = None,
+    verified: VerifiedRows | None = None,
+    marks: tuple[bytes, ...] = (),
+) -> tuple[Checkpoint, int, dict[bytes, list[int]]]:
+    """Rebuild and verify a stored checkpoint, and say its stored format and which
+    bodies show which marks; ``CorruptCheckpoint`` on any mismatch.
 
-    ``chains``: the digest chain value after each of ``bodies`` when the caller
-    has them from these very bytes (``verified.VerifiedRows``); else they are
-    hashed here. Either way the last one must be the header's.
+    ``pieces``: the rows ``bodies`` are slices of, whole, for the usual log
+    (``log_rows.select_bodies``). Then the bodies are read row by row — hashed
+    (or their chain values taken from ``verified``, the store's memo, when it
+    verified these very bytes), decoded, searched for marks — and each row's
+    bytes and slices are let go (set to None in ``bodies``, ``pieces`` and the
+    bodies' rows) before the next row is read: a load holds the rows it has not
+    read yet and the messages it has made, not both in full. A caller that
+    needs the bodies afterwards keeps a list of its own. Either way the last
+    chain value must be the header's.
+
+    ``marks``: byte strings to find in the bodies besides the stored format's
+    own (``references.shapes``); the result gives, for each, the indexes of
+    the bodies that show it.
 
     The checkpoint is in stored form (``store/references.py`` turns it into
     what a caller sees), so that a fork can copy it as it is.
@@ -219,16 +232,18 @@ def decode_checkpoint(
         # The rows are found by their carriers, so ranges that claim more
         # (or other) seqs would not show as missing messages.
         raise corrupt("its message ranges do not cover its messages")
-    if chains is None or len(chains) != len(bodies):
-        chains = codec.extend_chain(codec.EMPTY_CHAIN, bodies)
+    stored_format = fields.get("format", LEGACY_FORMAT)
+    known_format = stored_format in (LEGACY_FORMAT, FORMAT)
+    wanted = (*shapes(stored_format), *marks) if known_format else ()
+    if pieces is None:
+        chains, messages, found, readable = _read_all(bodies, wanted)
+    else:
+        chains, messages, found, readable = _read_rows(bodies, pieces, RowChains(verified, run_id), wanted)
     if (chains[-1] if chains else codec.EMPTY_CHAIN).hex() != chain:
         raise corrupt("messages do not match the digest chain")
-    try:
-        messages = [freeze(value) for value in map(orjson.loads, bodies)]
-    except ValueError as exc:
-        raise corrupt("a message is not valid JSON") from exc
-    stored_format = fields.get("format", LEGACY_FORMAT)
-    if stored_format not in (LEGACY_FORMAT, FORMAT):
+    if not readable:
+        raise corrupt("a message is not valid JSON")
+    if not known_format:
         raise corrupt("header is in a stored format this version does not know")
     # The digest matched, so the header is as written; a header whose fields are
     # still not what a save writes (a digest recomputed by hand) is corrupt too.
@@ -253,7 +268,65 @@ def decode_checkpoint(
         )
     except (KeyError, TypeError, ValueError, IndexError, OverflowError) as exc:
         raise corrupt("header fields are not what a save writes") from exc
-    return checkpoint, stored_format
+    return checkpoint, stored_format, found
+
+
+Read = tuple[list[bytes], list[Any], dict[bytes, list[int]], bool]
+
+
+def _read_all(bodies: list[Body], marks: tuple[bytes, ...]) -> Read:
+    """The chain values after each of ``bodies``, the bodies decoded (or False for
+    readable when one is not JSON), and the bodies that show each of ``marks``."""
+    chains = codec.extend_chain(codec.EMPTY_CHAIN, bodies)
+    found = {mark: marked(bodies, (mark,)) for mark in marks}
+    try:
+        return chains, list(map(freeze, map(orjson.loads, bodies))), found, True
+    except ValueError:
+        return chains, [], found, False
+
+
+def _read_rows(slots: list[Any], pieces: list[Any], walk: RowChains, marks: tuple[bytes, ...]) -> Read:
+    """``_read_all`` of the usual log's bodies (``slots``, slices of the rows of ``pieces``),
+    row by row, each row's bytes let go as soon as it is read (see ``decode_checkpoint``).
+
+    Every row is hashed (or taken from the memo) even after a body that is not
+    JSON, so that a tampered row reads as a chain that does not match, as it
+    does when the bodies are read whole."""
+    chains: list[bytes] = []
+    messages: list[Any] = []
+    found: dict[bytes, list[int]] = {mark: [] for mark in marks}
+    searched = [(probe_of(mark), mark) for mark in marks]
+    probes = tuple({probe for probe, _ in searched})
+    # The store's marks all have ``$``: one probe, one search a row (no generator made a row).
+    probe = probes[0] if len(probes) == 1 else None
+    rows: list[Any] = getattr(slots, "rows", [])
+    nothing = (None,) * max((count for *_, count in pieces), default=0)
+    readable, loads, at = True, orjson.loads, 0
+    for index in range(len(pieces)):
+        first_seq, packed, count = pieces[index]
+        end = at + count
+        views = slots[at:end]
+        # The row's bytes are held by ``packed`` and ``views`` alone from here: they go with them.
+        pieces[index] = None
+        slots[at:end] = nothing[:count]
+        if index < len(rows):
+            rows[index] = None
+        chains.extend(walk.after(first_seq, packed, views))
+        if readable:
+            try:
+                messages.extend(map(freeze, map(loads, views)))
+            except (ValueError, RecursionError):  # only a row the chain check then refuses
+                readable = False
+        # ``find``, not ``in`` (see ``log_rows._shows``): one memchr a row for the usual marks.
+        if packed.find(probe) >= 0 if probe is not None else any(packed.find(p) >= 0 for p in probes):
+            for offset, view in enumerate(views):
+                body = bytes(view)
+                for rare, mark in searched:
+                    if body.find(rare) >= 0 and body.find(mark) >= 0:
+                        found[mark].append(at + offset)
+        at = end
+    walk.finish()
+    return chains, messages, found, readable
 
 
 def _value(fields: dict[str, Any], name: str) -> Any:

@@ -18,9 +18,12 @@ value with its header's, as it does without the memo, and reports the
 checkpoint corrupt. The memo changes how often a byte is hashed, not what a
 load accepts.
 
-Bounded: ``MAX_BYTES`` of row bytes across runs, the least recently loaded
-run forgotten first (a run larger than the bound is not kept). One per store;
-thread-safe.
+Kept from a run's second load on (``second_sight``): a first load (a fresh
+process resuming the run, the usual way) only notes the run, and lets each
+row's bytes go as soon as it has read them, so its peak memory holds no copy
+of the run for the memo. Bounded: ``MAX_BYTES`` of row bytes across runs, the
+least recently loaded run forgotten first (a run larger than the bound is not
+kept). One per store; thread-safe.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import os
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Generic, TypeVar
 
 from safepoint import codec
@@ -74,6 +77,12 @@ class RowMemo(Generic[K, V]):
             self._groups.move_to_end(key)
             return found
 
+    def keeps(self, key: Hashable) -> bool:
+        """Whether ``learn`` of ``key`` now would keep what it is told (not a first sight)."""
+        with self._lock:
+            sighted = self._sighted
+            return sighted is None or key in self._groups or key in sighted
+
     def learn(self, key: Hashable, learnt: dict[K, V]) -> None:
         """``learnt`` added to the entries of ``key`` (replacing those of the same row keys)."""
         with self._lock:
@@ -108,8 +117,8 @@ Verified = tuple[bytes, bytes, tuple[bytes, ...]]
 class VerifiedRows(RowMemo[int, Verified]):
     """The chain values of message rows already hashed, by run and first seq (see the module)."""
 
-    def __init__(self, max_bytes: int = MAX_BYTES) -> None:
-        super().__init__(max_bytes, lambda entry: len(entry[1]))
+    def __init__(self, max_bytes: int = MAX_BYTES, *, second_sight: bool = True) -> None:
+        super().__init__(max_bytes, lambda entry: len(entry[1]), second_sight=second_sight)
 
     def same_rows(self, run_id: str, carriers: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         """``carriers`` (``(step, first_seq, added, packed)`` rows of the run) with each row's
@@ -131,43 +140,55 @@ class VerifiedRows(RowMemo[int, Verified]):
         """The chain value after each of ``bodies``, from the empty chain: the bodies of
         ``pieces`` (rows of the run, in order, each given as its first seq, its
         bytes as read and how many of ``bodies`` it holds)."""
-        known = self.group(run_id)
+        walk = RowChains(self, run_id)
         out: list[bytes] = []
-        learnt: dict[int, Verified] = {}
-        pending: list[Piece] = []  # rows to hash, one after another from ``out``'s end
-        at = 0  # where the pending rows' bodies begin
-
-        def flush() -> None:  # the pending rows hashed in one pass, each remembered
-            nonlocal at
-            if not pending:
-                return
-            end = at + sum(count for *_, count in pending)
-            chain = out[-1] if out else codec.EMPTY_CHAIN
-            hashed = codec.extend_chain(chain, bodies[at:end])
-            offset = 0
-            for first_seq, packed, count in pending:
-                learnt[first_seq] = (chain, packed, tuple(hashed[offset : offset + count]))
-                chain, offset = hashed[offset + count - 1], offset + count
-            out.extend(hashed)
-            pending.clear()
-            at = end
-
-        for piece in pieces:
-            first_seq, packed, count = piece
-            entry = known.get(first_seq)
-            # The row's own bytes, compared whole (not its digest column, not its length) ...
-            if entry is not None and entry[1] == packed and len(entry[2]) == count:
-                flush()
-                # ... after the same chain value.
-                if entry[0] == (out[-1] if out else codec.EMPTY_CHAIN):
-                    out.extend(entry[2])
-                    at += count
-                    continue
-            pending.append(piece)
-        flush()
-        if learnt:
-            self.learn(run_id, learnt)
+        at = 0
+        for first_seq, packed, count in pieces:
+            out.extend(walk.after(first_seq, packed, bodies[at : at + count]))
+            at += count
+        walk.finish()
         return out
+
+
+class RowChains:
+    """One load's walk along a run's message rows, in order: the chain values after each
+    row's bodies, from the memo (``VerifiedRows``) when it saw the very same bytes after
+    the very same chain value, else hashed. A load asks row by row, so that it can let
+    each row's bytes go before it reads the next (a first load's peak memory); without a
+    memo every row is hashed."""
+
+    __slots__ = ("_known", "_learnt", "_memo", "_run_id", "chain")
+
+    def __init__(self, memo: VerifiedRows | None, run_id: str) -> None:
+        self._memo, self._run_id = memo, run_id
+        self._known = memo.group(run_id) if memo is not None else {}
+        # None when the memo keeps nothing of this run yet (``second_sight``): a first
+        # load holds no row for it, and its rows go as soon as they are read.
+        self._learnt: dict[int, Verified] | None = {} if memo is not None and memo.keeps(run_id) else None
+        self.chain = codec.EMPTY_CHAIN  # the chain value after the rows walked so far
+
+    def after(self, first_seq: int, packed: bytes, bodies: list[Body]) -> Sequence[bytes]:
+        """The chain values after each of ``bodies``: the bodies of the row that holds
+        ``packed`` (its bytes as read) from ``first_seq``, the next row of the walk."""
+        chain = self.chain
+        entry = self._known.get(first_seq)
+        # The same chain value before, then the row's own bytes compared whole (not its
+        # digest column, not its length).
+        if entry is not None and entry[0] == chain and entry[1] == packed and len(entry[2]) == len(bodies):
+            hashed: Sequence[bytes] = entry[2]
+        else:
+            hashed = codec.extend_chain(chain, bodies)
+            if self._learnt is not None:
+                self._learnt[first_seq] = (chain, packed, tuple(hashed))
+        if hashed:
+            self.chain = hashed[-1]
+        return hashed
+
+    def finish(self) -> None:
+        """The memo told what this walk hashed (or, on a first load, that the run was loaded)."""
+        memo, learnt = self._memo, self._learnt
+        if memo is not None and (learnt is None or learnt):
+            memo.learn(self._run_id, learnt or {})
 
 
 # Every memo, so that a child forked while another thread held a lock starts with a

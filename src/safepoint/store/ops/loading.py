@@ -15,7 +15,7 @@ from safepoint.errors import CorruptCheckpoint, NotFound
 from safepoint.messagelist import StoredView
 from safepoint.model import Checkpoint
 from safepoint.store.large_values import BLOB_MARK, checkpoint_refs
-from safepoint.store.log_rows import Body, marked, select_bodies, select_chains
+from safepoint.store.log_rows import Body, select_bodies, select_chains
 from safepoint.store.query import Loaded, Op, Query, Row
 from safepoint.store.references import typed_checkpoint
 from safepoint.store.stored import decode_checkpoint, parse_carriers, parse_ranges
@@ -37,9 +37,9 @@ def load_for_reading(
 ) -> Op[Loaded]:
     """``load`` as a caller sees it (store-written references typed), noting blob
     references (and reading them, for the database target)."""
-    checkpoint, bodies, header = yield from load_typed(run_id, step, verified)
-    indexes = marked(bodies, (BLOB_MARK,))
-    has_blobs = bool(indexes) or BLOB_MARK in header
+    checkpoint, found, header = yield from load_typed(run_id, step, verified, (BLOB_MARK,))
+    indexes = found[BLOB_MARK]
+    has_blobs = bool(indexes) or header.find(BLOB_MARK) >= 0  # find: see log_rows._shows
     stored: dict[str, bytes] = {}
     if has_blobs and blobs_in_database:
         digests = sorted({ref.digest for ref in checkpoint_refs(checkpoint, indexes)})
@@ -49,12 +49,14 @@ def load_for_reading(
 
 
 def load_typed(
-    run_id: str, step: int | None, verified: VerifiedRows | None = None
-) -> Op[tuple[Checkpoint, list[Body], bytes]]:
-    """The checkpoint as callers see it (``references.typed_checkpoint``), with
-    its message bodies and header as stored."""
-    checkpoint, bodies, header, stored_format = yield from load_with_bodies(run_id, step, verified)
-    return typed_checkpoint(checkpoint, stored_format, bodies, header), bodies, header
+    run_id: str, step: int | None, verified: VerifiedRows | None = None, marks: tuple[bytes, ...] = ()
+) -> Op[tuple[Checkpoint, dict[bytes, list[int]], bytes]]:
+    """The checkpoint as callers see it (``references.typed_checkpoint``), the
+    indexes of its messages whose stored bytes show each of ``marks``, and its
+    header as stored. Its bodies are let go as they are read (the usual log:
+    row by row), so a load holds its rows or its messages, not both in full."""
+    checkpoint, _, header, stored_format, found = yield from _load(run_id, step, verified, marks, keep=False)
+    return typed_checkpoint(checkpoint, stored_format, (), header, found), found, header
 
 
 def load_with_bodies(
@@ -66,6 +68,15 @@ def load_with_bodies(
     With ``verified`` (the store's memo of rows already hashed), rows whose bytes
     it has verified before are not hashed again; the chain is checked all the same.
     """
+    checkpoint, bodies, header, stored_format, _ = yield from _load(run_id, step, verified, (), keep=True)
+    return checkpoint, bodies, header, stored_format
+
+
+def _load(
+    run_id: str, step: int | None, verified: VerifiedRows | None, marks: tuple[bytes, ...], *, keep: bool
+) -> Op[tuple[Checkpoint, list[Body], bytes, int, dict[bytes, list[int]]]]:
+    """``load_with_bodies``, and the bodies that show each of ``marks`` and of the
+    stored format's shapes; without ``keep`` the bodies list it gives is empty."""
     if step is None:
         rows = yield Query("checkpoint_latest", {"run_id": run_id})
     else:
@@ -105,8 +116,8 @@ def load_with_bodies(
     bodies, carriers, pieces = select_bodies(carried, spans)
     # The bodies hold what they need of the rows (slices of their bytes): the rows go.
     del carried
-    chains = None if verified is None or pieces is None else verified.chains(run_id, pieces, bodies)
-    checkpoint, stored_format = decode_checkpoint(
+    kept = list(bodies) if keep else []  # decode_checkpoint lets go of ``bodies`` as it reads them
+    checkpoint, stored_format, marked_at = decode_checkpoint(
         run_id=run_id,
         step=found_step,
         header=header,
@@ -114,9 +125,11 @@ def load_with_bodies(
         ranges_json=ranges,
         bodies=bodies,
         carriers=carriers,
-        chains=chains,
+        pieces=pieces,
+        verified=verified,
+        marks=marks,
     )
-    return checkpoint, bodies, bytes(header), stored_format
+    return checkpoint, kept, bytes(header), stored_format, marked_at
 
 
 def chain_view(run_id: str, step: int) -> Op[StoredView | None]:
