@@ -261,7 +261,7 @@ class FileSystemBlobStore(BundledStore):
         except FileNotFoundError:
             return False
         if time.time() - stat.st_mtime < _RECENT_WRITE_SECONDS:
-            _fsync_dir(final.parent)
+            fsync_dir(final.parent)
         return True
 
     def _write_atomically(self, final: Path, stored: bytes) -> None:
@@ -283,7 +283,7 @@ class FileSystemBlobStore(BundledStore):
         except BaseException:
             temp.unlink(missing_ok=True)
             raise
-        _fsync_dir(directory)
+        fsync_dir(directory)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -293,7 +293,8 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
+    """Make a folder's entries durable (a rename or a new file in it survives a power cut)."""
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.fsync(fd)
@@ -312,7 +313,7 @@ def _make_dirs_durably(directory: Path) -> None:
     _make_dirs_durably(directory.parent)
     with contextlib.suppress(FileExistsError):
         directory.mkdir()
-    _fsync_dir(directory.parent)
+    fsync_dir(directory.parent)
 
 
 def _entries(directory: Path) -> list[os.DirEntry[str]]:

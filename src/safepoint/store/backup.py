@@ -41,7 +41,7 @@ from typing import Any
 from urllib.parse import quote
 
 from safepoint import codec
-from safepoint.blobs.filesystem import FileSystemBlobStore
+from safepoint.blobs.filesystem import FileSystemBlobStore, fsync_dir
 from safepoint.errors import InvalidArgument, StoreError
 from safepoint.visible import visible
 
@@ -120,7 +120,7 @@ def backup_store(store: Store, dest: str | os.PathLike[str]) -> BackupReport:
         if has_blobs:
             os.replace(partial_blobs, final_blobs)
         os.replace(partial, final)  # last: a file under the final name is a whole, verified copy
-        _fsync_dir(final.parent)
+        fsync_dir(final.parent)
     except BaseException:
         _drop_side_files(partial)
         partial.unlink(missing_ok=True)
@@ -195,7 +195,7 @@ def _copy_blobs(folder: FileSystemBlobStore, digests: set[str], dest: Path) -> t
             os.close(fd)
         copied += 1
     for directory in sorted(directories, key=lambda path: len(path.parts), reverse=True):
-        _fsync_dir(directory)
+        fsync_dir(directory)
     return copied, nbytes
 
 
@@ -219,11 +219,3 @@ def _drop_side_files(database: Path) -> None:
     part of the copy, and a stale one beside a restored file would be read as its log."""
     for suffix in ("-wal", "-shm"):
         Path(f"{database}{suffix}").unlink(missing_ok=True)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -22,7 +22,7 @@ from safepoint.errors import CorruptCheckpoint, EncryptedStore, MissingKey, NotF
 from safepoint.model import ParentRef, Status
 from safepoint.records import CheckpointInfo, RunCounts, RunInfo, StatusOrigin, TimelinePoint, from_micros
 from safepoint.store.query import Op, Query, Row, Unopened
-from safepoint.store.stored import from_column
+from safepoint.store.stored_row import from_column
 from safepoint.visible import visible
 
 

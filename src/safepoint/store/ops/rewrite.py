@@ -18,7 +18,7 @@ from safepoint.records import to_micros
 from safepoint.store.delta import MessagePlan
 from safepoint.store.prepare import PreparedSave
 from safepoint.store.query import Op, Query
-from safepoint.store.stored import checkpoint_row
+from safepoint.store.stored_row import checkpoint_row
 
 from .loading import load_typed
 from .saving import NO_RUN

@@ -9,7 +9,8 @@ from safepoint.records import from_micros
 from safepoint.store.large_values import digests_json, stored_digests
 from safepoint.store.query import Op, Query
 from safepoint.store.references import typed_checkpoint
-from safepoint.store.stored import StoredFields, checkpoint_row
+from safepoint.store.stored import StoredFields
+from safepoint.store.stored_row import checkpoint_row
 
 from .loading import load_with_bodies
 from .saving import NO_RUN

@@ -19,7 +19,7 @@ from safepoint.model import Checkpoint, ScrubReport
 from safepoint.records import Lease
 from safepoint.store.query import Op, PlanT, Query, SaveInput
 from safepoint.store.query_specs import QUERY_SPECS
-from safepoint.store.stored import checkpoint_row
+from safepoint.store.stored_row import checkpoint_row
 
 from .loading import chain_view, load
 
