@@ -244,3 +244,42 @@ def test_a_child_forked_while_the_secrets_registry_builds_saves(tmp_path: Path) 
         release.set()
         holder.join()
         store.close()
+
+
+def test_a_child_forked_while_the_sealer_and_keyring_locks_are_held_saves_and_loads(tmp_path: Path) -> None:
+    """An encrypted store's sealer and its keyring each guard their keys with a lock; a fork
+    while other threads hold them (a data key being unwrapped, a key being fetched): the child
+    saves and loads through the same store without hanging."""
+    from test_encryption import keyring  # noqa: PLC0415  # the test keys live there
+
+    ring = keyring()
+    store = safepoint.open_store(f"sqlite:///{tmp_path / 'sealed.db'}", encryption=ring)
+    store.save(Checkpoint(run_id="parent"))
+    sealer = store.settings.sealer
+    assert sealer is not None
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with sealer._lock, ring._lock:  # as an unwrap and a fetch in progress hold them
+            held.set()
+            release.wait(CHILD_DEADLINE)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(CHILD_DEADLINE)
+    try:
+
+        def body() -> str:
+            sealer.learn([])  # takes the sealer's lock
+            with ring._lock:  # and the keyring's
+                pass
+            cp = Checkpoint(run_id="child")
+            cp.messages.append({"role": "user", "content": "hello from the child"})
+            store.save(cp)
+            return "ok" if store.load("child").messages[0]["content"] == "hello from the child" else "wrong"
+
+        assert in_child(body) == "ok"
+    finally:
+        release.set()
+        holder.join()
+        store.close()

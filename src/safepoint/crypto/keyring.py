@@ -26,11 +26,11 @@ import binascii
 import os
 import re
 import stat
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from safepoint.errors import InvalidKey, MissingKey
+from safepoint.forksafe import fork_safe_lock
 from safepoint.visible import visible
 
 KEY_BYTES = 32
@@ -68,7 +68,7 @@ class Keyring:
         self._keys: dict[str, bytes] = {}
         self._ids: list[str] = []
         self._fetch = fetch
-        self._lock = threading.Lock()
+        self._lock = fork_safe_lock(self)  # a fork while another thread holds it must not hang the child
         for key_id, key in (keys or {}).items():
             self._keys[_checked_id(key_id, source)] = _checked_key(key, key_id, source)
             self._ids.append(key_id)

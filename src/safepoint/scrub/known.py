@@ -32,11 +32,10 @@ from __future__ import annotations
 
 import os
 import re
-import threading
-import weakref
 from collections.abc import Callable, Mapping
 
 from safepoint.errors import InvalidArgument, UnknownSecret
+from safepoint.forksafe import fork_safe_lock
 
 from .automata import Matcher, Variant, build_automaton, build_prefilter, prefilter_words
 
@@ -63,8 +62,9 @@ class Secrets:
     def __init__(self, values: Mapping[str, str] | None = None) -> None:
         self._values: dict[str, str] = {}
         self._sources: dict[str, Callable[[], str]] = {}
-        self._lock = threading.Lock()
-        _REGISTRIES.add(self)
+        # Building an automaton takes a while (a store's first save): a child forked meanwhile
+        # gets a fresh lock, not the held one.
+        self._lock = fork_safe_lock(self)
         self._automaton: Matcher[Variant] | None = None
         self._prefilter: Matcher[bool] | None = None
         self.version = 0  # bumped on every change: caches of scrub results check it
@@ -155,19 +155,6 @@ class Secrets:
         with other words) and the registry's version those words are of."""
         with self._lock:
             return self.version, prefilter_words(self._values)
-
-
-# Every registry, so that a child forked while another thread held one's lock (building an
-# automaton takes a while, on a store's first save) starts with a fresh lock, not a held one.
-_REGISTRIES: weakref.WeakSet[Secrets] = weakref.WeakSet()
-
-
-def _fresh_locks_in_child() -> None:
-    for registry in list(_REGISTRIES):
-        registry._lock = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_fresh_locks_in_child)
 
 
 def marker(name: str, encoding: str) -> str:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -57,6 +56,7 @@ from safepoint.crypto.sealing import (
 )
 from safepoint.crypto.wrapping import unwrap_for_store
 from safepoint.errors import BlobCorrupt, CorruptCheckpoint, StoreError
+from safepoint.forksafe import fork_safe_lock
 
 from .verified import MAX_BYTES, RowMemo
 
@@ -101,7 +101,7 @@ class Sealer:
         self.keys_checked = keys_checked
         self._wrapped = dict(wrapped)  # data key id -> (keyring key id, wrapped bytes)
         self._keys: dict[str, DataKey] = {}
-        self._lock = threading.Lock()
+        self._lock = fork_safe_lock(self)  # a fork while another thread holds it must not hang the child
         self._index = keyring.index_key
         self._checkpoint_keyed = keyed_hasher(self._index, CHECKPOINT_DIGEST)
         self._plain: dict[bytes, bytes] = {}  # keyed digest -> plain, and the other way
