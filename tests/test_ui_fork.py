@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -61,13 +62,25 @@ def open_store(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> 
 
 
 @pytest.fixture(params=["sqlite", "postgresql", "encrypted"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    with open_store(tmp_path, request.param, request) as opened:
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def store(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    with open_store(tmp_path, backend, request) as opened:
         yield opened
 
 
+def screenshot(driver: Any, backend: str, name: str) -> None:
+    """With SAFEPOINT_SCREENSHOTS set (make screenshots: docs/images), the SQLite case's page saved there."""
+    wanted = os.environ.get("SAFEPOINT_SCREENSHOTS")
+    if wanted and backend == "sqlite":
+        driver.save_screenshot(str(Path(wanted) / name))
+
+
 def test_fork_at_a_step_with_an_edit_and_requeue_leaves_the_parent_untouched(
-    browser: Any, store: Store
+    browser: Any, backend: str, store: Store
 ) -> None:
     """Step 1's form: a rewritten last message and a state key (hostile text in both, and in the fork's
     id), requeued: the fork's step 2 holds the edit and shows it inert, the parent's step 1 keeps its
@@ -82,6 +95,7 @@ def test_fork_at_a_step_with_an_edit_and_requeue_leaves_the_parent_untouched(
         assert not browser.find_elements(By.ID, "fork-no-requeue")
         fill_fork_form(browser, new_id=FORK_ID, last_message=EDIT, key=PAYLOADS[3], value=PAYLOADS[2])
         browser.find_element(By.ID, "fork-requeue").click()
+        screenshot(browser, backend, "fork-form.png")
         browser.find_element(By.ID, "fork").click()
         wait_for(browser, lambda d: d.find_element(By.ID, "run-id").text == FORK_ID)  # the fork's page
         assert browser.find_element(By.ID, "head-step").text == "2"
@@ -98,6 +112,7 @@ def test_fork_at_a_step_with_an_edit_and_requeue_leaves_the_parent_untouched(
         assert "<svg onload=" in state
         assert not browser.find_elements(By.CSS_SELECTOR, "#conversation img, #conversation b, svg[onload]")
         no_injection(browser)
+        screenshot(browser, backend, "fork.png")
 
         browser.get(served.base + run_path("agent", step=1))
         fill_fork_form(browser, new_id="plan-b", last_message="", key="plan", value={"try": 2})
