@@ -70,6 +70,7 @@ class Inspector:
         env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True)
         self.templates = Jinja2Templates(env=env)
         self.templates.env.globals.update(run_path=run_path, allow_actions=allow_actions)
+        self.templates.env.globals["fork_offer"] = actions.fork_offer
         self.verifier = StoreVerifier(store)
 
     def render(self, request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
@@ -147,7 +148,11 @@ class Inspector:
             return Response("stale form: reload the page", status_code=403)
         run_id, action = _text(form.get("run_id")), _text(form.get("action"))
         try:
-            await run_in_threadpool(actions.perform, self.store, run_id, action, _text(form.get("value")))
+            if action == "fork":  # to the fork's page, which shows its edit
+                fields = {name: _text(form.get(name)) for name in actions.FORK_FIELDS}
+                run_id = await run_in_threadpool(actions.fork, self.store, run_id, fields)
+            else:
+                await run_in_threadpool(actions.perform, self.store, run_id, action, _text(form.get("value")))
         except Exception as exc:
             return self.failed(request, exc)
         return RedirectResponse(run_path(run_id), status_code=303)
