@@ -94,6 +94,11 @@ class Inspector:
                 prefix=q.get("prefix"),
                 cursor=q.get("cursor"),
                 show_all=q.get("all") == "1",
+                since=q.get("since"),
+                until=q.get("until"),
+                label_has=q.get("label_has"),
+                sort=q.get("sort"),
+                order=q.get("order"),
             )
         except Exception as exc:  # shown as a page, never as a traceback
             return self.failed(request, exc)
