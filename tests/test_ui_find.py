@@ -88,6 +88,7 @@ def find_and_filter(driver: Any, base: str, store: Store, updated: dict[str, dat
     ui.wait_for(driver, lambda d: "label=team" in d.current_url)
     assert sorted(ids(driver)) == ["t-0", "t-3"]  # exact: not redwood
     assert sorted(search(driver, base, prefix="t-", label_has="red")) == ["t-0", "t-2", "t-3"]
+    assert "matched here" in driver.find_element(By.ID, "scanned").text
     assert sorted(search(driver, base, prefix="t-", label_has="team=re")) == ["t-0", "t-2", "t-3"]
     assert search(driver, base, status="waiting") == []
     assert driver.find_element(By.ID, "no-runs").text == "no runs"
@@ -100,7 +101,6 @@ def find_and_filter(driver: Any, base: str, store: Store, updated: dict[str, dat
     # The last-update range, both ends included: t-1 .. t-3, and the page says what it matched here.
     window = {"since": updated["t-1"].isoformat(), "until": updated["t-3"].isoformat()}
     assert sorted(search(driver, base, prefix="t-", **window)) == ["t-1", "t-2", "t-3"]
-    assert "matched here" in driver.find_element(By.ID, "scanned").text
     assert search(driver, base, since=(updated["t-4"] + timedelta(days=1)).isoformat()) == []
     assert sorted(search(driver, base, prefix="t-", until=updated["t-0"].isoformat())) == ["t-0"]
 

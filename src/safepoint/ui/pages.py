@@ -50,9 +50,9 @@ def runs_page(
     sort: str | None = None,
     order: str | None = None,
 ) -> dict[str, Any]:
-    """The runs list: the store's filters (status, exact labels, id prefix, updated since) in its
-    query; "updated until" and "label contains" applied here over at most ``SCAN`` runs a request,
-    and the sort applied to the page shown (the store lists newest first only)."""
+    """The runs list: the store's filters (status, exact labels, id prefix, last update since and
+    until) in its query; "label contains" (plain stores only) applied here over at most ``SCAN``
+    runs a request, and the sort applied to the page shown (the store lists newest first only)."""
     encrypted = store.settings.sealer is not None
     labels = None
     if label:
@@ -68,6 +68,7 @@ def runs_page(
         "labels": labels,
         "run_id_prefix": prefix or None,
         "updated_since": since_at,
+        "updated_until": until_at,
     }
     lister = store.runs if show_all else partial(user_runs, store)
     kept: list[RunInfo] = []
@@ -76,8 +77,8 @@ def runs_page(
         page = lister(limit=PAGE, cursor=next_cursor, **filters)
         scanned += len(page.items)
         next_cursor = page.next_cursor
-        kept += [r for r in page.items if _kept(r, until_at, label_has)]
-        if until_at is None and not label_has:
+        kept += [r for r in page.items if _kept(r, label_has)]
+        if not label_has:
             break
         if len(kept) >= PAGE or next_cursor is None or scanned >= SCAN:
             break
@@ -107,7 +108,7 @@ def runs_page(
         },
         "sort": sort_key,
         "descending": descending,
-        "scanned": scanned if (until_at is not None or label_has) else None,
+        "scanned": scanned if label_has else None,
         "encrypted": encrypted,
         "statuses": [s.value for s in Status],
         "status": status or "",
@@ -188,12 +189,11 @@ def _queue_states(store: Store, runs: list[RunInfo]) -> dict[str, QueueState]:
     return states
 
 
-def _kept(run: RunInfo, until: datetime | None, label_has: str | None) -> bool:
-    if until is not None and run.updated_at > until:
-        return False
-    if label_has:
-        return any(label_has in f"{name}={value}" for name, value in run.labels.items())
-    return True
+def _kept(run: RunInfo, label_has: str | None) -> bool:
+    """Whether ``label_has`` is in one of the run's labels written ``name=value`` (or not asked)."""
+    if not label_has:
+        return True
+    return any(label_has in f"{name}={value}" for name, value in run.labels.items())
 
 
 def _moment(text: str | None, name: str) -> datetime | None:
