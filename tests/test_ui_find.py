@@ -39,7 +39,15 @@ def seeded(store: Store) -> tuple[dict[str, datetime], Run]:
             cp = cp.next()
         updated[f"t-{i}"] = store.run(f"t-{i}").updated_at
         time.sleep(0.002)  # distinct last-update times, so that a range can fall between two runs
-    store.save(Checkpoint(run_id=HOSTILE_ID, labels={"team": PAYLOADS[0], PAYLOADS[2]: "x"}))
+    hostile = Checkpoint(run_id=HOSTILE_ID, labels={"team": PAYLOADS[0], PAYLOADS[2]: "x"})
+    store.save(hostile)
+    hostile = hostile.next()
+    hostile.messages += [
+        {"role": "user", "content": "is the Needle in " + PAYLOADS[0]},
+        {"role": "assistant", "content": "only hay here " + PAYLOADS[1]},
+        {"role": "user", "content": "x" * 200 + " needle at the end"},
+    ]
+    store.save(hostile)
     for run_id in ("w-retry", "w-held", "w-queued"):  # "w-queued" is the newest: claims take the oldest
         run = Run.start(store, run_id)
         run.commit()
@@ -176,6 +184,29 @@ def find_and_filter(driver: Any, base: str, store: Store, updated: dict[str, dat
         search(driver, base, prefix=term, label=f"{term}={term}", label_has=term, sort=term, order=term)
     assert search(driver, base, since=PAYLOADS[1]) == []  # refused with its error page, as text
     assert "must be a date and time" in driver.find_element(By.TAG_NAME, "body").text
+    ui.no_injection(driver)
+
+    # Search within a run's conversation: the messages holding the words, any case, each linked.
+    driver.get(base + run_path(HOSTILE_ID))
+    driver.find_element(By.ID, "find-text").send_keys("needle")
+    driver.find_element(By.ID, "find-go").click()
+    ui.wait_for(driver, lambda d: d.find_elements(By.ID, "found"))
+    matches = driver.find_elements(By.CSS_SELECTOR, "#found .match")
+    assert [m.find_element(By.CSS_SELECTOR, "a").text for m in matches] == ["message 1", "message 3"]
+    assert PAYLOADS[0] in matches[0].text  # the excerpt, as text
+    assert matches[1].find_element(By.CSS_SELECTOR, ".excerpt").text.startswith("…")
+    matches[0].find_element(By.CSS_SELECTOR, "a").click()
+    ui.wait_for(driver, lambda d: d.find_elements(By.ID, "conversation"))
+    assert "Needle" in driver.find_element(By.ID, "conversation").text
+    ui.no_injection(driver)
+    for term in PAYLOADS[:4]:
+        driver.get(base + run_path(HOSTILE_ID, find=term))
+        assert driver.find_element(By.ID, "find-text").get_attribute("value") == term
+        ui.no_injection(driver)
+    driver.get(base + run_path(HOSTILE_ID, find=PAYLOADS[1]))
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#found .match")) == 1
+    driver.get(base + run_path(HOSTILE_ID, find="straw"))
+    assert driver.find_element(By.ID, "nothing-found").text == "no message holds it"
     ui.no_injection(driver)
 
 

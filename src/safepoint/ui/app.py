@@ -116,7 +116,7 @@ class Inspector:
             if "step" in q:
                 context = pages.step_page(self.store, run_id, _int(q["step"]), _int(q.get("page", "1")))
                 return self.render(request, "step.html", {"run_id": run_id, **context})
-            context = pages.run_page(self.store, run_id, _int(q.get("steps", "1")))
+            context = pages.run_page(self.store, run_id, _int(q.get("steps", "1")), q.get("find"))
             return self.render(request, "run.html", {"run_id": run_id, **context})
         except Exception as exc:
             return self.failed(request, exc)

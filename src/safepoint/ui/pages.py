@@ -220,7 +220,7 @@ class BudgetBar:
         return max(0, min(100, round(100 * self.used / self.limit)))
 
 
-def run_page(store: Store, run_id: str, steps_page: int = 1) -> dict[str, Any]:
+def run_page(store: Store, run_id: str, steps_page: int = 1, find: str | None = None) -> dict[str, Any]:
     info = store.run(run_id)
     queue = store.queue_state(run_id)
     points = store.timeline(run_id)
@@ -263,7 +263,33 @@ def run_page(store: Store, run_id: str, steps_page: int = 1) -> dict[str, Any]:
         "bars": bars,
         "framework": framework_view(info.labels, None),
         "forks": store.forks(run_id),
+        "find": find or "",
+        "found": found_in_conversation(store, run_id, find) if find else None,
     }
+
+
+FOUND = 100  # matches a conversation search shows
+AROUND = 60  # characters shown either side of a match
+
+
+def found_in_conversation(store: Store, run_id: str, text: str) -> list[tuple[int, str, str, int]]:
+    """The head's messages whose shown text holds ``text`` (any case), as (index, role, excerpt,
+    the head step page it is on): the run is opened and read here, on an encrypted store too
+    (no index of message text exists); the term is neither stored nor logged."""
+    cp = store.load(run_id, migrate=False, fetch_blobs=False)
+    wanted = text.casefold()
+    found = []
+    for index, message in enumerate(cp.messages):
+        role, shown = describe(message)
+        at = shown.casefold().find(wanted)
+        if at < 0:
+            continue
+        start, end = max(0, at - AROUND), at + len(text) + AROUND
+        excerpt = ("…" if start else "") + shown[start:end] + ("…" if end < len(shown) else "")
+        found.append((index, role, excerpt, index // MESSAGES + 1))
+        if len(found) == FOUND:
+            break
+    return found
 
 
 def step_page(store: Store, run_id: str, step: int, page: int) -> dict[str, Any]:
