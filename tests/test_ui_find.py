@@ -245,3 +245,32 @@ def test_an_encrypted_store_searches_labels_only_whole(browser: Any, tmp_path: P
     finally:
         served.stop()
         store.close()
+
+
+def test_nothing_searched_is_logged(tmp_path: Path) -> None:
+    """``safepoint ui`` as started by a user: search terms reach neither its output nor its errors."""
+    import test_ui_cli as cli  # noqa: PLC0415
+
+    url = f"sqlite:///{tmp_path}/state.db"
+    with safepoint.open_store(url) as store:
+        cp = Checkpoint(run_id="logged-run", labels={"team": "red"})
+        cp.messages.append({"role": "user", "content": "a secret-ish question"})
+        store.save(cp)
+    port = cli.free_port()
+    proc = cli.started(["--store", url, "--port", str(port)], tmp_path, port)
+    term = "zq7-searched-term"
+    try:
+        for path in (
+            "/?" + urlencode({"prefix": term, "label": f"team={term}", "label_has": term}),
+            "/?" + urlencode({"since": term}),
+            run_path("logged-run", find=term),
+            run_path(term, find=term),
+        ):
+            status, body = cli.get(port, path)
+            assert status in (200, 400, 404), status
+            assert term in body or status != 200  # echoed in the page, where the user typed it
+    finally:
+        code, out, err = cli.stopped(proc)
+    assert code == 0, err
+    assert term not in out
+    assert term not in err
