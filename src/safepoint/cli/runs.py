@@ -233,10 +233,9 @@ class _Row:
 
     def __init__(self, run: RunInfo, queue: QueueState | None, question: str | None, now: datetime) -> None:
         self.run, self.queue, self.question = run, queue, question
-        live = queue is not None and queue.owner is not None and queue.leased(now)
-        self.holder = queue.owner if live and queue is not None else None
+        self.holder = None if queue is None else queue.holder(now)
         # The run row says running for a run no one works on yet: it waits in the queue.
-        self.queued = queue is not None and queue.queued and not live
+        self.queued = queue is not None and queue.waiting(now)
 
     def queue_json(self) -> dict[str, Any]:
         run, queue = self.run, self.queue

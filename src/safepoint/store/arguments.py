@@ -129,10 +129,10 @@ def label_filter(labels: Any) -> dict[str, str] | None:
     return labels
 
 
-def since(value: Any) -> int | None:
-    """``runs``'s ``updated_since`` as microseconds (None: any time)."""
+def since(value: Any, name: str = "updated_since") -> int | None:
+    """``runs``'s ``updated_since`` (or ``updated_until``) as microseconds (None: any time)."""
     if value is not None and not isinstance(value, datetime):
-        raise InvalidArgument(f"updated_since must be a datetime or None, not {type(value).__name__}")
+        raise InvalidArgument(f"{name} must be a datetime or None, not {type(value).__name__}")
     return None if value is None else to_micros(value)
 
 

@@ -186,12 +186,14 @@ def runs(
     limit: int,
     cursor: str | None,
     prefix: str | None = None,
+    updated_until: datetime | None = None,
 ) -> Call[tuple[list[RunInfo], int | None], Page[RunInfo]]:
     rows, wanted = arguments.limit(limit), arguments.label_filter(labels)
     op = listing.list_runs(
         statuses=None if status is None else arguments.statuses(status),
         labels=wanted,
         updated_since=arguments.since(updated_since),
+        updated_until=arguments.since(updated_until, "updated_until"),
         before_id=arguments.decode_cursor(cursor),
         limit=rows,
         prefix=None if prefix is None else check_id(prefix, "run_id_prefix"),

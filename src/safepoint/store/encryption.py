@@ -49,6 +49,7 @@ _ANY_RUN = {
     "statuses": None,
     "labels": None,
     "updated_since": None,
+    "updated_until": None,
     "before_id": None,
     "prefix": None,
     "limit": 1,

@@ -95,6 +95,11 @@ class Inspector:
                 prefix=q.get("prefix"),
                 cursor=q.get("cursor"),
                 show_all=q.get("all") == "1",
+                since=q.get("since"),
+                until=q.get("until"),
+                label_has=q.get("label_has"),
+                sort=q.get("sort"),
+                order=q.get("order"),
             )
         except Exception as exc:  # shown as a page, never as a traceback
             return self.failed(request, exc)
@@ -112,7 +117,7 @@ class Inspector:
             if "step" in q:
                 context = pages.step_page(self.store, run_id, _int(q["step"]), _int(q.get("page", "1")))
                 return self.render(request, "step.html", {"run_id": run_id, **context})
-            context = pages.run_page(self.store, run_id, _int(q.get("steps", "1")))
+            context = pages.run_page(self.store, run_id, _int(q.get("steps", "1")), q.get("find"))
             return self.render(request, "run.html", {"run_id": run_id, **context})
         except Exception as exc:
             return self.failed(request, exc)

@@ -8,18 +8,22 @@ page, whatever it holds.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
+from urllib.parse import urlencode
 
 from safepoint.blobs.base import BlobRef
-from safepoint.errors import SafepointError
+from safepoint.errors import InvalidArgument, NotFound, SafepointError
 from safepoint.frameworks import framework_view, user_runs
 from safepoint.harness import budgets
 from safepoint.model import VALUE_FIELDS, Checkpoint, Status
 from safepoint.readable import checkpoint_diff, describe, pending, question
+from safepoint.records import RunInfo
 from safepoint.step_calls import ShownCall, step_calls
-from safepoint.store import Store
+from safepoint.store import QueueState, Store
 
 from . import chart
 
@@ -40,23 +44,79 @@ def runs_page(
     prefix: str | None,
     cursor: str | None,
     show_all: bool = False,
+    since: str | None = None,
+    until: str | None = None,
+    label_has: str | None = None,
+    sort: str | None = None,
+    order: str | None = None,
 ) -> dict[str, Any]:
+    """The runs list: the store's filters (status, exact labels, id prefix, last update since and
+    until) in its query; "label contains" (plain stores only) applied here over at most ``SCAN``
+    runs a request, and the sort applied to the page shown (the store lists newest first only)."""
+    encrypted = store.settings.sealer is not None
     labels = None
     if label:
-        name, _, value = label.partition("=")
+        name, sep, value = label.partition("=")
+        if not sep:
+            raise InvalidArgument("a label is searched as name=value")
         labels = {name: value}
-    filters: dict[str, Any] = {"status": status or None, "labels": labels, "run_id_prefix": prefix or None}
+    if label_has and encrypted:  # a sealed label is matched only whole, through its blind index
+        raise InvalidArgument("on an encrypted store labels match only exactly: name=value")
+    since_at, until_at = _moment(since, "since"), _moment(until, "until")
+    filters: dict[str, Any] = {
+        "status": status or None,
+        "labels": labels,
+        "run_id_prefix": prefix or None,
+        "updated_since": since_at,
+        "updated_until": until_at,
+    }
     lister = store.runs if show_all else partial(user_runs, store)
-    page = lister(limit=PAGE, cursor=cursor or None, **filters)
-    runs = page.items
+    kept: list[RunInfo] = []
+    scanned, next_cursor = 0, cursor or None
+    while True:
+        page = lister(limit=PAGE, cursor=next_cursor, **filters)
+        scanned += len(page.items)
+        next_cursor = page.next_cursor
+        kept += [r for r in page.items if _kept(r, label_has)]
+        if not label_has:
+            break
+        if len(kept) >= PAGE or next_cursor is None or scanned >= SCAN:
+            break
+    now = datetime.now(UTC)
+    queue = _queue_states(store, kept)
+    rows = [ListedRun(r, queue.get(r.run_id), now) for r in kept]
+    sort_key = sort if sort in SORTS else "updated"
+    descending = order != "asc"
+    rows.sort(key=SORTS[sort_key], reverse=descending)
     failed = store.runs(status="failed", limit=10).items  # quarantined runs, with their reasons
+    query = {
+        "status": status or "",
+        "label": label or "",
+        "label_has": label_has or "",
+        "prefix": prefix or "",
+        "since": since or "",
+        "until": until or "",
+        **({"all": "1"} if show_all else {}),
+    }
     return {
-        "runs": runs,
-        "next_cursor": page.next_cursor,
+        "runs": rows,
+        "next_cursor": next_cursor,
+        "next_query": urlencode({**query, "sort": sort_key, "order": "desc" if descending else "asc"}),
+        "sort_links": {
+            key: urlencode({**query, "sort": key, "order": _flipped(key, sort_key, descending)})
+            for key in SORTS
+        },
+        "sort": sort_key,
+        "descending": descending,
+        "scanned": scanned if label_has else None,
+        "encrypted": encrypted,
         "statuses": [s.value for s in Status],
         "status": status or "",
         "label": label or "",
+        "label_has": label_has or "",
         "prefix": prefix or "",
+        "since": since or "",
+        "until": until or "",
         "show_all": show_all,
         "counts": store.run_counts(),
         "claimable": store.queue_depth(),
@@ -64,6 +124,87 @@ def runs_page(
         if not status or status == "failed"
         else [],
     }
+
+
+PAGE_SCAN = 40  # pages of runs a filter applied here reads at most in one request
+SCAN = PAGE * PAGE_SCAN
+
+
+@dataclass(frozen=True)
+class ListedRun:
+    """A listed run and where it stands with the workers (``QueueState``'s own words for it)."""
+
+    run: RunInfo
+    queue: QueueState | None
+    now: datetime
+
+    @property
+    def holder(self) -> str | None:
+        return None if self.queue is None else self.queue.holder(self.now)
+
+    @property
+    def lease_expires_at(self) -> datetime | None:
+        return None if self.holder is None or self.queue is None else self.queue.expires_at
+
+    @property
+    def shown_status(self) -> str:
+        """Its status, or "queued" for a running run that waits in the queue for a worker."""
+        if self.run.unreadable is not None:
+            return "unreadable"
+        waiting = self.queue is not None and self.queue.waiting(self.now)
+        return "queued" if waiting and self.run.status is Status.RUNNING else self.run.status.value
+
+    @property
+    def tokens(self) -> float:
+        return _number(self.run.counters, "tokens_in") + _number(self.run.counters, "tokens_out")
+
+
+SORTS: dict[str, Callable[[ListedRun], Any]] = {
+    "id": lambda r: r.run.run_id,
+    "status": lambda r: (r.shown_status, r.run.run_id),
+    "step": lambda r: (r.run.head_step, r.run.run_id),
+    "updated": lambda r: (r.run.updated_at, r.run.run_id),
+    "tokens": lambda r: (r.tokens, r.run.run_id),
+}
+
+
+def _flipped(key: str, sort_key: str, descending: bool) -> str:
+    """A heading's order when clicked: the other way on the sorted column, else names A to Z
+    and numbers and times largest first."""
+    if key == sort_key:
+        return "asc" if descending else "desc"
+    return "asc" if key in ("id", "status") else "desc"
+
+
+def _queue_states(store: Store, runs: list[RunInfo]) -> dict[str, QueueState]:
+    """Each readable run's ``queue_state``, by run id (one read per run, as ``safepoint runs``)."""
+    states: dict[str, QueueState] = {}
+    for run in runs:
+        if run.unreadable is not None:
+            continue
+        try:
+            states[run.run_id] = store.queue_state(run.run_id)
+        except NotFound:
+            continue  # deleted since it was listed
+    return states
+
+
+def _kept(run: RunInfo, label_has: str | None) -> bool:
+    """Whether ``label_has`` is in one of the run's labels written ``name=value`` (or not asked)."""
+    if not label_has:
+        return True
+    return any(label_has in f"{name}={value}" for name, value in run.labels.items())
+
+
+def _moment(text: str | None, name: str) -> datetime | None:
+    """A time from the search form (``datetime-local``: no zone), read as UTC."""
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidArgument(f"{name} must be a date and time such as 2026-01-31T12:00") from None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
 
 @dataclass(frozen=True)
@@ -79,7 +220,7 @@ class BudgetBar:
         return max(0, min(100, round(100 * self.used / self.limit)))
 
 
-def run_page(store: Store, run_id: str, steps_page: int = 1) -> dict[str, Any]:
+def run_page(store: Store, run_id: str, steps_page: int = 1, find: str | None = None) -> dict[str, Any]:
     info = store.run(run_id)
     queue = store.queue_state(run_id)
     points = store.timeline(run_id)
@@ -109,6 +250,8 @@ def run_page(store: Store, run_id: str, steps_page: int = 1) -> dict[str, Any]:
         "info": info,
         "queue": queue,
         "leased": queue.leased(),
+        "holder": queue.holder(),
+        "waiting": queue.waiting() and info.status is Status.RUNNING,
         "lines": lines,
         "chart": {"width": chart.WIDTH, "height": chart.HEIGHT},
         "recent": newest_first[(page - 1) * PAGE : page * PAGE],
@@ -120,7 +263,33 @@ def run_page(store: Store, run_id: str, steps_page: int = 1) -> dict[str, Any]:
         "bars": bars,
         "framework": framework_view(info.labels, None),
         "forks": store.forks(run_id),
+        "find": find or "",
+        "found": found_in_conversation(store, run_id, find) if find else None,
     }
+
+
+FOUND = 100  # matches a conversation search shows
+AROUND = 60  # characters shown either side of a match
+
+
+def found_in_conversation(store: Store, run_id: str, text: str) -> list[tuple[int, str, str, int]]:
+    """The head's messages whose shown text holds ``text`` (any case), as (index, role, excerpt,
+    the head step page it is on): the run is opened and read here, on an encrypted store too
+    (no index of message text exists); the term is neither stored nor logged."""
+    cp = store.load(run_id, migrate=False, fetch_blobs=False)
+    wanted = text.casefold()
+    found = []
+    for index, message in enumerate(cp.messages):
+        role, shown = describe(message)
+        at = shown.casefold().find(wanted)
+        if at < 0:
+            continue
+        start, end = max(0, at - AROUND), at + len(text) + AROUND
+        excerpt = ("…" if start else "") + shown[start:end] + ("…" if end < len(shown) else "")
+        found.append((index, role, excerpt, index // MESSAGES + 1))
+        if len(found) == FOUND:
+            break
+    return found
 
 
 def step_page(store: Store, run_id: str, step: int, page: int) -> dict[str, Any]:

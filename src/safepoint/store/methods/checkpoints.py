@@ -135,9 +135,11 @@ class CheckpointMethods(Entries):
         limit: int = 100,
         cursor: str | None = None,
         run_id_prefix: str | None = None,
+        updated_until: datetime | None = None,
     ) -> Returns[Page[RunInfo]]:
         """Runs, newest first, filtered by status (one or several), labels (all
-        must match), last update and the start of the run id (``run_id_prefix``,
+        must match), last update (``updated_since`` and ``updated_until``, both
+        included) and the start of the run id (``run_id_prefix``,
         matched exactly: no wildcards); pass ``page.next_cursor`` back as
         ``cursor`` for the next page. ``limit`` is 1 to 10,000; a bad status,
         limit, prefix or cursor raises ``InvalidArgument``."""
@@ -148,6 +150,7 @@ class CheckpointMethods(Entries):
             limit=limit,
             cursor=cursor,
             prefix=run_id_prefix,
+            updated_until=updated_until,
         )
 
     @method("safepoint.fork", ("run_id", "step"), store_calls.of_run, done=store_calls.forked)

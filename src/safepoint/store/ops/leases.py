@@ -170,6 +170,16 @@ class QueueState:
             return False
         return self.expires_at > (now if now is not None else datetime.now(self.expires_at.tzinfo))
 
+    def holder(self, now: datetime | None = None) -> str | None:
+        """The owner of a live lease (a worker's id, or an exclusive ``Run``'s), else None."""
+        return self.owner if self.leased(now) else None
+
+    def waiting(self, now: datetime | None = None) -> bool:
+        """Whether the run waits in the queue for a worker: queued, and no live lease holds it.
+
+        Its run row says running meanwhile; listings show such a run as queued."""
+        return self.queued and not self.leased(now)
+
     @property
     def served_by_workers(self) -> bool:
         """Whether workers ever claimed the run (so a run made runnable again belongs in the queue)."""

@@ -114,6 +114,7 @@ def list_runs(
     before_id: int | None,
     limit: int,
     prefix: str | None = None,
+    updated_until: int | None = None,
 ) -> Op[tuple[list[RunInfo], int | None]]:
     """One page of runs, newest first, and the row id to continue before (if more)."""
     rows = yield Query(
@@ -122,6 +123,7 @@ def list_runs(
             "statuses": None if statuses is None else codec.encode(statuses).decode(),
             "labels": None if labels is None else codec.encode(labels).decode(),
             "updated_since": updated_since,
+            "updated_until": updated_until,
             "before_id": before_id,
             "prefix": prefix,
             "limit": limit + 1,  # one extra row says whether another page exists

@@ -230,7 +230,7 @@ FROM safepoint_runs
 WHERE run_id = %(run_id)s;
 
 -- name: list_runs
--- params: statuses, labels, updated_since, before_id, prefix, limit
+-- params: statuses, labels, updated_since, updated_until, before_id, prefix, limit
 -- returns: run_ref, run_id, status, head_step, schema_version, labels, counters,
 --          created_at, updated_at, parent_run_id, parent_step, attempts, retry_at,
 --          last_error
@@ -248,6 +248,8 @@ WHERE (%(statuses)s::jsonb IS NULL
   AND (%(labels)s::jsonb IS NULL OR labels @> %(labels)s::jsonb)
   AND (%(updated_since)s::bigint IS NULL
        OR updated_at >= 'epoch'::timestamptz + %(updated_since)s::bigint * interval '1 microsecond')
+  AND (%(updated_until)s::bigint IS NULL
+       OR updated_at <= 'epoch'::timestamptz + %(updated_until)s::bigint * interval '1 microsecond')
   AND (%(before_id)s::bigint IS NULL OR id < %(before_id)s::bigint)
   AND (%(prefix)s::text IS NULL OR starts_with(run_id, %(prefix)s::text))  -- not LIKE: no wildcards
 ORDER BY id DESC

@@ -206,7 +206,7 @@ JOIN safepoint_checkpoints AS c ON c.id = (
 WHERE r.run_id = :run_id;
 
 -- name: list_runs
--- params: statuses, labels, updated_since, before_id, prefix, limit
+-- params: statuses, labels, updated_since, updated_until, before_id, prefix, limit
 -- returns: run_ref, run_id, status, head_step, schema_version, labels, counters,
 --          created_at, updated_at, parent_run_id, parent_step, attempts, retry_at,
 --          last_error
@@ -225,6 +225,7 @@ JOIN safepoint_checkpoints AS c ON c.id = (
     WHERE id BETWEEN r.id * 4294967296 AND r.id * 4294967296 + 4294967295)
 WHERE (:statuses IS NULL OR r.status IN (SELECT value FROM json_each(:statuses)))
   AND (:updated_since IS NULL OR c.created_at >= :updated_since)
+  AND (:updated_until IS NULL OR c.created_at <= :updated_until)
   AND (:before_id IS NULL OR r.id < :before_id)
   AND (:prefix IS NULL OR substr(r.run_id, 1, length(:prefix)) = :prefix)  -- no LIKE: % and _ are data
   AND (:labels IS NULL OR NOT EXISTS (

@@ -66,6 +66,10 @@ class ApiConformance:
         assert seen == [f"run-{n}" for n in reversed(range(7))]
         latest = store.runs(limit=1).items[0]
         assert store.runs(updated_since=latest.updated_at).items[0].run_id == latest.run_id
+        first = store.run("run-0").updated_at  # both ends of the range are included
+        assert [r.run_id for r in store.runs(updated_since=first, updated_until=first)] == ["run-0"]
+        assert "run-0" not in {r.run_id for r in store.runs(updated_since=latest.updated_at)}
+        assert "run-6" not in {r.run_id for r in store.runs(updated_until=first)}
 
     def test_runs_by_run_id_prefix_take_wildcards_as_data(self, store: Store) -> None:
         """runs(run_id_prefix=...) matches the start of the id exactly: ``%`` and ``_`` are characters."""
