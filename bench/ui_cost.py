@@ -8,7 +8,10 @@ Starlette's test client (the page rendered, the guard in front), and prints
 the median and the slowest wall time. Wall time on a shared machine: the
 figure varies with its load.
 
-    .venv/bin/python bench/ui_cost.py [--runs 10000] [--repeat 5] [--encrypted]
+With ``--postgres DSN`` the same over a fresh schema on that server (dropped
+afterwards).
+
+    .venv/bin/python bench/ui_cost.py [--runs 10000] [--repeat 5] [--encrypted] [--postgres DSN]
 """
 
 from __future__ import annotations
@@ -18,8 +21,11 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
+import psycopg
+from psycopg import sql
 from starlette.testclient import TestClient
 
 import safepoint
@@ -58,6 +64,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--encrypted", action="store_true")
+    parser.add_argument("--postgres", metavar="DSN", default=None)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         kinds: list[tuple[str, dict[str, object]]] = [("sqlite", {})]
@@ -70,8 +77,13 @@ def main() -> None:
             key_path.write_text(KEYS.format(*secret))
             key_path.chmod(0o600)
             kinds.append(("sqlite encrypted", {"encryption": Keyring.from_file(key_path)}))
+        schema = f"sp_bench_cost_{uuid.uuid4().hex[:12]}"
+        if args.postgres:
+            kinds = [(name.replace("sqlite", "postgresql"), options) for name, options in kinds]
         for name, options in kinds:
             url = f"sqlite:///{folder}/{name.replace(' ', '_')}.db"
+            if args.postgres:
+                url = f"{args.postgres}{'&' if '?' in args.postgres else '?'}schema={schema}{len(options)}"
             began = time.perf_counter()
             fill(url, args.runs, **options)
             print(f"{name}: {args.runs:,} runs saved in {time.perf_counter() - began:.1f} s", file=sys.stderr)
@@ -80,6 +92,10 @@ def main() -> None:
                 for path in ("/cost", "/cost?by=month", "/cost?label=team%3Dt3"):
                     median, slowest = timed(web, path, args.repeat)
                     print(f"{name} {path}: median {median * 1000:.0f} ms, slowest {slowest * 1000:.0f} ms")
+            if args.postgres:
+                with psycopg.connect(args.postgres, autocommit=True) as conn:
+                    drop = sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE")
+                    conn.execute(drop.format(sql.Identifier(f"{schema}{len(options)}")))
 
 
 if __name__ == "__main__":
