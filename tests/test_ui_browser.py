@@ -270,6 +270,8 @@ def test_actions_answer_cancel_and_requeue_from_the_page(
         assert store.run("asks").status.value == "running"
         browser.get(served.base + run_path("plain-run"))
         browser.find_element(By.ID, "cancel").click()
+        wait_for(browser, lambda d: d.find_elements(By.ID, "confirm-cancel"))  # cancel asks first
+        browser.find_element(By.ID, "confirm-cancel").click()
         wait_for(browser, lambda d: d.find_element(By.ID, "status").text == "cancelled")
         assert store.run("plain-run").status.value == "cancelled"
         browser.get(served.base + run_path(HOSTILE_ID))  # its id is hostile: the form carries it back

@@ -108,9 +108,14 @@ def test_writes_need_the_form_token_and_this_origin(store: Store) -> None:
     )
     assert refused.status_code == 403
     assert store.run("a/b").status.value == "running"
-    done = web.post(
+    asked = web.post(
         "/act", data={"run_id": "a/b", "action": "cancel", "form_token": token}, headers={"Origin": BASE}
     )
+    assert asked.status_code == 200
+    assert 'id="confirm-cancel"' in asked.text  # cancel asks first: nothing done yet
+    assert store.run("a/b").status.value == "running"
+    confirmed = {"run_id": "a/b", "action": "cancel", "form_token": token, "confirm": "yes"}
+    done = web.post("/act", data=confirmed, headers={"Origin": BASE})
     assert done.status_code == 200
     assert store.run("a/b").status.value == "cancelled"
 

@@ -3,7 +3,8 @@
 :func:`describe` makes one stored message one table row (who spoke, and
 what: tool calls and tool results included), :func:`pending` a pending
 action one line, :func:`question` what a waiting run asks, and
-:func:`checkpoint_diff` what changed between two checkpoints.
+:func:`checkpoint_diff` what changed between two checkpoints, :func:`number` a counter
+as a number people read.
 
 Agents store their conversation in whatever shape their framework uses, and
 much of it is not ``{"role": …, "content": "text"}``: an assistant turn that
@@ -33,11 +34,13 @@ tool call is only ever shown.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from safepoint.messagelist import thaw
 from safepoint.model import VALUE_FIELDS, Checkpoint
+from safepoint.visible import visible
 
 __all__ = ["checkpoint_diff", "describe", "pending", "question"]
 
@@ -247,3 +250,23 @@ def _field_changes(path: str, before: Any, after: Any, out: list[dict[str, Any]]
             _field_changes(f"{path}.{key}", before.get(key), after.get(key), out)
         return
     out.append({"path": path, "before": before, "after": after})
+
+
+def number(value: Any) -> str:
+    """A counter as people read it: ``12,345``; ``960`` for ``960.0``; ``0.42``, ``1,234.57``, ``0.0031``.
+
+    Anything but an int or a float (a counter an application stored as text)
+    shows as its stored value, control characters made visible.
+    """
+    if type(value) is int:
+        return f"{value:,}"
+    if type(value) is not float:
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+        return visible(text)
+    if not math.isfinite(value):
+        return str(value)
+    if value.is_integer() and abs(value) < 1e15:
+        return f"{int(value):,}"
+    if abs(value) >= 1:
+        return f"{value:,.2f}".rstrip("0").rstrip(".")
+    return f"{value:.2g}"

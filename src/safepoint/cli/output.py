@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import re
 import sys
 from collections.abc import Callable, Mapping
@@ -54,6 +53,7 @@ from safepoint.errors import (
     StoreCorrupt,
     StoreError,
 )
+from safepoint.readable import number
 from safepoint.store import QueueState
 from safepoint.visible import ID_LEN, visible, visible_json
 
@@ -138,25 +138,6 @@ def pairs(mapping: Mapping[str, Any], *, max_len: int | None = None) -> str:
 
 def when(moment: datetime | None) -> str:
     return "-" if moment is None else moment.strftime("%Y-%m-%d %H:%M:%S")
-
-
-def number(value: Any) -> str:
-    """A counter as people read it: ``12,345``; ``960`` for ``960.0``; ``0.42``, ``1,234.57``, ``0.0031``.
-
-    Anything but an int or a float (a counter an application stored as text)
-    shows as its stored value.
-    """
-    if type(value) is int:
-        return f"{value:,}"
-    if type(value) is not float:
-        return shown(value)
-    if not math.isfinite(value):
-        return str(value)
-    if value.is_integer() and abs(value) < 1e15:
-        return f"{int(value):,}"
-    if abs(value) >= 1:
-        return f"{value:,.2f}".rstrip("0").rstrip(".")
-    return f"{value:.2g}"
 
 
 def numbers(mapping: Mapping[str, Any], *, max_len: int | None = None) -> str:

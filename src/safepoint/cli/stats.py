@@ -4,18 +4,15 @@ Each run counts once, with its head's counters (``tokens_in``, ``spend`` …:
 whatever the runs count), as the listing carries them — no checkpoint is
 loaded. A run belongs to the bucket (day, hour, week or month, UTC) of its
 last update. On an encrypted store the counters are sealed with each run's
-key: the listing opens them (the keyring is needed, as for ``runs``).
+key: the listing opens them (the keyring is needed, as for ``runs``). The
+summing is ``safepoint.totals``'s, shared with the inspector's cost page.
 
 It opens the store read-only and writes nothing.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 import click
 from rich.table import Table
@@ -33,18 +30,8 @@ from safepoint.cli.output import (
     store_options,
 )
 from safepoint.errors import InvalidArgument
-from safepoint.frameworks import is_bookkeeping
+from safepoint.totals import BUCKETS, totals, totals_json
 from safepoint.visible import visible
-
-_PAGE = 1000
-# Shown first, in this order, when the runs count them; any other counter after them, by name.
-_KNOWN = ("steps", "tokens_in", "tokens_out", "spend", "actions")
-_BUCKETS: dict[str, Callable[[datetime], str]] = {
-    "hour": lambda t: t.strftime("%Y-%m-%d %H:00"),
-    "day": lambda t: t.strftime("%Y-%m-%d"),
-    "week": lambda t: "{}-W{:02d}".format(*t.isocalendar()[:2]),
-    "month": lambda t: t.strftime("%Y-%m"),
-}
 
 
 @click.command()
@@ -58,7 +45,7 @@ _BUCKETS: dict[str, Callable[[datetime], str]] = {
     help="Runs updated at or after: 2026-12-01, an ISO time, or 7d ago.",
 )
 @click.option("--until", default=None, metavar="WHEN", help="Runs updated before: as --since.")
-@click.option("--by", type=click.Choice(sorted(_BUCKETS)), default="day", show_default=True, help="Bucket.")
+@click.option("--by", type=click.Choice(sorted(BUCKETS)), default="day", show_default=True, help="Bucket.")
 @click.option("--all", "show_all", is_flag=True, help="Adapters' bookkeeping runs too.")
 @handle_errors
 def stats(
@@ -85,54 +72,11 @@ def stats(
         wanted[key] = value
     now = datetime.now(UTC)
     start, end = _moment(since, "since", now), _moment(until, "until", now)
-    bucket_of = _BUCKETS[by]
-    totals: dict[str, float] = defaultdict(float)
-    buckets: dict[str, _Bucket] = {}
-    counted = unreadable = 0
     with open_store_at(store_url, read_only=True) as store:
-        cursor: str | None = None
-        while True:
-            page = store.runs(
-                status=list(status) or None,
-                labels=wanted or None,
-                updated_since=start,
-                limit=_PAGE,
-                cursor=cursor,
-            )
-            for run in page:
-                if run.unreadable is not None:
-                    unreadable += 1
-                    continue
-                if (not show_all and is_bookkeeping(run.labels)) or (
-                    end is not None and run.updated_at >= end
-                ):
-                    continue
-                counted += 1
-                key = bucket_of(run.updated_at.astimezone(UTC))
-                entry = buckets.setdefault(key, _Bucket())
-                entry.runs += 1
-                for counter, amount in run.counters.items():
-                    if type(amount) in (int, float):  # a counter stored as text is not summed
-                        entry.counters[counter] += amount
-                        totals[counter] += amount
-            cursor = page.next_cursor
-            if cursor is None:
-                break
-    names = [n for n in _KNOWN if n in totals] + sorted(n for n in totals if n not in _KNOWN)
-    rows: list[dict[str, Any]] = [
-        {"bucket": key, "runs": buckets[key].runs, "counters": _plain(buckets[key].counters)}
-        for key in sorted(buckets)
-    ]
-    summed = _plain(totals)
-    data = {
-        "by": by,
-        "since": None if start is None else start.isoformat(),
-        "until": None if end is None else end.isoformat(),
-        "runs": counted,
-        "unreadable": unreadable,
-        "totals": summed,
-        "buckets": rows,
-    }
+        found = totals(store, by=by, status=status, labels=wanted, since=start, until=end, show_all=show_all)
+    data = totals_json(found, start, end)
+    names, summed, counted, unreadable = found.names, found.totals, found.runs, found.unreadable
+    rows = data["buckets"]
 
     def render() -> None:
         table = Table(title=Text(f"runs by {by} of their last update (UTC), each run's latest counters"))
@@ -152,17 +96,6 @@ def stats(
             )
 
     emit(data, as_json, render)
-
-
-@dataclass(slots=True)
-class _Bucket:
-    runs: int = 0
-    counters: dict[str, float] = field(default_factory=lambda: defaultdict(float))
-
-
-def _plain(sums: dict[str, float]) -> dict[str, int | float]:
-    """Sums as JSON numbers: whole ones as ints, the others without float noise (0.1 + 0.2)."""
-    return {name: int(v) if float(v).is_integer() else round(v, 9) for name, v in sums.items()}
 
 
 def _moment(text: str | None, name: str, now: datetime) -> datetime | None:

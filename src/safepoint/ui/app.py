@@ -22,10 +22,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from safepoint.errors import InvalidArgument, NotFound, SafepointError
+from safepoint.errors import InvalidArgument, NotFound, SafepointError, StoreUnavailable
 from safepoint.store import Store
 
 from . import actions, pages
+from .cost import cost_page
 from .guard import Guard
 from .paths import run_id_of, run_path
 from .verifying import StoreVerifier, verify_run
@@ -47,6 +48,7 @@ def create_app(
     routes = [
         Route("/", inspector.home),
         Route("/run/{segment:path}", inspector.run),
+        Route("/cost", inspector.cost),
         Route("/api/head/{segment:path}", inspector.head),
         Route("/verify", inspector.verify_status),
         Route("/verify", inspector.verify, methods=["POST"]),
@@ -81,6 +83,10 @@ class Inspector:
         """The error page: a safepoint error's own text (escaped), anything else one generic line."""
         if isinstance(exc, NotFound):
             return self.render(request, "error.html", {"message": str(exc)}, 404)
+        if isinstance(exc, StoreUnavailable):  # the store's outage, not the request's fault: try again
+            response = self.render(request, "error.html", {"message": str(exc), "unavailable": True}, 503)
+            response.headers["Retry-After"] = "5"
+            return response
         if isinstance(exc, SafepointError):
             return self.render(request, "error.html", {"message": str(exc)}, 400)
         return self.render(request, "error.html", {"message": "the inspector failed on this page"}, 500)
@@ -122,10 +128,20 @@ class Inspector:
         except Exception as exc:
             return self.failed(request, exc)
 
+    def cost(self, request: Request) -> Response:
+        q = request.query_params
+        try:
+            context = cost_page(self.store, by=q.get("by"), status=q.get("status"), label=q.get("label"))
+        except Exception as exc:
+            return self.failed(request, exc)
+        return self.render(request, "cost.html", context)
+
     def head(self, request: Request) -> Response:
         run_id = run_id_of(request.path_params["segment"])
         try:
             info = self.store.run(run_id or "?")
+        except StoreUnavailable:
+            return JSONResponse({"error": "the store is unavailable"}, status_code=503)
         except Exception:
             return JSONResponse({"error": "no such run"}, status_code=404)
         return JSONResponse({"step": info.head_step, "status": info.status.value})
@@ -152,6 +168,8 @@ class Inspector:
         if not self.guard.form_ok(_text(form.get("form_token"))):
             return Response("stale form: reload the page", status_code=403)
         run_id, action = _text(form.get("run_id")), _text(form.get("action"))
+        if action == "cancel" and _text(form.get("confirm")) != "yes":  # a second, deliberate click
+            return self.render(request, "confirm.html", {"run_id": run_id})
         try:
             if action == "fork":  # to the fork's page, which shows its edit
                 fields = {name: _text(form.get(name)) for name in actions.FORK_FIELDS}
