@@ -92,13 +92,16 @@ class JournalConformance:
         with pytest.raises(NotFound):
             store.call_intent("absent", "k")
         store.enqueue("journal")
-        old = store.claim("w-old", lease=0.05)
+        # A lease long enough to outlast the two calls below on a loaded machine (a 50 ms
+        # one did not), then waited out, so the next claim takes the run over.
+        claimed_at = time.monotonic()
+        old = store.claim("w-old", lease=1.0)
         assert old is not None
         with pytest.raises(RunHeld):
             store.record_call("journal", "k", 1)
         entry = store.call_intent("journal", "k", lease=old)
         assert (entry.writer, entry.epoch, entry.writer_live) == ("w-old", old.epoch, True)
-        time.sleep(0.1)
+        time.sleep(max(0.0, claimed_at + 1.1 - time.monotonic()))
         new = store.claim("w-new", lease=30)
         assert new is not None
         with pytest.raises(LeaseLost):
