@@ -224,15 +224,15 @@ def save_call(
         cp.scrub_report = result.report
         assert cp.created_at is not None
         assert cp.digest is not None
-        return CheckpointInfo(
-            run_id=cp.run_id,
-            step=cp.step,
-            schema_version=cp.schema_version,
-            status=cp.status,
-            created_at=cp.created_at,
-            message_count=result.plan.total,
-            digest=cp.digest,
-            scrub_report=result.report,
+        return records.checkpoint_info(
+            cp.run_id,
+            cp.step,
+            cp.schema_version,
+            cp.status,
+            cp.created_at,
+            result.plan.total,
+            cp.digest,
+            result.report,
         )
 
     def written(result: saving.SaveResult[MessagePlan]) -> SaveFacts:
