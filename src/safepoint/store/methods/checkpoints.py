@@ -221,7 +221,7 @@ def save_call(
         plan, ranges, carriers = result.plan, result.ranges, result.carriers
         finish_save(cp, plan, ranges=ranges, carriers=carriers, created_at=now, digest=result.digest)
         settings.memory.remember(cp.run_id, recall, plan, cp.messages)
-        cp.scrub_report = result.report
+        cp.__dict__["scrub_report"] = result.report  # a store field: no Checkpoint.__setattr__ frame
         assert cp.created_at is not None
         assert cp.digest is not None
         return records.checkpoint_info(
