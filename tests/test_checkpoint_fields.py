@@ -16,6 +16,7 @@ from safepoint import (
     InvalidCheckpoint,
     MigrationChain,
     MigrationError,
+    NotJSONCompatible,
     ParentRef,
     Status,
     open_store,
@@ -198,3 +199,36 @@ def test_every_field_a_migration_may_change_must_stay(field: str) -> None:
     chain = MigrationChain(current=2, migrations={1: drop})
     with pytest.raises(MigrationError, match=f"removed the field {field!r}"):
         chain.migrate(Checkpoint(run_id="r").to_dict())
+
+
+@pytest.mark.parametrize(
+    ("counters", "labels"),
+    [
+        ({"\ud800": 1}, {}),  # a lone surrogate in a counter name
+        ({"a": 2**64}, {}),  # past JSON's 64 bits
+        ({"a": -(2**63) - 1}, {}),
+        ({"a": True}, {}),  # a bool is not a counter
+        ({"a": float("inf")}, {}),
+        ({"\x00": 1}, {}),  # NUL in a queryable column
+        ({}, {"\udc00": "x"}),
+        ({}, {"a": "\ud800"}),
+        ({}, {"a": "\x00"}),
+    ],
+)
+def test_a_bad_counter_or_label_is_refused_after_good_saves(
+    tmp_path: Any, counters: dict[str, Any], labels: dict[str, str]
+) -> None:
+    """Counters and labels are checked by the quick pass's own loops, not the walk: each bad one
+    is still refused (naming its field) by a store that saved the run's good header before."""
+    store = open_store(f"sqlite:///{tmp_path / 'fields.db'}", scrubber=False)
+    cp = Checkpoint(run_id="r", counters={"a": 1}, labels={"k": "v"})
+    store.save(cp)
+    cp = cp.next()
+    store.save(cp)
+    bad = cp.next()
+    bad.counters.update(counters)
+    bad.labels.update(labels)
+    with pytest.raises(NotJSONCompatible) as caught:
+        store.save(bad)
+    assert caught.value.path.startswith(("counters", "labels"))
+    assert store.load("r").step == 1

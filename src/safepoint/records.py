@@ -7,9 +7,12 @@ The checkpoint itself (what an application saves) is ``safepoint.model``.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from itertools import repeat
+from operator import call
 from typing import Any, Generic, TypeVar
 
 from .errors import CorruptCheckpoint, InvalidArgument
@@ -305,3 +308,16 @@ def to_micros(moment: datetime) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return (moment - _EPOCH) // timedelta(microseconds=1)
+
+
+# A save returns a CheckpointInfo every time: its frozen dataclass __init__ sets each field with
+# object.__setattr__ from Python bytecode (about 1.3 K instructions a field). The slots' own
+# setters, called by map in C, fill the same frozen record with no Python frame per field.
+_INFO_SETTERS = tuple(getattr(CheckpointInfo, name).__set__ for name in CheckpointInfo.__slots__)
+
+
+def checkpoint_info(*values: Any) -> CheckpointInfo:
+    """``CheckpointInfo(*values)`` with every field given, in the class's order, cheaper."""
+    info = object.__new__(CheckpointInfo)
+    deque(map(call, _INFO_SETTERS, repeat(info), values), 0)
+    return info

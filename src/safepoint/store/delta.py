@@ -201,5 +201,8 @@ def finish_save(
         None if carriers is None else tuple(carriers),
     )
     messages.clean_prefix = plan.total
-    cp.created_at = from_micros(created_at)
-    cp.digest = digest.hex()
+    # Straight into the instance's fields: Checkpoint.__setattr__ only converts messages and
+    # status, and a call of it per field is a Python frame on every save.
+    fields = cp.__dict__
+    fields["created_at"] = from_micros(created_at)
+    fields["digest"] = digest.hex()

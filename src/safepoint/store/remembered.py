@@ -200,8 +200,9 @@ class RunMemory:
         for body in bodies:
             total += len(body)
             added.append(total)
-        typed = [index for index, message in enumerate(new, start) if not _plain(message)]
-        long = any(long_text.has_long_string(new[index - start]) for index in typed)
+        # The usual new messages are all plain: one map over them, no list of indices built.
+        typed = [] if all(map(_plain, new)) else [i for i, m in enumerate(new, start) if not _plain(m)]
+        long = bool(typed) and any(long_text.has_long_string(new[index - start]) for index in typed)
         with self._lock:
             if base is not None:
                 # Extended in place when this head follows the base's directly (the usual
@@ -223,8 +224,9 @@ class RunMemory:
                 self._messages -= old.view.count
                 self._bytes -= old.size
             self._runs[run_id] = entry
-            self._messages += view.count
-            self._bytes += entry.size
+            count = view.count
+            self._messages += count
+            self._bytes += ends[count - 1] if count else 0  # entry.size, without its property's frame
             while (
                 self._messages > self._max_messages
                 or self._bytes > self._max_bytes

@@ -15,6 +15,7 @@ from typing import Any
 
 from safepoint import codec
 from safepoint.errors import InvalidArgument, InvalidCheckpoint, NotJSONCompatible
+from safepoint.long_text import LONG_STRING
 from safepoint.model import VALUE_TYPES, Checkpoint, ParentRef, Status
 
 MAX_RUN_ID_LENGTH = 255
@@ -89,15 +90,26 @@ def _plainly_valid(cp: Checkpoint) -> bool:
     counters, labels = cp.counters, cp.labels
     if type(counters) is not dict or type(labels) is not dict:
         return False
+    # Counters and labels are flat: these loops check all the walk below would (exact types,
+    # no lone surrogate, an int within JSON's 64 bits, a finite float, a label's length), and
+    # the NUL their columns refuse, so the walk leaves them out (a Python frame each, every save).
     for key, number in counters.items():
-        if type(key) is not str or "\x00" in key or type(number) not in _NUMBER_TYPES:
+        if type(key) is not str or "\x00" in key or not (key.isascii() or codec.is_valid_unicode(key)):
             return False
-        if type(number) is float and not math.isfinite(number):
+        kind = type(number)
+        if kind is int:
+            if not _INT_MIN <= number <= _INT_MAX:
+                return False
+        elif kind is not float or not math.isfinite(number):
             return False
     for key, label in labels.items():
         if type(key) is not str or type(label) is not str or "\x00" in key or "\x00" in label:
             return False
-    values: list[Any] = [counters, labels]
+        if len(label) > LONG_STRING or not (key.isascii() or codec.is_valid_unicode(key)):
+            return False
+        if not (label.isascii() or codec.is_valid_unicode(label)):
+            return False
+    values: list[Any] = []
     for name, kinds in VALUE_TYPES.items():
         value = getattr(cp, name)
         if type(value) not in kinds:
@@ -111,6 +123,7 @@ def _plainly_valid(cp: Checkpoint) -> bool:
 
 
 _NUMBER_TYPES = (int, float)
+_INT_MIN, _INT_MAX = -(2**63), 2**64 - 1  # codec's quick walk's bounds (what orjson encodes)
 
 
 def _explain_invalid(cp: Checkpoint, allow_bytes: bool) -> None:

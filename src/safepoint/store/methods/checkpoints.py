@@ -224,18 +224,18 @@ def save_call(
         plan, ranges, carriers = result.plan, result.ranges, result.carriers
         finish_save(cp, plan, ranges=ranges, carriers=carriers, created_at=now, digest=result.digest)
         settings.memory.remember(cp.run_id, recall, plan, cp.messages)
-        cp.scrub_report = result.report
+        cp.__dict__["scrub_report"] = result.report  # a store field: no Checkpoint.__setattr__ frame
         assert cp.created_at is not None
         assert cp.digest is not None
-        return CheckpointInfo(
-            run_id=cp.run_id,
-            step=cp.step,
-            schema_version=cp.schema_version,
-            status=cp.status,
-            created_at=cp.created_at,
-            message_count=result.plan.total,
-            digest=cp.digest,
-            scrub_report=result.report,
+        return records.checkpoint_info(
+            cp.run_id,
+            cp.step,
+            cp.schema_version,
+            cp.status,
+            cp.created_at,
+            result.plan.total,
+            cp.digest,
+            result.report,
         )
 
     def written(result: saving.SaveResult[MessagePlan]) -> SaveFacts:
