@@ -35,6 +35,7 @@ from safepoint.model import Status
 from safepoint.readable import question
 from safepoint.records import Page, RunInfo
 from safepoint.store import QueueState, Store
+from safepoint.store.admin import queue_states
 from safepoint.visible import visible
 
 _RUNS_PAGE = 50
@@ -117,7 +118,7 @@ def runs(
             page = user_runs(store, limit=limit, cursor=cursor, **filters)
         where = store.url  # the URL as the store shows it: a PostgreSQL password masked
         questions = _waiting_questions(store, page)
-        queue = _queue_states(store, page)
+        queue = queue_states(store, page)
     now = datetime.now(UTC)
     rows = [_Row(run, queue.get(run.run_id), questions.get(run.run_id), now) for run in page]
     data = {
@@ -285,19 +286,6 @@ class _Row:
 def _one_a_line(show: Callable[[Mapping[str, Any]], str], mapping: Mapping[str, Any]) -> str:
     """``key=value`` pairs one a line (each made visible: no line break of its own), cut at ``WIDE``."""
     return "\n".join(show({key: value}) for key, value in mapping.items())[:WIDE] or "-"
-
-
-def _queue_states(store: Store, page: Page[RunInfo]) -> dict[str, QueueState]:
-    """Each readable run's place with the workers (queued, holder), by run id: one read per run."""
-    states: dict[str, QueueState] = {}
-    for run in page:
-        if run.unreadable is not None:
-            continue
-        try:
-            states[run.run_id] = store.queue_state(run.run_id)
-        except NotFound:
-            continue  # deleted since it was listed
-    return states
 
 
 def _iso(moment: datetime | None) -> str | None:

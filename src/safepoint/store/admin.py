@@ -33,10 +33,10 @@ does. The CLI imports these from here and nothing else under
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from safepoint.errors import CorruptCheckpoint, InvalidArgument, SafepointError
+from safepoint.errors import CorruptCheckpoint, InvalidArgument, NotFound, SafepointError
 from safepoint.records import Retention, RunInfo
 
 from .backup import BackupReport, backup_store, check_backup_source
@@ -44,6 +44,7 @@ from .facade import Store
 from .keys import KeyStatus, Resealing, ToEncrypt, encrypt_store, key_status, rekey_store
 from .keys import Progress as KeyProgress
 from .ops.collect import FileSpace
+from .ops.leases import QueueState
 from .ops.retention import PruneResult
 from .urls import scheme_of, split_schema
 from .verifying import VerifyReport, verify_store
@@ -65,6 +66,7 @@ __all__ = [
     "key_status",
     "migrate_store",
     "prune_store",
+    "queue_states",
     "rekey_store",
     "scheme_of",
     "split_schema",
@@ -85,6 +87,21 @@ class MigrateReport:
     @property
     def ok(self) -> bool:
         return not self.failures
+
+
+def queue_states(store: Store, runs: Iterable[RunInfo]) -> dict[str, QueueState]:
+    """Each readable run's place with the workers (queued, who holds it), by run id: one read per
+    run, for a page of a listing (``safepoint runs``, the inspector's runs page). A run deleted
+    since it was listed, or one the store cannot read, is left out."""
+    states: dict[str, QueueState] = {}
+    for run in runs:
+        if run.unreadable is not None:
+            continue
+        try:
+            states[run.run_id] = store.queue_state(run.run_id)
+        except NotFound:
+            continue
+    return states
 
 
 def all_runs(store: Store, page_size: int = 500) -> Iterator[RunInfo]:

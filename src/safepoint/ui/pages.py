@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from safepoint.blobs.base import BlobRef
-from safepoint.errors import InvalidArgument, NotFound, SafepointError
+from safepoint.errors import InvalidArgument, SafepointError
 from safepoint.frameworks import framework_view, user_runs
 from safepoint.harness import budgets
 from safepoint.model import VALUE_FIELDS, Checkpoint, Status
@@ -24,6 +24,7 @@ from safepoint.readable import checkpoint_diff, describe, pending, question
 from safepoint.records import RunInfo
 from safepoint.step_calls import ShownCall, step_calls
 from safepoint.store import QueueState, Store
+from safepoint.store.admin import queue_states
 
 from . import chart
 
@@ -83,7 +84,7 @@ def runs_page(
         if len(kept) >= PAGE or next_cursor is None or scanned >= SCAN:
             break
     now = datetime.now(UTC)
-    queue = _queue_states(store, kept)
+    queue = queue_states(store, kept)
     rows = [ListedRun(r, queue.get(r.run_id), now) for r in kept]
     sort_key = sort if sort in SORTS else "updated"
     descending = order != "asc"
@@ -174,19 +175,6 @@ def _flipped(key: str, sort_key: str, descending: bool) -> str:
     if key == sort_key:
         return "asc" if descending else "desc"
     return "asc" if key in ("id", "status") else "desc"
-
-
-def _queue_states(store: Store, runs: list[RunInfo]) -> dict[str, QueueState]:
-    """Each readable run's ``queue_state``, by run id (one read per run, as ``safepoint runs``)."""
-    states: dict[str, QueueState] = {}
-    for run in runs:
-        if run.unreadable is not None:
-            continue
-        try:
-            states[run.run_id] = store.queue_state(run.run_id)
-        except NotFound:
-            continue  # deleted since it was listed
-    return states
 
 
 def _kept(run: RunInfo, label_has: str | None) -> bool:
