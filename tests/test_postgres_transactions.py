@@ -71,7 +71,14 @@ def _insert_then(run_id: str, failure: str) -> Op[None]:
 
 
 def _list_all() -> Op[list[str]]:
-    params = {"statuses": None, "labels": None, "updated_since": None, "before_id": None, "prefix": None}
+    params = {
+        "statuses": None,
+        "labels": None,
+        "updated_since": None,
+        "updated_until": None,
+        "before_id": None,
+        "prefix": None,
+    }
     params["limit"] = 100
     rows = yield Query("list_runs", params)
     return [row[1] for row in rows]
