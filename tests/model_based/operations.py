@@ -140,7 +140,11 @@ TABLE: tuple[Op, ...] = (
     Op(
         "runs",
         lambda c: st.fixed_dictionaries(
-            {"labels": st.sampled_from(({}, {"team": "blue"}, {"tier": "gold"}))}
+            {
+                "labels": st.sampled_from(({}, {"team": "blue"}, {"tier": "gold"})),
+                # updated_since / updated_until: no bound, a window holding every run, one before all
+                "window": st.sampled_from((None, "all", "before")),
+            }
         ),
         lambda ctx: True,
         cps.act_runs,

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import threading
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from safepoint import Conflict, Retention
@@ -182,28 +182,44 @@ def update_history(ctx: Context, args: dict[str, Any], outcome: Outcome) -> None
         raise Finding(f"history({run_id!r}) lists other steps than the model")
 
 
+# Time windows whose outcome needs no clock: every run was updated inside the first, none in
+# the second (both ends of a window are included).
+_WINDOWS = {
+    None: {},
+    "all": {
+        "updated_since": datetime(2000, 1, 1, tzinfo=UTC),
+        "updated_until": datetime(2200, 1, 1, tzinfo=UTC),
+    },
+    "before": {"updated_since": None, "updated_until": datetime(2000, 1, 1, tzinfo=UTC)},
+}
+
+
 def act_runs(ctx: Context, args: dict[str, Any]) -> Outcome:
-    wanted = args["labels"]
+    wanted, window = args["labels"], _WINDOWS[args.get("window")]
 
     def pages() -> list[str]:
         found: list[str] = []
         cursor = None
         while True:
-            page = ctx.world.store.runs(labels=wanted, limit=2, cursor=cursor)
+            page = ctx.world.store.runs(labels=wanted, limit=2, cursor=cursor, **window)
             found += [info.run_id for info in page.items]
             cursor = page.next_cursor
             if cursor is None:
                 return found
 
-    return attempt(ctx, pages, f"runs(labels={wanted})")
+    return attempt(ctx, pages, f"runs(labels={wanted}, window={args.get('window')})")
 
 
 def update_runs(ctx: Context, args: dict[str, Any], outcome: Outcome) -> None:
     expect(outcome, None, "runs(labels=…)")
-    wanted = args["labels"]
-    model = {rid for rid, run in ctx.model.runs.items() if wanted.items() <= run.labels.items()}
+    wanted, window = args["labels"], args.get("window")
+    model = set()
+    if window != "before":
+        model = {rid for rid, run in ctx.model.runs.items() if wanted.items() <= run.labels.items()}
     if sorted(outcome.value) != sorted(model):
-        raise Finding(f"runs(labels={wanted}) lists {sorted(outcome.value)}, the model {sorted(model)}")
+        raise Finding(
+            f"runs(labels={wanted}, window={window}) lists {sorted(outcome.value)}, the model {sorted(model)}"
+        )
 
 
 # -- retention and gc, delete -------------------------------------------------------------

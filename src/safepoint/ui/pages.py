@@ -90,15 +90,16 @@ def runs_page(
     descending = order != "asc"
     rows.sort(key=SORTS[sort_key], reverse=descending)
     failed = store.runs(status="failed", limit=10).items  # quarantined runs, with their reasons
-    query = {
+    # The search as the form holds it: echoed into the form and carried by every link.
+    fields = {
         "status": status or "",
         "label": label or "",
         "label_has": label_has or "",
         "prefix": prefix or "",
         "since": since or "",
         "until": until or "",
-        **({"all": "1"} if show_all else {}),
     }
+    query = {**fields, **({"all": "1"} if show_all else {})}
     return {
         "runs": rows,
         "next_cursor": next_cursor,
@@ -112,12 +113,7 @@ def runs_page(
         "scanned": scanned if label_has else None,
         "encrypted": encrypted,
         "statuses": [s.value for s in Status],
-        "status": status or "",
-        "label": label or "",
-        "label_has": label_has or "",
-        "prefix": prefix or "",
-        "since": since or "",
-        "until": until or "",
+        **fields,
         "show_all": show_all,
         "counts": store.run_counts(),
         "claimable": store.queue_depth(),
