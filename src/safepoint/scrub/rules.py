@@ -41,6 +41,16 @@ def pii_rules(kinds: Iterable[str]) -> tuple[Rule, ...]:
     return tuple(rule for rule in PII_RULES if rule.kind in wanted)
 
 
+def rules_named(names: Iterable[str]) -> tuple[Rule, ...]:
+    """The secret rules with these names, in table order (``safepoint redact --rule``); an
+    unknown name is an error that lists the known ones (rule names are no secret)."""
+    wanted = set(names)
+    known = {rule.name for rule in SECRET_RULES}
+    if wanted - known:
+        raise InvalidArgument(f"unknown scrubber rule; known rules: {', '.join(sorted(known))}")
+    return tuple(rule for rule in SECRET_RULES if rule.name in wanted)
+
+
 def default_scanner(pii: Iterable[str] = ()) -> RuleScanner:
     """The secret rules plus the chosen PII kinds; built once per distinct set of kinds."""
     kinds = frozenset(pii)

@@ -112,7 +112,7 @@ class Scrubber:
 
     ``Scrubber(secrets=Secrets().add_env("OPENAI_API_KEY"), policy="reference",
     pii=("email",))``: registered secrets, the token rules (``rules=False``
-    turns them off), PII kinds to redact (``"email"``, ``"phone"``, ``"card"``,
+    turns them off; a list of rule names keeps only those), PII kinds to redact (``"email"``, ``"phone"``, ``"card"``,
     ``"iban"``, ``"ssn"``, or ``pii=True`` for all), and ``steps``: your own
     callables, run after the built-in ones.
     """
@@ -122,7 +122,7 @@ class Scrubber:
         *,
         secrets: Secrets | None = None,
         policy: Policy | str = "reference",
-        rules: bool = True,
+        rules: bool | Iterable[str] = True,
         pii: bool | Iterable[str] = (),
         steps: Sequence[Step] = (),
     ) -> None:
@@ -138,9 +138,13 @@ class Scrubber:
         if rules or kinds:
             # The rule table compiles its patterns on first use: only stores that scrub pay.
             from .engine.scanner import RuleScanner  # noqa: PLC0415
-            from .rules import default_scanner, pii_rules  # noqa: PLC0415
+            from .rules import default_scanner, pii_rules, rules_named  # noqa: PLC0415
 
-            scanner = default_scanner(pii=kinds) if rules else RuleScanner(pii_rules(kinds))
+            if rules is True:
+                scanner = default_scanner(pii=kinds)
+            else:  # no secret rules, or only the named ones (a redaction's ``rules``)
+                named = rules_named(_rule_names(rules)) if rules is not False else ()
+                scanner = RuleScanner((*named, *pii_rules(kinds)))
             built.append(RulesStep(scanner))
         for step in steps:
             if not callable(step):
@@ -278,6 +282,16 @@ class Scrubber:
             if check is None or check(text):
                 return True
         return False
+
+
+def _rule_names(rules: Iterable[str]) -> tuple[str, ...]:
+    """The rule names ``rules=`` gives (a list of names, not one string)."""
+    if isinstance(rules, str) or not isinstance(rules, Iterable):
+        raise InvalidArgument("rules must be True, False or a list of rule names")
+    names = tuple(rules)
+    if not all(isinstance(name, str) for name in names):
+        raise InvalidArgument("rules must be True, False or a list of rule names")
+    return names
 
 
 def _pii_kinds(pii: bool | Iterable[str]) -> tuple[str, ...]:

@@ -119,6 +119,30 @@ def collect_garbage(target: BlobTarget, now: int, grace: timedelta, *, dry_run: 
     return result
 
 
+def drop_unreferenced(target: BlobTarget, digests: list[str]) -> Op[int]:
+    """Delete those of ``digests`` no row references any more, under the exclusive guard (a
+    redaction's old blobs: it knows which it replaced, so no grace and no sweep of the rest);
+    how many were deleted. A filesystem blob folder a backup holds keeps them (gc deletes them
+    later)."""
+    yield Query("blob_guard_exclusive")
+    referenced: set[str] = set()
+    for (blobs,) in (yield Query("referenced_blobs")):
+        referenced.update(codec.decode(blobs))
+    doomed = [digest for digest in digests if digest not in referenced]
+    if not doomed:
+        return 0
+    if target.in_database:
+        yield Query("delete_blobs", many=[{"digest": digest} for digest in doomed])
+        return len(doomed)
+    store = target.store  # type: ignore[attr-defined]
+    turn = store.collecting() if isinstance(store, FileSystemBlobStore) else _free()
+    deleted = 0
+    with turn as may_delete:
+        if may_delete:
+            deleted = sum(bool(store.delete(digest)) for digest in doomed)
+    return deleted
+
+
 @contextlib.contextmanager
 def _free() -> Iterator[bool]:
     """A blob store with no backup lock: always free to delete."""

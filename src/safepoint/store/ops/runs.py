@@ -103,5 +103,5 @@ def delete_run(run_id: str) -> Op[None]:
     if not rows:
         raise NotFound(run_id)
     run_ref = rows[0].run_ref
-    for name in ("delete_calls", "delete_checkpoints", "delete_run"):
+    for name in ("delete_calls", "delete_redactions", "delete_checkpoints", "delete_run"):
         yield Query(name, {"run_ref": run_ref})

@@ -114,6 +114,8 @@ def save(
         if cp.step != head_step + 1:
             raise Conflict(cp.run_id, cp.step, head_step)
         if plan is None or view is None or view.digest != bytes(head_row.head_digest):
+            if view is not None and view.step == head_step and view.run_id == cp.run_id:
+                yield from _refuse_if_redacted(cp, head_step, run_ref)
             plan = yield from _plan_against_head(cp, prepared, head_step)
 
     if guessed is not None and guessed[0] == first_seq and guessed[2].plan is plan:
@@ -160,6 +162,20 @@ def _plan_against_head(cp: Checkpoint, prepared: SaveInput[PlanT], head_step: in
         head = yield from load(cp.run_id, head_step)
         head_view = head.stored_view
     return prepared.plan(head_view, cp.messages)
+
+
+def _refuse_if_redacted(cp: Checkpoint, head_step: int, run_ref: int) -> Op[None]:
+    """``Conflict`` when the writer's view of the head step is from before a redaction
+    rewrote that step (``safepoint redact``): planned against the head, its messages —
+    which still hold what the redaction took out — would be written back. It reloads."""
+    rows = yield Query("redacted_head", {"run_ref": run_ref})
+    if rows and rows[0].head_step is not None and rows[0].head_step == head_step:
+        raise Conflict(
+            cp.run_id,
+            cp.step,
+            head_step,
+            detail="the run was redacted since this checkpoint was loaded; load it again",
+        )
 
 
 def _guess(

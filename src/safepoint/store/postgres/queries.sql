@@ -811,3 +811,72 @@ UPDATE safepoint_checkpoints
 SET calls = (SELECT count(*) FROM safepoint_calls
              WHERE run_ref = %(run_ref)s::bigint AND step = %(step)s::bigint)
 WHERE run_ref = %(run_ref)s::bigint AND step = %(step)s::bigint AND NOT pruned;
+
+-- Redaction (store/ops/redacting.py; see the SQLite queries).
+
+-- name: redaction_rows
+-- params: run_ref
+-- returns: step, header, digest, messages, chains, first_seq, added, ranges, pruned, blobs
+SELECT step, header, digest, messages, chains, first_seq, added, ranges::text, pruned, blobs::text
+FROM safepoint_checkpoints
+WHERE run_ref = %(run_ref)s::bigint ORDER BY step;
+
+-- name: redact_row
+-- params: run_ref, step, header, digest, messages, chains, blobs
+-- returns: nothing
+UPDATE safepoint_checkpoints
+SET header = %(header)s::bytea, digest = %(digest)s::bytea, messages = %(messages)s::bytea,
+    chains = %(chains)s::bytea, blobs = %(blobs)s::jsonb
+WHERE run_ref = %(run_ref)s::bigint AND step = %(step)s::bigint;
+
+-- name: redaction_calls
+-- params: run_ref
+-- returns: key, step, result, blobs
+SELECT key, step, result, blobs::text FROM safepoint_calls
+WHERE run_ref = %(run_ref)s::bigint ORDER BY key;
+
+-- name: redact_call
+-- params: run_ref, key, result, digest, blobs
+-- returns: nothing
+UPDATE safepoint_calls
+SET result = %(result)s::bytea, digest = %(digest)s::bytea, blobs = %(blobs)s::jsonb
+WHERE run_ref = %(run_ref)s::bigint AND key = %(key)s;
+
+-- name: redaction_record
+-- params: run_ref, redaction_id
+-- returns: record
+SELECT record FROM safepoint_redactions
+WHERE run_ref = %(run_ref)s::bigint AND redaction_id = %(redaction_id)s;
+
+-- name: put_redaction_record
+-- params: run_ref, redaction_id, head_step, now, record, mac
+-- returns: nothing
+INSERT INTO safepoint_redactions (run_ref, redaction_id, head_step, created_at, record, mac)
+VALUES (%(run_ref)s::bigint, %(redaction_id)s, %(head_step)s::bigint,
+        'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond', %(record)s, %(mac)s::bytea)
+ON CONFLICT (run_ref, redaction_id) DO UPDATE
+SET head_step = excluded.head_step, record = excluded.record, mac = excluded.mac;
+
+-- name: redaction_records
+-- params: run_id
+-- returns: redaction_id, created_at, record, mac
+SELECT d.redaction_id, (extract(epoch FROM d.created_at) * 1000000)::bigint, d.record, d.mac
+FROM safepoint_runs AS r
+JOIN safepoint_redactions AS d ON d.run_ref = r.id
+WHERE r.run_id = %(run_id)s
+ORDER BY d.created_at, d.redaction_id;
+
+-- name: redacted_head
+-- params: run_ref
+-- returns: head_step
+SELECT max(head_step) FROM safepoint_redactions WHERE run_ref = %(run_ref)s::bigint;
+
+-- name: delete_redactions
+-- params: run_ref
+-- returns: nothing
+DELETE FROM safepoint_redactions WHERE run_ref = %(run_ref)s::bigint;
+
+-- name: forks_all
+-- params: run_id
+-- returns: run_ref, run_id
+SELECT id, run_id FROM safepoint_runs WHERE parent_run_id = %(run_id)s ORDER BY id;

@@ -873,3 +873,75 @@ ORDER BY c.id;
 UPDATE safepoint_checkpoints
 SET calls = (SELECT count(*) FROM safepoint_calls WHERE run_ref = :run_ref AND step = :step)
 WHERE id = :run_ref * 4294967296 + :step AND pruned = 0;
+
+-- Redaction (store/ops/redacting.py): a run's rows and journal as stored,
+-- rewritten in place, and the audit record of each call.
+
+-- name: redaction_rows
+-- params: run_ref
+-- returns: step, header, digest, messages, chains, first_seq, added, ranges, pruned, blobs
+-- Every row of a run as stored, pruned carriers too, oldest first, with
+-- what places its bodies in the run's message log.
+SELECT step, header, digest, messages, chains, first_seq, added, ranges, pruned, blobs
+FROM safepoint_checkpoints
+WHERE id BETWEEN :run_ref * 4294967296 AND :run_ref * 4294967296 + 4294967295
+ORDER BY id;
+
+-- name: redact_row
+-- params: run_ref, step, header, digest, messages, chains, blobs
+-- returns: nothing
+UPDATE safepoint_checkpoints
+SET header = :header, digest = :digest, messages = :messages, chains = :chains, blobs = :blobs
+WHERE id = :run_ref * 4294967296 + :step;
+
+-- name: redaction_calls
+-- params: run_ref
+-- returns: key, step, result, blobs
+SELECT key, step, result, blobs FROM safepoint_calls WHERE run_ref = :run_ref ORDER BY key;
+
+-- name: redact_call
+-- params: run_ref, key, result, digest, blobs
+-- returns: nothing
+UPDATE safepoint_calls SET result = :result, digest = :digest, blobs = :blobs
+WHERE run_ref = :run_ref AND key = :key;
+
+-- name: redaction_record
+-- params: run_ref, redaction_id
+-- returns: record
+SELECT record FROM safepoint_redactions WHERE run_ref = :run_ref AND redaction_id = :redaction_id;
+
+-- name: put_redaction_record
+-- params: run_ref, redaction_id, head_step, now, record, mac
+-- returns: nothing
+INSERT INTO safepoint_redactions (run_ref, redaction_id, head_step, created_at, record, mac)
+VALUES (:run_ref, :redaction_id, :head_step, :now, :record, :mac)
+ON CONFLICT (run_ref, redaction_id) DO UPDATE
+SET head_step = excluded.head_step, record = excluded.record, mac = excluded.mac;
+
+-- name: redaction_records
+-- params: run_id
+-- returns: redaction_id, created_at, record, mac
+-- A run's audit records, oldest first (safepoint show and verify).
+SELECT d.redaction_id, d.created_at, d.record, d.mac
+FROM safepoint_runs AS r
+JOIN safepoint_redactions AS d ON d.run_ref = r.id
+WHERE r.run_id = :run_id
+ORDER BY d.created_at, d.redaction_id;
+
+-- name: redacted_head
+-- params: run_ref
+-- returns: head_step
+-- The latest head step a redaction rewrote: a writer whose view of that
+-- step is not the stored one held it from before the redaction (Conflict).
+SELECT max(head_step) FROM safepoint_redactions WHERE run_ref = :run_ref;
+
+-- name: delete_redactions
+-- params: run_ref
+-- returns: nothing
+DELETE FROM safepoint_redactions WHERE run_ref = :run_ref;
+
+-- name: forks_all
+-- params: run_id
+-- returns: run_ref, run_id
+-- Every run forked from a run (a redaction follows the copies a fork made).
+SELECT id, run_id FROM safepoint_runs WHERE parent_run_id = :run_id ORDER BY id;

@@ -1,0 +1,178 @@
+"""Redaction over a whole store (or chosen runs): ``redact_store`` — ``safepoint redact``.
+
+It works a run per transaction (``ops/redacting.redact_run``: the run
+locked meanwhile, so its writers wait for it and writers of other runs do
+not), then deletes the blobs that held a finding once no row references
+them (under gc's exclusive guard), then, on SQLite, overwrites the free
+pages and empties the WAL so the removed bytes do not linger. A kill at any
+instant leaves every run either as it was or wholly redacted with its audit
+record; run it again to finish. A fork holds a copy of its parent's
+messages, so the forks of a chosen run are redacted too, each in its own
+transaction, and reported.
+
+The stored history is rewritten — the one sanctioned rewrite (DESIGN's
+invariant 6) — and each run's audit record says so: ``safepoint show`` and
+``verify`` display it. A writer that held a run's head from before the
+redaction gets ``Conflict`` on its next save (``ops/saving``) and reloads,
+so it never writes the removed value back.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from safepoint.errors import CorruptCheckpoint, InvalidArgument, NotFound, SafepointError, StoreError
+from safepoint.records import now_micros
+
+from .facade import Store
+from .ops.collect import drop_unreferenced
+from .ops.redacting import RunRedacted, redact_run
+from .ops.resealing import scrub_free_pages
+from .query import Query
+from .redaction import Redaction, ValueRedactor
+
+__all__ = ["Redacted", "Redaction", "redact_store"]
+
+Progress = Callable[[int, int], None]  # (runs done, runs in all)
+_PAGE = 200
+
+
+@dataclass(slots=True)
+class Redacted:
+    """What a redaction did (or, with ``dry_run``, would do): counts, never a value."""
+
+    redaction_id: str
+    dry_run: bool
+    runs_scanned: int = 0
+    runs: list[RunRedacted] = field(default_factory=list)  # the runs with a finding
+    forks: list[str] = field(default_factory=list)  # forks of chosen runs, redacted as copies
+    failed: list[tuple[str, SafepointError]] = field(default_factory=list)
+    blobs_deleted: int = 0
+
+    @property
+    def counts(self) -> Counter[str]:
+        total: Counter[str] = Counter()
+        for run in self.runs:
+            total.update(run.counts)
+        return total
+
+    @property
+    def left(self) -> Counter[str]:
+        total: Counter[str] = Counter()
+        for run in self.runs:
+            total.update(run.left)
+        return total
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+def redact_store(
+    store: Store,
+    redaction: Redaction,
+    *,
+    run_ids: Iterable[str] | None = None,
+    labels: dict[str, str] | None = None,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> Redacted:
+    """Take ``redaction``'s values out of every run of ``store`` — or of ``run_ids``, or of the
+    runs whose labels hold all of ``labels`` — and out of their forks."""
+    settings = store.settings
+    redactor = ValueRedactor(redaction, settings.blobs, settings.blob_policy)
+    done = Redacted(redaction.id, dry_run)
+    audit = {"id": redaction.id, **redaction.describe()}
+    chosen = list(_chosen(store, run_ids, labels))
+    seen = {run_id for _, run_id in chosen}
+    dropped: set[str] = set()
+    queue = list(chosen)
+    index = 0
+    while index < len(queue):
+        run_ref, run_id = queue[index]
+        index += 1
+        if run_ids is not None or labels is not None:  # forks of a chosen run hold copies of it
+            for fork_ref, fork_id in store.driver.run(_forks(run_id), write=False):
+                if fork_id not in seen:
+                    seen.add(fork_id)
+                    queue.append((fork_ref, fork_id))
+                    done.forks.append(fork_id)
+        try:
+            result = store.driver.run(
+                redact_run(
+                    run_ref, run_id, redactor, settings.sealer, now=now_micros(), dry_run=dry_run, audit=audit
+                ),
+                write=not dry_run,
+            )
+        except StoreError:
+            raise  # the backend failed: stop, and a rerun goes on from here
+        except SafepointError as exc:  # this run's rows: damaged, or a blob missing
+            done.failed.append((run_id, exc))
+            result = None
+        except (TypeError, ValueError, KeyError):  # a column edited into another type or shape
+            done.failed.append((run_id, CorruptCheckpoint(run_id, None, _NOT_ROWS)))
+            result = None
+        done.runs_scanned += 1
+        if result is not None and (result.found or result.left):
+            done.runs.append(result)
+            dropped |= result.dropped
+            settings.memory.forget(run_id)  # this process's memory of the run holds the old bytes
+        if progress is not None:
+            progress(index, len(queue))
+    if dry_run:
+        return done
+    if dropped and settings.blobs is not None:
+        done.blobs_deleted = store.driver.run(drop_unreferenced(settings.blobs, sorted(dropped)), write=True)
+    if done.runs:
+        store.driver.run(scrub_free_pages(), write=True)  # SQLite's free pages and WAL; nothing on PostgreSQL
+    return done
+
+
+_NOT_ROWS = "its stored rows are not in the form safepoint writes them"
+
+
+def _chosen(
+    store: Store, run_ids: Iterable[str] | None, labels: dict[str, str] | None
+) -> Iterator[tuple[int, str]]:
+    if run_ids is not None:
+        if isinstance(run_ids, str):
+            raise InvalidArgument("run_ids must be a list of run ids")
+        for run_id in run_ids:
+            rows = store.driver.run(_run_ref(run_id), write=False)
+            if not rows:
+                raise NotFound(run_id)
+            yield rows[0].run_ref, run_id
+        return
+    if labels is not None:
+        cursor = None
+        while True:
+            page = store.runs(labels=labels, limit=_PAGE, cursor=cursor)
+            for info in page:
+                rows = store.driver.run(_run_ref(info.run_id), write=False)
+                if rows:
+                    yield rows[0].run_ref, info.run_id
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+    after = 0
+    while True:
+        page = store.driver.run(_runs_after(after), write=False)
+        yield from ((row.run_ref, row.run_id) for row in page)
+        if len(page) < _PAGE:
+            return
+        after = page[-1].run_ref
+
+
+def _run_ref(run_id: str) -> Any:
+    return (yield Query("run_exists", {"run_id": run_id}))
+
+
+def _forks(run_id: str) -> Any:
+    return (yield Query("forks_all", {"run_id": run_id}))
+
+
+def _runs_after(after: int) -> Any:
+    return (yield Query("runs_after", {"after_ref": after, "limit": _PAGE}))

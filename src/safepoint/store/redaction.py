@@ -1,0 +1,231 @@
+"""What a redaction takes out, and the one way a stored value is redacted: ``Redaction``, ``ValueRedactor``.
+
+A redaction (``safepoint redact``, ``redact_store``) rescans what a store
+already holds with a scrubber built for it: registered secrets (they become
+references, resolvable on load like a save's), literal values (a customer's
+e-mail address under a deletion request: they become ``[REDACTED:value-N]``
+for good), rule names and PII kinds. Each stored value that might hold a
+finding is turned back into what a save was given — its references typed
+(``references.from_stored``), its blobs inlined — then scrubbed and its large
+values offloaded exactly as a save does it (``prepare.py``), so what a
+redaction writes is what a save with that scrubber would have written, and a
+value with nothing to find keeps its bytes (and a blob its name).
+
+Nothing here quotes a value: findings are counted by rule and by place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import orjson
+
+from safepoint import codec
+from safepoint.errors import InvalidArgument
+from safepoint.refs import BlobLink
+from safepoint.scrub import Found, Scrubber, Secrets
+
+from .blob_targets import BlobTarget
+from .large_values import BlobPolicy, BlobSink, find_refs, inline, offload
+from .references import from_stored
+
+VALUE_NAME = "value-{}"  # a literal value's name in its marker: [REDACTED:value-1]
+
+
+class Redaction:
+    """What to take out of a store: ``secrets`` (a ``safepoint.Secrets``: each value becomes a
+    reference to its name), ``values`` (literal strings, at least 8 characters: each becomes
+    ``[REDACTED:value-N]``), ``rules`` (names of the scrubber's token rules, or True for all of
+    them) and ``pii`` (kinds, as ``open_store``'s ``pii=``). At least one must be given."""
+
+    def __init__(
+        self,
+        *,
+        secrets: Secrets | None = None,
+        values: Iterable[str] = (),
+        rules: bool | Iterable[str] = (),
+        pii: bool | Iterable[str] = (),
+    ) -> None:
+        if secrets is not None and not isinstance(secrets, Secrets):
+            raise InvalidArgument(f"secrets must be a safepoint.Secrets, not {type(secrets).__name__}")
+        if isinstance(values, str) or not isinstance(values, Iterable):
+            raise InvalidArgument("values must be a list of strings")
+        values = list(values)
+        if not all(isinstance(value, str) for value in values):
+            raise InvalidArgument("values must be a list of strings")
+        literal = Secrets()
+        for index, value in enumerate(values, 1):
+            literal.add(VALUE_NAME.format(index), value)  # too short a value: InvalidArgument, unquoted
+        rule_names: tuple[str, ...] = () if rules is True or rules is False else tuple(rules)
+        self.all_rules = rules is True
+        self.secret_names = tuple(sorted(secrets.names())) if secrets is not None else ()
+        self.rule_names = rule_names
+        self.values = len(values)
+        scrubbers: list[Scrubber] = []
+        self.pii = _kinds(pii)
+        if (secrets is not None and len(secrets)) or rules is True or rule_names or self.pii:
+            # Secrets become references (the default policy); rules and PII their markers.
+            scrubbers.append(
+                Scrubber(secrets=secrets, rules=True if rules is True else rule_names, pii=pii)
+            )
+        if values:
+            scrubbers.append(Scrubber(secrets=literal, policy="redact", rules=False))
+        if not scrubbers:
+            raise InvalidArgument("give secrets, values, rules or PII kinds to redact")
+        self.scrubbers = tuple(scrubbers)
+
+    @property
+    def id(self) -> str:
+        """The request's name in the audit records: a digest of what it names (secret names,
+        rules, PII kinds, how many literal values — never a value), so that a rerun of the same
+        request after a kill completes the records it began instead of adding others."""
+        shape = codec.encode(self.describe())
+        return hashlib.sha256(shape).hexdigest()[:16]
+
+    def describe(self) -> dict[str, Any]:
+        """What the request names, for the audit record and the report: no value."""
+        return {
+            "secrets": list(self.secret_names),
+            "rules": "all" if self.all_rules else list(self.rule_names),
+            "pii": list(self.pii),
+            "values": self.values,
+        }
+
+    def might_match(self, data: bytes | memoryview) -> bool:
+        """Whether canonical JSON bytes might hold a finding (one look per scrubber)."""
+        return any(scrubber.needs_walk_encoded(data) for scrubber in self.scrubbers)
+
+    def finds_in_text(self, text: str) -> bool:
+        """Whether a label's text (a run id, a label key or value) holds a finding."""
+        for scrubber in self.scrubbers:
+            found = Found("redact", "label")
+            scrubber.scrub_strings({"": text}, "label", found, values_too=True)
+            if found.counts:
+                return True
+        return False
+
+
+def _kinds(pii: bool | Iterable[str]) -> tuple[str, ...]:
+    if pii is True:
+        from safepoint.scrub.pii import PII_KINDS  # noqa: PLC0415  (the table compiles on first use)
+
+        return tuple(PII_KINDS)
+    if pii is False:
+        return ()
+    return tuple(pii)  # type: ignore[arg-type]  (checked by the Scrubber above)
+
+
+Fetch = Callable[[list[str]], Mapping[str, bytes]]
+
+
+class ValueRedactor:
+    """Redacts stored values of one store: JSON values, message bodies, labels, counter names.
+
+    ``fetch`` gives blobs' contents by digest (as the load does: opened, verified); new blobs
+    a redaction makes collect in ``pending`` (to write before the rows that reference them
+    commit) and every digest the redacted values reference in ``referenced``. ``counts``
+    adds up the findings by rule; ``replaced`` maps a blob's old digest to its new one.
+    """
+
+    def __init__(self, redaction: Redaction, blobs: BlobTarget | None, policy: BlobPolicy) -> None:
+        self.redaction = redaction
+        self.blobs = blobs
+        self.policy = policy
+        self.fetch: Fetch = _no_blobs
+        self.counts: Counter[str] = Counter()
+        self.sink = BlobSink(blobs.digest_of) if blobs is not None else BlobSink()
+        self.replaced: dict[str, str] = {}
+        self._blob_might: dict[str, bool] = {}  # digest -> might its content hold a finding
+
+    def start(self, fetch: Fetch) -> None:
+        """A new unit of work (a run): fresh counts and pending blobs; the blob look memo stays."""
+        self.fetch = fetch
+        self.counts = Counter()
+        self.sink = BlobSink(self.sink.digest_of)
+
+    # -- the values ------------------------------------------------------------
+
+    def body(self, body: bytes, root: str) -> bytes | None:
+        """A stored body's (or a header value's) canonical bytes redacted; None when unchanged."""
+        digests = _blob_digests(body)
+        if not self.redaction.might_match(body) and not self._blobs_might(digests):
+            return None
+        new = self.value(codec.decode(body), root)
+        return None if new is None else codec.encode(new)
+
+    def value(self, stored: Any, root: str) -> Any | None:
+        """A decoded stored value redacted (in stored form); None when nothing was found."""
+        typed = from_stored(stored)
+        links = find_refs(typed, [])
+        value = inline(typed, self.fetch(sorted({link.digest for link in links}))) if links else typed
+        found_any = False
+        for scrubber in self.redaction.scrubbers:
+            found = Found(scrubber.policy, root)
+            value, found = scrubber.scrub(value, root, found, checked=True)
+            if found.counts:
+                found_any = True
+                for (rule, _path), count in found.counts.items():
+                    self.counts[rule] += count
+        if not found_any:
+            return None
+        if self.blobs is not None:
+            value = offload(value, root, self.policy, self.sink)  # large values out again, as a save
+        for link in links:
+            self._replaced(link, value)
+        return value
+
+    def strings(self, mapping: dict[str, str], root: str, *, values_too: bool) -> dict[str, str] | None:
+        """A flat mapping (labels, counters) with its values (or its keys) redacted as a save
+        scrubs them: markers, never references. None when nothing was found."""
+        out, found_any = mapping, False
+        for scrubber in self.redaction.scrubbers:
+            found = Found("redact", root)
+            out, found = scrubber.scrub_strings(out, root, found, values_too=values_too)
+            if found.counts:
+                found_any = True
+                for (rule, _path), count in found.counts.items():
+                    self.counts[rule] += count
+        return out if found_any else None
+
+    # -- blobs -----------------------------------------------------------------
+
+    def _blobs_might(self, digests: list[str]) -> bool:
+        unknown = [digest for digest in digests if digest not in self._blob_might]
+        if unknown:
+            for digest, data in self.fetch(unknown).items():
+                self._blob_might[digest] = self._data_might(data)
+        return any(self._blob_might.get(digest, True) for digest in digests)
+
+    def _data_might(self, data: bytes) -> bool:
+        try:
+            encoded = orjson.dumps(data.decode("utf-8"))  # a text blob, as its JSON string
+        except UnicodeDecodeError:
+            return True  # bytes: walked, as a save walks every bytes value
+        return self.redaction.might_match(encoded)
+
+    def _replaced(self, old: BlobLink, value: Any) -> None:
+        """Note which blob took an old one's place (for the report; the old one goes to gc)."""
+        kept: list[Any] = find_refs(value, [])
+        if any(link.digest == old.digest for link in kept):
+            return
+        self.replaced.setdefault(old.digest, "")
+
+
+def _no_blobs(digests: list[str]) -> Mapping[str, bytes]:
+    del digests
+    return {}
+
+
+BLOB_MARK = b'"$blob"'
+
+
+def _blob_digests(body: bytes) -> list[str]:
+    """The blob digests a stored body references (only bodies that show the mark are decoded)."""
+    if BLOB_MARK not in body:
+        return []
+    from .large_values import find_stored_refs  # noqa: PLC0415
+
+    return find_stored_refs(codec.decode(body), [])
