@@ -21,6 +21,7 @@ from .records import CheckpointInfo, Lease, Page, Retention, RunInfo
 from .refs import BlobLink, ScrubbedText, SecretRef
 from .scrub import Scrubber, Secrets
 from .store import DEFAULT_URL, AsyncStore, Store, open_async_store, open_store
+from .store.redaction import Redaction
 from .version import __version__
 from .worker import Job, Worker
 
@@ -40,6 +41,7 @@ __all__ = [
     "ParentRef",
     "PendingAction",
     "Reconcile",
+    "Redaction",
     "Retention",
     "Run",
     "RunInfo",

@@ -28,6 +28,7 @@ from safepoint.cli import (
     keys,
     migrations,
     operate,
+    redact,
     runs,
     stats,
     ui,
@@ -115,6 +116,7 @@ for _command in (
     worker.worker,
     keys.encrypt,
     keys.rekey,
+    redact.redact,
     ui.ui,
     demo.demo,
 ):

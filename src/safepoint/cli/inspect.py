@@ -33,6 +33,7 @@ from safepoint.model import VALUE_FIELDS, Checkpoint
 from safepoint.readable import checkpoint_diff, pending
 from safepoint.step_calls import PARENT, ShownCall, history_calls, step_calls
 from safepoint.store import Store
+from safepoint.store.redaction import RedactionRecord
 from safepoint.visible import visible
 
 T = TypeVar("T")
@@ -56,17 +57,47 @@ def show(*, store_url: str, as_json: bool, run_id: str, step: int | None, show_m
         cp = store.load(run_id, step, migrate=False)  # as stored: a checkpoint of any version shows
         steps = len(store.history(run_id))
         calls = _calls(lambda: step_calls(store, run_id, cp.step, **_lineage(store, run_id)))
+        redactions = store.redactions(run_id)
 
     def render() -> None:
         _render_checkpoint(cp, steps, show_messages)
         _render_calls(f"recorded calls of step {cp.step}", calls, with_result=True)
+        _render_redactions(redactions)
 
     data = cp.to_dict()
     data["scrub_report"] = [
         {"rule": rule, "path": path, "count": count} for rule, path, count in cp.scrub_report.counts
     ]
     data["calls"] = _calls_json(calls, with_result=True)
+    data["redactions"] = [_redaction_json(record) for record in redactions]
     emit(data, as_json, render)
+
+
+def _redaction_json(record: RedactionRecord) -> dict[str, Any]:
+    return {
+        "redaction_id": record.redaction_id,
+        "at": record.at.isoformat(),
+        "named": record.named,
+        "counts": record.counts,
+        "steps": {str(step): count for step, count in sorted(record.steps.items())},
+        "intact": record.intact,
+    }
+
+
+def _render_redactions(records: list[RedactionRecord]) -> None:
+    """The run's audited redactions: what each named and replaced where, never a value."""
+    if not records:
+        return
+    table = Table(title=Text("audited redactions (history rewritten on purpose)"))
+    for column in ("when", "named", "replaced", "in steps", "record"):
+        table.add_column(column)
+    for record in records:
+        steps = ", ".join(str(step) for step in sorted(record.steps)) or "-"
+        table.add_row(
+            when(record.at), cell(record.named_text(), max_len=_VALUE_LEN), str(record.found),
+            cell(steps, max_len=_VALUE_LEN), "intact" if record.intact else "EDITED: safepoint verify fails",
+        )  # fmt: skip
+    console.print(table)
 
 
 def _lineage(store: Store, run_id: str) -> dict[str, Any]:

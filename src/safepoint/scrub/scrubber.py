@@ -112,9 +112,10 @@ class Scrubber:
 
     ``Scrubber(secrets=Secrets().add_env("OPENAI_API_KEY"), policy="reference",
     pii=("email",))``: registered secrets, the token rules (``rules=False``
-    turns them off; a list of rule names keeps only those), PII kinds to redact (``"email"``, ``"phone"``, ``"card"``,
-    ``"iban"``, ``"ssn"``, or ``pii=True`` for all), and ``steps``: your own
-    callables, run after the built-in ones.
+    turns them off; a list of rule names keeps only those), PII kinds to
+    redact (``"email"``, ``"phone"``, ``"card"``, ``"iban"``, ``"ssn"``, or
+    ``pii=True`` for all), and ``steps``: your own callables, run after the
+    built-in ones.
     """
 
     def __init__(

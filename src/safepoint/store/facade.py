@@ -11,6 +11,7 @@ What is left to each class is its own kind of ``with``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 from safepoint.observe import NO_OBSERVER, Observer
@@ -19,6 +20,7 @@ from safepoint.twins import Blocking, Flow, Invoke, entry
 
 from .methods import StoreMethods
 from .query import AsyncDriver, Driver
+from .redacting import Redacted, Redaction, redact_flow
 from .settings import StoreSettings
 
 T = TypeVar("T")
@@ -47,6 +49,28 @@ class StoreFace(StoreMethods, Generic[D]):
     def close(self) -> Flow[None]:
         """Release the connection(s). Using the store afterwards raises ``StoreClosed``."""
         yield Invoke(self._driver.close)
+
+    @entry
+    def redact(
+        self,
+        redaction: Redaction,
+        *,
+        run_ids: Iterable[str] | None = None,
+        labels: dict[str, str] | None = None,
+        dry_run: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> Flow[Redacted]:
+        """Take what ``redaction`` names (``safepoint.Redaction``: secrets, literal values, rules,
+        PII kinds) out of every stored checkpoint, message, journal entry and blob of the
+        store — or of ``run_ids``, or of the runs whose labels hold all of ``labels``, and
+        their forks — one run per transaction, each with an audit record. Resumable: run it
+        again after a kill to finish. ``dry_run`` counts what would change and writes
+        nothing. See docs/secrets.md, "Redacting what is stored"."""
+        return (
+            yield from redact_flow(
+                self, redaction, run_ids=run_ids, labels=labels, dry_run=dry_run, progress=progress
+            )
+        )
 
     def __repr__(self) -> str:
         return f"<safepoint.{type(self).__name__} {self.url}>"

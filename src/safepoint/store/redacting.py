@@ -1,4 +1,4 @@
-"""Redaction over a whole store (or chosen runs): ``redact_store`` — ``safepoint redact``.
+"""Redaction over a whole store (or chosen runs): ``Store.redact`` — ``safepoint redact``.
 
 It works a run per transaction (``ops/redacting.redact_run``: the run
 locked meanwhile, so its writers wait for it and writers of other runs do
@@ -20,21 +20,22 @@ so it never writes the removed value back.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from safepoint.errors import CorruptCheckpoint, InvalidArgument, NotFound, SafepointError, StoreError
 from safepoint.records import now_micros
+from safepoint.twins import Flow, Invoke
 
-from .facade import Store
 from .ops.collect import drop_unreferenced
-from .ops.redacting import RunRedacted, redact_run
+from .ops.redacting import redact_run
 from .ops.resealing import scrub_free_pages
 from .query import Query
+from .redacted import RunRedacted
 from .redaction import Redaction, ValueRedactor
 
-__all__ = ["Redacted", "Redaction", "redact_store"]
+__all__ = ["Redacted", "Redaction", "redact_flow"]
 
 Progress = Callable[[int, int], None]  # (runs done, runs in all)
 _PAGE = 200
@@ -71,22 +72,26 @@ class Redacted:
         return not self.failed
 
 
-def redact_store(
-    store: Store,
+def redact_flow(
+    store: Any,
     redaction: Redaction,
     *,
     run_ids: Iterable[str] | None = None,
     labels: dict[str, str] | None = None,
     dry_run: bool = False,
     progress: Progress | None = None,
-) -> Redacted:
-    """Take ``redaction``'s values out of every run of ``store`` — or of ``run_ids``, or of the
-    runs whose labels hold all of ``labels`` — and out of their forks."""
+) -> Flow[Redacted]:
+    """Take ``redaction``'s values out of every run of ``store`` (a ``Store`` or an
+    ``AsyncStore``: a flow, ``safepoint.twins``) — or of ``run_ids``, or of the runs whose
+    labels hold all of ``labels`` — and out of their forks."""
+    if not isinstance(redaction, Redaction):
+        raise InvalidArgument(f"redaction must be a safepoint.Redaction, not {type(redaction).__name__}")
+    run = store.driver.run
     settings = store.settings
     redactor = ValueRedactor(redaction, settings.blobs, settings.blob_policy)
     done = Redacted(redaction.id, dry_run)
     audit = {"id": redaction.id, **redaction.describe()}
-    chosen = list(_chosen(store, run_ids, labels))
+    chosen = yield from _chosen(store, run_ids, labels)
     seen = {run_id for _, run_id in chosen}
     dropped: set[str] = set()
     queue = list(chosen)
@@ -95,18 +100,16 @@ def redact_store(
         run_ref, run_id = queue[index]
         index += 1
         if run_ids is not None or labels is not None:  # forks of a chosen run hold copies of it
-            for fork_ref, fork_id in store.driver.run(_forks(run_id), write=False):
+            for fork_ref, fork_id in (yield Invoke(run, (_forks(run_id),), {"write": False})):
                 if fork_id not in seen:
                     seen.add(fork_id)
                     queue.append((fork_ref, fork_id))
                     done.forks.append(fork_id)
         try:
-            result = store.driver.run(
-                redact_run(
-                    run_ref, run_id, redactor, settings.sealer, now=now_micros(), dry_run=dry_run, audit=audit
-                ),
-                write=not dry_run,
+            op = redact_run(
+                run_ref, run_id, redactor, settings.sealer, now=now_micros(), dry_run=dry_run, audit=audit
             )
+            result = yield Invoke(run, (op,), {"write": not dry_run})
         except StoreError:
             raise  # the backend failed: stop, and a rerun goes on from here
         except SafepointError as exc:  # this run's rows: damaged, or a blob missing
@@ -125,9 +128,10 @@ def redact_store(
     if dry_run:
         return done
     if dropped and settings.blobs is not None:
-        done.blobs_deleted = store.driver.run(drop_unreferenced(settings.blobs, sorted(dropped)), write=True)
-    if done.runs:
-        store.driver.run(scrub_free_pages(), write=True)  # SQLite's free pages and WAL; nothing on PostgreSQL
+        dropping = drop_unreferenced(settings.blobs, sorted(dropped))
+        done.blobs_deleted = yield Invoke(run, (dropping,), {"write": True})
+    if done.runs:  # SQLite's free pages and WAL overwritten; nothing on PostgreSQL (docs/operations.md)
+        yield Invoke(run, (scrub_free_pages(),), {"write": True})
     return done
 
 
@@ -135,34 +139,37 @@ _NOT_ROWS = "its stored rows are not in the form safepoint writes them"
 
 
 def _chosen(
-    store: Store, run_ids: Iterable[str] | None, labels: dict[str, str] | None
-) -> Iterator[tuple[int, str]]:
+    store: Any, run_ids: Iterable[str] | None, labels: dict[str, str] | None
+) -> Flow[list[tuple[int, str]]]:
+    """The runs to redact, as (run_ref, run_id): named, by label, or every run."""
+    run = store.driver.run
+    chosen: list[tuple[int, str]] = []
     if run_ids is not None:
-        if isinstance(run_ids, str):
+        if isinstance(run_ids, str) or not all(isinstance(run_id, str) for run_id in run_ids):
             raise InvalidArgument("run_ids must be a list of run ids")
         for run_id in run_ids:
-            rows = store.driver.run(_run_ref(run_id), write=False)
+            rows = yield Invoke(run, (_run_ref(run_id),), {"write": False})
             if not rows:
                 raise NotFound(run_id)
-            yield rows[0].run_ref, run_id
-        return
+            chosen.append((rows[0].run_ref, run_id))
+        return chosen
     if labels is not None:
         cursor = None
         while True:
-            page = store.runs(labels=labels, limit=_PAGE, cursor=cursor)
+            page = yield Invoke(store.runs, (), {"labels": labels, "limit": _PAGE, "cursor": cursor})
             for info in page:
-                rows = store.driver.run(_run_ref(info.run_id), write=False)
+                rows = yield Invoke(run, (_run_ref(info.run_id),), {"write": False})
                 if rows:
-                    yield rows[0].run_ref, info.run_id
+                    chosen.append((rows[0].run_ref, info.run_id))
             if page.next_cursor is None:
-                return
+                return chosen
             cursor = page.next_cursor
     after = 0
     while True:
-        page = store.driver.run(_runs_after(after), write=False)
-        yield from ((row.run_ref, row.run_id) for row in page)
+        page = yield Invoke(run, (_runs_after(after),), {"write": False})
+        chosen += [(row.run_ref, row.run_id) for row in page]
         if len(page) < _PAGE:
-            return
+            return chosen
         after = page[-1].run_ref
 
 

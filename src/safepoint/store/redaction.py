@@ -19,13 +19,14 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import orjson
 
 from safepoint import codec
 from safepoint.errors import InvalidArgument
-from safepoint.refs import BlobLink
 from safepoint.scrub import Found, Scrubber, Secrets
 
 from .blob_targets import BlobTarget
@@ -59,6 +60,9 @@ class Redaction:
         literal = Secrets()
         for index, value in enumerate(values, 1):
             literal.add(VALUE_NAME.format(index), value)  # too short a value: InvalidArgument, unquoted
+        self._literal_rules = frozenset(f"secret:{name}" for name in literal.names())
+        if secrets is not None and set(secrets.names()) & set(literal.names()):
+            raise InvalidArgument("secret names of the form value-N are taken by literal values: rename it")
         rule_names: tuple[str, ...] = () if rules is True or rules is False else tuple(rules)
         self.all_rules = rules is True
         self.secret_names = tuple(sorted(secrets.names())) if secrets is not None else ()
@@ -68,9 +72,7 @@ class Redaction:
         self.pii = _kinds(pii)
         if (secrets is not None and len(secrets)) or rules is True or rule_names or self.pii:
             # Secrets become references (the default policy); rules and PII their markers.
-            scrubbers.append(
-                Scrubber(secrets=secrets, rules=True if rules is True else rule_names, pii=pii)
-            )
+            scrubbers.append(Scrubber(secrets=secrets, rules=True if rules is True else rule_names, pii=pii))
         if values:
             scrubbers.append(Scrubber(secrets=literal, policy="redact", rules=False))
         if not scrubbers:
@@ -94,6 +96,11 @@ class Redaction:
             "values": self.values,
         }
 
+    def is_for_good(self, rule: str) -> bool:
+        """Whether a finding under ``rule`` was replaced by a marker for good (a rule's, a
+        literal value's), not by a reference a load resolves again (a registered secret's)."""
+        return not rule.startswith("secret:") or rule in self._literal_rules
+
     def might_match(self, data: bytes | memoryview) -> bool:
         """Whether canonical JSON bytes might hold a finding (one look per scrubber)."""
         return any(scrubber.needs_walk_encoded(data) for scrubber in self.scrubbers)
@@ -115,7 +122,42 @@ def _kinds(pii: bool | Iterable[str]) -> tuple[str, ...]:
         return tuple(PII_KINDS)
     if pii is False:
         return ()
-    return tuple(pii)  # type: ignore[arg-type]  (checked by the Scrubber above)
+    return tuple(pii)  # checked by the Scrubber above
+
+
+@dataclass(frozen=True, slots=True)
+class RedactionRecord:
+    """One redaction's audit record of one run (``Store.redactions``): when, what it named
+    (secret names, rules, PII kinds, how many literal values), how many values it replaced
+    by rule (``counts``) and by step (``steps``), and whether the record is as written
+    (``intact``: its check value holds — keyed under the index key on an encrypted store)."""
+
+    redaction_id: str
+    at: datetime
+    named: dict[str, Any]
+    counts: dict[str, int]
+    steps: dict[int, int]
+    intact: bool
+
+    @property
+    def found(self) -> int:
+        return sum(self.counts.values())
+
+    def named_text(self) -> str:
+        """What the redaction named, in words: "secrets API_KEY; rules jwt; 1 literal value"."""
+        named, parts = self.named, []
+        if named.get("secrets"):
+            parts.append("secrets " + ", ".join(map(str, named["secrets"])))
+        rules = named.get("rules")
+        if rules == "all":
+            parts.append("all rules")
+        elif rules:
+            parts.append("rules " + ", ".join(map(str, rules)))
+        if named.get("pii"):
+            parts.append("pii " + ", ".join(map(str, named["pii"])))
+        if named.get("values"):
+            parts.append(f"{named['values']} literal value{'s' if named['values'] != 1 else ''}")
+        return "; ".join(parts) or "-"
 
 
 Fetch = Callable[[list[str]], Mapping[str, bytes]]
@@ -154,7 +196,7 @@ class ValueRedactor:
         if not self.redaction.might_match(body) and not self._blobs_might(digests):
             return None
         new = self.value(codec.decode(body), root)
-        return None if new is None else codec.encode(new)
+        return None if new is None else bytes(codec.encode(new))
 
     def value(self, stored: Any, root: str) -> Any | None:
         """A decoded stored value redacted (in stored form); None when nothing was found."""
@@ -206,7 +248,7 @@ class ValueRedactor:
             return True  # bytes: walked, as a save walks every bytes value
         return self.redaction.might_match(encoded)
 
-    def _replaced(self, old: BlobLink, value: Any) -> None:
+    def _replaced(self, old: Any, value: Any) -> None:
         """Note which blob took an old one's place (for the report; the old one goes to gc)."""
         kept: list[Any] = find_refs(value, [])
         if any(link.digest == old.digest for link in kept):

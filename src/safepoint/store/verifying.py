@@ -33,6 +33,9 @@ class VerifyReport:
     checked: int = 0
     calls: int = 0
     failures: list[dict[str, Any]] = field(default_factory=list)
+    # Audited redactions, one per run per call: the sanctioned rewrites of stored history
+    # (``{"run_id", "redaction_id", "at", "found", "steps"}``; never a value).
+    redactions: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -77,6 +80,7 @@ def verify_store(store: Store, run_id: str | None = None, *, track: Track | None
         report.checked += 1
     for rid in runs:  # the head as a load finds it, the run row against it, the journal
         report.calls += _verify_run(store, rid, firsts.get(rid), failed)
+        report.redactions += _redactions(store, rid, failed)
     return report
 
 
@@ -120,6 +124,33 @@ def _verify_run(store: Store, run_id: str, first: Checkpoint | None, failed: Fai
     for damaged in journal.damaged:
         failed(run_id, damaged.step, damaged)
     return journal.checked
+
+
+def _redactions(store: Store, run_id: str, failed: Failed) -> list[dict[str, Any]]:
+    """The run's audit records of redactions; a record not as written is a failure (an edit)."""
+    try:
+        records = store.redactions(run_id)
+    except NotFound:
+        return []
+    except SafepointError as exc:
+        failed(run_id, None, exc)
+        return []
+    shown = []
+    for record in records:
+        if not record.intact:
+            detail = "its redaction record does not match its check value (edited after it was written)"
+            failed(run_id, None, CorruptCheckpoint(run_id, None, detail))
+            continue
+        shown.append(
+            {
+                "run_id": run_id,
+                "redaction_id": record.redaction_id,
+                "at": record.at.isoformat(),
+                "found": record.found,
+                "steps": sorted(record.steps),
+            }
+        )
+    return shown
 
 
 def _agree(run_id: str, step: int, mismatched: list[str], row: str) -> None:

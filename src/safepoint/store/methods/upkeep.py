@@ -8,10 +8,11 @@ from safepoint.observe import store_calls
 from safepoint.records import Retention, StatusOrigin
 from safepoint.store import arguments, calls
 from safepoint.store.calls import reads, writes
-from safepoint.store.ops import listing, retention
+from safepoint.store.ops import listing, redacting, retention
 from safepoint.store.ops.collect import FileSpace, GcResult
 from safepoint.store.ops.retention import PruneResult
 from safepoint.store.ops.rewrite import Rewritten
+from safepoint.store.redaction import RedactionRecord
 from safepoint.store.twins import Entries, Returns, method
 from safepoint.store.validate import check_id
 
@@ -44,6 +45,12 @@ class UpkeepMethods(Entries):
         ``policy``, else the store's. Kept checkpoints all still load exactly.
         (``safepoint gc`` and ``prune_store`` call this for every run.)"""
         return calls.prune_run(run_id, policy, self.settings, dry_run)
+
+    @method("safepoint.redactions", ("run_id",), store_calls.of_run)
+    def redactions(self, run_id: str) -> Returns[list[RedactionRecord]]:
+        """The audit records redactions left on this run (``Store.redact``), oldest first:
+        what each named and replaced, never a value; ``intact`` says a record is as written."""
+        return reads(redacting.redaction_records(check_id(run_id), self.settings.sealer))
 
     @method("safepoint.gc", ("dry_run",), store_calls.of_gc, done=store_calls.collected)
     def collect_garbage(self, *, grace: float | timedelta = 0, dry_run: bool = False) -> Returns[GcResult]:

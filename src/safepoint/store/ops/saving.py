@@ -114,9 +114,7 @@ def save(
         if cp.step != head_step + 1:
             raise Conflict(cp.run_id, cp.step, head_step)
         if plan is None or view is None or view.digest != bytes(head_row.head_digest):
-            if view is not None and view.step == head_step and view.run_id == cp.run_id:
-                yield from _refuse_if_redacted(cp, head_step, run_ref)
-            plan = yield from _plan_against_head(cp, prepared, head_step)
+            plan = yield from _plan_against_head(cp, prepared, head_step, view, run_ref)
 
     if guessed is not None and guessed[0] == first_seq and guessed[2].plan is plan:
         # The head was as guessed (a driver without save_next, the usual case
@@ -154,9 +152,15 @@ def save(
     return result
 
 
-def _plan_against_head(cp: Checkpoint, prepared: SaveInput[PlanT], head_step: int) -> Op[PlanT]:
+def _plan_against_head(
+    cp: Checkpoint, prepared: SaveInput[PlanT], head_step: int, view: StoredView | None, run_ref: int
+) -> Op[PlanT]:
     """The delta against the run's head, read in the save's transaction: by its
-    chain values where its rows have them (no body read), else loaded whole."""
+    chain values where its rows have them (no body read), else loaded whole. A ``view`` of
+    the head step itself that is not the head was held from before a redaction rewrote it:
+    ``Conflict`` (``_refuse_if_redacted``)."""
+    if view is not None and view.step == head_step and view.run_id == cp.run_id:
+        yield from _refuse_if_redacted(cp, head_step, run_ref)
     head_view = yield from chain_view(cp.run_id, head_step)
     if head_view is None:
         head = yield from load(cp.run_id, head_step)
