@@ -123,7 +123,7 @@ def test_history_diff_verify(url: str, tmp_path: Path) -> None:
     assert {c["path"] for c in changed["fields"]} == {"status"}
     result = cli("verify", "--store", url, "--json")
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == {"checked": 6, "calls": 0, "failures": []}
+    assert json.loads(result.stdout) == {"checked": 6, "calls": 0, "failures": [], "redactions": []}
 
 
 def test_verify_names_a_corrupt_checkpoint(url: str, tmp_path: Path) -> None:

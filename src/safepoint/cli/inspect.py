@@ -32,8 +32,7 @@ from safepoint.frameworks import framework_view
 from safepoint.model import VALUE_FIELDS, Checkpoint
 from safepoint.readable import checkpoint_diff, pending
 from safepoint.step_calls import PARENT, ShownCall, history_calls, step_calls
-from safepoint.store import Store
-from safepoint.store.redaction import RedactionRecord
+from safepoint.store import RedactionRecord, Store
 from safepoint.visible import visible
 
 T = TypeVar("T")

@@ -13,8 +13,7 @@ from rich.progress import Progress
 from safepoint.cli.output import ID_LEN, console, emit, handle_errors, open_store_at, say, store_options
 from safepoint.errors import InvalidArgument
 from safepoint.scrub import Secrets
-from safepoint.store.redacting import Redacted
-from safepoint.store.redaction import Redaction
+from safepoint.store import Redacted, Redaction
 from safepoint.visible import visible
 
 _DOING = "redacting runs"

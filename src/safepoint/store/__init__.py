@@ -16,6 +16,8 @@ from .asyncstore import AsyncStore
 from .facade import Store
 from .opening import DEFAULT_URL, open_async_store, open_store
 from .ops.leases import Attempts, QueueState
+from .redacting import Redacted
+from .redaction import Redaction, RedactionRecord
 from .sqlite.connect import SnapshotWarning
 
 __all__ = [
@@ -23,6 +25,9 @@ __all__ = [
     "AsyncStore",
     "Attempts",
     "QueueState",
+    "Redacted",
+    "Redaction",
+    "RedactionRecord",
     "SnapshotWarning",
     "Store",
     "open_async_store",
