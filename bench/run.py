@@ -63,6 +63,7 @@ from report import fresh as fresh_report
 from report import journal as journal_report
 from report import journal_frameworks as journal_frameworks_report
 from report import otel as otel_report
+from report import redact as redact_report
 from report import scale as scale_report
 from report import ui as ui_report
 from sections import blobs as blob_section
@@ -77,6 +78,7 @@ from sections import journal_frameworks as journal_frameworks_section
 from sections import langgraph_sqlite, save_breakdown, sqlite_store
 from sections import otel as otel_section
 from sections import postgres as postgres_section
+from sections import redact as redact_section
 from sections import scale as scale_section
 from sections import scrub as scrub_section
 from sections import ui as ui_section
@@ -98,6 +100,7 @@ SECTIONS = {
     "house": "house_only",
     "journal": "journal_only",
     "floor": "floor_only",
+    "redact": "redact_only",
 }
 VARIANTS: tuple[dict[str, Any], ...] = ({"scrubber": False}, {"scrubber": False, "blobs": False})
 
@@ -123,9 +126,10 @@ def main(argv: list[str] | None = None) -> int:
         "frameworks_only": _frameworks,
         "journal_only": lambda: _journal(args, workdir),
         "floor_only": lambda: _floor(args, workdir),
+        "redact_only": lambda: _redact(args),
     }
     for flag, section in alone.items():
-        if getattr(args, flag):
+        if getattr(args, flag, False):  # set by its --X-only flag, or by --section
             return _finish(section(), args, workdir)
     began = time.perf_counter()
     described = machine.describe(workdir)  # now: it names the code this process imported
@@ -220,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     frameworks = "" if args.no_frameworks else "\n" + _frameworks()
     journal = "" if args.no_journal else "\n" + _journal(args, workdir)
     floor = "" if args.no_floor else "\n" + _floor(args, workdir)
+    redaction = "" if args.no_redact else "\n" + _redact(args)
     body = (
         report.render(results)
         + scale
@@ -231,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         + frameworks
         + journal
         + floor
+        + redaction
     )
     return _finish(body, args, workdir)
 
@@ -302,6 +308,13 @@ def _ui(args: argparse.Namespace) -> str:
     results = ui_section.run(None if args.no_postgres else args.pg_url)
     _log("ui: " + ", ".join(f"{r.store} {r.run_page_ms:.0f}/{r.step_page_ms:.0f} ms" for r in results))
     return ui_report.render(results, command=_command())
+
+
+def _redact(args: argparse.Namespace) -> str:
+    """Store.redact's pace over 1,000 runs in every configuration, against Scrubber.scrub."""
+    results = redact_section.run(None if args.no_postgres else args.pg_url)
+    _log("redact: " + ", ".join(f"{r.store} {r.ratio:.2f}x" for r in results))
+    return redact_report.render(results, command=_command())
 
 
 def _frameworks() -> str:
@@ -421,7 +434,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--no-journal", action="store_true", help="skip the call journal's section")
     parser.add_argument("--floor-only", action="store_true", help="run and print only the floor section")
-    parser.add_argument("--no-floor", action="store_true", help="skip the floor section")
+    for name in ("floor", "redact"):
+        parser.add_argument(f"--no-{name}", action="store_true", help=f"skip the {name} section")
     parser.add_argument(
         "--section",
         choices=sorted(SECTIONS),

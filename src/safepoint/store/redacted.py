@@ -73,13 +73,21 @@ class _Row:
     step: int
     header: bytes
     bodies: list[bytes]
-    chains: bytes | None
+    chains_stored: Any  # as stored (sealed on an encrypted store): opened only if chains change
     first_seq: int
-    ranges: tuple[tuple[int, int], ...]
+    ranges_text: Any  # parsed only when a body changes (``ranges``)
     pruned: bool
     blobs: str | None
     changed_bodies: bool = False
     changed_header: bool = False
+    _ranges: tuple[tuple[int, int], ...] | None = None
+
+    @property
+    def ranges(self) -> tuple[tuple[int, int], ...]:
+        """The seqs its checkpoint sees (none for a pruned row, whose view is gone)."""
+        if self._ranges is None:
+            self._ranges = parse_ranges(self.ranges_text) if not self.pruned else ()
+        return self._ranges
 
 
 class RunRedaction:
@@ -95,6 +103,10 @@ class RunRedaction:
             self.done.left["run id"] += 1
         self.rows: list[_Row] = []
         self.head_digest: bytes | None = None  # the head row's new stored digest, once rewritten
+        # What to write, once worked out (ops/redacting.py sets them from the methods below).
+        self.row_writes: list[dict[str, Any]] = []
+        self.call_writes: list[dict[str, Any]] = []
+        self.run_write: dict[str, Any] | None = None
 
     # -- checkpoint rows -------------------------------------------------------
 
@@ -102,14 +114,18 @@ class RunRedaction:
         """Each row redacted (bodies, then header), chains recomputed: the rows that changed."""
         redactor, done = self.redactor, self.done
         self.rows = [self._opened(row) for row in stored_rows]
-        body_of: dict[int, bytes] = {}
         for row in self.rows:
-            before = sum(redactor.counts.values())
+            before = redactor.total
             self._redact_row(row)
-            body_of.update((row.first_seq + index, body) for index, body in enumerate(row.bodies))
-            if sum(redactor.counts.values()) > before:
-                done.steps[row.step] = sum(redactor.counts.values()) - before
-        chains = _chains(self.rows, body_of) if any(row.changed_bodies for row in self.rows) else None
+            if redactor.total > before:
+                done.steps[row.step] = redactor.total - before
+        if any(row.changed_bodies for row in self.rows):
+            body_of = {
+                row.first_seq + index: body for row in self.rows for index, body in enumerate(row.bodies)
+            }
+            chains: dict[int, bytes] | None = _chains(self.rows, body_of)
+        else:
+            chains = None
         writes = []
         for row in self.rows:
             params = self._row_params(row, chains)
@@ -127,9 +143,9 @@ class RunRedaction:
             step=row.step,
             header=self._plain(row.header, row.step, "header") or b"",
             bodies=messages.split(b"\n") if messages and row.added else [],
-            chains=self._plain(row.chains, row.step, "chains"),
+            chains_stored=row.chains,
             first_seq=row.first_seq,
-            ranges=parse_ranges(row.ranges) if not row.pruned else (),
+            ranges_text=row.ranges,
             pruned=bool(row.pruned),
             blobs=row.blobs,
         )
@@ -149,23 +165,28 @@ class RunRedaction:
 
     def _redact_row(self, row: _Row) -> None:
         redactor = self.redactor
-        # Bodies are named as a save names them: their index in the view of the row that added them.
-        count = sum(end - start for start, end in row.ranges)
-        first_index = count - len(row.bodies) if not row.pruned else row.first_seq
+        first_index = -1  # the view index of the row's first body, worked out if a body is walked
         for index, body in enumerate(row.bodies):
+            if not redactor.might_hold(body):
+                continue
+            if first_index < 0:
+                # Named as a save names them: their index in the view of the row that added them.
+                count = sum(end - start for start, end in row.ranges)
+                first_index = count - len(row.bodies) if not row.pruned else row.first_seq
             new = redactor.body(body, f"messages[{first_index + index}]")
             if new is not None:
                 row.bodies[index] = new
                 row.changed_bodies = True
         if row.pruned or not row.header:
             return  # a pruned row keeps only the bodies later views see
-        if not redactor.redaction.might_match(row.header) and BLOB_MARK not in row.header:
+        redactor.scanned += len(row.header)
+        if not redactor.header_might_hold(row.header):
             return
         header = codec.decode(row.header)
         changed = False
         for name in VALUE_FIELDS:
             value = header.get(name)
-            new_value = None if value is None else redactor.value(value, name)
+            new_value = None if value is None else redactor.value(value, name, look=True)
             if new_value is not None:
                 header[name], changed = new_value, True
         labels = self._labels(header.get("labels") or {})
@@ -195,9 +216,12 @@ class RunRedaction:
 
     def _row_params(self, row: _Row, chains: dict[int, bytes] | None) -> dict[str, Any] | None:
         """The row's new columns, sealed for its place; None when nothing in it changed."""
-        new_chains = row.chains
-        if chains is not None and row.chains is not None and row.bodies:
-            new_chains = b"".join(chains[row.first_seq + index] for index in range(len(row.bodies)))
+        new_chains: Any = row.chains_stored  # written back as stored unless they change
+        chains_changed = False
+        if chains is not None and row.chains_stored is not None and row.bodies:
+            joined = b"".join(chains[row.first_seq + index] for index in range(len(row.bodies)))
+            if joined != self._plain(row.chains_stored, row.step, "chains"):
+                new_chains, chains_changed = self._sealed(joined, row.step, "chains"), True
         header = row.header
         if chains is not None and not row.pruned and header:
             fields = codec.decode(header)
@@ -206,8 +230,7 @@ class RunRedaction:
             if fields["messages"]["chain"] != chain:
                 fields["messages"]["chain"] = chain
                 header = codec.encode(fields)
-        unchanged = header == row.header and new_chains == row.chains
-        if unchanged and not row.changed_bodies and not row.changed_header:
+        if header == row.header and not chains_changed and not row.changed_bodies and not row.changed_header:
             return None
         plain_digest = codec.digest(header) if header else b""
         return {
@@ -216,7 +239,7 @@ class RunRedaction:
             "header": self._sealed(header, row.step, "header"),
             "digest": self.sealer.keyed(plain_digest) if self.sealer is not None and header else plain_digest,
             "messages": self._sealed(b"\n".join(row.bodies) if row.bodies else None, row.step, "messages"),
-            "chains": self._sealed(new_chains, row.step, "chains"),
+            "chains": new_chains,
             "blobs": digests_json(stored_digests((header, *row.bodies))),
         }
 
@@ -234,6 +257,7 @@ class RunRedaction:
         place = "call:" + call.key
         body = self._plain(call.result, call.step, place)
         assert body is not None
+        self.redactor.scanned += len(body)
         if not self.redactor.redaction.might_match(body) and BLOB_MARK not in body:
             return None
         before = Counter(self.redactor.counts)

@@ -29,7 +29,7 @@ from safepoint.records import now_micros
 from safepoint.twins import Flow, Invoke
 
 from .ops.collect import drop_unreferenced
-from .ops.redacting import redact_run
+from .ops.redacting import NOT_ROWS, redact_run, scan_runs
 from .ops.resealing import scrub_free_pages
 from .query import Query
 from .redacted import RunRedacted
@@ -52,6 +52,7 @@ class Redacted:
     forks: list[str] = field(default_factory=list)  # forks of chosen runs, redacted as copies
     failed: list[tuple[str, SafepointError]] = field(default_factory=list)
     blobs_deleted: int = 0
+    bytes_scanned: int = 0  # stored values looked at (headers, bodies, journal results)
 
     @property
     def counts(self) -> Counter[str]:
@@ -92,39 +93,26 @@ def redact_flow(
     done = Redacted(redaction.id, dry_run)
     audit = {"id": redaction.id, **redaction.describe()}
     chosen = yield from _chosen(store, run_ids, labels)
-    seen = {run_id for _, run_id in chosen}
+    if run_ids is not None or labels is not None:  # forks of a chosen run hold copies of it
+        chosen = yield from _with_forks(store, chosen, done)
     dropped: set[str] = set()
-    queue = list(chosen)
-    index = 0
-    while index < len(queue):
-        run_ref, run_id = queue[index]
-        index += 1
-        if run_ids is not None or labels is not None:  # forks of a chosen run hold copies of it
-            for fork_ref, fork_id in (yield Invoke(run, (_forks(run_id),), {"write": False})):
-                if fork_id not in seen:
-                    seen.add(fork_id)
-                    queue.append((fork_ref, fork_id))
-                    done.forks.append(fork_id)
-        try:
-            op = redact_run(
-                run_ref, run_id, redactor, settings.sealer, now=now_micros(), dry_run=dry_run, audit=audit
-            )
-            result = yield Invoke(run, (op,), {"write": not dry_run})
-        except StoreError:
-            raise  # the backend failed: stop, and a rerun goes on from here
-        except SafepointError as exc:  # this run's rows: damaged, or a blob missing
-            done.failed.append((run_id, exc))
-            result = None
-        except (TypeError, ValueError, KeyError):  # a column edited into another type or shape
-            done.failed.append((run_id, CorruptCheckpoint(run_id, None, _NOT_ROWS)))
-            result = None
-        done.runs_scanned += 1
-        if result is not None and (result.found or result.left):
-            done.runs.append(result)
-            dropped |= result.dropped
-            settings.memory.forget(run_id)  # this process's memory of the run holds the old bytes
+    for start in range(0, len(chosen), _SCAN):
+        batch = chosen[start : start + _SCAN]
+        scanning = scan_runs(batch, redactor, settings.sealer)
+        scanned, failed = yield Invoke(run, (scanning,), {"write": False})
+        done.failed += failed
+        refs = {run_id: run_ref for run_ref, run_id in batch}
+        for seen in scanned:
+            result: RunRedacted | None = seen
+            if not dry_run and seen.found:
+                result = yield from _redacted(store, redactor, refs[seen.run_id], seen.run_id, audit, done)
+            if result is not None and (result.found or result.left):
+                done.runs.append(result)
+                dropped |= result.dropped
+        done.runs_scanned += len(batch)
         if progress is not None:
-            progress(index, len(queue))
+            progress(min(start + _SCAN, len(chosen)), len(chosen))
+    done.bytes_scanned = redactor.scanned
     if dry_run:
         return done
     if dropped and settings.blobs is not None:
@@ -135,7 +123,51 @@ def redact_flow(
     return done
 
 
-_NOT_ROWS = "its stored rows are not in the form safepoint writes them"
+_SCAN = 50  # runs read per read-only transaction while looking for findings
+
+
+def _redacted(  # noqa: PLR0917  (the run and what its record needs)
+    store: Any,
+    redactor: ValueRedactor,
+    run_ref: int,
+    run_id: str,
+    audit: dict[str, Any],
+    done: Redacted,
+) -> Flow[RunRedacted | None]:
+    """One run with a finding redacted in its own write transaction; a failure is recorded."""
+    op = redact_run(run_ref, run_id, redactor, store.settings.sealer, now=now_micros(), audit=audit)
+    scanned = redactor.scanned  # its bytes were counted by the scan
+    try:
+        result: RunRedacted | None = yield Invoke(store.driver.run, (op,), {"write": True})
+    except StoreError:
+        raise  # the backend failed: stop, and a rerun goes on from here
+    except SafepointError as exc:  # this run's rows: damaged, or a blob missing
+        done.failed.append((run_id, exc))
+        return None
+    except (TypeError, ValueError, KeyError, IndexError):  # a column edited into another shape
+        done.failed.append((run_id, CorruptCheckpoint(run_id, None, NOT_ROWS)))
+        return None
+    finally:
+        redactor.scanned = scanned
+    if result is not None:
+        store.settings.memory.forget(run_id)  # this process's memory of the run holds the old bytes
+    return result
+
+
+def _with_forks(store: Any, chosen: list[tuple[int, str]], done: Redacted) -> Flow[list[tuple[int, str]]]:
+    """The chosen runs and every fork of them, forks of forks too (each a copy of its source)."""
+    seen = {run_id for _, run_id in chosen}
+    out = list(chosen)
+    index = 0
+    while index < len(out):
+        _, run_id = out[index]
+        index += 1
+        for fork_ref, fork_id in (yield Invoke(store.driver.run, (_forks(run_id),), {"write": False})):
+            if fork_id not in seen:
+                seen.add(fork_id)
+                out.append((fork_ref, fork_id))
+                done.forks.append(fork_id)
+    return out
 
 
 def _chosen(

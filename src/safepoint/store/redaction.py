@@ -30,10 +30,12 @@ from safepoint.errors import InvalidArgument
 from safepoint.scrub import Found, Scrubber, Secrets
 
 from .blob_targets import BlobTarget
-from .large_values import BlobPolicy, BlobSink, find_refs, inline, offload
+from .large_values import BLOB_MARK, BlobPolicy, BlobSink, find_refs, inline, offload
 from .references import from_stored
 
 VALUE_NAME = "value-{}"  # a literal value's name in its marker: [REDACTED:value-1]
+_COUNTERS, _AFTER_COUNTERS = b'{"counters":', b',"created_at":'  # a header's first two keys
+_MEMO = 10_000  # entries a memo of repeated small values keeps (label sets, counter names)
 
 
 class Redaction:
@@ -78,6 +80,8 @@ class Redaction:
         if not scrubbers:
             raise InvalidArgument("give secrets, values, rules or PII kinds to redact")
         self.scrubbers = tuple(scrubbers)
+        self._texts: dict[str, bool] = {}  # run ids and label keys seen: the same ones recur
+        self._looks = tuple(scrubber.needs_walk_encoded for scrubber in self.scrubbers)
 
     @property
     def id(self) -> str:
@@ -103,16 +107,23 @@ class Redaction:
 
     def might_match(self, data: bytes | memoryview) -> bool:
         """Whether canonical JSON bytes might hold a finding (one look per scrubber)."""
-        return any(scrubber.needs_walk_encoded(data) for scrubber in self.scrubbers)
+        looks = self._looks
+        return looks[0](data) if len(looks) == 1 else any(look(data) for look in looks)
 
     def finds_in_text(self, text: str) -> bool:
         """Whether a label's text (a run id, a label key or value) holds a finding."""
+        known = self._texts.get(text)
+        if known is not None:
+            return known
+        found_any = False
         for scrubber in self.scrubbers:
             found = Found("redact", "label")
             scrubber.scrub_strings({"": text}, "label", found, values_too=True)
-            if found.counts:
-                return True
-        return False
+            found_any = found_any or bool(found.counts)
+        if len(self._texts) >= _MEMO:
+            self._texts.clear()
+        self._texts[text] = found_any
+        return found_any
 
 
 def _kinds(pii: bool | Iterable[str]) -> tuple[str, ...]:
@@ -178,28 +189,71 @@ class ValueRedactor:
         self.policy = policy
         self.fetch: Fetch = _no_blobs
         self.counts: Counter[str] = Counter()
+        self.total = 0  # sum of counts, kept as they grow (asked after every row)
         self.sink = BlobSink(blobs.digest_of) if blobs is not None else BlobSink()
         self.replaced: dict[str, str] = {}
-        self._blob_might: dict[str, bool] = {}  # digest -> might its content hold a finding
+        self.scanned = 0  # bytes of stored values looked at, over the whole redaction (its pace)
+        self._strings: dict[tuple[Any, ...], tuple[dict[str, Any] | None, Counter[str]]] = {}
+        self._blob_might: dict[str, bool] = {}
+        self._clean_counters: dict[
+            bytes, bool
+        ] = {}  # a header's counters, as stored -> no finding  # digest -> might its content hold a finding
 
     def start(self, fetch: Fetch) -> None:
         """A new unit of work (a run): fresh counts and pending blobs; the blob look memo stays."""
         self.fetch = fetch
         self.counts = Counter()
+        self.total = 0
         self.sink = BlobSink(self.sink.digest_of)
 
     # -- the values ------------------------------------------------------------
 
+    def might_hold(self, body: bytes) -> bool:
+        """Whether a stored body might hold a finding: its bytes, or a blob it references."""
+        self.scanned += len(body)
+        if self.redaction.might_match(body):
+            return True
+        return BLOB_MARK in body and self._blobs_might(_blob_digests(body))
+
+    def header_might_hold(self, header: bytes) -> bool:
+        """Whether a stored header might hold a finding. Its counter names (``tokens_in`` wakes
+        the token rule) are left out of the look and checked once per set of names, as a save
+        proves them once (``scrub.proven``): canonical JSON sorts ``counters`` first and
+        ``created_at`` after it, so the bytes between are the counters, found without a decode."""
+        if not self.redaction.might_match(header):
+            return BLOB_MARK in header and self._blobs_might(_blob_digests(header))
+        end = header.find(_AFTER_COUNTERS) if header.startswith(_COUNTERS) else -1
+        if end < 0:
+            return True
+        part, rest = header[len(_COUNTERS) : end], header[end:]
+        clean = self._clean_counters.get(part)
+        if clean is None:
+            try:
+                counters = codec.decode(part)
+            except ValueError:  # a counter name holding the cut's bytes: no shortcut
+                return True
+            clean = (
+                type(counters) is dict
+                and self.strings(counters, "counters", values_too=False, tally=False) is None
+            )
+            if len(self._clean_counters) >= _MEMO:
+                self._clean_counters.clear()
+            self._clean_counters[part] = clean
+        return not clean or self.redaction.might_match(rest) or BLOB_MARK in rest
+
     def body(self, body: bytes, root: str) -> bytes | None:
-        """A stored body's (or a header value's) canonical bytes redacted; None when unchanged."""
-        digests = _blob_digests(body)
-        if not self.redaction.might_match(body) and not self._blobs_might(digests):
-            return None
+        """A stored body's canonical bytes redacted (``might_hold`` said it might hold a
+        finding); None when nothing was found."""
         new = self.value(codec.decode(body), root)
         return None if new is None else bytes(codec.encode(new))
 
-    def value(self, stored: Any, root: str) -> Any | None:
-        """A decoded stored value redacted (in stored form); None when nothing was found."""
+    def value(self, stored: Any, root: str, *, look: bool = False) -> Any | None:
+        """A decoded stored value redacted (in stored form); None when nothing was found.
+        ``look``: look at its canonical bytes first (a header field), as ``Scrubber.scrub`` does."""
+        if look:
+            encoded = codec.encode(stored)
+            if not self.redaction.might_match(encoded) and not self._blobs_might(_blob_digests(encoded)):
+                return None
         typed = from_stored(stored)
         links = find_refs(typed, [])
         value = inline(typed, self.fetch(sorted({link.digest for link in links}))) if links else typed
@@ -211,6 +265,7 @@ class ValueRedactor:
                 found_any = True
                 for (rule, _path), count in found.counts.items():
                     self.counts[rule] += count
+                    self.total += count
         if not found_any:
             return None
         if self.blobs is not None:
@@ -219,18 +274,28 @@ class ValueRedactor:
             self._replaced(link, value)
         return value
 
-    def strings(self, mapping: dict[str, str], root: str, *, values_too: bool) -> dict[str, str] | None:
+    def strings(
+        self, mapping: dict[str, Any], root: str, *, values_too: bool, tally: bool = True
+    ) -> dict[str, Any] | None:
         """A flat mapping (labels, counters) with its values (or its keys) redacted as a save
         scrubs them: markers, never references. None when nothing was found."""
-        out, found_any = mapping, False
-        for scrubber in self.redaction.scrubbers:
-            found = Found("redact", root)
-            out, found = scrubber.scrub_strings(out, root, found, values_too=values_too)
-            if found.counts:
-                found_any = True
+        # Every row of a run (and most runs) holds the same labels and counter names: one walk each.
+        key = (root, values_too, tuple(mapping.items()))
+        memo = self._strings.get(key)
+        if memo is None:
+            out, counts = mapping, Counter[str]()
+            for scrubber in self.redaction.scrubbers:
+                found = Found(scrubber.policy, root)
+                out, found = scrubber.scrub_strings(out, root, found, values_too=values_too)
                 for (rule, _path), count in found.counts.items():
-                    self.counts[rule] += count
-        return out if found_any else None
+                    counts[rule] += count
+            if len(self._strings) >= _MEMO:
+                self._strings.clear()
+            memo = self._strings[key] = (out if counts else None, counts)
+        if tally:  # (a look that only asks does not count what it found)
+            self.counts.update(memo[1])
+            self.total += memo[1].total()
+        return memo[0]
 
     # -- blobs -----------------------------------------------------------------
 
@@ -259,9 +324,6 @@ class ValueRedactor:
 def _no_blobs(digests: list[str]) -> Mapping[str, bytes]:
     del digests
     return {}
-
-
-BLOB_MARK = b'"$blob"'
 
 
 def _blob_digests(body: bytes) -> list[str]:

@@ -19,6 +19,7 @@ from collections import Counter
 from typing import Any
 
 from safepoint import codec
+from safepoint.errors import CorruptCheckpoint, SafepointError, StoreError
 from safepoint.records import from_micros
 from safepoint.store.blob_targets import BlobTarget
 from safepoint.store.query import Op, Query
@@ -28,6 +29,36 @@ from safepoint.store.sealer import Sealer
 
 from .loading import read_blobs
 
+Failures = list[tuple[str, SafepointError]]
+
+
+def scan_runs(
+    runs: list[tuple[int, str]], redactor: ValueRedactor, sealer: Sealer | None
+) -> Op[tuple[list[RunRedacted], Failures]]:
+    """What redacting each of ``runs`` would find and change, in one read-only transaction:
+    most runs hold nothing, and only the ones that do are then redacted, each in a write
+    transaction of its own (``redact_run``, which reads them again under its lock). A run
+    whose rows cannot be read as safepoint writes them is listed in the failures."""
+    found: list[RunRedacted] = []
+    failed: Failures = []
+    for run_ref, run_id in runs:
+        try:
+            work = yield from _worked(run_ref, run_id, redactor, sealer, lock=False)
+        except StoreError:
+            raise  # the backend failed: the whole scan is retried or reported
+        except SafepointError as exc:  # damaged rows, a blob missing, a seal that does not open
+            failed.append((run_id, exc))
+            continue
+        except (TypeError, ValueError, KeyError, IndexError):  # a column edited into another shape
+            failed.append((run_id, CorruptCheckpoint(run_id, None, NOT_ROWS)))
+            continue
+        if work is not None:
+            found.append(work.done)
+    return found, failed
+
+
+NOT_ROWS = "its stored rows are not in the form safepoint writes them"
+
 
 def redact_run(
     run_ref: int,
@@ -36,11 +67,36 @@ def redact_run(
     sealer: Sealer | None,
     *,
     now: int,
-    dry_run: bool,
     audit: dict[str, Any],
 ) -> Op[RunRedacted | None]:
     """Redact one run's rows, journal and run row; None when the run was deleted since it was listed."""
-    found = yield Query("sealed_run_read" if dry_run else "sealed_run", {"run_ref": run_ref})
+    work = yield from _worked(run_ref, run_id, redactor, sealer, lock=True)
+    if work is None:
+        return None
+    done, target = work.done, redactor.blobs
+    pending = redactor.sink.pending
+    if not (work.row_writes or work.call_writes or work.run_write):
+        return done
+    if pending and target is not None:
+        yield Query("blob_guard_shared")  # held until commit: gc takes it exclusively
+        target.put_all(pending)  # durable before the rows that reference them commit
+        yield from target.write(pending, now)
+    if work.row_writes:
+        yield Query("redact_row", many=work.row_writes)
+    if work.call_writes:
+        yield Query("redact_call", many=work.call_writes)
+    if work.run_write is not None:
+        yield Query("reseal_run", work.run_write)
+    head_step = work.rows[-1].step if work.rows else None
+    done.record = yield from _audit(run_ref, run_id, head_step, done, audit, now, sealer)
+    return done
+
+
+def _worked(
+    run_ref: int, run_id: str, redactor: ValueRedactor, sealer: Sealer | None, *, lock: bool
+) -> Op[RunRedaction | None]:
+    """One run read as stored (its row locked with ``lock``) and worked out: what to write."""
+    found = yield Query("sealed_run" if lock else "sealed_run_read", {"run_ref": run_ref})
     if not found:
         return None
     stored_rows = yield Query("redaction_rows", {"run_ref": run_ref})
@@ -55,28 +111,12 @@ def redact_run(
         fetched = yield from read_blobs(sorted(digests))
     redactor.start(_fetcher(target, fetched))
     work = RunRedaction(run_ref, run_id, redactor, sealer)
-    rows = work.rows_to_write(stored_rows)
-    calls = work.calls_to_write(stored_calls)
-    run_row = work.run_to_write(found[0])
-    done = work.done
-    done.counts = redactor.counts
-    pending = redactor.sink.pending
-    done.blobs_new = len(pending)
-    if dry_run or not (rows or calls or run_row):
-        return done
-    if pending and target is not None:
-        yield Query("blob_guard_shared")  # held until commit: gc takes it exclusively
-        target.put_all(pending)  # durable before the rows that reference them commit
-        yield from target.write(pending, now)
-    if rows:
-        yield Query("redact_row", many=rows)
-    if calls:
-        yield Query("redact_call", many=calls)
-    if run_row is not None:
-        yield Query("reseal_run", run_row)
-    head_step = work.rows[-1].step if work.rows else None
-    done.record = yield from _audit(run_ref, run_id, head_step, done, audit, now, sealer)
-    return done
+    work.row_writes = work.rows_to_write(stored_rows)
+    work.call_writes = work.calls_to_write(stored_calls)
+    work.run_write = work.run_to_write(found[0])
+    work.done.counts = redactor.counts
+    work.done.blobs_new = len(redactor.sink.pending)
+    return work
 
 
 def _fetcher(target: BlobTarget | None, fetched: dict[str, bytes]) -> Any:
