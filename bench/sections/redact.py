@@ -2,7 +2,8 @@
 
 Each store holds ``RUNS`` runs of ``STEPS`` steps, two messages of ~500 B a
 step (a user message and a reply, seeded words) and a small state; one row
-in a hundred holds a leaked value in a message. The redaction takes that
+in ten adds a tool output of ~70 KB (a blob); one row in a hundred holds a
+leaked value, in its reply or, every other time, in its tool output. The redaction takes that
 value out with one registered secret and the default rules (what a user
 runs when a key is found in stored runs): its CPU time and wall time over
 the whole store, and the bytes of stored values it looked at (headers,
@@ -13,24 +14,29 @@ would be given them): the floor of looking at those bytes at all. The
 target: the redaction within 2x of the scrubber's CPU per byte.
 
 Every configuration: SQLite (blobs in files), SQLite encrypted, SQLite with
-blobs in the database, and on PostgreSQL plain and encrypted (scratch
-schemas, dropped after). S3 blobs are not measured here (the store's rows
-are the same; the tests run it through moto).
+blobs in the database, SQLite with blobs in S3 (moto's server, the tests'
+``blob_server``), and on PostgreSQL plain and encrypted (scratch schemas,
+dropped after).
 """
 
 from __future__ import annotations
 
 import base64
+import os
 import random
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pg_server
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+from blob_server import CREDENTIALS, REGION, start_s3_server
 from safepoint import Checkpoint, Keyring, Redaction, Secrets, open_store
 from safepoint.model import VALUE_FIELDS
 from safepoint.scrub import Scrubber
@@ -71,10 +77,24 @@ def stores(pg_url: str | None) -> Iterator[list[tuple[str, str, dict[str, Any]]]
     """(name, url, options) of each configuration; PostgreSQL in scratch schemas, dropped after."""
     sealed = {"encryption": Keyring.from_text(KEYS)}
     with tempfile.TemporaryDirectory(prefix="safepoint-redact-bench-") as tmp:
+        s3 = start_s3_server()
+        for name, value in {**CREDENTIALS, "region": REGION}.items():  # boto3 reads these
+            env = {"aws_access_key_id": "AWS_ACCESS_KEY_ID", "aws_secret_access_key": "AWS_SECRET_ACCESS_KEY"}
+            os.environ.setdefault(env.get(name, "AWS_DEFAULT_REGION"), value)
+        import boto3  # noqa: PLC0415  (the s3 extra)
+
+        boto3.session.Session().client(
+            "s3", endpoint_url=s3.endpoint_url, region_name=REGION, **CREDENTIALS
+        ).create_bucket(Bucket="redact-bench")
         made: list[tuple[str, str, dict[str, Any]]] = [
             ("SQLite", f"sqlite:///{tmp}/plain.db", {}),
             ("SQLite + encrypted", f"sqlite:///{tmp}/sealed.db", sealed),
             ("SQLite, blobs in the database", f"sqlite:///{tmp}/inline.db", {"blobs": "database"}),
+            (
+                "SQLite, blobs in S3",
+                f"sqlite:///{tmp}/s3.db",
+                {"blobs": f"s3://redact-bench/store?endpoint_url={s3.endpoint_url}"},
+            ),
         ]
         schemas: list[str] = []
         if pg_url is not None and pg_server.unreachable(pg_url) is None:
@@ -84,6 +104,7 @@ def stores(pg_url: str | None) -> Iterator[list[tuple[str, str, dict[str, Any]]]
         try:
             yield made
         finally:
+            s3.stop()
             for schema in schemas:
                 pg_server.drop_schema(pg_url, schema)  # type: ignore[arg-type]
 
@@ -108,9 +129,13 @@ def fill(store: Any, seed: int = 37) -> tuple[int, int]:
             if step:
                 cp = cp.next()
             leak = rows % EVERY == EVERY - 1
-            reply = _text(rng, 480) + (f" the key is {VALUE}" if leak else "")
+            in_blob = leak and (rows // EVERY) % 2 == 1  # every other leak is in a tool output
+            reply = _text(rng, 480) + (f" the key is {VALUE}" if leak and not in_blob else "")
             cp.messages.append({"role": "user", "content": _text(rng, 480)})
             cp.messages.append({"role": "assistant", "content": reply})
+            if rows % 10 == 0 or in_blob:  # a tool output over the blob threshold
+                output = _text(rng, 70_000) + (f" the key is {VALUE}" if in_blob else "")
+                cp.messages.append({"role": "tool", "content": output})
             cp.state = {"turn": step, "topic": rng.choice(_WORDS)}
             cp.counters["tokens_in"] = cp.counters.get("tokens_in", 0) + 120
             store.save(cp)
@@ -125,7 +150,7 @@ def stored_values(store: Any) -> list[tuple[Any, str]]:
     for run in range(RUNS):
         run_id = f"bench-{run:05d}"
         for step in range(STEPS):  # every row's header, as the redaction reads every row
-            cp = store.load(run_id, step, migrate=False, fetch_blobs=False)
+            cp = store.load(run_id, step, migrate=False)  # blobs inlined: their bytes are scanned too
             values += [(getattr(cp, name), name) for name in VALUE_FIELDS if getattr(cp, name) is not None]
         values += [(message, f"messages[{index}]") for index, message in enumerate(cp.messages)]
     return values

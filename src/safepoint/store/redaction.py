@@ -307,6 +307,7 @@ class ValueRedactor:
         return any(self._blob_might.get(digest, True) for digest in digests)
 
     def _data_might(self, data: bytes) -> bool:
+        self.scanned += len(data)
         try:
             encoded = orjson.dumps(data.decode("utf-8"))  # a text blob, as its JSON string
         except UnicodeDecodeError:
