@@ -206,7 +206,7 @@ def _chosen(
 
 
 def _run_ref(run_id: str) -> Any:
-    return (yield Query("run_exists", {"run_id": run_id}))
+    return (yield Query("run_ref_of", {"run_id": run_id}))
 
 
 def _forks(run_id: str) -> Any:

@@ -880,3 +880,8 @@ DELETE FROM safepoint_redactions WHERE run_ref = %(run_ref)s::bigint;
 -- params: run_id
 -- returns: run_ref, run_id
 SELECT id, run_id FROM safepoint_runs WHERE parent_run_id = %(run_id)s ORDER BY id;
+
+-- name: run_ref_of
+-- params: run_id
+-- returns: run_ref
+SELECT id FROM safepoint_runs WHERE run_id = %(run_id)s;

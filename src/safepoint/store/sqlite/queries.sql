@@ -945,3 +945,9 @@ DELETE FROM safepoint_redactions WHERE run_ref = :run_ref;
 -- returns: run_ref, run_id
 -- Every run forked from a run (a redaction follows the copies a fork made).
 SELECT id, run_id FROM safepoint_runs WHERE parent_run_id = :run_id ORDER BY id;
+
+-- name: run_ref_of
+-- params: run_id
+-- returns: run_ref
+-- A run's row id, read only (run_exists locks it on PostgreSQL).
+SELECT id FROM safepoint_runs WHERE run_id = :run_id;
