@@ -115,8 +115,10 @@ def redact_flow(
     done.bytes_scanned = redactor.scanned
     if dry_run:
         return done
-    if dropped and settings.blobs is not None:
-        dropping = drop_unreferenced(settings.blobs, sorted(dropped))
+    if settings.blobs is not None:
+        # Also what an earlier, killed run of this redaction replaced and never deleted: its
+        # runs hold nothing now, so only the loose blobs' contents say which held the value.
+        dropping = drop_unreferenced(settings.blobs, sorted(dropped), redactor.blob_holds)
         done.blobs_deleted = yield Invoke(run, (dropping,), {"write": True})
     if done.runs:  # SQLite's free pages and WAL overwritten; nothing on PostgreSQL (docs/operations.md)
         yield Invoke(run, (scrub_free_pages(),), {"write": True})

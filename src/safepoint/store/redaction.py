@@ -306,6 +306,15 @@ class ValueRedactor:
                 self._blob_might[digest] = self._data_might(data)
         return any(self._blob_might.get(digest, True) for digest in digests)
 
+    def blob_holds(self, data: bytes) -> bool:
+        """Whether a blob's content holds a finding: walked, not only looked at, so that a
+        loose blob is deleted only when it holds what this redaction takes out."""
+        try:
+            value: Any = data.decode("utf-8")
+        except UnicodeDecodeError:
+            value = data  # bytes, scrubbed as a save scrubs them
+        return any(scrubber.scrub(value, "blob")[1].counts for scrubber in self.redaction.scrubbers)
+
     def _data_might(self, data: bytes) -> bool:
         self.scanned += len(data)
         try:

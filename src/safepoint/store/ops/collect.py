@@ -29,7 +29,7 @@ would have done at that moment.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -38,6 +38,8 @@ from safepoint.blobs.filesystem import FileSystemBlobStore
 from safepoint.records import from_micros
 from safepoint.store.blob_targets import BlobTarget
 from safepoint.store.query import UNSUPPORTED, Op, Query
+
+from .loading import read_blobs
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,27 +121,38 @@ def collect_garbage(target: BlobTarget, now: int, grace: timedelta, *, dry_run: 
     return result
 
 
-def drop_unreferenced(target: BlobTarget, digests: list[str]) -> Op[int]:
-    """Delete those of ``digests`` no row references any more, under the exclusive guard (a
-    redaction's old blobs: it knows which it replaced, so no grace and no sweep of the rest);
-    how many were deleted. A filesystem blob folder a backup holds keeps them (gc deletes them
-    later)."""
+def drop_unreferenced(target: BlobTarget, known: list[str], holds: Callable[[bytes], bool]) -> Op[int]:
+    """Delete the blobs no row references that a redaction took out: those it knows it replaced
+    (``known``), and any other unreferenced blob whose content ``holds`` a finding — what an
+    earlier, killed run of the same redaction replaced but never got to delete, or a crashed
+    save left. Under the exclusive guard, no grace; other unreferenced blobs are gc's. How many
+    were deleted. A filesystem blob folder a backup holds keeps them (gc deletes them later)."""
     yield Query("blob_guard_exclusive")
     referenced: set[str] = set()
     for (blobs,) in (yield Query("referenced_blobs")):
         referenced.update(codec.decode(blobs))
-    doomed = [digest for digest in digests if digest not in referenced]
-    if not doomed:
-        return 0
+    wanted = set(known)
     if target.in_database:
-        yield Query("delete_blobs", many=[{"digest": digest} for digest in doomed])
+        loose = [
+            digest for digest, _size, _created in (yield Query("stored_blobs")) if digest not in referenced
+        ]
+        stored = (yield from read_blobs(loose)) if loose else {}
+        doomed = [d for d in loose if d in wanted or holds(target.fetch([d], stored)[d])]
+        if doomed:
+            yield Query("delete_blobs", many=[{"digest": digest} for digest in doomed])
         return len(doomed)
     store = target.store  # type: ignore[attr-defined]
     turn = store.collecting() if isinstance(store, FileSystemBlobStore) else _free()
     deleted = 0
     with turn as may_delete:
-        if may_delete:
-            deleted = sum(bool(store.delete(digest)) for digest in doomed)
+        if not may_delete:
+            return 0
+        for info in list(store.scan()):
+            digest = info.digest
+            if digest in referenced:
+                continue
+            if digest in wanted or holds(target.fetch([digest], {})[digest]):
+                deleted += bool(store.delete(digest))
     return deleted
 
 
