@@ -209,7 +209,7 @@ def run_page(
     store: Store, run_id: str, steps_page: int = 1, find: str | None = None, chat_page: int | None = None
 ) -> dict[str, Any]:
     """The run: who holds it, its charts and its steps' summaries (from ``store.timeline``, no message
-    body), and its head's conversation, a page of it (the last unless ``chat_page``)."""
+    body), and its head's conversation: whole if it fits a page, else page ``chat_page`` if asked."""
     info = store.run(run_id)
     queue = store.queue_state(run_id)
     points = store.timeline(run_id)
@@ -253,12 +253,17 @@ def run_page(
         "forks": store.forks(run_id),
         "find": find or "",
         "found": found_in_conversation(store, run_id, find) if find else None,
-        **_head_chat(store, info, chat_page),
+        **_head_chat(store, info, points[-1].message_count if points else 0, chat_page),
     }
 
 
-def _head_chat(store: Store, info: RunInfo, page: int | None) -> dict[str, Any]:
-    """The head's conversation, one page of it: the last (where the run is now) unless asked."""
+def _head_chat(store: Store, info: RunInfo, count: int, page: int | None) -> dict[str, Any]:
+    """The head's conversation, a page of it (``count``: its messages, from the timeline). Shown
+    whole when it fits one page; a longer one when a page is asked for — only then is the head
+    loaded, so a long run's page costs no message body."""
+    pages = chat.pages_of(count)
+    if page is None and pages > 1:
+        return {"chat": None, "chat_page": None, "chat_pages": pages, "chat_pending": None}
     cp = store.load(info.run_id, migrate=False, fetch_blobs=False)
     pages = chat.pages_of(len(cp.messages))
     page = pages if page is None else max(1, min(page, pages))
