@@ -122,7 +122,8 @@ def test_a_runs_conversation_its_steps_and_its_pending_question(
             "+250",
             "+0.5",
         )
-        assert PAYLOADS[4][-4:] in cells(browser, 4)["step-pending"]  # the question, where it was asked
+        shown = "go on? \\x1b[31mred\\x07 \\u202eevil"  # control and bidi characters as escapes
+        assert shown in cells(browser, 4)["step-pending"]  # the question, where it was asked
         assert cells(browser, 0)["took"] == "-"
         assert cells(browser, 4)["took"].endswith(("ms", "s"))
         bubbles = browser.find_elements(By.CSS_SELECTOR, "#chat > li.message")
@@ -141,12 +142,14 @@ def test_a_runs_conversation_its_steps_and_its_pending_question(
         assert "<svg onload=" in call.find_element(By.CSS_SELECTOR, ".card-body").text  # a quoted argument
         (call_id, result), *more = pairs(browser, "chat")
         assert not more
-        assert 'onerror="window.__pwned=8"' in call_id  # the hostile id, as text
+        assert call_id == CALL_ID.replace("\x1b", "\\x1b")  # the hostile id, as text, its escape shown
         assert result == "found " + PAYLOADS[3]
         asks = browser.find_element(By.ID, "chat-pending")
         assert "waiting for a human" in asks.text.lower()
-        assert "go on?" in asks.text
+        assert shown in asks.text
         no_injection(browser)
+        steps = browser.find_element(By.ID, "steps")
+        browser.execute_script("arguments[0].scrollIntoView()", steps)  # the steps and the conversation
         screenshot(browser, backend, "conversation-run.png")
 
         browser.find_element(By.CSS_SELECTOR, "#chat .card-call a.pair").click()  # to the result, same page
@@ -213,6 +216,8 @@ def test_a_langgraph_agents_tool_calls_pair_with_their_results(
         head = store.run(run_id).head_step
         browser.get(served.base + run_path(run_id, step=head))
         assert len(pairs(browser, "conversation")) == 3
+        browser.execute_script("arguments[0].scrollIntoView()", browser.find_element(By.ID, "conversation"))
+        screenshot(browser, request.node.callspec.params["store"], "conversation-step.png")
         entries = store.recorded_calls(run_id)
         assert entries
         step = entries[0].step  # a step the journal's entries belong to: its page lists them
@@ -336,7 +341,9 @@ def test_two_steps_side_by_side_in_colour(browser: Any, store: Store, request: A
         }
         assert fields == {"state.gone": "row-removed", "state.new": "row-added", "state.plan": "row-changed"}
         removed, added = "rgba(253, 236, 234, 1)", "rgba(230, 246, 234, 1)"
-        assert colour(browser, "#messages-diff .row-changed td.left") in (removed, "rgb(253, 236, 234)")
+        changed = ("rgba(255, 248, 219, 1)", "rgb(255, 248, 219)")
+        assert colour(browser, "#messages-diff .row-changed td.left") in changed
+        assert colour(browser, "#messages-diff .row-changed td.right") in changed
         assert colour(browser, "#messages-diff .row-added td.right") in (added, "rgb(230, 246, 234)")
         assert colour(browser, "#fields .row-removed td.left") in (removed, "rgb(253, 236, 234)")
         assert colour(browser, ".row-changed .del") in ("rgba(248, 196, 192, 1)", "rgb(248, 196, 192)")
@@ -355,3 +362,116 @@ def test_two_steps_side_by_side_in_colour(browser: Any, store: Store, request: A
         no_injection(browser)
     finally:
         served.stop()
+
+
+# -- the pieces the pages are made of, without a browser ---------------------------------------------
+
+
+def test_step_summaries_are_differences_of_the_timeline() -> None:
+    """Each step is measured against the one before: messages (fewer when rewritten), the tool-call
+    counter a Run or a journal keeps, tokens, spend, seconds; a fork's first step is not measured, and
+    a pending action shows only at the step where it changed."""
+    from datetime import UTC, datetime, timedelta  # noqa: PLC0415
+
+    from safepoint.records import TimelinePoint  # noqa: PLC0415
+    from safepoint.ui.step_summary import summaries  # noqa: PLC0415
+
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    asks = {"kind": "input", "question": PAYLOADS[0]}
+    points = [
+        TimelinePoint(0, at, 1, {}, 10),
+        TimelinePoint(
+            1, at + timedelta(seconds=2.5), 4, {"tool_calls": 2, "tokens_in": 40, "spend": 0.5}, 10, asks
+        ),
+        TimelinePoint(
+            2,
+            at + timedelta(minutes=3),
+            3,
+            {"tool_calls": 2, "tokens_in": 40, "tokens_out": 5, "spend": 0.5},
+            10,
+            asks,
+        ),
+    ]
+    newest, middle, first = summaries(points, 1, forked=False)
+    assert (first.shown("messages_added"), first.shown("tool_calls"), first.took) == ("+1", "-", "-")
+    assert (middle.shown("messages_added"), middle.shown("tool_calls"), middle.shown("tokens")) == (
+        "+3",
+        "+2",
+        "+40",
+    )
+    assert (middle.shown("spend"), middle.took, middle.pending is not None) == ("+0.5", "2.5 s", True)
+    assert middle.pending is not None
+    assert middle.pending.asks == PAYLOADS[0]
+    assert (newest.shown("messages_added"), newest.shown("tool_calls"), newest.shown("tokens")) == (
+        "-1",
+        "0",
+        "+5",
+    )
+    assert (newest.took, newest.pending) == ("2 min 57 s", None)  # the same question: not again
+    (forked,) = summaries(points[1:2], 1, forked=True)
+    assert (forked.messages_added, forked.tokens, forked.took) == (None, None, "-")
+
+
+def test_cards_pair_by_call_id_within_reach_and_say_so_when_not() -> None:
+    """A call answered within reach of its page links to its result (on that page or the next); one
+    answered too far, or never, says it has no result; the words are the decoders' own."""
+    from safepoint.conversation import chat_message  # noqa: PLC0415
+    from safepoint.ui.chat import MESSAGES, REACH, conversation  # noqa: PLC0415
+
+    def asks(call_id: str) -> dict[str, Any]:
+        return {
+            "role": "assistant",
+            "tool_calls": [{"id": call_id, "function": {"name": "f", "arguments": "{}"}}],
+        }
+
+    talk: list[Any] = [
+        asks("near"),
+        {"role": "tool", "tool_call_id": "near", "content": "n"},
+        asks("far"),
+        asks("never"),
+    ]
+    talk += [{"role": "user", "content": "x"}] * (MESSAGES + REACH)
+    talk.append({"role": "tool", "tool_call_id": "far", "content": "too far"})
+    bubbles = conversation(talk, {}, 1, lambda page: f"/p{page}")
+    near, answer, far, never = (b.cards[0] for b in bubbles[:4])
+    assert (near.kind, near.call_id, near.href) == ("call", "near", "#m-1")
+    assert (answer.kind, answer.text, answer.href) == ("result", "n", "#m-0")
+    assert (far.href, never.href) == (None, None)
+    assert str(chat_message(talk[0]).parts[0]) == "call f() [near]"  # the words show and diff print
+    (last,) = conversation(talk, {}, 2, lambda page: f"/p{page}")[-1:]
+    assert last.side == "user"
+
+
+def test_side_by_side_rows_say_what_happened_to_each_message_and_field() -> None:
+    """Messages after the shared prefix are matched: kept, rewritten (words marked), added, removed;
+    fields by path; too many messages to match show as removed then added."""
+    from safepoint.ui.chat import reader  # noqa: PLC0415
+    from safepoint.ui.sidebyside import MATCHED, field_rows, message_rows  # noqa: PLC0415
+
+    read = reader({})
+    old = [
+        {"role": "user", "content": "a"},
+        {"role": "user", "content": "one two"},
+        {"role": "user", "content": "kept"},
+    ]
+    new = [
+        {"role": "user", "content": "a"},
+        {"role": "user", "content": "one three"},
+        {"role": "user", "content": "kept"},
+        {"role": "tool", "content": "t"},
+    ]
+    rows = message_rows(old, new, 1, read)
+    assert [r.kind for r in rows] == ["same", "changed", "same", "added"]
+    assert rows[1].left is not None
+    assert rows[1].right is not None
+    assert ("del", "two") in rows[1].left.pieces
+    assert ("ins", "three") in rows[1].right.pieces
+    assert [r.kind for r in message_rows(new, old, 1, read)] == ["same", "changed", "same", "removed"]
+    many = [{"role": "user", "content": str(i)} for i in range(MATCHED + 1)]
+    assert {r.kind for r in message_rows(many, many[:1], 0, read)} == {"changed", "removed"}
+    changes = [
+        {"path": "state.a", "before": None, "after": 1},
+        {"path": "state.b", "before": "x", "after": None},
+        {"path": "state.c", "before": "x y", "after": "x z"},
+    ]
+    assert [r.kind for r in field_rows(changes)] == ["added", "removed", "changed"]

@@ -5,7 +5,9 @@ The words are the frameworks' decoders' (``safepoint.conversation``): a run an a
 by that adapter's decoder, any other run's chat-shaped messages by the chat decoder (OpenAI,
 Anthropic, LangChain shapes), and a message neither knows by ``readable.describe`` (its JSON). The
 decoders mark a tool call and a tool result (``conversation.Part``) with the call id they pair by;
-nothing here reads a message's fields itself. Plain data leaves: the templates escape all of it.
+nothing here reads a message's fields itself. Plain data leaves: the templates escape all of it, and
+its control and format characters are shown as escapes (``visible``: a bidi override or an ANSI
+sequence in a message cannot make it read as something else; line breaks stay).
 
 A page holds ``MESSAGES`` messages. A call whose result is not on its page (or a result whose call is
 not) is looked for up to ``REACH`` messages beyond it, so a page costs a bounded number of decodes
@@ -21,6 +23,7 @@ from typing import Any
 from safepoint.conversation import Part, Turn, chat_message, decoder
 from safepoint.frameworks import ADAPTER_LABEL
 from safepoint.readable import describe, pending, question
+from safepoint.visible import visible
 
 MESSAGES = 200  # messages a page of a conversation shows
 REACH = 200  # messages looked at beyond a page for the other card of a pair
@@ -136,14 +139,17 @@ def _cards(
     for part in turn.parts:
         if not isinstance(part, Part):
             if part:
-                cards.append(Card("text", part))
+                cards.append(Card("text", _shown(part)))
             continue
         found = results if part.kind == "call" else calls
         partner = found.get(part.call_id) if part.call_id is not None else None
         href = None
         if partner is not None:
             href = ("" if partner in shown else link(partner // MESSAGES + 1)) + f"#m-{partner}"
-        cards.append(Card(part.kind, part.detail, part.name, part.call_id, part.error, partner, href))
+        call_id = None if part.call_id is None else visible(part.call_id)
+        cards.append(
+            Card(part.kind, _shown(part.detail), visible(part.name), call_id, part.error, partner, href)
+        )
     return tuple(cards) or (Card("text", "(no content)"),)
 
 
@@ -151,4 +157,9 @@ def pending_of(action: Any) -> Pending | None:
     """A checkpoint's (or a timeline point's) pending action, as a card shows it."""
     if action is None:
         return None
-    return Pending(pending(action), question(action))
+    asks = question(action)
+    return Pending(_shown(pending(action)), None if asks is None else _shown(asks))
+
+
+def _shown(text: str) -> str:
+    return visible(text, keep_newlines=True)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from safepoint.conversation import Turn
+from safepoint.visible import visible
 
 MATCHED = 400  # messages of each side matched one by one at most; past that, removed then added
 _WORDS = 4_000  # characters of a changed text compared word by word (the rest shown unmarked)
@@ -88,6 +89,10 @@ def field_rows(changes: Sequence[dict[str, Any]]) -> list[Row]:
 
 
 def _paired(left_label: str, before: str | None, right_label: str, after: str | None) -> Row:
+    """A row of two texts, their control characters shown as escapes (as the conversation does)."""
+    left_label, right_label = visible(left_label), visible(right_label)
+    before = None if before is None else visible(before, keep_newlines=True)
+    after = None if after is None else visible(after, keep_newlines=True)
     if before is None and after is not None:
         return Row("added", None, Side(right_label, (("ins", after),)))
     if after is None and before is not None:
@@ -122,7 +127,7 @@ def _keys(turns: Sequence[Turn]) -> list[tuple[str, str]]:
 
 
 def _plain(turn: Turn) -> Side:
-    return Side(turn.role, (("same", turn.text),))
+    return Side(visible(turn.role), (("same", visible(turn.text, keep_newlines=True)),))
 
 
 def _json(value: Any) -> str:
