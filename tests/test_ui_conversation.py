@@ -246,6 +246,7 @@ def test_long_runs_page_their_steps_and_their_conversation(browser: Any, store: 
         "tool_calls": [{"id": "far", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
     }
     talk[200] = {"role": "tool", "tool_call_id": "far", "content": "the far answer"}
+    talk[0] = {"role": "<b id=injected>r</b>\u202e", "content": "a role of its own"}
     store.save(Checkpoint(run_id="talk", messages=talk))
     served = Served(store)
     try:
@@ -269,6 +270,9 @@ def test_long_runs_page_their_steps_and_their_conversation(browser: Any, store: 
         messages = browser.find_elements(By.CSS_SELECTOR, "#conversation > li.message")
         assert len(messages) == 200
         assert messages[0].get_attribute("id") == "m-0"
+        assert messages[0].get_attribute("class") == "message side-other"  # a role the page does not know
+        assert messages[0].find_element(By.CSS_SELECTOR, ".role").text == "<b id=injected>r</b>\\u202e"
+        no_injection(browser)
         browser.find_element(By.CSS_SELECTOR, "#m-199 a.pair").click()  # its result is on page 2
         wait_for(browser, lambda d: d.find_elements(By.ID, "m-200"))
         assert "the far answer" in browser.find_element(By.ID, "m-200").text

@@ -114,7 +114,7 @@ def conversation(
         found = _index({i: read(messages[i])}, calls, {})
         missing -= found
     return [
-        Bubble(i, turn.role, _cards(turn, calls, results, range(start, end), link))
+        Bubble(i, visible(turn.role), _cards(turn, calls, results, range(start, end), link))
         for i, turn in turns.items()
     ]
 
