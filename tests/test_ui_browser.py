@@ -194,7 +194,7 @@ def click_through(driver: Any, base: str, store: Store, shots: Path) -> None:
     driver.get(base + run_path(HOSTILE_ID))
     driver.find_element(By.CSS_SELECTOR, "a.diff-link").click()
     wait_for(driver, lambda d: d.find_elements(By.ID, "shared"))
-    added = driver.find_element(By.ID, "added").text
+    added = driver.find_element(By.ID, "messages-diff").text
     assert PAYLOADS[-1][:5] in added or "red" in added
     no_injection(driver)
     driver.save_screenshot(str(shots / "diff.png"))

@@ -1,5 +1,6 @@
 """The inspector's render time on big runs (issue 19): server time of the run page of a 10,000-step
-run and the step page of a 2,000-message conversation, SQLite and PostgreSQL, plain and encrypted.
+run and the step page of a 2,000-message conversation, SQLite and PostgreSQL, plain and encrypted
+(and, apart, the run's chat view: its head's last page of messages, which opens the head).
 
     .venv/bin/python bench/run.py --section ui
 
@@ -46,6 +47,7 @@ class UiResult:
     run_page_ms: float
     step_page_ms: float
     fill_s: float
+    chat_view_ms: float = 0.0  # the 10,000-step run's head conversation, its last page (opens the head)
 
 
 def filled(store: Any) -> None:
@@ -60,7 +62,7 @@ def filled(store: Any) -> None:
     store.save(Checkpoint(run_id="long", messages=messages))
 
 
-def timed(store: Any) -> tuple[float, float]:
+def timed(store: Any) -> tuple[float, float, float]:
     from starlette.testclient import TestClient  # noqa: PLC0415
 
     from safepoint.ui import create_app  # noqa: PLC0415
@@ -68,7 +70,8 @@ def timed(store: Any) -> tuple[float, float]:
 
     client = TestClient(create_app(store), base_url="http://127.0.0.1:8765")
     out = []
-    for path in (run_path("big"), run_path("long", step=0)):
+    last = -(-STEPS // 200)  # the chat view's last page (200 messages a page)
+    for path in (run_path("big"), run_path("long", step=0), run_path("big", chat=last)):
         assert client.get(path).status_code == 200
         times = []
         for _ in range(REPS):
@@ -77,7 +80,7 @@ def timed(store: Any) -> tuple[float, float]:
             times.append((time.perf_counter() - began) * 1000)
             assert answer.status_code == 200
         out.append(statistics.median(times))
-    return out[0], out[1]
+    return out[0], out[1], out[2]
 
 
 @contextmanager
@@ -109,7 +112,7 @@ def run(pg_url: str | None) -> list[UiResult]:
             began = time.perf_counter()
             filled(store)
             fill = time.perf_counter() - began
-            run_ms, step_ms = timed(store)
+            run_ms, step_ms, chat_ms = timed(store)
             store.close()
-            results.append(UiResult(name, run_ms, step_ms, fill))
+            results.append(UiResult(name, run_ms, step_ms, fill, chat_ms))
     return results

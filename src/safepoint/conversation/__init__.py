@@ -23,9 +23,9 @@ from typing import Any
 
 from .chat import langchain_message, openai_item
 from .parts import adk_event, agent_framework_item, pydantic_ai_entry
-from .words import Turn
+from .words import Part, Turn
 
-__all__ = ["Turn", "decoder"]
+__all__ = ["Part", "Turn", "chat_message", "decoder"]
 
 _DECODERS: dict[str, Callable[[Any], Turn]] = {
     "pydantic-ai": pydantic_ai_entry,
@@ -34,6 +34,12 @@ _DECODERS: dict[str, Callable[[Any], Turn]] = {
     "langgraph": langchain_message,
     "agent-framework": agent_framework_item,
 }
+
+
+def chat_message(message: Any) -> Turn:
+    """A chat-shaped message any harness stores (OpenAI Chat Completions and Responses items,
+    Anthropic content blocks, LangChain dicts) as a turn: the LangGraph decoder reads them all."""
+    return langchain_message(message)
 
 
 def decoder(adapter: str | None) -> Callable[[Any], Turn] | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .words import Turn, blob, call, items, result, tag, text_of, unknown, value
+from .words import Part, Turn, blob, call, items, result, tag, text_of, unknown, value
 
 # -- Pydantic AI: conversation entries ---------------------------------------------------------------
 
@@ -43,7 +43,12 @@ def _pydantic_part(part: Any) -> str:
         failed = part.get("outcome") not in (None, "success")
         content = " · ".join(_pydantic_content(part.get("content")))
         shown = result(part.get("tool_call_id"), content, part.get("tool_name"), error=failed)
-        return shown + (f" ({text_of(part['outcome'])})" if failed else "")
+        if not failed:
+            return shown
+        outcome = f" ({text_of(part['outcome'])})"
+        return Part.of(
+            shown + outcome, "result", shown.name, shown.detail + outcome, shown.call_id, error=True
+        )
     if kind in ("instruction", "instruction-delta", "instruction-baseline"):
         return "(instructions) " + text_of(part.get("content", part.get("instructions")))
     if kind == "retry-feedback":

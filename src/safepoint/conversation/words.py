@@ -31,6 +31,25 @@ class Turn:
         return " · ".join(part for part in self.parts if part) or "(no content)"
 
 
+class Part(str):
+    """A part's words that also say what the part is, for a view that draws it: a tool call or a
+    tool result keeps its tool's name, its arguments or output in words, and the call id that pairs
+    the two (the inspector draws them as linked cards). As text it is the same words as any part."""
+
+    kind: str  # "call" or "result"
+    name: str
+    detail: str
+    call_id: str | None
+    error: bool
+
+    @classmethod
+    def of(cls, words: str, kind: str, name: str, detail: str, call_id: Any, *, error: bool = False) -> Part:
+        part = cls(words)
+        part.kind, part.name, part.detail, part.error = kind, name, detail, error
+        part.call_id = name_of(call_id) if call_id not in (None, "") else None
+        return part
+
+
 # -- shared pieces ---------------------------------------------------------------------------
 
 
@@ -65,15 +84,16 @@ def _words(data: Any, depth: int, budget: list[int]) -> str:
     return str(data)[:100]
 
 
-def call(name: Any, arguments: Any, call_id: Any = None) -> str:
+def call(name: Any, arguments: Any, call_id: Any = None) -> Part:
     """A tool call: its name, its arguments (a JSON string is read as the JSON it holds), its id."""
     if isinstance(arguments, str) and len(arguments) <= _PART * 10:
         with contextlib.suppress(ValueError):  # not JSON: shown as the text it is
             arguments = json.loads(arguments)
-    return f"call {name_of(name)}({value(arguments)}){tag(call_id)}"
+    args = value(arguments)
+    return Part.of(f"call {name_of(name)}({args}){tag(call_id)}", "call", name_of(name), args, call_id)
 
 
-def result(call_id: Any, output: Any, name: Any = None, *, error: bool = False) -> str:
+def result(call_id: Any, output: Any, name: Any = None, *, error: bool = False) -> Part:
     """A tool result and the call it answers."""
     if isinstance(output, str) and output[:1] in ("{", "[") and len(output) <= _PART * 10:
         with contextlib.suppress(
@@ -81,7 +101,9 @@ def result(call_id: Any, output: Any, name: Any = None, *, error: bool = False) 
         ):  # a tool's JSON text (a handoff's answer) read as the JSON it is
             output = json.loads(output)
     head = ("error " if error else "") + "result" + (f" of {name_of(name)}" if name else "") + tag(call_id)
-    return f"{head}: {value(output) if output not in (None, '') else '(empty)'}"
+    shown = value(output) if output not in (None, "") else "(empty)"
+    named = name_of(name) if name else ""
+    return Part.of(f"{head}: {shown}", "result", named, shown, call_id, error=error)
 
 
 def unknown(kind: Any) -> str:

@@ -123,7 +123,8 @@ class Inspector:
             if "step" in q:
                 context = pages.step_page(self.store, run_id, _int(q["step"]), _int(q.get("page", "1")))
                 return self.render(request, "step.html", {"run_id": run_id, **context})
-            context = pages.run_page(self.store, run_id, _int(q.get("steps", "1")), q.get("find"))
+            chat = _int(q["chat"]) if "chat" in q else None
+            context = pages.run_page(self.store, run_id, _int(q.get("steps", "1")), q.get("find"), chat)
             return self.render(request, "run.html", {"run_id": run_id, **context})
         except Exception as exc:
             return self.failed(request, exc)

@@ -26,10 +26,11 @@ from safepoint.step_calls import ShownCall, step_calls
 from safepoint.store import QueueState, Store
 from safepoint.store.admin import queue_states
 
-from . import chart
+from . import chart, chat, sidebyside, step_summary
+from .paths import run_path
 
 PAGE = 50  # runs per page
-MESSAGES = 200  # messages per page of a step
+MESSAGES = chat.MESSAGES  # messages per page of a conversation
 
 
 def shown_json(value: Any) -> str:
@@ -204,7 +205,11 @@ class BudgetBar:
         return max(0, min(100, round(100 * self.used / self.limit)))
 
 
-def run_page(store: Store, run_id: str, steps_page: int = 1, find: str | None = None) -> dict[str, Any]:
+def run_page(
+    store: Store, run_id: str, steps_page: int = 1, find: str | None = None, chat_page: int | None = None
+) -> dict[str, Any]:
+    """The run: who holds it, its charts and its steps' summaries (from ``store.timeline``, no message
+    body), and its head's conversation: whole if it fits a page, else page ``chat_page`` if asked."""
     info = store.run(run_id)
     queue = store.queue_state(run_id)
     points = store.timeline(run_id)
@@ -219,8 +224,7 @@ def run_page(store: Store, run_id: str, steps_page: int = 1, find: str | None = 
         chart.line("bytes", steps, [float(p.stored_bytes) for p in points]),
         chart.line("messages", steps, [float(p.message_count) for p in points]),
     ]
-    newest_first = points[::-1]
-    pages = max(1, -(-len(points) // PAGE))
+    pages = step_summary.pages_of(len(points))
     page = max(1, min(steps_page, pages))
     action = points[-1].pending_action if points else None  # the head's, as stored: no message loaded
     limits = budgets.Budget.from_counters(info.counters)
@@ -238,7 +242,7 @@ def run_page(store: Store, run_id: str, steps_page: int = 1, find: str | None = 
         "waiting": queue.waiting() and info.status is Status.RUNNING,
         "lines": lines,
         "chart": {"width": chart.WIDTH, "height": chart.HEIGHT},
-        "recent": newest_first[(page - 1) * PAGE : page * PAGE],
+        "recent": step_summary.summaries(points, page, forked=info.parent is not None) if points else [],
         "steps": len(points),
         "steps_page": page,
         "steps_pages": pages,
@@ -249,6 +253,29 @@ def run_page(store: Store, run_id: str, steps_page: int = 1, find: str | None = 
         "forks": store.forks(run_id),
         "find": find or "",
         "found": found_in_conversation(store, run_id, find) if find else None,
+        **_head_chat(store, info, points[-1].message_count if points else 0, chat_page),
+    }
+
+
+def _head_chat(store: Store, info: RunInfo, count: int, page: int | None) -> dict[str, Any]:
+    """The head's conversation, a page of it (``count``: its messages, from the timeline). Shown
+    whole when it fits one page; a longer one when a page is asked for — only then is the head
+    loaded, so a long run's page costs no message body."""
+    pages = chat.pages_of(count)
+    if page is None and pages > 1:
+        return {"chat": None, "chat_page": None, "chat_pages": pages, "chat_pending": None}
+    cp = store.load(info.run_id, migrate=False, fetch_blobs=False)
+    pages = chat.pages_of(len(cp.messages))
+    page = pages if page is None else max(1, min(page, pages))
+
+    def link(at: int) -> str:
+        return run_path(info.run_id, chat=at)
+
+    return {
+        "chat": chat.conversation(cp.messages, cp.labels, page, link),
+        "chat_page": page,
+        "chat_pages": pages,
+        "chat_pending": chat.pending_of(cp.pending_action) if page == pages else None,
     }
 
 
@@ -286,15 +313,23 @@ def step_page(store: Store, run_id: str, step: int, page: int) -> dict[str, Any]
         ]
     except SafepointError as exc:  # a damaged entry: verify names it
         calls = type(exc).__name__
-    pages = max(1, -(-len(cp.messages) // MESSAGES))
+    pages = chat.pages_of(len(cp.messages))
     page = max(1, min(page, pages))
-    start = (page - 1) * MESSAGES
-    messages = [(start + i, *describe(m)) for i, m in enumerate(cp.messages[start : start + MESSAGES])]
+
+    def link(at: int) -> str:
+        return run_path(run_id, step=step, page=at)
+
+    # The step before: the one below it, in the parent for a fork's first step (a copy of the parent's).
+    parent = info.parent
+    previous = None if step == 0 else (parent.run_id if parent and step == parent.step else run_id, step - 1)
     return {
         "cp": cp,
-        "messages": messages,
+        "messages": chat.conversation(cp.messages, cp.labels, page, link),
         "page": page,
         "pages": pages,
+        "pending_card": chat.pending_of(cp.pending_action) if page == pages else None,
+        "previous": previous,
+        "following": step + 1 if step < info.head_step else None,
         "fields": _fields(cp),
         "scrubbed": cp.scrub_report.counts,
         "blobs": _blob_refs([list(cp.messages), *(getattr(cp, name) for name in VALUE_FIELDS)]),
@@ -304,16 +339,19 @@ def step_page(store: Store, run_id: str, step: int, page: int) -> dict[str, Any]
 
 
 def diff_page(store: Store, run_id: str, step_a: int, step_b: int) -> dict[str, Any]:
+    """Two steps side by side (any two, in either order): messages, then fields."""
     a = store.load(run_id, step_a, migrate=False, fetch_blobs=False)
     b = store.load(run_id, step_b, migrate=False, fetch_blobs=False)
     found = checkpoint_diff(a, b)
+    shared = found["messages"]["shared"]
     return {
         "a": step_a,
         "b": step_b,
-        "shared": found["messages"]["shared"],
-        "removed": [describe(m) for m in list(a.messages)[found["messages"]["shared"] :]],
-        "added": [describe(m) for m in found["messages"]["added"]],
-        "fields": [(c["path"], shown_json(c["before"]), shown_json(c["after"])) for c in found["fields"]],
+        "shared": shared,
+        "removed": len(a.messages) - shared,
+        "added": len(b.messages) - shared,
+        "rows": sidebyside.message_rows(a.messages, b.messages, shared, chat.reader(b.labels)),
+        "fields": sidebyside.field_rows(found["fields"]),
     }
 
 
