@@ -120,7 +120,10 @@ def redact_flow(
         # runs hold nothing now, so only the loose blobs' contents say which held the value.
         dropping = drop_unreferenced(settings.blobs, sorted(dropped), redactor.blob_holds)
         done.blobs_deleted = yield Invoke(run, (dropping,), {"write": True})
-    if done.runs:  # SQLite's free pages and WAL overwritten; nothing on PostgreSQL (docs/operations.md)
+    # SQLite's free pages and WAL overwritten (nothing on PostgreSQL: docs/secrets.md) when this
+    # call, or a killed earlier run of it, rewrote something.
+    seen = done.runs or done.blobs_deleted or (yield Invoke(run, (_seen(redaction.id),), {"write": False}))
+    if seen:
         yield Invoke(run, (scrub_free_pages(),), {"write": True})
     return done
 
@@ -209,6 +212,11 @@ def _chosen(
 
 def _run_ref(run_id: str) -> Any:
     return (yield Query("run_ref_of", {"run_id": run_id}))
+
+
+def _seen(redaction_id: str) -> Any:
+    rows = yield Query("redaction_seen", {"redaction_id": redaction_id})
+    return bool(rows and rows[0].runs)
 
 
 def _forks(run_id: str) -> Any:

@@ -885,3 +885,8 @@ SELECT id, run_id FROM safepoint_runs WHERE parent_run_id = %(run_id)s ORDER BY 
 -- params: run_id
 -- returns: run_ref
 SELECT id FROM safepoint_runs WHERE run_id = %(run_id)s;
+
+-- name: redaction_seen
+-- params: redaction_id
+-- returns: runs
+SELECT count(*) FROM safepoint_redactions WHERE redaction_id = %(redaction_id)s;

@@ -951,3 +951,10 @@ SELECT id, run_id FROM safepoint_runs WHERE parent_run_id = :run_id ORDER BY id;
 -- returns: run_ref
 -- A run's row id, read only (run_exists locks it on PostgreSQL).
 SELECT id FROM safepoint_runs WHERE run_id = :run_id;
+
+-- name: redaction_seen
+-- params: redaction_id
+-- returns: runs
+-- How many runs a redaction call (by id) has audit records on: a rerun after
+-- a kill that finds nothing left to rewrite still scrubs the file's pages.
+SELECT count(*) FROM safepoint_redactions WHERE redaction_id = :redaction_id;
