@@ -144,6 +144,9 @@ TABLE: tuple[Op, ...] = (
                 "labels": st.sampled_from(({}, {"team": "blue"}, {"tier": "gold"})),
                 # updated_since / updated_until: no bound, a window holding every run, one before all
                 "window": st.sampled_from((None, "all", "before")),
+                # the listing's order: the default (newest first), or a sort key either way
+                "sort": st.sampled_from((None, "created", "updated", "run_id", "status", "step")),
+                "descending": st.booleans(),
             }
         ),
         lambda ctx: True,
