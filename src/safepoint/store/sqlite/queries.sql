@@ -278,16 +278,10 @@ WHERE (:statuses IS NULL OR r.status IN (SELECT value FROM json_each(:statuses))
 -- alone), the row id breaks ties. Paged by the last row's key: rows after
 -- (:after_text, :after_number, :after_id) in the order asked, so a run is
 -- listed once however many share its key. The unused key is a constant ('' or
--- 0) on both sides. No index serves it: the filtered runs are sorted whole.
-SELECT run_ref, run_id, status, head_step, schema_version, labels, counters,
-       created_at, updated_at, parent_run_id, parent_step, attempts, retry_at, last_error
-FROM (
-    SELECT r.id AS run_ref, r.run_id, r.status, c.step AS head_step, c.schema_version, r.labels,
-           -- a sealed header (encrypted store) is returned whole: the store opens it
-           CASE WHEN substr(c.header, 1, 1) = x'00' THEN c.header
-                ELSE json_extract(CAST(c.header AS TEXT), '$.counters') END AS counters,
-           r.created_at, c.created_at AS updated_at, r.parent_run_id, r.parent_step,
-           r.attempts, r.retry_at, r.last_error,
+-- 0) on both sides. No index serves it: the filtered runs are sorted whole,
+-- by their keys alone; the page's rows are read after (counters, labels).
+WITH keyed AS (
+    SELECT r.id AS run_ref, c.id AS head_id,
            CASE :sort WHEN 'run_id' THEN r.run_id WHEN 'status' THEN r.status ELSE '' END AS text_key,
            CASE :sort WHEN 'updated' THEN c.created_at WHEN 'step' THEN c.step ELSE 0 END AS number_key
     FROM safepoint_runs AS r
@@ -303,16 +297,32 @@ FROM (
             WHERE NOT EXISTS (
                 SELECT 1 FROM json_each(r.labels) AS have
                 WHERE have.key = want.key AND have.value = want.value)))
-) AS listed
-WHERE :after_id IS NULL
-   OR (:descending AND (text_key, number_key, run_ref) < (:after_text, :after_number, :after_id))
-   OR (NOT :descending AND (text_key, number_key, run_ref) > (:after_text, :after_number, :after_id))
--- One ORDER BY for both ways: the terms of the way not asked are NULL on every row.
-ORDER BY CASE WHEN :descending THEN text_key END DESC,
-         CASE WHEN :descending THEN number_key END DESC,
-         CASE WHEN :descending THEN run_ref END DESC,
-         text_key, number_key, run_ref
-LIMIT :limit;
+),
+page AS (
+    SELECT * FROM keyed
+    WHERE :after_id IS NULL
+       OR (:descending AND (text_key, number_key, run_ref) < (:after_text, :after_number, :after_id))
+       OR (NOT :descending AND (text_key, number_key, run_ref) > (:after_text, :after_number, :after_id))
+    -- One ORDER BY for both ways: the terms of the way not asked are NULL on every row.
+    ORDER BY CASE WHEN :descending THEN text_key END DESC,
+             CASE WHEN :descending THEN number_key END DESC,
+             CASE WHEN :descending THEN run_ref END DESC,
+             text_key, number_key, run_ref
+    LIMIT :limit
+)
+SELECT r.id, r.run_id, r.status, c.step, c.schema_version, r.labels,
+       -- a sealed header (encrypted store) is returned whole: the store opens it
+       CASE WHEN substr(c.header, 1, 1) = x'00' THEN c.header
+            ELSE json_extract(CAST(c.header AS TEXT), '$.counters') END,
+       r.created_at, c.created_at, r.parent_run_id, r.parent_step,
+       r.attempts, r.retry_at, r.last_error
+FROM page
+JOIN safepoint_runs AS r ON r.id = page.run_ref
+JOIN safepoint_checkpoints AS c ON c.id = page.head_id
+ORDER BY CASE WHEN :descending THEN page.text_key END DESC,
+         CASE WHEN :descending THEN page.number_key END DESC,
+         CASE WHEN :descending THEN page.run_ref END DESC,
+         page.text_key, page.number_key, page.run_ref;
 
 -- name: delete_checkpoints
 -- params: run_ref
