@@ -5,6 +5,7 @@ retry at and last error — hostile text in ids, labels, worker ids, errors and 
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -99,7 +100,9 @@ def search(driver: Any, base: str, **query: str) -> list[str]:
     return ids(driver)
 
 
-def find_and_filter(driver: Any, base: str, store: Store, updated: dict[str, datetime]) -> None:
+def find_and_filter(
+    driver: Any, base: str, store: Store, updated: dict[str, datetime], shots: Path | None = None
+) -> None:
     # The search box, typed into as a user would: id prefix, then a label as name=value.
     driver.get(base + "/")
     driver.find_element(By.ID, "search-prefix").send_keys("t-")
@@ -154,6 +157,10 @@ def find_and_filter(driver: Any, base: str, store: Store, updated: dict[str, dat
         assert every_page(driver) == ["w-retry", "w-held", "w-queued", "w-exclusive"]
         search(driver, base, prefix="t-", label_has="red", sort="id", order="desc")
         assert every_page(driver) == ["t-3", "t-2", "t-0"]  # "label contains" keeps the order too
+    if shots is not None:  # the search results docs/ui.md shows: a prefix, a label's text, a sort
+        found = search(driver, base, prefix="t-", label_has="red", sort="step", order="desc")
+        assert found == ["t-3", "t-2", "t-0"]
+        driver.save_screenshot(str(shots / "search.png"))
 
     # Queued runs as queued; the holder, its lease's expiry, retry at and the error in the list.
     search(driver, base, prefix="w-")
@@ -242,8 +249,11 @@ def test_find_filter_sort_and_who_holds_a_run(
     updated, exclusive = seeded(writer)
     reader = safepoint.open_store(url, read_only=True)
     served = ui.Served(reader)
+    # make screenshots sets SAFEPOINT_SCREENSHOTS to docs/images, as for test_ui_browser's.
+    wanted = os.environ.get("SAFEPOINT_SCREENSHOTS")
+    shots = Path(wanted) if wanted and backend == "sqlite" else None
     try:
-        find_and_filter(browser, served.base, writer, updated)
+        find_and_filter(browser, served.base, writer, updated, shots)
     finally:
         served.stop()
         exclusive.close()
