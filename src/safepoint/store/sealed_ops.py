@@ -44,6 +44,7 @@ from safepoint.errors import CorruptCheckpoint, MissingKey, StoreError
 from .call_values import entry_digest
 from .query import UNSUPPORTED, Op, Query, Row, Unopened
 from .query_specs import QUERY_SPECS
+from .sealed_counts import opened_counts
 from .sealer import RUN_WIDE, Sealer, UnknownDataKey
 
 T = TypeVar("T")
@@ -192,6 +193,8 @@ def _opened(query: Query, rows: list[Row], sealer: Sealer, refs: dict[int, str])
             if carried is not None:
                 _opened_carriers(query, lists, carried, sealer, refs, done=done)
                 return list(map(make, lists))
+            if query.name == "run_counters":  # every run of the store: opened by position
+                return opened_counts(rows, sealer)
             if query.name in _LISTINGS:
                 return [_listed_row(query, row, sealer, refs) for row in rows]
             return [_opened_row(query, row, sealer, refs) for row in rows]
