@@ -132,3 +132,11 @@ def test_runs_sort_orders_every_page_and_the_hint_keeps_the_order(tmp_path: Path
     other = sp(tmp_path, "runs", "--sort", "status", "--cursor", cursor, "--store", url)
     assert other.returncode == 2, other.stderr
     assert sp(tmp_path, "runs", "--sort", "counters", "--store", url).returncode == 2
+
+
+def test_runs_sort_choices_are_the_stores() -> None:
+    """The CLI's --sort choices (written out: it stays on the public API) are the store's sorts."""
+    from safepoint.cli import runs as runs_command  # noqa: PLC0415
+    from safepoint.store import sorting  # noqa: PLC0415
+
+    assert runs_command.SORTS == sorting.SORTS

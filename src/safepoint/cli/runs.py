@@ -36,7 +36,6 @@ from safepoint.readable import question
 from safepoint.records import Page, RunInfo
 from safepoint.store import QueueState, Store
 from safepoint.store.admin import queue_states
-from safepoint.store.sorting import SORTS
 from safepoint.visible import visible
 
 _RUNS_PAGE = 50
@@ -64,6 +63,8 @@ _COLUMNS = {
 # The columns a narrow terminal leaves out first, last one first.
 _DROP_ORDER = ("run", "status", "step", "counters", "holder", "retry_at", "note", "updated", "labels")
 _LEAST = {"run": 12, "holder": 14, "labels": 16, "counters": 18, "note": 14, "parent": 12}
+# ``store.runs``' sorts (the store refuses any other; the CLI stays on the public API).
+SORTS = ("created", "updated", "run_id", "status", "step")
 _DEFAULT = frozenset({"run", "status", "step", "updated", "labels", "counters", "note"})
 
 
