@@ -28,9 +28,11 @@ def main() -> None:
     said = lambda line: print(line, file=sys.stderr)  # noqa: E731
     results = ui_cost.run(args.postgres, args.runs, args.repeat, log=said)
     for result in results:
-        print(f"{result.store}: {args.runs:,} runs saved in {result.fill_s:.1f} s")
+        before, after = result.load
+        saved = f"{args.runs:,} runs saved in {result.fill_s:.1f} s"
+        print(f"{result.store}: {saved}; load average {before:.1f} -> {after:.1f}")
         for row, ms in result.pages.items():
-            shown = "-" if ms is None else f"{ms:.0f} ms"
+            shown = "-" if ms is None else f"median {ms[0]:.0f} ms, fastest {ms[1]:.0f} ms"
             print(f"  {row}: {shown}")
 
 

@@ -9,7 +9,7 @@ from report import templating
 
 def render(results: list[CostResult], *, command: str) -> str:
     rows = list(results[0].pages) if results else []
-    measured = [ms for r in results for ms in r.pages.values() if ms is not None]
+    measured = [ms[0] for r in results for ms in r.pages.values() if ms is not None]
     return templating.render(
         "ui/ui_cost.md.j2",
         command=command,
@@ -19,4 +19,5 @@ def render(results: list[CostResult], *, command: str) -> str:
         REPS=REPS,
         TARGET_MS=TARGET_MS,
         met=all(ms < TARGET_MS for ms in measured),
+        loads=[r.load for r in results],
     )
