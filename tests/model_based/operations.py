@@ -154,6 +154,18 @@ TABLE: tuple[Op, ...] = (
         cps.update_runs,
     ),
     Op(
+        "counter_sums",
+        lambda c: st.fixed_dictionaries(
+            {
+                "labels": st.sampled_from(({}, {"team": "blue"}, {"tier": "gold"})),
+                "window": st.sampled_from((None, "all", "before")),
+            }
+        ),
+        lambda ctx: True,
+        cps.act_counter_sums,
+        cps.update_counter_sums,
+    ),
+    Op(
         "retention_gc",
         lambda c: st.fixed_dictionaries(
             {

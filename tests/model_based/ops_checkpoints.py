@@ -226,6 +226,36 @@ def update_runs(ctx: Context, args: dict[str, Any], outcome: Outcome) -> None:
         )
 
 
+def act_counter_sums(ctx: Context, args: dict[str, Any]) -> Outcome:
+    wanted, window = args["labels"], _WINDOWS[args.get("window")]
+    return attempt(
+        ctx,
+        lambda: ctx.world.store.counter_sums(labels=wanted or None, **window),
+        f"counter_sums(labels={wanted}, window={args.get('window')})",
+    )
+
+
+def update_counter_sums(ctx: Context, args: dict[str, Any], outcome: Outcome) -> None:
+    """Each run the filters select counted once, its head's "saves" counter summed (a migration
+    adds counters of its own and leaves that one)."""
+    expect(outcome, None, "counter_sums(…)")
+    wanted, window = args["labels"], args.get("window")
+    runs = (
+        []
+        if window == "before"
+        else [r for r in ctx.model.runs.values() if wanted.items() <= r.labels.items()]
+    )
+    found = outcome.value
+    counted = sum(n for _, n, _ in found.hours)
+    saves = sum(c.get("saves", 0) for _, _, c in found.hours)
+    model_saves = sum(r.checkpoints[r.head]["counters"].get("saves", 0) for r in runs)
+    if (counted, found.unreadable, saves) != (len(runs), 0, model_saves):
+        raise Finding(
+            f"counter_sums(labels={wanted}, window={window}) counts {counted} runs ({found.unreadable} "
+            f"unreadable) and {saves} saves, the model {len(runs)} runs and {model_saves} saves"
+        )
+
+
 # -- retention and gc, delete -------------------------------------------------------------
 
 
