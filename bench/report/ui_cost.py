@@ -16,7 +16,7 @@ def render(results: list[CostResult], *, command: str) -> str:
         results=results,
         rows=rows,
         RUNS=RUNS,
-        REPS=REPS,
+        REPS=results[0].reps if results else REPS,
         TARGET_MS=TARGET_MS,
         met=all(ms < TARGET_MS for ms in measured),
         loads=[r.load for r in results],

@@ -70,6 +70,7 @@ class CostResult:
     fill_s: float
     pages: dict[str, tuple[float, float] | None]  # row -> (median, fastest) ms; None: not on this store
     load: tuple[float, float]  # the 1-minute load average before and after its pages were asked for
+    reps: int = REPS  # timed requests per page
 
 
 def fill(url: str, runs: int, **options: Any) -> None:
@@ -141,7 +142,7 @@ def run(pg_url: str | None, runs: int = RUNS, reps: int = REPS, log: Any = None)
             before = os.getloadavg()[0]
             with open_store(url, read_only=True, **options) as store:
                 pages = timed(store, bool(options), reps)
-            results.append(CostResult(name, filled, pages, (before, os.getloadavg()[0])))
+            results.append(CostResult(name, filled, pages, (before, os.getloadavg()[0]), reps))
             if log is not None:
                 shown = (f"{ms[0]:.0f}/{ms[1]:.0f}" for ms in pages.values() if ms is not None)
                 log(f"ui cost: {name} (median/fastest ms) " + ", ".join(shown))
