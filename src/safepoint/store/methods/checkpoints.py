@@ -174,7 +174,12 @@ class CheckpointMethods(Entries):
         hour of their last update (int and float counters; each run counted once), in one query
         that loads no checkpoint. ``hidden``: label sets — a run holding every label of one is
         left out. On an encrypted store each run's counters are opened with the keyring."""
-        rules = None if hidden is None else [arguments.label_filter(rule) or {} for rule in hidden]
+        rules: list[dict[str, str]] | None = None
+        if hidden is not None:
+            given = list(hidden)
+            rules = [rule for rule in map(arguments.label_filter, given) if rule]
+            if len(rules) != len(given):  # an empty set is held by every run: all hidden
+                raise InvalidArgument("each of hidden must be a dict of at least one label")
         return reads(
             counting.counter_sums(
                 statuses=None if status is None else arguments.statuses(status),

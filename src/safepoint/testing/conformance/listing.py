@@ -119,3 +119,7 @@ class ListingConformance:
         assert sum(r for _, r, _ in store.counter_sums(updated_since=latest).hours) == 1
         before = store.counter_sums(updated_until=latest - timedelta(microseconds=1))
         assert sum(r for _, r, _ in before.hours) == len(ids)
+        bad: list[Any]
+        for bad in ([{}], [None], [{"team": 1}]):
+            with pytest.raises(InvalidArgument):
+                store.counter_sums(hidden=bad)  # type: ignore[arg-type]
