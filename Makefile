@@ -69,7 +69,7 @@ bench: $(STAMP) system-deps bench-deps
 
 # The pictures docs/ui.md shows: the inspector's browser tests, saving their screenshots there.
 screenshots: $(STAMP) system-deps
-	SAFEPOINT_SCREENSHOTS=$(CURDIR)/docs/images $(PY) -m pytest -q tests/test_ui_browser.py tests/test_ui_fork.py tests/test_ui_cost.py tests/test_ui_conversation.py -k sqlite
+	SAFEPOINT_SCREENSHOTS=$(CURDIR)/docs/images $(PY) -m pytest -q tests/test_ui_browser.py tests/test_ui_find.py tests/test_ui_fork.py tests/test_ui_cost.py tests/test_ui_conversation.py -k sqlite
 
 # Installs safepoint's wheel into fresh venvs under $$TMPDIR, from the package
 # registry: beside older rich/click/boto3/orjson, with the core dependencies

@@ -66,6 +66,7 @@ from report import otel as otel_report
 from report import redact as redact_report
 from report import scale as scale_report
 from report import ui as ui_report
+from report import ui_cost as ui_cost_report
 from sections import blobs as blob_section
 from sections import concurrency as concurrency_section
 from sections import encryption as encryption_section
@@ -82,6 +83,7 @@ from sections import redact as redact_section
 from sections import scale as scale_section
 from sections import scrub as scrub_section
 from sections import ui as ui_section
+from sections import ui_cost as ui_cost_section
 from workloads import agent as agent_workload
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -304,10 +306,12 @@ def _encryption(args: argparse.Namespace) -> str:
 
 
 def _ui(args: argparse.Namespace) -> str:
-    """The inspector's render time on a 10,000-step run and a 2,000-message step, every store."""
+    """The inspector's render time on a 10,000-step run and a 2,000-message step, then the cost
+    view and the runs page's searches over 10,000 runs, every store."""
     results = ui_section.run(None if args.no_postgres else args.pg_url)
     _log("ui: " + ", ".join(f"{r.store} {r.run_page_ms:.0f}/{r.step_page_ms:.0f} ms" for r in results))
-    return ui_report.render(results, command=_command())
+    many = ui_cost_section.run(None if args.no_postgres else args.pg_url, log=_log)  # issue 36
+    return ui_report.render(results, command=_command()) + ui_cost_report.render(many, command=_command())
 
 
 def _redact(args: argparse.Namespace) -> str:

@@ -98,3 +98,45 @@ def test_runs_wide_columns_and_a_next_page_that_keeps_the_store(tmp_path: Path) 
     assert "RuntimeError: model timed out" in wide.stdout
     bad = sp(tmp_path, "runs", "--columns", "run,nope", "--store", url)
     assert bad.returncode == 2
+
+
+def test_runs_sort_orders_every_page_and_the_hint_keeps_the_order(tmp_path: Path) -> None:
+    """--sort run_id --ascending lists every run A to Z across pages (each run once), by following
+    the hint's command; a cursor under another order is refused (exit 2); a bad key too."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    ids = ["b\x1b[2J", "a", "<script>x</script>", "c", "B"]
+    with safepoint.open_store(url) as store:
+        for run_id in ids:
+            store.save(safepoint.Checkpoint(run_id=run_id))
+    seen: list[str] = []
+    command = ["runs", "--sort", "run_id", "--ascending", "--limit", "2", "--store", url]
+    cursor = None
+    while True:
+        page = sp(tmp_path, *command, "--json")
+        assert page.returncode == 0, page.stderr
+        data = json.loads(page.stdout)
+        seen += [r["run_id"] for r in data["runs"]]
+        if data["next_cursor"] is None:
+            break
+        cursor = data["next_cursor"]
+        text = sp(tmp_path, *command, columns=120)
+        hint = next(line for line in text.stdout.splitlines() if line.startswith("more: "))
+        assert "\x1b" not in text.stdout
+        command = shlex.split(hint.removeprefix("more: "))[1:]
+        assert [a for a in command if a.startswith("--sort") or a == "--ascending"] == [
+            "--sort=run_id",
+            "--ascending",
+        ]
+    assert seen == sorted(ids)
+    assert cursor is not None
+    other = sp(tmp_path, "runs", "--sort", "status", "--cursor", cursor, "--store", url)
+    assert other.returncode == 2, other.stderr
+    assert sp(tmp_path, "runs", "--sort", "counters", "--store", url).returncode == 2
+
+
+def test_runs_sort_choices_are_the_stores() -> None:
+    """The CLI's --sort choices (written out: it stays on the public API) are the store's sorts."""
+    from safepoint.cli import runs as runs_command  # noqa: PLC0415
+    from safepoint.store import sorting  # noqa: PLC0415
+
+    assert runs_command.SORTS == sorting.SORTS

@@ -57,6 +57,11 @@ def test_stats_sums_head_counters_by_day_and_filters(tmp_path: Path, monkeypatch
     assert (team_a["runs"], team_a["totals"]["tokens_in"]) == (3, 900)
     window = sp(tmp_path, "stats", "--since", "2026-12-01", "--until", "2026-12-02", "--store", url, "--json")
     assert json.loads(window.stdout)["runs"] == 2
+    # --until leaves out the runs updated at that very moment (the store's bound is one microsecond
+    # before it): the 12:00 runs of 2026-12-01 are out, those of the day before in.
+    for until, runs in (("2026-12-01T12:00:00", 1), ("2026-12-01T12:00:00.000001", 3)):
+        edge = sp(tmp_path, "stats", "--until", until, "--store", url, "--json")
+        assert json.loads(edge.stdout)["runs"] == runs, edge.stderr
     text = sp(tmp_path, "stats", "--by", "month", "--store", url, columns=120)
     assert text.returncode == 0, text.stderr
     assert ESC not in text.stdout

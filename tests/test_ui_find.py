@@ -5,18 +5,22 @@ retry at and last error — hostile text in ids, labels, worker ids, errors and 
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from unittest import mock
 from urllib.parse import urlencode
 
 import pytest
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.expected_conditions import staleness_of
 
 import safepoint
 import test_ui_browser as ui
 from safepoint import Checkpoint, Keyring, Run, Store
+from safepoint.ui import pages
 from safepoint.ui.paths import run_path
 
 browser = ui.browser  # one Chromium for this module, as test_ui_browser starts it
@@ -78,13 +82,27 @@ def row_of(driver: Any, run_id: str) -> Any:
     raise AssertionError(f"{run_id!r} is not listed")
 
 
+def every_page(driver: Any) -> list[str]:
+    """The ids on this page and on each next page, followed by its link as a user would."""
+    found = ids(driver)
+    while driver.find_elements(By.ID, "next-page"):
+        table = driver.find_element(By.ID, "runs")
+        driver.find_element(By.ID, "next-page").click()
+        ui.wait_for(driver, staleness_of(table))  # the next page, not this one again
+        found += ids(driver)
+    ui.no_injection(driver)
+    return found
+
+
 def search(driver: Any, base: str, **query: str) -> list[str]:
     driver.get(base + "/?" + urlencode(query))
     ui.no_injection(driver)
     return ids(driver)
 
 
-def find_and_filter(driver: Any, base: str, store: Store, updated: dict[str, datetime]) -> None:
+def find_and_filter(
+    driver: Any, base: str, store: Store, updated: dict[str, datetime], shots: Path | None = None
+) -> None:
     # The search box, typed into as a user would: id prefix, then a label as name=value.
     driver.get(base + "/")
     driver.find_element(By.ID, "search-prefix").send_keys("t-")
@@ -112,25 +130,37 @@ def find_and_filter(driver: Any, base: str, store: Store, updated: dict[str, dat
     assert search(driver, base, since=(updated["t-4"] + timedelta(days=1)).isoformat()) == []
     assert sorted(search(driver, base, prefix="t-", until=updated["t-0"].isoformat())) == ["t-0"]
 
-    # Sorting: by a column's heading, once each way.
-    search(driver, base, prefix="t-")
-    assert ids(driver) == ["t-4", "t-3", "t-2", "t-1", "t-0"]  # newest update first by default
-    driver.find_element(By.ID, "sort-id").click()
-    ui.wait_for(driver, lambda d: "sort=id" in d.current_url)
-    assert ids(driver) == ["t-0", "t-1", "t-2", "t-3", "t-4"]
-    driver.find_element(By.ID, "sort-id").click()  # again: the other way
-    ui.wait_for(driver, lambda d: "order=desc" in d.current_url)
-    assert ids(driver) == ["t-4", "t-3", "t-2", "t-1", "t-0"]
-    driver.find_element(By.ID, "sort-tokens").click()
-    ui.wait_for(driver, lambda d: "sort=tokens" in d.current_url)
-    assert ids(driver) == ["t-2", "t-4", "t-0", "t-3", "t-1"]  # 50, 40, 30, 20, 10 tokens in
-    assert sorted(search(driver, base, prefix="t-", label="team=red", sort="step", order="asc")) == [
-        "t-0",
-        "t-3",
-    ]
-    assert ids(driver) == ["t-0", "t-3"]  # the filter stays with the sort
-    search(driver, base, prefix="w-", sort="status", order="asc")
-    assert ids(driver)[:2] == ["w-queued", "w-retry"]  # queued before running
+    # Sorting: by a column's heading, once each way, over every run that matches, not one page:
+    # two runs a page here, so each order is read across three pages.
+    with mock.patch.object(pages, "PAGE", 2):
+        search(driver, base, prefix="t-")
+        assert ids(driver) == ["t-4", "t-3"]  # newest run first by default
+        assert every_page(driver) == ["t-4", "t-3", "t-2", "t-1", "t-0"]
+        driver.get(base + "/?prefix=t-")
+        driver.find_element(By.ID, "sort-id").click()
+        ui.wait_for(driver, lambda d: "sort=id" in d.current_url)
+        assert "every run that matches" in driver.find_element(By.ID, "sort-note").text
+        assert every_page(driver) == ["t-0", "t-1", "t-2", "t-3", "t-4"]
+        driver.get(base + "/?" + urlencode({"prefix": "t-", "sort": "id", "order": "asc"}))
+        driver.find_element(By.ID, "sort-id").click()  # again: the other way
+        ui.wait_for(driver, lambda d: "order=desc" in d.current_url)
+        assert every_page(driver) == ["t-4", "t-3", "t-2", "t-1", "t-0"]
+        driver.get(base + "/?prefix=t-")
+        driver.find_element(By.ID, "sort-step").click()  # numbers: largest first
+        ui.wait_for(driver, lambda d: "sort=step" in d.current_url)
+        assert every_page(driver) == ["t-4", "t-3", "t-2", "t-1", "t-0"]
+        search(driver, base, prefix="t-", label="team=red", sort="step", order="asc")
+        assert every_page(driver) == ["t-0", "t-3"]  # the filter stays with the sort
+        search(driver, base, prefix="t-", sort="updated", order="asc")
+        assert every_page(driver) == ["t-0", "t-1", "t-2", "t-3", "t-4"]
+        search(driver, base, prefix="w-", sort="status", order="asc")  # the stored status; ties by creation
+        assert every_page(driver) == ["w-retry", "w-held", "w-queued", "w-exclusive"]
+        search(driver, base, prefix="t-", label_has="red", sort="id", order="desc")
+        assert every_page(driver) == ["t-3", "t-2", "t-0"]  # "label contains" keeps the order too
+    if shots is not None:  # the search results docs/ui.md shows: a prefix, a label's text, a sort
+        found = search(driver, base, prefix="t-", label_has="red", sort="step", order="desc")
+        assert found == ["t-3", "t-2", "t-0"]
+        driver.save_screenshot(str(shots / "search.png"))
 
     # Queued runs as queued; the holder, its lease's expiry, retry at and the error in the list.
     search(driver, base, prefix="w-")
@@ -219,8 +249,11 @@ def test_find_filter_sort_and_who_holds_a_run(
     updated, exclusive = seeded(writer)
     reader = safepoint.open_store(url, read_only=True)
     served = ui.Served(reader)
+    # make screenshots sets SAFEPOINT_SCREENSHOTS to docs/images, as for test_ui_browser's.
+    wanted = os.environ.get("SAFEPOINT_SCREENSHOTS")
+    shots = Path(wanted) if wanted and backend == "sqlite" else None
     try:
-        find_and_filter(browser, served.base, writer, updated)
+        find_and_filter(browser, served.base, writer, updated, shots)
     finally:
         served.stop()
         exclusive.close()

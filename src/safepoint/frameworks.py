@@ -45,9 +45,14 @@ def is_bookkeeping(labels: Mapping[str, str]) -> bool:
     """Whether a run is an adapter's own bookkeeping (the LangGraph adapter's index runs), not a run
     a user started: listings leave these out unless asked (``safepoint runs --all``). An adapter marks
     them ``safepoint.role=index``; the LangGraph adapter's own label says the same."""
-    if labels.get(ROLE_LABEL) == "index":
-        return True
-    return labels.get(ADAPTER_LABEL) == "langgraph" and labels.get("langgraph.role") == "index"
+    return any(all(labels.get(name) == value for name, value in rule.items()) for rule in BOOKKEEPING)
+
+
+# ``is_bookkeeping`` as label sets, for a store query to leave these runs out (``store.counter_sums``).
+BOOKKEEPING: tuple[dict[str, str], ...] = (
+    {ROLE_LABEL: "index"},
+    {ADAPTER_LABEL: "langgraph", "langgraph.role": "index"},
+)
 
 
 def user_runs(store: Store, *, limit: int, cursor: str | None, **filters: Any) -> Page[RunInfo]:

@@ -293,6 +293,19 @@ class Page(Generic[_T]):
         return len(self.items)
 
 
+@dataclass(frozen=True, slots=True)
+class CounterSums:
+    """``store.counter_sums``: the runs' head counters summed per UTC hour of their last update.
+
+    ``hours`` holds (the hour's start, runs, each counter's sum), oldest first;
+    only int and float counters are summed. ``unreadable`` counts the runs
+    whose counters cannot be read (they are in no hour).
+    """
+
+    hours: list[tuple[datetime, int, dict[str, float]]]
+    unreadable: int
+
+
 def now_micros() -> int:
     """Now, in the store's unit: microseconds since the epoch, UTC (every store call's clock)."""
     return time.time_ns() // 1000

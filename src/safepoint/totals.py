@@ -2,10 +2,11 @@
 
 Shared by ``safepoint stats`` and the inspector's cost page, so the two
 always agree. Each run counts once, with its head's counters (``tokens_in``,
-``spend`` …: whatever the runs count) as the listing carries them — no
-checkpoint is loaded. A run belongs to the bucket (hour, day, week or month,
-UTC) of its last update. On an encrypted store the listing opens each run's
-sealed counters with the store's keyring. Nothing is written.
+``spend`` …: whatever the runs count) as the run row carries them — no
+checkpoint is loaded, and no listing row: ``store.counter_sums`` returns the
+sums per hour in one query. A run belongs to the bucket (hour, day, week or
+month, UTC) of its last update. On an encrypted store the store opens each
+run's sealed counters with its keyring. Nothing is written.
 """
 
 from __future__ import annotations
@@ -13,13 +14,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from safepoint.frameworks import is_bookkeeping
+from safepoint.frameworks import BOOKKEEPING
 from safepoint.store import Store
 
-PAGE = 1000  # runs per listing call
 # Shown first, in this order, when the runs count them; any other counter after them, by name.
 KNOWN = ("steps", "tokens_in", "tokens_out", "spend", "actions")
 BUCKETS: dict[str, Callable[[datetime], str]] = {
@@ -63,50 +63,34 @@ def totals(
 
     Bookkeeping runs (an adapter's index) are left out unless ``show_all``; a
     run whose row cannot be read is counted in ``unreadable``, not summed. A
-    counter stored as anything but an int or a float is not summed.
+    counter stored as anything but an int or a float is not summed. The store
+    sums per hour (``store.counter_sums``, one query); here hours become buckets.
     """
     bucket_of = BUCKETS[by]
-    statuses = list(status or ()) or None
+    found = store.counter_sums(
+        status=list(status or ()) or None,
+        labels=labels or None,
+        updated_since=since,
+        # The store's bound is included; ours is not: the last microsecond before it.
+        updated_until=None if until is None else until - timedelta(microseconds=1),
+        hidden=None if show_all else BOOKKEEPING,
+    )
     sums: dict[str, float] = defaultdict(float)
     buckets: dict[str, Bucket] = {}
-    counted = unreadable = 0
-    keys: dict[tuple[int, int, int, int], str] = {}
-    cursor: str | None = None
-    while True:
-        page = store.runs(
-            status=statuses, labels=labels or None, updated_since=since, limit=PAGE, cursor=cursor
-        )
-        for run in page:
-            if run.unreadable is not None:
-                unreadable += 1
-                continue
-            if (not show_all and is_bookkeeping(run.labels)) or (
-                until is not None and run.updated_at >= until
-            ):
-                continue
-            counted += 1
-            moment = run.updated_at
-            if moment.tzinfo is not UTC:
-                moment = moment.astimezone(UTC)
-            # One strftime per hour seen, not per run: 10,000 runs fall in a few hundred hours.
-            hour = (moment.year, moment.month, moment.day, moment.hour)
-            key = keys.get(hour)
-            if key is None:
-                key = keys[hour] = bucket_of(moment)
-            entry = buckets.get(key)
-            if entry is None:
-                entry = buckets[key] = Bucket(key)
-            entry.runs += 1
-            for counter, amount in run.counters.items():
-                if type(amount) in (int, float):
-                    entry.counters[counter] += amount
-                    sums[counter] += amount
-        cursor = page.next_cursor
-        if cursor is None:
-            break
+    counted = 0
+    for hour, runs, counters in found.hours:
+        key = bucket_of(hour)
+        entry = buckets.get(key)
+        if entry is None:
+            entry = buckets[key] = Bucket(key)
+        entry.runs += runs
+        counted += runs
+        for counter, amount in counters.items():
+            entry.counters[counter] += amount
+            sums[counter] += amount
     names = [n for n in KNOWN if n in sums] + sorted(n for n in sums if n not in KNOWN)
     rows = [(key, buckets[key].runs, plain(buckets[key].counters)) for key in sorted(buckets)]
-    return Totals(by, counted, unreadable, plain(sums), rows, names)
+    return Totals(by, counted, found.unreadable, plain(sums), rows, names)
 
 
 def plain(sums: dict[str, float]) -> dict[str, int | float]:

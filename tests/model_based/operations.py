@@ -144,11 +144,26 @@ TABLE: tuple[Op, ...] = (
                 "labels": st.sampled_from(({}, {"team": "blue"}, {"tier": "gold"})),
                 # updated_since / updated_until: no bound, a window holding every run, one before all
                 "window": st.sampled_from((None, "all", "before")),
+                # the listing's order: the default (newest first), or a sort key either way
+                "sort": st.sampled_from((None, "created", "updated", "run_id", "status", "step")),
+                "descending": st.booleans(),
             }
         ),
         lambda ctx: True,
         cps.act_runs,
         cps.update_runs,
+    ),
+    Op(
+        "counter_sums",
+        lambda c: st.fixed_dictionaries(
+            {
+                "labels": st.sampled_from(({}, {"team": "blue"}, {"tier": "gold"})),
+                "window": st.sampled_from((None, "all", "before")),
+            }
+        ),
+        lambda ctx: True,
+        cps.act_counter_sums,
+        cps.update_counter_sums,
     ),
     Op(
         "retention_gc",

@@ -196,18 +196,20 @@ _WINDOWS = {
 
 def act_runs(ctx: Context, args: dict[str, Any]) -> Outcome:
     wanted, window = args["labels"], _WINDOWS[args.get("window")]
+    sort, descending = args.get("sort"), args.get("descending", True)
+    order = {} if sort is None else {"sort": sort, "descending": descending}
 
     def pages() -> list[str]:
         found: list[str] = []
         cursor = None
         while True:
-            page = ctx.world.store.runs(labels=wanted, limit=2, cursor=cursor, **window)
+            page = ctx.world.store.runs(labels=wanted, limit=2, cursor=cursor, **window, **order)
             found += [info.run_id for info in page.items]
             cursor = page.next_cursor
             if cursor is None:
                 return found
 
-    return attempt(ctx, pages, f"runs(labels={wanted}, window={args.get('window')})")
+    return attempt(ctx, pages, f"runs(labels={wanted}, window={args.get('window')}, order={order})")
 
 
 def update_runs(ctx: Context, args: dict[str, Any], outcome: Outcome) -> None:
@@ -216,9 +218,41 @@ def update_runs(ctx: Context, args: dict[str, Any], outcome: Outcome) -> None:
     model = set()
     if window != "before":
         model = {rid for rid, run in ctx.model.runs.items() if wanted.items() <= run.labels.items()}
-    if sorted(outcome.value) != sorted(model):
+    if args.get("sort") == "run_id" and outcome.value != sorted(outcome.value, reverse=args["descending"]):
+        raise Finding(f"runs(sort='run_id') lists {outcome.value} out of order")
+    if sorted(outcome.value) != sorted(model):  # every run once: a page repeating one is found here
         raise Finding(
             f"runs(labels={wanted}, window={window}) lists {sorted(outcome.value)}, the model {sorted(model)}"
+        )
+
+
+def act_counter_sums(ctx: Context, args: dict[str, Any]) -> Outcome:
+    wanted, window = args["labels"], _WINDOWS[args.get("window")]
+    return attempt(
+        ctx,
+        lambda: ctx.world.store.counter_sums(labels=wanted or None, **window),
+        f"counter_sums(labels={wanted}, window={args.get('window')})",
+    )
+
+
+def update_counter_sums(ctx: Context, args: dict[str, Any], outcome: Outcome) -> None:
+    """Each run the filters select counted once, its head's "saves" counter summed (a migration
+    adds counters of its own and leaves that one)."""
+    expect(outcome, None, "counter_sums(…)")
+    wanted, window = args["labels"], args.get("window")
+    runs = (
+        []
+        if window == "before"
+        else [r for r in ctx.model.runs.values() if wanted.items() <= r.labels.items()]
+    )
+    found = outcome.value
+    counted = sum(n for _, n, _ in found.hours)
+    saves = sum(c.get("saves", 0) for _, _, c in found.hours)
+    model_saves = sum(r.checkpoints[r.head]["counters"].get("saves", 0) for r in runs)
+    if (counted, found.unreadable, saves) != (len(runs), 0, model_saves):
+        raise Finding(
+            f"counter_sums(labels={wanted}, window={window}) counts {counted} runs ({found.unreadable} "
+            f"unreadable) and {saves} saves, the model {len(runs)} runs and {model_saves} saves"
         )
 
 

@@ -63,6 +63,8 @@ _COLUMNS = {
 # The columns a narrow terminal leaves out first, last one first.
 _DROP_ORDER = ("run", "status", "step", "counters", "holder", "retry_at", "note", "updated", "labels")
 _LEAST = {"run": 12, "holder": 14, "labels": 16, "counters": 18, "note": 14, "parent": 12}
+# ``store.runs``' sorts (the store refuses any other; the CLI stays on the public API).
+SORTS = ("created", "updated", "run_id", "status", "step")
 _DEFAULT = frozenset({"run", "status", "step", "updated", "labels", "counters", "note"})
 
 
@@ -72,6 +74,14 @@ _DEFAULT = frozenset({"run", "status", "step", "updated", "labels", "counters", 
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Only runs with this label.")
 @click.option("--limit", default=_RUNS_PAGE, show_default=True, help="Runs per page.")
 @click.option("--cursor", default=None, help="Continue from a previous page's next_cursor.")
+@click.option(
+    "--sort",
+    type=click.Choice(SORTS),
+    default="created",
+    show_default=True,
+    help="Order every run listed by this (largest or last first; ties newest first).",
+)
+@click.option("--ascending", is_flag=True, help="Smallest or first first (A to Z, oldest first).")
 @click.option(
     "--all", "show_all", is_flag=True, help="Adapters' bookkeeping runs too (LangGraph's index runs)."
 )
@@ -93,11 +103,13 @@ def runs(
     labels: tuple[str, ...],
     limit: int,
     cursor: str | None,
+    sort: str,
+    ascending: bool,
     show_all: bool,
     wide: bool,
     columns: str | None,
 ) -> None:
-    """List runs, newest first (an adapter's bookkeeping runs only with --all).
+    """List runs, newest first or --sort'ed (an adapter's bookkeeping runs only with --all).
 
     A run that waits in the workers' queue shows as queued; one a worker or
     an exclusive Run holds shows its holder and lease expiry; one a failed
@@ -112,6 +124,8 @@ def runs(
     chosen = _chosen_columns(columns)
     with open_store_at(store_url, read_only=True) as store:
         filters: dict[str, Any] = {"status": list(status) or None, "labels": wanted or None}
+        if sort != "created" or ascending:  # the store sorts every run, pages follow its order
+            filters.update(sort=sort, descending=not ascending)
         if show_all:
             page = store.runs(limit=limit, cursor=cursor, **filters)
         else:
@@ -169,6 +183,7 @@ def runs(
                 wide=wide,
                 columns=columns,
                 where=where,
+                order=[f"--sort={sort}"] * (sort != "created") + ["--ascending"] * ascending,
             )
             # One line however narrow the terminal, so that it pastes whole.
             hint = "more: " + visible(shlex.join([*again, "--cursor", page.next_cursor]))
@@ -220,9 +235,11 @@ def _again(
     wide: bool,
     columns: str | None,
     where: str,
+    order: list[str],
 ) -> list[str]:
-    """The command for the next page: the same store (when given), filters and layout."""
+    """The command for the next page: the same store (when given), filters, order and layout."""
     again = ["safepoint", "runs", *(f"--status={s}" for s in status), *(f"--label={x}" for x in labels)]
+    again += order
     if limit != _RUNS_PAGE:
         again.append(f"--limit={limit}")
     again += ["--all"] * show_all + ["--wide"] * wide + ([f"--columns={columns}"] if columns else [])

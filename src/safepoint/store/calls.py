@@ -23,7 +23,7 @@ from safepoint.model import Checkpoint, Status
 from safepoint.model import new_run_id as make_run_id
 from safepoint.records import MAX_AGE, CheckpointInfo, Page, Retention, RunInfo, now_micros
 
-from . import arguments
+from . import arguments, sorting
 from .after_load import ResolveSecrets
 from .ops import collect, listing, retention
 from .ops import runs as run_ops  # calls.runs is the listing call
@@ -187,23 +187,36 @@ def runs(
     cursor: str | None,
     prefix: str | None = None,
     updated_until: datetime | None = None,
-) -> Call[tuple[list[RunInfo], int | None], Page[RunInfo]]:
+    sort: str = "created",
+    descending: bool = True,
+) -> Call[Any, Page[RunInfo]]:
     rows, wanted = arguments.limit(limit), arguments.label_filter(labels)
-    op = listing.list_runs(
-        statuses=None if status is None else arguments.statuses(status),
-        labels=wanted,
-        updated_since=arguments.since(updated_since),
-        updated_until=arguments.since(updated_until, "updated_until"),
-        before_id=arguments.decode_cursor(cursor),
-        limit=rows,
-        prefix=None if prefix is None else check_id(prefix, "run_id_prefix"),
-    )
+    sort, descending = sorting.check_sort(sort, descending)
+    filters: dict[str, Any] = {
+        "statuses": None if status is None else arguments.statuses(status),
+        "labels": wanted,
+        "updated_since": arguments.since(updated_since),
+        "updated_until": arguments.since(updated_until, "updated_until"),
+        "prefix": None if prefix is None else check_id(prefix, "run_id_prefix"),
+    }
+    if sort == "created" and descending:  # the listing an index serves, with its short cursor
+        op = listing.list_runs(**filters, before_id=arguments.decode_cursor(cursor), limit=rows)
 
-    def finish(result: tuple[list[RunInfo], int | None]) -> Page[RunInfo]:
+        def newest(result: tuple[list[RunInfo], int | None]) -> Page[RunInfo]:
+            items, more = result
+            return Page(items, None if more is None else arguments.encode_cursor(more))
+
+        return Call(op, False, newest)
+    if cursor is not None and type(cursor) is not str:
+        arguments.decode_cursor(cursor)  # refused, in the words every cursor is refused in
+    after = None if cursor is None else sorting.decode(cursor, sort, descending)
+    ordered = listing.list_runs_sorted(**filters, sort=sort, descending=descending, after=after, limit=rows)
+
+    def sorted_page(result: tuple[list[RunInfo], sorting.After | None]) -> Page[RunInfo]:
         items, more = result
-        return Page(items, None if more is None else arguments.encode_cursor(more))
+        return Page(items, None if more is None else sorting.encode(sort, descending, more))
 
-    return Call(op, False, finish)
+    return Call(ordered, False, sorted_page)
 
 
 def fork(

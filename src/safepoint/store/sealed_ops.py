@@ -14,7 +14,8 @@ header         sealed (run, step)                  opened (run, row's step)
 messages       sealed (run, step)                  opened (run, row's step)
 chains         sealed (run, step)                  opened (run, row's step)
 labels         sealed labels + blind index         opened, index checked
-               (``list_runs``: the filter tokens)
+               (a listing's filter: tokens;
+               ``hidden``: tokens of each set)
 counters       a sealed JSON string (run)          opened (SQLite: from the
                                                    sealed header it returns)
 error          sealed text (run): last_error       -- (``last_error``: opened)
@@ -43,6 +44,7 @@ from safepoint.errors import CorruptCheckpoint, MissingKey, StoreError
 from .call_values import entry_digest
 from .query import UNSUPPORTED, Op, Query, Row, Unopened
 from .query_specs import QUERY_SPECS
+from .sealed_counts import opened_counts
 from .sealer import RUN_WIDE, Sealer, UnknownDataKey
 
 T = TypeVar("T")
@@ -131,8 +133,10 @@ def _sealed_params(name: str, params: dict[str, Any], sealer: Sealer, refs: dict
             place = "call:" + params["key"]
             out[key] = sealer.seal(bytes(value), _run_of(name, params, refs), params["step"], place)
         elif key == "labels":
-            run = None if name == "list_runs" else _run_of(name, params, refs)
+            run = None if name in _FILTERS else _run_of(name, params, refs)
             out[key] = sealer.wanted_labels(value) if run is None else sealer.seal_labels(value, run)
+        elif key == "hidden":  # label sets whose runs a sum leaves out: matched as the filter is
+            out[key] = codec.encode([sealer.tokens(rule) for rule in codec.decode(value)]).decode()
         elif key == "counters":
             out[key] = sealer.seal_json(value, _run_of(name, params, refs), "counters")
         elif key == "error":
@@ -147,8 +151,10 @@ def _sealed_params(name: str, params: dict[str, Any], sealer: Sealer, refs: dict
 # Per query: the content parameters it declares, and the others (dropped from its parameters).
 _CONTENT_PARAMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 _PARAM_NAMES = frozenset(
-    {*_STEP_COLUMNS, "labels", "counters", "error", "digest", "head_digest", "result", "request"}
+    {*_STEP_COLUMNS, "labels", "hidden", "counters", "error", "digest", "head_digest", "result", "request"}
 )
+# Queries whose ``labels`` is a filter, matched through the blind index.
+_FILTERS = frozenset({"list_runs", "list_runs_sorted", "run_counters"})
 
 
 def _opened(query: Query, rows: list[Row], sealer: Sealer, refs: dict[int, str]) -> Op[list[Row]]:
@@ -187,6 +193,8 @@ def _opened(query: Query, rows: list[Row], sealer: Sealer, refs: dict[int, str])
             if carried is not None:
                 _opened_carriers(query, lists, carried, sealer, refs, done=done)
                 return list(map(make, lists))
+            if query.name == "run_counters":  # every run of the store: opened by position
+                return opened_counts(rows, sealer)
             if query.name in _LISTINGS:
                 return [_listed_row(query, row, sealer, refs) for row in rows]
             return [_opened_row(query, row, sealer, refs) for row in rows]
@@ -200,7 +208,7 @@ def _opened(query: Query, rows: list[Row], sealer: Sealer, refs: dict[int, str])
 # Listing is not loading: a row of these that does not open comes back with its content
 # columns as ``Unopened`` (the operation lists its run as unreadable, or verify names the
 # journal entry that does not open); the others still open.
-_LISTINGS = frozenset({"list_runs", "calls_stored"})
+_LISTINGS = frozenset({"list_runs", "list_runs_sorted", "run_counters", "calls_stored"})
 
 
 def _listed_row(query: Query, row: Row, sealer: Sealer, refs: dict[int, str]) -> Row:

@@ -11,12 +11,12 @@ from safepoint import records
 from safepoint.errors import InvalidArgument
 from safepoint.model import Checkpoint, ParentRef, Status
 from safepoint.observe import store_calls
-from safepoint.records import CheckpointInfo, Lease, Page, RunInfo, TimelinePoint
+from safepoint.records import CheckpointInfo, CounterSums, Lease, Page, RunInfo, TimelinePoint
 from safepoint.store import arguments, calls
 from safepoint.store.after_load import ResolveSecrets
 from safepoint.store.calls import Call, SaveFacts, reads, writes
 from safepoint.store.delta import MessagePlan, finish_save
-from safepoint.store.ops import listing, saving
+from safepoint.store.ops import counting, listing, saving
 from safepoint.store.ops import runs as run_ops
 from safepoint.store.prepare import guarded, prepare_save
 from safepoint.store.query import Op
@@ -136,13 +136,18 @@ class CheckpointMethods(Entries):
         cursor: str | None = None,
         run_id_prefix: str | None = None,
         updated_until: datetime | None = None,
+        sort: str = "created",
+        descending: bool = True,
     ) -> Returns[Page[RunInfo]]:
         """Runs, newest first, filtered by status (one or several), labels (all
         must match), last update (``updated_since`` and ``updated_until``, both
         included) and the start of the run id (``run_id_prefix``,
         matched exactly: no wildcards); pass ``page.next_cursor`` back as
-        ``cursor`` for the next page. ``limit`` is 1 to 10,000; a bad status,
-        limit, prefix or cursor raises ``InvalidArgument``."""
+        ``cursor`` for the next page. ``sort`` orders the whole listing, not a
+        page: ``created`` (the default), ``updated``, ``run_id``, ``status`` or
+        ``step``, ties broken by creation, ``descending`` or not; a cursor is
+        for the same sort and direction. ``limit`` is 1 to 10,000; a bad status,
+        limit, prefix, sort or cursor raises ``InvalidArgument``."""
         return calls.runs(
             status=status,
             labels=labels,
@@ -151,6 +156,38 @@ class CheckpointMethods(Entries):
             cursor=cursor,
             prefix=run_id_prefix,
             updated_until=updated_until,
+            sort=sort,
+            descending=descending,
+        )
+
+    @method("safepoint.counter_sums")
+    def counter_sums(
+        self,
+        *,
+        status: Status | str | Iterable[Status | str] | None = None,
+        labels: dict[str, str] | None = None,
+        updated_since: datetime | None = None,
+        updated_until: datetime | None = None,
+        hidden: Iterable[dict[str, str]] | None = None,
+    ) -> Returns[CounterSums]:
+        """The head counters of the runs ``runs`` would list with these filters, summed per UTC
+        hour of their last update (int and float counters; each run counted once), in one query
+        that loads no checkpoint. ``hidden``: label sets — a run holding every label of one is
+        left out. On an encrypted store each run's counters are opened with the keyring."""
+        rules: list[dict[str, str]] | None = None
+        if hidden is not None:
+            given = list(hidden)
+            rules = [rule for rule in map(arguments.label_filter, given) if rule]
+            if len(rules) != len(given):  # an empty set is held by every run: all hidden
+                raise InvalidArgument("each of hidden must be a dict of at least one label")
+        return reads(
+            counting.counter_sums(
+                statuses=None if status is None else arguments.statuses(status),
+                labels=arguments.label_filter(labels),
+                hidden=rules,
+                updated_since=arguments.since(updated_since),
+                updated_until=arguments.since(updated_until, "updated_until"),
+            )
         )
 
     @method("safepoint.fork", ("run_id", "step"), store_calls.of_run, done=store_calls.forked)

@@ -21,6 +21,7 @@ from safepoint import codec
 from safepoint.errors import CorruptCheckpoint, EncryptedStore, MissingKey, NotFound
 from safepoint.model import ParentRef, Status
 from safepoint.records import CheckpointInfo, RunCounts, RunInfo, StatusOrigin, TimelinePoint, from_micros
+from safepoint.store import sorting
 from safepoint.store.query import Op, Query, Row, Unopened
 from safepoint.store.stored_row import from_column
 from safepoint.visible import visible
@@ -120,18 +121,64 @@ def list_runs(
     rows = yield Query(
         "list_runs",
         {
-            "statuses": None if statuses is None else codec.encode(statuses).decode(),
-            "labels": None if labels is None else codec.encode(labels).decode(),
-            "updated_since": updated_since,
-            "updated_until": updated_until,
+            **_filters(statuses, labels, updated_since, updated_until, prefix),
             "before_id": before_id,
-            "prefix": prefix,
-            "limit": limit + 1,  # one extra row says whether another page exists
+            "limit": limit + 1,
         },
     )
     page = [_listed(row) for row in rows[:limit]]
     more = rows[limit - 1].run_ref if len(rows) > limit else None
     return page, more
+
+
+def list_runs_sorted(
+    *,
+    statuses: list[str] | None,
+    labels: dict[str, str] | None,
+    updated_since: int | None,
+    updated_until: int | None,
+    prefix: str | None,
+    sort: str,
+    descending: bool,
+    after: sorting.After | None,
+    limit: int,
+) -> Op[tuple[list[RunInfo], sorting.After | None]]:
+    """One page of runs in the order ``sort`` names (``safepoint.store.sorting``), and where the
+    next page starts (if more)."""
+    rows = yield Query(
+        "list_runs_sorted",
+        {
+            **_filters(statuses, labels, updated_since, updated_until, prefix),
+            "sort": sort,
+            "descending": descending,
+            "after_text": None if after is None else after.text,
+            "after_number": None if after is None else after.number,
+            "after_id": None if after is None else after.row_id,
+            "limit": limit + 1,  # one extra row says whether another page exists
+        },
+    )
+    page = [_listed(row) for row in rows[:limit]]
+    if len(rows) <= limit:
+        return page, None
+    last = rows[limit - 1]  # the key as stored, whether or not the row reads
+    text, number = sorting.key_of(sort, last.run_id, last.status, last.head_step, last.updated_at)
+    return page, sorting.After(text, number, last.run_ref)
+
+
+def _filters(
+    statuses: list[str] | None,
+    labels: dict[str, str] | None,
+    updated_since: int | None,
+    updated_until: int | None,
+    prefix: str | None,
+) -> dict[str, object]:
+    return {
+        "statuses": None if statuses is None else codec.encode(statuses).decode(),
+        "labels": None if labels is None else codec.encode(labels).decode(),
+        "updated_since": updated_since,
+        "updated_until": updated_until,
+        "prefix": prefix,
+    }
 
 
 def _listed(row: Row) -> RunInfo:

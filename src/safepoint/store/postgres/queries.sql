@@ -255,6 +255,74 @@ WHERE (%(statuses)s::jsonb IS NULL
 ORDER BY id DESC
 LIMIT %(limit)s::bigint;
 
+-- name: run_counters
+-- params: statuses, labels, hidden, updated_since, updated_until
+-- returns: run_id, head_step, updated_at, counters
+-- Each run's head counters and last update, for sums (safepoint.totals):
+-- list_runs' filters without its page or its other columns, in one query.
+-- :hidden is a JSON list of label sets: a run whose labels contain any of
+-- them (an adapter's bookkeeping) is left out.
+SELECT run_id, head_step, (extract(epoch FROM updated_at) * 1000000)::bigint, counters::text
+FROM safepoint_runs
+WHERE (%(statuses)s::jsonb IS NULL
+       OR status IN (SELECT jsonb_array_elements_text(%(statuses)s::jsonb)))
+  AND (%(labels)s::jsonb IS NULL OR labels @> %(labels)s::jsonb)
+  AND (%(hidden)s::jsonb IS NULL OR NOT EXISTS (
+        SELECT 1 FROM jsonb_array_elements(%(hidden)s::jsonb) AS rule (wanted)
+        WHERE labels @> rule.wanted))
+  AND (%(updated_since)s::bigint IS NULL
+       OR updated_at >= 'epoch'::timestamptz + %(updated_since)s::bigint * interval '1 microsecond')
+  AND (%(updated_until)s::bigint IS NULL
+       OR updated_at <= 'epoch'::timestamptz + %(updated_until)s::bigint * interval '1 microsecond');
+
+-- name: list_runs_sorted
+-- params: statuses, labels, updated_since, updated_until, prefix, sort, descending,
+--         after_text, after_number, after_id, limit
+-- returns: run_ref, run_id, status, head_step, schema_version, labels, counters,
+--          created_at, updated_at, parent_run_id, parent_step, attempts, retry_at,
+--          last_error
+-- list_runs' runs and filters in another order (see the SQLite query). Text
+-- keys compare in the "C" collation, code point by code point, as SQLite's do,
+-- so a cursor means the same on both backends and whatever the database's
+-- locale. No index serves it: the filtered runs are sorted whole.
+SELECT run_ref, run_id, status, head_step, schema_version, labels, counters,
+       created_at, updated_at, parent_run_id, parent_step, attempts, retry_at, last_error
+FROM (
+    SELECT id AS run_ref, run_id, status, head_step, schema_version,
+           labels::text AS labels, counters::text AS counters,
+           (extract(epoch FROM created_at) * 1000000)::bigint AS created_at,
+           (extract(epoch FROM updated_at) * 1000000)::bigint AS updated_at,
+           parent_run_id, parent_step,
+           attempts, (extract(epoch FROM retry_at) * 1000000)::bigint AS retry_at, last_error,
+           (CASE %(sort)s::text WHEN 'run_id' THEN run_id WHEN 'status' THEN status ELSE '' END)
+               COLLATE "C" AS text_key,
+           CASE %(sort)s::text
+               WHEN 'updated' THEN (extract(epoch FROM updated_at) * 1000000)::bigint
+               WHEN 'step' THEN head_step::bigint ELSE 0 END AS number_key
+    FROM safepoint_runs
+    WHERE (%(statuses)s::jsonb IS NULL
+           OR status IN (SELECT jsonb_array_elements_text(%(statuses)s::jsonb)))
+      AND (%(labels)s::jsonb IS NULL OR labels @> %(labels)s::jsonb)
+      AND (%(updated_since)s::bigint IS NULL
+           OR updated_at >= 'epoch'::timestamptz + %(updated_since)s::bigint * interval '1 microsecond')
+      AND (%(updated_until)s::bigint IS NULL
+           OR updated_at <= 'epoch'::timestamptz + %(updated_until)s::bigint * interval '1 microsecond')
+      AND (%(prefix)s::text IS NULL OR starts_with(run_id, %(prefix)s::text))  -- not LIKE: no wildcards
+) AS listed
+WHERE %(after_id)s::bigint IS NULL
+   OR (%(descending)s::boolean
+       AND (text_key, number_key, run_ref)
+           < (%(after_text)s::text COLLATE "C", %(after_number)s::bigint, %(after_id)s::bigint))
+   OR (NOT %(descending)s::boolean
+       AND (text_key, number_key, run_ref)
+           > (%(after_text)s::text COLLATE "C", %(after_number)s::bigint, %(after_id)s::bigint))
+-- One ORDER BY for both ways: the terms of the way not asked are NULL on every row.
+ORDER BY CASE WHEN %(descending)s::boolean THEN text_key END DESC,
+         CASE WHEN %(descending)s::boolean THEN number_key END DESC,
+         CASE WHEN %(descending)s::boolean THEN run_ref END DESC,
+         text_key, number_key, run_ref
+LIMIT %(limit)s::bigint;
+
 -- name: delete_checkpoints
 -- params: run_ref
 -- returns: nothing

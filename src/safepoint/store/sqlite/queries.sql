@@ -236,6 +236,94 @@ WHERE (:statuses IS NULL OR r.status IN (SELECT value FROM json_each(:statuses))
 ORDER BY r.id DESC
 LIMIT :limit;
 
+-- name: run_counters
+-- params: statuses, labels, hidden, updated_since, updated_until
+-- returns: run_id, head_step, updated_at, counters
+-- Each run's head counters and last update, for sums (safepoint.totals):
+-- list_runs' filters without its page or its other columns, in one query.
+-- :hidden is a JSON list of label sets: a run holding every pair of any of
+-- them (an adapter's bookkeeping) is left out.
+SELECT r.run_id, c.step, c.created_at,
+       -- a sealed header (encrypted store) is returned whole: the store opens it
+       CASE WHEN substr(c.header, 1, 1) = x'00' THEN c.header
+            ELSE json_extract(CAST(c.header AS TEXT), '$.counters') END
+FROM safepoint_runs AS r
+JOIN safepoint_checkpoints AS c ON c.id = (
+    SELECT max(id) FROM safepoint_checkpoints
+    WHERE id BETWEEN r.id * 4294967296 AND r.id * 4294967296 + 4294967295)
+WHERE (:statuses IS NULL OR r.status IN (SELECT value FROM json_each(:statuses)))
+  AND (:updated_since IS NULL OR c.created_at >= :updated_since)
+  AND (:updated_until IS NULL OR c.created_at <= :updated_until)
+  AND (:labels IS NULL OR NOT EXISTS (
+        SELECT 1 FROM json_each(:labels) AS want
+        WHERE NOT EXISTS (
+            SELECT 1 FROM json_each(r.labels) AS have
+            WHERE have.key = want.key AND have.value = want.value)))
+  AND (:hidden IS NULL OR NOT EXISTS (
+        SELECT 1 FROM json_each(:hidden) AS rule
+        WHERE NOT EXISTS (
+            SELECT 1 FROM json_each(rule.value) AS want
+            WHERE NOT EXISTS (
+                SELECT 1 FROM json_each(r.labels) AS have
+                WHERE have.key = want.key AND have.value = want.value))));
+
+-- name: list_runs_sorted
+-- params: statuses, labels, updated_since, updated_until, prefix, sort, descending,
+--         after_text, after_number, after_id, limit
+-- returns: run_ref, run_id, status, head_step, schema_version, labels, counters,
+--          created_at, updated_at, parent_run_id, parent_step, attempts, retry_at,
+--          last_error
+-- list_runs' runs and filters in another order: :sort names the key (run_id
+-- and status as text, updated and step as numbers, created: the row id
+-- alone), the row id breaks ties. Paged by the last row's key: rows after
+-- (:after_text, :after_number, :after_id) in the order asked, so a run is
+-- listed once however many share its key. The unused key is a constant ('' or
+-- 0) on both sides. No index serves it: the filtered runs are sorted whole,
+-- by their keys alone; the page's rows are read after (counters, labels).
+WITH keyed AS (
+    SELECT r.id AS run_ref, c.id AS head_id,
+           CASE :sort WHEN 'run_id' THEN r.run_id WHEN 'status' THEN r.status ELSE '' END AS text_key,
+           CASE :sort WHEN 'updated' THEN c.created_at WHEN 'step' THEN c.step ELSE 0 END AS number_key
+    FROM safepoint_runs AS r
+    JOIN safepoint_checkpoints AS c ON c.id = (
+        SELECT max(id) FROM safepoint_checkpoints
+        WHERE id BETWEEN r.id * 4294967296 AND r.id * 4294967296 + 4294967295)
+    WHERE (:statuses IS NULL OR r.status IN (SELECT value FROM json_each(:statuses)))
+      AND (:updated_since IS NULL OR c.created_at >= :updated_since)
+      AND (:updated_until IS NULL OR c.created_at <= :updated_until)
+      AND (:prefix IS NULL OR substr(r.run_id, 1, length(:prefix)) = :prefix)  -- no LIKE: % and _ are data
+      AND (:labels IS NULL OR NOT EXISTS (
+            SELECT 1 FROM json_each(:labels) AS want
+            WHERE NOT EXISTS (
+                SELECT 1 FROM json_each(r.labels) AS have
+                WHERE have.key = want.key AND have.value = want.value)))
+),
+page AS (
+    SELECT * FROM keyed
+    WHERE :after_id IS NULL
+       OR (:descending AND (text_key, number_key, run_ref) < (:after_text, :after_number, :after_id))
+       OR (NOT :descending AND (text_key, number_key, run_ref) > (:after_text, :after_number, :after_id))
+    -- One ORDER BY for both ways: the terms of the way not asked are NULL on every row.
+    ORDER BY CASE WHEN :descending THEN text_key END DESC,
+             CASE WHEN :descending THEN number_key END DESC,
+             CASE WHEN :descending THEN run_ref END DESC,
+             text_key, number_key, run_ref
+    LIMIT :limit
+)
+SELECT r.id, r.run_id, r.status, c.step, c.schema_version, r.labels,
+       -- a sealed header (encrypted store) is returned whole: the store opens it
+       CASE WHEN substr(c.header, 1, 1) = x'00' THEN c.header
+            ELSE json_extract(CAST(c.header AS TEXT), '$.counters') END,
+       r.created_at, c.created_at, r.parent_run_id, r.parent_step,
+       r.attempts, r.retry_at, r.last_error
+FROM page
+JOIN safepoint_runs AS r ON r.id = page.run_ref
+JOIN safepoint_checkpoints AS c ON c.id = page.head_id
+ORDER BY CASE WHEN :descending THEN page.text_key END DESC,
+         CASE WHEN :descending THEN page.number_key END DESC,
+         CASE WHEN :descending THEN page.run_ref END DESC,
+         page.text_key, page.number_key, page.run_ref;
+
 -- name: delete_checkpoints
 -- params: run_ref
 -- returns: nothing

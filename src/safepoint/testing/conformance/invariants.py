@@ -34,11 +34,12 @@ from safepoint.store import Store
 from .api import ApiConformance
 from .journal import JournalConformance
 from .leases import LeaseConformance
+from .listing import ListingConformance
 from .query_log import QueryLog, messages_written
 from .runs import Tamper, declaring, grow, snapshot
 
 
-class StoreConformance(LeaseConformance, ApiConformance, JournalConformance):
+class StoreConformance(LeaseConformance, ApiConformance, ListingConformance, JournalConformance):
     """DESIGN's invariants and the store API contract, for one backend."""
 
     # -- invariant 1: atomic -------------------------------------------------
