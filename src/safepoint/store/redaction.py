@@ -204,7 +204,9 @@ class ValueRedactor:
         links = find_refs(typed, [])
         value = inline(typed, self.fetch(sorted({link.digest for link in links}))) if links else typed
         found_any = False
-        for scrubber in self.redaction.scrubbers:
+        for index, scrubber in enumerate(self.redaction.scrubbers):
+            if index:  # the last scrubber gave the stored form (escaped keys, marked text): typed again
+                value = from_stored(value)
             found = Found(scrubber.policy, root)
             value, found = scrubber.scrub(value, root, found, checked=True)
             if found.counts:
