@@ -202,3 +202,17 @@ def test_hostile_run_ids_and_labels_are_rendered_inert(
     assert done["left"] == {"adapter label": 1}
     with safepoint.open_store(store_url, read_only=True) as store:
         assert store.load(HOSTILE).labels["k\x1b]8;;"] == "v [REDACTED:value-1]"
+
+
+def test_a_run_id_holding_the_value_is_named_with_the_value_masked(
+    tmp_path: Path, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with safepoint.open_store(store_url) as store:
+        store.save(Checkpoint(run_id=f"id {VALUE}", messages=[{"role": "user", "content": VALUE}]))
+    monkeypatch.setenv("SP_HIDDEN", VALUE)
+    for extra in ((), ("--json",)):
+        result = sp(tmp_path, "redact", "--store", store_url, "--value-env", "SP_HIDDEN", *extra, columns=200)
+        assert result.returncode == 0, result.stderr
+        quiet(result.stdout, result.stderr)  # the id cannot be rewritten, and is not printed either
+    assert json.loads(result.stdout)["left"] == {"run id": 1}
+    assert "id [REDACTED:value-1]" in json.loads(result.stdout)["runs"][0]["run_id"]

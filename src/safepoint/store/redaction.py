@@ -105,6 +105,14 @@ class Redaction:
         """Whether canonical JSON bytes might hold a finding (one look per scrubber)."""
         return any(scrubber.needs_walk_encoded(data) for scrubber in self.scrubbers)
 
+    def masked(self, text: str) -> str:
+        """``text`` (a run id to report) with each finding replaced by its marker: a report
+        names the run whose id holds a value without printing the value."""
+        for scrubber in self.scrubbers:
+            found = Found("redact", "label")
+            text = scrubber.scrub_strings({"": text}, "label", found, values_too=True)[0][""]
+        return text
+
     def finds_in_text(self, text: str) -> bool:
         """Whether a label's text (a run id, a label key or value) holds a finding."""
         for scrubber in self.scrubbers:
