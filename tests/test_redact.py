@@ -9,6 +9,7 @@ see them are in ``test_redact_cli.py``; seeding and counting in ``redact_seed.py
 from __future__ import annotations
 
 import base64
+import re
 import sqlite3
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -341,3 +342,34 @@ def test_a_request_of_several_kinds_stores_what_one_save_would(db: Path, opened:
     conn.close()
     assert not any(b"$$" in cell for cell in stored)  # no key escaped as a user's "$" key
     assert verify_store(raw).ok
+
+
+def test_a_redacted_run_stores_what_a_save_with_the_rule_would_have(db: Path, opened: list[Store]) -> None:
+    """Headers and bodies byte for byte as a save that knew the rule writes them (the time
+    aside): values, markers, chain values, and the scrub report's rules and paths."""
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+    known, late = db.with_name("known.db"), db.with_name("late.db")
+    for path, options in ((known, {}), (late, {"scrubber": False})):
+        store = open_at(path, opened, **options)
+        cp = Checkpoint(run_id="n", messages=[{"role": "user", "content": f"{jwt} x"}], labels={"lab": jwt})
+        cp.state = {"t": [f"{jwt} y"], "clean": "z"}
+        store.save(cp)
+        cp = cp.next()
+        cp.messages.append({"role": "tool", "content": {"a": jwt}})
+        cp.pending_action = {"x": jwt}
+        store.save(cp)
+    done = opened[-1].redact(Redaction(rules=["jwt"]))
+    assert done.counts == {"jwt": 7}  # the label is in both steps' headers
+    assert opened[-1].load("n", 1).scrub_report == opened[-2].load("n", 1).scrub_report
+
+    def stored(path: Path) -> list[tuple[bytes, ...]]:
+        with sqlite3.connect(path) as conn:
+            rows = conn.execute("SELECT header, messages, chains FROM safepoint_checkpoints ORDER BY id")
+            out = [
+                tuple(re.sub(rb'"created_at":\d+', b"", bytes(cell or b"")) for cell in row) for row in rows
+            ]
+        conn.close()
+        return out
+
+    assert stored(late) == stored(known)
+    assert verify_store(opened[-1]).ok

@@ -186,6 +186,7 @@ class ValueRedactor:
         self.policy = policy
         self.fetch: Fetch = _no_blobs
         self.counts: Counter[str] = Counter()
+        self.places: Counter[tuple[str, str]] = Counter()  # findings by (rule, path): a header's report
         self.sink = BlobSink(blobs.digest_of) if blobs is not None else BlobSink()
         self.replaced: dict[str, str] = {}
         self._blob_might: dict[str, bool] = {}  # digest -> might its content hold a finding
@@ -194,6 +195,7 @@ class ValueRedactor:
         """A new unit of work (a run): fresh counts and pending blobs; the blob look memo stays."""
         self.fetch = fetch
         self.counts = Counter()
+        self.places = Counter()
         self.sink = BlobSink(self.sink.digest_of)
 
     # -- the values ------------------------------------------------------------
@@ -219,6 +221,7 @@ class ValueRedactor:
             value, found = scrubber.scrub(value, root, found, checked=True)
             if found.counts:
                 found_any = True
+                self.places.update(found.counts)
                 for (rule, _path), count in found.counts.items():
                     self.counts[rule] += count
         if not found_any:
@@ -238,6 +241,7 @@ class ValueRedactor:
             out, found = scrubber.scrub_strings(out, root, found, values_too=values_too)
             if found.counts:
                 found_any = True
+                self.places.update(found.counts)
                 for (rule, _path), count in found.counts.items():
                     self.counts[rule] += count
         return out if found_any else None
