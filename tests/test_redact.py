@@ -8,6 +8,7 @@ see them are in ``test_redact_cli.py``; seeding and counting in ``redact_seed.py
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import re
 import sqlite3
@@ -373,3 +374,23 @@ def test_a_redacted_run_stores_what_a_save_with_the_rule_would_have(db: Path, op
 
     assert stored(late) == stored(known)
     assert verify_store(opened[-1]).ok
+
+
+def test_an_async_store_redacts_the_same(db: Path) -> None:
+    async def main() -> None:
+        store = await safepoint.open_async_store(f"sqlite:///{db}", blob_threshold=THRESHOLD)
+        try:
+            await store.save(
+                Checkpoint(run_id="a", messages=[{"role": "user", "content": "x" * 300 + VALUE}])
+            )
+            seen: list[tuple[int, int]] = []
+            done = await store.redact(Redaction(values=[VALUE]), progress=lambda i, n: seen.append((i, n)))
+            assert done.counts == {"secret:value-1": 1}
+            assert seen == [(1, 1)]
+            assert (await store.load("a")).messages[0]["content"] == "x" * 300 + MARK
+            assert [record.found for record in await store.redactions("a")] == [1]
+        finally:
+            await store.close()
+
+    asyncio.run(main())
+    assert_gone(db)
