@@ -101,7 +101,7 @@ def redact(
             dry_run=dry_run,
             progress=lambda index, total: bar.update(task, completed=index, total=total),
         )
-    emit(_as_json(done), as_json, lambda: _render(done))
+    emit(_as_json(done, redaction), as_json, lambda: _render(done, redaction))
     if done.failed:
         sys.exit(1)
 
@@ -120,7 +120,9 @@ def _label(text: str) -> tuple[str, str]:
     return name, value
 
 
-def _as_json(done: Redacted) -> dict[str, Any]:
+def _as_json(done: Redacted, redaction: Redaction) -> dict[str, Any]:
+    # A run id that holds a value cannot be rewritten; it is named with the value masked.
+    named = redaction.masked
     return {
         "redaction_id": done.redaction_id,
         "dry_run": done.dry_run,
@@ -129,7 +131,7 @@ def _as_json(done: Redacted) -> dict[str, Any]:
         "found": dict(done.counts),
         "runs": [
             {
-                "run_id": run.run_id,
+                "run_id": named(run.run_id),
                 "found": dict(run.counts),
                 "steps": {str(step): count for step, count in sorted(run.steps.items())},
                 "rows": run.rows,
@@ -139,14 +141,15 @@ def _as_json(done: Redacted) -> dict[str, Any]:
             }
             for run in done.runs
         ],
-        "forks": done.forks,
+        "forks": [named(fork) for fork in done.forks],
         "left": dict(done.left),
         "blobs_deleted": done.blobs_deleted,
-        "failed": [{"run_id": run_id, "error": type(exc).__name__} for run_id, exc in done.failed],
+        "failed": [{"run_id": named(run_id), "error": type(exc).__name__} for run_id, exc in done.failed],
     }
 
 
-def _render(done: Redacted) -> None:
+def _render(done: Redacted, redaction: Redaction) -> None:
+    named = redaction.masked
     doing = "would replace" if done.dry_run else "replaced"
     changed = [run for run in done.runs if run.found]
     say(f"{doing} {sum(done.counts.values())} values in {len(changed)} of {done.runs_scanned} runs")
@@ -155,16 +158,16 @@ def _render(done: Redacted) -> None:
     for run in changed:
         steps = ", ".join(str(step) for step in sorted(run.steps)) or "-"
         say(
-            f"  run {visible(run.run_id, max_len=ID_LEN)}: {run.found} in steps {steps}"
+            f"  run {visible(named(run.run_id), max_len=ID_LEN)}: {run.found} in steps {steps}"
             f" ({run.rows} rows, {run.calls} recorded calls, {run.blobs_new} new blobs)"
         )
     if done.forks:
-        forks = ", ".join(visible(fork, max_len=ID_LEN) for fork in done.forks)
+        forks = ", ".join(visible(named(fork), max_len=ID_LEN) for fork in done.forks)
         say(f"forks of the chosen runs, redacted too: {forks}")
     for where, count in sorted(done.left.items()):
         say(f"left as it is (cannot be rewritten): {count} in a {where}; see docs/secrets.md")
     if not done.dry_run and done.blobs_deleted:
         say(f"deleted {done.blobs_deleted} blobs that held a value")
     for run_id, exc in done.failed:
-        shown = visible(run_id, max_len=ID_LEN)
+        shown = visible(named(run_id), max_len=ID_LEN)
         say(f"  not redacted: run {shown} ({type(exc).__name__}); safepoint verify names it")

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from safepoint import codec
-from safepoint.model import VALUE_FIELDS
+from safepoint.model import VALUE_FIELDS, ScrubReport
 
 from .call_values import entry_digest
 from .large_values import BLOB_MARK, digests_json, find_stored_refs, stored_digests
@@ -165,6 +165,21 @@ class RunRedaction:
 
     def _redact_row(self, row: _Row) -> None:
         redactor = self.redactor
+        total, before = redactor.total, Counter(redactor.places) if redactor.places else None
+        self._redact_values(row)
+        if redactor.total == total:
+            return  # the usual row: nothing found
+        found = redactor.places - before if before is not None else Counter(redactor.places)
+        if found and row.header and not row.pruned:
+            # The row's scrub report gains what was found in its values and the messages it
+            # added, by rule and path, as a save that knew the value would have reported them.
+            header = codec.decode(row.header)
+            kept = Counter({(rule, path): count for rule, path, count in header.get("scrub") or ()})
+            header["scrub"] = ScrubReport.merge([kept, found]).to_json()
+            row.header, row.changed_header = codec.encode(header), True
+
+    def _redact_values(self, row: _Row) -> None:
+        redactor = self.redactor
         first_index = -1  # the view index of the row's first body, worked out if a body is walked
         for index, body in enumerate(row.bodies):
             if not redactor.might_hold(body):
@@ -203,15 +218,18 @@ class RunRedaction:
         adapters resolve runs by, are left and counted."""
         redaction, out, changed = self.redactor.redaction, dict(labels), False
         for key, value in labels.items():
-            if redaction.finds_in_text(key):
+            key_holds = redaction.finds_in_text(key)
+            if key_holds:
                 self.done.left["label key"] += 1
             if key.startswith(RESOLVING_LABELS):
                 if redaction.finds_in_text(value):
                     self.done.left["adapter label"] += 1
                 continue
-            new = self.redactor.strings({"": value}, "labels", values_too=True)
+            # Scrubbed under its key, as a save does (the report's path names it), unless
+            # the key holds a finding itself: a key is left, so it is not handed over.
+            new = self.redactor.strings({"": value} if key_holds else {key: value}, "labels", values_too=True)
             if new is not None:
-                out[key], changed = new[""], True
+                out[key], changed = next(iter(new.values())), True
         return out if changed else None
 
     def _row_params(self, row: _Row, chains: dict[int, bytes] | None) -> dict[str, Any] | None:

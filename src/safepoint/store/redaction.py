@@ -110,6 +110,14 @@ class Redaction:
         looks = self._looks
         return looks[0](data) if len(looks) == 1 else any(look(data) for look in looks)
 
+    def masked(self, text: str) -> str:
+        """``text`` (a run id to report) with each finding replaced by its marker: a report
+        names the run whose id holds a value without printing the value."""
+        for scrubber in self.scrubbers:
+            found = Found("redact", "label")
+            text = scrubber.scrub_strings({"": text}, "label", found, values_too=True)[0][""]
+        return text
+
     def finds_in_text(self, text: str) -> bool:
         """Whether a label's text (a run id, a label key or value) holds a finding."""
         known = self._texts.get(text)
@@ -190,10 +198,11 @@ class ValueRedactor:
         self.fetch: Fetch = _no_blobs
         self.counts: Counter[str] = Counter()
         self.total = 0  # sum of counts, kept as they grow (asked after every row)
+        self.places: Counter[tuple[str, str]] = Counter()  # findings by (rule, path): a header's report
         self.sink = BlobSink(blobs.digest_of) if blobs is not None else BlobSink()
         self.replaced: dict[str, str] = {}
         self.scanned = 0  # bytes of stored values looked at, over the whole redaction (its pace)
-        self._strings: dict[tuple[Any, ...], tuple[dict[str, Any] | None, Counter[str]]] = {}
+        self._strings: dict[tuple[Any, ...], tuple[dict[str, Any] | None, Counter[tuple[str, str]]]] = {}
         self._blob_might: dict[str, bool] = {}
         self._clean_counters: dict[
             bytes, bool
@@ -204,6 +213,7 @@ class ValueRedactor:
         self.fetch = fetch
         self.counts = Counter()
         self.total = 0
+        self.places = Counter()
         self.sink = BlobSink(self.sink.digest_of)
 
     # -- the values ------------------------------------------------------------
@@ -258,14 +268,14 @@ class ValueRedactor:
         links = find_refs(typed, [])
         value = inline(typed, self.fetch(sorted({link.digest for link in links}))) if links else typed
         found_any = False
-        for scrubber in self.redaction.scrubbers:
+        for index, scrubber in enumerate(self.redaction.scrubbers):
+            if index:  # the last scrubber gave the stored form (escaped keys, marked text): typed again
+                value = from_stored(value)
             found = Found(scrubber.policy, root)
             value, found = scrubber.scrub(value, root, found, checked=True)
             if found.counts:
                 found_any = True
-                for (rule, _path), count in found.counts.items():
-                    self.counts[rule] += count
-                    self.total += count
+                self._tally(found.counts)
         if not found_any:
             return None
         if self.blobs is not None:
@@ -283,19 +293,24 @@ class ValueRedactor:
         key = (root, values_too, tuple(mapping.items()))
         memo = self._strings.get(key)
         if memo is None:
-            out, counts = mapping, Counter[str]()
+            out, places = mapping, Counter[tuple[str, str]]()
             for scrubber in self.redaction.scrubbers:
                 found = Found(scrubber.policy, root)
                 out, found = scrubber.scrub_strings(out, root, found, values_too=values_too)
-                for (rule, _path), count in found.counts.items():
-                    counts[rule] += count
+                places.update(found.counts)
             if len(self._strings) >= _MEMO:
                 self._strings.clear()
-            memo = self._strings[key] = (out if counts else None, counts)
+            memo = self._strings[key] = (out if places else None, places)
         if tally:  # (a look that only asks does not count what it found)
-            self.counts.update(memo[1])
-            self.total += memo[1].total()
+            self._tally(memo[1])
         return memo[0]
+
+    def _tally(self, places: Counter[tuple[str, str]]) -> None:
+        """Findings counted by (rule, path) for the row's report, by rule, and in all."""
+        self.places.update(places)
+        for (rule, _path), count in places.items():
+            self.counts[rule] += count
+            self.total += count
 
     # -- blobs -----------------------------------------------------------------
 

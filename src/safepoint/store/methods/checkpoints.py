@@ -8,7 +8,7 @@ from functools import partial
 from typing import Any
 
 from safepoint import records
-from safepoint.errors import InvalidArgument
+from safepoint.errors import Conflict, InvalidArgument
 from safepoint.model import Checkpoint, ParentRef, Status
 from safepoint.observe import store_calls
 from safepoint.records import CheckpointInfo, CounterSums, Lease, Page, RunInfo, TimelinePoint
@@ -224,6 +224,18 @@ SaveOp = Callable[..., Op[saving.SaveResult[MessagePlan]]]
 _PREPARE_VALIDATED = partial(prepare_save, validate=True)  # made once, not on every save
 
 
+def _forgetting_on_conflict(
+    make: Callable[[], Op[saving.SaveResult[MessagePlan]]], settings: StoreSettings, run_id: str
+) -> Op[saving.SaveResult[MessagePlan]]:
+    """The save, letting go of the store's memory of the run when it conflicts: a memory of a
+    head a redaction rewrote (same step, other digest) would refuse every later fresh save."""
+    try:
+        return (yield from make())
+    except Conflict:
+        settings.memory.forget(run_id)
+        raise
+
+
 def save_call(
     cp: Checkpoint, lease: Lease | None, settings: StoreSettings, save_op: SaveOp | None = None
 ) -> Call[saving.SaveResult[MessagePlan], CheckpointInfo]:
@@ -286,7 +298,8 @@ def save_call(
             findings=result.report.by_rule(),
         )
 
-    build = partial(save_op or saving.save, cp, prepared, view, plan, now=now, lease=lease)
+    saving_op = partial(save_op or saving.save, cp, prepared, view, plan, now=now, lease=lease)
+    build = partial(_forgetting_on_conflict, saving_op, settings, cp.run_id)
     # External blobs are uploaded before the transaction (no upload under the run's row lock or
     # the idle-in-transaction timeout); the op re-checks them under the blob guard (blob_targets.py).
     before = None
