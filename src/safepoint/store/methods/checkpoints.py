@@ -298,8 +298,9 @@ def save_call(
             findings=result.report.by_rule(),
         )
 
-    saving_op = partial(save_op or saving.save, cp, prepared, view, plan, now=now, lease=lease)
-    build = partial(_forgetting_on_conflict, saving_op, settings, cp.run_id)
+    build = partial(save_op or saving.save, cp, prepared, view, plan, now=now, lease=lease)
+    if view is not None and view is not cp.stored_view:  # planned against the store's memory
+        build = partial(_forgetting_on_conflict, build, settings, cp.run_id)
     # External blobs are uploaded before the transaction (no upload under the run's row lock or
     # the idle-in-transaction timeout); the op re-checks them under the blob guard (blob_targets.py).
     before = None
