@@ -25,7 +25,6 @@ import base64
 import os
 import random
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,11 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pg_server
+from scratch_stores import Made, scratch_stores
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 from blob_server import CREDENTIALS, REGION, start_s3_server
-from safepoint import Checkpoint, Keyring, Redaction, Secrets, open_store
+from safepoint import Checkpoint, Redaction, Secrets, open_store
 from safepoint.model import VALUE_FIELDS
 from safepoint.scrub import Scrubber
 
@@ -73,11 +72,10 @@ class RedactResult:
 
 
 @contextmanager
-def stores(pg_url: str | None) -> Iterator[list[tuple[str, str, dict[str, Any]]]]:
+def stores(pg_url: str | None) -> Iterator[Made]:
     """(name, url, options) of each configuration; PostgreSQL in scratch schemas, dropped after."""
-    sealed = {"encryption": Keyring.from_text(KEYS)}
-    with tempfile.TemporaryDirectory(prefix="safepoint-redact-bench-") as tmp:
-        s3 = start_s3_server()
+    s3 = start_s3_server()
+    try:
         for name, value in {**CREDENTIALS, "region": REGION}.items():  # boto3 reads these
             env = {"aws_access_key_id": "AWS_ACCESS_KEY_ID", "aws_secret_access_key": "AWS_SECRET_ACCESS_KEY"}
             os.environ.setdefault(env.get(name, "AWS_DEFAULT_REGION"), value)
@@ -86,27 +84,18 @@ def stores(pg_url: str | None) -> Iterator[list[tuple[str, str, dict[str, Any]]]
         boto3.session.Session().client(
             "s3", endpoint_url=s3.endpoint_url, region_name=REGION, **CREDENTIALS
         ).create_bucket(Bucket="redact-bench")
-        made: list[tuple[str, str, dict[str, Any]]] = [
-            ("SQLite", f"sqlite:///{tmp}/plain.db", {}),
-            ("SQLite + encrypted", f"sqlite:///{tmp}/sealed.db", sealed),
-            ("SQLite, blobs in the database", f"sqlite:///{tmp}/inline.db", {"blobs": "database"}),
+        more: Made = [
+            ("SQLite, blobs in the database", "sqlite:///{tmp}/inline.db", {"blobs": "database"}),
             (
                 "SQLite, blobs in S3",
-                f"sqlite:///{tmp}/s3.db",
+                "sqlite:///{tmp}/s3.db",
                 {"blobs": f"s3://redact-bench/store?endpoint_url={s3.endpoint_url}"},
             ),
         ]
-        schemas: list[str] = []
-        if pg_url is not None and pg_server.unreachable(pg_url) is None:
-            for name, options in (("PostgreSQL", {}), ("PostgreSQL + encrypted", sealed)):
-                schemas.append(pg_server.schema_name("redact"))
-                made.append((name, f"{pg_url}{'&' if '?' in pg_url else '?'}schema={schemas[-1]}", options))
-        try:
+        with scratch_stores("redact", pg_url, KEYS, more) as made:
             yield made
-        finally:
-            s3.stop()
-            for schema in schemas:
-                pg_server.drop_schema(pg_url, schema)  # type: ignore[arg-type]
+    finally:
+        s3.stop()
 
 
 def _text(rng: random.Random, size: int) -> str:

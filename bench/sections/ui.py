@@ -20,10 +20,8 @@ from __future__ import annotations
 import base64
 import statistics
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,9 +30,9 @@ BENCH_DIR = Path(__file__).resolve().parents[1]
 if str(BENCH_DIR) not in sys.path:
     sys.path.insert(0, str(BENCH_DIR))
 
-import pg_server  # noqa: E402
+from scratch_stores import Made, scratch_stores  # noqa: E402
 
-from safepoint import Checkpoint, Keyring, open_store  # noqa: E402
+from safepoint import Checkpoint, open_store  # noqa: E402
 
 STEPS, MESSAGES, REPS = 10_000, 2_000, 7
 TARGET_MS = 300.0
@@ -83,25 +81,9 @@ def timed(store: Any) -> tuple[float, float, float]:
     return out[0], out[1], out[2]
 
 
-@contextmanager
-def stores(pg_url: str | None) -> Iterator[list[tuple[str, str, dict[str, Any]]]]:
+def stores(pg_url: str | None) -> AbstractContextManager[Made]:
     """(name, url, options) of each store measured; PostgreSQL in scratch schemas, dropped after."""
-    sealed = {"encryption": Keyring.from_text(KEYS)}
-    with tempfile.TemporaryDirectory(prefix="safepoint-ui-bench-") as tmp:
-        made: list[tuple[str, str, dict[str, Any]]] = [
-            ("SQLite", f"sqlite:///{tmp}/plain.db", {}),
-            ("SQLite + encrypted", f"sqlite:///{tmp}/sealed.db", sealed),
-        ]
-        schemas: list[str] = []
-        if pg_url is not None and pg_server.unreachable(pg_url) is None:
-            for name, options in (("PostgreSQL", {}), ("PostgreSQL + encrypted", sealed)):
-                schemas.append(pg_server.schema_name("ui"))
-                made.append((name, f"{pg_url}{'&' if '?' in pg_url else '?'}schema={schemas[-1]}", options))
-        try:
-            yield made
-        finally:
-            for schema in schemas:
-                pg_server.drop_schema(pg_url, schema)  # type: ignore[arg-type]
+    return scratch_stores("ui", pg_url, KEYS)
 
 
 def run(pg_url: str | None) -> list[UiResult]:

@@ -21,10 +21,8 @@ from __future__ import annotations
 import os
 import statistics
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -34,9 +32,9 @@ BENCH_DIR = Path(__file__).resolve().parents[1]
 if str(BENCH_DIR) not in sys.path:
     sys.path.insert(0, str(BENCH_DIR))
 
-import pg_server  # noqa: E402
+from scratch_stores import Made, scratch_stores  # noqa: E402
 
-from safepoint import Checkpoint, Keyring, open_store, records  # noqa: E402
+from safepoint import Checkpoint, open_store, records  # noqa: E402
 from sections.ui import KEYS  # noqa: E402
 
 RUNS, REPS = 10_000, 5
@@ -111,25 +109,9 @@ def timed(store: Any, encrypted: bool, reps: int = REPS) -> dict[str, tuple[floa
     return out
 
 
-@contextmanager
-def stores(pg_url: str | None) -> Iterator[list[tuple[str, str, dict[str, Any]]]]:
+def stores(pg_url: str | None) -> AbstractContextManager[Made]:
     """(name, url, options) of each store measured; PostgreSQL in scratch schemas, dropped after."""
-    sealed = {"encryption": Keyring.from_text(KEYS)}
-    with tempfile.TemporaryDirectory(prefix="safepoint-ui-cost-bench-") as tmp:
-        made: list[tuple[str, str, dict[str, Any]]] = [
-            ("SQLite", f"sqlite:///{tmp}/plain.db", {}),
-            ("SQLite + encrypted", f"sqlite:///{tmp}/sealed.db", sealed),
-        ]
-        schemas: list[str] = []
-        if pg_url is not None and pg_server.unreachable(pg_url) is None:
-            for name, options in (("PostgreSQL", {}), ("PostgreSQL + encrypted", sealed)):
-                schemas.append(pg_server.schema_name("ui_cost"))
-                made.append((name, f"{pg_url}{'&' if '?' in pg_url else '?'}schema={schemas[-1]}", options))
-        try:
-            yield made
-        finally:
-            for schema in schemas:
-                pg_server.drop_schema(pg_url, schema)  # type: ignore[arg-type]
+    return scratch_stores("ui_cost", pg_url, KEYS)
 
 
 def run(pg_url: str | None, runs: int = RUNS, reps: int = REPS, log: Any = None) -> list[CostResult]:

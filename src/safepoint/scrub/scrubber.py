@@ -287,12 +287,7 @@ class Scrubber:
 
 def _rule_names(rules: Iterable[str]) -> tuple[str, ...]:
     """The rule names ``rules=`` gives (a list of names, not one string)."""
-    if isinstance(rules, str) or not isinstance(rules, Iterable):
-        raise InvalidArgument("rules must be True, False or a list of rule names")
-    names = tuple(rules)
-    if not all(isinstance(name, str) for name in names):
-        raise InvalidArgument("rules must be True, False or a list of rule names")
-    return names
+    return _strings(rules, "rules must be True, False or a list of rule names")
 
 
 def _pii_kinds(pii: bool | Iterable[str]) -> tuple[str, ...]:
@@ -303,12 +298,17 @@ def _pii_kinds(pii: bool | Iterable[str]) -> tuple[str, ...]:
         return PII_KINDS
     if pii is False:
         return ()
-    if isinstance(pii, str) or not isinstance(pii, Iterable):
-        raise InvalidArgument("pii must be True, False or a list of PII kinds")
-    kinds = tuple(pii)
-    if not all(isinstance(kind, str) for kind in kinds):
-        raise InvalidArgument("pii must be True, False or a list of PII kinds")
-    return kinds
+    return _strings(pii, "pii must be True, False or a list of PII kinds")
+
+
+def _strings(given: Any, refusal: str) -> tuple[str, ...]:
+    """``given`` as a tuple of strings: a list of them, never one string alone."""
+    if isinstance(given, str) or not isinstance(given, Iterable):
+        raise InvalidArgument(refusal)
+    names = tuple(given)
+    if not all(isinstance(name, str) for name in names):
+        raise InvalidArgument(refusal)
+    return names
 
 
 # -- the built-in steps ---------------------------------------------------------------
