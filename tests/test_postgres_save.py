@@ -29,13 +29,12 @@ from safepoint.errors import Conflict, LeaseLost
 from safepoint.store import calls
 from safepoint.store.blob_targets import DatabaseBlobs
 from safepoint.store.methods.checkpoints import save_call
-from safepoint.store.ops import saving
 from safepoint.store.postgres.async_driver import PostgresAsyncDriver, open_postgres_async_driver
 from safepoint.store.postgres.driver import PostgresDriver
 from safepoint.store.postgres.statements import ALONE_MAX_BYTES
-from safepoint.store.query import Op
 from safepoint.store.settings import StoreSettings
 from safepoint.store.sqlite.driver import SQLiteDriver
+from save_queries import record_save_queries
 
 POOL = {"min_size": 1, "max_size": 2}
 PIPELINE = StoreSettings(blobs=DatabaseBlobs())  # what open_store gives a PostgreSQL store, minus scrubbing
@@ -47,23 +46,7 @@ DECLINED = ["save_next", "run_head"]
 @pytest.fixture
 def sent(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """Saves in this test are recorded: one list of the query names each save asked for."""
-    saves: list[list[str]] = []
-    save = saving.save
-
-    def recorded(*args: Any, **kwargs: Any) -> Op[Any]:
-        names: list[str] = []
-        saves.append(names)
-        op = save(*args, **kwargs)
-        query = next(op)
-        try:
-            while True:
-                names.append(query.name)
-                query = op.send((yield query))
-        except StopIteration as stop:
-            return stop.value
-
-    monkeypatch.setattr(saving, "save", recorded)  # what save_call builds
-    return saves
+    return record_save_queries(monkeypatch)
 
 
 @pytest.fixture

@@ -38,8 +38,7 @@ from redact_seed_pg import (
 from safepoint import Keyring, Redaction, SecretRef, Secrets, Store
 from safepoint.errors import Conflict
 from safepoint.store.admin import verify_store
-from safepoint.store.ops import saving
-from safepoint.store.query import Op
+from save_queries import record_save_queries
 
 RUNS = 30
 THRESHOLD = 1024  # the seeded tool messages and journal pages (3 kB) go to blobs
@@ -210,23 +209,7 @@ def test_registered_secret_resolves_where_registered(opener: Callable[..., Store
 @pytest.fixture
 def save_queries(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     """The query names each save in this test asked for, in order."""
-    saves: list[list[str]] = []
-    save = saving.save
-
-    def recorded(*args: Any, **kwargs: Any) -> Op[Any]:
-        names: list[str] = []
-        saves.append(names)
-        op = save(*args, **kwargs)
-        query = next(op)
-        try:
-            while True:
-                names.append(query.name)
-                query = op.send((yield query))
-        except StopIteration as stop:
-            return stop.value
-
-    monkeypatch.setattr(saving, "save", recorded)
-    return saves
+    return record_save_queries(monkeypatch)
 
 
 def test_live_writer_gets_conflict_and_does_not_bring_the_value_back(
