@@ -266,13 +266,22 @@ class ValueRedactor:
                 return None
         typed = from_stored(stored)
         links = find_refs(typed, [])
-        value = inline(typed, self.fetch(sorted({link.digest for link in links}))) if links else typed
+        if links:
+            fetched = self.fetch(sorted({link.digest for link in links}))
+            for digest, data in fetched.items():
+                if digest not in self._blob_might:  # counted once a redaction, as _blobs_might does
+                    self._blob_might[digest] = self._data_might(data)
+            value = inline(typed, fetched)
+        else:
+            value = typed
         found_any = False
         for index, scrubber in enumerate(self.redaction.scrubbers):
             if index:  # the last scrubber gave the stored form (escaped keys, marked text): typed again
                 value = from_stored(value)
             found = Found(scrubber.policy, root)
-            value, found = scrubber.scrub(value, root, found, checked=True)
+            # Not "checked": the value's own look first, blobs inlined (a body that woke the
+            # look for its blob reference alone is walked only if its contents ask for it).
+            value, found = scrubber.scrub(value, root, found)
             if found.counts:
                 found_any = True
                 self._tally(found.counts)

@@ -41,9 +41,24 @@ def scan_runs(
     whose rows cannot be read as safepoint writes them is listed in the failures."""
     found: list[RunRedacted] = []
     failed: Failures = []
+    # Three queries for the whole batch (a query per run cost more than the looks on PostgreSQL).
+    refs = {"run_refs": codec.encode([run_ref for run_ref, _ in runs]).decode()}
+    heads = {row.run_ref: row for row in (yield Query("redaction_runs_of", refs))}
+    rows = _by_run((yield Query("redaction_rows_of", refs)))
+    calls = _by_run((yield Query("redaction_calls_of", refs)))
     for run_ref, run_id in runs:
+        if run_ref not in heads:
+            continue  # deleted since it was listed
         try:
-            work = yield from _worked(run_ref, run_id, redactor, sealer, lock=False)
+            work = yield from _worked_out(
+                run_ref,
+                run_id,
+                heads[run_ref],
+                rows.get(run_ref, []),
+                calls.get(run_ref, []),
+                redactor,
+                sealer,
+            )
         except StoreError:
             raise  # the backend failed: the whole scan is retried or reported
         except SafepointError as exc:  # damaged rows, a blob missing, a seal that does not open
@@ -60,6 +75,13 @@ def scan_runs(
 NOT_ROWS = "its stored rows are not in the form safepoint writes them"
 
 
+def _by_run(rows: list[Any]) -> dict[int, list[Any]]:
+    grouped: dict[int, list[Any]] = {}
+    for row in rows:
+        grouped.setdefault(row.run_ref, []).append(row)
+    return grouped
+
+
 def redact_run(
     run_ref: int,
     run_id: str,
@@ -70,9 +92,12 @@ def redact_run(
     audit: dict[str, Any],
 ) -> Op[RunRedacted | None]:
     """Redact one run's rows, journal and run row; None when the run was deleted since it was listed."""
-    work = yield from _worked(run_ref, run_id, redactor, sealer, lock=True)
-    if work is None:
+    found = yield Query("sealed_run", {"run_ref": run_ref})  # locked until commit
+    if not found:
         return None
+    stored_rows = yield Query("redaction_rows", {"run_ref": run_ref})
+    stored_calls = yield Query("redaction_calls", {"run_ref": run_ref})
+    work = yield from _worked_out(run_ref, run_id, found[0], stored_rows, stored_calls, redactor, sealer)
     done, target = work.done, redactor.blobs
     pending = redactor.sink.pending
     if not (work.row_writes or work.call_writes or work.run_write):
@@ -92,15 +117,16 @@ def redact_run(
     return done
 
 
-def _worked(
-    run_ref: int, run_id: str, redactor: ValueRedactor, sealer: Sealer | None, *, lock: bool
-) -> Op[RunRedaction | None]:
-    """One run read as stored (its row locked with ``lock``) and worked out: what to write."""
-    found = yield Query("sealed_run" if lock else "sealed_run_read", {"run_ref": run_ref})
-    if not found:
-        return None
-    stored_rows = yield Query("redaction_rows", {"run_ref": run_ref})
-    stored_calls = yield Query("redaction_calls", {"run_ref": run_ref})
+def _worked_out(  # noqa: PLR0917  (the run as read, and what works on it)
+    run_ref: int,
+    run_id: str,
+    run: Any,
+    stored_rows: list[Any],
+    stored_calls: list[Any],
+    redactor: ValueRedactor,
+    sealer: Sealer | None,
+) -> Op[RunRedaction]:
+    """One run as read (its run row, checkpoint rows and journal) worked out: what to write."""
     digests: set[str] = set()
     for row in (*stored_rows, *stored_calls):
         if row.blobs:
@@ -113,7 +139,7 @@ def _worked(
     work = RunRedaction(run_ref, run_id, redactor, sealer)
     work.row_writes = work.rows_to_write(stored_rows)
     work.call_writes = work.calls_to_write(stored_calls)
-    work.run_write = work.run_to_write(found[0])
+    work.run_write = work.run_to_write(run)
     work.done.counts = redactor.counts
     work.done.blobs_new = len(redactor.sink.pending)
     return work

@@ -958,3 +958,25 @@ SELECT id FROM safepoint_runs WHERE run_id = %(run_id)s;
 -- params: redaction_id
 -- returns: runs
 SELECT count(*) FROM safepoint_redactions WHERE redaction_id = %(redaction_id)s;
+
+-- name: redaction_runs_of
+-- params: run_refs
+-- returns: run_ref, labels, counters, last_error, head_digest
+SELECT id, labels::text, counters::text, last_error, head_digest FROM safepoint_runs
+WHERE id IN (SELECT jsonb_array_elements_text(%(run_refs)s::jsonb)::bigint);
+
+-- name: redaction_rows_of
+-- params: run_refs
+-- returns: run_ref, step, header, digest, messages, chains, first_seq, added, ranges, pruned, blobs
+SELECT run_ref, step, header, digest, messages, chains, first_seq, added, ranges::text, pruned,
+       blobs::text
+FROM safepoint_checkpoints
+WHERE run_ref IN (SELECT jsonb_array_elements_text(%(run_refs)s::jsonb)::bigint)
+ORDER BY run_ref, step;
+
+-- name: redaction_calls_of
+-- params: run_refs
+-- returns: run_ref, key, step, result, blobs
+SELECT run_ref, key, step, result, blobs::text FROM safepoint_calls
+WHERE run_ref IN (SELECT jsonb_array_elements_text(%(run_refs)s::jsonb)::bigint)
+ORDER BY run_ref, key;

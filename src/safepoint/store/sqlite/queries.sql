@@ -1046,3 +1046,28 @@ SELECT id FROM safepoint_runs WHERE run_id = :run_id;
 -- How many runs a redaction call (by id) has audit records on: a rerun after
 -- a kill that finds nothing left to rewrite still scrubs the file's pages.
 SELECT count(*) FROM safepoint_redactions WHERE redaction_id = :redaction_id;
+
+-- name: redaction_runs_of
+-- params: run_refs
+-- returns: run_ref, labels, counters, last_error, head_digest
+-- sealed_run_read for a batch of runs (a JSON list of row ids): the scan's.
+SELECT id, labels, NULL, last_error, NULL FROM safepoint_runs
+WHERE id IN (SELECT value FROM json_each(:run_refs));
+
+-- name: redaction_rows_of
+-- params: run_refs
+-- returns: run_ref, step, header, digest, messages, chains, first_seq, added, ranges, pruned, blobs
+-- redaction_rows for a batch of runs, by each run's key range.
+SELECT w.value, c.step, c.header, c.digest, c.messages, c.chains, c.first_seq, c.added, c.ranges,
+       c.pruned, c.blobs
+FROM json_each(:run_refs) AS w
+JOIN safepoint_checkpoints AS c
+  ON c.id BETWEEN w.value * 4294967296 AND w.value * 4294967296 + 4294967295
+ORDER BY c.id;
+
+-- name: redaction_calls_of
+-- params: run_refs
+-- returns: run_ref, key, step, result, blobs
+SELECT run_ref, key, step, result, blobs FROM safepoint_calls
+WHERE run_ref IN (SELECT value FROM json_each(:run_refs))
+ORDER BY run_ref, key;
