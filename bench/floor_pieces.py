@@ -11,12 +11,13 @@ of ``PIECES``' labels), each in a process of its own, so that whole minus that c
 piece's inclusive cost; ``only:PIECE`` collects inside that piece alone; ``nothing`` calls a
 do-nothing function through the same wrapper once a save: its count minus whole is the
 wrapper's own cost (``only:nothing``: the wrapper's share inside its toggles, ~6 K). Per
-save: a dump's ``totals:`` over 20.
+save: a dump's ``totals:`` over the window's saves.
 """
 
 from __future__ import annotations
 
 import ast
+import os
 import sys
 import tempfile
 from collections.abc import Callable
@@ -30,12 +31,16 @@ if str(BENCH_DIR) not in sys.path:
 from sections import floor_lanes as lanes  # noqa: E402
 from sections.floor_probe import Callgrind  # noqa: E402
 
-import safepoint  # noqa: E402
 from safepoint.store import delta, prepare, remembered  # noqa: E402
 from safepoint.store.methods import checkpoints  # noqa: E402
 from safepoint.store.ops import saving  # noqa: E402
 
 WARM, WINDOW = 99, 20
+# FLOOR_PIECES_PATTERN=list|deep: a fresh ``Checkpoint`` each step instead (floor_lanes.StoreLane's
+# patterns); FLOOR_PIECES_WARM=995 FLOOR_PIECES_WINDOW=5: "at step 1000", as the floor section's.
+PATTERN = os.environ.get("FLOOR_PIECES_PATTERN", "in place")
+WARM = int(os.environ.get("FLOOR_PIECES_WARM", WARM))
+WINDOW = int(os.environ.get("FLOOR_PIECES_WINDOW", WINDOW))
 
 
 def _nothing() -> None:
@@ -82,10 +87,15 @@ def main(argv: list[str]) -> None:
         key, _, value = item.partition("=")
         options[key] = ast.literal_eval(value)
     cg = Callgrind()
-    steps = lanes.issue_steps(WARM + WINDOW + 1)
     folder = Path(tempfile.mkdtemp(prefix="floor-pieces-"))
-    store = safepoint.open_store(f"sqlite:///{folder / 'pieces.db'}", **options)
-    cp = safepoint.Checkpoint(run_id="r")
+    lane = lanes.StoreLane(
+        "pieces",
+        lanes.issue_steps(WARM + WINDOW + 1),
+        {"window": range(WARM + 1, WARM + WINDOW + 1)},
+        folder / "pieces.db",
+        pattern=PATTERN,
+        options=options,
+    )
     toggle = cg.toggle
     extra: Callable[[], object] = _nothing
     only = piece.startswith("only:")
@@ -105,24 +115,23 @@ def main(argv: list[str]) -> None:
         if label == "nothing":
             extra = hidden  # the wrapper alone, called once a save (as each piece is)
     for n in range(1, WARM + WINDOW + 1):
-        cp = cp.next() if n > 1 else cp
-        steps[n - 1].apply(cp)
+        save = lane.advance(n)
         if n <= WARM:
-            store.save(cp)
+            save()
             continue
         if n == WARM + 1:
             cg.start()
         if only:
-            store.save(cp)  # collected inside the piece only
+            save()  # collected inside the piece only
             extra()
             continue
         toggle()
-        store.save(cp)
+        save()
         extra()
         toggle()
     cg.dump(piece)
     cg.stop()
-    store.close()
+    lane.close()
 
 
 if __name__ == "__main__":
