@@ -78,6 +78,8 @@ PIECES: list[tuple[str, Any, str]] = [
     ("BlobSink", prepare, "BlobSink"),
     ("StoredFields.of", prepare.StoredFields, "of"),
     ("guarded", prepare, "guarded"),
+    ("_agree", remembered, "_agree"),
+    ("Snapshot.settle", remembered.Snapshot, "settle"),
 ]
 
 
