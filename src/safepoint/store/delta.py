@@ -121,8 +121,18 @@ def plan_messages(
         chains.extend(new_chains)
     else:
         chains = view.chains[:keep] + new_chains
-    kept_ranges = view.ranges_for_prefix(keep) if view is not None else []
-    kept_carriers = view.carriers_for_prefix(keep) if view is not None else []
+    kept_ranges: list[tuple[int, int]]
+    kept_carriers: list[tuple[int, int]] | None
+    if view is None:
+        kept_ranges, kept_carriers = [], []
+    elif keep == view.count and len(view.ranges) == 1 and view.ranges[0][1] - view.ranges[0][0] == keep:
+        # A run never rewritten, all of it kept (the usual append): its one range as it is,
+        # without the two walks below (a Python frame each, on every save).
+        kept_ranges = list(view.ranges)
+        kept_carriers = None if view.carriers is None else list(view.carriers[:1])
+    else:
+        kept_ranges = view.ranges_for_prefix(keep)
+        kept_carriers = view.carriers_for_prefix(keep)
     base = view.digest if view is not None else None
     return MessagePlan(
         keep=keep,
@@ -189,7 +199,7 @@ def finish_save(
     assert isinstance(messages, MessageList)  # Checkpoint.__setattr__ guarantees it
     # In place, touching only the new messages: rebuilding the list would make
     # every save cost O(history) again.
-    fresh = [freeze(m) for m in messages[plan.keep :]]
+    fresh = list(map(freeze, messages[plan.keep :]))
     list.__setitem__(messages, slice(plan.keep, None), fresh)
     messages.stored = StoredView(
         cp.run_id,

@@ -48,7 +48,8 @@ from .validate import check_message, validate_fields
 T = TypeVar("T")
 
 _NOTHING_SCRUBBED = ScrubReport()
-_NO_MESSAGE_BLOBS = BlobSink()  # read only: a save's message blobs go to the sink its plan makes
+# Read only: a save's sinks are made when a value first goes to one (most saves offload nothing).
+_NO_BLOBS = BlobSink()
 _NO_SCRUBBER = Found("reference", "messages")
 
 # Header JSON up to this many bytes is walked without a look per field (see _scrub_fields).
@@ -74,8 +75,8 @@ class PreparedSave:
         self._field_counts: list[Counter[tuple[str, str]]] = []
         self._message_found: Found | None = None
         self._digest_of = blobs.digest_of if blobs is not None else blob_digest
-        self._field_sink = BlobSink(self._digest_of)
-        self._message_sink = _NO_MESSAGE_BLOBS  # plan() makes the save's own before anything is added
+        self._field_sink = _NO_BLOBS  # _offload_fields makes the save's own before anything is added
+        self._message_sink = _NO_BLOBS  # and plan()'s encode, for the messages
         self.fields = self._prepare_fields(StoredFields.of(cp, short=short))
 
     def _prepare_fields(self, fields: StoredFields) -> StoredFields:
@@ -96,7 +97,7 @@ class PreparedSave:
         if (
             self._scrubber is None
             and encoded is not None
-            and b"$" not in encoded
+            and encoded.find(b"$") < 0  # find, not ``in`` (see log_rows._shows)
             and (self.blobs is None or len(encoded) <= self._policy.smallest)
             and not may_need_stored_form(encoded)
         ):
@@ -140,6 +141,7 @@ class PreparedSave:
             return fields
         if encoded is not None and not might_hold_blobs(encoded, self._policy):
             return fields  # the whole header is smaller than any threshold, and holds no reference
+        self._field_sink = BlobSink(self._digest_of)
         return fields.with_values(offload_fields(fields.values, self._policy, self._field_sink))
 
     def plan(self, view: StoredView | None, messages: list[Any], known: int = 0) -> MessagePlan:
@@ -153,7 +155,12 @@ class PreparedSave:
             found = self._message_found = Found(scrubber.policy, "messages")
         else:
             found = _NO_SCRUBBER  # only the scrubber records findings: never written to
-        sink = self._message_sink = BlobSink(self._digest_of)
+        self._message_sink = _NO_BLOBS  # a plan redone starts with none
+
+        def sink() -> BlobSink:
+            if self._message_sink is _NO_BLOBS:
+                self._message_sink = BlobSink(self._digest_of)
+            return self._message_sink
 
         def encode(message: Any, index: int) -> bytes:
             # One validating walk: plain JSON with no very long string (the usual
@@ -162,9 +169,10 @@ class PreparedSave:
             # references, a string long_text splices) is checked by path and walked.
             if type(message) is dict and is_short_plain_json(message):
                 body = dumps(message, option=OPT_SORT_KEYS)
-                if scrubber is None and b"$" not in body and (blobs is None or len(body) <= smallest):
+                if scrubber is None and body.find(b"$") < 0 and (blobs is None or len(body) <= smallest):
                     # The usual message without a scrubber: no $ key to escape, no reference
-                    # and nothing large to offload (the checks below, by one memchr).
+                    # and nothing large to offload (the checks below, by one memchr: ``find``,
+                    # as ``b"$" in body`` first tries b"$" as an int and makes and clears a TypeError).
                     return body
                 root = f"messages[{index}]"
                 if scrubber is not None:
@@ -180,12 +188,14 @@ class PreparedSave:
                 else:
                     message = to_stored(message)
                 if self.blobs is not None:
-                    message = offload(message, root, policy, sink)  # bytes and large text out
+                    message = offload(message, root, policy, sink())  # bytes and large text out
                 body = codec.encode(message)
             if self.blobs is not None:
-                body = offload_encoded(message, body, root, policy, sink)
+                body = offload_encoded(message, body, root, policy, sink())
             return body
 
+        if scrubber is None:  # no error of its to clean (guarded)
+            return plan_messages(view, messages, encode, known, _as_given)
         return guarded(scrubber, plan_messages, view, messages, encode, known, _as_given)
 
     def report(self) -> ScrubReport:

@@ -29,6 +29,13 @@ store holds — the leniency JSON has too (a ``str`` subclass and its text,
 a ``dict`` subclass and its items), plus objects whose own ``__eq__`` claims
 equality with a stored string.
 
+Lazy where the usual save is concerned: a save of a checkpoint the store
+tracks (in place: its own list, only appended to) never compares anything, so
+remembering it only appends its frozen new messages and their stored lengths to
+the run's ``Snapshot`` and moves the run's entry on to its head. Which messages
+are typed, and where their stored bytes end, is worked out (``Snapshot.settle``)
+when a fresh save first compares against them, once for each message.
+
 A hint, never trusted alone: the save plans against the remembered view and
 ``ops.save`` checks that view against the run's head inside its transaction,
 redoing the plan exactly when another writer moved the head. Bounded:
@@ -48,6 +55,7 @@ from array import array
 from bisect import bisect_left
 from collections import OrderedDict
 from dataclasses import dataclass
+from itertools import accumulate, islice
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -98,27 +106,64 @@ def _same_json(given: Any, kept: Any, long: bool) -> bool:
         return False
 
 
-@dataclass(slots=True)
+class Snapshot:
+    """A run's messages as this store saved them, frozen, shared by the heads remembered
+    on it (each sees its first ``view.count``; the usual save extends it in place, as
+    ``StoredView.chains`` is). A save only appends to it; what a fresh save's comparison
+    needs to know of them (which are not ``_plain``, where their stored bytes end) is
+    worked out by ``settle`` when one asks, once for each message, so that a save of a
+    checkpoint the store tracks (in place) pays for none of it."""
+
+    __slots__ = ("ends", "items", "lengths", "long", "settled", "typed")
+
+    def __init__(self, items: list[Any], lengths: array[int]) -> None:
+        self.items = items  # the frozen messages as given
+        self.lengths = lengths  # lengths[i]: the stored bytes of items[i]
+        # For the first ``settled`` items: ends[i], the stored bytes of the first i + 1;
+        # ``typed``, the ascending indices of those that are not _plain; ``long``, whether
+        # one of those holds a string long_text splices.
+        self.ends = array("q")
+        self.typed: list[int] = []
+        self.settled = 0
+        self.long = False
+
+    def settle(self) -> None:
+        """What is known of every item, worked out for those appended since (under the memory's lock)."""
+        start, items = self.settled, self.items
+        stop = len(items)
+        if start == stop:
+            return
+        self.ends.extend(
+            islice(accumulate(self.lengths[start:stop], initial=self.ends[-1] if start else 0), 1, None)
+        )
+        new = items[start:stop]
+        # The usual new messages are all plain: one map over them, no list of indices built.
+        if not all(map(_plain, new)):
+            typed = [i for i, m in enumerate(new, start) if not _plain(m)]
+            self.typed.extend(typed)
+            self.long = self.long or any(long_text.has_long_string(items[i]) for i in typed)
+        self.settled = stop
+
+    def prefix(self, count: int) -> Snapshot:
+        """A snapshot of the first ``count`` items alone, settled (a head built on an older one)."""
+        self.settle()
+        kept = Snapshot(self.items[:count], self.lengths[:count])
+        kept.ends, kept.settled, kept.long = self.ends[:count], count, self.long
+        kept.typed = self.typed[: bisect_left(self.typed, count)]
+        return kept
+
+
 class Remembered:
-    """One run's head as this store saved it.
+    """One run's head as this store saved it: its view, the snapshot its messages are
+    the first ``view.count`` of, and their stored bytes. The run's entry: a save built
+    directly on it moves it on to its own head (``remember``), so read ``view`` once."""
 
-    ``items``, ``typed`` and ``ends`` may be shared with the entry for a later
-    head (extended in place on the usual append, as ``StoredView.chains`` is):
-    only the first ``view.count`` items and ends and ``typed_count`` typed
-    indices belong to this one.
-    """
+    __slots__ = ("size", "snapshot", "view")
 
-    view: StoredView
-    items: list[Any]  # the frozen messages as given
-    typed: list[int]  # ascending indices of the items that are not _plain
-    typed_count: int
-    ends: array[int]  # ends[i]: stored bytes of the first i + 1 messages
-    long: bool = False  # whether a typed item held a string long_text splices
-
-    @property
-    def size(self) -> int:
-        count = self.view.count
-        return self.ends[count - 1] if count else 0
+    def __init__(self, view: StoredView, snapshot: Snapshot, size: int) -> None:
+        self.view = view
+        self.snapshot = snapshot
+        self.size = size
 
 
 # Not frozen: made on every save's path, where frozen's object.__setattr__ per field costs
@@ -156,17 +201,22 @@ class RunMemory:
         known = min(messages.clean_prefix, len(messages)) if tracked else 0  # type: ignore[attr-defined]
         with self._lock:
             base = self._runs.get(run_id)
-            if base is not None:
-                self._runs.move_to_end(run_id)
-        if base is None or (view is not None and base.view.digest != view.digest):
+            if base is None:
+                return Recall(view, known)
+            self._runs.move_to_end(run_id)
+            head = base.view  # read once: the entry moves on with the run's later saves
+        if view is not None and head.digest != view.digest:
             return Recall(view, known)
         if view is None:
-            if base.view.step != step - 1:
+            if head.step != step - 1:
                 return Recall(None, 0)  # not the step after it: nothing to plan against
-            view = base.view
+            view = head
         if known >= view.count:
             return Recall(view, known, base)  # a tracked list, only appended to since
-        return Recall(view, _match(base, messages, known), base)
+        snapshot = base.snapshot
+        with self._lock:
+            snapshot.settle()  # what the comparison needs to know of the remembered messages
+        return Recall(view, _match(snapshot, view.count, messages, known), base)
 
     def remember(self, run_id: str, recall: Recall, plan: MessagePlan, messages: Any) -> None:
         """After a commit: ``messages`` (a ``MessageList``, its new messages frozen by
@@ -175,66 +225,69 @@ class RunMemory:
         from there and the rest stored as ``plan.bodies``."""
         keep, bodies = plan.keep, plan.bodies
         view = messages.stored
-        if view.count > self._max_messages:
+        count = view.count
+        if count > self._max_messages:
             self.forget(run_id)
             return
         base = recall.base
         new = messages[keep:]
-        added = array("q")
-        total = 0
-        if base is not None and plan.base == base.view.digest:
-            start, total = keep, base.ends[keep - 1] if keep else 0
-        else:
-            # Nothing of the run remembered to build on (its first save here, the
-            # memory let go of it, or another writer moved the head): the kept
-            # messages are frozen here, once, and measured by their JSON.
-            start, base = 0, None
-            try:
-                for message in messages[:keep]:
-                    total += sum(map(len, long_text.pieces(message, 0)))
-                    added.append(total)
-            except TypeError:  # bytes: such a run is compared exactly
-                self.forget(run_id)
-                return
-            new = [freeze(m) for m in messages[:keep]] + new
-        for body in bodies:
-            total += len(body)
-            added.append(total)
-        # The usual new messages are all plain: one map over them, no list of indices built.
-        typed = [] if all(map(_plain, new)) else [i for i, m in enumerate(new, start) if not _plain(m)]
-        long = bool(typed) and any(long_text.has_long_string(new[index - start]) for index in typed)
+        if base is not None:
+            added = sum(map(len, bodies))
+            with self._lock:
+                if plan.base == base.view.digest:
+                    snapshot = base.snapshot
+                    if len(snapshot.items) == keep and self._runs.get(run_id) is base:
+                        # The usual save: this head follows the base's directly (``keep`` is
+                        # then all of its messages), which is still the head remembered. The
+                        # snapshot is extended in place and the entry moves on to this head;
+                        # a save planned against the base's head elsewhere then finds another
+                        # digest in it, and remembers its run afresh.
+                        snapshot.items.extend(new)
+                        snapshot.lengths.extend(map(len, bodies))
+                        self._messages += count - base.view.count
+                        self._bytes += added
+                        base.view, base.size = view, base.size + added
+                        if self._messages > self._max_messages or self._bytes > self._max_bytes:
+                            self._trim()
+                        return
+                    self._put(run_id, _built_on(base, plan, new, view, added))
+                    return
+        # Nothing of the run remembered to build on (its first save here, the memory let
+        # go of it, or another writer moved the head): the kept messages are frozen here,
+        # once, and measured by their JSON.
+        lengths = array("q")
+        try:
+            for message in messages[:keep]:
+                lengths.append(sum(map(len, long_text.pieces(message, 0))))
+        except TypeError:  # bytes: such a run is compared exactly
+            self.forget(run_id)
+            return
+        lengths.extend(map(len, bodies))
+        entry = Remembered(view, Snapshot([freeze(m) for m in messages[:keep]] + new, lengths), sum(lengths))
         with self._lock:
-            if base is not None:
-                # Extended in place when this head follows the base's directly (the usual
-                # save); copied when an older head was built on (a rewrite, a retry).
-                items, typed_all, ends = base.items, base.typed, base.ends
-                if len(items) != keep:
-                    items, ends = items[:keep], ends[:keep]
-                if len(typed_all) != base.typed_count or (typed_all and typed_all[-1] >= keep):
-                    typed_all = typed_all[: bisect_left(typed_all, keep, 0, base.typed_count)]
-                items.extend(new)
-                ends.extend(added)
-                typed_all.extend(typed)
-                long = long or base.long
-            else:
-                items, typed_all, ends = new, typed, added
-            entry = Remembered(view, items, typed_all, len(typed_all), ends, long)
-            old = self._runs.pop(run_id, None)
-            if old is not None:
-                self._messages -= old.view.count
-                self._bytes -= old.size
-            self._runs[run_id] = entry
-            count = view.count
-            self._messages += count
-            self._bytes += ends[count - 1] if count else 0  # entry.size, without its property's frame
-            while (
-                self._messages > self._max_messages
-                or self._bytes > self._max_bytes
-                or len(self._runs) > self._max_runs
-            ):
-                _, dropped = self._runs.popitem(last=False)
-                self._messages -= dropped.view.count
-                self._bytes -= dropped.size
+            self._put(run_id, entry)
+
+    def _put(self, run_id: str, entry: Remembered) -> None:
+        """``entry`` as ``run_id``'s (under the lock)."""
+        old = self._runs.pop(run_id, None)
+        if old is not None:
+            self._messages -= old.view.count
+            self._bytes -= old.size
+        self._runs[run_id] = entry
+        self._messages += entry.view.count
+        self._bytes += entry.size
+        self._trim()
+
+    def _trim(self) -> None:
+        """Within the bounds again, the least recently saved runs forgotten first (under the lock)."""
+        while (
+            self._messages > self._max_messages
+            or self._bytes > self._max_bytes
+            or len(self._runs) > self._max_runs
+        ):
+            _, dropped = self._runs.popitem(last=False)
+            self._messages -= dropped.view.count
+            self._bytes -= dropped.size
 
     def forget(self, run_id: str) -> None:
         with self._lock:
@@ -250,12 +303,31 @@ class RunMemory:
         self._bytes = 0
 
 
-def _match(base: Remembered, messages: list[Any], start: int) -> int:
-    """How many leading ``messages`` are as the remembered ones (the first ``start`` known)."""
-    count = min(base.view.count, len(messages))
+def _built_on(
+    base: Remembered, plan: MessagePlan, new: list[Any], view: StoredView, added: int
+) -> Remembered:
+    """The entry for ``view``, planned (``plan``) against ``base``'s head: its first
+    ``plan.keep`` messages kept from there, ``new`` stored as ``plan.bodies`` (``added``
+    bytes); under the lock."""
+    keep, bodies = plan.keep, plan.bodies
+    snapshot = base.snapshot
+    if len(snapshot.items) == keep:  # the base's head directly, no longer the one remembered
+        size = base.size
+    else:  # an older head built on (a rewrite, a retry): its kept messages copied
+        snapshot = snapshot.prefix(keep)
+        size = snapshot.ends[keep - 1] if keep else 0
+    snapshot.items.extend(new)
+    snapshot.lengths.extend(map(len, bodies))
+    return Remembered(view, snapshot, size + added)
+
+
+def _match(snapshot: Snapshot, count: int, messages: list[Any], start: int) -> int:
+    """How many leading ``messages`` are as the first ``count`` of ``snapshot`` (the first
+    ``start`` known; the snapshot settled past ``count``)."""
+    count = min(count, len(messages))
     if start >= count:
         return count
-    kept = base.items
+    kept = snapshot.items
     given = messages[start:count]
     # The whole list when it is this head's: no copy. It may grow meanwhile (a later
     # head of the run remembered by another thread): then it compares unequal, and
@@ -273,16 +345,16 @@ def _match(base: Remembered, messages: list[Any], start: int) -> int:
                 break
             matched += 1
     # ``==`` says 1 == 1.0 == True: the typed messages it passed are compared as JSON.
-    typed, items = base.typed, base.items
-    low = bisect_left(typed, start, 0, base.typed_count)
-    high = bisect_left(typed, matched, low, base.typed_count)
+    typed, items, long = snapshot.typed, snapshot.items, snapshot.long
+    low = bisect_left(typed, start)
+    high = bisect_left(typed, matched, low)
     if low == high:
         return matched
     indices = typed[low:high]
-    if _same_json([messages[i] for i in indices], [items[i] for i in indices], base.long):
+    if _same_json([messages[i] for i in indices], [items[i] for i in indices], long):
         return matched
     for index in indices:
-        if not _same_json(messages[index], items[index], base.long):
+        if not _same_json(messages[index], items[index], long):
             return index
     return matched  # pragma: no cover - the lists differ, so one of them does
 

@@ -238,16 +238,13 @@ def _save_row(
         labels=labels,
     )
     digest = row["digest"]
-    row.update(
-        run_id=cp.run_id,
-        run_ref=run_ref,
-        now=now,
-        next_seq=first_seq + len(plan.bodies),
-        parent_run_id=None,
-        parent_step=None,
-        first_seq=first_seq,
-        blobs=None,
-    )
+    # One item at a time: ``row.update(run_id=..., ...)`` builds a keyword dict first, on every save.
+    row["run_id"] = cp.run_id
+    row["run_ref"] = run_ref
+    row["now"] = now
+    row["next_seq"] = first_seq + len(plan.bodies)
+    row["parent_run_id"] = row["parent_step"] = row["blobs"] = None
+    row["first_seq"] = first_seq
     return row, SaveResult(plan, ranges, carriers, digest, report)
 
 
