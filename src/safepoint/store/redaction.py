@@ -203,10 +203,9 @@ class ValueRedactor:
         self.replaced: dict[str, str] = {}
         self.scanned = 0  # bytes of stored values looked at, over the whole redaction (its pace)
         self._strings: dict[tuple[Any, ...], tuple[dict[str, Any] | None, Counter[tuple[str, str]]]] = {}
-        self._blob_might: dict[str, bool] = {}
-        self._clean_counters: dict[
-            bytes, bool
-        ] = {}  # a header's counters, as stored -> no finding  # digest -> might its content hold a finding
+        self._blob_might: dict[str, bool] = {}  # digest -> might its content hold a finding
+        self._clean_counters: dict[bytes, bool] = {}  # a header's counters, as stored -> no finding
+        self._counted: set[str] = set()  # blobs whose bytes were counted as scanned
 
     def start(self, fetch: Fetch) -> None:
         """A new unit of work (a run): fresh counts and pending blobs; the blob look memo stays."""
@@ -269,8 +268,9 @@ class ValueRedactor:
         if links:
             fetched = self.fetch(sorted({link.digest for link in links}))
             for digest, data in fetched.items():
-                if digest not in self._blob_might:  # counted once a redaction, as _blobs_might does
-                    self._blob_might[digest] = self._data_might(data)
+                if digest not in self._counted:  # its bytes count once; the scrub below looks at them
+                    self._counted.add(digest)
+                    self.scanned += len(data)
             value = inline(typed, fetched)
         else:
             value = typed
@@ -328,6 +328,9 @@ class ValueRedactor:
         if unknown:
             for digest, data in self.fetch(unknown).items():
                 self._blob_might[digest] = self._data_might(data)
+                if digest not in self._counted:
+                    self._counted.add(digest)
+                    self.scanned += len(data)
         return any(self._blob_might.get(digest, True) for digest in digests)
 
     def blob_holds(self, data: bytes) -> bool:
@@ -340,7 +343,6 @@ class ValueRedactor:
         return any(scrubber.scrub(value, "blob")[1].counts for scrubber in self.redaction.scrubbers)
 
     def _data_might(self, data: bytes) -> bool:
-        self.scanned += len(data)
         try:
             encoded = orjson.dumps(data.decode("utf-8"))  # a text blob, as its JSON string
         except UnicodeDecodeError:
