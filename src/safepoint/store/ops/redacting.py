@@ -44,8 +44,10 @@ def scan_runs(
     # Three queries for the whole batch (a query per run cost more than the looks on PostgreSQL).
     refs = {"run_refs": codec.encode([run_ref for run_ref, _ in runs]).decode()}
     heads = {row.run_ref: row for row in (yield Query("redaction_runs_of", refs))}
-    rows = _by_run((yield Query("redaction_rows_of", refs)))
-    calls = _by_run((yield Query("redaction_calls_of", refs)))
+    stored_rows = yield Query("redaction_rows_of", refs)
+    stored_calls = yield Query("redaction_calls_of", refs)
+    rows, calls = _by_run(stored_rows), _by_run(stored_calls)
+    fetched = yield from _database_blobs(redactor, [*stored_rows, *stored_calls])  # one read for all
     for run_ref, run_id in runs:
         if run_ref not in heads:
             continue  # deleted since it was listed
@@ -58,6 +60,7 @@ def scan_runs(
                 calls.get(run_ref, []),
                 redactor,
                 sealer,
+                fetched,
             )
         except StoreError:
             raise  # the backend failed: the whole scan is retried or reported
@@ -125,17 +128,13 @@ def _worked_out(  # noqa: PLR0917  (the run as read, and what works on it)
     stored_calls: list[Any],
     redactor: ValueRedactor,
     sealer: Sealer | None,
+    fetched: dict[str, bytes] | None = None,
 ) -> Op[RunRedaction]:
-    """One run as read (its run row, checkpoint rows and journal) worked out: what to write."""
-    digests: set[str] = set()
-    for row in (*stored_rows, *stored_calls):
-        if row.blobs:
-            digests.update(codec.decode(row.blobs))
-    target = redactor.blobs
-    fetched: dict[str, bytes] = {}
-    if digests and target is not None and target.in_database:
-        fetched = yield from read_blobs(sorted(digests))
-    redactor.start(_fetcher(target, fetched))
+    """One run as read (its run row, checkpoint rows and journal) worked out: what to write.
+    ``fetched``: the database target's blobs read already (else read here, for this run)."""
+    if fetched is None:
+        fetched = yield from _database_blobs(redactor, [*stored_rows, *stored_calls])
+    redactor.start(_fetcher(redactor.blobs, fetched))
     work = RunRedaction(run_ref, run_id, redactor, sealer)
     work.row_writes = work.rows_to_write(stored_rows)
     work.call_writes = work.calls_to_write(stored_calls)
@@ -143,6 +142,18 @@ def _worked_out(  # noqa: PLR0917  (the run as read, and what works on it)
     work.done.counts = redactor.counts
     work.done.blobs_new = len(redactor.sink.pending)
     return work
+
+
+def _database_blobs(redactor: ValueRedactor, rows: list[Any]) -> Op[dict[str, bytes]]:
+    """The stored blobs ``rows`` reference, when they live in the database (one query)."""
+    target = redactor.blobs
+    if target is None or not target.in_database:
+        return {}
+    digests: set[str] = set()
+    for row in rows:
+        if row.blobs:
+            digests.update(codec.decode(row.blobs))
+    return (yield from read_blobs(sorted(digests))) if digests else {}
 
 
 def _fetcher(target: BlobTarget | None, fetched: dict[str, bytes]) -> Any:
