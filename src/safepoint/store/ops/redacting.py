@@ -162,7 +162,8 @@ def _fetcher(target: BlobTarget | None, fetched: dict[str, bytes]) -> Any:
     def fetch(digests: list[str]) -> Any:
         if target is None or not digests:
             return {}
-        return target.fetch(digests, fetched)
+        # Only the asked-for rows: a database target's fetch verifies every row it is handed.
+        return target.fetch(digests, {digest: fetched[digest] for digest in digests if digest in fetched})
 
     return fetch
 
