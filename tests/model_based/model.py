@@ -19,6 +19,7 @@ CANARY = "CANARY-c4n4ry-17"  # planted in values: never on disk while the store 
 # literal value: no default rule matches it, JSON writes it as is), and the marker it leaves.
 PLANTED = "PLANTED-x7Q-cobalt-4412"
 PLANTED_MARKER = "[REDACTED:value-1]"
+PLANTED_BYTES_MARKER = b"[REDACTED:secret:value-1]"  # what a bytes value holding it becomes, whole
 WORKER_VERSION = 1  # the chain the workers were deployed with; a schema bump never reaches them
 
 
@@ -106,11 +107,11 @@ class Model:
         run = self.runs[run_id]
         changed = False
         for step, content in run.checkpoints.items():
-            new = _replaced(content, PLANTED, PLANTED_MARKER)
+            new = _planted_out(content)
             changed = changed or new != content
             run.checkpoints[step] = new
         for call in run.calls.values():
-            new = _replaced(call.result, PLANTED, PLANTED_MARKER)
+            new = _planted_out(call.result)
             if new != call.result:
                 call.result, call.redacted_later, changed = new, True, True
         run.redactions = max(run.redactions, int(changed))
@@ -156,6 +157,18 @@ class Model:
             marker = f"[REDACTED:{SECRET_NAME}]" if self.policy == "redact" else f"[SECRET:{SECRET_NAME}]"
             out = _replaced(out, SECRET_VALUE, marker)
         return out
+
+
+def _planted_out(value: Any) -> Any:
+    """``value`` redacted of ``PLANTED``: replaced in every string value by its marker; a bytes
+    value holding it is replaced whole (as a save's scrubber replaces bytes with a finding)."""
+    if isinstance(value, bytes):
+        return PLANTED_BYTES_MARKER if PLANTED.encode() in value else value
+    if isinstance(value, dict):
+        return {key: _planted_out(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_planted_out(item) for item in value]
+    return _replaced(value, PLANTED, PLANTED_MARKER)
 
 
 def _replaced(value: Any, old: str, new: str) -> Any:

@@ -93,3 +93,7 @@ def update_redact(ctx: Context, args: dict[str, Any], outcome: Outcome) -> None:
                 f"redactions({run_id!r}) holds {len(records.value)} records"
                 f" (intact: {[r.intact for r in records.value]}); the model expects {want}, intact"
             )
+    if run_ids is None and not ctx.model.encrypted:
+        for path in ctx.world.files():
+            if PLANTED.encode() in path.read_bytes():
+                raise Finding(f"after redacting the whole store the value is still in {path.name}")

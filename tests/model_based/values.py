@@ -81,7 +81,8 @@ def leaves(allow_bytes: bool) -> st.SearchStrategy[Any]:
         st.sampled_from(MARKER_SHAPED),
     ]
     if allow_bytes:  # bytes go to the blob store; with no blob target the store refuses them
-        options.append(st.sampled_from((b"\x00\xffbytes", CANARY.encode() * 20, b"$blob")))
+        planted = b"\x00\xff" + PLANTED.encode() * 12  # a value to redact later, in a blob
+        options.append(st.sampled_from((b"\x00\xffbytes", CANARY.encode() * 20, b"$blob", planted)))
     return st.one_of(*options)
 
 
