@@ -10,7 +10,8 @@ value's place, everywhere). A checkpoint object the machine keeps for saves
 in place whose run's head the redaction rewrote is marked stale (``Context.stale``): its next
 save must be refused with ``Conflict`` (it would write the value back), and the object is then
 dropped as after any Conflict. ``machine.STORE_WIDE`` holds ``redact``: every run is loaded
-and checked after one.
+and checked after one. After a redaction of the whole plain store, no byte of it (SQLite files,
+blob files, PostgreSQL rows, S3 objects) holds the value raw.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from safepoint import Redaction
 
 from .configurations import Config
 from .context import Context, Finding, Outcome, attempt, expect
+from .invariants import _postgres_rows
 from .model import PLANTED
 from .ops_checkpoints import _pick
+from .world import s3_client
 
 
 def args_of(config: Config) -> st.SearchStrategy[dict[str, Any]]:
@@ -94,6 +97,24 @@ def update_redact(ctx: Context, args: dict[str, Any], outcome: Outcome) -> None:
                 f" (intact: {[r.intact for r in records.value]}); the model expects {want}, intact"
             )
     if run_ids is None and not ctx.model.encrypted:
-        for path in ctx.world.files():
-            if PLANTED.encode() in path.read_bytes():
-                raise Finding(f"after redacting the whole store the value is still in {path.name}")
+        for where, data in _stored_bytes(ctx):
+            if PLANTED.encode() in data:
+                raise Finding(f"after redacting the whole store the value is still in {where}")
+
+
+def _stored_bytes(ctx: Context) -> list[tuple[str, bytes]]:
+    """Every byte of the store the machine can read: SQLite files and blob files, every
+    column of PostgreSQL's safepoint tables, every S3 object of the store."""
+    world = ctx.world
+    out = [(path.name, path.read_bytes()) for path in world.files()]
+    if world.schema is not None:
+        out += [
+            (f"PostgreSQL table {table}", data) for table, data in _postgres_rows(world.url, world.schema)
+        ]
+    if world.config.blobs == "s3":
+        client = s3_client()
+        listed = client.list_objects_v2(Bucket="safepoint-model", Prefix=world.s3_prefix)
+        for item in listed.get("Contents", []):
+            body = client.get_object(Bucket="safepoint-model", Key=item["Key"])["Body"].read()
+            out.append((f"S3 object {item['Key']}", body))
+    return out
