@@ -43,6 +43,8 @@ class Context:
     model: Model
     # run_id -> (the checkpoint object kept going in place, the model content it holds)
     objects: dict[str, tuple[Checkpoint, dict[str, Any]]] = field(default_factory=dict)
+    # run_id -> a kept object whose run's head a redaction rewrote since: its next save is a Conflict
+    stale: dict[str, Checkpoint] = field(default_factory=dict)
     leases: list[Lease] = field(default_factory=list)  # leases the machine claimed, current or not
     stored_strings: set[str] = field(default_factory=set)  # what no error message may quote
     steps: int = 0

@@ -15,6 +15,11 @@ from typing import Any
 SECRET_NAME = "TOKEN"
 SECRET_VALUE = "zq-Secret-9f8e7d6c5b4a"
 CANARY = "CANARY-c4n4ry-17"  # planted in values: never on disk while the store is encrypted
+# Planted in texts and label values: what the ``redact`` operation takes out after the fact (a
+# literal value: no default rule matches it, JSON writes it as is), and the marker it leaves.
+PLANTED = "PLANTED-x7Q-cobalt-4412"
+PLANTED_MARKER = "[REDACTED:value-1]"
+PLANTED_BYTES_MARKER = b"[REDACTED:secret:value-1]"  # what a bytes value holding it becomes, whole
 WORKER_VERSION = 1  # the chain the workers were deployed with; a schema bump never reaches them
 
 
@@ -43,6 +48,7 @@ class Call:
     usage: tuple[int, int, float] | None = None
     writer: str | None = None  # the lease the entry was first written under
     epoch: int | None = None
+    redacted_later: bool = False  # a redaction replaced a planted value in its result (it replays redacted)
 
 
 @dataclass
@@ -52,6 +58,9 @@ class Run:
     queued: bool = False
     lease: Lease | None = None
     calls: dict[str, Call] = field(default_factory=dict)  # the run's call journal, by key
+    # Audit records redactions left on it. A record is keyed by the request's shape (so that a
+    # rerun after a kill completes it): the machine's one request, taken again, adds to its record.
+    redactions: int = 0
 
     @property
     def head(self) -> int:
@@ -90,6 +99,23 @@ class Model:
     def deleted(self, run_id: str) -> None:
         del self.runs[run_id]
         self.maybe = {key: value for key, value in self.maybe.items() if key[0] != run_id}
+
+    def redacted(self, run_id: str) -> bool:
+        """A redaction of ``PLANTED`` reached ``run_id``: every stored string holding it now holds
+        the marker in its place (each step, history included, and each journal result); whether
+        anything changed (then the run has its audit record)."""
+        run = self.runs[run_id]
+        changed = False
+        for step, content in run.checkpoints.items():
+            new = _planted_out(content)
+            changed = changed or new != content
+            run.checkpoints[step] = new
+        for call in run.calls.values():
+            new = _planted_out(call.result)
+            if new != call.result:
+                call.result, call.redacted_later, changed = new, True, True
+        run.redactions = max(run.redactions, int(changed))
+        return changed
 
     # -- questions -------------------------------------------------------------------
 
@@ -131,6 +157,18 @@ class Model:
             marker = f"[REDACTED:{SECRET_NAME}]" if self.policy == "redact" else f"[SECRET:{SECRET_NAME}]"
             out = _replaced(out, SECRET_VALUE, marker)
         return out
+
+
+def _planted_out(value: Any) -> Any:
+    """``value`` redacted of ``PLANTED``: replaced in every string value by its marker; a bytes
+    value holding it is replaced whole (as a save's scrubber replaces bytes with a finding)."""
+    if isinstance(value, bytes):
+        return PLANTED_BYTES_MARKER if PLANTED.encode() in value else value
+    if isinstance(value, dict):
+        return {key: _planted_out(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_planted_out(item) for item in value]
+    return _replaced(value, PLANTED, PLANTED_MARKER)
 
 
 def _replaced(value: Any, old: str, new: str) -> Any:

@@ -6,7 +6,8 @@ on the model and the row's settings), what it does to the store (``act``) and
 the model's update (``update``: the outcome the model predicts, checked, then
 applied). A later feature (redaction, backups, tenants) adds one entry here
 and, if it keeps new state, a field in ``model.py`` — as the call journal did
-(``ops_journal.py``, ``ops_journal_stored.py``; ``model.Run.calls``).
+(``ops_journal.py``, ``ops_journal_stored.py``; ``model.Run.calls``) and redaction
+did (``ops_redact.py``; ``model.Run.redactions``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from . import ops_checkpoints as cps
 from . import ops_journal as journal
 from . import ops_journal_stored as stored
 from . import ops_queue as queue
+from . import ops_redact as redact
 from . import ops_store as whole
 from .configurations import Config
 from .context import Context, Outcome
@@ -244,6 +246,7 @@ TABLE: tuple[Op, ...] = (
         queue.act_old_worker,
         queue.update_old_worker,
     ),
+    Op("redact", redact.args_of, _has_runs, redact.act_redact, redact.update_redact),
     Op("record_call", journal.args_of, _has_runs, journal.act_record_call, journal.update_record_call),
     Op("call_intent", journal.args_of, _has_runs, journal.act_call_intent, journal.update_call_intent),
     Op(

@@ -51,7 +51,8 @@ def update_save(ctx: Context, args: dict[str, Any], outcome: Outcome) -> None:
     run = ctx.model.runs.get(run_id)
     fits = (run is None and step == 0) or (run is not None and step == run.head + 1)
     leased = ctx.model.live_lease(run_id, time.time())
-    expect(outcome, None if fits and not leased else Conflict, what)
+    stale = ctx.stale.pop(run_id, None) is outcome.extra["cp"]  # held from before a redaction
+    expect(outcome, None if fits and not leased and not stale else Conflict, what)
     if outcome.error is None:
         ctx.model.saved(run_id, step, content)
         ctx.objects[run_id] = (outcome.extra["cp"], content)

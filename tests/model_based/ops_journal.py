@@ -191,7 +191,7 @@ def _check_entry(ctx: Context, entry: Recorded, call: Call, what: str, *, resolv
         expected = ctx.model.expected_result(call.result)
         if entry.result != expected:
             raise Finding(f"{what}: the result differs from the model's (the first one recorded)")
-    redacting = ctx.model.policy == "redact" and _holds_secret(call.result)
+    redacting = (ctx.model.policy == "redact" and _holds_secret(call.result)) or call.redacted_later
     if (entry.redacted > 0) is not redacting:
         raise Finding(f"{what}: redacted is {entry.redacted}; the model expects {'some' if redacting else 0}")
 

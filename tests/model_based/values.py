@@ -5,7 +5,8 @@ machine is built, so a field added by the recipe is driven without an edit
 here. Each value is a dict of hostile strings (control characters, markup,
 text shaped like the store's markers), ``$``-keys, dicts shaped like the
 store's own references (``{"$secret": …}``, ``{"$blob": …}``) as plain data,
-the registered secret inside text, strings over the blob threshold and, where
+the registered secret inside text, a value to redact later (``PLANTED``) in
+text and in a label's value, strings over the blob threshold and, where
 the store offloads them, ``bytes``.
 """
 
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 import safepoint.model
 
-from .model import CANARY, SECRET_NAME, SECRET_VALUE
+from .model import CANARY, PLANTED, SECRET_NAME, SECRET_VALUE
 
 BLOB_THRESHOLD = 256  # the machine's stores offload values over this many bytes
 
@@ -39,6 +40,7 @@ FRAGMENTS = (
     "%24secret",
     CANARY,
     SECRET_VALUE,
+    PLANTED,
 )
 KEYS = ("a", "b", "$k", "$$k", "$secret", "$blob", "$marks", "$text", "$", "k.dot")
 MARKER_SHAPED = (
@@ -47,7 +49,13 @@ MARKER_SHAPED = (
     {"$marks": [[0, 1]], "$text": "x"},
     {"$$secret": SECRET_NAME},
 )
-LABELS = ({}, {"team": "blue"}, {"team": "red"}, {"team": "blue", "tier": "gold"})
+LABELS = (
+    {},
+    {"team": "blue"},
+    {"team": "red"},
+    {"team": "blue", "tier": "gold"},
+    {"team": "blue", "ticket": f"t-{PLANTED}"},  # a label value a redaction rewrites (its key stays)
+)
 
 
 def value_fields() -> tuple[str, ...]:
@@ -73,7 +81,8 @@ def leaves(allow_bytes: bool) -> st.SearchStrategy[Any]:
         st.sampled_from(MARKER_SHAPED),
     ]
     if allow_bytes:  # bytes go to the blob store; with no blob target the store refuses them
-        options.append(st.sampled_from((b"\x00\xffbytes", CANARY.encode() * 20, b"$blob")))
+        planted = b"\x00\xff" + PLANTED.encode() * 12  # a value to redact later, in a blob
+        options.append(st.sampled_from((b"\x00\xffbytes", CANARY.encode() * 20, b"$blob", planted)))
     return st.one_of(*options)
 
 

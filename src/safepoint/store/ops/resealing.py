@@ -23,6 +23,7 @@ from safepoint.blobs.base import decode_stored
 from safepoint.crypto.sealing import SealBroken, is_sealed, key_id_of
 from safepoint.errors import BlobCorrupt, InvalidKey, MissingKey, SafepointError
 from safepoint.store.call_values import entry_digest
+from safepoint.store.ops.redacting import key_records
 from safepoint.store.query import UNSUPPORTED, Op, Query
 from safepoint.store.sealer import TEXT_PREFIX, Sealer
 
@@ -66,6 +67,7 @@ def reseal_run(run_ref: int, run_id: str, sealer: Sealer) -> Op[Resealed]:
         yield Query("reseal_row", params)
         changed += 1
     changed += yield from _reseal_calls(run_ref, run_id, sealer)
+    yield from key_records(run_ref, run_id, sealer)  # redaction audit records: not rows, not counted
     labels, counters, error, head = run.labels, run.counters, run.last_error, run.head_digest
     if (
         _under_text(labels, writing, labels=True)

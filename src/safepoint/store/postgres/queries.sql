@@ -925,6 +925,13 @@ VALUES (%(run_ref)s::bigint, %(redaction_id)s, %(head_step)s::bigint,
 ON CONFLICT (run_ref, redaction_id) DO UPDATE
 SET head_step = excluded.head_step, record = excluded.record, mac = excluded.mac;
 
+-- name: key_redaction_record
+-- params: run_ref, redaction_id, mac
+-- returns: nothing
+-- A record written on a plain store gets its check value keyed when the store is encrypted.
+UPDATE safepoint_redactions SET mac = %(mac)s::bytea
+WHERE run_ref = %(run_ref)s::bigint AND redaction_id = %(redaction_id)s;
+
 -- name: redaction_records
 -- params: run_id
 -- returns: redaction_id, created_at, record, mac

@@ -1006,6 +1006,12 @@ VALUES (:run_ref, :redaction_id, :head_step, :now, :record, :mac)
 ON CONFLICT (run_ref, redaction_id) DO UPDATE
 SET head_step = excluded.head_step, record = excluded.record, mac = excluded.mac;
 
+-- name: key_redaction_record
+-- params: run_ref, redaction_id, mac
+-- returns: nothing
+-- A record written on a plain store gets its check value keyed when the store is encrypted.
+UPDATE safepoint_redactions SET mac = :mac WHERE run_ref = :run_ref AND redaction_id = :redaction_id;
+
 -- name: redaction_records
 -- params: run_id
 -- returns: redaction_id, created_at, record, mac
