@@ -60,3 +60,32 @@ def test_postgres_records_stay_intact_through_encrypt(postgres_dsn: str, pg_sche
             postgres_dsn, schema=pg_schema, min_size=1, max_size=2, **options
         )
     )
+
+
+def test_two_requests_of_one_shape_keep_records_of_their_own_on_an_encrypted_store(tmp_path: Path) -> None:
+    """Two deletion requests of one literal value each: on an encrypted store the request's id is
+    keyed by its values, so each leaves its own record and a rerun of either completes its own; on
+    a plain store the id is the request's shape alone (no value can be tested against it), so the
+    two share one record."""
+    other = "PLANTED-second-value-9931"
+    for encrypted in (True, False):
+        options = {"encryption": keyring(1)} if encrypted else {}
+        store = safepoint.open_store(f"sqlite:///{tmp_path / f'runs-{encrypted}.db'}", **options)
+        store.save(
+            Checkpoint(run_id="run-a", step=0, messages=[{"role": "user", "content": f"{VALUE} {other}"}])
+        )
+        first = store.redact(Redaction(values=[VALUE]))
+        second = store.redact(Redaction(values=[other]))
+        assert store.redact(Redaction(values=[other])).runs == []  # a rerun: nothing left, nothing added
+        records = store.redactions("run-a")
+        if encrypted:
+            assert first.redaction_id != second.redaction_id
+            assert sorted(r.redaction_id for r in records) == sorted(
+                [first.redaction_id, second.redaction_id]
+            )
+            assert all(r.found == 1 and r.intact for r in records)
+        else:
+            assert first.redaction_id == second.redaction_id
+            assert [(r.found, r.intact) for r in records] == [(2, True)]
+        assert store.load("run-a").messages[0]["content"] == f"{MARK} {MARK}"
+        store.close()

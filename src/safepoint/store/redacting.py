@@ -90,8 +90,10 @@ def redact_flow(
     run = store.driver.run
     settings = store.settings
     redactor = ValueRedactor(redaction, settings.blobs, settings.blob_policy)
-    done = Redacted(redaction.id, dry_run)
-    audit = {"id": redaction.id, **redaction.describe()}
+    sealer = settings.sealer
+    redaction_id = redaction.id_for(None if sealer is None else sealer.keyed)
+    done = Redacted(redaction_id, dry_run)
+    audit = {"id": redaction_id, **redaction.describe()}
     chosen = yield from _chosen(store, run_ids, labels)
     if run_ids is not None or labels is not None:  # forks of a chosen run hold copies of it
         chosen = yield from _with_forks(store, chosen, done)
@@ -122,7 +124,7 @@ def redact_flow(
         done.blobs_deleted = yield Invoke(run, (dropping,), {"write": True})
     # SQLite's free pages and WAL overwritten (nothing on PostgreSQL: docs/secrets.md) when this
     # call, or a killed earlier run of it, rewrote something.
-    seen = done.runs or done.blobs_deleted or (yield Invoke(run, (_seen(redaction.id),), {"write": False}))
+    seen = done.runs or done.blobs_deleted or (yield Invoke(run, (_seen(redaction_id),), {"write": False}))
     if seen:
         yield Invoke(run, (scrub_free_pages(),), {"write": True})
     return done

@@ -44,6 +44,9 @@ class Redaction:
     ``[REDACTED:value-N]``), ``rules`` (names of the scrubber's token rules, or True for all of
     them) and ``pii`` (kinds, as ``open_store``'s ``pii=``). At least one must be given."""
 
+    def __repr__(self) -> str:  # never the values
+        return f"Redaction({self.describe()!r})"
+
     def __init__(
         self,
         *,
@@ -70,6 +73,8 @@ class Redaction:
         self.secret_names = tuple(sorted(secrets.names())) if secrets is not None else ()
         self.rule_names = rule_names
         self.values = len(values)
+        self._values = tuple(values)  # in memory only: never stored, logged or shown
+        self._secrets = secrets
         scrubbers: list[Scrubber] = []
         self.pii = _kinds(pii)
         if (secrets is not None and len(secrets)) or rules is True or rule_names or self.pii:
@@ -87,9 +92,23 @@ class Redaction:
     def id(self) -> str:
         """The request's name in the audit records: a digest of what it names (secret names,
         rules, PII kinds, how many literal values — never a value), so that a rerun of the same
-        request after a kill completes the records it began instead of adding others."""
+        request after a kill completes the records it began instead of adding others. Two
+        requests of the same shape share it on a plain store; ``id_for`` tells them apart on
+        an encrypted one."""
         shape = codec.encode(self.describe())
         return hashlib.sha256(shape).hexdigest()[:16]
+
+    def id_for(self, keyed: Callable[[bytes], bytes] | None) -> str:
+        """``id`` on a plain store; on an encrypted one (``keyed``: its index key's digest, as
+        the checkpoint digests are keyed), a digest of the shape *and* the values themselves,
+        so that two deletion requests of one value each keep records of their own while a
+        rerun of either completes its own — and nothing without the key can test a guess."""
+        if keyed is None:
+            return self.id
+        held = self._secrets
+        secret_values = sorted(held.value(name) for name in self.secret_names) if held is not None else []
+        material = codec.encode([self.describe(), sorted(self._values), secret_values])
+        return keyed(hashlib.sha256(material).digest()).hex()[:16]
 
     def describe(self) -> dict[str, Any]:
         """What the request names, for the audit record and the report: no value."""
