@@ -91,7 +91,7 @@ def test_verify_names_an_altered_or_moved_entry_never_its_value(target: Target, 
     step and key (escaped), in verify, the store and the inspector; never read back as a result."""
     with target.open() as store:
         journal_run(store)
-    assert verify_json(target, cwd) == {"checked": 3, "calls": 4, "failures": []}
+    assert verify_json(target, cwd) == {"checked": 3, "calls": 4, "failures": [], "redactions": []}
     target.execute(
         "UPDATE safepoint_calls SET result = (SELECT result FROM safepoint_calls WHERE key = 'model#3')"
         " WHERE key LIKE 'tool:%'  AND state = 'done'"

@@ -47,6 +47,7 @@ def test_all_is_exactly_the_public_surface() -> None:
         "ParentRef",
         "PendingAction",
         "Reconcile",
+        "Redaction",
         "Retention",
         "Run",
         "RunHeld",

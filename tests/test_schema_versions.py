@@ -155,7 +155,7 @@ def test_read_commands_show_checkpoints_of_any_version_and_import_takes_the_vers
     assert [m["role"] for m in json.loads(diff.stdout)["messages"]["added"]] == ["assistant"]
     verify = cli("verify", "--json", "--store", url, cwd=tmp_path)
     assert verify.returncode == 0, verify.stderr
-    assert json.loads(verify.stdout) == {"checked": 2, "calls": 0, "failures": []}
+    assert json.loads(verify.stdout) == {"checked": 2, "calls": 0, "failures": [], "redactions": []}
     fixture = tmp_path / "r.json"
     exported = cli("export", "r", "-o", str(fixture), "--store", url, cwd=tmp_path)
     assert exported.returncode == 0, exported.stderr
