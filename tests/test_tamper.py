@@ -97,10 +97,13 @@ def test_a_corrupt_page_is_store_corrupt_naming_the_file(tmp_path: Path, cwd: Pa
             f.seek(page * 4096 + 16)
             f.write(b"\xa5" * 1200)
     url = f"sqlite:///{path}"
+    refused = ""
     try:
-        store = safepoint.open_store(url, read_only=True)
+        store: Any = safepoint.open_store(url, read_only=True)
     except StoreCorrupt as exc:  # the damage reached the schema itself: the open says so
-        assert str(path) in no_marker(exc)
+        store, refused = None, no_marker(exc)
+    if store is None:
+        assert str(path) in refused
     else:
         with store:
             with pytest.raises((StoreCorrupt, CorruptCheckpoint)) as caught:
