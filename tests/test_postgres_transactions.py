@@ -134,7 +134,7 @@ def test_reads_run_in_one_read_only_snapshot(postgres_dsn: str, schema: str) -> 
     show = "SELECT current_setting('transaction_isolation'), current_setting('transaction_read_only')"
     try:
         for write, expected in ((False, ("repeatable read", "on")), (True, ("read committed", "off"))):
-            steps = raw_statements(show, None, driver.search_path)
+            steps = raw_statements(show, None, driver.settings)
             assert blocking(driver._running(steps, write=write)) == [expected]
     finally:
         driver.close()

@@ -121,7 +121,7 @@ def test_postgres_queries_return_the_columns_their_spec_says(postgres_dsn: str, 
     safepoint.open_store(postgres_dsn, schema=pg_schema).close()
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute("SELECT set_config('search_path', %s, false)", [pg_schema])
-        qualified = qualified_sql(pg_schema, conn)
+        qualified = qualified_sql(pg_schema, "default", conn)
         wrong = {}
         for index, (name, query) in enumerate(_dialect("postgresql").items()):
             order: list[str] = []

@@ -14,6 +14,7 @@ from psycopg import pq, sql
 from psycopg.conninfo import conninfo_to_dict
 
 from safepoint.errors import InvalidURL, StoreError, StoreNotFound, StoreUnavailable
+from safepoint.store.tenants import IMPLICIT, check_tenant
 from safepoint.store.urls import split_schema
 from safepoint.visible import visible
 
@@ -38,6 +39,8 @@ class PostgresConfig:
     prepare_threshold: int | None = 5
     # Open an existing store only and never write (``open_store(..., read_only=True)``).
     read_only: bool = False
+    # The tenant whose rows every transaction may see (store/tenants.py; checked by opening.py).
+    tenant: str = IMPLICIT
 
     @classmethod
     def from_options(cls, url: str, options: dict[str, Any]) -> PostgresConfig:
@@ -55,6 +58,7 @@ class PostgresConfig:
             "connect_timeout",
             "prepare_threshold",
             "read_only",
+            "tenant",
         }
         if unknown:
             names = ", ".join(sorted(visible(str(name), max_len=40) for name in unknown))
@@ -88,6 +92,7 @@ class PostgresConfig:
     def _check(self) -> None:
         if type(self.read_only) is not bool:
             raise InvalidURL(f"read_only must be True or False, not {type(self.read_only).__name__}")
+        check_tenant(self.tenant)
         schema = self.schema
         if not isinstance(schema, str) or not schema or "\x00" in schema:
             raise InvalidURL("schema must be a non-empty str without NUL characters")

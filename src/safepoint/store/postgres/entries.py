@@ -31,7 +31,14 @@ from safepoint.twins import Flow, Invoke, Within, class_entry, entry
 
 from .config import PostgresConfig
 from .errors import Transaction
-from .statements import CAPABILITIES, READ_ONLY_WRITE, Statements, op_statements, raw_statements
+from .statements import (
+    CAPABILITIES,
+    READ_ONLY_WRITE,
+    Statements,
+    op_statements,
+    raw_statements,
+    transaction_settings,
+)
 from .transaction import connect, set_up, transact
 
 T = TypeVar("T")
@@ -55,6 +62,8 @@ class PostgresEntries:
         self.config = config
         self.pool = pool  # for tests and tools; a store never needs it
         self.search_path = search_path
+        # What every transaction sets first: the schema and the tenant (statements.settings_statement).
+        self.settings = transaction_settings(search_path, config.tenant)
         self.qualified = qualified  # the final statements' SQL in this store's schema (qualified_sql)
         self.applied: list[int] = []  # DDL revisions this driver applied when it opened
         # The observer's query hook (safepoint.observe.QueryObserver); open_store sets it.
@@ -94,7 +103,7 @@ class PostgresEntries:
     @entry
     def execute_raw(self, sql: str, params: dict[str, Any] | None = None) -> Flow[list[Row]]:
         """One row-returning statement outside the named queries, in the store's schema (tests, tools)."""
-        return self._running(raw_statements(sql, params, self.search_path), write=True)
+        return self._running(raw_statements(sql, params, self.settings), write=True)
 
     @entry
     def close(self) -> Flow[None]:
@@ -104,7 +113,7 @@ class PostgresEntries:
         yield Invoke(self.pool.close)
 
     def _steps(self, op: Op[T]) -> Statements[T]:
-        steps = op_statements(op, self.search_path, self.qualified, self.capabilities)
+        steps = op_statements(op, self.settings, self.qualified, self.capabilities)
         if self.on_query is not None:  # each statement reported once the driver has its rows
             steps = traced(steps, self.on_query, self.dialect, UNSUPPORTED)
         return steps

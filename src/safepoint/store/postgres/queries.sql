@@ -20,7 +20,19 @@
 -- transaction ("ends: transaction"): those go alone, with no search_path
 -- statement before them (postgres/statements.py), so they write {schema}.table,
 -- which the driver fills with the store's quoted schema name once, when it
--- opens. A query must not contain other braces.
+-- opens (save_next, in save.sql, also its {tenant}). A query must not contain
+-- other braces.
+--
+-- Tenants (DDL revision 12, store/tenants.py): every transaction sets
+-- safepoint.tenant before its first query (statements.settings_statement).
+-- Each query that finds rows by what a tenant names (a run id, a blob
+-- digest, a meta name, a data key id) or scans across runs filters by
+-- tenant = current_setting('safepoint.tenant'), which the unique keys and
+-- indexes lead with; an insert takes its tenant from the column's default,
+-- the same setting. Rows found by run_ref come from a run found that way.
+-- Row-level security admits the same rows again: the second lock, for a
+-- query that forgot (tests/test_tenants_postgres.py removes the filters and
+-- still sees nothing foreign).
 --
 -- Times: ops passes and expects integer microseconds since the epoch; the
 -- columns are timestamptz (see ddl/0001_initial.sql for why and how exact).
@@ -37,7 +49,7 @@ SELECT next_seq, id, head_step, head_digest,
        lease_owner, lease_epoch, (extract(epoch FROM lease_expires_at) * 1000000)::bigint,
        true  -- the run row holds the head here: advance_run on every save
 FROM safepoint_runs
-WHERE run_id = %(run_id)s
+WHERE tenant = current_setting('safepoint.tenant') AND run_id = %(run_id)s
 FOR UPDATE;
 
 -- name: insert_run
@@ -55,7 +67,7 @@ INSERT INTO safepoint_runs (
     'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond',
     'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond'
 )
-ON CONFLICT (run_id) DO NOTHING
+ON CONFLICT (tenant, run_id) DO NOTHING
 RETURNING id;
 
 -- name: advance_run
@@ -105,7 +117,7 @@ SELECT r.id, c.step, c.ranges::text, c.header, c.digest, r.head_step, r.head_dig
        (SELECT max(k.step) FROM safepoint_checkpoints AS k WHERE k.run_ref = r.id), c.carriers
 FROM safepoint_runs AS r
 LEFT JOIN safepoint_checkpoints AS c ON c.run_ref = r.id AND c.step = r.head_step
-WHERE r.run_id = %(run_id)s;
+WHERE r.tenant = current_setting('safepoint.tenant') AND r.run_id = %(run_id)s;
 
 -- name: checkpoint_at
 -- params: run_id, step
@@ -113,7 +125,7 @@ WHERE r.run_id = %(run_id)s;
 SELECT r.id, c.step, c.ranges::text, c.header, c.digest, c.carriers
 FROM safepoint_runs AS r
 JOIN safepoint_checkpoints AS c ON c.run_ref = r.id AND c.step = %(step)s::bigint AND NOT c.pruned
-WHERE r.run_id = %(run_id)s;
+WHERE r.tenant = current_setting('safepoint.tenant') AND r.run_id = %(run_id)s;
 
 -- name: view_span
 -- params: run_ref, first_step, last_step, span_start, span_end
@@ -190,13 +202,13 @@ SELECT c.step, c.schema_version, c.status,
        c.message_count, c.digest
 FROM safepoint_runs AS r
 JOIN safepoint_checkpoints AS c ON c.run_ref = r.id
-WHERE r.run_id = %(run_id)s AND NOT c.pruned
+WHERE r.tenant = current_setting('safepoint.tenant') AND r.run_id = %(run_id)s AND NOT c.pruned
 ORDER BY c.step;
 
 -- name: forks_of
 -- params: run_id
 -- returns: run_id, parent_step
-SELECT run_id, parent_step FROM safepoint_runs WHERE parent_run_id = %(run_id)s ORDER BY id LIMIT 100;
+SELECT run_id, parent_step FROM safepoint_runs WHERE tenant = current_setting('safepoint.tenant') AND parent_run_id = %(run_id)s ORDER BY id LIMIT 100;
 
 -- name: timeline
 -- params: run_id
@@ -205,7 +217,7 @@ SELECT c.step, (extract(epoch FROM c.created_at) * 1000000)::bigint, c.message_c
        octet_length(c.header) + coalesce(octet_length(c.messages), 0) + coalesce(octet_length(c.chains), 0)
 FROM safepoint_runs AS r
 JOIN safepoint_checkpoints AS c ON c.run_ref = r.id
-WHERE r.run_id = %(run_id)s AND NOT c.pruned
+WHERE r.tenant = current_setting('safepoint.tenant') AND r.run_id = %(run_id)s AND NOT c.pruned
 ORDER BY c.step;
 
 -- name: run_exists
@@ -214,7 +226,7 @@ ORDER BY c.step;
 -- Locked like run_head: delete_run then waits for a save of the run in
 -- flight (and sees its rows) instead of failing on its foreign keys, and a
 -- fork copies from a source that cannot be deleted under it.
-SELECT id FROM safepoint_runs WHERE run_id = %(run_id)s FOR UPDATE;
+SELECT id FROM safepoint_runs WHERE tenant = current_setting('safepoint.tenant') AND run_id = %(run_id)s FOR UPDATE;
 
 -- name: run_info
 -- params: run_id
@@ -227,7 +239,7 @@ SELECT id, run_id, status, head_step, schema_version, labels::text, counters::te
        parent_run_id, parent_step,
        attempts, (extract(epoch FROM retry_at) * 1000000)::bigint, last_error
 FROM safepoint_runs
-WHERE run_id = %(run_id)s;
+WHERE tenant = current_setting('safepoint.tenant') AND run_id = %(run_id)s;
 
 -- name: list_runs
 -- params: statuses, labels, updated_since, updated_until, before_id, prefix, limit
@@ -243,7 +255,8 @@ SELECT id, run_id, status, head_step, schema_version, labels::text, counters::te
        parent_run_id, parent_step,
        attempts, (extract(epoch FROM retry_at) * 1000000)::bigint, last_error
 FROM safepoint_runs
-WHERE (%(statuses)s::jsonb IS NULL
+WHERE tenant = current_setting('safepoint.tenant')
+  AND (%(statuses)s::jsonb IS NULL
        OR status IN (SELECT jsonb_array_elements_text(%(statuses)s::jsonb)))
   AND (%(labels)s::jsonb IS NULL OR labels @> %(labels)s::jsonb)
   AND (%(updated_since)s::bigint IS NULL
@@ -264,7 +277,8 @@ LIMIT %(limit)s::bigint;
 -- them (an adapter's bookkeeping) is left out.
 SELECT run_id, head_step, (extract(epoch FROM updated_at) * 1000000)::bigint, counters::text
 FROM safepoint_runs
-WHERE (%(statuses)s::jsonb IS NULL
+WHERE tenant = current_setting('safepoint.tenant')
+  AND (%(statuses)s::jsonb IS NULL
        OR status IN (SELECT jsonb_array_elements_text(%(statuses)s::jsonb)))
   AND (%(labels)s::jsonb IS NULL OR labels @> %(labels)s::jsonb)
   AND (%(hidden)s::jsonb IS NULL OR NOT EXISTS (
@@ -300,7 +314,8 @@ FROM (
                WHEN 'updated' THEN (extract(epoch FROM updated_at) * 1000000)::bigint
                WHEN 'step' THEN head_step::bigint ELSE 0 END AS number_key
     FROM safepoint_runs
-    WHERE (%(statuses)s::jsonb IS NULL
+    WHERE tenant = current_setting('safepoint.tenant')
+      AND (%(statuses)s::jsonb IS NULL
            OR status IN (SELECT jsonb_array_elements_text(%(statuses)s::jsonb)))
       AND (%(labels)s::jsonb IS NULL OR labels @> %(labels)s::jsonb)
       AND (%(updated_since)s::bigint IS NULL
@@ -339,7 +354,7 @@ DELETE FROM safepoint_runs WHERE id = %(run_ref)s::bigint;
 -- ends: transaction
 UPDATE {schema}.safepoint_runs
 SET queued_at = coalesce(queued_at, 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
-WHERE run_id = %(run_id)s
+WHERE tenant = current_setting('safepoint.tenant') AND run_id = %(run_id)s
 RETURNING id;
 
 -- name: claim
@@ -362,7 +377,7 @@ SET lease_owner = %(worker_id)s, lease_epoch = lease_epoch + 1,
     attempts = attempts + 1, retry_at = NULL
 WHERE id = (
     SELECT id FROM {schema}.safepoint_runs
-    WHERE queued_at IS NOT NULL
+    WHERE tenant = current_setting('safepoint.tenant') AND queued_at IS NOT NULL
       AND (lease_owner IS NULL
            OR lease_expires_at <= 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
       AND (retry_at IS NULL
@@ -378,7 +393,7 @@ RETURNING run_id, lease_epoch, (extract(epoch FROM lease_expires_at) * 1000000):
 -- returns: depth
 -- How many runs a claim could take now (see the SQLite query).
 SELECT count(*) FROM safepoint_runs
-WHERE queued_at IS NOT NULL
+WHERE tenant = current_setting('safepoint.tenant') AND queued_at IS NOT NULL
   AND (lease_owner IS NULL
        OR lease_expires_at <= 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
   AND (retry_at IS NULL
@@ -394,7 +409,7 @@ SELECT status, count(*),
        count(*) FILTER (WHERE lease_owner IS NOT NULL
                         AND lease_expires_at > 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond'
                         AND lease_expires_at <= 'epoch'::timestamptz + %(soon)s::bigint * interval '1 microsecond')
-FROM safepoint_runs GROUP BY status ORDER BY status;
+FROM safepoint_runs WHERE tenant = current_setting('safepoint.tenant') GROUP BY status ORDER BY status;
 
 -- name: heartbeat
 -- params: run_id, worker_id, epoch, expires_at
@@ -402,7 +417,7 @@ FROM safepoint_runs GROUP BY status ORDER BY status;
 -- ends: transaction
 UPDATE {schema}.safepoint_runs
 SET lease_expires_at = 'epoch'::timestamptz + %(expires_at)s::bigint * interval '1 microsecond'
-WHERE run_id = %(run_id)s AND lease_owner = %(worker_id)s AND lease_epoch = %(epoch)s::bigint
+WHERE tenant = current_setting('safepoint.tenant') AND run_id = %(run_id)s AND lease_owner = %(worker_id)s AND lease_epoch = %(epoch)s::bigint
 RETURNING (extract(epoch FROM lease_expires_at) * 1000000)::bigint;
 
 -- name: release
@@ -426,7 +441,7 @@ SET lease_owner = NULL, lease_expires_at = NULL,
     retry_at = 'epoch'::timestamptz + %(retry_at)s::bigint * interval '1 microsecond',
     last_error = CASE WHEN %(attempts)s::text = 'reset' THEN NULL
                       ELSE coalesce(%(error)s::text, last_error) END
-WHERE run_id = %(run_id)s AND lease_owner = %(worker_id)s AND lease_epoch = %(epoch)s::bigint
+WHERE tenant = current_setting('safepoint.tenant') AND run_id = %(run_id)s AND lease_owner = %(worker_id)s AND lease_epoch = %(epoch)s::bigint
 RETURNING id;
 
 -- name: requeue
@@ -441,7 +456,7 @@ SET queued_at = coalesce(queued_at, 'epoch'::timestamptz + %(now)s::bigint * int
                          THEN json_build_object('by', 'requeue', 'status', 'running',
                                                 'epoch', lease_epoch)::text
                          ELSE status_change END
-WHERE run_id = %(run_id)s
+WHERE tenant = current_setting('safepoint.tenant') AND run_id = %(run_id)s
 RETURNING id;
 
 -- name: next_claimable
@@ -451,19 +466,19 @@ RETURNING id;
 -- SQLite query); greatest() skips NULLs, and coalesce makes "free now" the epoch.
 SELECT (extract(epoch FROM min(coalesce(greatest(lease_expires_at, retry_at), 'epoch'::timestamptz)))
         * 1000000)::bigint
-FROM safepoint_runs WHERE queued_at IS NOT NULL AND schema_version <= %(max_version)s::integer;
+FROM safepoint_runs WHERE tenant = current_setting('safepoint.tenant') AND queued_at IS NOT NULL AND schema_version <= %(max_version)s::integer;
 
 -- name: queued_too_new
 -- params: max_version
 -- returns: runs
 -- Queued runs newer than :max_version (see the SQLite query).
 SELECT count(*) FROM safepoint_runs
-WHERE queued_at IS NOT NULL AND schema_version > %(max_version)s::integer;
+WHERE tenant = current_setting('safepoint.tenant') AND queued_at IS NOT NULL AND schema_version > %(max_version)s::integer;
 
 -- name: lease_state
 -- params: run_id
 -- returns: owner, epoch
-SELECT lease_owner, lease_epoch FROM safepoint_runs WHERE run_id = %(run_id)s;
+SELECT lease_owner, lease_epoch FROM safepoint_runs WHERE tenant = current_setting('safepoint.tenant') AND run_id = %(run_id)s;
 
 -- name: hold_run
 -- params: run_id, owner, now, expires_at, take_from
@@ -476,7 +491,7 @@ SELECT lease_owner, lease_epoch FROM safepoint_runs WHERE run_id = %(run_id)s;
 UPDATE {schema}.safepoint_runs
 SET lease_owner = %(owner)s,
     lease_expires_at = 'epoch'::timestamptz + %(expires_at)s::bigint * interval '1 microsecond'
-WHERE run_id = %(run_id)s
+WHERE tenant = current_setting('safepoint.tenant') AND run_id = %(run_id)s
   AND (lease_owner IS NULL
        OR lease_expires_at <= 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond'
        OR lease_owner = %(take_from)s::text)
@@ -488,7 +503,7 @@ RETURNING lease_epoch, (extract(epoch FROM lease_expires_at) * 1000000)::bigint;
 -- ends: transaction
 -- Give a hold back: the lease only (see the SQLite query).
 UPDATE {schema}.safepoint_runs SET lease_owner = NULL, lease_expires_at = NULL
-WHERE run_id = %(run_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s::bigint
+WHERE tenant = current_setting('safepoint.tenant') AND run_id = %(run_id)s AND lease_owner = %(owner)s AND lease_epoch = %(epoch)s::bigint
 RETURNING id;
 
 -- name: head_messages
@@ -527,12 +542,12 @@ WHERE id = %(run_ref)s::bigint;
 -- garbage collection exclusively: a blob is never judged unreferenced while
 -- a save that references it is between its put and its commit. The key is
 -- per schema (current_schema() is the store's, set by set_search_path).
-SELECT pg_advisory_xact_lock_shared(hashtextextended('safepoint.blobs:' || current_schema(), 0));
+SELECT pg_advisory_xact_lock_shared(hashtextextended('safepoint.blobs:' || current_schema() || ':' || current_setting('safepoint.tenant'), 0));
 
 -- name: blob_guard_exclusive
 -- params: none
 -- returns: held
-SELECT pg_advisory_xact_lock(hashtextextended('safepoint.blobs:' || current_schema(), 0));
+SELECT pg_advisory_xact_lock(hashtextextended('safepoint.blobs:' || current_schema() || ':' || current_setting('safepoint.tenant'), 0));
 
 -- name: insert_blobs
 -- params: digest, size, now, data
@@ -540,25 +555,25 @@ SELECT pg_advisory_xact_lock(hashtextextended('safepoint.blobs:' || current_sche
 INSERT INTO safepoint_blobs (digest, size, created_at, data)
 VALUES (%(digest)s, %(size)s::bigint, 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond',
         %(data)s)
-ON CONFLICT (digest) DO NOTHING;
+ON CONFLICT (tenant, digest) DO NOTHING;
 
 -- name: select_blobs
 -- params: digests
 -- returns: digest, data
 SELECT digest, data FROM safepoint_blobs
-WHERE digest IN (SELECT jsonb_array_elements_text(%(digests)s::jsonb));
+WHERE tenant = current_setting('safepoint.tenant') AND digest IN (SELECT jsonb_array_elements_text(%(digests)s::jsonb));
 
 -- name: set_run_retention
 -- params: run_id, retention
 -- returns: run_ref
-UPDATE safepoint_runs SET retention = %(retention)s::jsonb WHERE run_id = %(run_id)s RETURNING id;
+UPDATE safepoint_runs SET retention = %(retention)s::jsonb WHERE tenant = current_setting('safepoint.tenant') AND run_id = %(run_id)s RETURNING id;
 
 -- name: run_retention
 -- params: run_id
 -- returns: run_ref, retention, status, labels
 -- Locked like run_head: a save of the run waits, so retention never decides
 -- on a head that is being replaced.
-SELECT id, retention::text, status, labels::text FROM safepoint_runs WHERE run_id = %(run_id)s FOR UPDATE;
+SELECT id, retention::text, status, labels::text FROM safepoint_runs WHERE tenant = current_setting('safepoint.tenant') AND run_id = %(run_id)s FOR UPDATE;
 
 -- name: checkpoint_spans
 -- params: run_ref
@@ -592,25 +607,26 @@ DELETE FROM safepoint_checkpoints WHERE run_ref = %(run_ref)s::bigint AND step =
 -- name: referenced_blobs
 -- params: none
 -- returns: blobs
-SELECT blobs::text FROM safepoint_checkpoints WHERE blobs IS NOT NULL
-UNION ALL SELECT blobs::text FROM safepoint_calls WHERE blobs IS NOT NULL;
+SELECT blobs::text FROM safepoint_checkpoints WHERE tenant = current_setting('safepoint.tenant') AND blobs IS NOT NULL
+UNION ALL SELECT blobs::text FROM safepoint_calls WHERE tenant = current_setting('safepoint.tenant') AND blobs IS NOT NULL;
 
 -- name: stored_blobs
 -- params: none
 -- returns: digest, size, created_at
-SELECT digest, octet_length(data), (extract(epoch FROM created_at) * 1000000)::bigint FROM safepoint_blobs;
+SELECT digest, octet_length(data), (extract(epoch FROM created_at) * 1000000)::bigint FROM safepoint_blobs
+WHERE tenant = current_setting('safepoint.tenant');
 
 -- name: delete_blobs
 -- params: digest
 -- returns: nothing
-DELETE FROM safepoint_blobs WHERE digest = %(digest)s;
+DELETE FROM safepoint_blobs WHERE tenant = current_setting('safepoint.tenant') AND digest = %(digest)s;
 
 -- name: status_origin
 -- params: run_id
 -- returns: status, epoch, status_change
 -- The run row's status and the record of the change that set it without a
 -- checkpoint, if any (see the SQLite query).
-SELECT status, lease_epoch, status_change FROM safepoint_runs WHERE run_id = %(run_id)s;
+SELECT status, lease_epoch, status_change FROM safepoint_runs WHERE tenant = current_setting('safepoint.tenant') AND run_id = %(run_id)s;
 
 -- name: queue_state
 -- params: run_id
@@ -618,7 +634,7 @@ SELECT status, lease_epoch, status_change FROM safepoint_runs WHERE run_id = %(r
 -- Where a run stands with the workers (Store.queue_state), and the row's status.
 SELECT queued_at IS NOT NULL, lease_owner, lease_epoch,
        (extract(epoch FROM lease_expires_at) * 1000000)::bigint, status
-FROM safepoint_runs WHERE run_id = %(run_id)s;
+FROM safepoint_runs WHERE tenant = current_setting('safepoint.tenant') AND run_id = %(run_id)s;
 
 -- name: queue_state_for_update
 -- params: run_id
@@ -627,7 +643,7 @@ FROM safepoint_runs WHERE run_id = %(run_id)s;
 -- finishes first, and a save that comes later waits, then fails its lease check.
 SELECT queued_at IS NOT NULL, lease_owner, lease_epoch,
        (extract(epoch FROM lease_expires_at) * 1000000)::bigint, status
-FROM safepoint_runs WHERE run_id = %(run_id)s
+FROM safepoint_runs WHERE tenant = current_setting('safepoint.tenant') AND run_id = %(run_id)s
 FOR UPDATE;
 
 -- name: revoke_lease
@@ -635,7 +651,7 @@ FOR UPDATE;
 -- returns: nothing
 -- The holder is fenced and the run dequeued (see the SQLite query).
 UPDATE safepoint_runs SET lease_owner = NULL, lease_expires_at = NULL, queued_at = NULL
-WHERE run_id = %(run_id)s;
+WHERE tenant = current_setting('safepoint.tenant') AND run_id = %(run_id)s;
 
 -- name: cancel_run
 -- params: run_id
@@ -644,29 +660,29 @@ UPDATE safepoint_runs
 SET status = 'cancelled', lease_owner = NULL, lease_expires_at = NULL, queued_at = NULL,
     retry_at = NULL,
     status_change = json_build_object('by', 'cancel', 'status', 'cancelled', 'epoch', lease_epoch)::text
-WHERE run_id = %(run_id)s;
+WHERE tenant = current_setting('safepoint.tenant') AND run_id = %(run_id)s;
 
 -- name: run_retention_read
 -- params: run_id
 -- returns: run_ref, retention, status, labels
 -- run_retention for a dry run, which runs READ ONLY: FOR UPDATE is refused there.
-SELECT id, retention::text, status, labels::text FROM safepoint_runs WHERE run_id = %(run_id)s;
+SELECT id, retention::text, status, labels::text FROM safepoint_runs WHERE tenant = current_setting('safepoint.tenant') AND run_id = %(run_id)s;
 
 -- name: store_meta
 -- params: none
 -- returns: name, value
-SELECT name, value FROM safepoint_meta;
+SELECT name, value FROM safepoint_meta WHERE tenant = current_setting('safepoint.tenant');
 
 -- name: set_store_meta
 -- params: name, value
 -- returns: nothing
-INSERT INTO safepoint_meta (name, value) VALUES (%(name)s, %(value)s) ON CONFLICT (name) DO NOTHING;
+INSERT INTO safepoint_meta (name, value) VALUES (%(name)s, %(value)s) ON CONFLICT (tenant, name) DO NOTHING;
 
 -- name: data_keys
 -- params: none
 -- returns: key_id, kek_id, wrapped, created_at
 SELECT key_id, kek_id, wrapped, (extract(epoch FROM created_at) * 1000000)::bigint
-FROM safepoint_data_keys ORDER BY created_at, key_id;
+FROM safepoint_data_keys WHERE tenant = current_setting('safepoint.tenant') ORDER BY created_at, key_id;
 
 -- name: insert_data_key
 -- params: key_id, kek_id, wrapped, now
@@ -678,12 +694,12 @@ VALUES (%(key_id)s, %(kek_id)s, %(wrapped)s,
 -- name: rewrap_data_key
 -- params: key_id, kek_id, wrapped
 -- returns: nothing
-UPDATE safepoint_data_keys SET kek_id = %(kek_id)s, wrapped = %(wrapped)s WHERE key_id = %(key_id)s;
+UPDATE safepoint_data_keys SET kek_id = %(kek_id)s, wrapped = %(wrapped)s WHERE tenant = current_setting('safepoint.tenant') AND key_id = %(key_id)s;
 
 -- name: runs_after
 -- params: after_ref, limit
 -- returns: run_ref, run_id
-SELECT id, run_id FROM safepoint_runs WHERE id > %(after_ref)s::bigint ORDER BY id LIMIT %(limit)s::bigint;
+SELECT id, run_id FROM safepoint_runs WHERE tenant = current_setting('safepoint.tenant') AND id > %(after_ref)s::bigint ORDER BY id LIMIT %(limit)s::bigint;
 
 -- name: sealed_run
 -- params: run_ref
@@ -716,20 +732,20 @@ WHERE id = %(run_ref)s::bigint;
 -- name: blobs_after
 -- params: after_digest, limit
 -- returns: digest, data
-SELECT digest, data FROM safepoint_blobs WHERE digest > %(after_digest)s ORDER BY digest
+SELECT digest, data FROM safepoint_blobs WHERE tenant = current_setting('safepoint.tenant') AND digest > %(after_digest)s ORDER BY digest
 LIMIT %(limit)s::bigint;
 
 -- name: reseal_blob
 -- params: digest, data
 -- returns: nothing
-UPDATE safepoint_blobs SET data = %(data)s WHERE digest = %(digest)s;
+UPDATE safepoint_blobs SET data = %(data)s WHERE tenant = current_setting('safepoint.tenant') AND digest = %(digest)s;
 
 -- name: replace_store_meta
 -- params: name, value
 -- returns: nothing
 -- A fact that changes (the encryption state: converting, then on).
 INSERT INTO safepoint_meta (name, value) VALUES (%(name)s, %(value)s)
-ON CONFLICT (name) DO UPDATE SET value = excluded.value;
+ON CONFLICT (tenant, name) DO UPDATE SET value = excluded.value;
 
 -- name: history_sealed
 -- params: run_id
@@ -739,7 +755,7 @@ SELECT c.step, c.schema_version, c.status,
        c.message_count, c.digest, c.header
 FROM safepoint_runs AS r
 JOIN safepoint_checkpoints AS c ON c.run_ref = r.id
-WHERE r.run_id = %(run_id)s AND NOT c.pruned
+WHERE r.tenant = current_setting('safepoint.tenant') AND r.run_id = %(run_id)s AND NOT c.pruned
 ORDER BY c.step;
 
 
@@ -759,7 +775,7 @@ WHERE id = %(run_ref)s::bigint;
 -- so the lease checked here is the lease when it commits.
 SELECT id, head_step, lease_owner, lease_epoch,
        (extract(epoch FROM lease_expires_at) * 1000000)::bigint
-FROM safepoint_runs WHERE run_id = %(run_id)s
+FROM safepoint_runs WHERE tenant = current_setting('safepoint.tenant') AND run_id = %(run_id)s
 FOR SHARE;
 
 -- name: call_intent
@@ -802,7 +818,7 @@ SELECT c.key, c.step, c.state, c.result, c.blobs::text, c.digest, c.writer, c.ep
        (extract(epoch FROM c.done_at) * 1000000)::bigint
 FROM safepoint_runs AS r
 JOIN safepoint_calls AS c ON c.run_ref = r.id AND c.key = %(key)s
-WHERE r.run_id = %(run_id)s;
+WHERE r.tenant = current_setting('safepoint.tenant') AND r.run_id = %(run_id)s;
 
 -- name: calls_of_run
 -- params: run_id, step
@@ -812,7 +828,7 @@ SELECT c.key, c.step, c.state, c.result, c.blobs::text, c.digest, c.writer, c.ep
        (extract(epoch FROM c.done_at) * 1000000)::bigint
 FROM safepoint_runs AS r
 JOIN safepoint_calls AS c ON c.run_ref = r.id
-WHERE r.run_id = %(run_id)s AND (%(step)s::bigint IS NULL OR c.step = %(step)s::bigint)
+WHERE r.tenant = current_setting('safepoint.tenant') AND r.run_id = %(run_id)s AND (%(step)s::bigint IS NULL OR c.step = %(step)s::bigint)
 ORDER BY c.step, c.created_at, c.key;
 
 -- name: delete_calls
@@ -847,7 +863,7 @@ SELECT c.key, c.step, c.state, c.request, c.result, c.blobs::text, c.digest,
        (extract(epoch FROM c.done_at) * 1000000)::bigint
 FROM safepoint_runs AS r
 JOIN safepoint_calls AS c ON c.run_ref = r.id
-WHERE r.run_id = %(run_id)s
+WHERE r.tenant = current_setting('safepoint.tenant') AND r.run_id = %(run_id)s
 ORDER BY c.step, c.created_at, c.key;
 
 -- name: call_import
@@ -869,7 +885,7 @@ RETURNING 1;
 SELECT c.step, c.calls
 FROM safepoint_runs AS r
 JOIN safepoint_checkpoints AS c ON c.run_ref = r.id
-WHERE r.run_id = %(run_id)s AND NOT c.pruned
+WHERE r.tenant = current_setting('safepoint.tenant') AND r.run_id = %(run_id)s AND NOT c.pruned
 ORDER BY c.step;
 
 -- name: call_recount
@@ -938,7 +954,7 @@ WHERE run_ref = %(run_ref)s::bigint AND redaction_id = %(redaction_id)s;
 SELECT d.redaction_id, (extract(epoch FROM d.created_at) * 1000000)::bigint, d.record, d.mac
 FROM safepoint_runs AS r
 JOIN safepoint_redactions AS d ON d.run_ref = r.id
-WHERE r.run_id = %(run_id)s
+WHERE r.tenant = current_setting('safepoint.tenant') AND r.run_id = %(run_id)s
 ORDER BY d.created_at, d.redaction_id;
 
 -- name: redacted_head
@@ -954,23 +970,23 @@ DELETE FROM safepoint_redactions WHERE run_ref = %(run_ref)s::bigint;
 -- name: forks_all
 -- params: run_id
 -- returns: run_ref, run_id
-SELECT id, run_id FROM safepoint_runs WHERE parent_run_id = %(run_id)s ORDER BY id;
+SELECT id, run_id FROM safepoint_runs WHERE tenant = current_setting('safepoint.tenant') AND parent_run_id = %(run_id)s ORDER BY id;
 
 -- name: run_ref_of
 -- params: run_id
 -- returns: run_ref
-SELECT id FROM safepoint_runs WHERE run_id = %(run_id)s;
+SELECT id FROM safepoint_runs WHERE tenant = current_setting('safepoint.tenant') AND run_id = %(run_id)s;
 
 -- name: redaction_seen
 -- params: redaction_id
 -- returns: runs
-SELECT count(*) FROM safepoint_redactions WHERE redaction_id = %(redaction_id)s;
+SELECT count(*) FROM safepoint_redactions WHERE tenant = current_setting('safepoint.tenant') AND redaction_id = %(redaction_id)s;
 
 -- name: redaction_runs_of
 -- params: run_refs
 -- returns: run_ref, labels, counters, last_error, head_digest
 SELECT id, labels::text, counters::text, last_error, head_digest FROM safepoint_runs
-WHERE id IN (SELECT jsonb_array_elements_text(%(run_refs)s::jsonb)::bigint);
+WHERE tenant = current_setting('safepoint.tenant') AND id IN (SELECT jsonb_array_elements_text(%(run_refs)s::jsonb)::bigint);
 
 -- name: redaction_rows_of
 -- params: run_refs
@@ -978,12 +994,12 @@ WHERE id IN (SELECT jsonb_array_elements_text(%(run_refs)s::jsonb)::bigint);
 SELECT run_ref, step, header, digest, messages, chains, first_seq, added, ranges::text, pruned,
        blobs::text
 FROM safepoint_checkpoints
-WHERE run_ref IN (SELECT jsonb_array_elements_text(%(run_refs)s::jsonb)::bigint)
+WHERE tenant = current_setting('safepoint.tenant') AND run_ref IN (SELECT jsonb_array_elements_text(%(run_refs)s::jsonb)::bigint)
 ORDER BY run_ref, step;
 
 -- name: redaction_calls_of
 -- params: run_refs
 -- returns: run_ref, key, step, result, blobs
 SELECT run_ref, key, step, result, blobs::text FROM safepoint_calls
-WHERE run_ref IN (SELECT jsonb_array_elements_text(%(run_refs)s::jsonb)::bigint)
+WHERE tenant = current_setting('safepoint.tenant') AND run_ref IN (SELECT jsonb_array_elements_text(%(run_refs)s::jsonb)::bigint)
 ORDER BY run_ref, key;

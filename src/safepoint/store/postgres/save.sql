@@ -16,14 +16,16 @@
 -- free seq) and the lease check ops.save makes holds: the writer's lease
 -- (owner and epoch) when it saves under one, otherwise no live lease of
 -- anyone's. The statement itself is the schema's function
--- safepoint_save_next (DDL revision 10, ddl/0010_save_function.sql): the
--- call is all that travels, with binary parameters. Its UPDATE locks the run
+-- safepoint_save_next (DDL revision 12, ddl/0012_tenants.sql): the
+-- call is all that travels, with binary parameters. Its first argument is the
+-- store's tenant, written into the SQL when the driver opens (qualified_sql):
+-- the function sets it for the transaction before it reads a row. Its UPDATE locks the run
 -- row as run_head's FOR UPDATE does; under READ COMMITTED a writer that
 -- waited for it re-checks these conditions on the row as committed. No row
 -- back: nothing was written (the save then goes the general way, which says
 -- why).
 SELECT * FROM {schema}.safepoint_save_next(
-    %(run_id)s, %(step)s, %(digest)s, %(status)s, %(schema_version)s, %(labels)s, %(counters)s,
+    {tenant}, %(run_id)s, %(step)s, %(digest)s, %(status)s, %(schema_version)s, %(labels)s, %(counters)s,
     %(next_seq)s, %(now)s, %(head_digest)s, %(first_seq)s, %(lease_owner)s, %(lease_epoch)s,
     %(message_count)s, %(ranges)s, %(header)s, %(added)s, %(messages)s, %(blobs)s, %(carriers)s,
     %(chains)s);

@@ -15,10 +15,11 @@ from psycopg import sql
 
 from safepoint.errors import StoreError
 from safepoint.store.sqlfiles import load_revisions
+from safepoint.store.tenants import IMPLICIT
 from safepoint.visible import visible
 
 from .config import PostgresConfig
-from .statements import SETUP, Statement, Statements, search_path_statement
+from .statements import SETUP, Statement, Statements, settings_statement, transaction_settings
 
 _PACKAGE = __package__ or "safepoint.store.postgres"
 REVISIONS = load_revisions(_PACKAGE)
@@ -37,7 +38,7 @@ def setup_statements(schema: str, search_path: str) -> Statements[list[int]]:
     if not (yield Statement("schema_exists", SETUP["schema_exists"], {"schema": schema}))[0][0]:
         create = sql.SQL(SETUP["create_schema"]).format(sql.Identifier(schema))
         yield Statement("create_schema", create, fetch=False, prepare=False)
-    yield search_path_statement(search_path)
+    yield settings_statement(transaction_settings(search_path, IMPLICIT))
     applied: set[int] = set()
     if (yield Statement("revisions_table_exists", SETUP["revisions_table_exists"], {"schema": schema}))[0][0]:
         rows = yield Statement("applied_revisions", SETUP["applied_revisions"])
@@ -70,7 +71,7 @@ def existing_statements(schema: str, search_path: str) -> Statements[Existing]:
     """Look at the schema without changing anything (a read-only open): no lock, no DDL."""
     if not (yield Statement("schema_exists", SETUP["schema_exists"], {"schema": schema}))[0][0]:
         return Existing(schema_exists=False, revisions=None)
-    yield search_path_statement(search_path)
+    yield settings_statement(transaction_settings(search_path, IMPLICIT))
     if not (yield Statement("revisions_table_exists", SETUP["revisions_table_exists"], {"schema": schema}))[
         0
     ][0]:

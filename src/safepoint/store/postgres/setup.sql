@@ -12,7 +12,10 @@
 -- its run row locked, and claim's SKIP LOCKED would skip that run forever.
 -- safepoint never leaves a transaction idle on purpose (each is pipelined
 -- and runs no user code), so 5 s idle means the client is gone.
+-- safepoint.tenant: the tenant whose rows the transaction may see and
+-- write, which the tables' row-level security reads (DDL revision 12).
 SELECT set_config('search_path', %(search_path)s, true),
+       set_config('safepoint.tenant', %(tenant)s, true),
        set_config('idle_in_transaction_session_timeout', '5s', true);
 
 -- name: lock_setup

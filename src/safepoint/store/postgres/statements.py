@@ -21,10 +21,14 @@ and that Sync). (psycopg's own ``transaction()``
 inside a pipeline syncs on entering and on leaving it, which made five.)
 A final statement (``Statement.final``: ``ops.save``'s one-statement save
 ``save_next``, and the queue and lease calls, each one UPDATE) that opens its
-transaction is the whole of a write, and it goes alone (``alone``): one
+transaction is the whole of a write. ``save_next`` goes alone (``alone``): one
 statement on the autocommit connection, its own implicit transaction,
-prepared like any other, one round trip. Its SQL names the store's schema
-itself (``qualified_sql``), so no search_path statement goes first. A failure
+prepared like any other, one round trip; its SQL names the store's schema and
+passes the tenant, which the schema's function sets before it reads a row
+(``qualified_sql``, ``SETS_TENANT``), so no settings statement goes first. The
+queue and lease calls need the tenant set for their row-level security: each
+travels as BEGIN, the settings statement, the call and COMMIT in one pipeline
+flush, still one round trip. A failure
 in a statement nobody waited for surfaces at the next wait (at the latest, the
 commit's) and leaves the transaction aborted; leaving the connection's
 context (``pool.connection()``) then rolls it back, as it does after an
@@ -91,6 +95,9 @@ SET_SEARCH_PATH = "set_search_path"
 # The queries whose parameters go binary (``Statement.binary``): save_next's
 # call declares every type in the function's signature.
 BINARY = frozenset({"save_next"})
+# The final statements that set the transaction's tenant themselves (their SQL names it,
+# ``qualified_sql``), so they go alone, with no settings statement before them.
+SETS_TENANT = frozenset({"save_next"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,48 +208,64 @@ def one_message(mogrify: Callable[[Any, Any], str], write: bool, statements: lis
     return "\n;\n".join(parts)
 
 
-def search_path_statement(search_path: str) -> Statement:
-    """Point the transaction's search_path at the store's schema (set_config, local to it)."""
-    return Statement(SET_SEARCH_PATH, SETUP["set_search_path"], {"search_path": search_path}, fetch=False)
+def transaction_settings(search_path: str, tenant: str) -> dict[str, str]:
+    """The parameters of ``settings_statement``: the store's schema and tenant, fixed at open."""
+    return {"search_path": search_path, "tenant": tenant}
 
 
-def qualified_sql(schema: str, context: Any) -> dict[str, str]:
-    """The final statements' SQL for a store in ``schema``: their ``{schema}`` filled with its quoted name.
+def settings_statement(settings: dict[str, str]) -> Statement:
+    """Point the transaction at the store's schema and tenant (set_config, local to it).
+
+    The tenant is what the tables' row-level security admits (DDL revision
+    12): a transaction that skipped this statement would see no row at all.
+    """
+    return Statement(SET_SEARCH_PATH, SETUP["set_search_path"], settings, fetch=False)
+
+
+def qualified_sql(schema: str, tenant: str, context: Any) -> dict[str, str]:
+    """The final statements' SQL for a store in ``schema``: their ``{schema}`` filled with its quoted
+    name, and save_next's ``{tenant}`` with the tenant's (``SETS_TENANT``).
 
     A statement that goes alone has no search_path statement before it, so
     it names the schema of every table itself; psycopg quotes the
-    identifier (any name works, none can inject SQL). ``context`` is a
-    connection, for the quoting rules.
+    identifier and the literal (any name works, none can inject SQL).
+    ``context`` is a connection, for the quoting rules.
     """
-    ident = sql.Identifier(schema)
+    ident, literal = sql.Identifier(schema), sql.Literal(tenant)
     return {
-        name: sql.SQL(SENT[name]).format(schema=ident).as_string(context)
+        name: sql.SQL(SENT[name]).format(schema=ident, tenant=literal).as_string(context)
         for name, query in QUERIES.items()
         if query.spec.ends_transaction
     }
 
 
 def op_statements(
-    op: Op[T], search_path: str, qualified: dict[str, str], capabilities: frozenset[str] = CAPABILITIES
+    op: Op[T],
+    settings: dict[str, str],
+    qualified: dict[str, str],
+    capabilities: frozenset[str] = CAPABILITIES,
 ) -> Statements[T]:
     """The statements of one operation's transactions, as SQL.
 
-    A transaction that opens with a final statement is that statement alone
-    (``qualified`` holds its SQL, from ``qualified_sql``); any other begins
-    with search_path. After a final statement, the operation's next query
-    opens a new transaction. An optional query outside ``capabilities`` is
-    answered ``UNSUPPORTED`` without a statement.
+    Every transaction begins with the settings statement (``settings``, from
+    ``transaction_settings``: the schema and the tenant) but one that opens
+    with a statement setting its tenant itself (``SETS_TENANT``): that one
+    goes alone (``qualified`` holds its SQL, from ``qualified_sql``). Any
+    other final statement travels with BEGIN, the settings and COMMIT in one
+    pipeline flush, still one round trip. After a final statement, the
+    operation's next query opens a new transaction. An optional query outside
+    ``capabilities`` is answered ``UNSUPPORTED`` without a statement.
     """
     try:
         query = next(op)
-        path_set = False  # whether this transaction has had its search_path statement
+        path_set = False  # whether this transaction has had its settings statement
         while True:
             if query.optional and query.name not in capabilities:
                 query = op.send(UNSUPPORTED)
                 continue
             statement = _statement(query, qualified)
-            if not (statement.final or path_set):
-                yield search_path_statement(search_path)
+            if not path_set and not (statement.final and statement.name in SETS_TENANT):
+                yield settings_statement(settings)
                 path_set = True
             rows = yield statement
             query = op.send(statement.spec.rows(rows) if statement.spec is not None else rows)
@@ -268,9 +291,12 @@ def _statement(query: Query, qualified: dict[str, str]) -> Statement:
     )
 
 
-def raw_statements(text: str, params: dict[str, Any] | None, search_path: str) -> Statements[list[Row]]:
-    """One row-returning statement outside the named queries, in the store's schema (tests, tools)."""
-    yield search_path_statement(search_path)
+def raw_statements(
+    text: str, params: dict[str, Any] | None, settings: dict[str, str]
+) -> Statements[list[Row]]:
+    """One row-returning statement outside the named queries, in the store's schema and tenant
+    (tests, tools)."""
+    yield settings_statement(settings)
     return (yield Statement("raw statement", text, params))
 
 

@@ -168,7 +168,7 @@ def set_up(
     """On ``conn``: the store's search_path and final statements' SQL, and the DDL revisions
     applied now — none on a read-only open, which only looks (no lock, no DDL)."""
     path = search_path(config.schema, conn)
-    qualified = qualified_sql(config.schema, conn)
+    qualified = qualified_sql(config.schema, config.tenant, conn)
     if config.read_only:
         look = Transaction(existing_statements(config.schema, path))
         try:

@@ -1,0 +1,148 @@
+-- Revision 12: tenants (store/tenants.py, docs/tenants.md).
+--
+-- Every table that holds a tenant's rows gets a tenant column, in every
+-- unique key (uniqueness and foreign-key checks ignore row-level security:
+-- a key without the tenant would let one tenant's insert fail on, and so
+-- learn of, another's run id or blob). Rows that exist now belong to the
+-- implicit tenant, 'default'. From now on a row's tenant comes from the
+-- transaction's setting safepoint.tenant (the driver's per-transaction
+-- set_config, or safepoint_save_next's first parameter); current_setting
+-- without missing_ok raises when a transaction names no tenant, so an
+-- insert that forgot fails rather than landing in some tenant.
+--
+-- The setting's meta rows (the encryption facts: the store id that data
+-- keys are bound to, the index key's check value, the state) are a tenant's
+-- too: each tenant's keyring has its own key-encryption and index keys. The
+-- one store-wide table is safepoint_ddl_revisions.
+ALTER TABLE safepoint_runs ADD COLUMN tenant text NOT NULL DEFAULT 'default';
+ALTER TABLE safepoint_checkpoints ADD COLUMN tenant text NOT NULL DEFAULT 'default';
+ALTER TABLE safepoint_blobs ADD COLUMN tenant text NOT NULL DEFAULT 'default';
+ALTER TABLE safepoint_meta ADD COLUMN tenant text NOT NULL DEFAULT 'default';
+ALTER TABLE safepoint_data_keys ADD COLUMN tenant text NOT NULL DEFAULT 'default';
+ALTER TABLE safepoint_calls ADD COLUMN tenant text NOT NULL DEFAULT 'default';
+ALTER TABLE safepoint_redactions ADD COLUMN tenant text NOT NULL DEFAULT 'default';
+
+ALTER TABLE safepoint_runs ALTER COLUMN tenant SET DEFAULT current_setting('safepoint.tenant');
+ALTER TABLE safepoint_checkpoints ALTER COLUMN tenant SET DEFAULT current_setting('safepoint.tenant');
+ALTER TABLE safepoint_blobs ALTER COLUMN tenant SET DEFAULT current_setting('safepoint.tenant');
+ALTER TABLE safepoint_meta ALTER COLUMN tenant SET DEFAULT current_setting('safepoint.tenant');
+ALTER TABLE safepoint_data_keys ALTER COLUMN tenant SET DEFAULT current_setting('safepoint.tenant');
+ALTER TABLE safepoint_calls ALTER COLUMN tenant SET DEFAULT current_setting('safepoint.tenant');
+ALTER TABLE safepoint_redactions ALTER COLUMN tenant SET DEFAULT current_setting('safepoint.tenant');
+
+-- The keys: run ids, blob digests, meta names and data key ids are unique per tenant.
+-- (Checkpoints, calls and redactions are keyed by run_ref, the runs row's own id,
+-- which no tenant chooses.)
+ALTER TABLE safepoint_runs DROP CONSTRAINT safepoint_runs_run_id_key;
+ALTER TABLE safepoint_runs ADD CONSTRAINT safepoint_runs_run_id_key UNIQUE (tenant, run_id);
+ALTER TABLE safepoint_blobs DROP CONSTRAINT safepoint_blobs_pkey;
+ALTER TABLE safepoint_blobs ADD PRIMARY KEY (tenant, digest);
+ALTER TABLE safepoint_meta DROP CONSTRAINT safepoint_meta_pkey;
+ALTER TABLE safepoint_meta ADD PRIMARY KEY (tenant, name);
+ALTER TABLE safepoint_data_keys DROP CONSTRAINT safepoint_data_keys_pkey;
+ALTER TABLE safepoint_data_keys ADD PRIMARY KEY (tenant, key_id);
+
+-- The indexes a tenant's queries walk lead with the tenant: its runs by
+-- status, its queue in order, its children of a run.
+DROP INDEX safepoint_runs_status;
+CREATE INDEX safepoint_runs_status ON safepoint_runs (tenant, status, id);
+DROP INDEX safepoint_runs_queue;
+CREATE INDEX safepoint_runs_queue ON safepoint_runs (tenant, queued_at, id) WHERE queued_at IS NOT NULL;
+
+-- Row-level security, the second lock: a query that forgot its tenant filter
+-- still sees only the rows of the tenant its transaction set. FORCE makes it
+-- hold for the tables' owner too (only superusers and BYPASSRLS roles pass;
+-- docs/tenants.md has the role layout). missing_ok: a transaction that set no
+-- tenant sees nothing, rather than failing on the policy itself; after a
+-- transaction-local set_config ends, the session's value is '' — which no
+-- tenant is named.
+--
+-- A later revision that updates a tenant's rows runs under these policies as
+-- well: it must set safepoint.tenant for each tenant, or be applied by a role
+-- with BYPASSRLS.
+ALTER TABLE safepoint_runs ENABLE ROW LEVEL SECURITY;
+ALTER TABLE safepoint_runs FORCE ROW LEVEL SECURITY;
+CREATE POLICY safepoint_tenant ON safepoint_runs
+    USING (tenant = current_setting('safepoint.tenant', true));
+ALTER TABLE safepoint_checkpoints ENABLE ROW LEVEL SECURITY;
+ALTER TABLE safepoint_checkpoints FORCE ROW LEVEL SECURITY;
+CREATE POLICY safepoint_tenant ON safepoint_checkpoints
+    USING (tenant = current_setting('safepoint.tenant', true));
+ALTER TABLE safepoint_blobs ENABLE ROW LEVEL SECURITY;
+ALTER TABLE safepoint_blobs FORCE ROW LEVEL SECURITY;
+CREATE POLICY safepoint_tenant ON safepoint_blobs
+    USING (tenant = current_setting('safepoint.tenant', true));
+ALTER TABLE safepoint_meta ENABLE ROW LEVEL SECURITY;
+ALTER TABLE safepoint_meta FORCE ROW LEVEL SECURITY;
+CREATE POLICY safepoint_tenant ON safepoint_meta
+    USING (tenant = current_setting('safepoint.tenant', true));
+ALTER TABLE safepoint_data_keys ENABLE ROW LEVEL SECURITY;
+ALTER TABLE safepoint_data_keys FORCE ROW LEVEL SECURITY;
+CREATE POLICY safepoint_tenant ON safepoint_data_keys
+    USING (tenant = current_setting('safepoint.tenant', true));
+ALTER TABLE safepoint_calls ENABLE ROW LEVEL SECURITY;
+ALTER TABLE safepoint_calls FORCE ROW LEVEL SECURITY;
+CREATE POLICY safepoint_tenant ON safepoint_calls
+    USING (tenant = current_setting('safepoint.tenant', true));
+ALTER TABLE safepoint_redactions ENABLE ROW LEVEL SECURITY;
+ALTER TABLE safepoint_redactions FORCE ROW LEVEL SECURITY;
+CREATE POLICY safepoint_tenant ON safepoint_redactions
+    USING (tenant = current_setting('safepoint.tenant', true));
+
+-- safepoint_save_next takes its tenant as its first parameter and sets it for
+-- the transaction before it touches a table: the call still goes alone, one
+-- statement and one round trip, with no set_config statement before it (a
+-- statement's own set_config would not be seen by its row-level security
+-- check, which may run first).
+DROP FUNCTION safepoint_save_next(
+    text, bigint, bytea, text, integer, text, text, bigint, bigint, bytea, bigint, text, bigint,
+    bigint, text, bytea, integer, bytea, text, text, bytea);
+
+DO $do$
+BEGIN
+    EXECUTE format($create$
+CREATE FUNCTION %1$I.safepoint_save_next(
+    p_tenant text,
+    p_run_id text, p_step bigint, p_digest bytea, p_status text, p_schema_version integer,
+    p_labels text, p_counters text, p_next_seq bigint, p_now bigint, p_head_digest bytea,
+    p_first_seq bigint, p_lease_owner text, p_lease_epoch bigint, p_message_count bigint,
+    p_ranges text, p_header bytea, p_added integer, p_messages bytea, p_blobs text,
+    p_carriers text, p_chains bytea
+) RETURNS SETOF bigint
+LANGUAGE plpgsql
+AS $fn$
+BEGIN
+    PERFORM set_config('safepoint.tenant', p_tenant, true);
+    RETURN QUERY
+    WITH head AS (
+        UPDATE %1$I.safepoint_runs
+        SET head_step = p_step, head_digest = p_digest, status = p_status, status_change = NULL,
+            schema_version = p_schema_version, labels = p_labels::jsonb, counters = p_counters::jsonb,
+            next_seq = p_next_seq,
+            updated_at = 'epoch'::timestamptz + p_now * interval '1 microsecond'
+        WHERE tenant = p_tenant AND run_id = p_run_id
+          AND head_step = p_step - 1
+          AND head_digest = p_head_digest
+          AND next_seq = p_first_seq
+          AND CASE WHEN p_lease_owner IS NULL
+                   THEN lease_owner IS NULL OR lease_expires_at IS NULL
+                        OR lease_expires_at <= 'epoch'::timestamptz + p_now * interval '1 microsecond'
+                   ELSE lease_owner = p_lease_owner AND lease_epoch = p_lease_epoch
+              END
+        RETURNING id)
+    INSERT INTO %1$I.safepoint_checkpoints AS c (
+        run_ref, step, schema_version, status, created_at, message_count, ranges, header, digest,
+        first_seq, added, messages, blobs, carriers, chains, calls
+    )
+    SELECT head.id, p_step, p_schema_version, p_status,
+           'epoch'::timestamptz + p_now * interval '1 microsecond',
+           p_message_count, p_ranges::jsonb, p_header, p_digest,
+           p_first_seq, p_added, p_messages, p_blobs::jsonb, p_carriers, p_chains,
+           (SELECT count(*) FROM %1$I.safepoint_calls AS e WHERE e.run_ref = head.id AND e.step = p_step)
+    FROM head
+    RETURNING c.run_ref;
+END
+$fn$
+$create$, current_schema());
+END
+$do$;
