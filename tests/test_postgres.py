@@ -468,7 +468,8 @@ def describe(dsn: str, schema: str) -> dict[str, list[tuple[Any, ...]]]:
         "security": "SELECT cl.relname, cl.relrowsecurity, cl.relforcerowsecurity FROM pg_class AS cl"
         " JOIN pg_namespace AS n ON n.oid = cl.relnamespace WHERE n.nspname = %(schema)s AND cl.relkind = 'r'"
         " ORDER BY cl.relname",
-        "policies": "SELECT tablename, policyname, permissive, roles::text, cmd, qual, with_check FROM pg_policies"
+        "policies": "SELECT tablename, policyname, permissive, roles::text, cmd, qual, with_check"
+        " FROM pg_policies"
         " WHERE schemaname = %(schema)s ORDER BY tablename, policyname",
         "constraints": "SELECT cl.relname, co.conname, co.contype, pg_get_constraintdef(co.oid)"
         " FROM pg_constraint AS co JOIN pg_class AS cl ON cl.oid = co.conrelid"
