@@ -96,14 +96,10 @@ def _sqlite_driver(path: str | None, options: dict[str, Any], read_only: bool) -
 def _open_sqlite(url: str, options: dict[str, Any], read_only: bool) -> Opened:
     # A file per tenant: the implicit tenant's is the URL's own file, another's beside it
     # (``tenant_path``), its folder made by a read-write open only (the driver's mkdir). The
-    # store shows the tenant's file as its URL: what a backup copies, what a message names.
+    # store still shows the URL it was opened with: ``store.url`` and ``store.tenant`` open it again.
     options = dict(options)
     tenant = options.pop("tenant", IMPLICIT)
-    path = tenant_path(sqlite_path(url), tenant)
-    # The file's path ends as the URL does (a SQLite URL has no query or fragment), and a
-    # tenant's name needs no quoting: the URL of ``path`` is the URL plus what the tenant adds.
-    shown = url + path[len(sqlite_path(url)) :]
-    return _sqlite_driver(path, options, read_only), shown
+    return _sqlite_driver(tenant_path(sqlite_path(url), tenant), options, read_only), url
 
 
 def _open_memory(url: str, options: dict[str, Any], read_only: bool) -> Opened:

@@ -125,8 +125,9 @@ def open_store(url: str = DEFAULT_URL, **options: Any) -> Store:
     file (the implicit tenant's is the file itself), with its blob folder
     beside it: one SQLite file has no roles to enforce isolation with, so
     the file is the boundary — nothing is shared, and the operating system's
-    permissions can keep one tenant's file from another's process.
-    ``store.url`` names that file. The ``.tenants`` folder is made by a
+    permissions can keep one tenant's file from another's process
+    (``store.url`` stays the URL given: with ``store.tenant`` it opens the
+    same handle again). The ``.tenants`` folder is made by a
     read-write open; a read-only open of a tenant that has no file raises
     ``StoreNotFound``. On PostgreSQL the tenants share the schema, kept apart
     by row-level security (docs/tenants.md). A ``memory://`` store takes the
