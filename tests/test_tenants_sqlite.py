@@ -67,8 +67,12 @@ def seed(path: Path) -> Seeded:
     with safepoint.open_store(url) as default:
         default.save(Checkpoint(run_id="default-run", state={"who": "default"}))
     with safepoint.open_store(url, tenant="a") as a:
-        a.save(Checkpoint(run_id=SHARED, state={"who": "alpha"}))
-        a.save(Checkpoint(run_id="a-only", messages=[{"role": "user", "content": "alpha asks"}]))
+        a.save(
+            Checkpoint(
+                run_id=SHARED, state={"who": "alpha"}, messages=[{"role": "user", "content": "alpha asks"}]
+            )
+        )
+        a.save(Checkpoint(run_id="a-only"))
         a.save(Checkpoint(run_id="a-queued"))
         a.enqueue("a-queued")
     with safepoint.open_store(url, tenant="b") as b:
