@@ -88,6 +88,8 @@ class Store(StoreFace[Driver], Blocking):
 
     Thread-safe; one ``Store`` per process is the usual pattern, and any
     number of processes may open the same SQLite file or PostgreSQL database.
+    ``tenant`` names whose runs it sees (``open_store(url, tenant=…)``;
+    ``"default"``, the implicit tenant, when none was given).
     """
 
     def __enter__(self) -> Store:
