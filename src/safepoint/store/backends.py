@@ -7,9 +7,9 @@ left once the store-wide ones are taken out. The tenant (``tenants.py``)
 reaches both: ``default_blobs`` takes it as an argument, and the opener finds
 it, checked, in its options as ``tenant`` and takes it out — a SQLite file per
 tenant (``tenants.tenant_path``; ``memory://`` is private anyway), a
-PostgreSQL configuration that names it in every transaction. Everything else about opening —
-the store-wide options, the encryption check, the observer — is the same for
-every backend and stays in ``opening.py``.
+PostgreSQL configuration that names it in every transaction. Everything else
+about opening — the store-wide options, the encryption check, the observer —
+is the same for every backend and stays in ``opening.py``.
 
 Adding a backend is one row here, a driver package beside ``sqlite/`` and
 ``postgres/`` (its ``queries.sql`` answering every query spec that is not

@@ -114,28 +114,30 @@ def open_store(url: str = DEFAULT_URL, **options: Any) -> Store:
     ``tenant`` (every backend; default: the implicit tenant, ``"default"``)
     is whose runs the handle sees: it reads, writes, lists, claims, forks,
     collects, redacts, backs up and verifies only that tenant's runs, blobs
-    and journal, and ``store.tenant`` names it. A name is 1 to 63 lowercase
-    letters, digits, ``-`` or ``_``, starting with a letter or digit
-    (anything else raises ``InvalidURL``). Without it — or with
+    and journal. ``store.tenant`` names it; ``store.url`` stays the URL
+    given, so the two open the same handle again. A name is 1 to 63
+    lowercase letters, digits, ``-`` or ``_``, starting with a letter or
+    digit (anything else raises ``InvalidURL``). Without it — or with
     ``tenant="default"``, the same thing — a handle is the store as it was
     before tenants: an existing store opens unchanged. Run ids are unique
     per tenant, and blob names are namespaced per tenant: one tenant cannot
-    tell whether another holds a run id or a blob. On SQLite each tenant is
-    a file of its own, ``<file>.tenants/<tenant>.db`` beside the store's
-    file (the implicit tenant's is the file itself), with its blob folder
-    beside it: one SQLite file has no roles to enforce isolation with, so
-    the file is the boundary — nothing is shared, and the operating system's
-    permissions can keep one tenant's file from another's process
-    (``store.url`` stays the URL given: with ``store.tenant`` it opens the
-    same handle again). The ``.tenants`` folder is made by a
-    read-write open; a read-only open of a tenant that has no file raises
-    ``StoreNotFound``. On PostgreSQL the tenants share the schema, kept apart
-    by row-level security (docs/tenants.md). A ``memory://`` store takes the
-    option (each is private anyway). With ``blobs=`` naming a blob store, a
-    named tenant's blobs go under ``tenants/<tenant>/`` in it (the blob
-    store's ``for_tenant``; a ``BlobStore`` of your own without that method
-    is refused with ``InvalidArgument``); the implicit tenant's stay where
-    they always were.
+    tell whether another holds a run id or a blob.
+
+    - SQLite: a file per tenant, ``<file>.tenants/<tenant>.db`` beside the
+      store's file (the implicit tenant's is the file itself), with its blob
+      folder beside it. One SQLite file has no roles to enforce isolation
+      with, so the file is the boundary: nothing is shared, and the
+      operating system's permissions can keep one tenant's file from
+      another's process. A read-write open makes the ``.tenants`` folder; a
+      read-only open of a tenant that has no file raises ``StoreNotFound``.
+    - PostgreSQL: the tenants share the schema, kept apart by row-level
+      security (docs/tenants.md).
+    - ``memory://`` takes the option (each memory store is private anyway).
+
+    With ``blobs=`` naming a blob store, a named tenant's blobs go under
+    ``tenants/<tenant>/`` in it (the blob store's ``for_tenant``, which the
+    bundled ones have; a ``BlobStore`` of your own without it is refused with
+    ``InvalidArgument``); the implicit tenant's stay where they always were.
 
     Unknown schemes or options raise ``InvalidURL``; a near miss
     (``sqlite:/x.db``, ``postgres:/db``, a bare ``file.db``) says the right form.
