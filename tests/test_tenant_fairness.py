@@ -16,9 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from conftest_postgres import fresh_schema, require_postgres
 
 import safepoint
+from conftest_postgres import fresh_schema, require_postgres
 from safepoint import Checkpoint, Status, Store
 from safepoint.errors import InvalidArgument, InvalidURL
 from safepoint.worker import Job, Worker
@@ -73,7 +73,8 @@ def test_a_small_tenant_is_served_beside_a_flood(pg_store: Store) -> None:
         handled = sum(pool.map(lambda worker: worker.run(stop_when_idle=True), workers))
     assert handled == BIG + SMALL
     claimed = Counter(order)
-    assert len(claimed) == BIG + SMALL and max(claimed.values()) == 1  # each run once
+    assert len(claimed) == BIG + SMALL
+    assert max(claimed.values()) == 1
     last_small = max(index for index, (tenant, _) in enumerate(order) if tenant == "trickle")
     assert last_small < 2 * WORKERS * SMALL, last_small
     for tenant in ("flood", "trickle"):
@@ -116,7 +117,8 @@ def test_weights_share_the_claims(tmp_path: Path) -> None:
             handle, lease = claimed
             order.append(handle.tenant)
             handle.release(lease, status=Status.DONE)
-        assert order.count("heavy") == 6 and order.count("light") == 2
+        assert order.count("heavy") == 6
+        assert order.count("light") == 2
         assert order[:4].count("light") == 1  # interleaved, not in a burst
         fair.close()
     finally:

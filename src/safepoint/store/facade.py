@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
+from safepoint.errors import InvalidArgument
 from safepoint.observe import NO_OBSERVER, Observer
 from safepoint.observe.spans import backend_of
 from safepoint.twins import Blocking, Flow, Invoke, entry
@@ -22,7 +23,7 @@ from .methods import StoreMethods
 from .query import AsyncDriver, Driver
 from .redacting import Redacted, Redaction, redact_flow
 from .settings import StoreSettings
-from .tenants import IMPLICIT
+from .tenants import IMPLICIT, check_tenant
 
 T = TypeVar("T")
 D = TypeVar("D", Driver, AsyncDriver)
@@ -45,6 +46,9 @@ class StoreFace(StoreMethods, Generic[D]):
         # Spans and metrics (``safepoint.observe``); ``open_store(observer=…)`` sets it.
         self.observer: Observer = NO_OBSERVER
         self._backend = backend_of(url)
+        # How open_store opens this store for another tenant (``for_tenant``); None for a
+        # handle built by hand around a driver.
+        self.tenant_opening: Callable[[str, Any], Flow[Any]] | None = None
 
     @property
     def driver(self) -> D:
@@ -55,6 +59,21 @@ class StoreFace(StoreMethods, Generic[D]):
     def close(self) -> Flow[None]:
         """Release the connection(s). Using the store afterwards raises ``StoreClosed``."""
         yield Invoke(self._driver.close)
+
+    @entry
+    def for_tenant(self, tenant: str, *, encryption: Any = None) -> Flow[Any]:
+        """A handle of this store for ``tenant``, with this handle's options and ``encryption``
+        (the tenant's own ``Keyring``; each tenant has its keys, docs/tenants.md).
+
+        On PostgreSQL it shares this handle's connections (close this one when
+        done with all of them; closing the tenant's handle closes nothing);
+        on SQLite it opens the tenant's file, and must be closed itself. For a
+        worker serving many tenants (``Worker(tenants=…)``); like naming the
+        tenant at open, it is the application's word for whose runs these are."""
+        opening = self.tenant_opening
+        if opening is None:
+            raise InvalidArgument("this store was not opened by open_store: it has no tenants to reach")
+        return (yield from opening(check_tenant(tenant), encryption))
 
     @entry
     def redact(

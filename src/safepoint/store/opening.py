@@ -12,6 +12,7 @@ blocks on and ``open_async_store`` awaits.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from safepoint.errors import InvalidURL
@@ -146,10 +147,14 @@ def open_store(url: str = DEFAULT_URL, **options: Any) -> Store:
     return store
 
 
-def _opening(url: object, given: dict[str, Any], face: Any) -> Flow[Any]:
+def _opening(url: object, given: dict[str, Any], face: Any, parent: Any = None) -> Flow[Any]:
     """Open the store at ``url`` as ``face`` (``Store`` or ``AsyncStore``), written once for
     both: a flow whose I/O steps are ``Invoke`` requests, which ``open_store`` blocks on and
-    ``open_async_store`` awaits (docs/architecture.md, "One way to be both sync and async")."""
+    ``open_async_store`` awaits (docs/architecture.md, "One way to be both sync and async").
+
+    ``parent``: the driver of the handle this one is another tenant's view of
+    (``for_tenant``); a driver that can share its connections (PostgreSQL's
+    ``scoped``) gives the view its own, else the tenant's store is opened."""
     backend = BACKENDS[scheme_of(url)]
     assert isinstance(url, str)  # scheme_of refused anything else
     options = dict(given)
@@ -160,7 +165,10 @@ def _opening(url: object, given: dict[str, Any], face: Any) -> Flow[Any]:
     settings = StoreSettings.from_options(options, backend.default_blobs(url, tenant), tenant=tenant)
     options["tenant"] = tenant  # checked: the opener takes it out (the module docstring)
     opener = backend.open if face is Store else backend.open_async  # the backend's own, by flavour
-    driver, shown = yield Invoke(opener, (url, options, read_only))
+    if parent is not None and hasattr(parent, "scoped"):
+        driver, shown = parent.scoped(tenant), parent.config.display_url
+    else:
+        driver, shown = yield Invoke(opener, (url, options, read_only))
     driver.on_query = query_hook(observer)  # the drivers' statement-level tracing, if it has one
     if keyring is not None or backend.scheme != "memory":  # a memory:// store is new: nothing to refuse
         try:
@@ -175,7 +183,18 @@ def _opening(url: object, given: dict[str, Any], face: Any) -> Flow[Any]:
             raise
     store = face(driver, url=shown, settings=settings, tenant=tenant)
     store.observer = observer
+    store.tenant_opening = partial(_tenant_opening, (url, given, face, driver))
     return store
+
+
+def _tenant_opening(opened: tuple[str, dict[str, Any], Any, Any], tenant: str, keyring: Any) -> Flow[Any]:
+    """The flow of ``for_tenant``: how a handle was ``opened`` (its URL, options, face and
+    driver), for ``tenant`` and its keyring."""
+    url, given, face, parent = opened
+    options = {key: value for key, value in given.items() if key not in ("tenant", "encryption")}
+    if keyring is not None:
+        options["encryption"] = keyring
+    return _opening(url, {**options, "tenant": tenant}, face, parent)
 
 
 def _read_only(options: dict[str, Any]) -> bool:

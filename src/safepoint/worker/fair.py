@@ -64,7 +64,7 @@ class FairClaims:
         self._active: list[str] = []  # the tenants believed to have a claimable run
         self._credit = dict.fromkeys(self.weights, 0)
         self._since_look = 0
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a look (under it) opens handles (which take it too)
 
     def handle(self, tenant: str) -> Store:
         """The store handle of ``tenant`` (made once, sharing ``store``'s connections)."""
