@@ -18,12 +18,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
+import psycopg
 import pytest
+from psycopg import sql
 
 import safepoint
 from safepoint import Redaction
@@ -31,6 +35,7 @@ from safepoint.errors import EncryptedStore, InvalidArgument, StoreNotFound
 from safepoint.store.admin import erase_tenant, tenant_held
 from safepoint.store.erasing import Erasure
 from safepoint.store.ops.erasing import Held
+from safepoint.store.postgres.roles import grant_statements
 from safepoint.store.tenants import tenant_path
 from safepoint_exe import sp
 from tenant_seed import BLOB_THRESHOLD, fill, filled_right, keyring, tenant_rows
@@ -167,6 +172,45 @@ def test_erase_killed_at_each_step_then_rerun_by_the_cli_finishes(
     assert tenant_rows(postgres_dsn, pg_schema, "b") == before_b
     with pg_open(postgres_dsn, pg_schema, "b", B) as store:
         assert filled_right(store)
+
+
+def test_the_application_role_erases_its_tenant_under_row_level_security(postgres_dsn: str) -> None:
+    """As the documented application role (no superuser, no BYPASSRLS, owning nothing), erase
+    deletes every row of its tenant and cannot touch another's: row-level security admits only
+    the tenant the transaction names. The roles are unique and dropped at the end."""
+    tag = uuid.uuid4().hex[:12]
+    schema, owner, app = f"sp_test_{tag}", f"sp_{tag}_owner", f"sp_{tag}_app"
+
+    def as_role(role: str) -> str:
+        return re.sub(r"^postgresql://[^@/]*@", f"postgresql://{role}@", postgres_dsn)
+
+    made: list[str] = []
+    try:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            for role in (owner, app):
+                conn.execute(sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER").format(sql.Identifier(role)))
+                made.append(role)
+            conn.execute(
+                sql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(
+                    sql.Identifier(schema), sql.Identifier(owner)
+                )
+            )
+        safepoint.open_store(as_role(owner), schema=schema, max_size=1).close()  # the owner's DDL
+        with psycopg.connect(as_role(owner), autocommit=True) as conn:
+            for grant in grant_statements(schema, app=app):
+                conn.execute(grant)
+        seed_pg(as_role(app), schema)
+        before = {tenant: tenant_rows(postgres_dsn, schema, tenant) for tenant in ("b", "c")}
+        report = erase_tenant(as_role(app), "a", schema=schema)
+        assert (report.data_keys, report.runs, report.blob_rows, report.meta) == (1, 3, 3, 3)
+        assert all(rows == [] for rows in tenant_rows(postgres_dsn, schema, "a").values())
+        assert {tenant: tenant_rows(postgres_dsn, schema, tenant) for tenant in ("b", "c")} == before
+    finally:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+            for role in made:
+                conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+                conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
 
 # -- SQLite -------------------------------------------------------------------------------
