@@ -284,7 +284,7 @@ def test_erase_refuses_what_it_should(tmp_path: Path) -> None:
     assert not erase_tenant(url, "never").found
 
 
-def test_the_cli_asks_names_and_exits_typed(tmp_path: Path) -> None:
+def test_the_cli_asks_names_and_exits_typed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     main = tmp_path / "state.db"
     seed_sqlite(main)
     url = f"sqlite:///{main}"
@@ -297,16 +297,21 @@ def test_the_cli_asks_names_and_exits_typed(tmp_path: Path) -> None:
             3,
             "no safepoint",
         ),
-        (["tenant", "erase", "a", "--yes", "--store", url, "--schema", "x"], 2, "PostgreSQL"),
     ]
     for args, code, said in cases:
         done = sp(tmp_path, *args)
         assert done.returncode == code, (args, done.stderr)
         assert said in done.stderr, (args, done.stderr)
+    monkeypatch.setenv("SAFEPOINT_TENANT", "b")  # a shell set up for tenant b
+    other = sp(tmp_path, "tenant", "erase", "a", "--yes", "--store", url)
+    assert other.returncode == 2
+    assert "names another tenant" in other.stderr
     assert Path(tenant_path(str(main), "a")).exists()
+    monkeypatch.setenv("SAFEPOINT_TENANT", "a")  # the same tenant: fine
     done = sp(tmp_path, "tenant", "erase", "a", "--yes", "--store", url)
     assert done.returncode == 0, done.stderr
     assert "erased tenant a: 1 data keys" in done.stdout
+    monkeypatch.delenv("SAFEPOINT_TENANT")
     again = sp(tmp_path, "tenant", "erase", "a", "--yes", "--store", url)
     assert again.returncode == 0
     assert "holds nothing" in again.stdout

@@ -20,8 +20,9 @@ from safepoint.errors import InvalidArgument
 from safepoint.store.admin import Erasure, erase_tenant, scheme_of, split_schema, tenant_held
 from safepoint.visible import visible
 
-# Where store_options leaves --schema and --blobs on the click context (cli/stores.py).
-_SCHEMA, _BLOBS = "safepoint.schema", "safepoint.blobs"
+# Where store_options leaves --schema, --blobs and --tenant on the click context (cli/stores.py).
+_SCHEMA, _BLOBS, _TENANT = "safepoint.schema", "safepoint.blobs", "safepoint.tenant"
+TENANT_ENV = "SAFEPOINT_TENANT"
 
 
 @click.group()
@@ -44,6 +45,13 @@ def erase(*, store_url: str, as_json: bool, name: str, yes: bool) -> None:
     tenant (default) is the store's own file and is refused there.
     """
     options = _store_options(store_url)
+    # The tenant other commands work on (--tenant, SAFEPOINT_TENANT) must not be another one:
+    # an erase of NAME run in a shell set up for another tenant is more likely a slip than meant.
+    current = click.get_current_context().meta.get(_TENANT) or os.environ.get(TENANT_ENV) or None
+    if current is not None and current != name:
+        raise click.UsageError(
+            f"--tenant or {TENANT_ENV} names another tenant than the one to erase: give one, or the same"
+        )
     if not yes:
         if not sys.stdin.isatty():
             raise click.UsageError("not erasing without a confirmation: pass --yes")

@@ -158,8 +158,11 @@ def _erase_postgres(
     report = Erasure(tenant)
     blobs = _tenant_blobs(blobs_option, tenant)
     try:
-        with _postgres(url, tenant, options, read_only=True):
-            pass  # StoreNotFound, and nothing created, when there is no store there
+        # StoreNotFound, and nothing created, when there is no store there (as open_existing):
+        # a StoreError means one is there (an older one, which the read-write open upgrades) or
+        # the server cannot be reached, which the open below says.
+        with contextlib.suppress(StoreError), _postgres(url, tenant, options, read_only=True):
+            pass
         with _postgres(url, tenant, options, read_only=False) as driver:
             if driver.run(held(), write=False).total == 0 and blobs is None:
                 return report  # nothing there: no mark written, nothing to delete
