@@ -21,6 +21,7 @@ from safepoint.store import arguments
 from safepoint.store.calls import Call, reads, writes
 from safepoint.store.ops import leases, listing
 from safepoint.store.ops.leases import Attempts, Cancelled, QueueState
+from safepoint.store.tenants import check_tenant
 from safepoint.store.twins import Entries, Returns, method
 from safepoint.store.validate import check_id
 from safepoint.visible import visible
@@ -66,7 +67,9 @@ class QueueMethods(Entries):
         return writes(leases.cancel(check_id(run_id), self.settings.prepare_save, now_micros()))
 
     @method("safepoint.claim", ("worker_id",), store_calls.of_claim, done=store_calls.claimed)
-    def claim(self, worker_id: str, *, lease: float | timedelta = 30.0) -> Returns[Lease | None]:
+    def claim(
+        self, worker_id: str, *, lease: float | timedelta = 30.0, tenant_limit: int | None = None
+    ) -> Returns[Lease | None]:
         """Atomically take one queued run whose lease is free or expired.
 
         Returns a ``Lease`` whose ``epoch`` is higher than any earlier claim of
@@ -77,10 +80,25 @@ class QueueMethods(Entries):
         A run saved by newer code (its head's ``schema_version`` above this
         store's ``schema_version``) is never claimed: it stays queued,
         untouched, for a store opened by newer code.
+
+        ``tenant_limit``: claim nothing while the store's tenant already holds
+        that many live leases, whoever holds them (docs/tenants.md, "The fair
+        queue"); claims under a limit take turns per tenant.
         """
         worker = check_id(worker_id, "worker_id")
         duration = arguments.seconds(lease, "lease")
-        return writes(leases.claim(worker, duration, now_micros(), self.settings.schema_version))
+        if tenant_limit is not None and (type(tenant_limit) is not int or tenant_limit < 1):
+            raise InvalidArgument("tenant_limit must be None or an int of at least 1")
+        version = self.settings.schema_version
+        return writes(leases.claim(worker, duration, now_micros(), version, tenant_limit))
+
+    @method("safepoint.claimable_tenants")
+    def claimable_tenants(self, tenants: list[str]) -> Returns[list[str] | None]:
+        """Which of ``tenants`` have a run a claim could take now, asked in one statement
+        (PostgreSQL); None where the backend keeps each tenant apart (SQLite's file per tenant),
+        whose handles are then asked one by one (``safepoint.worker.FairClaims``)."""
+        names = [check_tenant(name, what="each tenant") for name in tenants]
+        return reads(leases.claimable_tenants(names, now_micros(), self.settings.schema_version))
 
     @method("safepoint.heartbeat", ("lease",), store_calls.of_lease)
     def heartbeat(self, lease: Lease, *, extend: float | timedelta | None = None) -> Returns[Lease]:

@@ -18,6 +18,7 @@ good, as a new checkpoint with status ``cancelled``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -26,7 +27,7 @@ from typing import Any, Literal
 from safepoint.errors import LeaseLost, NotFound, RunStatusError, SafepointError
 from safepoint.model import Checkpoint, Status
 from safepoint.records import Lease, from_micros
-from safepoint.store.query import Op, Query, Row, SaveInput
+from safepoint.store.query import UNSUPPORTED, Op, Query, Row, SaveInput
 
 from .loading import load_typed
 from .saving import lease_detail, save
@@ -39,17 +40,39 @@ def enqueue(run_id: str, now: int) -> Op[None]:
         raise NotFound(run_id)
 
 
-def claim(worker_id: str, duration: float, now: int, max_version: int) -> Op[Lease | None]:
+def claim(
+    worker_id: str, duration: float, now: int, max_version: int, held_limit: int | None = None
+) -> Op[Lease | None]:
     """Take one queued run whose lease is free or expired and whose head is at most
-    ``max_version``; None when there is none."""
+    ``max_version``; None when there is none — or, with ``held_limit``, when the store's
+    tenant already holds that many live leases (claims under a limit take turns on
+    ``lock_claims``, so two never both take the last place)."""
     expires = now + int(duration * 1_000_000)
-    params = {"worker_id": worker_id, "now": now, "expires_at": expires, "max_version": max_version}
+    params = {
+        "worker_id": worker_id,
+        "now": now,
+        "expires_at": expires,
+        "max_version": max_version,
+        "held_limit": held_limit,
+    }
+    if held_limit is not None:
+        yield Query("lock_claims")
     rows = yield Query("claim", params)
     if not rows:
         return None
     row = rows[0]
     expires_at = from_micros(row.expires_at)
     return Lease(row.run_id, worker_id, row.epoch, expires_at, duration, row.attempts, _status(row.status))
+
+
+def claimable_tenants(tenants: list[str], now: int, max_version: int) -> Op[list[str] | None]:
+    """Which of ``tenants`` have a run a claim could take now, in one statement; None from a
+    dialect without it (SQLite: a file per tenant, each asked on its own)."""
+    params = {"tenants": json.dumps(tenants), "now": now, "max_version": max_version}
+    rows = yield Query("claimable_tenants", params, optional=True)
+    if rows is UNSUPPORTED:
+        return None
+    return [row.tenant for row in rows]
 
 
 def _status(value: Any) -> Status | None:

@@ -357,8 +357,29 @@ SET queued_at = coalesce(queued_at, 'epoch'::timestamptz + %(now)s::bigint * int
 WHERE tenant = current_setting('safepoint.tenant') AND run_id = %(run_id)s
 RETURNING id;
 
+-- name: lock_claims
+-- params: none
+-- returns: nothing
+-- Before a claim under a per-tenant limit (claim's held_limit): claims of one
+-- tenant take turns here until their commit, so two cannot both count the
+-- tenant's held runs below the limit and both take one. Claims without a
+-- limit never ask for it. An empty select list: no column, so nothing to wait for
+-- (the lock is taken before the claim that follows it in the pipeline runs).
+SELECT FROM pg_advisory_xact_lock(
+    hashtextextended('safepoint.claims:' || current_schema() || ':' || current_setting('safepoint.tenant'), 0));
+
+-- name: claimable_tenants
+-- params: tenants, now, max_version
+-- returns: tenant
+-- optional: yes
+-- Which of the tenants (a JSON list) have a run a claim could take now: the
+-- fair queue's one look across a worker's tenants (DDL revision 12's
+-- function, which sets each tenant in turn for row-level security).
+SELECT * FROM safepoint_claimable_tenants(
+    ARRAY(SELECT jsonb_array_elements_text(%(tenants)s::jsonb)), %(now)s::bigint, %(max_version)s::integer);
+
 -- name: claim
--- params: worker_id, now, expires_at, max_version
+-- params: worker_id, now, expires_at, max_version, held_limit
 -- returns: run_id, epoch, expires_at, attempts, status
 -- ends: transaction
 -- One statement: take the oldest queued run whose lease is free or expired
@@ -370,7 +391,10 @@ RETURNING id;
 -- The attempt is counted here, and retry_at respected, and a run newer than
 -- the claimer (:max_version) left for newer code (see the SQLite query); the
 -- run row's schema_version is its head's, kept by every save. The row's
--- status comes back with the lease (see the SQLite query).
+-- status comes back with the lease (see the SQLite query). With held_limit,
+-- nothing is claimed while the tenant already holds that many live leases
+-- (lock_claims went first); the count walks the tenant's runs, paid only by
+-- claims under a limit.
 UPDATE {schema}.safepoint_runs
 SET lease_owner = %(worker_id)s, lease_epoch = lease_epoch + 1,
     lease_expires_at = 'epoch'::timestamptz + %(expires_at)s::bigint * interval '1 microsecond',
@@ -383,6 +407,11 @@ WHERE id = (
       AND (retry_at IS NULL
            OR retry_at <= 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
       AND schema_version <= %(max_version)s::integer
+      AND (%(held_limit)s::bigint IS NULL
+           OR (SELECT count(*) FROM {schema}.safepoint_runs
+               WHERE tenant = current_setting('safepoint.tenant') AND lease_owner IS NOT NULL
+                 AND lease_expires_at > 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
+              < %(held_limit)s::bigint)
     ORDER BY queued_at, id
     LIMIT 1
     FOR UPDATE SKIP LOCKED)

@@ -343,8 +343,15 @@ UPDATE safepoint_runs SET queued_at = coalesce(queued_at, :now)
 WHERE run_id = :run_id
 RETURNING id;
 
+-- name: lock_claims
+-- params: none
+-- returns: nothing
+-- Nothing to take: BEGIN IMMEDIATE already makes claimers take turns (see the
+-- PostgreSQL query). A statement that touches no row and returns no column.
+UPDATE safepoint_runs SET id = id WHERE 0;
+
 -- name: claim
--- params: worker_id, now, expires_at, max_version
+-- params: worker_id, now, expires_at, max_version, held_limit
 -- returns: run_id, epoch, expires_at, attempts, status
 -- ends: transaction
 -- One statement: take the oldest queued run whose lease is free or expired
@@ -373,6 +380,9 @@ WHERE id = (
       AND coalesce((SELECT c.schema_version FROM safepoint_checkpoints AS c
                     WHERE c.id BETWEEN r.id * 4294967296 AND r.id * 4294967296 + 4294967295
                     ORDER BY c.id DESC LIMIT 1), 0) <= :max_version
+      AND (:held_limit IS NULL
+           OR (SELECT count(*) FROM safepoint_runs
+               WHERE lease_owner IS NOT NULL AND lease_expires_at > :now) < :held_limit)
     ORDER BY r.queued_at, r.id
     LIMIT 1)
 RETURNING run_id, lease_epoch, lease_expires_at, attempts, status;

@@ -146,3 +146,43 @@ $fn$
 $create$, current_schema());
 END
 $do$;
+
+-- The fair queue's one look across tenants (queries.sql, claimable_tenants):
+-- which of the tenants a worker serves have a run it could claim now. A
+-- worker names its tenants; no wildcard exists that the application role
+-- could set instead. The function sets each named tenant in turn, so
+-- row-level security admits only that tenant's rows while it looks (the
+-- caller could set any of them itself: the function gives no reach the role
+-- lacks), and sets the caller's tenant back before it returns. Each look is
+-- one probe of safepoint_runs_queue (tenant, queued_at, id): a hundred
+-- tenants cost one statement.
+DO $do$
+BEGIN
+    EXECUTE format($create$
+CREATE FUNCTION %1$I.safepoint_claimable_tenants(
+    p_tenants text[], p_now bigint, p_max_version integer
+) RETURNS SETOF text
+LANGUAGE plpgsql
+AS $fn$
+DECLARE
+    own text := current_setting('safepoint.tenant', true);
+    now_at timestamptz := 'epoch'::timestamptz + p_now * interval '1 microsecond';
+    t text;
+BEGIN
+    FOREACH t IN ARRAY p_tenants LOOP
+        PERFORM set_config('safepoint.tenant', t, true);
+        IF EXISTS (
+            SELECT 1 FROM %1$I.safepoint_runs
+            WHERE tenant = t AND queued_at IS NOT NULL
+              AND (lease_owner IS NULL OR lease_expires_at <= now_at)
+              AND (retry_at IS NULL OR retry_at <= now_at)
+              AND schema_version <= p_max_version) THEN
+            RETURN NEXT t;
+        END IF;
+    END LOOP;
+    PERFORM set_config('safepoint.tenant', coalesce(own, ''), true);
+END
+$fn$
+$create$, current_schema());
+END
+$do$;
