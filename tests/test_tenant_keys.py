@@ -17,6 +17,7 @@ while every value of B opens from both.
 
 from __future__ import annotations
 
+import base64
 import shutil
 import uuid
 from collections.abc import Iterator
@@ -31,7 +32,7 @@ import safepoint
 from safepoint import Keyring
 from safepoint.blobs.base import blob_digest
 from safepoint.errors import EncryptedStore, InvalidKey
-from safepoint.store.admin import backup_store
+from safepoint.store.admin import ToEncrypt, backup_store, encrypt_store, key_status, rekey_store
 from safepoint.store.tenants import tenant_path
 from tenant_seed import (
     BLOB_THRESHOLD,
@@ -48,6 +49,7 @@ from tenant_seed import (
 )
 
 A, B = keyring(1), keyring(2)
+KEK_A = base64.b64encode(bytes([101]) * 32).decode()  # A's KEK (tenant_seed.keyring: seed + 100)
 FRESH = keyring(3)
 A_ID_WRONG_BYTES = keyring(4, kek_id="kek1")  # A's KEK id, other bytes; its own index key
 B_WITH_A_ID = keyring(2, kek_id="kek1")  # B's keys, with the id A's rows name
@@ -149,6 +151,30 @@ def test_each_tenant_opens_only_with_its_own_keyring(three_tenants: tuple[str, s
             assert filled_right(store)
     # A refused open wrote nothing: a and b hold what they held.
     assert len(tenant_rows(dsn, schema, "a")["safepoint_data_keys"]) == 1
+
+
+def test_rekeying_and_encrypting_one_tenant_leave_the_others_byte_for_byte(
+    three_tenants: tuple[str, str],
+) -> None:
+    """keys.py works per tenant: rekey and encrypt read and write only the tenant's data keys,
+    rows and blobs (equal content in a plain tenant has the same blob names as in another)."""
+    dsn, schema = three_tenants
+    with pg_open(dsn, schema, "d") as plain:  # a second plain tenant: c's blob names, equal content
+        fill(plain)
+    untouched = {tenant: tenant_rows(dsn, schema, tenant) for tenant in ("b", "d")}
+    kek = "kek9:" + base64.b64encode(b"\x99" * 32).decode()
+    a_rotated = Keyring.from_text(f"index:{base64.b64encode(bytes([1]) * 32).decode()} kek1:{KEK_A} {kek}")
+    with pg_open(dsn, schema, "a", a_rotated) as store:
+        done = rekey_store(store)
+        assert done.ok
+        assert done.rewrapped == 1
+        assert key_status(store).by_keyring_key()["kek1"] == 0
+    with pg_open(dsn, schema, "c", ToEncrypt(FRESH)) as store:
+        assert encrypt_store(store, FRESH).ok
+    assert {tenant: tenant_rows(dsn, schema, tenant) for tenant in ("b", "d")} == untouched
+    for tenant, ring in (("a", a_rotated), ("c", FRESH), ("b", B), ("d", None)):
+        with pg_open(dsn, schema, tenant, ring) as store:
+            assert filled_right(store)
 
 
 def test_sqlite_tenant_files_are_keyed_apart(tmp_path: Path) -> None:
