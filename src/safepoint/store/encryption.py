@@ -14,6 +14,10 @@ Every seam fails closed here, before anything is written:
 * an open without a keyring of a store that has an id (encrypted, or being
   converted by ``safepoint encrypt``) is ``EncryptedStore`` — one read of
   ``safepoint_meta``, so a process missing its keys never writes plaintext;
+* a tenant ``safepoint tenant erase`` is erasing (its meta holds the mark,
+  ``ops/erasing.ERASING``) is ``StoreNotFound`` for every open, keyless or
+  not: its data keys may be gone already, and an open with its keyring would
+  make it a new one and write beside what the erase deletes;
 * a keyring key that does not open a data key wrapped under its id is
   ``InvalidKey`` naming both ids (``wrapping.unwrap_for_store``): each data key whose
   keyring key is in memory is unwrapped at open to find out;
