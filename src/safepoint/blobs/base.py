@@ -25,6 +25,10 @@ BLOB_KEY = "$blob"
 _DIGEST_RE = re.compile(r"[0-9a-f]{64}")
 _MAX_MEDIA_TYPE = 255
 _REF_FIELDS = frozenset({"sha256", "size", "media_type"})
+# A tenant's namespace in a shared blob store (``for_tenant``): the names a store's tenants
+# may have (``safepoint.store.tenants``), which are safe as a path segment and an object key.
+TENANTS = "tenants"
+_TENANT_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 
 
 def check_digest(digest: object) -> str:
@@ -40,6 +44,20 @@ def check_digest(digest: object) -> str:
             f"blob digest must be 64 lowercase hex characters (SHA-256), got {len(digest)} others"
         )
     return digest
+
+
+def check_tenant_name(tenant: object) -> str:
+    """``tenant`` if it can name a tenant's namespace (``for_tenant``), else ``InvalidArgument``.
+
+    The store checks its tenant first; this keeps a blob store's own ``for_tenant``
+    from ever making ``..`` or a slash part of a path or key, whoever calls it.
+    """
+    if not isinstance(tenant, str) or _TENANT_RE.fullmatch(tenant) is None:
+        raise InvalidArgument(
+            "a tenant's blob namespace is named by 1 to 63 lowercase letters, digits, '-' or '_',"
+            " starting with a letter or digit"
+        )
+    return tenant
 
 
 def check_data(data: object) -> bytes:
@@ -275,6 +293,7 @@ class BundledStore:
 __all__ = [
     "BLOB_KEY",
     "MAX_FRAME_CONTENT",
+    "TENANTS",
     "ZSTD_MAGIC",
     "BlobInfo",
     "BlobRef",
@@ -284,6 +303,7 @@ __all__ = [
     "blob_digest",
     "check_data",
     "check_digest",
+    "check_tenant_name",
     "decode_stored",
     "encode_stored",
     "is_blob_ref",

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from safepoint.blobs.base import BlobInfo, BundledStore, check_digest
+from safepoint.blobs.base import TENANTS, BlobInfo, BundledStore, check_digest, check_tenant_name
 from safepoint.errors import BlobError, BlobNotFound, InvalidArgument
 
 TEMP_PREFIX = ".tmp-"
@@ -68,6 +68,15 @@ class FileSystemBlobStore(BundledStore):
 
     def __repr__(self) -> str:
         return f"FileSystemBlobStore({str(self.root)!r}, compress={self.compress})"
+
+    def for_tenant(self, tenant: str) -> FileSystemBlobStore:
+        """The same kind of store, rooted at ``<root>/tenants/<tenant>``: a tenant's blobs in a
+        folder shared by many (``open_store(..., blobs=…, tenant=…)``), named apart from every
+        other tenant's. A scan of this root never lists them (``tenants`` is no fan-out folder)."""
+        name = check_tenant_name(tenant)
+        return FileSystemBlobStore(
+            self.root / TENANTS / name, compress=self.compress, temp_file_grace=self.temp_file_grace
+        )
 
     def path_for(self, digest: str) -> Path:
         """Where the blob with ``digest`` lives (whether or not it exists)."""

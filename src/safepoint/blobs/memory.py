@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
-from safepoint.blobs.base import BlobInfo, BundledStore, check_digest
+from safepoint.blobs.base import TENANTS, BlobInfo, BundledStore, check_digest, check_tenant_name
 from safepoint.errors import BlobNotFound
 
 
@@ -20,9 +20,26 @@ class MemoryBlobStore(BundledStore):
 
     def __init__(self, *, compress: bool = False) -> None:
         self.compress = compress
-        self._objects: dict[str, tuple[bytes, datetime]] = {}
+        # Every namespace of this store and its views (``for_tenant``): "" is its own,
+        # "tenants/<tenant>/" a tenant's; the views share the dict and the lock.
+        self._spaces: dict[str, dict[str, tuple[bytes, datetime]]] = {"": {}}
+        self._space = ""
+        self._objects = self._spaces[""]
         self._lock = threading.Lock()
         self._name = "memory blob store"
+
+    def for_tenant(self, tenant: str) -> MemoryBlobStore:
+        """A store over ``tenants/<tenant>/`` in this one: a tenant's blobs, named apart from
+        every other tenant's and from this store's own. Every view of one tenant sees the
+        same objects; closing a view closes only it."""
+        name = check_tenant_name(tenant)
+        view = MemoryBlobStore(compress=self.compress)
+        view._spaces, view._lock = self._spaces, self._lock
+        view._space = f"{self._space}{TENANTS}/{name}/"
+        with self._lock:
+            view._objects = self._spaces.setdefault(view._space, {})
+        view._name = f"memory blob store {view._space}"
+        return view
 
     def __repr__(self) -> str:
         return f"MemoryBlobStore(compress={self.compress}, blobs={len(self._objects)})"

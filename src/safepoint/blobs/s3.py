@@ -1,7 +1,8 @@
 """Blobs as objects in an S3-compatible bucket (AWS S3, MinIO, Ceph, R2, …).
 
-Keys are ``prefix + digest``. boto3 is imported only when a store is
-created, so ``import safepoint`` never needs the ``s3`` extra.
+Keys are ``prefix + digest``; a tenant's (``for_tenant``) are
+``prefix + "tenants/<tenant>/" + digest``. boto3 is imported only when a
+store is created, so ``import safepoint`` never needs the ``s3`` extra.
 
 A put first asks whether the key exists (a HEAD, cheap next to uploading
 megabytes again), then uploads with ``If-None-Match: *`` so that, of several
@@ -14,12 +15,13 @@ because every writer of a key uploads the same content.
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC
 from typing import Any
 
-from safepoint.blobs.base import BlobInfo, BundledStore, check_digest
+from safepoint.blobs.base import TENANTS, BlobInfo, BundledStore, check_digest, check_tenant_name
 from safepoint.errors import BlobError, BlobNotFound, InvalidArgument, MissingExtra
 
 # Matched against the error code only: a GET of a missing bucket is also HTTP 404, but
@@ -80,6 +82,19 @@ class S3BlobStore(BundledStore):
 
     def __repr__(self) -> str:
         return f"S3BlobStore({self.bucket!r}, prefix={self.prefix!r}, compress={self.compress})"
+
+    def for_tenant(self, tenant: str) -> S3BlobStore:
+        """The same bucket under ``prefix + "tenants/<tenant>/"``: a tenant's blobs in a bucket
+        shared by many (``open_store(..., blobs=…, tenant=…)``), named apart from every other
+        tenant's. It shares this store's client and never closes it. A scan of this prefix
+        never lists them (a key with a slash after the prefix is no digest)."""
+        name = check_tenant_name(tenant)
+        view = copy.copy(self)
+        view.prefix = f"{self.prefix}{TENANTS}/{name}/"
+        view._owns_client = False
+        view._closed = False
+        view._name = f"S3 blob store s3://{self.bucket}/{view.prefix}"
+        return view
 
     def key_for(self, digest: str) -> str:
         """The object key of ``digest``."""

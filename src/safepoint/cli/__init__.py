@@ -38,6 +38,7 @@ from safepoint.cli import (
     worker,
 )
 from safepoint.cli.output import error_object
+from safepoint.cli.stores import tenant_option
 from safepoint.visible import visible
 
 __all__ = ["main"]
@@ -90,6 +91,7 @@ def _visible_usage(exc: click.ClickException, as_json: bool = False) -> click.Cl
 
 @click.group(cls=_Commands)
 @click.version_option(package_name="safepoint")
+@tenant_option
 def main() -> None:
     """safepoint: checkpoints that make AI-agent runs survivable."""
 

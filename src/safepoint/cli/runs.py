@@ -35,7 +35,7 @@ from safepoint.model import Status
 from safepoint.readable import question
 from safepoint.records import Page, RunInfo
 from safepoint.store import QueueState, Store
-from safepoint.store.admin import queue_states
+from safepoint.store.admin import IMPLICIT_TENANT, queue_states
 from safepoint.visible import visible
 
 _RUNS_PAGE = 50
@@ -131,6 +131,7 @@ def runs(
         else:
             page = user_runs(store, limit=limit, cursor=cursor, **filters)
         where = store.url  # the URL as the store shows it: a PostgreSQL password masked
+        whose = "" if store.tenant == IMPLICIT_TENANT else f"of tenant {store.tenant} "  # a checked name
         questions = _waiting_questions(store, page)
         queue = queue_states(store, page)
     now = datetime.now(UTC)
@@ -162,7 +163,7 @@ def runs(
             names = [name for name in names if name != drop]
         if widths is None:
             widths = [None] * len(names)
-        table = Table(title=Text(f"runs in {visible(where)}"))
+        table = Table(title=Text(f"runs {whose}in {visible(where)}"))
         for name, width in zip(names, widths, strict=True):
             # Nothing is cut with "…": a cell folds where it must, labels and counters between pairs.
             table.add_column(_COLUMNS[name], overflow="fold", no_wrap=wide, width=width)

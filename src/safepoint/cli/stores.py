@@ -1,13 +1,15 @@
 """The store a command works on: its options (``store_options``) and how it is opened
 (``open_store_at``/``open_existing``).
 
-``--store`` (env ``SAFEPOINT_STORE``), ``--schema`` (PostgreSQL), ``--blobs`` (a blob
-store URL, env ``SAFEPOINT_BLOBS``: where the store's large values live when not in
-its default place), ``--key-file``
+``--store`` (env ``SAFEPOINT_STORE``), ``--schema`` (PostgreSQL), ``--tenant`` (whose
+runs: env ``SAFEPOINT_TENANT``; also taken before the command, ``safepoint --tenant NAME
+runs``), ``--blobs`` (a blob store URL, env ``SAFEPOINT_BLOBS``: where the store's large
+values live when not in its default place), ``--key-file``
 (an encrypted store's keyring; env ``SAFEPOINT_KEY_FILE``, or the keys
 themselves in ``SAFEPOINT_KEYS``) and ``--json`` are shared by every command
-that opens a store; ``--schema`` and ``--key-file`` wait on the click context
-and reach the store through ``open_store_at``, so every command honours them.
+that opens a store; ``--schema``, ``--tenant``, ``--blobs`` and ``--key-file`` wait on
+the click context and reach the store through ``open_store_at``, so every command
+honours them.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ def store_options(func: F) -> F:
         callback=_remember_schema,
         help="PostgreSQL schema of the store (beats ?schema= in the URL, then env SAFEPOINT_SCHEMA).",
     )(func)
+    func = tenant_option(func)
     func = click.option(
         "--blobs",
         default=None,
@@ -79,6 +82,29 @@ def _remember_schema(ctx: click.Context, _param: click.Parameter, value: str | N
     return value
 
 
+def tenant_option(func: F) -> F:
+    """``--tenant NAME``: on every command that opens a store, and on the ``safepoint`` group
+    itself (``safepoint --tenant acme runs``); the command's own, when given, wins."""
+    return click.option(
+        "--tenant",
+        default=None,
+        metavar="NAME",
+        expose_value=False,
+        callback=_remember_tenant,
+        help="Whose runs: the store's tenant (env SAFEPOINT_TENANT; default: the implicit one).",
+    )(func)
+
+
+_TENANT = "safepoint.tenant"  # where --tenant waits on the click context for open_store_at
+TENANT_ENV = "SAFEPOINT_TENANT"
+
+
+def _remember_tenant(ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    if value is not None:  # not given here: the group's --tenant, if any, still holds (ctx.meta is shared)
+        ctx.meta[_TENANT] = value
+    return value
+
+
 _BLOBS = "safepoint.blobs"  # where --blobs waits on the click context for open_store_at
 
 
@@ -97,9 +123,10 @@ def _remember_key_file(ctx: click.Context, _param: click.Parameter, value: str |
 
 
 def given_store_options(shown_url: str) -> list[str]:
-    """``--store``, ``--schema`` and ``--key-file`` as the command line gave them, for a command to
-    repeat (``runs``' next-page hint); the store as ``shown_url`` (a PostgreSQL password masked).
-    What came from the environment is left out: it still holds for the next command."""
+    """``--store``, ``--schema``, ``--tenant`` and ``--key-file`` as the command line gave them, for
+    a command to repeat (``runs``' next-page hint); the store as ``shown_url`` (a PostgreSQL
+    password masked). What came from the environment is left out: it still holds for the next
+    command."""
     ctx = click.get_current_context()
     given = []
     if ctx.get_parameter_source("store_url") is click.core.ParameterSource.COMMANDLINE:
@@ -107,6 +134,9 @@ def given_store_options(shown_url: str) -> list[str]:
     schema, key_file = ctx.meta.get(_SCHEMA), ctx.meta.get(_KEY_FILE)
     if schema is not None:
         given.append(f"--schema={schema}")
+    tenant = ctx.meta.get(_TENANT)
+    if tenant is not None:  # a name open_store accepted: letters, digits, - and _ only
+        given.append(f"--tenant={tenant}")
     if key_file is not None:
         given.append(f"--key-file={key_file}")
     return given
@@ -131,8 +161,10 @@ def open_store_at(store_url: str, *, read_only: bool = False, **options: Any) ->
     standby cancelled for a conflict with recovery, is asked again.
 
     The PostgreSQL schema is ``--schema``, else ``?schema=`` in the URL, else
-    ``SAFEPOINT_SCHEMA``. A SQLite file read as an immutable snapshot (no
-    write access to its folder) is said on stderr.
+    ``SAFEPOINT_SCHEMA``. The tenant is ``--tenant`` (the command's, else the
+    group's), else ``SAFEPOINT_TENANT``, else the implicit one; a bad name is
+    ``InvalidURL`` (exit 2, the name never quoted). A SQLite file read as an
+    immutable snapshot (no write access to its folder) is said on stderr.
     """
     postgres = scheme_of(store_url) == "postgresql"
     chosen = click.get_current_context().meta.get(_SCHEMA)
@@ -142,6 +174,11 @@ def open_store_at(store_url: str, *, read_only: bool = False, **options: Any) ->
         chosen = os.environ.get("SAFEPOINT_SCHEMA") or None
     if chosen is not None:
         options["schema"] = chosen
+    tenant = click.get_current_context().meta.get(_TENANT)
+    if tenant is None:
+        tenant = os.environ.get(TENANT_ENV) or None  # set but empty: not set, as SAFEPOINT_SCHEMA
+    if tenant is not None and "tenant" not in options:
+        options["tenant"] = tenant
     blobs = click.get_current_context().meta.get(_BLOBS) or os.environ.get("SAFEPOINT_BLOBS")
     if blobs and "blobs" not in options:
         options["blobs"] = blobs

@@ -10,6 +10,7 @@ import click
 
 from safepoint.cli.output import handle_errors, open_existing, open_store_at, say, store_options
 from safepoint.errors import InvalidArgument, MissingExtra
+from safepoint.store.admin import IMPLICIT_TENANT
 from safepoint.ui.guard import LOOPBACK
 
 
@@ -49,7 +50,8 @@ def ui(
 
     Binds to 127.0.0.1 unless --host says otherwise; on any other interface
     every request needs the token (printed with the address, traded for a
-    cookie on first use). Read-only unless --allow-actions.
+    cookie on first use). Read-only unless --allow-actions. With --tenant it
+    shows that tenant's runs only, and its header names the tenant.
     """
     del as_json  # the page is the output
     try:
@@ -70,7 +72,10 @@ def ui(
     )
     shown_host = f"[{host}]" if ":" in host else host
     address = f"http://{shown_host}:{port}/" + (f"?token={token}" if token else "")
-    say(f"safepoint ui on {address} ({'actions allowed' if allow_actions else 'read-only'}); Ctrl-C stops it")
+    mode = "actions allowed" if allow_actions else "read-only"
+    if store.tenant != IMPLICIT_TENANT:  # a checked name: nothing to escape
+        mode = f"tenant {store.tenant}, {mode}"
+    say(f"safepoint ui on {address} ({mode}); Ctrl-C stops it")
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False, proxy_headers=False)
     finally:

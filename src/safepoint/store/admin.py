@@ -29,8 +29,10 @@ These walk or rewrite every run, a transaction at a time, through the public
   deleted with everything it holds, its data keys first (``store/erasing.py``).
 
 ``scheme_of`` and ``split_schema`` read a store URL the way ``open_store``
-does. The CLI imports these from here and nothing else under
-``safepoint.store`` except the package itself.
+does; ``IMPLICIT_TENANT`` is the tenant of a handle opened without ``tenant=``
+(``tenants.py``), which the CLI and the inspector do not name. The CLI imports
+these from here and nothing else under ``safepoint.store`` except the package
+itself.
 """
 
 from __future__ import annotations
@@ -49,10 +51,12 @@ from .keys import Progress as KeyProgress
 from .ops.collect import FileSpace
 from .ops.leases import QueueState
 from .ops.retention import PruneResult
+from .tenants import IMPLICIT as IMPLICIT_TENANT
 from .urls import scheme_of, split_schema
 from .verifying import VerifyReport, verify_store
 
 __all__ = [
+    "IMPLICIT_TENANT",
     "BackupReport",
     "Erasure",
     "FileSpace",

@@ -3,9 +3,13 @@
 ``open_store`` and ``open_async_store`` (``opening.py``) both read this one
 table: a ``Backend`` says where a store's large values go by default and how
 to open its driver, blocking or for asyncio, from the URL and the options
-left once the store-wide ones are taken out. Everything else about opening —
-the store-wide options, the encryption check, the observer — is the same for
-every backend and stays in ``opening.py``.
+left once the store-wide ones are taken out. The tenant (``tenants.py``)
+reaches both: ``default_blobs`` takes it as an argument, and the opener finds
+it, checked, in its options as ``tenant`` and takes it out — a SQLite file per
+tenant (``tenants.tenant_path``; ``memory://`` is private anyway), a
+PostgreSQL configuration that names it in every transaction. Everything else
+about opening — the store-wide options, the encryption check, the observer —
+is the same for every backend and stays in ``opening.py``.
 
 Adding a backend is one row here, a driver package beside ``sqlite/`` and
 ``postgres/`` (its ``queries.sql`` answering every query spec that is not
@@ -28,6 +32,7 @@ from .asyncstore import SQLiteAsyncDriver
 from .blob_targets import BlobTarget, DatabaseBlobs, ExternalBlobs
 from .query import AsyncDriver, Driver
 from .sqlite.driver import SQLiteDriver
+from .tenants import IMPLICIT, tenant_path
 from .urls import sqlite_path
 
 # What opening a driver gives: the driver, and the URL the store shows (a password masked).
@@ -39,26 +44,28 @@ AsyncOpened = tuple[AsyncDriver, str]
 class Backend:
     """One scheme's backend.
 
-    ``default_blobs(url)``: where large values go when ``blobs=`` is not
-    given. ``open(url, options, read_only)``: the blocking driver, refusing
-    an unknown or out-of-range option by name (``InvalidURL``) before any
-    file or connection is opened. ``open_async``: the same for asyncio.
+    ``default_blobs(url, tenant)``: where the tenant's large values go when
+    ``blobs=`` is not given. ``open(url, options, read_only)``: the blocking
+    driver of the tenant ``options["tenant"]`` names (it takes it out), and
+    the URL the store shows, refusing an unknown or out-of-range option by
+    name (``InvalidURL``) before any file or connection is opened.
+    ``open_async``: the same for asyncio.
     """
 
     scheme: str
-    default_blobs: Callable[[str], BlobTarget]
+    default_blobs: Callable[[str, str], BlobTarget]
     open: Callable[[str, dict[str, Any], bool], Opened]
     open_async: Callable[[str, dict[str, Any], bool], Awaitable[AsyncOpened]]
 
 
-def _file_blobs(url: str) -> BlobTarget:
-    # Large values go to files beside the database (the folder is made by the
-    # first large value, never on open).
-    return ExternalBlobs(FileSystemBlobStore(sqlite_path(url) + ".blobs"))
+def _file_blobs(url: str, tenant: str) -> BlobTarget:
+    # Large values go to files beside the tenant's database (the folder is made by the
+    # first large value, never on open): a tenant's file and its blobs go together.
+    return ExternalBlobs(FileSystemBlobStore(tenant_path(sqlite_path(url), tenant) + ".blobs"))
 
 
-def _in_database(url: str) -> BlobTarget:
-    return DatabaseBlobs()
+def _in_database(url: str, tenant: str) -> BlobTarget:
+    return DatabaseBlobs()  # the database keeps the tenants' rows apart (its tenant column, its file)
 
 
 _SQLITE_OPTIONS = {"busy_timeout", "trace", "wal_autocheckpoint", "group_commit"}
@@ -87,10 +94,17 @@ def _sqlite_driver(path: str | None, options: dict[str, Any], read_only: bool) -
 
 
 def _open_sqlite(url: str, options: dict[str, Any], read_only: bool) -> Opened:
-    return _sqlite_driver(sqlite_path(url), options, read_only), url
+    # A file per tenant: the implicit tenant's is the URL's own file, another's beside it
+    # (``tenant_path``), its folder made by a read-write open only (the driver's mkdir). The
+    # store still shows the URL it was opened with: ``store.url`` and ``store.tenant`` open it again.
+    options = dict(options)
+    tenant = options.pop("tenant", IMPLICIT)
+    return _sqlite_driver(tenant_path(sqlite_path(url), tenant), options, read_only), url
 
 
 def _open_memory(url: str, options: dict[str, Any], read_only: bool) -> Opened:
+    options = dict(options)
+    options.pop("tenant", None)  # every memory:// store is private: nothing to keep apart
     if read_only:
         raise StoreNotFound("memory://", "a memory:// store is new and empty on every open")
     return _sqlite_driver(None, options, read_only), url
@@ -115,6 +129,7 @@ def _open_postgres(url: str, options: dict[str, Any], read_only: bool) -> Opened
     from .postgres.config import PostgresConfig  # noqa: PLC0415
     from .postgres.driver import PostgresDriver  # noqa: PLC0415
 
+    # ``options`` holds ``tenant``: the configuration names it in every transaction.
     config = PostgresConfig.from_options(url, {**options, "read_only": read_only})
     # display_url masks the password: Store.url shows up in reprs and logs.
     return PostgresDriver.open(config), config.display_url

@@ -49,6 +49,7 @@ from .facade import Store
 from .opening import open_store
 from .query import Op, Query
 from .sqlite.copy import copy_database
+from .tenants import tenant_path
 from .urls import scheme_of, sqlite_path
 from .verifying import VerifyReport, verify_store
 
@@ -148,15 +149,16 @@ def _source(store: Store) -> tuple[str, FileSystemBlobStore | None]:
     """The database file to copy and the blob folder to hold, or why this store has no backup here."""
     check_backup_source(store.url)
     target = store.settings.blobs
+    database = tenant_path(sqlite_path(store.url), store.tenant)  # a file per tenant (tenants.py)
     if target is None or target.in_database:
-        return sqlite_path(store.url), None
+        return database, None
     external = target.store  # type: ignore[attr-defined]  # ExternalBlobs, or SealedBlobs over one
     if not isinstance(external, FileSystemBlobStore):
         raise InvalidArgument(
             f"this store's blobs are in {type(external).__name__}, not in a local folder: copy the database"
             f" with safepoint backup after copying the bucket is not consistent; see {PROCEDURE}"
         )
-    return sqlite_path(store.url), external
+    return database, external
 
 
 def _referenced_blobs() -> Op[set[str]]:

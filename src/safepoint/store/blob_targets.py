@@ -31,6 +31,18 @@ happens only when a GC struck in that window (or when a runner skipped
 ``before``); it is the one upload that can run inside the transaction.
 (SQLite's single writer makes the guard its write lock; PostgreSQL uses a
 transaction-level advisory lock.)
+
+Tenants. A blob's name is its digest, so two tenants sharing one blob store
+would share names: one could learn whether another holds a value (its put
+finds it there) and reach another's blob by digest. So a named tenant's
+external blobs live in a namespace of their own, ``tenants/<tenant>/`` under
+the blob store's root or prefix (``BlobStore.for_tenant``, which the blob
+stores safepoint ships have), and every read, write, scan and delete of the
+tenant's store goes there. The implicit tenant keeps the names it always had
+(the root itself; a scan there skips the ``tenants/`` namespace, which is no
+digest). A SQLite store's default blob folder is already the tenant's own
+(beside the tenant's file), and the database target keeps blobs in the
+tenant's rows.
 """
 
 from __future__ import annotations
@@ -42,6 +54,7 @@ from safepoint.blobs.base import BlobStore, blob_digest, decode_stored, encode_s
 from safepoint.errors import BlobNotFound, InvalidArgument
 
 from .query import Query
+from .tenants import IMPLICIT
 
 
 class BlobTarget(Protocol):
@@ -79,8 +92,11 @@ class ExternalBlobs:
 
     in_database = False
 
-    def __init__(self, store: BlobStore) -> None:
+    def __init__(self, store: BlobStore, *, parent: BlobStore | None = None) -> None:
         self.store = store
+        # The blob store ``store`` is a tenant's view of, when this target opened it (from a
+        # URL) and so closes it too; a blob store the caller gave stays the caller's.
+        self.parent = parent
 
     digest_of = staticmethod(blob_digest)
 
@@ -110,6 +126,8 @@ class ExternalBlobs:
 
     def close(self) -> None:
         self.store.close()
+        if self.parent is not None:
+            self.parent.close()
 
 
 class DatabaseBlobs:
@@ -151,12 +169,18 @@ class DatabaseBlobs:
         pass
 
 
-def blob_target(option: Any, default: BlobTarget | None, compress: bool) -> BlobTarget | None:
-    """The blob target ``open_store(..., blobs=…)`` asks for.
+def blob_target(
+    option: Any, default: BlobTarget | None, compress: bool, *, tenant: str = IMPLICIT
+) -> BlobTarget | None:
+    """The blob target ``open_store(..., blobs=…)`` asks for, for ``tenant``.
 
-    ``None``: the backend's default; ``False``: never offload; ``"database"``:
-    the store's own table; a ``BlobStore``; or a blob store URL
-    (``file:///…``, ``s3://bucket/prefix?…``, ``memory://``).
+    ``None``: the backend's default (the backend made it for the tenant);
+    ``False``: never offload; ``"database"``: the store's own table; a
+    ``BlobStore``; or a blob store URL (``file:///…``, ``s3://bucket/prefix?…``,
+    ``memory://``). A blob store, given or opened from a URL, is seen through
+    a named tenant's namespace in it (the module docstring): one without
+    ``for_tenant`` is refused (``InvalidArgument``), since its names would be
+    shared with every other tenant's.
     """
     if option is None:
         return default
@@ -167,11 +191,27 @@ def blob_target(option: Any, default: BlobTarget | None, compress: bool) -> Blob
     if isinstance(option, str):
         from safepoint.blobs import open_blob_store  # noqa: PLC0415
 
-        return ExternalBlobs(
-            open_blob_store(option, compress=compress) if compress else open_blob_store(option)
-        )
+        opened = open_blob_store(option, compress=compress) if compress else open_blob_store(option)
+        if tenant == IMPLICIT:
+            return ExternalBlobs(opened)
+        return ExternalBlobs(_tenant_view(opened, tenant), parent=opened)
     if isinstance(option, BlobStore):
-        return ExternalBlobs(option)
+        return ExternalBlobs(option if tenant == IMPLICIT else _tenant_view(option, tenant))
     raise InvalidArgument(
         f"blobs must be a BlobStore, a blob store URL, 'database' or False, not {type(option).__name__}"
     )
+
+
+def _tenant_view(store: BlobStore, tenant: str) -> BlobStore:
+    """``store`` as ``tenant`` sees it: its ``for_tenant`` namespace, or ``InvalidArgument``."""
+    for_tenant = getattr(store, "for_tenant", None)
+    if not callable(for_tenant):
+        raise InvalidArgument(
+            f"blobs is a {type(store).__name__} without for_tenant(name): a named tenant's blobs need"
+            " a namespace of their own in a shared blob store (give it a for_tenant method that"
+            " returns one, as the bundled blob stores have)"
+        )
+    view = for_tenant(tenant)
+    if not isinstance(view, BlobStore):
+        raise InvalidArgument(f"{type(store).__name__}.for_tenant() must return a BlobStore")
+    return view

@@ -22,6 +22,7 @@ from .methods import StoreMethods
 from .query import AsyncDriver, Driver
 from .redacting import Redacted, Redaction, redact_flow
 from .settings import StoreSettings
+from .tenants import IMPLICIT
 
 T = TypeVar("T")
 D = TypeVar("D", Driver, AsyncDriver)
@@ -32,9 +33,14 @@ class StoreFace(StoreMethods, Generic[D]):
 
     _driver: D
 
-    def __init__(self, driver: D, *, url: str, settings: StoreSettings | None = None) -> None:
+    def __init__(
+        self, driver: D, *, url: str, settings: StoreSettings | None = None, tenant: str = IMPLICIT
+    ) -> None:
         self._driver = driver
         self.url = url
+        # Whose runs this handle sees (``open_store(url, tenant=…)``; ``tenants.py``): the
+        # driver and the blob target were opened for it, so no call takes it again.
+        self.tenant = tenant
         self.settings = settings if settings is not None else StoreSettings()
         # Spans and metrics (``safepoint.observe``); ``open_store(observer=…)`` sets it.
         self.observer: Observer = NO_OBSERVER
@@ -73,7 +79,8 @@ class StoreFace(StoreMethods, Generic[D]):
         )
 
     def __repr__(self) -> str:
-        return f"<safepoint.{type(self).__name__} {self.url}>"
+        tenant = "" if self.tenant == IMPLICIT else f" tenant={self.tenant}"
+        return f"<safepoint.{type(self).__name__} {self.url}{tenant}>"
 
 
 class Store(StoreFace[Driver], Blocking):
@@ -81,6 +88,8 @@ class Store(StoreFace[Driver], Blocking):
 
     Thread-safe; one ``Store`` per process is the usual pattern, and any
     number of processes may open the same SQLite file or PostgreSQL database.
+    ``tenant`` names whose runs it sees (``open_store(url, tenant=…)``;
+    ``"default"``, the implicit tenant, when none was given).
     """
 
     def __enter__(self) -> Store:

@@ -24,6 +24,7 @@ from .backends import BACKENDS
 from .encryption import keyring_option, open_encryption
 from .facade import Store
 from .settings import StoreSettings
+from .tenants import tenant_option
 from .urls import scheme_of
 
 DEFAULT_URL = "sqlite:///.safepoint/state.db"
@@ -110,6 +111,34 @@ def open_store(url: str = DEFAULT_URL, **options: Any) -> Store:
     ``open_store`` never reads the environment: build the keyring with
     ``Keyring.from_env(NAME)``, ``from_file`` or ``from_callable``.
 
+    ``tenant`` (every backend; default: the implicit tenant, ``"default"``)
+    is whose runs the handle sees: it reads, writes, lists, claims, forks,
+    collects, redacts, backs up and verifies only that tenant's runs, blobs
+    and journal. ``store.tenant`` names it; ``store.url`` stays the URL
+    given, so the two open the same handle again. A name is 1 to 63
+    lowercase letters, digits, ``-`` or ``_``, starting with a letter or
+    digit (anything else raises ``InvalidURL``). Without it — or with
+    ``tenant="default"``, the same thing — a handle is the store as it was
+    before tenants: an existing store opens unchanged. Run ids are unique
+    per tenant, and blob names are namespaced per tenant: one tenant cannot
+    tell whether another holds a run id or a blob.
+
+    - SQLite: a file per tenant, ``<file>.tenants/<tenant>.db`` beside the
+      store's file (the implicit tenant's is the file itself), with its blob
+      folder beside it. One SQLite file has no roles to enforce isolation
+      with, so the file is the boundary: nothing is shared, and the
+      operating system's permissions can keep one tenant's file from
+      another's process. A read-write open makes the ``.tenants`` folder; a
+      read-only open of a tenant that has no file raises ``StoreNotFound``.
+    - PostgreSQL: the tenants share the schema, kept apart by row-level
+      security (docs/tenants.md).
+    - ``memory://`` takes the option (each memory store is private anyway).
+
+    With ``blobs=`` naming a blob store, a named tenant's blobs go under
+    ``tenants/<tenant>/`` in it (the blob store's ``for_tenant``, which the
+    bundled ones have; a ``BlobStore`` of your own without it is refused with
+    ``InvalidArgument``); the implicit tenant's stay where they always were.
+
     Unknown schemes or options raise ``InvalidURL``; a near miss
     (``sqlite:/x.db``, ``postgres:/db``, a bare ``file.db``) says the right form.
     """
@@ -124,10 +153,12 @@ def _opening(url: object, given: dict[str, Any], face: Any) -> Flow[Any]:
     backend = BACKENDS[scheme_of(url)]
     assert isinstance(url, str)  # scheme_of refused anything else
     options = dict(given)
+    tenant = tenant_option(options)
     read_only = _read_only(options)
     observer = _observer(options)
     keyring = keyring_option(options)
-    settings = StoreSettings.from_options(options, backend.default_blobs(url))
+    settings = StoreSettings.from_options(options, backend.default_blobs(url, tenant), tenant=tenant)
+    options["tenant"] = tenant  # checked: the opener takes it out (the module docstring)
     opener = backend.open if face is Store else backend.open_async  # the backend's own, by flavour
     driver, shown = yield Invoke(opener, (url, options, read_only))
     driver.on_query = query_hook(observer)  # the drivers' statement-level tracing, if it has one
@@ -142,7 +173,7 @@ def _opening(url: object, given: dict[str, Any], face: Any) -> Flow[Any]:
         except BaseException:
             yield Invoke(driver.close)
             raise
-    store = face(driver, url=shown, settings=settings)
+    store = face(driver, url=shown, settings=settings, tenant=tenant)
     store.observer = observer
     return store
 

@@ -38,6 +38,7 @@ from .prepare import PreparedSave, guarded, prepare_save
 from .remembered import RunMemory
 from .sealed_blobs import SealedBlobs
 from .sealer import Sealer
+from .tenants import IMPLICIT
 from .verified import VerifiedRows
 
 if TYPE_CHECKING:
@@ -107,15 +108,21 @@ class StoreSettings:
         return self.replace(sealer=sealer, blobs=blobs)
 
     @classmethod
-    def from_options(cls, options: dict[str, Any], default_blobs: BlobTarget | None = None) -> StoreSettings:
+    def from_options(
+        cls, options: dict[str, Any], default_blobs: BlobTarget | None = None, *, tenant: str = IMPLICIT
+    ) -> StoreSettings:
         """Take the settings's options out of ``open_store``'s keyword arguments.
 
-        ``default_blobs`` is the backend's blob target when ``blobs`` is not given.
+        ``default_blobs`` is the backend's blob target for ``tenant`` when ``blobs``
+        is not given; a blob store given as ``blobs`` is seen through ``tenant``'s
+        namespace in it (``blob_targets.blob_target``).
         """
         migrations = options.pop("migrations", None)
         schema_version = options.pop("schema_version", None)
         retention = options.pop("retention", None)
-        blobs = blob_target(options.pop("blobs", None), default_blobs, options.pop("blob_compress", False))
+        blobs = blob_target(
+            options.pop("blobs", None), default_blobs, options.pop("blob_compress", False), tenant=tenant
+        )
         blob_policy = BlobPolicy(
             threshold=options.pop("blob_threshold", DEFAULT_THRESHOLD), rules=options.pop("blob_rules", {})
         )

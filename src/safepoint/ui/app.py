@@ -24,6 +24,7 @@ from starlette.templating import Jinja2Templates
 
 from safepoint.errors import InvalidArgument, NotFound, SafepointError, StoreUnavailable
 from safepoint.store import Store
+from safepoint.store.admin import IMPLICIT_TENANT
 
 from . import actions, pages
 from .cost import cost_page
@@ -71,7 +72,9 @@ class Inspector:
         # Autoescaping on for every template, whatever its name: stored text is always text.
         env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True)
         self.templates = Jinja2Templates(env=env)
-        self.templates.env.globals.update(run_path=run_path, allow_actions=allow_actions)
+        # The header names the tenant a tenant-scoped inspector shows (none for the implicit one).
+        tenant = None if store.tenant == IMPLICIT_TENANT else store.tenant
+        self.templates.env.globals.update(run_path=run_path, allow_actions=allow_actions, tenant=tenant)
         self.templates.env.globals["fork_offer"] = actions.fork_offer
         self.verifier = StoreVerifier(store)
 

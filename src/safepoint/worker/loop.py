@@ -13,7 +13,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from types import FrameType
 from typing import Any
@@ -28,6 +28,7 @@ from safepoint.store import Store
 from safepoint.visible import ID_LEN, VisibleTracebacks, visible
 
 from .attempts import GIVE_BACK, AttemptPolicy, Release, fault, finished, held, quarantined, recorded_error
+from .fair import FairClaims
 from .job import Handler, Job
 
 log = logging.getLogger("safepoint.worker")
@@ -47,6 +48,13 @@ class Worker:
     attempt, pass between them. A store that takes no writes (``StoreReadOnly``:
     a hot standby, a read-only open) is no outage: ``run`` raises it from the
     claim rather than wait for a standby that will not turn writable.
+
+    ``tenants`` (names, or names and integer weights): serve those tenants of
+    ``store``, claiming from each in turn (``FairClaims``: a smooth weighted
+    round robin over the tenants with claimable runs), each run worked on
+    through its tenant's handle; ``tenant_limit`` caps the runs of one tenant
+    leased at once, across workers. Without ``tenants`` the worker serves
+    ``store``'s own tenant.
     """
 
     def __init__(
@@ -61,6 +69,8 @@ class Worker:
         retry_for: float = 60.0,
         max_attempts: int = 5,
         backoff: float = 1.0,
+        tenants: Mapping[str, int] | Iterable[str] | None = None,
+        tenant_limit: int | None = None,
     ) -> None:
         if type(max_attempts) is not int or max_attempts < 1:
             raise InvalidArgument("max_attempts must be an int of at least 1")
@@ -73,6 +83,8 @@ class Worker:
         self.retry = RetryPolicy(deadline=retry_for)
         self.max_attempts = max_attempts
         self.backoff = backoff
+        self.tenant_limit = tenant_limit
+        self.fair = None if tenants is None else FairClaims(store, tenants, tenant_limit=tenant_limit)
         self._stop = threading.Event()
         self._next_gauge = 0.0  # time.monotonic() of the next queue-depth reading
 
@@ -101,22 +113,27 @@ class Worker:
         handled = 0
         while not self._stop.is_set() and (max_runs is None or handled < max_runs):
             try:
-                lease = self._call(
-                    "claim", lambda: self.store.claim(self.worker_id, lease=self.lease_seconds)
-                )
-                wait = None if lease is not None else self._idle_wait(stop_when_idle)
+                claimed = self._call("claim", self._claim)
+                wait = None if claimed is not None else self._idle_wait(stop_when_idle)
             except StoreUnavailable:
                 self._stop.wait(self.poll)  # outlasted the retries; the store may come back
                 continue
             self._gauge_queue()
-            if lease is not None:
-                self._handle(lease)
+            if claimed is not None:
+                self._handle(*claimed)
                 handled += 1
             elif wait is None:
                 break
             else:
                 self._stop.wait(wait)
         return handled
+
+    def _claim(self) -> tuple[Store, Lease] | None:
+        """A run to work on and the handle of its tenant: the store's own, or the fair queue's turn."""
+        if self.fair is not None:
+            return self.fair.claim(self.worker_id, lease=self.lease_seconds)
+        lease = self.store.claim(self.worker_id, lease=self.lease_seconds, tenant_limit=self.tenant_limit)
+        return None if lease is None else (self.store, lease)
 
     def _gauge_queue(self) -> None:
         """``safepoint.queue.depth`` and ``safepoint.queue.too_new`` (queued runs newer than this
@@ -135,6 +152,8 @@ class Worker:
         """How long to sleep before claiming again; None to stop."""
         if not stop_when_idle:
             return self.poll
+        if self.fair is not None:  # every tenant was looked at just now and none had a run
+            return None
         # Runs newer than this worker are not waited for: its claims leave them alone.
         until: timedelta | None = self._call("drain", self.store.claimable_in)
         if until is None or until > timedelta(seconds=self.lease_seconds):
@@ -145,22 +164,22 @@ class Worker:
 
     # -- one run ------------------------------------------------------------------
 
-    def _handle(self, lease: Lease) -> None:
+    def _handle(self, store: Store, lease: Lease) -> None:
         try:
-            self._work(lease)
+            self._work(store, lease)
         except Exception as exc:  # a last resort: nothing about one run ends the worker
             log.error("run %s: worker error %s", _shown(lease.run_id), self._describe(exc))
 
-    def _work(self, lease: Lease) -> None:
+    def _work(self, store: Store, lease: Lease) -> None:
         expiry = _deadline(lease)
         try:
-            checkpoint = self._call("load", lambda: self.store.load(lease.run_id), deadline=expiry)
+            checkpoint = self._call("load", lambda: store.load(lease.run_id), deadline=expiry)
         except LeaseLost:
             raise
         except Exception as exc:  # unloadable: corrupt, newer code's, a key it lacks, an outage …
-            self._not_done(lease, exc)
+            self._not_done(store, lease, exc)
             return
-        job = Job(self.store, lease, checkpoint, self._stop, retry=self.retry)
+        job = Job(store, lease, checkpoint, self._stop, retry=self.retry)
         done = threading.Event()
         beater = threading.Thread(target=self._beat, args=(job, done), daemon=True)
         beater.start()
@@ -182,35 +201,35 @@ class Worker:
             # fenced save or heartbeat): not counted again here.
             log.warning("lost the lease on run %s; leaving it to its new owner", _shown(lease.run_id))
         elif failure is not None:
-            self._not_done(job.lease, failure)
+            self._not_done(store, job.lease, failure)
         elif outcome is None:
-            self._release(job.lease, GIVE_BACK)
+            self._release(store, job.lease, GIVE_BACK)
         else:
-            self._release(job.lease, finished(outcome))
+            self._release(store, job.lease, finished(outcome))
 
-    def _not_done(self, lease: Lease, exc: Exception) -> None:
+    def _not_done(self, store: Store, lease: Lease, exc: Exception) -> None:
         """The run met ``exc``: released as whose fault it was says (``attempts.fault``)."""
-        sealer = self.store.settings.sealer
+        sealer = store.settings.sealer
         blame = fault(exc, lease.run_id, keys_checked=sealer is None or sealer.keys_checked)
         if blame == "store":
-            self._release(lease, GIVE_BACK)
+            self._release(store, lease, GIVE_BACK)
             return
         if blame == "attempt":
-            self._failed_attempt(lease, exc)
+            self._failed_attempt(store, lease, exc)
             return
         error, kind = self._describe(exc), {"safepoint.error": type(exc).__name__}
         if blame == "row":  # reading it again reads the same damaged bytes
             self.store.observer.add("safepoint.runs.quarantined", 1, kind)
             log.error("run %s quarantined, its stored rows damaged: %s", _shown(lease.run_id), error)
-            self._release(lease, quarantined(error))
+            self._release(store, lease, quarantined(error))
             return
         # This worker cannot read it (newer code's, sealed under a key it lacks): left to one that can.
         too_new = isinstance(exc, SchemaTooNew)
         self.store.observer.add("safepoint.runs.too_new" if too_new else "safepoint.runs.unreadable", 1, kind)
         log.warning("run %s is not readable by this worker, held back: %s", _shown(lease.run_id), error)
-        self._release(lease, held(self.lease_seconds, error))
+        self._release(store, lease, held(self.lease_seconds, error))
 
-    def _failed_attempt(self, lease: Lease, exc: Exception) -> None:
+    def _failed_attempt(self, store: Store, lease: Lease, exc: Exception) -> None:
         """Back to the queue after a backoff, or quarantined once out of attempts."""
         error = self._describe(exc)
         policy = AttemptPolicy(self.max_attempts, self.backoff)
@@ -219,13 +238,13 @@ class Worker:
             log.error("run %s quarantined after %d attempts: %s", _shown(lease.run_id), lease.attempts, error)
         else:
             log.warning("run %s attempt %d failed: %s", _shown(lease.run_id), lease.attempts, error)
-        self._release(lease, policy.failed(lease, error))
+        self._release(store, lease, policy.failed(lease, error))
 
-    def _release(self, lease: Lease, release: Release) -> None:
+    def _release(self, store: Store, lease: Lease, release: Release) -> None:
         """Give the run back; if the store stays unavailable, the lease expires instead."""
 
         def run_release() -> None:
-            self.store.release(
+            store.release(
                 lease,
                 status=release.status,
                 requeue=release.requeue,
@@ -246,7 +265,7 @@ class Worker:
             try:
                 job.lease = self._call(
                     "heartbeat",
-                    lambda: self.store.heartbeat(job.lease),
+                    lambda: job.store.heartbeat(job.lease),
                     deadline=_deadline(job.lease),
                     stop=done,
                 )

@@ -15,6 +15,8 @@ flushed to the WAL before COMMIT returns.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import os
 from collections.abc import Callable
 from functools import partial
@@ -36,6 +38,7 @@ from .statements import (
     READ_ONLY_WRITE,
     Statements,
     op_statements,
+    qualified_sql,
     raw_statements,
     transaction_settings,
 )
@@ -66,6 +69,7 @@ class PostgresEntries:
         self.settings = transaction_settings(search_path, config.tenant)
         self.qualified = qualified  # the final statements' SQL in this store's schema (qualified_sql)
         self.applied: list[int] = []  # DDL revisions this driver applied when it opened
+        self.shared = False  # a tenant's view of another driver's pool (``scoped``)
         # The observer's query hook (safepoint.observe.QueryObserver); open_store sets it.
         self.on_query: QueryHook | None = None
         # Fork safety (see store/forking.py): the process whose pool this is.
@@ -88,6 +92,20 @@ class PostgresEntries:
         driver.applied = applied
         return driver
 
+    def scoped(self, tenant: str) -> PostgresEntries:
+        """This driver for ``tenant``: the same pool, every transaction setting that tenant.
+
+        A view for a worker serving many tenants (``Store.for_tenant``): its
+        connections are this driver's, so closing the view closes nothing;
+        close this driver when done with all of them.
+        """
+        view = copy.copy(self)
+        view.config = dataclasses.replace(self.config, tenant=tenant)
+        view.settings = transaction_settings(self.search_path, tenant)
+        view.qualified = qualified_sql(self.config.schema, tenant, None)
+        view.shared = True
+        return view
+
     @entry
     def run(self, op: Op[T], *, write: bool) -> Flow[T]:
         """Drive ``op`` in one transaction; commit on return, roll back on error."""
@@ -107,7 +125,10 @@ class PostgresEntries:
 
     @entry
     def close(self) -> Flow[None]:
-        """Close every connection; later operations raise ``StoreClosed``."""
+        """Close every connection; later operations raise ``StoreClosed``. A tenant's view
+        (``scoped``) closes nothing: the connections are its parent's."""
+        if self.shared:
+            return
         if self._pid != os.getpid():  # a forked child: the parent's sockets are not ours to close
             self._discard_inherited(reopen=False)
         yield Invoke(self.pool.close)
