@@ -174,6 +174,52 @@ def test_erase_killed_at_each_step_then_rerun_by_the_cli_finishes(
         assert filled_right(store)
 
 
+def test_erase_deletes_the_tenants_namespace_in_a_shared_blob_store(
+    postgres_dsn: str, pg_schema: str, tmp_path: Path
+) -> None:
+    """Blobs in a filesystem blob store shared by the tenants (``blobs=``): a named tenant's are
+    under ``tenants/<tenant>/``, which erase deletes whole; the implicit tenant's are the root's
+    own, which erase deletes one by one, leaving the named tenants' namespaces alone."""
+    folder = tmp_path / "blobs"
+    blobs = f"file://{folder}"
+    for tenant, ring in (("default", None), ("a", A), ("b", B)):
+        extra = {"encryption": ring} if ring else {}
+        with safepoint.open_store(
+            postgres_dsn, schema=pg_schema, tenant=tenant, blob_threshold=BLOB_THRESHOLD, blobs=blobs, **extra
+        ) as store:
+            fill(store)
+    namespaces = {name.split("/")[1] for name in files_of(folder) if name.startswith("tenants/")}
+    assert namespaces == {"a", "b"}
+    rest = {name: digest for name, digest in files_of(folder).items() if not name.startswith("tenants/a/")}
+
+    report = erase_tenant(postgres_dsn, "a", schema=pg_schema, blobs=blobs)
+    assert (report.blob_objects, report.blob_rows, report.runs) == (3, 0, 3)
+    assert not (folder / "tenants" / "a").exists()
+    assert files_of(folder) == rest
+    # The implicit tenant, through the command: the root's own objects, and nothing under tenants/.
+    done = sp(
+        tmp_path,
+        "tenant",
+        "erase",
+        "default",
+        "--yes",
+        "--json",
+        "--store",
+        postgres_dsn,
+        "--schema",
+        pg_schema,
+        "--blobs",
+        blobs,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["blob_objects"] == 3
+    assert files_of(folder) == {
+        name: digest for name, digest in rest.items() if name.startswith("tenants/b/")
+    }
+    with safepoint.open_store(postgres_dsn, schema=pg_schema, tenant="b", encryption=B, blobs=blobs) as store:
+        assert filled_right(store)
+
+
 def test_the_application_role_erases_its_tenant_under_row_level_security(postgres_dsn: str) -> None:
     """As the documented application role (no superuser, no BYPASSRLS, owning nothing), erase
     deletes every row of its tenant and cannot touch another's: row-level security admits only
@@ -228,9 +274,9 @@ def files_of(folder: Path) -> dict[str, str]:
 def seed_sqlite(main: Path) -> None:
     safepoint.open_store(f"sqlite:///{main}").close()
     for tenant, ring in (("a", A), ("b", B), ("c", None)):
-        path = tenant_path(str(main), tenant)
+        extra = {"encryption": ring} if ring else {}
         with safepoint.open_store(
-            f"sqlite:///{path}", blob_threshold=BLOB_THRESHOLD, **({"encryption": ring} if ring else {})
+            f"sqlite:///{main}", tenant=tenant, blob_threshold=BLOB_THRESHOLD, **extra
         ) as store:
             fill(store)
 
@@ -246,7 +292,7 @@ def test_sqlite_erase_killed_then_rerun_removes_the_file_and_blobs_and_nothing_e
     assert killed_erase(url, "a", {}, 1) == ["data_keys"]
     assert a.exists()
     with pytest.raises(StoreNotFound):
-        safepoint.open_store(f"sqlite:///{a}", encryption=A)
+        safepoint.open_store(url, tenant="a", encryption=A)
     assert tenant_held(url, "a").data_keys == 0
     assert killed_erase(url, "a", {}, 2) == ["data_keys", "blob_folder"]
     assert a.exists()
@@ -260,7 +306,7 @@ def test_sqlite_erase_killed_then_rerun_removes_the_file_and_blobs_and_nothing_e
     # A plain tenant too; then nothing found.
     assert erase_tenant(url, "c").runs == 3
     assert not erase_tenant(url, "c").found
-    with safepoint.open_store(f"sqlite:///{tenant_path(str(main), 'b')}", encryption=B) as store:
+    with safepoint.open_store(url, tenant="b", encryption=B) as store:
         assert filled_right(store)
 
 
@@ -279,7 +325,7 @@ def test_erase_refuses_what_it_should(tmp_path: Path) -> None:
         erase_tenant("memory://", "a")
     # The keyless open of a still encrypted tenant is refused as before.
     with pytest.raises(EncryptedStore):
-        safepoint.open_store(f"sqlite:///{tenant_path(str(main), 'a')}")
+        safepoint.open_store(url, tenant="a")
     assert isinstance(erase_tenant(url, "never"), Erasure)
     assert not erase_tenant(url, "never").found
 

@@ -18,7 +18,6 @@ while every value of B opens from both.
 from __future__ import annotations
 
 import base64
-import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -179,27 +178,24 @@ def test_rekeying_and_encrypting_one_tenant_leave_the_others_byte_for_byte(
 
 def test_sqlite_tenant_files_are_keyed_apart(tmp_path: Path) -> None:
     main = tmp_path / "state.db"
-    safepoint.open_store(f"sqlite:///{main}").close()
-
-    def url(tenant: str) -> str:
-        return f"sqlite:///{tenant_path(str(main), tenant)}"
-
+    url = f"sqlite:///{main}"
     for tenant, ring in (("a", A), ("b", B)):
-        with safepoint.open_store(url(tenant), encryption=ring, blob_threshold=BLOB_THRESHOLD) as store:
+        with safepoint.open_store(
+            url, tenant=tenant, encryption=ring, blob_threshold=BLOB_THRESHOLD
+        ) as store:
             fill(store)
-    names = {
-        tenant: sorted(
-            path.name for path in Path(tenant_path(str(main), tenant) + ".blobs").rglob("*") if path.is_file()
-        )
-        for tenant in ("a", "b")
-    }
-    assert len(names["a"]) == len(names["b"]) == 3
-    assert not set(names["a"]) & set(names["b"])
+
+    def blob_names(tenant: str) -> set[str]:
+        folder = Path(tenant_path(str(main), tenant) + ".blobs")
+        return {path.name for path in folder.rglob("*") if path.is_file()}
+
+    assert len(blob_names("a")) == len(blob_names("b")) == 3
+    assert not blob_names("a") & blob_names("b")
     with pytest.raises(InvalidKey):
-        safepoint.open_store(url("a"), encryption=B)
+        safepoint.open_store(url, tenant="a", encryption=B)
     with pytest.raises(EncryptedStore):
-        safepoint.open_store(url("a"))
-    with safepoint.open_store(url("b"), encryption=B) as store:
+        safepoint.open_store(url, tenant="a")
+    with safepoint.open_store(url, tenant="b", encryption=B) as store:
         assert filled_right(store)
 
 
@@ -241,25 +237,24 @@ def test_discarding_a_tenants_keys_erases_it_from_the_live_store_and_a_pg_dump(
 
 def test_discarding_a_tenants_keys_erases_it_from_a_sqlite_backup(tmp_path: Path) -> None:
     main = tmp_path / "live" / "state.db"
-    safepoint.open_store(f"sqlite:///{main}").close()
+    url = f"sqlite:///{main}"
     backups = tmp_path / "backups"
     backups.mkdir()
     for tenant, ring in (("a", A), ("b", B)):
-        path = tenant_path(str(main), tenant)
         with safepoint.open_store(
-            f"sqlite:///{path}", encryption=ring, blob_threshold=BLOB_THRESHOLD
+            url, tenant=tenant, encryption=ring, blob_threshold=BLOB_THRESHOLD
         ) as store:
             fill(store)
-            backup_store(store, backups / f"{tenant}.db")
-    # A's keyring is discarded.
+            backup_store(store, backups / f"{tenant}.db")  # the tenant's own file, and its blobs
+    # A's keyring is discarded: the test holds B's keyring and fresh ones only.
     held = [B, FRESH, A_ID_WRONG_BYTES, B_WITH_A_ID]
-    for path in (tenant_path(str(main), "a"), str(backups / "a.db")):
+    for copy in (url, f"sqlite:///{backups / 'a.db'}"):
+        tenant = "a" if copy == url else None
         for ring in held:
             with pytest.raises(InvalidKey):
-                safepoint.open_store(f"sqlite:///{path}", encryption=ring)
+                safepoint.open_store(copy, tenant=tenant, encryption=ring)
         with pytest.raises(EncryptedStore):
-            safepoint.open_store(f"sqlite:///{path}")
-    for path in (tenant_path(str(main), "b"), str(backups / "b.db")):
-        with safepoint.open_store(f"sqlite:///{path}", encryption=B) as store:
+            safepoint.open_store(copy, tenant=tenant)
+    for copy, tenant in ((url, "b"), (f"sqlite:///{backups / 'b.db'}", None)):
+        with safepoint.open_store(copy, tenant=tenant, encryption=B) as store:
             assert filled_right(store)
-    shutil.rmtree(tmp_path / "live")

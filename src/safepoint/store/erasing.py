@@ -175,11 +175,11 @@ def _erase_postgres(
                 report.blob_rows += deleted
                 step("blob_rows", deleted)
             if blobs is not None:
-                report.blob_objects = _drop_objects(blobs, step, whole=tenant != IMPLICIT)
+                report.blob_objects = _drop_objects(blobs.store, step, whole=tenant != IMPLICIT)
             report.meta = driver.run(drop_meta(), write=True)
             step("meta", report.meta)
     finally:
-        if blobs is not None:
+        if blobs is not None and _ours(blobs_option, tenant):
             blobs.close()
     return report
 
@@ -225,9 +225,9 @@ def _erase_sqlite(
             report.runs, report.blob_rows, report.meta = before.runs, before.blobs, before.meta
             step("data_keys", report.data_keys)
         if external is not None:
-            report.blob_objects = _drop_objects(external, step, whole=True)
+            report.blob_objects = _drop_objects(external.store, step, whole=True)
     finally:
-        if external is not None:
+        if external is not None and _ours(blobs_option, tenant):
             external.close()
     folder = path + ".blobs"
     if os.path.isdir(folder):
@@ -270,25 +270,23 @@ def _sync_folder(folder: str) -> None:
 # -- external blobs ----------------------------------------------------------------------
 
 
-def _tenant_blobs(option: Any, tenant: str) -> BlobStore | None:
-    """The tenant's namespace in the blob store ``option`` names (``open_store``'s ``blobs=``),
-    or None when its blobs are not in an external store."""
+def _tenant_blobs(option: Any, tenant: str) -> ExternalBlobs | None:
+    """The tenant's namespace in the blob store ``option`` names (``open_store``'s ``blobs=``:
+    ``tenants/<tenant>/`` in it for a named tenant, its root for the implicit one, as
+    ``blob_targets.blob_target`` opens it for a store), or None when its blobs are not in an
+    external store. The caller closes it."""
     if option is None or option is False or option == "database":
         return None
-    target = blob_target(option, None, False)
+    target = blob_target(option, None, False, tenant=tenant)
     assert isinstance(target, ExternalBlobs)
-    if tenant == IMPLICIT:
-        return target.store
-    for_tenant = getattr(target.store, "for_tenant", None)
-    if not callable(for_tenant):
-        raise InvalidArgument(
-            f"blobs is a {type(target.store).__name__} without for_tenant(name): a named tenant's blobs"
-            " are in a namespace of their own, which this blob store cannot name"
-        )
-    view = for_tenant(tenant)
-    if not isinstance(view, BlobStore):
-        raise InvalidArgument(f"{type(target.store).__name__}.for_tenant() must return a BlobStore")
-    return view
+    return target
+
+
+def _ours(option: Any, tenant: str) -> bool:
+    """Whether the erase opened the blob store it used (from a URL), or a tenant's view of a
+    given one, and so closes it: a blob store the caller gave for the implicit tenant is used
+    as it is, and stays the caller's to close."""
+    return isinstance(option, str) or tenant != IMPLICIT
 
 
 def _drop_objects(blobs: BlobStore, step: EraseProgress, *, whole: bool) -> int:
