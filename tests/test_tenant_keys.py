@@ -18,6 +18,8 @@ while every value of B opens from both.
 from __future__ import annotations
 
 import base64
+import contextlib
+import sqlite3
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +32,9 @@ from psycopg import sql
 import safepoint
 from safepoint import Keyring
 from safepoint.blobs.base import blob_digest
-from safepoint.errors import EncryptedStore, InvalidKey
+from safepoint.crypto.sealing import SealBroken
+from safepoint.crypto.wrapping import unwrap_for_store
+from safepoint.errors import EncryptedStore, InvalidKey, MissingKey
 from safepoint.store.admin import ToEncrypt, backup_store, encrypt_store, key_status, rekey_store
 from safepoint.store.tenants import tenant_path
 from tenant_seed import (
@@ -235,6 +239,25 @@ def test_discarding_a_tenants_keys_erases_it_from_the_live_store_and_a_pg_dump(
             assert filled_right(store)
 
 
+def unwrapped(path: str, keyrings: list[Keyring]) -> int:
+    """How many of the data keys in the SQLite file ``path`` one of ``keyrings``' KEKs unwraps,
+    under any id the keyring holds. Without its data keys nothing sealed in the file opens."""
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        ((store_id,),) = conn.execute("SELECT value FROM safepoint_meta WHERE name = 'store_id'").fetchall()
+        rows = conn.execute("SELECT key_id, wrapped FROM safepoint_data_keys").fetchall()
+    count = 0
+    pairs = [(ring, kek_id) for ring in keyrings for kek_id in ring.ids]
+    for key_id, sealed in rows:
+        for ring, kek_id in pairs:
+            try:
+                unwrap_for_store(ring, kek_id, bytes(sealed), store_id, key_id)
+            except (InvalidKey, MissingKey, SealBroken):
+                continue
+            count += 1
+            break
+    return count
+
+
 def test_discarding_a_tenants_keys_erases_it_from_a_sqlite_backup(tmp_path: Path) -> None:
     main = tmp_path / "live" / "state.db"
     url = f"sqlite:///{main}"
@@ -246,8 +269,11 @@ def test_discarding_a_tenants_keys_erases_it_from_a_sqlite_backup(tmp_path: Path
         ) as store:
             fill(store)
             backup_store(store, backups / f"{tenant}.db")  # the tenant's own file, and its blobs
+    files_a = [tenant_path(str(main), "a"), str(backups / "a.db")]
+    assert all(unwrapped(path, [A]) == 1 for path in files_a)  # the copies hold A's data key
     # A's keyring is discarded: the test holds B's keyring and fresh ones only.
     held = [B, FRESH, A_ID_WRONG_BYTES, B_WITH_A_ID]
+    assert all(unwrapped(path, held) == 0 for path in files_a)  # no held KEK unwraps it
     for copy in (url, f"sqlite:///{backups / 'a.db'}"):
         tenant = "a" if copy == url else None
         for ring in held:
