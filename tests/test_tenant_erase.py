@@ -15,11 +15,13 @@ then the real ``safepoint tenant erase`` finishes it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 import uuid
@@ -289,8 +291,14 @@ def test_sqlite_erase_killed_then_rerun_removes_the_file_and_blobs_and_nothing_e
     others = {name: digest for name, digest in files_of(tmp_path).items() if "/a.db" not in name}
     assert any(name.startswith("state.db.tenants/b.db.blobs/") for name in others)
 
+    with contextlib.closing(sqlite3.connect(a)) as conn:
+        ((wrapped,),) = conn.execute("SELECT wrapped FROM safepoint_data_keys").fetchall()
+    assert bytes(wrapped) in a.read_bytes()
     assert killed_erase(url, "a", {}, 1) == ["data_keys"]
     assert a.exists()
+    # Gone from the file's pages and its WAL (secure_delete, the WAL truncated), not only unlinked.
+    for leftover in (a, a.with_name(a.name + "-wal")):
+        assert not leftover.exists() or bytes(wrapped) not in leftover.read_bytes()
     with pytest.raises(StoreNotFound):
         safepoint.open_store(url, tenant="a", encryption=A)
     assert tenant_held(url, "a").data_keys == 0
