@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from safepoint.blobs.base import BlobStore
-from safepoint.errors import InvalidArgument, StoreError
+from safepoint.errors import InvalidArgument, StoreError, StoreNotFound
 
 from .blob_targets import ExternalBlobs, blob_target
 from .ops.erasing import Held, drop_blob_rows, drop_meta, drop_runs, held, mark_and_drop_keys
@@ -210,8 +210,6 @@ def _erase_sqlite(
             " is meant)"
         )
     if not os.path.exists(store_path):
-        from safepoint.errors import StoreNotFound  # noqa: PLC0415
-
         raise StoreNotFound(f"sqlite:///{store_path}", "no such file")
     report = Erasure(tenant, files=[])
     assert report.files is not None
