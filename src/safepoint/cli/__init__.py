@@ -31,6 +31,7 @@ from safepoint.cli import (
     redact,
     runs,
     stats,
+    tenants,
     ui,
     verify,
     watch,
@@ -119,6 +120,7 @@ for _command in (
     keys.encrypt,
     keys.rekey,
     redact.redact,
+    tenants.tenant,
     ui.ui,
     demo.demo,
 ):

@@ -25,6 +25,8 @@ These walk or rewrite every run, a transaction at a time, through the public
 
 - ``encrypt_store``, ``rekey_store`` and ``key_status`` (``safepoint encrypt``,
   ``safepoint rekey``) are encryption at rest's: ``store/keys.py``.
+- ``erase_tenant`` and ``tenant_held`` (``safepoint tenant erase``): a tenant
+  deleted with everything it holds, its data keys first (``store/erasing.py``).
 
 ``scheme_of`` and ``split_schema`` read a store URL the way ``open_store``
 does; ``IMPLICIT_TENANT`` is the tenant of a handle opened without ``tenant=``
@@ -42,6 +44,7 @@ from safepoint.errors import CorruptCheckpoint, InvalidArgument, NotFound, Safep
 from safepoint.records import Retention, RunInfo
 
 from .backup import BackupReport, backup_store, check_backup_source
+from .erasing import Erasure, erase_tenant, tenant_held
 from .facade import Store
 from .keys import KeyStatus, Resealing, ToEncrypt, encrypt_store, key_status, rekey_store
 from .keys import Progress as KeyProgress
@@ -55,6 +58,7 @@ from .verifying import VerifyReport, verify_store
 __all__ = [
     "IMPLICIT_TENANT",
     "BackupReport",
+    "Erasure",
     "FileSpace",
     "KeyProgress",
     "KeyStatus",
@@ -67,6 +71,7 @@ __all__ = [
     "backup_store",
     "check_backup_source",
     "encrypt_store",
+    "erase_tenant",
     "key_status",
     "migrate_store",
     "prune_store",
@@ -74,6 +79,7 @@ __all__ = [
     "rekey_store",
     "scheme_of",
     "split_schema",
+    "tenant_held",
     "verify_store",
 ]
 

@@ -14,6 +14,10 @@ Every seam fails closed here, before anything is written:
 * an open without a keyring of a store that has an id (encrypted, or being
   converted by ``safepoint encrypt``) is ``EncryptedStore`` — one read of
   ``safepoint_meta``, so a process missing its keys never writes plaintext;
+* a tenant ``safepoint tenant erase`` is erasing (its meta holds the mark,
+  ``ops/erasing.ERASING``) is ``StoreNotFound`` for every open, keyless or
+  not: its data keys may be gone already, and an open with its keyring would
+  make it a new one and write beside what the erase deletes;
 * a keyring key that does not open a data key wrapped under its id is
   ``InvalidKey`` naming both ids (``wrapping.unwrap_for_store``): each data key whose
   keyring key is in memory is unwrapped at open to find out;
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import hmac
 import secrets
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,8 +41,16 @@ from safepoint.crypto.keyed import CHECKPOINT_DIGEST, INDEX_CHECK, keyed_digest
 from safepoint.crypto.keyring import INDEX_ID
 from safepoint.crypto.sealing import Place, SealBroken, is_sealed, parts
 from safepoint.crypto.wrapping import unwrap_for_store
-from safepoint.errors import EncryptedStore, InvalidArgument, InvalidKey, MissingKey, NotEncrypted
+from safepoint.errors import (
+    EncryptedStore,
+    InvalidArgument,
+    InvalidKey,
+    MissingKey,
+    NotEncrypted,
+    StoreNotFound,
+)
 
+from .ops.erasing import ERASING
 from .query import Op, Query
 from .sealer import Sealer
 
@@ -83,7 +96,9 @@ def open_encryption(option: Any, *, writable: bool, now: int) -> Op[Sealer | Non
     """What ``open_store`` does for its ``encryption=`` option (``keyring_option``): the store's
     ``Sealer``, or None for a plain store; ``EncryptedStore`` for a keyless open of one with an id."""
     if option is None:
-        if STORE_ID in {row.name for row in (yield Query("store_meta"))}:
+        names = {row.name for row in (yield Query("store_meta"))}
+        _refuse_erasing(names)
+        if STORE_ID in names:
             raise EncryptedStore("it")
         return None
     if isinstance(option, ToEncrypt):
@@ -99,6 +114,7 @@ def open_sealer(keyring: Any, *, writable: bool, now: int, converting: bool = Fa
     from safepoint.crypto.wrapping import wrap  # noqa: PLC0415
 
     meta = {row.name: row.value for row in (yield Query("store_meta"))}
+    _refuse_erasing(meta)
     store_id = meta.get(STORE_ID)
     if converting and store_id is not None and meta.get(STATE) != "converting":
         raise InvalidArgument("the store is encrypted already: safepoint rekey moves it to a new key")
@@ -140,6 +156,14 @@ def open_sealer(keyring: Any, *, writable: bool, now: int, converting: bool = Fa
     else:
         raise NotEncrypted("the store has no data keys yet: open it read-write with its keyring once")
     return Sealer(keyring, store_id, wrapped, writing_id, converting=converting, keys_checked=checked)
+
+
+def _refuse_erasing(names: Collection[str]) -> None:
+    """``StoreNotFound`` for a tenant ``safepoint tenant erase`` is erasing (store/erasing.py): its
+    data keys may be gone already, and an open would make it a new one and write beside what the
+    erase deletes. Nothing was read or written; the erase, run again, finishes."""
+    if ERASING in names:
+        raise StoreNotFound("this tenant", "it is being erased (safepoint tenant erase): run the erase again")
 
 
 def index_check(index_key: bytes, store_id: str) -> str:

@@ -1032,3 +1032,37 @@ ORDER BY run_ref, step;
 SELECT run_ref, key, step, result, blobs::text FROM safepoint_calls
 WHERE tenant = current_setting('safepoint.tenant') AND run_ref IN (SELECT jsonb_array_elements_text(%(run_refs)s::jsonb)::bigint)
 ORDER BY run_ref, key;
+
+-- name: tenant_held
+-- params: none
+-- returns: runs, checkpoints, blobs, meta, data_keys, calls, redactions
+-- What the tenant holds, per table (safepoint tenant erase).
+SELECT (SELECT count(*) FROM safepoint_runs WHERE tenant = current_setting('safepoint.tenant')),
+       (SELECT count(*) FROM safepoint_checkpoints WHERE tenant = current_setting('safepoint.tenant')),
+       (SELECT count(*) FROM safepoint_blobs WHERE tenant = current_setting('safepoint.tenant')),
+       (SELECT count(*) FROM safepoint_meta WHERE tenant = current_setting('safepoint.tenant')),
+       (SELECT count(*) FROM safepoint_data_keys WHERE tenant = current_setting('safepoint.tenant')),
+       (SELECT count(*) FROM safepoint_calls WHERE tenant = current_setting('safepoint.tenant')),
+       (SELECT count(*) FROM safepoint_redactions WHERE tenant = current_setting('safepoint.tenant'));
+
+-- name: erase_data_keys
+-- params: none
+-- returns: key_id
+-- The tenant's data keys deleted: the first step of an erase (crypto-erasure).
+DELETE FROM safepoint_data_keys WHERE tenant = current_setting('safepoint.tenant') RETURNING key_id;
+
+-- name: erase_blobs
+-- params: limit
+-- returns: digest
+-- A page of the tenant's database blob rows deleted.
+DELETE FROM safepoint_blobs
+WHERE tenant = current_setting('safepoint.tenant')
+  AND digest IN (SELECT digest FROM safepoint_blobs WHERE tenant = current_setting('safepoint.tenant')
+                 ORDER BY digest LIMIT %(limit)s::bigint)
+RETURNING digest;
+
+-- name: erase_meta
+-- params: none
+-- returns: name
+-- The tenant's meta rows deleted: the last step of an erase.
+DELETE FROM safepoint_meta WHERE tenant = current_setting('safepoint.tenant') RETURNING name;

@@ -1087,3 +1087,32 @@ ORDER BY c.id;
 SELECT run_ref, key, step, result, blobs FROM safepoint_calls
 WHERE run_ref IN (SELECT value FROM json_each(:run_refs))
 ORDER BY run_ref, key;
+
+-- name: tenant_held
+-- params: none
+-- returns: runs, checkpoints, blobs, meta, data_keys, calls, redactions
+-- What the tenant holds, per table (safepoint tenant erase; a SQLite file is one tenant's).
+SELECT (SELECT count(*) FROM safepoint_runs), (SELECT count(*) FROM safepoint_checkpoints),
+       (SELECT count(*) FROM safepoint_blobs), (SELECT count(*) FROM safepoint_meta),
+       (SELECT count(*) FROM safepoint_data_keys), (SELECT count(*) FROM safepoint_calls),
+       (SELECT count(*) FROM safepoint_redactions);
+
+-- name: erase_data_keys
+-- params: none
+-- returns: key_id
+-- The tenant's data keys deleted: the first step of an erase (crypto-erasure).
+DELETE FROM safepoint_data_keys RETURNING key_id;
+
+-- name: erase_blobs
+-- params: limit
+-- returns: digest
+-- A page of the tenant's database blob rows deleted.
+DELETE FROM safepoint_blobs
+WHERE digest IN (SELECT digest FROM safepoint_blobs ORDER BY digest LIMIT :limit)
+RETURNING digest;
+
+-- name: erase_meta
+-- params: none
+-- returns: name
+-- The tenant's meta rows deleted: the last step of an erase.
+DELETE FROM safepoint_meta RETURNING name;

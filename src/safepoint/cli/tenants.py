@@ -1,0 +1,96 @@
+"""``safepoint tenant``: a store's tenants as a whole — ``tenant erase NAME`` deletes one.
+
+``erase`` is ``safepoint.store.admin.erase_tenant`` (``store/erasing.py``): the
+tenant's data keys first (on an encrypted tenant nothing of it opens from
+then on), then its runs, blobs and meta; on SQLite its file and blob folder.
+Killed, run it again to finish. It opens nothing sealed, so it needs no
+keyring: ``--key-file`` is accepted (every store command takes it) and unused.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import click
+
+from safepoint.cli.output import emit, handle_errors, say, store_options
+from safepoint.errors import InvalidArgument
+from safepoint.store.admin import Erasure, erase_tenant, scheme_of, split_schema, tenant_held
+from safepoint.visible import visible
+
+# Where store_options leaves --schema, --blobs and --tenant on the click context (cli/stores.py).
+_SCHEMA, _BLOBS, _TENANT = "safepoint.schema", "safepoint.blobs", "safepoint.tenant"
+TENANT_ENV = "SAFEPOINT_TENANT"
+
+
+@click.group()
+def tenant() -> None:
+    """A store's tenants: erase one with everything it holds."""
+
+
+@tenant.command()
+@store_options
+@click.argument("name")
+@click.option("--yes", is_flag=True, help="Erase without asking.")
+@handle_errors
+def erase(*, store_url: str, as_json: bool, name: str, yes: bool) -> None:
+    """Erase the tenant NAME: its data keys first, then its runs, blobs and meta.
+
+    On an encrypted tenant nothing of it opens once its data keys are gone
+    (the first step); destroy its keyring too, and no backup taken before
+    opens either. Resumable: killed, run it again. Asks first unless --yes.
+    On SQLite the tenant's file and blob folder are removed; the implicit
+    tenant (default) is the store's own file and is refused there.
+    """
+    options = _store_options(store_url)
+    # The tenant other commands work on (--tenant, SAFEPOINT_TENANT) must not be another one:
+    # an erase of NAME run in a shell set up for another tenant is more likely a slip than meant.
+    current = click.get_current_context().meta.get(_TENANT) or os.environ.get(TENANT_ENV) or None
+    if current is not None and current != name:
+        raise click.UsageError(
+            f"--tenant or {TENANT_ENV} names another tenant than the one to erase: give one, or the same"
+        )
+    if not yes:
+        if not sys.stdin.isatty():
+            raise click.UsageError("not erasing without a confirmation: pass --yes")
+        held = tenant_held(store_url, name, **options)
+        click.confirm(
+            f"Erase tenant {visible(name)} for good: {held.runs} runs, {held.checkpoints} checkpoints,"
+            f" {held.blobs} blob rows, {held.data_keys} data keys?",
+            abort=True,
+            err=True,
+        )
+    report = erase_tenant(store_url, name, **options)
+    emit(report.as_json(), as_json, lambda: _render(report))
+
+
+def _render(report: Erasure) -> None:
+    name = visible(report.tenant)
+    if not report.found:
+        say(f"tenant {name} holds nothing: erased already, or never used")
+        return
+    keys = f"{report.data_keys} data keys (its sealed values open nowhere now), " if report.encrypted else ""
+    objects = f", {report.blob_objects} blob objects" if report.blob_objects else ""
+    files = f"; removed {len(report.files)} files and folders" if report.files else ""
+    say(f"erased tenant {name}: {keys}{report.runs} runs, {report.blob_rows} blob rows{objects}{files}")
+
+
+def _store_options(store_url: str) -> dict[str, Any]:
+    """``--schema`` (else ``?schema=``, else ``SAFEPOINT_SCHEMA``) and ``--blobs`` (else
+    ``SAFEPOINT_BLOBS``), as ``open_store_at`` reads them for the commands that open a store."""
+    meta = click.get_current_context().meta
+    options: dict[str, Any] = {}
+    postgres = scheme_of(store_url) == "postgresql"
+    schema = meta.get(_SCHEMA)
+    if schema is not None and not postgres:
+        raise InvalidArgument("--schema applies to PostgreSQL stores only")
+    if schema is None and postgres and split_schema(store_url)[1] is None:
+        schema = os.environ.get("SAFEPOINT_SCHEMA") or None
+    if schema is not None:
+        options["schema"] = schema
+    blobs = meta.get(_BLOBS) or os.environ.get("SAFEPOINT_BLOBS")
+    if blobs:
+        options["blobs"] = blobs
+    return options
