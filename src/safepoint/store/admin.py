@@ -30,7 +30,8 @@ These walk or rewrite every run, a transaction at a time, through the public
 
 ``scheme_of`` and ``split_schema`` read a store URL the way ``open_store``
 does; ``IMPLICIT_TENANT`` is the tenant of a handle opened without ``tenant=``
-(``tenants.py``), which the CLI and the inspector do not name. The CLI imports
+(``tenants.py``), which the CLI and the inspector do not name; ``check_tenant``
+checks a tenant name as ``open_store`` does (a worker's list of tenants). The CLI imports
 these from here and nothing else under ``safepoint.store`` except the package
 itself.
 """
@@ -52,6 +53,7 @@ from .ops.collect import FileSpace
 from .ops.leases import QueueState
 from .ops.retention import PruneResult
 from .tenants import IMPLICIT as IMPLICIT_TENANT
+from .tenants import check_tenant
 from .urls import scheme_of, split_schema
 from .verifying import VerifyReport, verify_store
 
@@ -70,6 +72,7 @@ __all__ = [
     "all_runs",
     "backup_store",
     "check_backup_source",
+    "check_tenant",
     "encrypt_store",
     "erase_tenant",
     "key_status",

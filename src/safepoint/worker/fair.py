@@ -26,7 +26,7 @@ from datetime import timedelta
 from safepoint.errors import InvalidArgument
 from safepoint.records import Lease
 from safepoint.store import Store
-from safepoint.store.tenants import check_tenant
+from safepoint.store.admin import check_tenant
 
 MAX_WEIGHT = 1000
 
