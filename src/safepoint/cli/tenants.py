@@ -1,4 +1,5 @@
-"""``safepoint tenant``: a store's tenants as a whole — ``tenant erase NAME`` deletes one.
+"""``safepoint tenant``: a store's tenants as a whole — ``tenant list`` shows them all (the
+operator view: ``store/tenant_listing.py``), ``tenant erase NAME`` deletes one.
 
 ``erase`` is ``safepoint.store.admin.erase_tenant`` (``store/erasing.py``): the
 tenant's data keys first (on an encrypted tenant nothing of it opens from
@@ -15,9 +16,16 @@ from typing import Any
 
 import click
 
-from safepoint.cli.output import emit, handle_errors, say, store_options
+from safepoint.cli.output import emit, handle_errors, open_store_at, say, store_options
 from safepoint.errors import InvalidArgument
-from safepoint.store.admin import Erasure, erase_tenant, scheme_of, split_schema, tenant_held
+from safepoint.store.admin import (
+    Erasure,
+    erase_tenant,
+    scheme_of,
+    split_schema,
+    tenant_held,
+    tenant_summaries,
+)
 from safepoint.visible import visible
 
 # Where store_options leaves --schema, --blobs and --tenant on the click context (cli/stores.py).
@@ -27,7 +35,48 @@ TENANT_ENV = "SAFEPOINT_TENANT"
 
 @click.group()
 def tenant() -> None:
-    """A store's tenants: erase one with everything it holds."""
+    """A store's tenants: list them all (an operator's role), erase one with everything it holds."""
+
+
+@tenant.command(name="list")
+@store_options
+@handle_errors
+def list_tenants(*, store_url: str, as_json: bool) -> None:
+    """Every tenant of the store, with its runs by status (read-only).
+
+    The operator view across tenants: on PostgreSQL it needs a role that
+    passes row-level security (BYPASSRLS; docs/tenants.md, "The operator
+    view"), and the application's role is refused. A tenant encrypted under
+    keys not given here is listed as sealed.
+    """
+    store = open_store_at(store_url, read_only=True)
+    try:
+        summaries = list(tenant_summaries(store))
+    finally:
+        store.close()
+    rows = [
+        {
+            "tenant": summary.tenant,
+            "sealed": summary.sealed,
+            "runs": None if summary.counts is None else dict(summary.counts.by_status),
+            "queued": None if summary.counts is None else summary.counts.queued,
+            "leased": None if summary.counts is None else summary.counts.leased,
+        }
+        for summary in summaries
+    ]
+    emit({"tenants": rows}, as_json, lambda: _render_tenants(rows))
+
+
+def _render_tenants(rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        say("no tenants: the store holds no runs")
+        return
+    for row in rows:
+        if row["sealed"]:
+            say(f"{row['tenant']}: sealed (encrypted under keys not given here)")
+            continue
+        runs = ", ".join(f"{count} {status}" for status, count in sorted(row["runs"].items())) or "no runs"
+        say(f"{row['tenant']}: {runs}; {row['queued']} queued, {row['leased']} leased")
 
 
 @tenant.command()

@@ -10,7 +10,7 @@ import click
 
 from safepoint.cli.output import handle_errors, open_existing, open_store_at, say, store_options
 from safepoint.errors import InvalidArgument, MissingExtra
-from safepoint.store.admin import IMPLICIT_TENANT
+from safepoint.store.admin import IMPLICIT_TENANT, tenants_of
 from safepoint.ui.guard import LOOPBACK
 
 
@@ -35,6 +35,11 @@ from safepoint.ui.guard import LOOPBACK
     is_flag=True,
     help="Answer, cancel and requeue from the page (opens the store for writing).",
 )
+@click.option(
+    "--all-tenants",
+    is_flag=True,
+    help="The operator's overview of every tenant (read-only; PostgreSQL: a role with BYPASSRLS).",
+)
 @handle_errors
 def ui(
     *,
@@ -45,6 +50,7 @@ def ui(
     token: str | None,
     allowed_hosts: tuple[str, ...],
     allow_actions: bool,
+    all_tenants: bool,
 ) -> None:
     """Look at your runs in a browser: runs, a run's timeline, a step's conversation, diffs, verify.
 
@@ -54,6 +60,8 @@ def ui(
     shows that tenant's runs only, and its header names the tenant.
     """
     del as_json  # the page is the output
+    if all_tenants and allow_actions:
+        raise click.UsageError("--all-tenants is a read-only overview: look at a tenant with --tenant to act")
     try:
         import uvicorn  # noqa: PLC0415
 
@@ -67,12 +75,22 @@ def ui(
     if host in ("0.0.0.0", "::"):  # every interface: this machine's own names and addresses
         allowed_hosts = (*allowed_hosts, *_own_names())
     store = open_existing(store_url) if allow_actions else open_store_at(store_url, read_only=True)
+    if all_tenants:
+        tenants_of(store)  # the role must see every tenant: refused here, before the server starts
     app = create_app(
-        store, host=host, port=port, token=token, allowed_hosts=allowed_hosts, allow_actions=allow_actions
+        store,
+        host=host,
+        port=port,
+        token=token,
+        allowed_hosts=allowed_hosts,
+        allow_actions=allow_actions,
+        all_tenants=all_tenants,
     )
     shown_host = f"[{host}]" if ":" in host else host
     address = f"http://{shown_host}:{port}/" + (f"?token={token}" if token else "")
     mode = "actions allowed" if allow_actions else "read-only"
+    if all_tenants:
+        mode = "all tenants, read-only"
     if store.tenant != IMPLICIT_TENANT:  # a checked name: nothing to escape
         mode = f"tenant {store.tenant}, {mode}"
     say(f"safepoint ui on {address} ({mode}); Ctrl-C stops it")

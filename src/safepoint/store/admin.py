@@ -31,7 +31,9 @@ These walk or rewrite every run, a transaction at a time, through the public
 ``scheme_of`` and ``split_schema`` read a store URL the way ``open_store``
 does; ``IMPLICIT_TENANT`` is the tenant of a handle opened without ``tenant=``
 (``tenants.py``), which the CLI and the inspector do not name; ``check_tenant``
-checks a tenant name as ``open_store`` does (a worker's list of tenants). The CLI imports
+checks a tenant name as ``open_store`` does (a worker's list of tenants);
+``tenants_of`` and ``tenant_summaries`` are the operator view across tenants
+(``tenant_listing.py``: a role that passes row-level security only). The CLI imports
 these from here and nothing else under ``safepoint.store`` except the package
 itself.
 """
@@ -52,6 +54,7 @@ from .keys import Progress as KeyProgress
 from .ops.collect import FileSpace
 from .ops.leases import QueueState
 from .ops.retention import PruneResult
+from .tenant_listing import TenantSummary, tenant_summaries, tenants_of
 from .tenants import IMPLICIT as IMPLICIT_TENANT
 from .tenants import check_tenant
 from .urls import scheme_of, split_schema
@@ -67,6 +70,7 @@ __all__ = [
     "MigrateReport",
     "PruneReport",
     "Resealing",
+    "TenantSummary",
     "ToEncrypt",
     "VerifyReport",
     "all_runs",
@@ -83,6 +87,8 @@ __all__ = [
     "scheme_of",
     "split_schema",
     "tenant_held",
+    "tenant_summaries",
+    "tenants_of",
     "verify_store",
 ]
 

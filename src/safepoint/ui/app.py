@@ -24,7 +24,7 @@ from starlette.templating import Jinja2Templates
 
 from safepoint.errors import InvalidArgument, NotFound, SafepointError, StoreUnavailable
 from safepoint.store import Store
-from safepoint.store.admin import IMPLICIT_TENANT
+from safepoint.store.admin import IMPLICIT_TENANT, tenant_summaries
 
 from . import actions, pages
 from .cost import cost_page
@@ -43,20 +43,31 @@ def create_app(
     token: str | None = None,
     allowed_hosts: tuple[str, ...] = (),
     allow_actions: bool = False,
+    all_tenants: bool = False,
 ) -> Guard:
-    """The inspector over ``store``, behind its guard (``guard.Guard``)."""
-    inspector = Inspector(store, allow_actions=allow_actions)
-    routes = [
-        Route("/", inspector.home),
-        Route("/run/{segment:path}", inspector.run),
-        Route("/cost", inspector.cost),
-        Route("/api/head/{segment:path}", inspector.head),
-        Route("/verify", inspector.verify_status),
-        Route("/verify", inspector.verify, methods=["POST"]),
-        Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static"),
-    ]
-    if allow_actions:
-        routes.append(Route("/act", inspector.act, methods=["POST"]))
+    """The inspector over ``store``, behind its guard (``guard.Guard``).
+
+    ``all_tenants``: the operator's overview across tenants instead (``safepoint ui
+    --all-tenants``): one read-only page of every tenant's runs by status, read through a
+    handle per tenant (``store/tenant_listing.py``: a role that passes row-level security);
+    a tenant's runs are looked at with ``safepoint ui --tenant NAME``."""
+    inspector = Inspector(store, allow_actions=allow_actions and not all_tenants)
+    static = Mount("/static", app=StaticFiles(directory=str(HERE / "static")), name="static")
+    if all_tenants:
+        inspector.templates.env.globals["all_tenants"] = True
+        routes = [Route("/", inspector.tenants), static]
+    else:
+        routes = [
+            Route("/", inspector.home),
+            Route("/run/{segment:path}", inspector.run),
+            Route("/cost", inspector.cost),
+            Route("/api/head/{segment:path}", inspector.head),
+            Route("/verify", inspector.verify_status),
+            Route("/verify", inspector.verify, methods=["POST"]),
+            static,
+        ]
+        if allow_actions:
+            routes.append(Route("/act", inspector.act, methods=["POST"]))
     guard = Guard(Starlette(routes=routes), host=host, port=port, token=token, allowed_hosts=allowed_hosts)
     inspector.guard = guard
     return guard
@@ -113,6 +124,14 @@ class Inspector:
         except Exception as exc:  # shown as a page, never as a traceback
             return self.failed(request, exc)
         return self.render(request, "runs.html", context)
+
+    def tenants(self, request: Request) -> Response:
+        """The operator's overview: every tenant, its runs by status, queued and leased."""
+        try:
+            summaries = list(tenant_summaries(self.store))
+        except Exception as exc:  # shown as a page, never as a traceback
+            return self.failed(request, exc)
+        return self.render(request, "tenants.html", {"summaries": summaries})
 
     def run(self, request: Request) -> Response:
         run_id = run_id_of(request.path_params["segment"])

@@ -1066,3 +1066,21 @@ RETURNING digest;
 -- returns: name
 -- The tenant's meta rows deleted: the last step of an erase.
 DELETE FROM safepoint_meta WHERE tenant = current_setting('safepoint.tenant') RETURNING name;
+
+-- name: tenant_names
+-- params: none
+-- returns: tenant
+-- optional: yes
+-- Every tenant the store holds rows of: the operator view (tenant_listing.py),
+-- asked only once sees_every_tenant said row-level security does not bind
+-- the role (else it would list the transaction's own tenant alone). No
+-- tenant filter, on purpose.
+SELECT tenant FROM safepoint_runs UNION SELECT tenant FROM safepoint_meta ORDER BY 1;
+
+-- name: sees_every_tenant
+-- params: none
+-- returns: sees
+-- optional: yes
+-- Whether the connected role passes row-level security (a superuser, or a
+-- role with BYPASSRLS: the operator role of docs/tenants.md).
+SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = current_user;
