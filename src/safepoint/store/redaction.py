@@ -138,15 +138,12 @@ class Redaction:
         return text
 
     def finds_in_text(self, text: str) -> bool:
-        """Whether a label's text (a run id, a label key or value) holds a finding."""
+        """Whether a label's text (a run id, a label key or value) holds a finding: its masked
+        form differs (every finding becomes a marker), remembered per text."""
         known = self._texts.get(text)
         if known is not None:
             return known
-        found_any = False
-        for scrubber in self.scrubbers:
-            found = Found("redact", "label")
-            scrubber.scrub_strings({"": text}, "label", found, values_too=True)
-            found_any = found_any or bool(found.counts)
+        found_any = self.masked(text) != text
         if len(self._texts) >= _MEMO:
             self._texts.clear()
         self._texts[text] = found_any
@@ -205,9 +202,10 @@ class ValueRedactor:
     """Redacts stored values of one store: JSON values, message bodies, labels, counter names.
 
     ``fetch`` gives blobs' contents by digest (as the load does: opened, verified); new blobs
-    a redaction makes collect in ``pending`` (to write before the rows that reference them
-    commit) and every digest the redacted values reference in ``referenced``. ``counts``
-    adds up the findings by rule; ``replaced`` maps a blob's old digest to its new one.
+    a redaction makes collect in ``sink`` (its ``pending``, written before the rows that
+    reference them commit). ``counts`` adds up the findings by rule (``total`` their sum),
+    ``places`` by rule and path (a header's report); ``scanned`` counts the bytes looked at.
+    An old blob a redacted value no longer references is left to ``drop_unreferenced``.
     """
 
     def __init__(self, redaction: Redaction, blobs: BlobTarget | None, policy: BlobPolicy) -> None:
@@ -219,7 +217,6 @@ class ValueRedactor:
         self.total = 0  # sum of counts, kept as they grow (asked after every row)
         self.places: Counter[tuple[str, str]] = Counter()  # findings by (rule, path): a header's report
         self.sink = BlobSink(blobs.digest_of) if blobs is not None else BlobSink()
-        self.replaced: dict[str, str] = {}
         self.scanned = 0  # bytes of stored values looked at, over the whole redaction (its pace)
         self._strings: dict[tuple[Any, ...], tuple[dict[str, Any] | None, Counter[tuple[str, str]]]] = {}
         self._blob_might: dict[str, bool] = {}  # digest -> might its content hold a finding
@@ -308,8 +305,6 @@ class ValueRedactor:
             return None
         if self.blobs is not None:
             value = offload(value, root, self.policy, self.sink)  # large values out again, as a save
-        for link in links:
-            self._replaced(link, value)
         return value
 
     def strings(
@@ -367,13 +362,6 @@ class ValueRedactor:
         except UnicodeDecodeError:
             return True  # bytes: walked, as a save walks every bytes value
         return self.redaction.might_match(encoded)
-
-    def _replaced(self, old: Any, value: Any) -> None:
-        """Note which blob took an old one's place (for the report; the old one goes to gc)."""
-        kept: list[Any] = find_refs(value, [])
-        if any(link.digest == old.digest for link in kept):
-            return
-        self.replaced.setdefault(old.digest, "")
 
 
 def _no_blobs(digests: list[str]) -> Mapping[str, bytes]:
