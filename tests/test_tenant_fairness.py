@@ -142,3 +142,26 @@ def test_bad_tenant_lists_are_refused(tmp_path: Path, tenants: object, error: ty
             FairClaims(store, tenants)  # type: ignore[arg-type]
     finally:
         store.close()
+
+
+def test_a_tenant_limit_holds_across_concurrent_claimers(pg_store: Store) -> None:
+    """tenant_limit=3: eight claimers at once (each its own pooled connection) take exactly 3 of
+    the tenant's 10 queued runs; another tenant is not held back; a release frees a place."""
+    _queue(pg_store, "capped", 10)
+    _queue(pg_store, "other", 2)
+    capped = pg_store.for_tenant("capped")
+    barrier = threading.Barrier(WORKERS)
+
+    def claim(n: int) -> object:
+        barrier.wait()
+        return capped.claim(f"w{n}", lease=60, tenant_limit=3)
+
+    with ThreadPoolExecutor(WORKERS) as pool:
+        leases = [lease for lease in pool.map(claim, range(WORKERS)) if lease is not None]
+    assert len(leases) == 3
+    assert pg_store.for_tenant("other").claim("w", lease=60, tenant_limit=3) is not None
+    assert capped.claim("w9", lease=60, tenant_limit=3) is None
+    capped.release(leases[0], status=Status.DONE)  # type: ignore[arg-type]
+    assert capped.claim("w9", lease=60, tenant_limit=3) is not None
+    with pytest.raises(InvalidArgument):
+        capped.claim("w", tenant_limit=0)
