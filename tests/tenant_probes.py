@@ -16,12 +16,15 @@ must read back exactly as before.
 from __future__ import annotations
 
 import copy
+import tempfile
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from redact_seed import Seeded, seed
 from safepoint import Checkpoint, NotFound, Redaction, SafepointError, Store
+from safepoint.fixtures import read_fixture_run, write_fixture
 from safepoint.store.verifying import verify_store
 
 VALUE_A = "tenant-a-only:Kv3\u00e9-pine-1187"
@@ -122,9 +125,28 @@ def probe(a: Store, b: Store, seeded_a: Seeded, seeded_b: Seeded, b_value: str) 
         if theirs != unknown:
             faults.append(f"fetch_blob of B's digest ends {theirs}, of nobody's {unknown}")
 
+    # A fixture exported from B (its blob references as stored) imported as a run of A's: A
+    # gets a run whose blob it does not have, exactly as with a digest nobody stored.
+    with tempfile.TemporaryDirectory() as folder:
+        exported = Path(folder) / "from-b.json"
+        write_fixture(b.load(seeded_b.holding[0], fetch_blobs=False), exported)
+        digest = refs_b[0]["$blob"]["sha256"]
+        forged_digest = uuid.uuid4().hex * 2
+        forged = Path(folder) / "forged.json"
+        forged.write_text(exported.read_text().replace(digest, forged_digest))
+        ends = []
+        for fixture, name in ((exported, digest), (forged, forged_digest)):
+            run_id = "imported-" + uuid.uuid4().hex[:8]
+            checkpoint, _calls = read_fixture_run(fixture, run_id)
+            a.save(checkpoint)
+            ends.append(_outcome(lambda r=run_id: a.load(r), (name, run_id)))
+            a.delete_run(run_id)  # a run whose blob is missing: not A's to keep
+        if ends[0] != ends[1] or ends[0][0] == "ok":
+            faults.append(f"a fixture naming B's blob imports as {ends[0]}, one naming nobody's as {ends[1]}")
+
     # Whole-store calls: they reach A's runs only.
     listed = {info.run_id for info in a.runs(limit=1000)}
-    if listed - set(seeded_a.run_ids) - {n for n in listed if n.startswith("probe-")}:
+    if {n for n in listed if not n.startswith(("probe-", "imported-"))} - set(seeded_a.run_ids):
         faults.append("A's listing shows runs A never made")
     for run_id in seeded_b.run_ids:
         try:

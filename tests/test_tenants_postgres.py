@@ -181,7 +181,7 @@ def _seeds(a: safepoint.Store, b: safepoint.Store) -> tuple[Any, Any]:
     from redact_seed import Seeded  # noqa: PLC0415
 
     def of(store: safepoint.Store) -> Seeded:
-        ids = sorted(info.run_id for info in store.runs(limit=1000) if not info.run_id.startswith("probe-"))
+        ids = sorted(info.run_id for info in store.runs(limit=1000) if not info.run_id.startswith(("probe-", "imported-")))
         holding = [run_id for run_id in ids if _holds_blob(store, run_id)]
         return Seeded(run_ids=ids, holding=holding or ids)
 
