@@ -9,18 +9,25 @@ drops them all at the end, failure or not (roles are cluster-wide objects).
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg import errors
+from starlette.testclient import TestClient
 
 import safepoint
 from conftest_postgres import fresh_schema, require_postgres
 from safepoint.store.postgres import statements
 from safepoint.store.postgres.roles import STORE_TABLES, TENANT_TABLES
+from safepoint.ui import create_app
+from safepoint.ui.paths import run_path
+from safepoint_exe import SAFEPOINT
 from tenant_probes import VALUE_A, VALUE_B, probe, seed_pair
 from tenant_roles import SMALL, Cluster, roles
 
@@ -181,7 +188,11 @@ def _seeds(a: safepoint.Store, b: safepoint.Store) -> tuple[Any, Any]:
     from redact_seed import Seeded  # noqa: PLC0415
 
     def of(store: safepoint.Store) -> Seeded:
-        ids = sorted(info.run_id for info in store.runs(limit=1000) if not info.run_id.startswith(("probe-", "imported-")))
+        ids = sorted(
+            info.run_id
+            for info in store.runs(limit=1000)
+            if not info.run_id.startswith(("probe-", "imported-"))
+        )
         holding = [run_id for run_id in ids if _holds_blob(store, run_id)]
         return Seeded(run_ids=ids, holding=holding or ids)
 
@@ -225,3 +236,50 @@ def test_the_probes_find_a_leak_when_there_is_one(monkeypatch: pytest.MonkeyPatc
             b.close()
     assert any(fault.startswith("load of B's run") for fault in faults)
     assert "B reads back differently after A's probes" in faults
+
+
+def test_cross_tenant_probes_through_the_cli_and_the_inspector(seeded: Cluster) -> None:
+    """As the application role with --tenant a, every command naming one of b's runs answers as
+    for a run nobody holds (exit code, stdout and stderr but for the id), and so does the
+    inspector's run page; nothing of b's changes."""
+    from test_tenants_cli import COMMANDS, masked  # noqa: PLC0415
+
+    only_b = sorted(
+        {row[0] for row in seeded.sql(seeded.app, "SELECT run_id FROM safepoint_runs", "b")}
+        - _all_ids(seeded, "a")
+    )[0]
+    before = seeded.sql(
+        seeded.operator, "SELECT tenant, run_id, head_step, status FROM safepoint_runs ORDER BY 1, 2"
+    )
+    url = seeded.url(seeded.app)
+    env = {**os.environ, "SAFEPOINT_TENANT": "a", "SAFEPOINT_SCHEMA": seeded.schema}
+    for command in COMMANDS:
+        answers = []
+        for probed in (only_b, "never-" + uuid.uuid4().hex[:8]):
+            args = [part.replace("{id}", probed) for part in command]
+            done = subprocess.run(
+                [SAFEPOINT, *args, "--store", url],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                check=False,
+            )
+            answers.append((done.returncode, masked(done.stdout, probed), masked(done.stderr, probed)))
+        assert answers[0] == answers[1], command
+        assert answers[0][0] != 0, command
+        assert "Traceback" not in answers[0][2]
+    store = seeded.open(seeded.app, "a", read_only=True)
+    try:
+        web = TestClient(create_app(store), base_url="http://127.0.0.1:8765")
+        names = (only_b, "never-" + uuid.uuid4().hex[:8])
+        pages = [web.get(run_path(name)) for name in names]
+        assert [page.status_code for page in pages] == [404, 404]
+        assert masked(pages[0].text, names[0]) == masked(pages[1].text, names[1])
+    finally:
+        store.close()
+    after = seeded.sql(
+        seeded.operator, "SELECT tenant, run_id, head_step, status FROM safepoint_runs ORDER BY 1, 2"
+    )
+    assert after == before
