@@ -30,6 +30,7 @@ from conftest_postgres import fresh_schema, raw, require_postgres
 from pgbouncer import PgBouncer, require_pgbouncer, started_pgbouncer
 from safepoint import Checkpoint, Status, Store, StoreError
 from safepoint.worker import Job
+from safepoint.worker.fair import FairClaims
 
 pytestmark = pytest.mark.timeout(120)
 # PgBouncer 1.18 (Debian 12) cannot keep prepared statements apart in transaction mode.
@@ -183,6 +184,39 @@ def test_processes_share_the_queue(bouncer: PgBouncer, schema: str) -> None:
 # Alone, after the parallel suite: in two of three full runs beside the rest of the suite a save
 # through this one-connection pool waited past the timeout (root cause not yet found; alone it
 # passes in under 2 s).
+def test_tenants_stay_apart_through_transaction_pooling(bouncer: PgBouncer, schema: str) -> None:
+    """Two tenants of one schema through PgBouncer in transaction mode: interleaved saves of one
+    run id, and each tenant's queue claimed, heartbeated and released (each call BEGIN, the
+    tenant's setting, the call and COMMIT in one flush) — each tenant sees only its own, and
+    nothing is left on the server's sessions."""
+    store = open_through(bouncer, schema, max_size=4)
+    tenants = {"a": store.for_tenant("a"), "b": store.for_tenant("b")}
+    try:
+        for step in range(3):
+            for label, handle in tenants.items():
+                cp = Checkpoint(run_id="same-id") if step == 0 else handle.load("same-id").next()
+                cp.messages.append({"role": "user", "content": f"{label} {step}"})
+                handle.save(cp)
+        for label, handle in tenants.items():
+            assert [m["content"] for m in handle.load("same-id").messages] == [
+                f"{label} {n}" for n in range(3)
+            ]
+            queue_runs(handle, 3, label)
+        fair = FairClaims(store, ["a", "b"])
+        claimed = []
+        while (taken := fair.claim("w", lease=60)) is not None:
+            handle, lease = taken
+            lease = handle.heartbeat(lease)
+            handle.release(lease, status=Status.DONE)
+            claimed.append((handle.tenant, lease.run_id))
+        assert sorted(claimed) == sorted((t, f"{t}-{n}") for t in ("a", "b") for n in range(3))
+        with psycopg.connect(bouncer.dsn, prepare_threshold=None, autocommit=True) as conn:
+            row = conn.execute("SELECT current_setting('safepoint.tenant', true)").fetchone()
+        assert row in ((None,), ("",))  # set per transaction, never on the session
+    finally:
+        store.close()
+
+
 @pytest.mark.pg_restart
 def test_schemas_stay_apart_on_one_server_connection(schema: str) -> None:
     """Two schemas through one server connection: each store sees its own rows; the session keeps its path."""
