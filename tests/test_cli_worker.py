@@ -75,6 +75,33 @@ def test_worker_drains_the_queue_with_a_handler_from_the_current_folder(tmp_path
             assert (head.status, head.state["n"], head.step) == (Status.DONE, 3, 4)
 
 
+def test_worker_serves_the_tenants_it_is_given(tmp_path: Path) -> None:
+    """--serve a --serve b=2: both tenants' queued runs done by one worker, the store's own tenant
+    (not served) left queued; a bad weight is a usage error."""
+    (tmp_path / "agent_handlers.py").write_text(HANDLERS)
+    url = f"sqlite:///{tmp_path / 'work.db'}"
+    _queued(url, "own")
+    for tenant in ("a", "b"):
+        with safepoint.open_store(url, tenant=tenant) as store:
+            for run_id in ("r1", "r2"):
+                Run.start(store, run_id).close()
+                store.enqueue(run_id)
+    served = ("--serve", "a", "--serve", "b=2", "--tenant-limit", "1")
+    result = sp(
+        tmp_path, "worker", "agent_handlers:handle", *served, "--stop-when-idle", "--store", url, "--json"
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["handled"] == 4
+    for tenant in ("a", "b"):
+        with safepoint.open_store(url, tenant=tenant, read_only=True) as store:
+            assert {store.load(run_id).status for run_id in ("r1", "r2")} == {Status.DONE}
+    with safepoint.open_store(url, read_only=True) as store:
+        assert store.load("own").status != Status.DONE
+    bad = sp(tmp_path, "worker", "agent_handlers:handle", "--serve", "a=x", "--store", url)
+    assert bad.returncode == 2
+    assert "TENANT=WEIGHT" in bad.stderr
+
+
 def test_worker_sigterm_mid_run_drains_and_exits_0(tmp_path: Path) -> None:
     """SIGTERM while the handler works: the step in hand is saved, the run goes back to the queue
     with no attempt counted and no lease held, and the process exits 0."""

@@ -44,6 +44,19 @@ from safepoint.worker import Worker
     is_flag=True,
     help="PostgreSQL through PgBouncer in transaction mode: no prepared statements.",
 )
+@click.option(
+    "--serve",
+    "serve",
+    multiple=True,
+    metavar="TENANT[=WEIGHT]",
+    help="Serve this tenant (repeat for each; claims go round by weight). Default: the store's own.",
+)
+@click.option(
+    "--tenant-limit",
+    type=click.IntRange(min=1),
+    default=None,
+    help="At most this many runs of one tenant leased at once, by every worker together.",
+)
 @handle_errors
 def worker(
     *,
@@ -57,12 +70,15 @@ def worker(
     max_runs: int | None,
     stop_when_idle: bool,
     pgbouncer: bool,
+    serve: tuple[str, ...],
+    tenant_limit: int | None,
 ) -> None:
     """Run a worker: claim queued runs and hand each to MODULE:FUNCTION (a handler taking a Job).
 
     MODULE is imported from the current folder as python -m would. SIGTERM
     (or Ctrl-C) drains: the current step finishes, its run goes back to the
-    queue, and the worker exits 0.
+    queue, and the worker exits 0. With --serve it serves those tenants,
+    claiming from each in turn (docs/tenants.md, "The fair queue").
     """
     handler = _imported(handler_spec)
     lease_for = _seconds(lease, "lease")
@@ -76,7 +92,14 @@ def worker(
         logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(message)s")
     with open_existing(store_url, **options) as store:
         working = Worker(
-            store, handler, worker_id=worker_id, lease=lease_for, poll=poll_every, max_attempts=max_attempts
+            store,
+            handler,
+            worker_id=worker_id,
+            lease=lease_for,
+            poll=poll_every,
+            max_attempts=max_attempts,
+            tenants=_served(serve) if serve else None,
+            tenant_limit=tenant_limit,
         )
         working.install_signal_handlers()
         if not as_json:
@@ -85,6 +108,17 @@ def worker(
     data = {"worker_id": working.worker_id, "handler": handler_spec, "handled": handled}
     runs = f"{handled} run" + ("" if handled == 1 else "s")
     emit(data, as_json, lambda: say(f"worker {visible(working.worker_id)} stopped: {runs} handled"))
+
+
+def _served(given: tuple[str, ...]) -> dict[str, int]:
+    """``--serve a --serve b=3``: each tenant and its weight (1 unless given)."""
+    served: dict[str, int] = {}
+    for item in given:
+        name, sep, weight = item.partition("=")
+        if sep and not weight.isdigit():
+            raise click.BadParameter("takes TENANT or TENANT=WEIGHT (a whole number)", param_hint="--serve")
+        served[name] = int(weight) if sep else 1
+    return served
 
 
 def _seconds(text: str, name: str) -> float:
