@@ -18,11 +18,11 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg import errors
+from psycopg import errors, sql
 from starlette.testclient import TestClient
 
 import safepoint
-from conftest_postgres import fresh_schema, require_postgres
+from conftest_postgres import fresh_schema, raw, require_postgres
 from safepoint.store.postgres import statements
 from safepoint.store.postgres.roles import STORE_TABLES, TENANT_TABLES
 from safepoint.ui import create_app
@@ -283,3 +283,38 @@ def test_cross_tenant_probes_through_the_cli_and_the_inspector(seeded: Cluster) 
         seeded.operator, "SELECT tenant, run_id, head_step, status FROM safepoint_runs ORDER BY 1, 2"
     )
     assert after == before
+
+
+def test_a_store_from_before_tenants_is_the_implicit_tenant_after_the_upgrade() -> None:
+    """A schema at revision 11 holding a run and a blob, opened by this code (revision 12 applied):
+    the implicit tenant lists, loads and claims what was there; a named tenant sees none of it."""
+    from test_postgres import build_revisions  # noqa: PLC0415
+
+    dsn = require_postgres()
+    with fresh_schema(dsn) as schema:
+        build_revisions(dsn, schema, 11)
+        with psycopg.connect(dsn) as conn:
+            conn.execute(sql.SQL("SET LOCAL search_path TO {}").format(sql.Identifier(schema)))
+            conn.execute(
+                "INSERT INTO safepoint_runs (run_id, status, head_step, head_digest, schema_version, labels,"
+                " counters, next_seq, created_at, updated_at, queued_at)"
+                " VALUES ('old-run', 'running', 0, '\\x00', 1, '{}', '{}', 0, now(), now(), now())"
+            )
+            conn.execute(
+                "INSERT INTO safepoint_blobs (digest, size, created_at, data) VALUES ('d', 1, now(), '\\x01')"
+            )
+        implicit = safepoint.open_store(dsn, schema=schema, min_size=0, max_size=2)
+        try:
+            assert [info.run_id for info in implicit.runs()] == ["old-run"]
+            lease = implicit.claim("w", lease=60)
+            assert lease is not None
+            assert lease.run_id == "old-run"
+            named = implicit.for_tenant("acme")
+            assert list(named.runs()) == []
+            assert named.claim("w", lease=60) is None
+        finally:
+            implicit.close()
+        tenants = raw(
+            dsn, schema, "SELECT DISTINCT tenant FROM safepoint_runs UNION SELECT tenant FROM safepoint_blobs"
+        )
+        assert tenants == [("default",)]
