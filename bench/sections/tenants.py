@@ -34,7 +34,9 @@ at the end, failure or not (roles are cluster-wide objects).
    the schema named, prepared), but each on its own on an autocommit
    connection whose *session* sets the tenant (``options=-c
    safepoint.tenant=…``) — no BEGIN, settings statement or COMMIT — the
-   shape these calls had before the tenant had to reach each transaction.
+   shape these calls had before the tenant had to reach each transaction —
+   and the same statements as the driver pipelines them, and two experiments
+   (``Raw``) that say where the difference goes.
    Round trips: the client socket's ``tcpi_data_segs_out`` and
    ``tcpi_data_segs_in`` (``TCP_INFO``) per call — on loopback each flush of
    the client, and each reply of the server, is one segment.
@@ -383,6 +385,54 @@ class Side:
         self.store.close()
 
 
+# The experiment's functions: each call's UPDATE, as the store sends it, inside a function that
+# takes the tenant first and sets it before the UPDATE (as DDL revision 12's safepoint_save_next
+# does), so that the call can go alone. (name, parameters and their types, what it returns)
+FUNCTIONS = {
+    "claim": (
+        (("worker_id", "text"), ("now", "bigint"), ("expires_at", "bigint"), ("max_version", "integer"),
+         ("held_limit", "bigint")),
+        "TABLE (o_run_id text, o_epoch bigint, o_expires bigint, o_attempts integer, o_status text)",
+    ),
+    "heartbeat": (
+        (("run_id", "text"), ("worker_id", "text"), ("epoch", "bigint"), ("expires_at", "bigint")),
+        "SETOF bigint",
+    ),
+    "release": (
+        (("run_id", "text"), ("worker_id", "text"), ("epoch", "bigint"), ("status", "text"),
+         ("requeue", "boolean"), ("now", "bigint"), ("attempts", "text"), ("retry_at", "bigint"),
+         ("error", "text")),
+        "SETOF bigint",
+    ),
+}  # fmt: skip
+
+
+def _functions(r: Roles, schema: str, qualified: dict[str, str]) -> dict[str, str]:
+    """The experiment's functions made by the owner in ``schema``; each one's call, as SQL."""
+    calls = {}
+    with psycopg.connect(r.url(r.owner), autocommit=True) as conn:
+        for name, (params, returns) in FUNCTIONS.items():
+            body = re.sub(r"%\((\w+)\)s", r"p_\1", qualified[name]).replace(
+                "current_setting('safepoint.tenant')", "p_tenant"
+            )
+            function = sql.Identifier(schema, f"bench_{name}")
+            signature = ", ".join(["p_tenant text", *(f"p_{p} {t}" for p, t in params)])
+            conn.execute(
+                sql.SQL(
+                    "CREATE FUNCTION {}(" + signature + ") RETURNS " + returns + " LANGUAGE plpgsql AS $fn$ "
+                    "BEGIN PERFORM set_config('safepoint.tenant', p_tenant, true); RETURN QUERY "
+                    + body.rstrip().rstrip(";")
+                    + "; END $fn$"
+                ).format(function)
+            )
+            conn.execute(
+                sql.SQL("GRANT EXECUTE ON FUNCTION {} TO {}").format(function, sql.Identifier(r.app))
+            )
+            arguments = ", ".join(["%(tenant)s", *(f"%({p})s::{t}" for p, t in params)])
+            calls[name] = sql.SQL("SELECT * FROM {}(" + arguments + ")").format(function).as_string(conn)
+    return calls
+
+
 class Raw:
     """The claim, heartbeat and release UPDATEs as the store sends them (``qualified_sql``), on a
     psycopg connection of their own, as the application role, in one of two ways:
@@ -393,7 +443,10 @@ class Raw:
       as the store's driver sends them — the same four statements without the store's Python;
     * ``implicit`` (an experiment, not what the store does): the settings statement and the
       UPDATE in one pipeline without BEGIN and COMMIT — the extended protocol runs everything
-      before the Sync as one implicit transaction, so the setting still reaches the UPDATE.
+      before the Sync as one implicit transaction, so the setting still reaches the UPDATE;
+    * ``function`` (an experiment): the UPDATE inside a function that takes the tenant first and
+      sets it (``FUNCTIONS``, as ``safepoint_save_next`` does), its call alone and prepared, on a
+      connection whose session names no tenant.
     """
 
     def __init__(self, r: Roles, schema: str, way: str) -> None:
@@ -407,10 +460,15 @@ class Raw:
         self.sql = statements.qualified_sql(schema, tenant, self.db)
         self.settings_sql = statements.SETUP[statements.SET_SEARCH_PATH]
         self.settings = statements.transaction_settings(sql.Identifier(schema).as_string(self.db), tenant)
+        self.tenant = tenant
+        if way == "function":
+            self.sql = _functions(r, schema, self.sql)
         self.conn = Conn.of(self.db)
 
     def _call(self, name: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
-        if self.way == "alone":
+        if self.way == "function":
+            params = {"tenant": self.tenant, **params}
+        if self.way in ("alone", "function"):
             return self.db.execute(self.sql[name], params, prepare=True).fetchone()
         explicit = self.way == "piped"
         with self.db.pipeline():
@@ -462,7 +520,7 @@ def _micros() -> int:
 def rls(r: Roles, log: Callable[[str], None]) -> dict[str, Any]:
     schema_on = r.schema("rlson")
     on, off = Side(r, schema_on), Side(r, r.schema("rlsoff", rls=False))
-    raws = {way: Raw(r, schema_on, way) for way in ("alone", "piped", "implicit")}
+    raws = {way: Raw(r, schema_on, way) for way in ("alone", "piped", "implicit", "function")}
     kinds = ("claim", "heartbeat", "release")
     raw_tallies = {way: {name: Tally() for name in kinds} for way in raws}
     try:
@@ -663,6 +721,7 @@ def render(result: dict[str, Any], *, command: str) -> str:
         "piped": "raw psycopg: BEGIN + settings + UPDATE + COMMIT, one pipeline (RLS on)",
         "alone": "raw psycopg: the UPDATE alone, tenant set by the session (RLS on)",
         "implicit": "raw psycopg, an experiment: settings + UPDATE, one pipeline, no BEGIN/COMMIT (RLS on)",
+        "function": "raw psycopg, an experiment: a function taking the tenant, its call alone (RLS on)",
     }
     for name in ("save", "claim", "heartbeat", "release"):
         for way, label in names.items():
@@ -676,12 +735,14 @@ def render(result: dict[str, Any], *, command: str) -> str:
     lines += [
         "",
         "| call | server CPU: RLS on / off | store / UPDATE alone | raw pipeline / alone "
-        "| experiment (no BEGIN/COMMIT) / alone | server replies: on / off | store / alone "
+        "| experiment (no BEGIN/COMMIT) / alone | experiment (function) / alone "
+        "| server replies: on / off | store / alone "
         "| client CPU: on / off | store / alone | raw pipeline / alone |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name in ("save", "claim", "heartbeat", "release"):
         on, off = rls_result["on"][name], rls_result["off"][name]
+        function = rls_result["function"].get(name)
         alone = rls_result["alone"].get(name)
         piped, implicit = rls_result["piped"].get(name), rls_result["implicit"].get(name)
 
@@ -697,6 +758,7 @@ def render(result: dict[str, Any], *, command: str) -> str:
             vs("server_us", on, alone),
             vs("server_us", piped, alone),
             vs("server_us", implicit, alone),
+            vs("server_us", function, alone),
             _ratio(on["replies"], off["replies"]),
             vs("replies", on, alone),
             _ratio(on["client_us"], off["client_us"]),
