@@ -11,6 +11,7 @@
     .venv/bin/python bench/run.py --section frameworks       # bytes per turn on the framework adapters, alone
     .venv/bin/python bench/run.py --section journal          # what a recorded call costs (the journal), alone
     .venv/bin/python bench/run.py --section floor            # issue 34's SQLite targets against their floors
+    .venv/bin/python bench/run.py --section tenants          # issue 38: fair claims, fairness, RLS on/off
 
 Three packages: ``workloads`` (what is saved: the simulated agent, and the
 one with large tool outputs), ``contenders`` (what saves it besides the
@@ -82,6 +83,7 @@ from sections import postgres as postgres_section
 from sections import redact as redact_section
 from sections import scale as scale_section
 from sections import scrub as scrub_section
+from sections import tenants as tenants_section
 from sections import ui as ui_section
 from sections import ui_cost as ui_cost_section
 from workloads import agent as agent_workload
@@ -103,6 +105,7 @@ SECTIONS = {
     "journal": "journal_only",
     "floor": "floor_only",
     "redact": "redact_only",
+    "tenants": "tenants_only",
 }
 VARIANTS: tuple[dict[str, Any], ...] = ({"scrubber": False}, {"scrubber": False, "blobs": False})
 
@@ -129,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         "journal_only": lambda: _journal(args, workdir),
         "floor_only": lambda: _floor(args, workdir),
         "redact_only": lambda: _redact(args),
+        "tenants_only": lambda: _tenants(args),
     }
     for flag, section in alone.items():
         if getattr(args, flag, False):  # set by its --X-only flag, or by --section
@@ -227,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     journal = "" if args.no_journal else "\n" + _journal(args, workdir)
     floor = "" if args.no_floor else "\n" + _floor(args, workdir)
     redaction = "" if args.no_redact else "\n" + _redact(args)
+    tenants = "" if args.no_postgres or args.no_tenants else "\n" + _tenants(args)
     body = (
         report.render(results)
         + scale
@@ -239,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         + journal
         + floor
         + redaction
+        + tenants
     )
     return _finish(body, args, workdir)
 
@@ -319,6 +325,13 @@ def _redact(args: argparse.Namespace) -> str:
     results = redact_section.run(None if args.no_postgres else args.pg_url)
     _log("redact: " + ", ".join(f"{r.store} {r.ratio:.2f}x" for r in results))
     return redact_report.render(results, command=_command())
+
+
+def _tenants(args: argparse.Namespace) -> str:
+    """Tenants on PostgreSQL (issue 38): the fair claim against one tenant's, fairness with
+    5,000 and 20 queued runs, and the store's figures with row-level security on and off."""
+    result = tenants_section.run(args.pg_url, log=_log)
+    return tenants_section.render(result, command=_command())
 
 
 def _frameworks() -> str:
@@ -438,7 +451,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--no-journal", action="store_true", help="skip the call journal's section")
     parser.add_argument("--floor-only", action="store_true", help="run and print only the floor section")
-    for name in ("floor", "redact"):
+    for name in ("floor", "redact", "tenants"):
         parser.add_argument(f"--no-{name}", action="store_true", help=f"skip the {name} section")
     parser.add_argument(
         "--section",
