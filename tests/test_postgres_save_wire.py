@@ -158,14 +158,20 @@ def _functions(dsn: str, schema: str) -> list[tuple[str, str]]:
 def test_the_save_function_and_no_updated_at_index_fresh_or_upgraded(
     postgres_dsn: str, start_at: int
 ) -> None:
-    """Revision 10: an upgraded schema has the same save function as a fresh one, and neither indexes
+    """Revisions 10 and 12: an upgraded schema has the same functions as a fresh one, and neither indexes
     updated_at (an index on it would stop the run row's update on every save from being HOT)."""
     with fresh_schema(postgres_dsn) as fresh, fresh_schema(postgres_dsn) as old:
         safepoint.open_store(postgres_dsn, schema=fresh, min_size=1, max_size=1).close()
         build_revisions(postgres_dsn, old, start_at)
         safepoint.open_store(postgres_dsn, schema=old, min_size=1, max_size=1).close()
         functions = _functions(postgres_dsn, fresh)
-        assert [name for name, _ in functions] == ["safepoint_save_next"]
+        assert [name for name, _ in functions] == [  # revision 10's, and 12's (tenants)
+            "safepoint_claim",
+            "safepoint_claimable_tenants",
+            "safepoint_heartbeat",
+            "safepoint_release",
+            "safepoint_save_next",
+        ]
         assert _functions(postgres_dsn, old) == functions
         with psycopg.connect(postgres_dsn) as conn:
             for schema in (fresh, old):

@@ -45,8 +45,8 @@ def claim(
 ) -> Op[Lease | None]:
     """Take one queued run whose lease is free or expired and whose head is at most
     ``max_version``; None when there is none — or, with ``held_limit``, when the store's
-    tenant already holds that many live leases (claims under a limit take turns on
-    ``lock_claims``, so two never both take the last place)."""
+    tenant already holds that many live leases (claims under a limit take turns, so two
+    never both take the last place: SQLite's write lock, PostgreSQL's per-tenant lock)."""
     expires = now + int(duration * 1_000_000)
     params = {
         "worker_id": worker_id,
@@ -55,8 +55,6 @@ def claim(
         "max_version": max_version,
         "held_limit": held_limit,
     }
-    if held_limit is not None:
-        yield Query("lock_claims")
     rows = yield Query("claim", params)
     if not rows:
         return None

@@ -20,7 +20,7 @@
 -- transaction ("ends: transaction"): those go alone, with no search_path
 -- statement before them (postgres/statements.py), so they write {schema}.table,
 -- which the driver fills with the store's quoted schema name once, when it
--- opens (save_next, in save.sql, also its {tenant}). A query must not contain
+-- opens (save_next, claim, heartbeat and release also their {tenant}). A query must not contain
 -- other braces.
 --
 -- Tenants (DDL revision 12, store/tenants.py): every transaction sets
@@ -357,17 +357,6 @@ SET queued_at = coalesce(queued_at, 'epoch'::timestamptz + %(now)s::bigint * int
 WHERE tenant = current_setting('safepoint.tenant') AND run_id = %(run_id)s
 RETURNING id;
 
--- name: lock_claims
--- params: none
--- returns: nothing
--- Before a claim under a per-tenant limit (claim's held_limit): claims of one
--- tenant take turns here until their commit, so two cannot both count the
--- tenant's held runs below the limit and both take one. Claims without a
--- limit never ask for it. An empty select list: no column, so nothing to wait for
--- (the lock is taken before the claim that follows it in the pipeline runs).
-SELECT FROM pg_advisory_xact_lock(
-    hashtextextended('safepoint.claims:' || current_schema() || ':' || current_setting('safepoint.tenant'), 0));
-
 -- name: claimable_tenants
 -- params: tenants, now, max_version
 -- returns: tenant
@@ -383,39 +372,23 @@ SELECT * FROM safepoint_claimable_tenants(
 -- returns: run_id, epoch, expires_at, attempts, status
 -- ends: transaction
 -- One statement: take the oldest queued run whose lease is free or expired
--- and bump its epoch. FOR UPDATE SKIP LOCKED lets concurrent claimers pass
--- each other instead of queueing on the same row: each locks a different
--- run, and a run being saved (its row locked by run_head) is skipped. A row
--- another claimer changed since this statement's snapshot is re-checked
--- against the WHERE clause when locked, so a claimed run is never taken twice.
--- The attempt is counted here, and retry_at respected, and a run newer than
--- the claimer (:max_version) left for newer code (see the SQLite query); the
--- run row's schema_version is its head's, kept by every save. The row's
--- status comes back with the lease (see the SQLite query). With held_limit,
--- nothing is claimed while the tenant already holds that many live leases
--- (lock_claims went first); the count walks the tenant's runs, paid only by
--- claims under a limit.
-UPDATE {schema}.safepoint_runs
-SET lease_owner = %(worker_id)s, lease_epoch = lease_epoch + 1,
-    lease_expires_at = 'epoch'::timestamptz + %(expires_at)s::bigint * interval '1 microsecond',
-    attempts = attempts + 1, retry_at = NULL
-WHERE id = (
-    SELECT id FROM {schema}.safepoint_runs
-    WHERE tenant = current_setting('safepoint.tenant') AND queued_at IS NOT NULL
-      AND (lease_owner IS NULL
-           OR lease_expires_at <= 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
-      AND (retry_at IS NULL
-           OR retry_at <= 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
-      AND schema_version <= %(max_version)s::integer
-      AND (%(held_limit)s::bigint IS NULL
-           OR (SELECT count(*) FROM {schema}.safepoint_runs
-               WHERE tenant = current_setting('safepoint.tenant') AND lease_owner IS NOT NULL
-                 AND lease_expires_at > 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
-              < %(held_limit)s::bigint)
-    ORDER BY queued_at, id
-    LIMIT 1
-    FOR UPDATE SKIP LOCKED)
-RETURNING run_id, lease_epoch, (extract(epoch FROM lease_expires_at) * 1000000)::bigint, attempts, status;
+-- and bump its epoch. The statement is the schema's function safepoint_claim
+-- (DDL revision 12), which sets the tenant and runs the UPDATE: FOR UPDATE
+-- SKIP LOCKED lets concurrent claimers pass each other instead of queueing
+-- on the same row: each locks a different run, and a run being saved (its
+-- row locked by run_head) is skipped. A row another claimer changed since
+-- the statement's snapshot is re-checked against the WHERE clause when
+-- locked, so a claimed run is never taken twice. The attempt is counted
+-- here, and retry_at respected, and a run newer than the claimer
+-- (max_version) left for newer code (see the SQLite query); the run row's
+-- schema_version is its head's, kept by every save. The row's status comes
+-- back with the lease (see the SQLite query). With held_limit, nothing is
+-- claimed while the tenant already holds that many live leases: claims under
+-- a limit take turns on a per-tenant advisory lock, and the count walks the
+-- tenant's runs, paid only by claims under a limit.
+SELECT * FROM {schema}.safepoint_claim(
+    {tenant}, %(worker_id)s::text, %(now)s::bigint, %(expires_at)s::bigint, %(max_version)s::integer,
+    %(held_limit)s::bigint);
 
 -- name: queue_depth
 -- params: now
@@ -444,34 +417,21 @@ FROM safepoint_runs WHERE tenant = current_setting('safepoint.tenant') GROUP BY 
 -- params: run_id, worker_id, epoch, expires_at
 -- returns: expires_at
 -- ends: transaction
-UPDATE {schema}.safepoint_runs
-SET lease_expires_at = 'epoch'::timestamptz + %(expires_at)s::bigint * interval '1 microsecond'
-WHERE tenant = current_setting('safepoint.tenant') AND run_id = %(run_id)s AND lease_owner = %(worker_id)s AND lease_epoch = %(epoch)s::bigint
-RETURNING (extract(epoch FROM lease_expires_at) * 1000000)::bigint;
+-- The lease extended, if it is still this worker's at this epoch: the schema's
+-- function safepoint_heartbeat (DDL revision 12; see claim).
+SELECT * FROM {schema}.safepoint_heartbeat(
+    {tenant}, %(run_id)s::text, %(worker_id)s::text, %(epoch)s::bigint, %(expires_at)s::bigint);
 
 -- name: release
 -- params: run_id, worker_id, epoch, status, requeue, now, attempts, retry_at, error
 -- returns: run_ref
 -- ends: transaction
 -- The epoch stays: it only ever grows, so an old lease can never match again.
-UPDATE {schema}.safepoint_runs
-SET lease_owner = NULL, lease_expires_at = NULL,
-    queued_at = CASE WHEN %(requeue)s::boolean
-                     THEN coalesce(queued_at, 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
-                END,
-    status = coalesce(%(status)s::text, status),
-    status_change = CASE WHEN %(status)s::text IS NULL THEN status_change
-                         ELSE json_build_object('by', 'release', 'status', %(status)s::text,
-                                                'epoch', %(epoch)s::bigint)::text END,
-    -- the attempts parameter: 'keep', 'reset' or 'uncount' (see the SQLite query)
-    attempts = CASE %(attempts)s::text WHEN 'reset' THEN 0
-                                      WHEN 'uncount' THEN greatest(attempts - 1, 0)
-                                      ELSE attempts END,
-    retry_at = 'epoch'::timestamptz + %(retry_at)s::bigint * interval '1 microsecond',
-    last_error = CASE WHEN %(attempts)s::text = 'reset' THEN NULL
-                      ELSE coalesce(%(error)s::text, last_error) END
-WHERE tenant = current_setting('safepoint.tenant') AND run_id = %(run_id)s AND lease_owner = %(worker_id)s AND lease_epoch = %(epoch)s::bigint
-RETURNING id;
+-- The schema's function safepoint_release (DDL revision 12; see claim); the
+-- attempts parameter is 'keep', 'reset' or 'uncount' (see the SQLite query).
+SELECT * FROM {schema}.safepoint_release(
+    {tenant}, %(run_id)s::text, %(worker_id)s::text, %(epoch)s::bigint, %(status)s::text,
+    %(requeue)s::boolean, %(now)s::bigint, %(attempts)s::text, %(retry_at)s::bigint, %(error)s::text);
 
 -- name: requeue
 -- params: run_id, now

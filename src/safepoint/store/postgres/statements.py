@@ -21,14 +21,15 @@ and that Sync). (psycopg's own ``transaction()``
 inside a pipeline syncs on entering and on leaving it, which made five.)
 A final statement (``Statement.final``: ``ops.save``'s one-statement save
 ``save_next``, and the queue and lease calls, each one UPDATE) that opens its
-transaction is the whole of a write. ``save_next`` goes alone (``alone``): one
-statement on the autocommit connection, its own implicit transaction,
-prepared like any other, one round trip; its SQL names the store's schema and
-passes the tenant, which the schema's function sets before it reads a row
-(``qualified_sql``, ``SETS_TENANT``), so no settings statement goes first. The
-queue and lease calls need the tenant set for their row-level security: each
-travels as BEGIN, the settings statement, the call and COMMIT in one pipeline
-flush, still one round trip. A failure
+transaction is the whole of a write. ``save_next``, ``claim``, ``heartbeat``
+and ``release`` go alone (``alone``): one statement on the autocommit
+connection, its own implicit transaction, prepared like any other, one round
+trip; each is a call of a schema function that takes the tenant first and
+sets it before it reads a row (``qualified_sql`` writes the tenant into the
+SQL, ``SETS_TENANT``), so no settings statement goes first. The other final
+statements (enqueue, a run's hold and its release) travel as BEGIN, the
+settings statement, the call and COMMIT in one pipeline, still one round
+trip. A failure
 in a statement nobody waited for surfaces at the next wait (at the latest, the
 commit's) and leaves the transaction aborted; leaving the connection's
 context (``pool.connection()``) then rolls it back, as it does after an
@@ -97,7 +98,7 @@ SET_SEARCH_PATH = "set_search_path"
 BINARY = frozenset({"save_next"})
 # The final statements that set the transaction's tenant themselves (their SQL names it,
 # ``qualified_sql``), so they go alone, with no settings statement before them.
-SETS_TENANT = frozenset({"save_next"})
+SETS_TENANT = frozenset({"save_next", "claim", "heartbeat", "release"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +225,7 @@ def settings_statement(settings: dict[str, str]) -> Statement:
 
 def qualified_sql(schema: str, tenant: str, context: Any) -> dict[str, str]:
     """The final statements' SQL for a store in ``schema``: their ``{schema}`` filled with its quoted
-    name, and save_next's ``{tenant}`` with the tenant's (``SETS_TENANT``).
+    name, and the ``{tenant}`` of those that set it themselves with the tenant's (``SETS_TENANT``).
 
     A statement that goes alone has no search_path statement before it, so
     it names the schema of every table itself; psycopg quotes the

@@ -343,13 +343,6 @@ UPDATE safepoint_runs SET queued_at = coalesce(queued_at, :now)
 WHERE run_id = :run_id
 RETURNING id;
 
--- name: lock_claims
--- params: none
--- returns: nothing
--- Nothing to take: BEGIN IMMEDIATE already makes claimers take turns (see the
--- PostgreSQL query). A statement that touches no row and returns no column.
-UPDATE safepoint_runs SET id = id WHERE 0;
-
 -- name: claim
 -- params: worker_id, now, expires_at, max_version, held_limit
 -- returns: run_id, epoch, expires_at, attempts, status

@@ -186,3 +186,104 @@ $fn$
 $create$, current_schema());
 END
 $do$;
+
+-- The queue's and the leases' hot calls as functions of the schema, as
+-- safepoint_save_next is: each takes its tenant first and sets it before it
+-- reads a row, so each call still goes alone — one statement, one round
+-- trip, nothing before it. (Sent as BEGIN, a settings statement, the UPDATE
+-- and COMMIT, a call cost the server 1.3 to 1.45 times the UPDATE alone:
+-- docs/benchmarks.md, "Tenants".) The bodies are queries.sql's claim,
+-- heartbeat and release; the output columns are named r_* so that none
+-- shadows a table column in PL/pgSQL.
+DO $do$
+BEGIN
+    EXECUTE format($create$
+CREATE FUNCTION %1$I.safepoint_claim(
+    p_tenant text, p_worker_id text, p_now bigint, p_expires_at bigint, p_max_version integer,
+    p_held_limit bigint
+) RETURNS TABLE (r_run_id text, r_epoch bigint, r_expires_at bigint, r_attempts integer, r_status text)
+LANGUAGE plpgsql
+AS $fn$
+DECLARE
+    now_at timestamptz := 'epoch'::timestamptz + p_now * interval '1 microsecond';
+BEGIN
+    PERFORM set_config('safepoint.tenant', p_tenant, true);
+    IF p_held_limit IS NOT NULL THEN
+        -- Claims of one tenant under a limit take turns until their commit, so two cannot
+        -- both count the tenant's held runs below the limit and both take one.
+        PERFORM pg_advisory_xact_lock(
+            hashtextextended('safepoint.claims:' || %1$L || ':' || p_tenant, 0));
+    END IF;
+    RETURN QUERY
+    UPDATE %1$I.safepoint_runs AS r
+    SET lease_owner = p_worker_id, lease_epoch = r.lease_epoch + 1,
+        lease_expires_at = 'epoch'::timestamptz + p_expires_at * interval '1 microsecond',
+        attempts = r.attempts + 1, retry_at = NULL
+    WHERE r.id = (
+        SELECT q.id FROM %1$I.safepoint_runs AS q
+        WHERE q.tenant = p_tenant AND q.queued_at IS NOT NULL
+          AND (q.lease_owner IS NULL OR q.lease_expires_at <= now_at)
+          AND (q.retry_at IS NULL OR q.retry_at <= now_at)
+          AND q.schema_version <= p_max_version
+          AND (p_held_limit IS NULL
+               OR (SELECT count(*) FROM %1$I.safepoint_runs AS h
+                   WHERE h.tenant = p_tenant AND h.lease_owner IS NOT NULL
+                     AND h.lease_expires_at > now_at) < p_held_limit)
+        ORDER BY q.queued_at, q.id
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED)
+    RETURNING r.run_id, r.lease_epoch, (extract(epoch FROM r.lease_expires_at) * 1000000)::bigint,
+              r.attempts, r.status;
+END
+$fn$
+$create$, current_schema());
+    EXECUTE format($create$
+CREATE FUNCTION %1$I.safepoint_heartbeat(
+    p_tenant text, p_run_id text, p_worker_id text, p_epoch bigint, p_expires_at bigint
+) RETURNS SETOF bigint
+LANGUAGE plpgsql
+AS $fn$
+BEGIN
+    PERFORM set_config('safepoint.tenant', p_tenant, true);
+    RETURN QUERY
+    UPDATE %1$I.safepoint_runs
+    SET lease_expires_at = 'epoch'::timestamptz + p_expires_at * interval '1 microsecond'
+    WHERE tenant = p_tenant AND run_id = p_run_id AND lease_owner = p_worker_id
+      AND lease_epoch = p_epoch
+    RETURNING (extract(epoch FROM lease_expires_at) * 1000000)::bigint;
+END
+$fn$
+$create$, current_schema());
+    EXECUTE format($create$
+CREATE FUNCTION %1$I.safepoint_release(
+    p_tenant text, p_run_id text, p_worker_id text, p_epoch bigint, p_status text,
+    p_requeue boolean, p_now bigint, p_attempts text, p_retry_at bigint, p_error text
+) RETURNS SETOF bigint
+LANGUAGE plpgsql
+AS $fn$
+BEGIN
+    PERFORM set_config('safepoint.tenant', p_tenant, true);
+    RETURN QUERY
+    UPDATE %1$I.safepoint_runs AS r
+    SET lease_owner = NULL, lease_expires_at = NULL,
+        queued_at = CASE WHEN p_requeue
+                         THEN coalesce(r.queued_at, 'epoch'::timestamptz + p_now * interval '1 microsecond')
+                    END,
+        status = coalesce(p_status, r.status),
+        status_change = CASE WHEN p_status IS NULL THEN r.status_change
+                             ELSE json_build_object('by', 'release', 'status', p_status,
+                                                    'epoch', p_epoch)::text END,
+        attempts = CASE p_attempts WHEN 'reset' THEN 0
+                                   WHEN 'uncount' THEN greatest(r.attempts - 1, 0)
+                                   ELSE r.attempts END,
+        retry_at = 'epoch'::timestamptz + p_retry_at * interval '1 microsecond',
+        last_error = CASE WHEN p_attempts = 'reset' THEN NULL
+                          ELSE coalesce(p_error, r.last_error) END
+    WHERE r.tenant = p_tenant AND r.run_id = p_run_id AND r.lease_owner = p_worker_id
+      AND r.lease_epoch = p_epoch
+    RETURNING r.id;
+END
+$fn$
+$create$, current_schema());
+END
+$do$;
