@@ -39,7 +39,7 @@ from rich.text import Text
 
 # Re-exported: every command imports what it shares from this one module.
 from safepoint import codec
-from safepoint.cli.stores import given_keyring, open_existing, open_store_at, store_options
+from safepoint.cli.stores import given_keyring, open_existing, open_store_at, place_options, store_options
 from safepoint.errors import (
     BlobNotFound,
     Conflict,
@@ -78,6 +78,7 @@ __all__ = [
     "open_existing",
     "open_store_at",
     "pairs",
+    "place_options",
     "report_error",
     "say",
     "shown",

@@ -153,6 +153,24 @@ def given_keyring() -> Keyring | None:
     return None
 
 
+def place_options(store_url: str) -> dict[str, Any]:
+    """Where the store's data is, as the command line and environment say: ``--schema`` (else
+    ``?schema=`` in the URL, else ``SAFEPOINT_SCHEMA``) and ``--blobs`` (else ``SAFEPOINT_BLOBS``)."""
+    options: dict[str, Any] = {}
+    postgres = scheme_of(store_url) == "postgresql"
+    chosen = click.get_current_context().meta.get(_SCHEMA)
+    if chosen is not None and not postgres:
+        raise InvalidArgument("--schema applies to PostgreSQL stores only")
+    if chosen is None and postgres and split_schema(store_url)[1] is None:
+        chosen = os.environ.get("SAFEPOINT_SCHEMA") or None
+    if chosen is not None:
+        options["schema"] = chosen
+    blobs = click.get_current_context().meta.get(_BLOBS) or os.environ.get("SAFEPOINT_BLOBS")
+    if blobs:
+        options["blobs"] = blobs
+    return options
+
+
 def open_store_at(store_url: str, *, read_only: bool = False, **options: Any) -> Store:
     """The store a command works on: read-only for the commands that only look (they never create one).
 
@@ -166,22 +184,12 @@ def open_store_at(store_url: str, *, read_only: bool = False, **options: Any) ->
     ``InvalidURL`` (exit 2, the name never quoted). A SQLite file read as an
     immutable snapshot (no write access to its folder) is said on stderr.
     """
-    postgres = scheme_of(store_url) == "postgresql"
-    chosen = click.get_current_context().meta.get(_SCHEMA)
-    if chosen is not None and not postgres:
-        raise InvalidArgument("--schema applies to PostgreSQL stores only")
-    if chosen is None and postgres and split_schema(store_url)[1] is None:
-        chosen = os.environ.get("SAFEPOINT_SCHEMA") or None
-    if chosen is not None:
-        options["schema"] = chosen
+    options = {**place_options(store_url), **options}
     tenant = click.get_current_context().meta.get(_TENANT)
     if tenant is None:
         tenant = os.environ.get(TENANT_ENV) or None  # set but empty: not set, as SAFEPOINT_SCHEMA
     if tenant is not None and "tenant" not in options:
         options["tenant"] = tenant
-    blobs = click.get_current_context().meta.get(_BLOBS) or os.environ.get("SAFEPOINT_BLOBS")
-    if blobs and "blobs" not in options:
-        options["blobs"] = blobs
     if "encryption" not in options:
         keyring = given_keyring()
         if keyring is not None:

@@ -16,20 +16,17 @@ from typing import Any
 
 import click
 
-from safepoint.cli.output import emit, handle_errors, open_store_at, say, store_options
-from safepoint.errors import InvalidArgument
+from safepoint.cli.output import emit, handle_errors, open_store_at, place_options, say, store_options
 from safepoint.store.admin import (
     Erasure,
     erase_tenant,
-    scheme_of,
-    split_schema,
     tenant_held,
     tenant_summaries,
 )
 from safepoint.visible import visible
 
-# Where store_options leaves --schema, --blobs and --tenant on the click context (cli/stores.py).
-_SCHEMA, _BLOBS, _TENANT = "safepoint.schema", "safepoint.blobs", "safepoint.tenant"
+
+_TENANT = "safepoint.tenant"  # where store_options leaves --tenant on the click context
 TENANT_ENV = "SAFEPOINT_TENANT"
 
 
@@ -93,7 +90,7 @@ def erase(*, store_url: str, as_json: bool, name: str, yes: bool) -> None:
     On SQLite the tenant's file and blob folder are removed; the implicit
     tenant (default) is the store's own file and is refused there.
     """
-    options = _store_options(store_url)
+    options = place_options(store_url)
     # The tenant other commands work on (--tenant, SAFEPOINT_TENANT) must not be another one:
     # an erase of NAME run in a shell set up for another tenant is more likely a slip than meant.
     current = click.get_current_context().meta.get(_TENANT) or os.environ.get(TENANT_ENV) or None
@@ -124,22 +121,3 @@ def _render(report: Erasure) -> None:
     objects = f", {report.blob_objects} blob objects" if report.blob_objects else ""
     files = f"; removed {len(report.files)} files and folders" if report.files else ""
     say(f"erased tenant {name}: {keys}{report.runs} runs, {report.blob_rows} blob rows{objects}{files}")
-
-
-def _store_options(store_url: str) -> dict[str, Any]:
-    """``--schema`` (else ``?schema=``, else ``SAFEPOINT_SCHEMA``) and ``--blobs`` (else
-    ``SAFEPOINT_BLOBS``), as ``open_store_at`` reads them for the commands that open a store."""
-    meta = click.get_current_context().meta
-    options: dict[str, Any] = {}
-    postgres = scheme_of(store_url) == "postgresql"
-    schema = meta.get(_SCHEMA)
-    if schema is not None and not postgres:
-        raise InvalidArgument("--schema applies to PostgreSQL stores only")
-    if schema is None and postgres and split_schema(store_url)[1] is None:
-        schema = os.environ.get("SAFEPOINT_SCHEMA") or None
-    if schema is not None:
-        options["schema"] = schema
-    blobs = meta.get(_BLOBS) or os.environ.get("SAFEPOINT_BLOBS")
-    if blobs:
-        options["blobs"] = blobs
-    return options
