@@ -25,7 +25,6 @@ from safepoint.store.admin import (
 )
 from safepoint.visible import visible
 
-
 _TENANT = "safepoint.tenant"  # where store_options leaves --tenant on the click context
 TENANT_ENV = "SAFEPOINT_TENANT"
 
