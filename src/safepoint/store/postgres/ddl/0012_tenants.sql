@@ -60,34 +60,20 @@ CREATE INDEX safepoint_runs_queue ON safepoint_runs (tenant, queued_at, id) WHER
 -- A later revision that updates a tenant's rows runs under these policies as
 -- well: it must set safepoint.tenant for each tenant, or be applied by a role
 -- with BYPASSRLS.
-ALTER TABLE safepoint_runs ENABLE ROW LEVEL SECURITY;
-ALTER TABLE safepoint_runs FORCE ROW LEVEL SECURITY;
-CREATE POLICY safepoint_tenant ON safepoint_runs
-    USING (tenant = current_setting('safepoint.tenant', true));
-ALTER TABLE safepoint_checkpoints ENABLE ROW LEVEL SECURITY;
-ALTER TABLE safepoint_checkpoints FORCE ROW LEVEL SECURITY;
-CREATE POLICY safepoint_tenant ON safepoint_checkpoints
-    USING (tenant = current_setting('safepoint.tenant', true));
-ALTER TABLE safepoint_blobs ENABLE ROW LEVEL SECURITY;
-ALTER TABLE safepoint_blobs FORCE ROW LEVEL SECURITY;
-CREATE POLICY safepoint_tenant ON safepoint_blobs
-    USING (tenant = current_setting('safepoint.tenant', true));
-ALTER TABLE safepoint_meta ENABLE ROW LEVEL SECURITY;
-ALTER TABLE safepoint_meta FORCE ROW LEVEL SECURITY;
-CREATE POLICY safepoint_tenant ON safepoint_meta
-    USING (tenant = current_setting('safepoint.tenant', true));
-ALTER TABLE safepoint_data_keys ENABLE ROW LEVEL SECURITY;
-ALTER TABLE safepoint_data_keys FORCE ROW LEVEL SECURITY;
-CREATE POLICY safepoint_tenant ON safepoint_data_keys
-    USING (tenant = current_setting('safepoint.tenant', true));
-ALTER TABLE safepoint_calls ENABLE ROW LEVEL SECURITY;
-ALTER TABLE safepoint_calls FORCE ROW LEVEL SECURITY;
-CREATE POLICY safepoint_tenant ON safepoint_calls
-    USING (tenant = current_setting('safepoint.tenant', true));
-ALTER TABLE safepoint_redactions ENABLE ROW LEVEL SECURITY;
-ALTER TABLE safepoint_redactions FORCE ROW LEVEL SECURITY;
-CREATE POLICY safepoint_tenant ON safepoint_redactions
-    USING (tenant = current_setting('safepoint.tenant', true));
+DO $do$
+DECLARE
+    t text;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['safepoint_runs', 'safepoint_checkpoints', 'safepoint_blobs',
+                             'safepoint_meta', 'safepoint_data_keys', 'safepoint_calls',
+                             'safepoint_redactions'] LOOP
+        EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', t);
+        EXECUTE format('ALTER TABLE %I FORCE ROW LEVEL SECURITY', t);
+        EXECUTE format(
+            'CREATE POLICY safepoint_tenant ON %I USING (tenant = current_setting(''safepoint.tenant'', true))', t);
+    END LOOP;
+END
+$do$;
 
 -- safepoint_save_next takes its tenant as its first parameter and sets it for
 -- the transaction before it touches a table: the call still goes alone, one
