@@ -29,14 +29,16 @@ at the end, failure or not (roles are cluster-wide objects).
    next step in place (``save_next`` alone: two 500-character messages a
    step, ``floor_pg``'s workload) and a claim, heartbeat and release
    (requeue) cycle over ``QUEUE`` runs, each in blocks taking turns across
-   the sides. Beside them, **the same UPDATE alone**: the claim, heartbeat
-   and release statements as the store sends them (``qualified_sql``:
-   the schema named, prepared), but each on its own on an autocommit
-   connection whose *session* sets the tenant (``options=-c
-   safepoint.tenant=…``) — no BEGIN, settings statement or COMMIT — the
-   shape these calls had before the tenant had to reach each transaction —
-   and the same statements as the driver pipelines them, and two experiments
-   (``Raw``) that say where the difference goes.
+   the sides. The store sends each of claim, heartbeat and release as a
+   call of a schema function that takes the tenant first (DDL revision 12,
+   since 3a71fcc), alone. Beside them, **the UPDATE alone** (``Raw``,
+   the baseline): the claim, heartbeat and release UPDATEs as they were
+   before (``BEFORE_FUNCTIONS``, kept here: queries.sql at 3a71fcc^, the
+   schema named), each alone and prepared on an autocommit connection whose
+   *session* sets the tenant (``options=-c safepoint.tenant=…``) — no
+   BEGIN, settings statement or COMMIT; and the same UPDATEs as the store
+   sent them before 3a71fcc: BEGIN, the settings statement, the UPDATE and
+   COMMIT in one pipeline.
    Round trips: the client socket's ``tcpi_data_segs_out`` and
    ``tcpi_data_segs_in`` (``TCP_INFO``) per call — on loopback each flush of
    the client, and each reply of the server, is one segment.
@@ -342,7 +344,7 @@ def fairness(r: Roles, log: Callable[[str], None]) -> dict[str, Any]:
         store.close()
 
 
-# -- 3. RLS on and off, and the same UPDATE alone --------------------------------------------------
+# -- 3. RLS on and off, and the UPDATE alone --------------------------------------------------
 
 
 def _steps(n: int) -> list[list[dict[str, Any]]]:
@@ -385,68 +387,74 @@ class Side:
         self.store.close()
 
 
-# The experiment's functions: each call's UPDATE, as the store sends it, inside a function that
-# takes the tenant first and sets it before the UPDATE (as DDL revision 12's safepoint_save_next
-# does), so that the call can go alone. (name, parameters and their types, what it returns)
-FUNCTIONS = {
-    "claim": (
-        (("worker_id", "text"), ("now", "bigint"), ("expires_at", "bigint"), ("max_version", "integer"),
-         ("held_limit", "bigint")),
-        "TABLE (o_run_id text, o_epoch bigint, o_expires bigint, o_attempts integer, o_status text)",
-    ),
-    "heartbeat": (
-        (("run_id", "text"), ("worker_id", "text"), ("epoch", "bigint"), ("expires_at", "bigint")),
-        "SETOF bigint",
-    ),
-    "release": (
-        (("run_id", "text"), ("worker_id", "text"), ("epoch", "bigint"), ("status", "text"),
-         ("requeue", "boolean"), ("now", "bigint"), ("attempts", "text"), ("retry_at", "bigint"),
-         ("error", "text")),
-        "SETOF bigint",
-    ),
-}  # fmt: skip
-
-
-def _functions(r: Roles, schema: str, qualified: dict[str, str]) -> dict[str, str]:
-    """The experiment's functions made by the owner in ``schema``; each one's call, as SQL."""
-    calls = {}
-    with psycopg.connect(r.url(r.owner), autocommit=True) as conn:
-        for name, (params, returns) in FUNCTIONS.items():
-            body = re.sub(r"%\((\w+)\)s", r"p_\1", qualified[name]).replace(
-                "current_setting('safepoint.tenant')", "p_tenant"
-            )
-            function = sql.Identifier(schema, f"bench_{name}")
-            signature = ", ".join(["p_tenant text", *(f"p_{p} {t}" for p, t in params)])
-            conn.execute(
-                sql.SQL(
-                    "CREATE FUNCTION {}(" + signature + ") RETURNS " + returns + " LANGUAGE plpgsql AS $fn$ "
-                    "BEGIN PERFORM set_config('safepoint.tenant', p_tenant, true); RETURN QUERY "
-                    + body.rstrip().rstrip(";")
-                    + "; END $fn$"
-                ).format(function)
-            )
-            conn.execute(
-                sql.SQL("GRANT EXECUTE ON FUNCTION {} TO {}").format(function, sql.Identifier(r.app))
-            )
-            arguments = ", ".join(["%(tenant)s", *(f"%({p})s::{t}" for p, t in params)])
-            calls[name] = sql.SQL("SELECT * FROM {}(" + arguments + ")").format(function).as_string(conn)
-    return calls
+# The baseline: the claim, heartbeat and release UPDATEs as the store sent them before they became
+# schema functions (src/safepoint/store/postgres/queries.sql at 3a71fcc^), the tenant filter read
+# from the setting as it was then. ``{schema}`` is filled with the schema's quoted name.
+BEFORE_FUNCTIONS = {
+    "claim": """
+UPDATE {schema}.safepoint_runs
+SET lease_owner = %(worker_id)s, lease_epoch = lease_epoch + 1,
+    lease_expires_at = 'epoch'::timestamptz + %(expires_at)s::bigint * interval '1 microsecond',
+    attempts = attempts + 1, retry_at = NULL
+WHERE id = (
+    SELECT id FROM {schema}.safepoint_runs
+    WHERE tenant = current_setting('safepoint.tenant') AND queued_at IS NOT NULL
+      AND (lease_owner IS NULL
+           OR lease_expires_at <= 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
+      AND (retry_at IS NULL
+           OR retry_at <= 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
+      AND schema_version <= %(max_version)s::integer
+      AND (%(held_limit)s::bigint IS NULL
+           OR (SELECT count(*) FROM {schema}.safepoint_runs
+               WHERE tenant = current_setting('safepoint.tenant') AND lease_owner IS NOT NULL
+                 AND lease_expires_at > 'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
+              < %(held_limit)s::bigint)
+    ORDER BY queued_at, id
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED)
+RETURNING run_id, lease_epoch, (extract(epoch FROM lease_expires_at) * 1000000)::bigint, attempts, status
+""",
+    "heartbeat": """
+UPDATE {schema}.safepoint_runs
+SET lease_expires_at = 'epoch'::timestamptz + %(expires_at)s::bigint * interval '1 microsecond'
+WHERE tenant = current_setting('safepoint.tenant') AND run_id = %(run_id)s AND lease_owner = %(worker_id)s
+  AND lease_epoch = %(epoch)s::bigint
+RETURNING (extract(epoch FROM lease_expires_at) * 1000000)::bigint
+""",
+    "release": """
+UPDATE {schema}.safepoint_runs
+SET lease_owner = NULL, lease_expires_at = NULL,
+    queued_at = CASE WHEN %(requeue)s::boolean
+                     THEN coalesce(queued_at,
+                                   'epoch'::timestamptz + %(now)s::bigint * interval '1 microsecond')
+                END,
+    status = coalesce(%(status)s::text, status),
+    status_change = CASE WHEN %(status)s::text IS NULL THEN status_change
+                         ELSE json_build_object('by', 'release', 'status', %(status)s::text,
+                                                'epoch', %(epoch)s::bigint)::text END,
+    attempts = CASE %(attempts)s::text WHEN 'reset' THEN 0
+                                      WHEN 'uncount' THEN greatest(attempts - 1, 0)
+                                      ELSE attempts END,
+    retry_at = 'epoch'::timestamptz + %(retry_at)s::bigint * interval '1 microsecond',
+    last_error = CASE WHEN %(attempts)s::text = 'reset' THEN NULL
+                      ELSE coalesce(%(error)s::text, last_error) END
+WHERE tenant = current_setting('safepoint.tenant') AND run_id = %(run_id)s AND lease_owner = %(worker_id)s
+  AND lease_epoch = %(epoch)s::bigint
+RETURNING id
+""",
+}
 
 
 class Raw:
-    """The claim, heartbeat and release UPDATEs as the store sends them (``qualified_sql``), on a
-    psycopg connection of their own, as the application role, in one of two ways:
+    """The claim, heartbeat and release UPDATEs as they were before they became schema functions
+    (``BEFORE_FUNCTIONS``), on a psycopg connection of their own, as the application role, in one
+    of two ways:
 
-    * ``alone``: each UPDATE alone on the autocommit connection, prepared, the tenant set by the
-      *session* (``options=-c safepoint.tenant=…``): no BEGIN, settings statement or COMMIT;
-    * ``piped``: BEGIN, the store's settings statement, the UPDATE and COMMIT in one pipeline,
-      as the store's driver sends them — the same four statements without the store's Python;
-    * ``implicit`` (an experiment, not what the store does): the settings statement and the
-      UPDATE in one pipeline without BEGIN and COMMIT — the extended protocol runs everything
-      before the Sync as one implicit transaction, so the setting still reaches the UPDATE;
-    * ``function`` (an experiment): the UPDATE inside a function that takes the tenant first and
-      sets it (``FUNCTIONS``, as ``safepoint_save_next`` does), its call alone and prepared, on a
-      connection whose session names no tenant.
+    * ``alone`` (the baseline): each UPDATE alone on the autocommit connection, prepared, the tenant
+      set by the *session* (``options=-c safepoint.tenant=…``): no BEGIN, settings statement or
+      COMMIT;
+    * ``piped``: BEGIN, the store's settings statement, the UPDATE and COMMIT in one pipeline, the
+      way the store sent these calls before 3a71fcc — the four statements without the store's Python.
     """
 
     def __init__(self, r: Roles, schema: str, way: str) -> None:
@@ -457,27 +465,23 @@ class Raw:
             self.max_version = store.settings.schema_version
         options: dict[str, Any] = {"options": f"-c safepoint.tenant={tenant}"} if way == "alone" else {}
         self.db = psycopg.connect(r.url(r.app), autocommit=True, **options)
-        self.sql = statements.qualified_sql(schema, tenant, self.db)
+        ident = sql.Identifier(schema)
+        self.sql = {
+            name: sql.SQL(text.strip()).format(schema=ident).as_string(self.db)
+            for name, text in BEFORE_FUNCTIONS.items()
+        }
         self.settings_sql = statements.SETUP[statements.SET_SEARCH_PATH]
-        self.settings = statements.transaction_settings(sql.Identifier(schema).as_string(self.db), tenant)
-        self.tenant = tenant
-        if way == "function":
-            self.sql = _functions(r, schema, self.sql)
+        self.settings = statements.transaction_settings(ident.as_string(self.db), tenant)
         self.conn = Conn.of(self.db)
 
     def _call(self, name: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
-        if self.way == "function":
-            params = {"tenant": self.tenant, **params}
-        if self.way in ("alone", "function"):
+        if self.way == "alone":
             return self.db.execute(self.sql[name], params, prepare=True).fetchone()
-        explicit = self.way == "piped"
         with self.db.pipeline():
-            if explicit:
-                self.db.execute(statements.BEGIN[True], prepare=False)
+            self.db.execute(statements.BEGIN[True], prepare=False)
             self.db.execute(self.settings_sql, self.settings)
             cursor = self.db.execute(self.sql[name], params)
-            if explicit:
-                self.db.execute(statements.COMMIT, prepare=False)
+            self.db.execute(statements.COMMIT, prepare=False)
         return cursor.fetchone()
 
     def cycle(self, n: int, tallies: dict[str, Tally]) -> None:
@@ -520,7 +524,7 @@ def _micros() -> int:
 def rls(r: Roles, log: Callable[[str], None]) -> dict[str, Any]:
     schema_on = r.schema("rlson")
     on, off = Side(r, schema_on), Side(r, r.schema("rlsoff", rls=False))
-    raws = {way: Raw(r, schema_on, way) for way in ("alone", "piped", "implicit", "function")}
+    raws = {way: Raw(r, schema_on, way) for way in ("alone", "piped")}
     kinds = ("claim", "heartbeat", "release")
     raw_tallies = {way: {name: Tally() for name in kinds} for way in raws}
     try:
@@ -537,8 +541,10 @@ def rls(r: Roles, log: Callable[[str], None]) -> dict[str, Any]:
             chunk = steps[start : start + BLOCK]
             for side in (on, off) if i % 2 == 0 else (off, on):
                 side.saves(chunk, side.tallies["save"])
+        # RLS off, on, the UPDATE alone, then the old pipeline: the pairs the targets read (on / off,
+        # on / alone) run back to back in either direction.
         ways: list[tuple[Any, dict[str, Tally]]] = [
-            (on, on.tallies), (off, off.tallies), *((raw, raw_tallies[way]) for way, raw in raws.items())
+            (off, off.tallies), (on, on.tallies), *((raw, raw_tallies[way]) for way, raw in raws.items())
         ]  # fmt: skip
         for i in range(CYCLES // BLOCK):
             for one, tallies in ways if i % 2 == 0 else ways[::-1]:
@@ -644,19 +650,20 @@ def targets(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         cell, mid = _cpu_cell(on[name], alone[name])
         rows.append(
             (
-                f"`{name}` as sent now (BEGIN, settings, UPDATE, COMMIT) / the UPDATE alone: server CPU",
+                f"`{name}` as sent now (the schema function's call alone) / the UPDATE alone: server CPU",
                 cell,
                 f"≤ 1.10{X}",
                 _verdict(mid <= 1.10),
             )
         )
         trips = on[name]["replies"] / alone[name]["replies"]
+        sends = on[name]["sends"] / alone[name]["sends"]
         rows.append(
             (
-                f"`{name}` as sent now / the UPDATE alone: round trips (server replies)",
-                f"{trips:.2f}{X}",
-                f"≤ 1.10{X}",
-                _verdict(trips <= 1.10),
+                f"`{name}` as sent now / the UPDATE alone: round trips (server replies; client sends)",
+                f"{trips:.2f}{X} ({sends:.2f}{X})",
+                f"1.00{X}",
+                _verdict(round(trips, 2) <= 1.00),
             )
         )
     return rows
@@ -708,7 +715,7 @@ def render(result: dict[str, Any], *, command: str) -> str:
         f"in {f['seconds']:.1f} s by {WORKERS} threads; the small tenant's {f['small_claimed']} runs "
         f"were claims {f['small_first']} to {f['small_last']}; {f['looks']} looks across tenants in all.",
         "",
-        "### RLS on against off, and the queue calls against the same UPDATE alone",
+        "### RLS on against off, and the queue calls against the UPDATE alone",
         "",
         "| call | way | server CPU (schedstat) | server CPU (stat) | client CPU | client sends "
         "| server replies |",
@@ -718,10 +725,9 @@ def render(result: dict[str, Any], *, command: str) -> str:
     names = {
         "on": "the store, RLS on",
         "off": "the store, RLS off",
-        "piped": "raw psycopg: BEGIN + settings + UPDATE + COMMIT, one pipeline (RLS on)",
         "alone": "raw psycopg: the UPDATE alone, tenant set by the session (RLS on)",
-        "implicit": "raw psycopg, an experiment: settings + UPDATE, one pipeline, no BEGIN/COMMIT (RLS on)",
-        "function": "raw psycopg, an experiment: a function taking the tenant, its call alone (RLS on)",
+        "piped": "raw psycopg: BEGIN + settings + UPDATE + COMMIT, one pipeline, "
+        "as sent before 3a71fcc (RLS on)",
     }
     for name in ("save", "claim", "heartbeat", "release"):
         for way, label in names.items():
@@ -734,17 +740,14 @@ def render(result: dict[str, Any], *, command: str) -> str:
             )
     lines += [
         "",
-        "| call | server CPU: RLS on / off | store / UPDATE alone | raw pipeline / alone "
-        "| experiment (no BEGIN/COMMIT) / alone | experiment (function) / alone "
-        "| server replies: on / off | store / alone "
-        "| client CPU: on / off | store / alone | raw pipeline / alone |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| call | server CPU: RLS on / off | store / UPDATE alone | old pipeline / alone "
+        "| server replies: on / off | store / alone | client sends: store / alone "
+        "| client CPU: on / off | store / alone | old pipeline / alone |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name in ("save", "claim", "heartbeat", "release"):
         on, off = rls_result["on"][name], rls_result["off"][name]
-        function = rls_result["function"].get(name)
-        alone = rls_result["alone"].get(name)
-        piped, implicit = rls_result["piped"].get(name), rls_result["implicit"].get(name)
+        alone, piped = rls_result["alone"].get(name), rls_result["piped"].get(name)
 
         def vs(key: str, a: dict[str, Any] | None, b: dict[str, Any] | None) -> str:
             if not a or not b:
@@ -757,10 +760,9 @@ def render(result: dict[str, Any], *, command: str) -> str:
             vs("server_us", on, off),
             vs("server_us", on, alone),
             vs("server_us", piped, alone),
-            vs("server_us", implicit, alone),
-            vs("server_us", function, alone),
             _ratio(on["replies"], off["replies"]),
             vs("replies", on, alone),
+            vs("sends", on, alone),
             _ratio(on["client_us"], off["client_us"]),
             vs("client_us", on, alone),
             vs("client_us", piped, alone),
