@@ -177,7 +177,7 @@ $do$;
 -- safepoint_save_next is: each takes its tenant first and sets it before it
 -- reads a row, so each call still goes alone — one statement, one round
 -- trip, nothing before it. (Sent as BEGIN, a settings statement, the UPDATE
--- and COMMIT, a call cost the server 1.3 to 1.45 times the UPDATE alone:
+-- and COMMIT, a call cost the server 1.2 to 1.5 times the UPDATE alone:
 -- docs/benchmarks.md, "Tenants".) The bodies are queries.sql's claim,
 -- heartbeat and release; the output columns are named r_* so that none
 -- shadows a table column in PL/pgSQL.
