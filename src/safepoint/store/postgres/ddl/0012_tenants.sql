@@ -57,6 +57,11 @@ CREATE INDEX safepoint_runs_queue ON safepoint_runs (tenant, queued_at, id) WHER
 -- transaction-local set_config ends, the session's value is '' — which no
 -- tenant is named.
 --
+-- The setting is read by a sub-select, which the planner runs once per
+-- statement (an init plan) rather than once for every row a scan walks past:
+-- a claim walks past the queue's leased runs, gc and listings a tenant's
+-- every run.
+--
 -- A later revision that updates a tenant's rows runs under these policies as
 -- well: it must set safepoint.tenant for each tenant, or be applied by a role
 -- with BYPASSRLS.
@@ -70,7 +75,8 @@ BEGIN
         EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', t);
         EXECUTE format('ALTER TABLE %I FORCE ROW LEVEL SECURITY', t);
         EXECUTE format(
-            'CREATE POLICY safepoint_tenant ON %I USING (tenant = current_setting(''safepoint.tenant'', true))', t);
+            'CREATE POLICY safepoint_tenant ON %I USING (tenant = (SELECT current_setting(''safepoint.tenant'', true)))',
+            t);
     END LOOP;
 END
 $do$;
