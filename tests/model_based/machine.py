@@ -123,7 +123,17 @@ class ModelMachine(RuleBasedStateMachine):
 _BY_NAME = {op.name: op for op in TABLE}
 # Steps that act on the whole store: after one, every run's checkpoints are loaded again.
 STORE_WIDE = frozenset(
-    {"schema_bump", "reopen", "encrypt", "rekey", "retention_gc", "old_worker", "sigkill_writer", "redact"}
+    {
+        "schema_bump",
+        "reopen",
+        "encrypt",
+        "rekey",
+        "retention_gc",
+        "old_worker",
+        "sigkill_writer",
+        "redact",
+        "erase",
+    }
 )
 
 
