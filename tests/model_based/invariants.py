@@ -9,6 +9,10 @@ no registered secret, and while encrypted no canary, in the SQLite files or
 the blob folder. At the end of the example: the same search over every
 column of every safepoint table in the PostgreSQL schema (``safepoint_calls``
 included: its results are sealed like checkpoints) and every S3 object.
+Each check is of one tenant (``ctx.world.tenant``): its handle, its files,
+its rows of the tables with a tenant column, its blob namespace.
+``snapshot`` is what a tenant shows, compared before and after each step of
+the other tenant (machine.py).
 """
 
 from __future__ import annotations
