@@ -1,7 +1,10 @@
 """The settings the machine runs under: a pairwise covering array, written as data.
 
-Five factors: the backend, encryption at rest, where large values go, the
-secret policy and SQLite's group commit. ``ROWS`` covers every valid pair
+Six factors: the backend, encryption at rest, where large values go, the
+secret policy, SQLite's group commit and the tenant the main handle is (the
+implicit one, ``tenant=`` not given, or a named one). Every row runs two
+tenants of one store (``TENANTS``): the main handle's and another, each
+with a model of its own (machine.py). ``ROWS`` covers every valid pair
 of factor values at least once (``tests/test_model_based.py`` checks it);
 ``INVALID_PAIRS`` are the pairs no row may hold, each with the reason the
 store gives. ``OPERATION_LIMITS`` are the operations a backend cannot take
@@ -19,7 +22,13 @@ FACTORS: dict[str, tuple[str, ...]] = {
     "blobs": ("inline", "files", "database", "s3"),
     "secrets": ("reference", "redact"),
     "group_commit": ("on", "off"),
+    "tenant": ("implicit", "named"),
 }
+
+# The tenants of a row's store: the main handle's (by the ``tenant`` factor: the implicit
+# one, opened without ``tenant=``, or the named "a") and the second one, "b", always named.
+TENANTS: dict[str, str] = {"implicit": "default", "named": "a"}
+SECOND_TENANT = "b"
 
 # (factor, value, factor, value): pairs the store refuses, and why.
 INVALID_PAIRS: dict[tuple[str, str, str, str], str] = {
@@ -55,6 +64,12 @@ class Config:
     blobs: str
     secrets: str
     group_commit: str
+    tenant: str = "implicit"  # a regression script written before tenants names none
+
+    @property
+    def tenants(self) -> tuple[str, str]:
+        """The names of the two tenants this row's machine runs: the main handle's, the second's."""
+        return TENANTS[self.tenant], SECOND_TENANT
 
     @property
     def durable(self) -> bool:
@@ -66,26 +81,27 @@ class Config:
 
 
 def _row(index: int, *values: str) -> Config:
-    backend, encryption, blobs, secrets, group_commit = values
-    name = f"row{index:02d}_{backend}_{blobs}_enc{encryption}"
-    return Config(name, backend, encryption, blobs, secrets, group_commit)
+    backend, encryption, blobs, secrets, group_commit, tenant = values
+    name = f"row{index:02d}_{backend}_{blobs}_enc{encryption}"  # the tenant left out: names stay
+    return Config(name, backend, encryption, blobs, secrets, group_commit, tenant)
 
 
 # Found once by a seeded search over assignments (backend x blobs fixed, the rest drawn)
-# and written down, so the rows never move between runs.
+# and written down, so the rows never move between runs. The tenant column was added the same
+# way (two rows of each backend named), the other columns left as they were.
 ROWS: tuple[Config, ...] = (
-    _row(1, "memory", "off", "inline", "redact", "on"),
-    _row(2, "memory", "off", "files", "redact", "on"),
-    _row(3, "memory", "on", "database", "reference", "on"),
-    _row(4, "memory", "on", "s3", "redact", "off"),
-    _row(5, "sqlite", "on", "inline", "reference", "on"),
-    _row(6, "sqlite", "off", "files", "reference", "off"),
-    _row(7, "sqlite", "off", "database", "redact", "on"),
-    _row(8, "sqlite", "off", "s3", "reference", "on"),
-    _row(9, "postgres", "off", "inline", "reference", "off"),
-    _row(10, "postgres", "on", "files", "redact", "off"),
-    _row(11, "postgres", "off", "database", "redact", "off"),
-    _row(12, "postgres", "on", "s3", "redact", "off"),
+    _row(1, "memory", "off", "inline", "redact", "on", "implicit"),
+    _row(2, "memory", "off", "files", "redact", "on", "implicit"),
+    _row(3, "memory", "on", "database", "reference", "on", "named"),
+    _row(4, "memory", "on", "s3", "redact", "off", "named"),
+    _row(5, "sqlite", "on", "inline", "reference", "on", "implicit"),
+    _row(6, "sqlite", "off", "files", "reference", "off", "named"),
+    _row(7, "sqlite", "off", "database", "redact", "on", "implicit"),
+    _row(8, "sqlite", "off", "s3", "reference", "on", "named"),
+    _row(9, "postgres", "off", "inline", "reference", "off", "named"),
+    _row(10, "postgres", "on", "files", "redact", "off", "implicit"),
+    _row(11, "postgres", "off", "database", "redact", "off", "named"),
+    _row(12, "postgres", "on", "s3", "redact", "off", "implicit"),
 )
 BY_NAME = {row.name: row for row in ROWS}
 

@@ -53,6 +53,8 @@ class Context:
     # The runs whose call journal the last step changed in the model (None: every run's).
     calls_dirty: set[str] | None = None
     in_flight: bool = False  # a step or a check began and has not finished (it failed)
+    other: Context | None = None  # the example's other tenant
+    seen: dict[str, Any] | None = None  # what the tenant showed after the last step (invariants.snapshot)
 
     def free_ids(self) -> list[str]:
         return [run_id for run_id in RUN_IDS if run_id not in self.model.runs]

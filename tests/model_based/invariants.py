@@ -9,6 +9,10 @@ no registered secret, and while encrypted no canary, in the SQLite files or
 the blob folder. At the end of the example: the same search over every
 column of every safepoint table in the PostgreSQL schema (``safepoint_calls``
 included: its results are sealed like checkpoints) and every S3 object.
+Each check is of one tenant (``ctx.world.tenant``): its handle, its files,
+its rows of the tables with a tenant column, its blob namespace.
+``snapshot`` is what a tenant shows, compared before and after each step of
+the other tenant (machine.py).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from safepoint.store.admin import all_runs
+from safepoint.store.tenants import IMPLICIT
 from safepoint.tamper import checkpoint_mismatches, run_mismatches
 
 from .context import Context, Finding, attempt, difference, observed
@@ -90,6 +95,26 @@ def check_step(ctx: Context, *, every_run: bool = False) -> None:
         _search(ctx, data, str(path.name))
 
 
+def snapshot(ctx: Context) -> dict[str, Any]:
+    """What the tenant's handle shows, headers only, by run: its run row (as listed), its history
+    (each step's digest covers the checkpoint as stored), its queue state and its call journal.
+    Compared before and after a step of the other tenant: nothing of it may differ."""
+    store = ctx.world.store
+    try:
+        listed = sorted(all_runs(store), key=lambda info: info.run_id)
+        return {
+            info.run_id: (
+                info,
+                store.history(info.run_id),
+                store.queue_state(info.run_id),
+                store.recorded_calls(info.run_id, resolve_secrets=False),
+            )
+            for info in listed
+        }
+    except Exception as exc:
+        raise Finding(f"reading what tenant {ctx.world.tenant!r} shows raised {type(exc).__name__}") from exc
+
+
 def check_calls(ctx: Context, *, every_run: bool = False) -> None:
     """Each run's call journal is the model's, exactly: every entry's key, state, step, result
     (secrets resolved as the policy allows), usage and writer — for the runs whose journal the
@@ -147,21 +172,34 @@ def search_world(ctx: Context, world: World) -> None:
 
 
 def _search_outside_files(ctx: Context, world: World, *, encrypted: bool) -> set[str]:
-    """The world's PostgreSQL rows and S3 objects, searched; the tables that held rows."""
+    """The world's tenant's PostgreSQL rows and S3 objects, searched; the tables that held rows."""
     tables: set[str] = set()
     if world.schema is not None:
-        for table, data in _postgres_rows(world.url, world.schema):
+        for table, data in _postgres_rows(world.url, world.schema, world.tenant):
             tables.add(table)
             _search(ctx, data, f"PostgreSQL table {table}", encrypted=encrypted)
-    if world.config.blobs == "s3":
-        from .world import s3_client  # noqa: PLC0415
-
-        client = s3_client()
-        listed = client.list_objects_v2(Bucket="safepoint-model", Prefix=world.s3_prefix)
-        for item in listed.get("Contents", []):
-            body = client.get_object(Bucket="safepoint-model", Key=item["Key"])["Body"].read()
-            _search(ctx, body, f"S3 object {item['Key']}", encrypted=encrypted)
+    for key, body in s3_objects(world):
+        _search(ctx, body, f"S3 object {key}", encrypted=encrypted)
     return tables
+
+
+def s3_objects(world: World) -> list[tuple[str, bytes]]:
+    """The world's tenant's S3 objects (none unless its blobs go to S3), by key: under its
+    namespace — for the implicit tenant, the prefix's own objects, not ``tenants/…``."""
+    if world.config.blobs != "s3":
+        return []
+    from .world import s3_client  # noqa: PLC0415
+
+    client = s3_client()
+    prefix = world.s3_keys_prefix()
+    out = []
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket="safepoint-model", Prefix=prefix):
+        for item in page.get("Contents", []):
+            if world.tenant == IMPLICIT and item["Key"][len(prefix) :].startswith("tenants/"):
+                continue  # a named tenant's namespace, under the implicit tenant's prefix
+            body = client.get_object(Bucket="safepoint-model", Key=item["Key"])["Body"].read()
+            out.append((item["Key"], body))
+    return out
 
 
 def _search(ctx: Context, data: bytes, where: str, *, encrypted: bool | None = None) -> None:
@@ -172,22 +210,26 @@ def _search(ctx: Context, data: bytes, where: str, *, encrypted: bool | None = N
         raise Finding(f"the store is encrypted, yet a canary is in plain text in {where}")
 
 
-def _postgres_rows(dsn: str, schema: str) -> list[tuple[str, bytes]]:
-    """Every column of every safepoint table in ``schema``, as bytes (bytea as is, the rest as text)."""
+def _postgres_rows(dsn: str, schema: str, tenant: str | None = None) -> list[tuple[str, bytes]]:
+    """Every column of every safepoint table in ``schema``, as bytes (bytea as is, the rest as
+    text): with ``tenant``, only that tenant's rows of each table that has a tenant column (and
+    every row of the store-wide tables). The connection is the test's superuser: row-level
+    security does not apply to it, the filter does."""
     import psycopg  # noqa: PLC0415
     from psycopg import sql  # noqa: PLC0415
 
     out: list[tuple[str, bytes]] = []
     with psycopg.connect(dsn, autocommit=True) as conn:
         tables = conn.execute(
-            "SELECT table_name FROM information_schema.tables"
-            " WHERE table_schema = %s AND table_name LIKE 'safepoint%%'",
+            "SELECT table_name, bool_or(column_name = 'tenant') FROM information_schema.columns"
+            " WHERE table_schema = %s AND table_name LIKE 'safepoint%%' GROUP BY table_name",
             (schema,),
         ).fetchall()
-        for (table,) in tables:
-            rows = conn.execute(
-                sql.SQL("SELECT * FROM {}.{}").format(sql.Identifier(schema), sql.Identifier(table))
-            )
+        for table, tenanted in tables:
+            query = sql.SQL("SELECT * FROM {}.{}").format(sql.Identifier(schema), sql.Identifier(table))
+            if tenant is not None and tenanted:
+                query = query + sql.SQL(" WHERE tenant = {}").format(sql.Literal(tenant))
+            rows = conn.execute(query)
             for row in rows.fetchall():
                 for value in row:
                     out.append((table, _as_bytes(value)))

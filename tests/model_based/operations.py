@@ -7,7 +7,10 @@ the model's update (``update``: the outcome the model predicts, checked, then
 applied). A later feature (redaction, backups, tenants) adds one entry here
 and, if it keeps new state, a field in ``model.py`` — as the call journal did
 (``ops_journal.py``, ``ops_journal_stored.py``; ``model.Run.calls``) and redaction
-did (``ops_redact.py``; ``model.Run.redactions``).
+did (``ops_redact.py``; ``model.Run.redactions``). Tenants added a factor
+(``configurations.FACTORS["tenant"]``), a second tenant to every example (each
+entry is a rule for each tenant, machine.py) and four entries (``ops_tenants.py``:
+a run id only the other tenant holds; verify and backup of a tenant; erasing one).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from . import ops_journal_stored as stored
 from . import ops_queue as queue
 from . import ops_redact as redact
 from . import ops_store as whole
+from . import ops_tenants as tenants
 from .configurations import Config
 from .context import Context, Outcome
 from .values import LABELS, contents
@@ -314,5 +318,15 @@ TABLE: tuple[Op, ...] = (
         whole.act_open_with_wrong_key,
         whole.update_open_with_wrong_key,
     ),
+    Op(
+        "foreign_id",
+        tenants.foreign_args,
+        tenants.has_foreign_id,
+        tenants.act_foreign_id,
+        tenants.update_foreign_id,
+    ),
+    Op("verify", lambda c: st.just({}), lambda ctx: True, tenants.act_verify, tenants.update_verify),
+    Op("backup", lambda c: st.just({}), tenants.can_back_up, tenants.act_backup, tenants.update_backup),
+    Op("erase", lambda c: st.just({}), tenants.can_erase, tenants.act_erase, tenants.update_erase),
 )
 BY_NAME = {op.name: op for op in TABLE}

@@ -166,5 +166,7 @@ def update_export_import(ctx: Context, args: dict[str, Any], outcome: Outcome) -
 
 def _moved(call: Call, exported: int) -> Call:
     """The entry as the import writes it: at its step counted from the exported checkpoint's,
-    with no writer (an import writes under no lease)."""
-    return Call(call.state, max(0, call.step - exported), call.result, call.request, call.usage)
+    with no writer (an import writes under no lease); a result redacted after it was recorded
+    travels redacted, and says so."""
+    step = max(0, call.step - exported)
+    return Call(call.state, step, call.result, call.request, call.usage, redacted_later=call.redacted_later)

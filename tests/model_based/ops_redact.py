@@ -24,10 +24,9 @@ from safepoint import Redaction
 
 from .configurations import Config
 from .context import Context, Finding, Outcome, attempt, expect
-from .invariants import _postgres_rows
+from .invariants import _postgres_rows, s3_objects
 from .model import PLANTED
 from .ops_checkpoints import _pick
-from .world import s3_client
 
 
 def args_of(config: Config) -> st.SearchStrategy[dict[str, Any]]:
@@ -103,18 +102,12 @@ def update_redact(ctx: Context, args: dict[str, Any], outcome: Outcome) -> None:
 
 
 def _stored_bytes(ctx: Context) -> list[tuple[str, bytes]]:
-    """Every byte of the store the machine can read: SQLite files and blob files, every
-    column of PostgreSQL's safepoint tables, every S3 object of the store."""
+    """Every byte of the tenant's store the machine can read: its SQLite files and blob files,
+    every column of its rows of PostgreSQL's safepoint tables, its S3 objects."""
     world = ctx.world
     out = [(path.name, path.read_bytes()) for path in world.files()]
     if world.schema is not None:
-        out += [
-            (f"PostgreSQL table {table}", data) for table, data in _postgres_rows(world.url, world.schema)
-        ]
-    if world.config.blobs == "s3":
-        client = s3_client()
-        listed = client.list_objects_v2(Bucket="safepoint-model", Prefix=world.s3_prefix)
-        for item in listed.get("Contents", []):
-            body = client.get_object(Bucket="safepoint-model", Key=item["Key"])["Body"].read()
-            out.append((f"S3 object {item['Key']}", body))
+        rows = _postgres_rows(world.url, world.schema, world.tenant)
+        out += [(f"PostgreSQL table {table}", data) for table, data in rows]
+    out += [(f"S3 object {key}", body) for key, body in s3_objects(world)]
     return out

@@ -1,8 +1,11 @@
 """The store under test for one example: where it lives, how each process opens it, its bytes.
 
 A ``World`` is made fresh for every example (a temporary folder, a fresh
-PostgreSQL schema, a fresh S3 prefix) and torn down after it. It opens the
-main handle with the example's settings, and the other processes the
+PostgreSQL schema, a fresh S3 prefix) and torn down after it. It is one
+tenant's: the example's second tenant is another ``World`` on the same place
+(``World(config, tenant, place=first)``: the same URL, schema, folder and S3
+prefix, a keyring of its own). It opens the tenant's handle with the
+example's settings, and the other processes the
 operations need: a keyless one, one with a wrong key, an old worker, a child
 writer to SIGKILL (``child.py``), all from ``options()`` so that each differs
 from the main handle only where the operation says.
@@ -21,6 +24,7 @@ from typing import Any
 
 import safepoint
 from safepoint import Keyring, MigrationChain, Secrets, Store
+from safepoint.store.tenants import IMPLICIT, tenant_path
 
 from .configurations import Config
 from .model import SECRET_NAME, SECRET_VALUE, migrated
@@ -63,14 +67,30 @@ def chain(current: int) -> MigrationChain:
 
 
 class World:
-    """One example's store: its settings, its place, its keyring and its open handles."""
+    """One tenant of one example's store: its settings, its place, its keyring and its open handle.
 
-    def __init__(self, config: Config) -> None:
+    ``place``: another tenant's world whose store this tenant shares (it owns the place and
+    removes it at its close); without, a new place."""
+
+    def __init__(self, config: Config, tenant: str = IMPLICIT, *, place: World | None = None) -> None:
         self.config = config
-        self.folder = Path(tempfile.mkdtemp(prefix="safepoint-model-"))
-        self.schema: str | None = None
-        self.s3_prefix = f"model-{uuid.uuid4().hex}/"
+        self.tenant = tenant
+        self.owns_place = place is None
         self.keyring_text: str | None = None
+        if config.encryption == "on":  # each tenant its own keys (docs/tenants.md)
+            self.keyring_text = f"index:{new_key()} k1:{new_key()}"
+        if place is not None:
+            self.folder, self.schema, self.s3_prefix, self.url = (
+                place.folder,
+                place.schema,
+                place.s3_prefix,
+                place.url,
+            )
+            self.store: Store = self.open(chain_version=1)
+            return
+        self.folder = Path(tempfile.mkdtemp(prefix="safepoint-model-"))
+        self.schema = None
+        self.s3_prefix = f"model-{uuid.uuid4().hex}/"
         if config.backend == "memory":
             self.url = "memory://"
         elif config.backend == "sqlite":
@@ -80,9 +100,7 @@ class World:
 
             self.schema = f"sp_model_{uuid.uuid4().hex}"
             self.url = require_postgres()
-        if config.encryption == "on":
-            self.keyring_text = f"index:{new_key()} k1:{new_key()}"
-        self.store: Store = self.open(chain_version=1)
+        self.store = self.open(chain_version=1)
 
     # -- opening -------------------------------------------------------------------------
 
@@ -104,6 +122,7 @@ class World:
             "group_commit": self.config.group_commit == "on",
             "keyring": self.keyring_text,
             "chain_version": chain_version,
+            "tenant": self.tenant,
         }
 
     def open(self, *, chain_version: int, keyring: Keyring | bool | None = True) -> Store:
@@ -122,29 +141,43 @@ class World:
     # -- what is on disk ---------------------------------------------------------------
 
     def files(self) -> list[Path]:
-        """The SQLite files (db, -wal, -shm) and every blob file: what the greps read."""
+        """The tenant's SQLite files (db, -wal, -shm) and blob files: what the greps read."""
         found: list[Path] = []
         if self.config.backend == "sqlite":
-            db = self.folder / "state.db"
+            db = Path(tenant_path(str(self.folder / "state.db"), self.tenant))
             found += [p for p in (db, Path(f"{db}-wal"), Path(f"{db}-shm")) if p.exists()]
         blobs = self.folder / "blobs"
+        if self.tenant != IMPLICIT:
+            blobs = blobs / "tenants" / self.tenant  # a named tenant's namespace (FileSystemBlobStore)
         if blobs.exists():
-            found += [p for p in blobs.rglob("*") if p.is_file()]
+            found += [p for p in blobs.rglob("*") if p.is_file() and not self._another_tenants(p, blobs)]
         return found
+
+    def _another_tenants(self, path: Path, root: Path) -> bool:
+        # The implicit tenant's blob root holds the named tenants' namespaces too.
+        return self.tenant == IMPLICIT and path.relative_to(root).parts[0] == "tenants"
+
+    def s3_keys_prefix(self) -> str:
+        """Where this tenant's S3 objects are: the implicit tenant's at the prefix itself (a key
+        under ``tenants/`` there is another tenant's), a named tenant's under ``tenants/<name>/``."""
+        return self.s3_prefix if self.tenant == IMPLICIT else f"{self.s3_prefix}tenants/{self.tenant}/"
 
     def close(self) -> None:
         try:
             self.store.close()
         finally:
-            shutil.rmtree(self.folder, ignore_errors=True)
-            if self.schema is not None:
-                import psycopg  # noqa: PLC0415
-                from psycopg import sql  # noqa: PLC0415
+            if self.owns_place:
+                self.remove_place()
 
-                with psycopg.connect(self.url, autocommit=True) as conn:
-                    conn.execute(
-                        sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.schema))
-                    )
+    def remove_place(self) -> None:
+        """The folder and the PostgreSQL schema, gone (the owner's, after every tenant's close)."""
+        shutil.rmtree(self.folder, ignore_errors=True)
+        if self.schema is not None:
+            import psycopg  # noqa: PLC0415
+            from psycopg import sql  # noqa: PLC0415
+
+            with psycopg.connect(self.url, autocommit=True) as conn:
+                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.schema)))
 
 
 def options_of(spec: dict[str, Any]) -> dict[str, Any]:
@@ -179,6 +212,8 @@ def options_of(spec: dict[str, Any]) -> dict[str, Any]:
         options["max_size"] = 2
     else:
         options["group_commit"] = spec["group_commit"]
+    if spec.get("tenant", IMPLICIT) != IMPLICIT:  # the implicit tenant: opened as before tenants
+        options["tenant"] = spec["tenant"]
     if spec["keyring"] is not None:
         options["encryption"] = Keyring.from_text(spec["keyring"])
     return options

@@ -98,7 +98,7 @@ def prune_run(run_id: str, store_policy: Retention | None, now: int, *, dry_run:
         result.rows_deleted = len(spans)
         result.bytes_deleted = sum(row[6] + row[7] for row in spans)
         if not dry_run:
-            for name in ("delete_calls", "delete_checkpoints", "delete_run"):
+            for name in ("delete_calls", "delete_redactions", "delete_checkpoints", "delete_run"):
                 yield Query(name, {"run_ref": run_ref})
         return result
     keep = _kept_steps(live, head_step, policy, now)
