@@ -370,3 +370,18 @@ def test_the_cli_asks_names_and_exits_typed(tmp_path: Path, monkeypatch: pytest.
     assert again.returncode == 0
     assert "holds nothing" in again.stdout
     assert os.path.exists(tenant_path(str(main), "b"))
+
+
+def test_a_sqlite_store_used_only_through_named_tenants_erases_them(tmp_path: Path) -> None:
+    """A store whose own file was never made (every handle named a tenant) still erases one of
+    its tenants; a folder with neither the file nor the tenants' folder is StoreNotFound."""
+    url = f"sqlite:///{tmp_path / 'only-named.db'}"
+    for tenant in ("a", "b"):
+        with safepoint.open_store(url, tenant=tenant) as store:
+            store.save(safepoint.Checkpoint(run_id="r", messages=[{"role": "user", "content": tenant}]))
+    assert not (tmp_path / "only-named.db").exists()
+    assert erase_tenant(url, "a").runs == 1
+    with safepoint.open_store(url, tenant="b", read_only=True) as b:
+        assert b.load("r").messages == [{"role": "user", "content": "b"}]
+    with pytest.raises(StoreNotFound):
+        erase_tenant(f"sqlite:///{tmp_path / 'nothing.db'}", "a")

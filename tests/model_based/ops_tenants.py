@@ -21,10 +21,9 @@ it showed before. These operations reach across, or act on the tenant whole:
   other tenant, checked whole after it (``machine.STORE_WIDE``), keeps every
   run, checkpoint, blob and entry. Not on ``memory://`` (private to its
   handle) nor for the implicit tenant of a SQLite store (its file is the
-  store's own: refused). Nor, for now, on a SQLite store whose own file does
-  not exist — one only ever opened with named tenants (the rows whose main
-  tenant is named): ``erase_tenant`` refuses it with ``StoreNotFound`` though
-  the tenant's file is there (``SQLITE_ERASE_NEEDS_THE_STORE_FILE``).
+  store's own: refused). A SQLite store only ever opened with named tenants
+  (no file of its own, the rows whose main tenant is named) is erased too: the
+  machine found erase_tenant refusing it once, fixed since.
 """
 
 from __future__ import annotations
@@ -194,21 +193,13 @@ def update_backup(ctx: Context, args: dict[str, Any], outcome: Outcome) -> None:
 # -- erasing a tenant --------------------------------------------------------------------------
 
 
-# Found by this machine: erase_tenant of a named SQLite tenant raises StoreNotFound when the
-# store's own file (the implicit tenant's) does not exist, though open_store(url, tenant=…)
-# made and used the tenant's file without it. While it does, erase is not drawn there.
-SQLITE_ERASE_NEEDS_THE_STORE_FILE = True
-
-
 def can_erase(ctx: Context) -> bool:
     config, world = ctx.world.config, ctx.world
     if not config.durable:
         return False
     if config.backend != "sqlite":
         return True
-    if world.tenant == IMPLICIT:
-        return False
-    return not SQLITE_ERASE_NEEDS_THE_STORE_FILE or (world.folder / "state.db").exists()
+    return world.tenant != IMPLICIT
 
 
 def act_erase(ctx: Context, args: dict[str, Any]) -> Outcome:

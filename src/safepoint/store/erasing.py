@@ -209,7 +209,8 @@ def _erase_sqlite(
             " folder and its backups are named after: it is not erased (delete the file itself if that"
             " is meant)"
         )
-    if not os.path.exists(store_path):
+    if not os.path.exists(store_path) and not os.path.isdir(os.path.dirname(tenant_path(store_path, tenant))):
+        # A store used through named tenants only has their folder and no file of its own.
         raise StoreNotFound(f"sqlite:///{store_path}", "no such file")
     report = Erasure(tenant, files=[])
     assert report.files is not None
