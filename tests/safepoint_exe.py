@@ -15,8 +15,12 @@ from pathlib import Path
 SAFEPOINT = str(Path(sys.executable).with_name("safepoint"))
 
 
-def sp(folder: Path, *args: str, columns: int | None = None) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ) if columns is None else {**os.environ, "COLUMNS": str(columns)}
+def sp(
+    folder: Path, *args: str, columns: int | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **(env or {})}
+    if columns is not None:
+        env["COLUMNS"] = str(columns)
     return subprocess.run(
         [SAFEPOINT, *args],
         cwd=folder,

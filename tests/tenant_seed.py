@@ -23,19 +23,12 @@ from safepoint import Checkpoint, Keyring, Store
 from safepoint.crypto.sealing import DataKey, Place, SealBroken, is_sealed, parts
 from safepoint.crypto.wrapping import unwrap_for_store
 from safepoint.errors import InvalidKey, MissingKey
+from safepoint.store.postgres.roles import TENANT_TABLES
 from safepoint.store.sealer import RUN_WIDE
 
 BLOB_THRESHOLD = 1_000  # the tests' stores offload values above this: every run holds blobs
 RUN_IDS = ("r0", "r1", "r2")
-TABLES = (
-    "safepoint_runs",
-    "safepoint_checkpoints",
-    "safepoint_blobs",
-    "safepoint_meta",
-    "safepoint_data_keys",
-    "safepoint_calls",
-    "safepoint_redactions",
-)
+TABLES = TENANT_TABLES  # every table that holds a tenant's rows (DDL revision 12)
 PG_BIN_FALLBACK = Path("/usr/lib/postgresql")
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import html
 import json
-import os
 import subprocess
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -33,7 +32,7 @@ from safepoint.fixtures import write_fixture
 from safepoint.ui import create_app
 from safepoint.ui.paths import run_path
 from safepoint.visible import visible
-from safepoint_exe import SAFEPOINT
+from safepoint_exe import sp
 
 A_RUNS = {api.SHARED, "a-only", "a-queued"}
 PROBED = ["b-only", api.HOSTILE[0]]  # b's ids a probe names (the API suite probes them all)
@@ -41,16 +40,7 @@ PROBED = ["b-only", api.HOSTILE[0]]  # b's ids a probe names (the API suite prob
 
 def run(folder: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The real ``safepoint`` in ``folder``, stdin not a terminal (``delete`` without ``--yes`` refuses)."""
-    return subprocess.run(
-        [SAFEPOINT, *args],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
+    return sp(folder, *args, env=env)
 
 
 def masked(text: str, *secrets: str) -> str:
