@@ -34,6 +34,7 @@ from pydantic_ai.conversation_store import (
 from safepoint import (
     AsyncStore,
     Checkpoint,
+    NotFound,
     ParentRef,
     RunHeld,
     Store,
@@ -194,7 +195,8 @@ class SafepointConversationStore(ConversationStore):
         encoded, state_record = encode_entries(new_entries), encode_record(record)
         new_ids = {entry.id for entry in new_entries}
         held_until = time.monotonic() + HELD_WAIT
-        for _ in range(MAX_ATTEMPTS):
+        attempts = 0
+        while attempts < MAX_ATTEMPTS:
             found = yield from self._reader.current(run_id)
             head = None if found is None else found[0]
             stored = _record_of(head)
@@ -236,11 +238,28 @@ class SafepointConversationStore(ConversationStore):
                     raise
                 yield Sleep(HELD_POLL)  # type: ignore[misc]  # the loops of safepoint.twins serve it
                 continue
-            if not saved:
-                continue  # another writer moved the run: check the revision again on its head
+            if not saved:  # check the revision again on the run's head
+                attempts += yield from self._after_conflict(run_id, held_until)
+                continue
             self._reader.remember([record.head_id, *record.branches, *new_ids], (run_id, cp.step))
             return
         raise gave_up(run_id, cp.step)
+
+    def _after_conflict(self, run_id: str, held_until: float) -> Flow[int]:
+        """After a save lost: 1, an attempt spent, when another writer moved the run; 0, after a
+        wait, when a live lease holds it. (A lease of another writer — a journaled turn in another
+        process, or one a kill left behind until it expires — refuses a save without one as a
+        Conflict too: waited for, up to ``HELD_WAIT``, it does not spend the attempts.)"""
+        if time.monotonic() > held_until:
+            return 1
+        try:
+            state = yield Invoke(self.store.queue_state, (run_id,))
+        except NotFound:
+            return 1
+        if not state.leased():
+            return 1
+        yield Sleep(HELD_POLL)  # type: ignore[misc]  # the loops of safepoint.twins serve it
+        return 0
 
     def _step_labels(
         self,
