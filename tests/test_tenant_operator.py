@@ -10,7 +10,6 @@ for the CLI, the inspector's app through its test client.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -22,21 +21,14 @@ from safepoint import Checkpoint
 from safepoint.errors import InvalidArgument
 from safepoint.store.admin import tenants_of
 from safepoint.ui import create_app
-from safepoint_exe import SAFEPOINT
+from safepoint_exe import sp
 from tenant_roles import roles
 
 BASE = "http://127.0.0.1:8765"  # the address the inspector is bound to: its guard answers nothing else
 
 
-def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [SAFEPOINT, *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return sp(Path.cwd(), *args)
 
 
 def _seed(store: safepoint.Store, tenants: tuple[str, ...]) -> None:

@@ -9,11 +9,10 @@ drops them all at the end, failure or not (roles are cluster-wide objects).
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -27,7 +26,7 @@ from safepoint.store.postgres import statements
 from safepoint.store.postgres.roles import STORE_TABLES, TENANT_TABLES
 from safepoint.ui import create_app
 from safepoint.ui.paths import run_path
-from safepoint_exe import SAFEPOINT
+from safepoint_exe import sp
 from tenant_probes import VALUE_A, VALUE_B, probe, seed_pair
 from tenant_roles import SMALL, Cluster, roles
 
@@ -252,20 +251,12 @@ def test_cross_tenant_probes_through_the_cli_and_the_inspector(seeded: Cluster) 
         seeded.operator, "SELECT tenant, run_id, head_step, status FROM safepoint_runs ORDER BY 1, 2"
     )
     url = seeded.url(seeded.app)
-    env = {**os.environ, "SAFEPOINT_TENANT": "a", "SAFEPOINT_SCHEMA": seeded.schema}
+    env = {"SAFEPOINT_TENANT": "a", "SAFEPOINT_SCHEMA": seeded.schema}
     for command in COMMANDS:
         answers = []
         for probed in (only_b, "never-" + uuid.uuid4().hex[:8]):
             args = [part.replace("{id}", probed) for part in command]
-            done = subprocess.run(
-                [SAFEPOINT, *args, "--store", url],
-                capture_output=True,
-                text=True,
-                timeout=60,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                check=False,
-            )
+            done = sp(Path.cwd(), *args, "--store", url, env=env)
             answers.append((done.returncode, masked(done.stdout, probed), masked(done.stderr, probed)))
         assert answers[0] == answers[1], command
         assert answers[0][0] != 0, command
